@@ -1,0 +1,261 @@
+// ms/core/dtype.hpp — element types, their C++ types, and type promotion.
+//
+// Stage: core. Names follow MindSpore: `ms::float32`, `ms::int64`, `ms::bool_`.
+// float16 and bfloat16 are Eigen::half / Eigen::bfloat16; they are computed in
+// float32 and rounded on store. int4 is packed two to a byte (storage and cast
+// only).
+#pragma once
+
+#include <Eigen/Core>
+#include <complex>
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+
+#include "ms/core/error.hpp"
+
+namespace ms {
+
+/// The element type of a tensor.
+enum class DType : std::uint8_t {
+  Bool,
+  Int8,
+  Int16,
+  Int32,
+  Int64,
+  UInt8,
+  UInt16,
+  UInt32,
+  UInt64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
+  Complex64,
+  Complex128,
+  Int4,  ///< packed two per byte, low nibble first; storage and cast only
+};
+
+inline constexpr int kNumDTypes = 16;
+
+inline constexpr DType bool_ = DType::Bool;
+inline constexpr DType int8 = DType::Int8;
+inline constexpr DType int16 = DType::Int16;
+inline constexpr DType int32 = DType::Int32;
+inline constexpr DType int64 = DType::Int64;
+inline constexpr DType uint8 = DType::UInt8;
+inline constexpr DType uint16 = DType::UInt16;
+inline constexpr DType uint32 = DType::UInt32;
+inline constexpr DType uint64 = DType::UInt64;
+inline constexpr DType float16 = DType::Float16;
+inline constexpr DType bfloat16 = DType::BFloat16;
+inline constexpr DType float32 = DType::Float32;
+inline constexpr DType float64 = DType::Float64;
+inline constexpr DType complex64 = DType::Complex64;
+inline constexpr DType complex128 = DType::Complex128;
+inline constexpr DType int4 = DType::Int4;
+
+using float16_t = Eigen::half;
+using bfloat16_t = Eigen::bfloat16;
+using complex64_t = std::complex<float>;
+using complex128_t = std::complex<double>;
+
+/// MindSpore's spelling of a dtype, as printed in tensors: "Float32", "Int64", "Bool".
+constexpr std::string_view dtype_name(DType t) {
+  constexpr std::string_view names[] = {
+      "Bool",   "Int8",    "Int16",    "Int32",   "Int64",   "UInt8",     "UInt16",     "UInt32",
+      "UInt64", "Float16", "BFloat16", "Float32", "Float64", "Complex64", "Complex128", "Int4"};
+  return names[static_cast<int>(t)];
+}
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+/// Bytes per element; 0 for int4, whose size is given by `dtype_nbytes`.
+constexpr std::int64_t dtype_itemsize(DType t) {
+  constexpr std::int64_t sizes[] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16, 0};
+  return sizes[static_cast<int>(t)];
+}
+
+constexpr bool dtype_is_bool(DType t) { return t == DType::Bool; }
+constexpr bool dtype_is_signed_int(DType t) {
+  return t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 ||
+         t == DType::Int4;
+}
+constexpr bool dtype_is_unsigned_int(DType t) {
+  return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
+}
+/// Integral, bool excluded.
+constexpr bool dtype_is_int(DType t) { return dtype_is_signed_int(t) || dtype_is_unsigned_int(t); }
+constexpr bool dtype_is_float(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
+}
+constexpr bool dtype_is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
+
+/// The type kernels compute in for a stored dtype: half types in float32,
+/// small integers and bool in int32, uint32 in int64; others as themselves.
+constexpr DType dtype_compute(DType t) {
+  switch (t) {
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    case DType::Bool:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::UInt8:
+    case DType::UInt16:
+    case DType::Int4: return DType::Int32;
+    case DType::UInt32: return DType::Int64;
+    default: return t;
+  }
+}
+
+/// Type promotion of two tensor dtypes (as NumPy / PyTorch):
+/// bool < integers < floating < complex; within a kind the wider wins;
+/// int + float -> the float; f16 + bf16 -> f32; signed + unsigned of the same
+/// width -> the next wider signed type (uint64 + signed -> int64); int4 acts as int8.
+DType promote_types(DType a, DType b);
+
+/// The kind of a C++ scalar operand, for `tensor op scalar` promotion.
+enum class ScalarKind : std::uint8_t { Bool, Int, Float, Complex };
+
+/// Promotion of a tensor dtype with a scalar of the given kind: a scalar only
+/// lifts the kind (int tensor + 2.5 -> float32; float16 tensor * 2.0 -> float16;
+/// int32 tensor + 5 -> int32), as PyTorch does for Python numbers.
+DType promote_with_scalar(DType t, ScalarKind k);
+
+// ------------------------------------------------------------- C++ types
+
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+namespace detail {
+template <DType D>
+struct dtype_cpp;
+#define MS_DTYPE_CPP(D, T) \
+  template <>              \
+  struct dtype_cpp<D> {    \
+    using type = T;        \
+  };
+MS_DTYPE_CPP(DType::Bool, bool)
+MS_DTYPE_CPP(DType::Int8, std::int8_t)
+MS_DTYPE_CPP(DType::Int16, std::int16_t)
+MS_DTYPE_CPP(DType::Int32, std::int32_t)
+MS_DTYPE_CPP(DType::Int64, std::int64_t)
+MS_DTYPE_CPP(DType::UInt8, std::uint8_t)
+MS_DTYPE_CPP(DType::UInt16, std::uint16_t)
+MS_DTYPE_CPP(DType::UInt32, std::uint32_t)
+MS_DTYPE_CPP(DType::UInt64, std::uint64_t)
+MS_DTYPE_CPP(DType::Float16, float16_t)
+MS_DTYPE_CPP(DType::BFloat16, bfloat16_t)
+MS_DTYPE_CPP(DType::Float32, float)
+MS_DTYPE_CPP(DType::Float64, double)
+MS_DTYPE_CPP(DType::Complex64, complex64_t)
+MS_DTYPE_CPP(DType::Complex128, complex128_t)
+#undef MS_DTYPE_CPP
+}  // namespace detail
+
+/// The C++ element type of a dtype: `ms::cpp_type<ms::float32>` is `float`.
+template <DType D>
+using cpp_type = typename detail::dtype_cpp<D>::type;
+
+/// The dtype of a C++ element type: `ms::dtype_of<float>` is `ms::float32`.
+template <class T>
+inline constexpr DType dtype_of = [] {
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return DType::Int8;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return DType::Int16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::Int32;
+  else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, long long>)
+    return DType::Int64;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DType::UInt8;
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return DType::UInt16;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return DType::UInt32;
+  else if constexpr (std::is_same_v<T, std::uint64_t> || std::is_same_v<T, unsigned long long>)
+    return DType::UInt64;
+  else if constexpr (std::is_same_v<T, float16_t>)
+    return DType::Float16;
+  else if constexpr (std::is_same_v<T, bfloat16_t>)
+    return DType::BFloat16;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::Float64;
+  else if constexpr (std::is_same_v<T, complex64_t>)
+    return DType::Complex64;
+  else if constexpr (std::is_same_v<T, complex128_t>)
+    return DType::Complex128;
+  else
+    static_assert(sizeof(T) == 0, "ms::dtype_of: T is not an ms element type");
+}();
+
+/// True for the C++ element types that map onto a dtype.
+template <class T>
+concept Element = requires {
+  dtype_of<T>;
+}
+&&std::is_trivially_copyable_v<T>;
+
+/// Calls `f(ms::TypeTag<T>{})` with the C++ type of `t`:
+/// `ms::dtype_dispatch(t, [&](auto tag) { using T = typename decltype(tag)::type; ... });`
+/// int4 has no element type and raises TypeError naming `what`.
+template <class F>
+decltype(auto) dtype_dispatch(DType t, F&& f, std::string_view what = "dtype_dispatch") {
+  switch (t) {
+    case DType::Bool: return f(TypeTag<bool>{});
+    case DType::Int8: return f(TypeTag<std::int8_t>{});
+    case DType::Int16: return f(TypeTag<std::int16_t>{});
+    case DType::Int32: return f(TypeTag<std::int32_t>{});
+    case DType::Int64: return f(TypeTag<std::int64_t>{});
+    case DType::UInt8: return f(TypeTag<std::uint8_t>{});
+    case DType::UInt16: return f(TypeTag<std::uint16_t>{});
+    case DType::UInt32: return f(TypeTag<std::uint32_t>{});
+    case DType::UInt64: return f(TypeTag<std::uint64_t>{});
+    case DType::Float16: return f(TypeTag<float16_t>{});
+    case DType::BFloat16: return f(TypeTag<bfloat16_t>{});
+    case DType::Float32: return f(TypeTag<float>{});
+    case DType::Float64: return f(TypeTag<double>{});
+    case DType::Complex64: return f(TypeTag<complex64_t>{});
+    case DType::Complex128: return f(TypeTag<complex128_t>{});
+    case DType::Int4: break;
+  }
+  detail::raise<TypeError>(what, ": dtype Int4 is packed (storage and cast only); cast it first");
+}
+
+/// Converts between element types the way a cast does: complex -> real drops
+/// the imaginary part; float -> int truncates toward zero; anything -> bool is `!= 0`.
+template <class To, class From>
+inline To scalar_cast(const From& v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    if constexpr (std::is_same_v<From, complex64_t> || std::is_same_v<From, complex128_t>)
+      return v.real() != 0 || v.imag() != 0;
+    else
+      return static_cast<float>(v) != 0.0f || static_cast<double>(v) != 0.0;
+  } else if constexpr (std::is_same_v<From, complex64_t> || std::is_same_v<From, complex128_t>) {
+    if constexpr (std::is_same_v<To, complex64_t> || std::is_same_v<To, complex128_t>)
+      return To(static_cast<typename To::value_type>(v.real()),
+                static_cast<typename To::value_type>(v.imag()));
+    else
+      return static_cast<To>(v.real());
+  } else if constexpr (std::is_same_v<To, complex64_t> || std::is_same_v<To, complex128_t>) {
+    return To(static_cast<typename To::value_type>(static_cast<double>(v)), 0);
+  } else if constexpr (std::is_same_v<From, float16_t> || std::is_same_v<From, bfloat16_t>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, float16_t> || std::is_same_v<To, bfloat16_t>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+}  // namespace ms

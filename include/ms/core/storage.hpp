@@ -1,0 +1,57 @@
+// ms/core/storage.hpp — aligned, reference-counted memory with statistics.
+//
+// Stage: core. Every tensor's bytes live in a Storage: 64-byte aligned (one
+// cache line, a full AVX-512 register), freed when the last tensor viewing it
+// goes away. Allocations are counted so tests can prove there are no hidden
+// temporaries, and capped so a huge request is an ms::MemoryError, not a crash.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "ms/core/error.hpp"
+
+namespace ms {
+
+inline constexpr std::size_t kStorageAlignment = 64;
+
+/// Statistics over all Storage allocations of the process.
+struct MemoryStats {
+  std::int64_t live_bytes = 0;   ///< bytes held by storages alive now
+  std::int64_t peak_bytes = 0;   ///< maximum of live_bytes since start or the last reset
+  std::int64_t alloc_count = 0;  ///< number of allocations since start (never decreases)
+  std::int64_t live_count = 0;   ///< storages alive now
+};
+
+/// Current statistics. Example: `auto before = ms::memory_stats().alloc_count;`
+MemoryStats memory_stats();
+/// Sets peak_bytes to live_bytes.
+void memory_stats_reset_peak();
+
+/// Caps a single allocation (bytes); a larger request raises ms::MemoryError.
+/// The default is 64 GiB; `0` restores it.
+void set_max_alloc_bytes(std::int64_t bytes);
+std::int64_t max_alloc_bytes();
+
+/// A block of aligned bytes. Created only through `Storage::allocate`.
+class Storage {
+ public:
+  /// Allocates `nbytes` (uninitialized), 64-byte aligned. `what` names the API
+  /// for the error message when the request is over the cap or refused.
+  static std::shared_ptr<Storage> allocate(std::int64_t nbytes, const char* what = "allocate");
+
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+
+  std::byte* data() const { return data_; }
+  std::int64_t nbytes() const { return nbytes_; }
+
+ private:
+  Storage(std::byte* data, std::int64_t nbytes) : data_(data), nbytes_(nbytes) {}
+  std::byte* data_;
+  std::int64_t nbytes_;
+};
+
+}  // namespace ms

@@ -1,0 +1,235 @@
+// ms/core/tensor.hpp — the Tensor: a dtype and a strided view over a Storage.
+//
+// Stage: core. A Tensor is cheap to copy (it shares its storage); views
+// (reshape when possible, transpose, permute, slice, squeeze, unsqueeze,
+// expand) share memory, `clone()` and `contiguous()` copy. Arithmetic lives in
+// the ops and expr stages (`ms/ops/...`, `ms/expr/...`), not here.
+//
+//   ms::Tensor x = ms::arange(0, 6).reshape({2, 3});   // [[0,1,2],[3,4,5]] float32
+//   ms::Tensor t = x.transpose(0, 1);                  // a view, no copy
+//   std::cout << t.contiguous() << "\n";
+#pragma once
+
+#include <complex>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "ms/core/dtype.hpp"
+#include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
+#include "ms/shape/shape.hpp"
+
+namespace ms {
+
+/// A number of any kind, for fills and scalar operands:
+/// `ms::full({2, 2}, 1.5)`, `ms::full({3}, true, ms::bool_)`.
+class Scalar {
+ public:
+  using Value = std::variant<bool, std::int64_t, double, std::complex<double>>;
+  Scalar(bool v) : v_(v) {}  // NOLINT: implicit on purpose, like a C++ number
+  template <class T>
+  requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) Scalar(T v)
+      : v_(static_cast<std::int64_t>(v)) {}  // NOLINT
+  template <class T>
+  requires std::is_floating_point_v<T> Scalar(T v) : v_(static_cast<double>(v)) {}  // NOLINT
+  Scalar(float16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}           // NOLINT
+  Scalar(bfloat16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}          // NOLINT
+  template <class T>
+  Scalar(std::complex<T> v) : v_(std::complex<double>(v)) {}  // NOLINT
+
+  ScalarKind kind() const { return static_cast<ScalarKind>(v_.index()); }
+  const Value& value() const { return v_; }
+  /// The value converted like a cast to T.
+  template <class T>
+  T to() const {
+    return std::visit([](const auto& x) { return scalar_cast<T>(x); }, v_);
+  }
+  /// The dtype a literal of this kind gets on its own: bool, int64, float32, complex64.
+  DType default_dtype() const;
+  std::string to_string() const;
+
+ private:
+  Value v_;
+};
+
+/// An n-dimensional array view: dtype, shape, strides (in elements), offset.
+class Tensor {
+ public:
+  /// An undefined tensor (no storage); `defined()` is false.
+  Tensor() = default;
+  /// A view over `storage`. Checks that every element it can reach lies inside.
+  Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
+         std::vector<std::int64_t> strides, std::int64_t offset);
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t rank() const { return shape_.rank(); }
+  /// Size of a (possibly negative) axis.
+  std::int64_t dim(std::int64_t axis) const { return shape_.at(axis); }
+  std::int64_t numel() const { return numel_; }
+  std::int64_t itemsize() const { return dtype_itemsize(dtype_); }
+  /// Bytes of the elements (not of the whole storage).
+  std::int64_t nbytes() const;
+  const std::vector<std::int64_t>& strides() const { return strides_; }
+  std::int64_t offset() const { return offset_; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  /// True when the elements are dense in row-major order.
+  bool is_contiguous() const;
+  /// True when both view the same elements of the same storage.
+  bool is_same(const Tensor& other) const;
+
+  /// Pointer to element 0 as bytes (offset applied). For int4 the byte that holds element 0.
+  std::byte* raw_data() const;
+  /// Typed pointer to element 0. TypeError when T is not this dtype's C++ type.
+  template <Element T>
+  T* data() const {
+    check_defined("Tensor::data");
+    MS_CHECK(dtype_of<T> == dtype_, TypeError, "Tensor::data: tensor has dtype ", dtype_,
+             " but data<", dtype_name(dtype_of<T>), "> was requested");
+    return reinterpret_cast<T*>(raw_data());
+  }
+
+  // ------------------------------------------------------------ views
+  /// Same elements with a new shape; a view when the strides allow it, else a
+  /// copy. One dim may be -1 (inferred). ShapeError when the counts differ.
+  Tensor reshape(const Shape& shape) const;
+  /// Like reshape but never copies: ShapeError when a view is impossible.
+  Tensor view(const Shape& shape) const;
+  Tensor transpose(std::int64_t axis0, std::int64_t axis1) const;
+  /// Reorders axes: `permute({2, 0, 1})`.
+  Tensor permute(const std::vector<std::int64_t>& axes) const;
+  /// Elements start, start+step, ... < stop along `axis` (Python slice
+  /// semantics: negative start/stop count from the end, clamped; step > 0).
+  Tensor slice(std::int64_t axis, std::int64_t start, std::int64_t stop,
+               std::int64_t step = 1) const;
+  /// The sub-tensor at `index` along `axis`, which is removed.
+  Tensor select(std::int64_t axis, std::int64_t index) const;
+  /// Removes every size-1 axis.
+  Tensor squeeze() const;
+  /// Removes `axis`, which must have size 1.
+  Tensor squeeze(std::int64_t axis) const;
+  /// Inserts a size-1 axis at `axis` (in [-rank-1, rank]).
+  Tensor unsqueeze(std::int64_t axis) const;
+  /// Broadcasts to `shape` with stride 0 along expanded axes (NumPy rules;
+  /// -1 keeps a dim). A view: do not write through it.
+  Tensor expand(const Shape& shape) const;
+  Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
+  /// Merges axes [start, end] into one.
+  Tensor flatten(std::int64_t start = 0, std::int64_t end = -1) const;
+
+  // ------------------------------------------------------------ copies
+  /// This tensor if already contiguous, else a dense copy.
+  Tensor contiguous() const;
+  /// A dense copy with its own storage.
+  Tensor clone() const;
+  /// A dense copy converted to `dtype` (this tensor when the dtype already matches and
+  /// it is contiguous). Float -> int truncates toward zero; -> bool is `!= 0`.
+  Tensor to(DType dtype) const;
+  /// Copies `src` (broadcast to this shape, converted to this dtype) into this
+  /// tensor's elements in place.
+  void copy_(const Tensor& src);
+  /// Sets every element to `value`.
+  void fill_(const Scalar& value);
+
+  /// The single element of a one-element tensor, converted to T.
+  template <Element T>
+  T item() const;
+  /// All elements in row-major order, converted to T.
+  template <Element T>
+  std::vector<T> to_vector() const;
+
+  /// MindSpore-style text: `Tensor(shape=[2, 3], dtype=Float32, value=\n[[...]])`,
+  /// summarized with "..." past 1000 elements.
+  std::string to_string() const;
+
+ private:
+  void check_defined(const char* what) const;
+  DType dtype_ = DType::Float32;
+  Shape shape_;
+  std::vector<std::int64_t> strides_;
+  std::int64_t offset_ = 0;
+  std::int64_t numel_ = 0;
+  std::shared_ptr<Storage> storage_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---------------------------------------------------------------- creation
+/// Uninitialized dense tensor.
+Tensor empty(const Shape& shape, DType dtype = float32);
+Tensor zeros(const Shape& shape, DType dtype = float32);
+Tensor ones(const Shape& shape, DType dtype = float32);
+/// Every element `value`; the dtype defaults to the value's own (float32 for
+/// a floating literal, int64 for an integer one, bool for bool).
+Tensor full(const Shape& shape, const Scalar& value);
+Tensor full(const Shape& shape, const Scalar& value, DType dtype);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+/// start, start+step, ... < stop (1-D). ValueError for step 0 or a huge count.
+Tensor arange(double start, double stop, double step = 1.0, DType dtype = float32);
+/// Identity matrix n x m (m = n when omitted).
+Tensor eye(std::int64_t n, std::int64_t m = -1, DType dtype = float32);
+/// A tensor owning a copy of `values` with `shape` (element counts must match).
+template <Element T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+template <Element T>
+Tensor from_vector(const std::vector<T>& values) {
+  return from_vector(values, Shape{static_cast<std::int64_t>(values.size())});
+}
+/// Literals, as LibTorch's `torch::tensor`: floating literals give float32,
+/// integer literals int64, bool bool, unless a dtype is given.
+/// `ms::tensor({1.f, 2.f})`, `ms::tensor({{1, 2}, {3, 4}}, ms::float64)`.
+Tensor tensor(const Scalar& value);
+Tensor tensor(const Scalar& value, DType dtype);
+Tensor tensor(std::initializer_list<Scalar> values);
+Tensor tensor(std::initializer_list<Scalar> values, DType dtype);
+Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> values);
+Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> values, DType dtype);
+
+/// |a - b| <= atol + rtol * |b| elementwise, shapes broadcast; NaNs are equal
+/// only with `equal_nan`. Compared in double (complex: by modulus).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+              bool equal_nan = false);
+
+// ---------------------------------------------------------------- templates
+
+namespace detail {
+/// Copies `src` into `dst` (same shape, any dtypes, any strides), converting.
+void copy_convert(const Tensor& src, const Tensor& dst);
+}  // namespace detail
+
+template <Element T>
+Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
+  const std::int64_t n = shape_numel(shape, "from_vector");
+  MS_CHECK(n == static_cast<std::int64_t>(values.size()), ShapeError, "from_vector: shape ", shape,
+           " holds ", n, " elements but ", values.size(), " values were given");
+  Tensor t = empty(shape, dtype_of<T>);
+  std::copy(values.begin(), values.end(), t.data<T>());
+  return t;
+}
+
+template <Element T>
+std::vector<T> Tensor::to_vector() const {
+  check_defined("Tensor::to_vector");
+  const Tensor c = to(dtype_of<T>);
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + numel_);
+}
+
+template <Element T>
+T Tensor::item() const {
+  check_defined("Tensor::item");
+  MS_CHECK(numel_ == 1, ValueError, "Tensor::item: tensor of shape ", shape_, " has ", numel_,
+           " elements; item() needs exactly one");
+  return to_vector<T>()[0];
+}
+
+}  // namespace ms

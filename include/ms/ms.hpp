@@ -1,0 +1,15 @@
+// ms/ms.hpp — everything in ms. Model authors usually need only ms/cell.hpp.
+//
+//   #include <ms/ms.hpp>
+//   ms::Tensor a = ms::ones({2, 3}), b = ms::arange(0, 3);
+//   ms::Tensor y = ms::relu(a * b + 1.f) * 0.5f;   // one fused pass, one allocation
+//   std::cout << y << "\n";
+#pragma once
+
+#include "ms/core/dtype.hpp"
+#include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
+#include "ms/core/tensor.hpp"
+#include "ms/kernels/parallel.hpp"
+#include "ms/ops/op.hpp"
+#include "ms/shape/shape.hpp"

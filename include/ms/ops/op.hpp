@@ -1,0 +1,132 @@
+// ms/ops/op.hpp — THE op table: one OpDef per op.
+//
+// Stage: ops. An OpDef holds everything about an op that the rest of ms reads:
+// its name, kind, arity, attributes, dtype and shape rule (`infer`), and its
+// evaluation (`eval`, which calls kernels/). Eager calls, and later tracing,
+// printing, autodiff and fusion, all go through this table — no switch over
+// op kinds anywhere else. Ops register in src/ops/registry.cpp.
+//
+//   const ms::ops::OpDef& sum = ms::ops::op("sum");
+//   auto out = ms::ops::call(sum, {x}, ms::ops::Attrs{{"axes", std::vector<int64_t>{1}}});
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+
+namespace ms::ops {
+
+/// What an op is, for passes that group ops (fusion, printing, tests).
+enum class OpKind : std::uint8_t {
+  Elementwise,  ///< same-shape map with broadcasting: fusable, run by the tile loop
+  Reduction,    ///< reduces axes (sum, max, argmax, ...)
+  Linalg,       ///< matmul
+  Conv,         ///< convolution
+  Pool,         ///< pooling
+  Layout,       ///< reshape, transpose, concat, pad, cast, ...
+  Indexing,     ///< gather, index_select, one_hot
+  Composite,    ///< built from other ops (softmax, log_softmax, ...)
+};
+
+std::string_view op_kind_name(OpKind k);
+
+/// One attribute value.
+using AttrValue =
+    std::variant<bool, std::int64_t, double, std::string, DType, std::vector<std::int64_t>>;
+
+/// Named attributes of an op call, in insertion order (printing follows it).
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+
+  /// Sets (or replaces) an attribute.
+  Attrs& set(std::string name, AttrValue v);
+  bool has(std::string_view name) const;
+  /// The attribute `name` as T; ValueError naming `op` when missing or of another type.
+  /// int64 attributes also read as double.
+  template <class T>
+  T get(std::string_view name, std::string_view op) const;
+  template <class T>
+  T get_or(std::string_view name, T fallback, std::string_view op) const {
+    return has(name) ? get<T>(name, op) : fallback;
+  }
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  /// "axes=[1], keepdims=false"
+  std::string to_string() const;
+  friend bool operator==(const Attrs&, const Attrs&) = default;
+
+ private:
+  const AttrValue* find(std::string_view name) const;
+  std::vector<std::pair<std::string, AttrValue>> items_;
+};
+
+/// The dtype and shape of a value (a tensor not yet computed).
+struct TensorType {
+  DType dtype = float32;
+  Shape shape;
+  friend bool operator==(const TensorType&, const TensorType&) = default;
+};
+
+using InferFn = std::function<std::vector<TensorType>(std::span<const TensorType>, const Attrs&)>;
+using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
+
+/// One entry of the op table.
+struct OpDef {
+  std::string_view name;
+  OpKind kind = OpKind::Elementwise;
+  int min_inputs = 1;
+  int max_inputs = 1;  ///< -1: variadic (concat, stack)
+  bool differentiable = true;
+  /// Output dtypes and shapes from input types and attributes. Raises the
+  /// op's ms::Error for bad inputs; `eval` relies on it having done so.
+  InferFn infer;
+  /// Computes the outputs (calls kernels/).
+  EvalFn eval;
+};
+
+/// Every registered op, in registration order.
+const std::vector<const OpDef*>& registry();
+/// The op named `name`; ValueError when there is none.
+const OpDef& op(std::string_view name);
+
+/// Runs an op on concrete tensors: checks arity, infers, evaluates. This is
+/// the single point through which every non-elementwise eager op passes.
+std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs = {});
+/// `call` for a single-output op.
+Tensor call1(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs = {});
+inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
+                    const Attrs& attrs = {}) {
+  return call1(def, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
+}
+
+/// Types of concrete tensors.
+std::vector<TensorType> types_of(std::span<const Tensor> ts);
+
+// ---------------------------------------------------------------- registration
+namespace detail {
+/// Appends an op; called only from the register_* functions in src/ops/.
+void registry_add(OpDef def);
+}  // namespace detail
+
+// ---------------------------------------------------------------- templates
+
+template <class T>
+T Attrs::get(std::string_view name, std::string_view op) const {
+  const AttrValue* v = find(name);
+  MS_CHECK(v != nullptr, ValueError, op, ": missing attribute '", name, "'");
+  if (const T* p = std::get_if<T>(v)) return *p;
+  if constexpr (std::is_same_v<T, double>)
+    if (const auto* i = std::get_if<std::int64_t>(v)) return static_cast<double>(*i);
+  ::ms::detail::raise<ValueError>(op, ": attribute '", name, "' has the wrong type");
+}
+
+}  // namespace ms::ops

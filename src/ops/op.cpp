@@ -1,0 +1,121 @@
+#include "ms/ops/op.hpp"
+
+#include <mutex>
+#include <sstream>
+
+namespace ms::ops {
+
+std::string_view op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::Elementwise: return "elementwise";
+    case OpKind::Reduction: return "reduction";
+    case OpKind::Linalg: return "linalg";
+    case OpKind::Conv: return "conv";
+    case OpKind::Pool: return "pool";
+    case OpKind::Layout: return "layout";
+    case OpKind::Indexing: return "indexing";
+    case OpKind::Composite: return "composite";
+  }
+  return "?";
+}
+
+Attrs& Attrs::set(std::string name, AttrValue v) {
+  for (auto& [k, old] : items_)
+    if (k == name) {
+      old = std::move(v);
+      return *this;
+    }
+  items_.emplace_back(std::move(name), std::move(v));
+  return *this;
+}
+
+const AttrValue* Attrs::find(std::string_view name) const {
+  for (const auto& [k, v] : items_)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+bool Attrs::has(std::string_view name) const { return find(name) != nullptr; }
+
+std::string Attrs::to_string() const {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& [k, v] : items_) {
+    if (!first) os << ", ";
+    first = false;
+    os << k << "=";
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, bool>)
+            os << (x ? "true" : "false");
+          else if constexpr (std::is_same_v<T, std::vector<std::int64_t>>)
+            os << Shape(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            os << '"' << x << '"';
+          else
+            os << x;
+        },
+        v);
+  }
+  return os.str();
+}
+
+namespace detail {
+void register_all();  // src/ops/registry.cpp
+std::vector<const OpDef*>& table() {
+  static std::vector<const OpDef*> t;
+  return t;
+}
+void registry_add(OpDef def) {
+  for (const OpDef* d : table())
+    MS_CHECK(d->name != def.name, ValueError, "op registry: op '", def.name,
+             "' is registered twice");
+  table().push_back(new OpDef(std::move(def)));  // lives for the whole process
+}
+}  // namespace detail
+
+const std::vector<const OpDef*>& registry() {
+  static std::once_flag once;
+  std::call_once(once, [] { detail::register_all(); });
+  return detail::table();
+}
+
+const OpDef& op(std::string_view name) {
+  for (const OpDef* d : registry())
+    if (d->name == name) return *d;
+  ::ms::detail::raise<ValueError>("ops::op: no op named '", name, "' in the op table");
+}
+
+std::vector<TensorType> types_of(std::span<const Tensor> ts) {
+  std::vector<TensorType> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) {
+    MS_CHECK(t.defined(), ValueError, "op input is an undefined tensor");
+    out.push_back({t.dtype(), t.shape()});
+  }
+  return out;
+}
+
+std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {
+  const int n = static_cast<int>(inputs.size());
+  MS_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError, def.name,
+           ": takes ",
+           def.max_inputs < 0 ? "at least " + std::to_string(def.min_inputs)
+           : def.min_inputs == def.max_inputs
+               ? std::to_string(def.min_inputs)
+               : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs),
+           " inputs, got ", n);
+  for (int i = 0; i < n; ++i)
+    MS_CHECK(inputs[static_cast<std::size_t>(i)].defined(), ValueError, def.name, ": input ", i,
+             " is an undefined tensor");
+  return def.eval(inputs, attrs);
+}
+
+Tensor call1(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {
+  auto out = call(def, inputs, attrs);
+  MS_ASSERT(out.size() == 1);
+  return std::move(out[0]);
+}
+
+}  // namespace ms::ops
