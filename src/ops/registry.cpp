@@ -4,6 +4,18 @@
 
 namespace ms::ops::detail {
 
-void register_all() {}
+void register_elementwise_ops();  // src/ops/elementwise.cpp
+void register_reduce_ops();       // src/ops/reduce.cpp
+void register_linalg_ops();       // src/ops/linalg.cpp (matmul)
+void register_nn_ops();           // src/ops/nn.cpp (conv2d, pooling)
+void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
+
+void register_all() {
+  register_elementwise_ops();
+  register_reduce_ops();
+  register_linalg_ops();
+  register_nn_ops();
+  register_layout_ops();
+}
 
 }  // namespace ms::ops::detail
