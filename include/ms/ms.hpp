@@ -13,3 +13,5 @@
 #include "ms/kernels/parallel.hpp"
 #include "ms/ops/op.hpp"
 #include "ms/shape/shape.hpp"
+#include "ms/expr/expr.hpp"
+#include "ms/ops/elementwise.hpp"

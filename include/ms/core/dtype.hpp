@@ -6,7 +6,19 @@
 // only).
 #pragma once
 
+// GCC 12 reports false "used uninitialized" warnings inside its own AVX-512
+// intrinsic headers (_mm512_undefined_*) when Eigen's packet code is inlined
+// (GCC PR 105593). Diagnostics follow source locations, so silencing them
+// around Eigen's first inclusion covers those headers and nothing of ours.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
+#pragma GCC diagnostic pop
+#else
+#include <Eigen/Core>
+#endif
 #include <complex>
 #include <cstdint>
 #include <ostream>

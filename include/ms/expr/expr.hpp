@@ -1,0 +1,332 @@
+// ms/expr/expr.hpp — expression templates for elementwise maths.
+//
+// Stage: expr. `a * b + c` on tensors builds a typed tree (`ms::Expr<Op, ...>`),
+// not a computation. Converting the tree to a Tensor lowers it into one
+// kernels::EwProgram and runs it in a single fused pass over memory, with one
+// allocation (the result):
+//
+//   ms::Tensor y = ms::relu(a * b + c) * 0.5f;   // one pass, one allocation
+//   auto e = a + 1;                               // an Expr: nothing computed yet
+//   ms::Tensor z = e;                             // computed here
+//
+// Operands are held by reference when they are lvalue tensors and by value
+// when temporaries (as xtensor's closures), so a tree never dangles as long as
+// the named tensors it refers to are alive. Numbers are weak operands: they
+// lift the kind of the result (int tensor * 0.5 -> float32) but not its width
+// (float16 tensor * 2.0 -> float16), as PyTorch's Python scalars.
+#pragma once
+
+#include <complex>
+#include <concepts>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "ms/core/tensor.hpp"
+#include "ms/kernels/elementwise.hpp"
+#include "ms/ops/elementwise.hpp"
+
+namespace ms {
+
+template <class Op, class... Children>
+class Expr;
+
+namespace detail {
+template <class T>
+struct is_expr : std::false_type {};
+template <class Op, class... C>
+struct is_expr<Expr<Op, C...>> : std::true_type {};
+}  // namespace detail
+
+/// An unevaluated elementwise expression: `static_assert(ms::TensorExpr<decltype(a + b)>);`
+template <class E>
+concept TensorExpr = detail::is_expr<std::remove_cvref_t<E>>::value;
+
+/// A tensor or an expression: what elementwise functions accept as tensors.
+template <class T>
+concept TensorLike = std::same_as<std::remove_cvref_t<T>, Tensor> || TensorExpr<T>;
+
+/// A C++ number usable as a weak scalar operand.
+template <class T>
+concept Number = (std::is_arithmetic_v<std::remove_cvref_t<T>> ||
+                  std::same_as<std::remove_cvref_t<T>, float16_t> ||
+                  std::same_as<std::remove_cvref_t<T>, bfloat16_t>);
+
+/// Anything an elementwise function takes as an operand.
+template <class T>
+concept Operand = TensorLike<T> || Number<T>;
+
+namespace expr {
+
+/// What lowering knows about a subexpression.
+struct Lowered {
+  int reg = -1;                  ///< register of its value (-1 for a weak scalar)
+  DType dtype = DType::Float32;  ///< dtype of its value
+  DType reg_type = DType::Float32;
+  Shape shape;
+  bool is_scalar = false;
+  Scalar value = 0;  ///< for weak scalars
+};
+
+/// Lowering state: the program being built and its inputs.
+struct Lowering {
+  kernels::EwBuilder builder;
+  std::vector<const Tensor*> inputs;
+  int input(const Tensor* t) {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] == t) return static_cast<int>(i);
+    inputs.push_back(t);
+    return static_cast<int>(inputs.size()) - 1;
+  }
+};
+
+/// Lowers one op application whose operands are already lowered (shared by
+/// every Expr node and by the op table's eager entries).
+Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands);
+/// Lowers a tensor leaf.
+Lowered lower_tensor(Lowering& L, const Tensor& t);
+/// Finishes the program of a lowered root and evaluates it into a new tensor.
+Tensor evaluate(Lowering& L, const Lowered& root);
+/// Evaluates the root into `dst` (which it must broadcast to), casting to dst's dtype.
+void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst);
+
+/// Leaf holding an lvalue tensor by reference.
+struct TensorRef {
+  const Tensor* t;
+  Lowered lower(Lowering& L) const { return lower_tensor(L, *t); }
+};
+/// Leaf owning a temporary tensor.
+struct TensorVal {
+  Tensor t;
+  Lowered lower(Lowering& L) const { return lower_tensor(L, t); }
+};
+/// Leaf holding a weak scalar.
+struct ScalarVal {
+  Scalar v;
+  Lowered lower(Lowering&) const {
+    Lowered r;
+    r.is_scalar = true;
+    r.value = v;
+    r.dtype = v.default_dtype();
+    r.reg_type = r.dtype;
+    return r;
+  }
+};
+
+template <class T>
+auto make_leaf(T&& x) {
+  using D = std::remove_cvref_t<T>;
+  if constexpr (TensorExpr<T>) {
+    return D(std::forward<T>(x));
+  } else if constexpr (std::same_as<D, Tensor>) {
+    if constexpr (std::is_lvalue_reference_v<T>)
+      return TensorRef{&x};
+    else
+      return TensorVal{std::move(x)};
+  } else {
+    return ScalarVal{Scalar(x)};
+  }
+}
+
+template <class T>
+using leaf_t = decltype(make_leaf(std::declval<T>()));
+
+}  // namespace expr
+
+/// An elementwise op applied to children (leaves or other Exprs).
+template <class Op, class... Children>
+class Expr {
+ public:
+  using op_type = Op;
+  explicit Expr(Children... children) : children_(std::move(children)...) {}
+
+  /// Computes the expression into a new tensor (one fused pass).
+  Tensor eval() const {
+    expr::Lowering L;
+    const expr::Lowered root = lower(L);
+    return expr::evaluate(L, root);
+  }
+  operator Tensor() const { return eval(); }  // NOLINT: implicit on purpose
+
+  /// Dtype and shape of the result, without computing it.
+  DType dtype() const {
+    expr::Lowering L;
+    return lower(L).dtype;
+  }
+  Shape shape() const {
+    expr::Lowering L;
+    return lower(L).shape;
+  }
+
+  expr::Lowered lower(expr::Lowering& L) const {
+    return std::apply(
+        [&](const auto&... c) {
+          const expr::Lowered operands[] = {c.lower(L)...};
+          return expr::lower_apply(L, ops::ew_op_id<Op>, operands);
+        },
+        children_);
+  }
+
+  const std::tuple<Children...>& children() const { return children_; }
+
+ private:
+  std::tuple<Children...> children_;
+};
+
+namespace detail {
+template <class... A>
+inline constexpr bool any_tensor_like = (TensorLike<A> || ...);
+}  // namespace detail
+
+/// The callable behind each elementwise function: `ms::exp(x)`, `ms::add(a, 2)`.
+template <class Op>
+struct EwFunction {
+  template <class... A>
+  requires(sizeof...(A) == Op::arity && (Operand<A> && ...) && detail::any_tensor_like<A...>) auto
+  operator()(A&&... a) const {
+    return Expr<Op, expr::leaf_t<A&&>...>(expr::make_leaf(std::forward<A>(a))...);
+  }
+};
+
+/// -x
+inline constexpr EwFunction<ops::Neg> neg{};
+/// |x|
+inline constexpr EwFunction<ops::Abs> abs{};
+/// e^x (integers compute as float32)
+inline constexpr EwFunction<ops::Exp> exp{};
+/// natural log
+inline constexpr EwFunction<ops::Log> log{};
+/// log(1 + x), accurate near 0
+inline constexpr EwFunction<ops::Log1p> log1p{};
+inline constexpr EwFunction<ops::Sqrt> sqrt{};
+/// 1 / sqrt(x)
+inline constexpr EwFunction<ops::Rsqrt> rsqrt{};
+inline constexpr EwFunction<ops::Square> square{};
+/// 1 / x
+inline constexpr EwFunction<ops::Reciprocal> reciprocal{};
+/// -1, 0 or 1 (NaN stays NaN)
+inline constexpr EwFunction<ops::Sign> sign{};
+inline constexpr EwFunction<ops::Floor> floor{};
+inline constexpr EwFunction<ops::Ceil> ceil{};
+/// rounds half to even
+inline constexpr EwFunction<ops::Round> round{};
+inline constexpr EwFunction<ops::Sin> sin{};
+inline constexpr EwFunction<ops::Cos> cos{};
+inline constexpr EwFunction<ops::Tanh> tanh{};
+inline constexpr EwFunction<ops::Sigmoid> sigmoid{};
+/// max(x, 0)
+inline constexpr EwFunction<ops::Relu> relu{};
+/// gelu, exact (erf) form: `ms::gelu(x)`; the tanh form is `ms::gelu_tanh(x)`
+inline constexpr EwFunction<ops::Gelu> gelu{};
+inline constexpr EwFunction<ops::GeluTanh> gelu_tanh{};
+/// x * sigmoid(x)
+inline constexpr EwFunction<ops::Silu> silu{};
+/// log(1 + e^x)
+inline constexpr EwFunction<ops::Softplus> softplus{};
+inline constexpr EwFunction<ops::LogicalNot> logical_not{};
+inline constexpr EwFunction<ops::Add> add{};
+inline constexpr EwFunction<ops::Sub> sub{};
+inline constexpr EwFunction<ops::Mul> mul{};
+/// true division (integers give float32)
+inline constexpr EwFunction<ops::Div> div{};
+inline constexpr EwFunction<ops::Pow> pow{};
+/// elementwise max of two operands (NaN propagates)
+inline constexpr EwFunction<ops::Maximum> maximum{};
+/// elementwise min of two operands (NaN propagates)
+inline constexpr EwFunction<ops::Minimum> minimum{};
+inline constexpr EwFunction<ops::Eq> eq{};
+inline constexpr EwFunction<ops::Ne> ne{};
+inline constexpr EwFunction<ops::Lt> lt{};
+inline constexpr EwFunction<ops::Le> le{};
+inline constexpr EwFunction<ops::Gt> gt{};
+inline constexpr EwFunction<ops::Ge> ge{};
+inline constexpr EwFunction<ops::LogicalAnd> logical_and{};
+inline constexpr EwFunction<ops::LogicalOr> logical_or{};
+/// where(cond, x, y): x where cond is non-zero, else y. `ms::where(x > 0, x, 0.f)`
+inline constexpr EwFunction<ops::Where> where{};
+/// clamp(x, lo, hi). `ms::clamp(x, -1.f, 1.f)`
+inline constexpr EwFunction<ops::Clamp> clamp{};
+
+// ---------------------------------------------------------------- operators
+
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator+(A&& a, B&& b) {
+  return add(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator-(A&& a, B&& b) {
+  return sub(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator*(A&& a, B&& b) {
+  return mul(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator/(A&& a, B&& b) {
+  return div(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator==(A&& a, B&& b) {
+  return eq(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator!=(A&& a, B&& b) {
+  return ne(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator<(A&& a, B&& b) {
+  return lt(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator<=(A&& a, B&& b) {
+  return le(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator>(A&& a, B&& b) {
+  return gt(std::forward<A>(a), std::forward<B>(b));
+}
+template <class A, class B>
+requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator>=(A&& a, B&& b) {
+  return ge(std::forward<A>(a), std::forward<B>(b));
+}
+template <TensorLike A>
+auto operator-(A&& a) {
+  return neg(std::forward<A>(a));
+}
+template <TensorLike A>
+auto operator!(A&& a) {
+  return logical_not(std::forward<A>(a));
+}
+
+/// Evaluates `e` into the existing tensor `dst` (e must broadcast to dst's
+/// shape; the result is cast to dst's dtype). No allocation when dst is
+/// contiguous. Inputs may alias dst only elementwise (same index).
+template <Operand E>
+void assign(const Tensor& dst, E&& e) {
+  expr::Lowering L;
+  const auto leaf = expr::make_leaf(std::forward<E>(e));
+  expr::evaluate_into(L, leaf.lower(L), dst);
+}
+
+template <Operand B>
+Tensor& operator+=(Tensor& a, B&& b) {
+  assign(a, add(a, std::forward<B>(b)));
+  return a;
+}
+template <Operand B>
+Tensor& operator-=(Tensor& a, B&& b) {
+  assign(a, sub(a, std::forward<B>(b)));
+  return a;
+}
+template <Operand B>
+Tensor& operator*=(Tensor& a, B&& b) {
+  assign(a, mul(a, std::forward<B>(b)));
+  return a;
+}
+template <Operand B>
+Tensor& operator/=(Tensor& a, B&& b) {
+  assign(a, div(a, std::forward<B>(b)));
+  return a;
+}
+
+}  // namespace ms

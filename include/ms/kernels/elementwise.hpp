@@ -1,0 +1,101 @@
+// ms/kernels/elementwise.hpp — the fused tile loop for elementwise programs.
+//
+// Stage: kernels. An elementwise expression (eager, from ms/expr, or a fused
+// region of a compiled graph) is lowered into an EwProgram: a short list of
+// instructions over registers, each register one tile (kTile elements) of one
+// compute type. The output is produced tile by tile, each tile running the
+// whole program while its intermediates stay in L1, with Eigen packets (SIMD)
+// inside every instruction. One pass over memory: read the inputs, write the
+// output. Tiles are split over the thread pool in fixed chunks, so results are
+// bitwise identical for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/ops/elementwise.hpp"
+
+namespace ms::kernels {
+
+/// Elements per tile: 8 KiB of float32, so a dozen registers fit in L1.
+inline constexpr std::int64_t kTile = 2048;
+/// Highest rank a fused program's inputs may have.
+inline constexpr int kMaxEwRank = 16;
+
+/// One instruction of an elementwise program.
+struct EwInstr {
+  enum class Kind : std::uint8_t {
+    Load,     ///< reg = input tensor `leaf` (broadcast to the output shape), converted to `type`
+    Const,    ///< reg = the constant `value` in `type`
+    Convert,  ///< reg = convert(reg a) to `type`
+    Apply,    ///< reg = op(a[, b[, c]]) computed in the operands' register type
+  };
+  Kind kind = Kind::Load;
+  DType type =
+      DType::Float32;    ///< register type of the result (bool, int32, int64, float32, float64)
+  std::int16_t op = -1;  ///< ElementwiseOps id for Apply
+  std::int16_t dst = 0;
+  std::int16_t a = -1, b = -1, c = -1;
+  std::int32_t leaf = -1;  ///< index into the program's inputs for Load
+  Scalar value = 0;        ///< for Const
+};
+
+/// A lowered elementwise computation. Build it with EwBuilder.
+struct EwProgram {
+  std::vector<EwInstr> instrs;
+  int num_regs = 0;
+  int result = -1;               ///< register holding the result
+  Shape shape;                   ///< output shape (broadcast of every input)
+  DType dtype = DType::Float32;  ///< output dtype
+};
+
+/// The register type an elementwise computation in `t` uses: float16 and
+/// bfloat16 -> float32; bool, small and unsigned integers -> int32 or int64.
+/// TypeError naming `op` for complex and int4.
+DType ew_register_type(DType t, std::string_view op);
+
+/// Result of dtype inference for one elementwise op application.
+struct EwTypes {
+  DType out;      ///< dtype of the op's value (what a user sees)
+  DType compute;  ///< register type the op computes in
+  DType operand;  ///< register type its operands are converted to (cond of `where`: bool)
+};
+
+/// One operand as seen by type inference: a tensor value of `dtype`, or a C++
+/// number (weak: it only lifts the kind, as PyTorch's Python scalars).
+struct EwOperand {
+  DType dtype = DType::Float32;
+  bool is_scalar = false;
+  ScalarKind kind = ScalarKind::Float;
+};
+
+/// Dtype inference of the op `op_id` (ElementwiseOps id).
+EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands);
+
+/// Builds EwPrograms; registers are allocated as instructions are emitted.
+class EwBuilder {
+ public:
+  /// Adds an input (index into the `inputs` given to ew_run); returns its register.
+  int load(int leaf, DType reg_type);
+  int constant(const Scalar& v, DType reg_type);
+  /// Converts register `r` (of type `from`) to `to`; returns r when equal.
+  int convert(int r, DType from, DType to);
+  int apply(int op_id, DType result_type, int a, int b = -1, int c = -1);
+  EwProgram finish(int result, Shape shape, DType dtype);
+
+ private:
+  int new_reg();
+  EwProgram p_;
+};
+
+/// Runs `prog` over `inputs` into `out` (which has prog.shape and prog.dtype;
+/// it may be non-contiguous). Inputs are broadcast to the output shape; an
+/// input may alias the output only elementwise (same index).
+void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out);
+
+/// Allocates the output (the only allocation) and runs the program.
+Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
+
+}  // namespace ms::kernels

@@ -1,0 +1,480 @@
+// ms/ops/elementwise.hpp — the elementwise entries of the op table.
+//
+// Stage: ops. One struct per op: its name, arity, dtype rule, evaluation as
+// an Eigen array expression (so it runs with SIMD packets in the fused tile
+// loop of kernels/elementwise), and a double-precision reference used by the
+// table-driven tests. Nothing here includes Eigen's heavy modules: `eval` is a
+// generic function instantiated only in src/.
+//
+//   struct Exp {
+//     static constexpr std::string_view name = "exp";
+//     static constexpr int arity = 1;
+//     static constexpr EwRule rule = EwRule::Float;      // ints compute as float32
+//     static auto eval(const auto& x) { return x.exp(); }
+//     static double ref(double x) { return std::exp(x); }
+//   };
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+#include <string_view>
+#include <type_traits>
+
+#include "ms/core/dtype.hpp"
+
+namespace ms::ops {
+
+/// How an elementwise op maps input dtypes to its compute and output dtypes.
+enum class EwRule : std::uint8_t {
+  Same,     ///< output = promoted inputs; integers compute as integers
+  Float,    ///< like Same, but bool and integers promote to float32
+  Compare,  ///< compute in the promoted type, output bool
+  Logical,  ///< inputs read as `!= 0`, output bool
+  Select,   ///< where(cond, x, y): cond read as bool, output = promoted x, y
+};
+
+namespace detail {
+template <class X>
+using scalar_of = typename std::decay_t<X>::Scalar;
+template <class X>
+inline constexpr bool is_int_expr = std::is_integral_v<scalar_of<X>>;
+}  // namespace detail
+
+// ---------------------------------------------------------------- unary
+
+struct Neg {
+  static constexpr std::string_view name = "neg";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) { return -x; }
+  static double ref(double x) { return -x; }
+};
+
+struct Abs {
+  static constexpr std::string_view name = "abs";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) { return x.abs(); }
+  static double ref(double x) { return std::fabs(x); }
+};
+
+struct Exp {
+  static constexpr std::string_view name = "exp";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.exp(); }
+  static double ref(double x) { return std::exp(x); }
+};
+
+struct Log {
+  static constexpr std::string_view name = "log";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.log(); }
+  static double ref(double x) { return std::log(x); }
+};
+
+struct Log1p {
+  static constexpr std::string_view name = "log1p";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.log1p(); }
+  static double ref(double x) { return std::log1p(x); }
+};
+
+struct Sqrt {
+  static constexpr std::string_view name = "sqrt";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.sqrt(); }
+  static double ref(double x) { return std::sqrt(x); }
+};
+
+struct Rsqrt {
+  static constexpr std::string_view name = "rsqrt";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.rsqrt(); }
+  static double ref(double x) { return 1.0 / std::sqrt(x); }
+};
+
+struct Square {
+  static constexpr std::string_view name = "square";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) { return x.square(); }
+  static double ref(double x) { return x * x; }
+};
+
+struct Reciprocal {
+  static constexpr std::string_view name = "reciprocal";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.inverse(); }
+  static double ref(double x) { return 1.0 / x; }
+};
+
+struct Sign {
+  static constexpr std::string_view name = "sign";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  // NaN stays NaN (x * 0), as NumPy.
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    return (x > T(0)).select(T(1), (x < T(0)).select(T(-1), x * T(0)));
+  }
+  static double ref(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x * 0.0; }
+};
+
+struct Floor {
+  static constexpr std::string_view name = "floor";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) {
+    if constexpr (detail::is_int_expr<decltype(x)>)
+      return x;
+    else
+      return x.floor();
+  }
+  static double ref(double x) { return std::floor(x); }
+};
+
+struct Ceil {
+  static constexpr std::string_view name = "ceil";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) {
+    if constexpr (detail::is_int_expr<decltype(x)>)
+      return x;
+    else
+      return x.ceil();
+  }
+  static double ref(double x) { return std::ceil(x); }
+};
+
+/// Rounds half to even, as NumPy, PyTorch and MindSpore.
+struct Round {
+  static constexpr std::string_view name = "round";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) {
+    if constexpr (detail::is_int_expr<decltype(x)>)
+      return x;
+    else
+      return x.rint();
+  }
+  static double ref(double x) { return std::nearbyint(x); }
+};
+
+struct Sin {
+  static constexpr std::string_view name = "sin";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.sin(); }
+  static double ref(double x) { return std::sin(x); }
+};
+
+struct Cos {
+  static constexpr std::string_view name = "cos";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.cos(); }
+  static double ref(double x) { return std::cos(x); }
+};
+
+struct Tanh {
+  static constexpr std::string_view name = "tanh";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.tanh(); }
+  static double ref(double x) { return std::tanh(x); }
+};
+
+struct Sigmoid {
+  static constexpr std::string_view name = "sigmoid";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.logistic(); }
+  static double ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+};
+
+/// max(x, 0); NaN stays NaN, as PyTorch.
+struct Relu {
+  static constexpr std::string_view name = "relu";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    return (x < T(0)).select(T(0), x);
+  }
+  static double ref(double x) { return x < 0 ? 0.0 : x; }
+};
+
+/// x * Phi(x) with the exact (erf) form, PyTorch's default gelu.
+struct Gelu {
+  static constexpr std::string_view name = "gelu";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    return T(0.5) * x * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf());
+  }
+  static double ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
+};
+
+/// The tanh approximation of gelu (PyTorch's approximate="tanh", MindSpore's default).
+struct GeluTanh {
+  static constexpr std::string_view name = "gelu_tanh";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    const T k = T(std::sqrt(2.0 / std::numbers::pi));
+    return T(0.5) * x * (T(1) + (k * (x + T(0.044715) * x.cube())).tanh());
+  }
+  static double ref(double x) {
+    return 0.5 * x *
+           (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  }
+};
+
+struct Silu {
+  static constexpr std::string_view name = "silu";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x * x.logistic(); }
+  static double ref(double x) { return x / (1.0 + std::exp(-x)); }
+};
+
+/// log(1 + exp(x)), linear above 20 as PyTorch (threshold=20) to avoid overflow.
+struct Softplus {
+  static constexpr std::string_view name = "softplus";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    return (x > T(20)).select(x, x.exp().log1p());
+  }
+  static double ref(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+};
+
+struct LogicalNot {
+  static constexpr std::string_view name = "logical_not";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Logical;
+  static auto eval(const auto& x) { return !x; }
+  static double ref(double x) { return x == 0 ? 1.0 : 0.0; }
+};
+
+// ---------------------------------------------------------------- binary
+
+struct Add {
+  static constexpr std::string_view name = "add";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) { return a + b; }
+  static double ref(double a, double b) { return a + b; }
+};
+
+struct Sub {
+  static constexpr std::string_view name = "sub";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) { return a - b; }
+  static double ref(double a, double b) { return a - b; }
+};
+
+struct Mul {
+  static constexpr std::string_view name = "mul";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) { return a * b; }
+  static double ref(double a, double b) { return a * b; }
+};
+
+/// True division: integers divide as float32 (as PyTorch's `/`).
+struct Div {
+  static constexpr std::string_view name = "div";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& a, const auto& b) { return a / b; }
+  static double ref(double a, double b) { return a / b; }
+};
+
+/// a ** b. Integer powers of integers stay integers (negative exponents give
+/// 0 except for bases 1 and -1, as NumPy's integer power).
+struct Pow {
+  static constexpr std::string_view name = "pow";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) {
+    using T = detail::scalar_of<decltype(a)>;
+    if constexpr (std::is_integral_v<T>) {
+      return a.binaryExpr(b, [](T base, T e) {
+        if (e < 0) return base == 1 ? T(1) : base == -1 ? (e % 2 ? T(-1) : T(1)) : T(0);
+        using U = std::make_unsigned_t<T>;  // wrap like C on overflow, without UB
+        U r = 1, p = static_cast<U>(base);
+        for (T k = e; k > 0; k >>= 1, p = static_cast<U>(p * p))
+          if (k & 1) r = static_cast<U>(r * p);
+        return static_cast<T>(r);
+      });
+    } else {
+      return a.pow(b);
+    }
+  }
+  static double ref(double a, double b) { return std::pow(a, b); }
+};
+
+/// Elementwise max; NaN propagates (as PyTorch's maximum).
+struct Maximum {
+  static constexpr std::string_view name = "maximum";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) { return (a < b || b != b).select(b, a); }
+  static double ref(double a, double b) {
+    return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+  }
+};
+
+/// Elementwise min; NaN propagates (as PyTorch's minimum).
+struct Minimum {
+  static constexpr std::string_view name = "minimum";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& a, const auto& b) { return (a > b || b != b).select(b, a); }
+  static double ref(double a, double b) {
+    return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+  }
+};
+
+struct Eq {
+  static constexpr std::string_view name = "eq";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a == b; }
+  static double ref(double a, double b) { return a == b; }
+};
+
+struct Ne {
+  static constexpr std::string_view name = "ne";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a != b; }
+  static double ref(double a, double b) { return a != b; }
+};
+
+struct Lt {
+  static constexpr std::string_view name = "lt";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a < b; }
+  static double ref(double a, double b) { return a < b; }
+};
+
+struct Le {
+  static constexpr std::string_view name = "le";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a <= b; }
+  static double ref(double a, double b) { return a <= b; }
+};
+
+struct Gt {
+  static constexpr std::string_view name = "gt";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a > b; }
+  static double ref(double a, double b) { return a > b; }
+};
+
+struct Ge {
+  static constexpr std::string_view name = "ge";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Compare;
+  static auto eval(const auto& a, const auto& b) { return a >= b; }
+  static double ref(double a, double b) { return a >= b; }
+};
+
+struct LogicalAnd {
+  static constexpr std::string_view name = "logical_and";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Logical;
+  static auto eval(const auto& a, const auto& b) { return a && b; }
+  static double ref(double a, double b) { return (a != 0) && (b != 0); }
+};
+
+struct LogicalOr {
+  static constexpr std::string_view name = "logical_or";
+  static constexpr int arity = 2;
+  static constexpr EwRule rule = EwRule::Logical;
+  static auto eval(const auto& a, const auto& b) { return a || b; }
+  static double ref(double a, double b) { return (a != 0) || (b != 0); }
+};
+
+// ---------------------------------------------------------------- ternary
+
+/// where(cond, x, y): x where cond is true, else y.
+struct Where {
+  static constexpr std::string_view name = "where";
+  static constexpr int arity = 3;
+  static constexpr EwRule rule = EwRule::Select;
+  static auto eval(const auto& c, const auto& x, const auto& y) { return c.select(x, y); }
+  static double ref(double c, double x, double y) { return c != 0 ? x : y; }
+};
+
+/// clamp(x, lo, hi) = min(max(x, lo), hi); NaN in x propagates.
+struct Clamp {
+  static constexpr std::string_view name = "clamp";
+  static constexpr int arity = 3;
+  static constexpr EwRule rule = EwRule::Same;
+  static auto eval(const auto& x, const auto& lo, const auto& hi) {
+    const auto m = (x < lo).select(lo, x);
+    return (m > hi).select(hi, m);
+  }
+  static double ref(double x, double lo, double hi) {
+    return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
+  }
+};
+
+/// Every elementwise op, in one list: the kernels, the op table and the
+/// table-driven tests iterate over it.
+template <class... Ops>
+struct OpList {
+  static constexpr int size = sizeof...(Ops);
+};
+
+using ElementwiseOps =
+    OpList<Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sign, Floor, Ceil, Round,
+           Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, LogicalNot, Add, Sub, Mul,
+           Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, Where, Clamp>;
+
+namespace detail {
+template <class Op, class List>
+struct op_index;
+template <class Op, class... Ops>
+struct op_index<Op, OpList<Ops...>> {
+  static constexpr int value = [] {
+    constexpr bool match[] = {std::is_same_v<Op, Ops>...};
+    for (int i = 0; i < static_cast<int>(sizeof...(Ops)); ++i)
+      if (match[i]) return i;
+    return -1;
+  }();
+};
+}  // namespace detail
+
+/// Position of an op in ElementwiseOps (its id in fused programs).
+template <class Op>
+inline constexpr int ew_op_id = detail::op_index<Op, ElementwiseOps>::value;
+
+/// Static facts about an elementwise op, by id.
+struct EwOpInfo {
+  std::string_view name;
+  int arity;
+  EwRule rule;
+};
+const EwOpInfo& ew_op_info(int id);
+/// Id of the elementwise op called `name`, or -1.
+int ew_op_find(std::string_view name);
+
+}  // namespace ms::ops

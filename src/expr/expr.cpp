@@ -1,0 +1,63 @@
+#include "ms/expr/expr.hpp"
+
+namespace ms::expr {
+
+Lowered lower_tensor(Lowering& L, const Tensor& t) {
+  MS_CHECK(t.defined(), ValueError, "elementwise: an operand is an undefined tensor");
+  Lowered r;
+  r.dtype = t.dtype();
+  r.reg_type = kernels::ew_register_type(t.dtype(), "elementwise");
+  r.shape = t.shape();
+  r.reg = L.builder.load(L.input(&t), r.reg_type);
+  return r;
+}
+
+Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
+  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  kernels::EwOperand ops_types[3];
+  Shape shape;
+  bool first = true;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Lowered& o = operands[i];
+    ops_types[i] = {o.dtype, o.is_scalar, o.value.kind()};
+    if (o.is_scalar) continue;
+    shape = first ? o.shape : shape_broadcast(shape, o.shape, info.name);
+    first = false;
+  }
+  const kernels::EwTypes types = kernels::ew_infer_types(
+      op_id, std::span<const kernels::EwOperand>(ops_types, operands.size()));
+  int regs[3] = {-1, -1, -1};
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Lowered& o = operands[i];
+    const DType want = (info.rule == ops::EwRule::Select && i == 0) ? DType::Bool : types.operand;
+    regs[i] = o.is_scalar ? L.builder.constant(o.value, want)
+                          : L.builder.convert(o.reg, o.reg_type, want);
+  }
+  Lowered r;
+  r.reg = L.builder.apply(op_id, types.compute, regs[0], regs[1], regs[2]);
+  r.dtype = types.out;
+  r.reg_type = types.compute;
+  r.shape = std::move(shape);
+  return r;
+}
+
+Tensor evaluate(Lowering& L, const Lowered& root) {
+  const kernels::EwProgram prog = L.builder.finish(root.reg, root.shape, root.dtype);
+  return kernels::ew_eval(prog, L.inputs);
+}
+
+void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst) {
+  MS_CHECK(dst.defined(), ValueError, "assign: the destination is an undefined tensor");
+  if (root.is_scalar) {
+    Tensor(dst).fill_(root.value);
+    return;
+  }
+  const Shape b = shape_broadcast(root.shape, dst.shape(), "assign");
+  MS_CHECK(b == dst.shape(), ShapeError, "assign: a value of shape ", root.shape,
+           " cannot be written into a tensor of shape ", dst.shape());
+  kernels::ew_register_type(dst.dtype(), "assign");  // rejects complex / int4 destinations
+  const kernels::EwProgram prog = L.builder.finish(root.reg, dst.shape(), dst.dtype());
+  kernels::ew_run(prog, L.inputs, dst);
+}
+
+}  // namespace ms::expr

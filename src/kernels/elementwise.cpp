@@ -1,0 +1,559 @@
+// The fused tile loop: dtype rules, the per-op SIMD kernels (Eigen array
+// expressions over one tile), gathers for broadcast / strided / converted
+// inputs, and the interpreter that runs an EwProgram tile by tile.
+#include "ms/kernels/elementwise.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unsupported/Eigen/SpecialFunctions>  // erf for gelu
+
+#include "ms/kernels/parallel.hpp"
+
+namespace ms {
+namespace ops {
+
+namespace {
+template <class... Ops>
+constexpr std::array<EwOpInfo, sizeof...(Ops)> make_infos(OpList<Ops...>) {
+  return {EwOpInfo{Ops::name, Ops::arity, Ops::rule}...};
+}
+constexpr auto kInfos = make_infos(ElementwiseOps{});
+}  // namespace
+
+const EwOpInfo& ew_op_info(int id) {
+  MS_CHECK(id >= 0 && id < static_cast<int>(kInfos.size()), IndexError,
+           "ew_op_info: no elementwise op with id ", id);
+  return kInfos[static_cast<std::size_t>(id)];
+}
+
+int ew_op_find(std::string_view name) {
+  for (std::size_t i = 0; i < kInfos.size(); ++i)
+    if (kInfos[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace ops
+
+namespace kernels {
+namespace {
+
+// Register types, in table order.
+constexpr DType kRegTypes[] = {DType::Bool, DType::Int32, DType::Int64, DType::Float32,
+                               DType::Float64};
+constexpr int kNumRegTypes = 5;
+
+int reg_index(DType t) {
+  switch (t) {
+    case DType::Bool: return 0;
+    case DType::Int32: return 1;
+    case DType::Int64: return 2;
+    case DType::Float32: return 3;
+    case DType::Float64: return 4;
+    default: return -1;
+  }
+}
+
+template <class T>
+using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+template <class T>
+using CMap = Eigen::Map<const Arr<T>>;
+template <class T>
+using MMap = Eigen::Map<Arr<T>>;
+
+// ---------------------------------------------------------------- op kernels
+
+using ApplyFn = void (*)(const void* const* in, void* out, std::int64_t n);
+
+template <class Op, class T>
+constexpr bool kernel_valid() {
+  constexpr bool num = std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t> ||
+                       std::is_same_v<T, float> || std::is_same_v<T, double>;
+  constexpr bool flt = std::is_same_v<T, float> || std::is_same_v<T, double>;
+  switch (Op::rule) {
+    case ops::EwRule::Float: return flt;
+    case ops::EwRule::Logical: return std::is_same_v<T, bool>;
+    default: return num;
+  }
+}
+
+template <class Op, class T>
+void apply_kernel(const void* const* in, void* out, std::int64_t n) {
+  auto store = [&](const auto& e) {
+    using R = typename std::decay_t<decltype(e)>::Scalar;
+    MMap<R>(static_cast<R*>(out), n) = e;
+  };
+  if constexpr (Op::arity == 1) {
+    store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n)));
+  } else if constexpr (Op::arity == 2) {
+    store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n),
+                   CMap<T>(static_cast<const T*>(in[1]), n)));
+  } else if constexpr (Op::rule == ops::EwRule::Select) {
+    store(Op::eval(CMap<bool>(static_cast<const bool*>(in[0]), n),
+                   CMap<T>(static_cast<const T*>(in[1]), n),
+                   CMap<T>(static_cast<const T*>(in[2]), n)));
+  } else {
+    store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n),
+                   CMap<T>(static_cast<const T*>(in[1]), n),
+                   CMap<T>(static_cast<const T*>(in[2]), n)));
+  }
+}
+
+template <class Op, class T>
+constexpr ApplyFn apply_entry() {
+  if constexpr (kernel_valid<Op, T>())
+    return &apply_kernel<Op, T>;
+  else
+    return nullptr;
+}
+
+template <class Op>
+constexpr std::array<ApplyFn, kNumRegTypes> apply_row() {
+  return {apply_entry<Op, bool>(), apply_entry<Op, std::int32_t>(), apply_entry<Op, std::int64_t>(),
+          apply_entry<Op, float>(), apply_entry<Op, double>()};
+}
+
+template <class... Ops>
+constexpr auto apply_table(ops::OpList<Ops...>) {
+  return std::array<std::array<ApplyFn, kNumRegTypes>, sizeof...(Ops)>{apply_row<Ops>()...};
+}
+
+constexpr auto kApply = apply_table(ops::ElementwiseOps{});
+
+// ---------------------------------------------------------------- conversions
+
+using ConvertFn = void (*)(const void* in, void* out, std::int64_t n);
+
+template <class From, class To>
+void convert_kernel(const void* in, void* out, std::int64_t n) {
+  const From* p = static_cast<const From*>(in);
+  To* q = static_cast<To*>(out);
+  if constexpr (std::is_same_v<To, bool>) {
+    for (std::int64_t i = 0; i < n; ++i) q[i] = p[i] != From(0);
+  } else if constexpr (std::is_arithmetic_v<From> && std::is_arithmetic_v<To>) {
+    MMap<To>(q, n) = CMap<From>(p, n).template cast<To>();
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) q[i] = scalar_cast<To>(p[i]);
+  }
+}
+
+// From register type (5) to any stored dtype (15): used for the final store.
+template <class From>
+ConvertFn store_entry(DType to) {
+  return dtype_dispatch(to, [](auto tag) -> ConvertFn {
+    using To = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<To, std::complex<float>> ||
+                  std::is_same_v<To, std::complex<double>>)
+      return nullptr;
+    else
+      return &convert_kernel<From, To>;
+  });
+}
+
+// ---------------------------------------------------------------- gathers
+
+// Copies elements [begin, begin + n) (row-major over the output shape) of a
+// broadcast/strided input into `out`, converting to the register type.
+struct GatherPlan {
+  int rank = 0;
+  std::int64_t dims[kMaxEwRank];
+  std::int64_t strides[kMaxEwRank];  // 0 along broadcast axes
+  const std::byte* base = nullptr;   // element 0 of the storage
+  std::int64_t offset = 0;
+  DType src = DType::Float32;
+  DType dst = DType::Float32;
+  bool direct = false;  // contiguous, unbroadcast, same type: use the memory as is
+};
+
+template <class S, class D>
+void gather_kernel(const GatherPlan& g, std::int64_t begin, std::int64_t n, void* out_v) {
+  const S* src = reinterpret_cast<const S*>(g.base);
+  D* out = static_cast<D*>(out_v);
+  if (g.rank == 0) {
+    const D v = scalar_cast<D>(src[g.offset]);
+    std::fill_n(out, n, v);
+    return;
+  }
+  std::int64_t idx[kMaxEwRank];
+  std::int64_t off = g.offset, rem = begin;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    idx[d] = rem % g.dims[d];
+    rem /= g.dims[d];
+    off += idx[d] * g.strides[d];
+  }
+  const int last = g.rank - 1;
+  const std::int64_t inner = g.dims[last], st = g.strides[last];
+  std::int64_t done = 0;
+  while (done < n) {
+    const std::int64_t run = std::min(inner - idx[last], n - done);
+    const S* p = src + off;
+    D* q = out + done;
+    if (st == 0) {
+      std::fill_n(q, run, scalar_cast<D>(*p));
+    } else if (st == 1) {
+      if constexpr (std::is_same_v<S, D>)
+        std::memcpy(q, p, static_cast<std::size_t>(run) * sizeof(D));
+      else
+        for (std::int64_t i = 0; i < run; ++i) q[i] = scalar_cast<D>(p[i]);
+    } else {
+      for (std::int64_t i = 0; i < run; ++i) q[i] = scalar_cast<D>(p[i * st]);
+    }
+    done += run;
+    off += run * st;
+    idx[last] += run;
+    // carry into outer dims
+    for (int d = last; d > 0 && idx[d] == g.dims[d]; --d) {
+      off -= idx[d] * g.strides[d];
+      idx[d] = 0;
+      ++idx[d - 1];
+      off += g.strides[d - 1];
+    }
+  }
+}
+
+using GatherFn = void (*)(const GatherPlan&, std::int64_t, std::int64_t, void*);
+
+GatherFn gather_fn(DType src, DType dst) {
+  return dtype_dispatch(src, [&](auto stag) -> GatherFn {
+    using S = typename decltype(stag)::type;
+    switch (dst) {
+      case DType::Bool: return &gather_kernel<S, bool>;
+      case DType::Int32: return &gather_kernel<S, std::int32_t>;
+      case DType::Int64: return &gather_kernel<S, std::int64_t>;
+      case DType::Float32: return &gather_kernel<S, float>;
+      default: return &gather_kernel<S, double>;
+    }
+  });
+}
+
+ConvertFn convert_fn(DType from, DType to) {
+  switch (from) {
+    case DType::Bool: return store_entry<bool>(to);
+    case DType::Int32: return store_entry<std::int32_t>(to);
+    case DType::Int64: return store_entry<std::int64_t>(to);
+    case DType::Float32: return store_entry<float>(to);
+    default: return store_entry<double>(to);
+  }
+}
+
+void fill_const(void* out, DType t, const Scalar& v, std::int64_t n) {
+  dtype_dispatch(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::fill_n(static_cast<T*>(out), n, v.to<T>());
+  });
+}
+
+// Per-thread scratch for the registers of one tile.
+std::byte* scratch(std::size_t bytes) {
+  thread_local std::vector<std::byte> buf;
+  if (buf.size() < bytes + 64) buf.resize(bytes + 64);
+  auto p = reinterpret_cast<std::uintptr_t>(buf.data());
+  return buf.data() + ((64 - p % 64) % 64);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- dtype rules
+
+DType ew_register_type(DType t, std::string_view op) {
+  MS_CHECK(!dtype_is_complex(t) && t != DType::Int4, TypeError, op, ": dtype ", t,
+           " is not supported by elementwise ops (supported: bool, integers, float16, bfloat16, "
+           "float32, float64)");
+  switch (t) {
+    case DType::Bool: return DType::Bool;
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32: return DType::Float32;
+    case DType::Float64: return DType::Float64;
+    case DType::Int64:
+    case DType::UInt32:
+    case DType::UInt64: return DType::Int64;
+    default: return DType::Int32;
+  }
+}
+
+EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands) {
+  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  MS_CHECK(static_cast<int>(operands.size()) == info.arity, ValueError, info.name, ": takes ",
+           info.arity, " operands, got ", operands.size());
+  // The value operands (all but the condition of `where`).
+  const std::size_t first = info.rule == ops::EwRule::Select ? 1 : 0;
+  bool any_tensor = false;
+  DType p = DType::Bool;
+  for (std::size_t i = first; i < operands.size(); ++i)
+    if (!operands[i].is_scalar) {
+      p = any_tensor ? promote_types(p, operands[i].dtype) : operands[i].dtype;
+      any_tensor = true;
+    }
+  for (std::size_t i = first; i < operands.size(); ++i)
+    if (operands[i].is_scalar) {
+      p = any_tensor ? promote_with_scalar(p, operands[i].kind)
+                     : (any_tensor = true, operands[i].dtype);
+    }
+  for (const EwOperand& o : operands)
+    MS_CHECK(!dtype_is_complex(o.dtype) && o.dtype != DType::Int4, TypeError, info.name, ": dtype ",
+             o.dtype,
+             " is not supported by elementwise ops (supported: bool, integers, float16, "
+             "bfloat16, float32, float64)");
+  auto arith = [&](DType t) {
+    return t == DType::Bool ? DType::Int32 : ew_register_type(t, info.name);
+  };
+  switch (info.rule) {
+    case ops::EwRule::Same: return {p, arith(p), arith(p)};
+    case ops::EwRule::Float: {
+      const DType out = dtype_is_float(p) ? p : DType::Float32;
+      return {out, arith(out), arith(out)};
+    }
+    case ops::EwRule::Compare: return {DType::Bool, DType::Bool, arith(p)};
+    case ops::EwRule::Logical: return {DType::Bool, DType::Bool, DType::Bool};
+    case ops::EwRule::Select: return {p, arith(p), arith(p)};
+  }
+  return {p, arith(p), arith(p)};
+}
+
+// ---------------------------------------------------------------- builder
+
+int EwBuilder::new_reg() { return p_.num_regs++; }
+
+int EwBuilder::load(int leaf, DType reg_type) {
+  EwInstr i;
+  i.kind = EwInstr::Kind::Load;
+  i.type = reg_type;
+  i.leaf = leaf;
+  i.dst = static_cast<std::int16_t>(new_reg());
+  p_.instrs.push_back(i);
+  return i.dst;
+}
+
+int EwBuilder::constant(const Scalar& v, DType reg_type) {
+  EwInstr i;
+  i.kind = EwInstr::Kind::Const;
+  i.type = reg_type;
+  i.value = v;
+  i.dst = static_cast<std::int16_t>(new_reg());
+  p_.instrs.push_back(i);
+  return i.dst;
+}
+
+int EwBuilder::convert(int r, DType from, DType to) {
+  if (from == to) return r;
+  // Fold a conversion of a load or a constant into it.
+  for (EwInstr& i : p_.instrs)
+    if (i.dst == r && (i.kind == EwInstr::Kind::Load || i.kind == EwInstr::Kind::Const)) {
+      bool used_elsewhere = false;
+      for (const EwInstr& j : p_.instrs) used_elsewhere |= (j.a == r || j.b == r || j.c == r);
+      if (!used_elsewhere) {
+        i.type = to;
+        return r;
+      }
+    }
+  EwInstr i;
+  i.kind = EwInstr::Kind::Convert;
+  i.type = to;
+  i.a = static_cast<std::int16_t>(r);
+  i.dst = static_cast<std::int16_t>(new_reg());
+  p_.instrs.push_back(i);
+  return i.dst;
+}
+
+int EwBuilder::apply(int op_id, DType result_type, int a, int b, int c) {
+  EwInstr i;
+  i.kind = EwInstr::Kind::Apply;
+  i.type = result_type;
+  i.op = static_cast<std::int16_t>(op_id);
+  i.a = static_cast<std::int16_t>(a);
+  i.b = static_cast<std::int16_t>(b);
+  i.c = static_cast<std::int16_t>(c);
+  i.dst = static_cast<std::int16_t>(new_reg());
+  p_.instrs.push_back(i);
+  return i.dst;
+}
+
+EwProgram EwBuilder::finish(int result, Shape shape, DType dtype) {
+  // Linear-scan register reuse: a register's slot is free after its last
+  // use. Constants are filled once per chunk and keep their slot.
+  const int n = static_cast<int>(p_.instrs.size());
+  std::vector<int> last_use(static_cast<std::size_t>(p_.num_regs), -1);
+  for (int k = 0; k < n; ++k) {
+    const EwInstr& i = p_.instrs[static_cast<std::size_t>(k)];
+    for (int r : {static_cast<int>(i.a), static_cast<int>(i.b), static_cast<int>(i.c)})
+      if (r >= 0) last_use[static_cast<std::size_t>(r)] = k;
+    if (i.kind == EwInstr::Kind::Const) last_use[static_cast<std::size_t>(i.dst)] = n;
+  }
+  if (result >= 0) last_use[static_cast<std::size_t>(result)] = n;
+  std::vector<int> phys(static_cast<std::size_t>(p_.num_regs), -1), free_slots;
+  int slots = 0;
+  for (const EwInstr& i : p_.instrs)  // constants own their slot from the start
+    if (i.kind == EwInstr::Kind::Const) phys[static_cast<std::size_t>(i.dst)] = slots++;
+  for (int k = 0; k < n; ++k) {
+    EwInstr& i = p_.instrs[static_cast<std::size_t>(k)];
+    for (std::int16_t* r : {&i.a, &i.b, &i.c})
+      if (*r >= 0) *r = static_cast<std::int16_t>(phys[static_cast<std::size_t>(*r)]);
+    const int v = i.dst;
+    if (i.kind != EwInstr::Kind::Const) {
+      int s;
+      if (!free_slots.empty()) {
+        s = free_slots.back();
+        free_slots.pop_back();
+      } else {
+        s = slots++;
+      }
+      phys[static_cast<std::size_t>(v)] = s;
+    }
+    i.dst = static_cast<std::int16_t>(phys[static_cast<std::size_t>(v)]);
+    // Operands whose last use is this instruction release their slots after it.
+    for (int r = 0; r < p_.num_regs; ++r)
+      if (r != v && last_use[static_cast<std::size_t>(r)] == k)
+        free_slots.push_back(phys[static_cast<std::size_t>(r)]);
+    if (last_use[static_cast<std::size_t>(v)] < k) free_slots.push_back(i.dst);  // dead value
+  }
+  p_.result = result >= 0 ? phys[static_cast<std::size_t>(result)] : -1;
+  p_.num_regs = slots;
+  p_.shape = std::move(shape);
+  p_.dtype = dtype;
+  EwProgram out = std::move(p_);
+  p_ = EwProgram{};
+  return out;
+}
+
+// ---------------------------------------------------------------- interpreter
+
+void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
+  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
+           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
+           prog.shape, " ", prog.dtype);
+  const std::int64_t numel = out.numel();
+  if (numel == 0) return;
+  if (!out.is_contiguous()) {
+    Tensor tmp = ew_eval(prog, inputs);
+    Tensor(out).copy_(tmp);
+    return;
+  }
+  MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
+           " is over the supported maximum of ", kMaxEwRank);
+
+  // Plans for every Load, resolved before any thread starts (all checks here).
+  const std::size_t ninstr = prog.instrs.size();
+  std::vector<GatherPlan> plans(ninstr);
+  std::vector<GatherFn> gathers(ninstr, nullptr);
+  std::vector<ApplyFn> applies(ninstr, nullptr);
+  std::vector<ConvertFn> converts(ninstr, nullptr);
+  for (std::size_t k = 0; k < ninstr; ++k) {
+    const EwInstr& i = prog.instrs[k];
+    MS_CHECK(reg_index(i.type) >= 0, TypeError, "elementwise: register type ", i.type,
+             " is not a compute type");
+    if (i.kind == EwInstr::Kind::Load) {
+      MS_CHECK(i.leaf >= 0 && static_cast<std::size_t>(i.leaf) < inputs.size(), IndexError,
+               "elementwise: program reads input ", i.leaf, " of ", inputs.size());
+      const Tensor& t = *inputs[static_cast<std::size_t>(i.leaf)];
+      const Tensor v = t.expand(prog.shape);  // ShapeError when it does not broadcast
+      GatherPlan& g = plans[k];
+      g.rank = static_cast<int>(v.rank());
+      for (int d = 0; d < g.rank; ++d) {
+        g.dims[d] = v.shape()[static_cast<std::size_t>(d)];
+        g.strides[d] = v.strides()[static_cast<std::size_t>(d)];
+      }
+      g.base = t.storage()->data();
+      g.offset = v.offset();
+      g.src = t.dtype();
+      g.dst = i.type;
+      g.direct = v.is_contiguous() && t.dtype() == i.type;
+      MS_CHECK(t.dtype() != DType::Int4 && !dtype_is_complex(t.dtype()), TypeError,
+               "elementwise: input dtype ", t.dtype(), " is not supported");
+      gathers[k] = gather_fn(t.dtype(), i.type);
+    }
+  }
+  // Operand types: track the type of each physical slot as the program runs
+  // (slots are reused, so resolve in program order).
+  {
+    std::vector<DType> slot_type(static_cast<std::size_t>(prog.num_regs), DType::Float32);
+    for (std::size_t k = 0; k < ninstr; ++k) {
+      const EwInstr& i = prog.instrs[k];
+      if (i.kind == EwInstr::Kind::Apply) {
+        const auto& info = ops::ew_op_info(i.op);
+        const int operand_reg = info.rule == ops::EwRule::Select ? i.b : i.a;
+        const DType operand = slot_type[static_cast<std::size_t>(operand_reg)];
+        applies[k] =
+            kApply[static_cast<std::size_t>(i.op)][static_cast<std::size_t>(reg_index(operand))];
+        MS_CHECK(applies[k] != nullptr, TypeError, info.name, ": no kernel for operands of type ",
+                 operand);
+      } else if (i.kind == EwInstr::Kind::Convert) {
+        converts[k] = convert_fn(slot_type[static_cast<std::size_t>(i.a)], i.type);
+      }
+      slot_type[static_cast<std::size_t>(i.dst)] = i.type;
+    }
+  }
+  const DType result_type = prog.result >= 0 ? [&] {
+    DType t = DType::Float32;
+    for (const EwInstr& i : prog.instrs)
+      if (i.dst == prog.result) t = i.type;  // the last writer of the result slot
+    return t;
+  }() : DType::Float32;
+  MS_CHECK(prog.result >= 0, ValueError, "elementwise: program has no result");
+  const EwInstr& last = prog.instrs.back();
+  // The last instruction writes straight into the output when the types agree.
+  const bool direct_out =
+      last.dst == prog.result && last.kind == EwInstr::Kind::Apply && result_type == out.dtype();
+  const ConvertFn store = direct_out ? nullptr : convert_fn(result_type, out.dtype());
+  MS_CHECK(direct_out || store != nullptr, TypeError, "elementwise: cannot store ", result_type,
+           " as ", out.dtype());
+
+  std::byte* out_base = out.raw_data();
+  const std::int64_t out_item = out.itemsize();
+  const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
+
+  kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
+    std::byte* regs = scratch(nregs * kTile * 8);
+    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
+    std::array<const void*, 64> small_ptrs{};
+    std::vector<const void*> big_ptrs;
+    const void** ptr = small_ptrs.data();
+    if (nregs > small_ptrs.size()) {
+      big_ptrs.resize(nregs);
+      ptr = big_ptrs.data();
+    }
+    for (std::size_t k = 0; k < ninstr; ++k) {
+      const EwInstr& i = prog.instrs[k];
+      if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
+    }
+    for (std::int64_t t0 = b; t0 < e; t0 += kTile) {
+      const std::int64_t n = std::min(kTile, e - t0);
+      for (std::size_t k = 0; k < ninstr; ++k) {
+        const EwInstr& i = prog.instrs[k];
+        void* dst = slot(i.dst);
+        switch (i.kind) {
+          case EwInstr::Kind::Load: {
+            const GatherPlan& g = plans[k];
+            if (g.direct) {
+              ptr[i.dst] = g.base + (g.offset + t0) * dtype_itemsize(g.src);
+              continue;
+            }
+            gathers[k](g, t0, n, dst);
+            break;
+          }
+          case EwInstr::Kind::Const: break;
+          case EwInstr::Kind::Convert: converts[k](ptr[i.a], dst, n); break;
+          case EwInstr::Kind::Apply: {
+            const void* args[3] = {i.a >= 0 ? ptr[i.a] : nullptr, i.b >= 0 ? ptr[i.b] : nullptr,
+                                   i.c >= 0 ? ptr[i.c] : nullptr};
+            if (direct_out && k + 1 == ninstr) dst = out_base + t0 * out_item;
+            applies[k](args, dst, n);
+            break;
+          }
+        }
+        ptr[i.dst] = dst;
+      }
+      if (!direct_out) store(ptr[prog.result], out_base + t0 * out_item, n);
+    }
+  });
+}
+
+Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs) {
+  Tensor out = empty(prog.shape, prog.dtype);
+  ew_run(prog, inputs, out);
+  return out;
+}
+
+}  // namespace kernels
+}  // namespace ms

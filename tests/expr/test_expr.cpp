@@ -1,0 +1,133 @@
+// Expression templates: laziness, one fused pass with one allocation, dtype
+// promotion of trees, operand lifetimes, assignment in place.
+#include <doctest/doctest.h>
+
+#include <ms/ms.hpp>
+#include <random>
+
+using namespace ms;
+
+namespace {
+Tensor rand_f32(const Shape& s, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> v(static_cast<std::size_t>(shape_numel(s)));
+  for (float& x : v) x = std::uniform_real_distribution<float>(-2, 2)(rng);
+  return from_vector(v, s);
+}
+}  // namespace
+
+TEST_SUITE("expr") {
+  TEST_CASE("expressions are types, not computations") {
+    const Tensor a = ones({3}), b = ones({3});
+    static_assert(TensorExpr<decltype(a + b)>);
+    static_assert(TensorExpr<decltype(relu(a * b + 1.f) * 0.5f)>);
+    static_assert(!TensorExpr<Tensor>);
+    static_assert(TensorLike<Tensor>);
+    static_assert(!Operand<std::string>);
+    const auto before = memory_stats().alloc_count;
+    auto e = a + b * 2;  // nothing computed yet
+    CHECK(memory_stats().alloc_count == before);
+    CHECK(e.shape() == Shape{3});
+    CHECK(e.dtype() == float32);
+    Tensor r = e;
+    CHECK(memory_stats().alloc_count == before + 1);
+    CHECK(r.to_vector<float>() == std::vector<float>{3, 3, 3});
+  }
+
+  TEST_CASE("a fused chain is one pass with one allocation") {
+    const Shape s{1000, 100};
+    const Tensor a = rand_f32(s, 1), b = rand_f32(s, 2), c = rand_f32(s, 3);
+    memory_stats_reset_peak();
+    const auto before = memory_stats();
+    Tensor y = relu(a * b + c) * 0.5f;
+    const auto after = memory_stats();
+    CHECK(after.alloc_count == before.alloc_count + 1);
+    CHECK(after.peak_bytes - before.live_bytes == s[0] * s[1] * 4);  // only the result
+    const auto va = a.to_vector<float>(), vb = b.to_vector<float>(), vc = c.to_vector<float>(),
+               vy = y.to_vector<float>();
+    // within an ulp or two: the reference may be contracted into an FMA
+    for (std::size_t i = 0; i < vy.size(); ++i)
+      CHECK(vy[i] == doctest::Approx(std::max(va[i] * vb[i] + vc[i], 0.f) * 0.5f).epsilon(1e-6));
+  }
+
+  TEST_CASE("temporaries are held by value, lvalues by reference") {
+    auto e = ms::exp(ones({4}) * 0.f) + 1;  // the temporary lives inside e
+    Tensor r = e;
+    CHECK(r.to_vector<float>() == std::vector<float>(4, 2.f));
+    Tensor x = ones({2});
+    auto f = x * 3;  // refers to x
+    x.fill_(2.0);
+    CHECK(Tensor(f).to_vector<float>() == std::vector<float>{6, 6});
+  }
+
+  TEST_CASE("dtype promotion of trees and weak scalars") {
+    const Tensor i32 = tensor({1, 2, 3}, int32), i64 = tensor({1, 2, 3}, int64);
+    const Tensor f16 = ones({3}, float16), f32 = ones({3}), b = tensor({true, false, true});
+    CHECK((i32 + 1).dtype() == int32);
+    CHECK((i32 + 0.5).dtype() == float32);
+    CHECK((i32 + i64).dtype() == int64);
+    CHECK((f16 * 2.0).dtype() == float16);
+    CHECK((f16 + f32).dtype() == float32);
+    CHECK((i32 / i32).dtype() == float32);
+    CHECK((b + b).dtype() == bool_);
+    CHECK((i32 > 1).dtype() == bool_);
+    CHECK(where(b, i32, 0.5).dtype() == float32);
+    CHECK(ms::exp(i32).dtype() == float32);
+    CHECK(ms::relu(i64).dtype() == int64);
+    CHECK(Tensor(i32 / 2).to_vector<float>() == std::vector<float>{0.5f, 1.f, 1.5f});
+    CHECK(Tensor(ms::pow(i32, 2)).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 4, 9});
+    CHECK(Tensor(!b).to_vector<bool>() == std::vector<bool>{false, true, false});
+    CHECK(Tensor(logical_and(b, i32 > 1)).to_vector<bool>() ==
+          std::vector<bool>{false, false, true});
+    // int8 arithmetic inside a tree, then a float: values as computed in int32
+    const Tensor i8 = tensor({100, -100}, int8);
+    CHECK(Tensor((i8 + i8) * f32.slice(0, 0, 2)).to_vector<float>() ==
+          std::vector<float>{200.f, -200.f});
+    CHECK(Tensor(i8 + i8).to_vector<std::int8_t>() == std::vector<std::int8_t>{-56, 56});
+    // float16 stores round; the computation runs in float32
+    const Tensor third = f16 / 3.0;
+    CHECK(third.dtype() == float16);
+    CHECK(third.to(float32).to_vector<float>()[0] == static_cast<float>(float16_t(1.0f / 3.0f)));
+  }
+
+  TEST_CASE("mixing views, broadcasting and scalars in one tree") {
+    const Tensor m = arange(0, 6).reshape({2, 3});
+    const Tensor row = tensor({10.f, 20.f, 30.f});
+    Tensor r = m.transpose(0, 1) * 2 + row.reshape({3, 1}) - 1;
+    CHECK(r.to_vector<float>() == std::vector<float>{9, 15, 21, 27, 33, 39});
+    Tensor bc = m + tensor(100.f);
+    CHECK(bc.to_vector<float>() == std::vector<float>{100, 101, 102, 103, 104, 105});
+  }
+
+  TEST_CASE("assign and compound assignment write in place") {
+    Tensor x = arange(0, 4);
+    const Tensor y = ones({4});
+    const auto before = memory_stats().alloc_count;
+    x += y;
+    x *= 2;
+    assign(x, x - 1);
+    CHECK(memory_stats().alloc_count == before);
+    CHECK(x.to_vector<float>() == std::vector<float>{1, 3, 5, 7});
+    Tensor m = zeros({2, 2}, float64);
+    assign(m, tensor({1.f, 2.f}));  // broadcast and cast
+    CHECK(m.to_vector<double>() == std::vector<double>{1, 2, 1, 2});
+    Tensor mt = m.transpose(0, 1);  // strided destination
+    assign(mt, tensor({5.f, 6.f}));
+    CHECK(m.to_vector<double>() == std::vector<double>{5, 5, 6, 6});
+    assign(m, 3.5);
+    CHECK(m.to_vector<double>() == std::vector<double>(4, 3.5));
+  }
+
+  TEST_CASE("long chains and repeated operands") {
+    const Tensor a = rand_f32({32, 32}, 5);
+    Tensor acc = a;
+    auto e = ((((a + 1) * a - 2) / (ms::abs(a) + 1)) + ms::square(a)) * ms::sigmoid(a);
+    const Tensor r = e;
+    const auto v = a.to_vector<float>(), got = r.to_vector<float>();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const float x = v[i];
+      const float want = ((((x + 1) * x - 2) / (std::fabs(x) + 1)) + x * x) / (1 + std::exp(-x));
+      CHECK(got[i] == doctest::Approx(want).epsilon(1e-5));
+    }
+  }
+}

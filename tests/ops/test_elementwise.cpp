@@ -1,0 +1,253 @@
+// Table-driven tests of every elementwise op of the op table: values against
+// the op's double-precision reference, dtypes, broadcasting, non-contiguous
+// inputs, empty and rank-0 tensors, NaN propagation, thread-count
+// independence, and bad inputs. A new elementwise op needs only a domain entry
+// below (when its inputs need one), not a new test.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <ms/ms.hpp>
+#include <random>
+
+using namespace ms;
+
+namespace {
+
+struct Domain {
+  double lo = -3, hi = 3;
+  bool avoid_zero = false;
+};
+
+// Input domains where an op's reference is finite (by op name and operand).
+Domain domain_of(std::string_view op, int operand) {
+  if (op == "log" || op == "sqrt" || op == "rsqrt") return {0.1, 4};
+  if (op == "log1p") return {-0.9, 4};
+  if (op == "reciprocal") return {-3, 3, true};
+  if (op == "div" && operand == 1) return {-3, 3, true};
+  if (op == "pow") return operand == 0 ? Domain{0.5, 2} : Domain{-2, 2};
+  return {};
+}
+
+Tensor random_input(std::string_view op, int operand, const Shape& shape, DType dt,
+                    std::mt19937& rng) {
+  const Domain d = domain_of(op, operand);
+  const bool integral = dtype_is_int(dt) || dt == bool_;
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& x : v) {
+    if (dt == bool_) {
+      x = static_cast<double>(rng() % 2);
+      continue;
+    }
+    do {
+      if (integral) {
+        const int lo = op == "pow" && operand == 1 ? 0 : static_cast<int>(std::floor(d.lo));
+        const int hi = op == "pow" && operand == 1 ? 4 : static_cast<int>(std::ceil(d.hi));
+        x = lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
+      } else {
+        x = std::uniform_real_distribution<double>(d.lo, d.hi)(rng);
+      }
+    } while (d.avoid_zero && std::fabs(x) < 0.25);
+  }
+  return from_vector(v, shape).to(dt);
+}
+
+template <class Op>
+double ref_apply(const std::vector<double>& a, std::size_t i, const std::vector<double>* b,
+                 const std::vector<double>* c) {
+  if constexpr (Op::arity == 1)
+    return Op::ref(a[i]);
+  else if constexpr (Op::arity == 2)
+    return Op::ref(a[i], (*b)[i]);
+  else
+    return Op::ref(a[i], (*b)[i], (*c)[i]);
+}
+
+// Checks `out` against Op::ref over the (broadcast) inputs.
+template <class Op>
+void check_against_ref(const std::vector<Tensor>& in, const Tensor& out, double rtol, double atol) {
+  std::vector<std::vector<double>> vals;
+  for (const Tensor& t : in) vals.push_back(t.expand(out.shape()).to_vector<double>());
+  const auto got = out.to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    double want = ref_apply<Op>(vals[0], i, vals.size() > 1 ? &vals[1] : nullptr,
+                                vals.size() > 2 ? &vals[2] : nullptr);
+    if (dtype_is_int(out.dtype())) want = std::trunc(want);
+    if (out.dtype() == bool_) want = want != 0;
+    INFO(Op::name, " element ", i, " of ", out.shape(), " dtype ", out.dtype());
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got[i]));
+    } else if (std::isinf(want)) {
+      CHECK(got[i] == want);
+    } else {
+      CHECK(std::fabs(got[i] - want) <= atol + rtol * std::fabs(want));
+    }
+  }
+}
+
+std::vector<DType> dtypes_for(ops::EwRule rule) {
+  switch (rule) {
+    case ops::EwRule::Float: return {float32, float64, float16, bfloat16, int32};
+    case ops::EwRule::Logical: return {bool_, float32, int64};
+    default: return {float32, float64, int32, int64, float16};
+  }
+}
+
+// PyTorch's assert_close defaults per dtype.
+double rtol_for(DType t) {
+  return t == float16 ? 1e-3 : t == bfloat16 ? 1.6e-2 : t == float64 ? 1e-7 : 1.3e-6;
+}
+double atol_for(DType t) { return t == float64 ? 1e-7 : 1e-5; }
+
+template <class Op>
+void check_op() {
+  const ops::OpDef& def = ops::op(Op::name);
+  CHECK(def.kind == ops::OpKind::Elementwise);
+  CHECK(def.min_inputs == Op::arity);
+  std::mt19937 rng(1234);
+  const std::vector<Shape> shapes[] = {
+      {Shape{4, 5}, Shape{4, 5}, Shape{4, 5}},     // same shape
+      {Shape{3, 1, 5}, Shape{4, 1}, Shape{5}},     // broadcasting
+      {Shape{}, Shape{}, Shape{}},                 // rank 0
+      {Shape{0, 3}, Shape{3}, Shape{1}},           // empty
+      {Shape{70000}, Shape{70000}, Shape{70000}},  // several chunks and tiles
+  };
+  for (DType dt : dtypes_for(Op::rule)) {
+    for (const auto& sh : shapes) {
+      std::vector<Tensor> in;
+      for (int k = 0; k < Op::arity; ++k) {
+        const DType t = (Op::rule == ops::EwRule::Select && k == 0) ? bool_ : dt;
+        in.push_back(random_input(Op::name, k, sh[static_cast<std::size_t>(k)], t, rng));
+      }
+      const Tensor out = ops::call1(def, in);
+      const auto types = def.infer(ops::types_of(in), {});
+      CHECK(out.dtype() == types[0].dtype);
+      CHECK(out.shape() == types[0].shape);
+      const DType cmp = out.dtype() == bool_ ? dt : out.dtype();
+      check_against_ref<Op>(in, out, rtol_for(cmp), atol_for(cmp));
+    }
+  }
+}
+
+template <class... Ops>
+void check_all(ops::OpList<Ops...>) {
+  (check_op<Ops>(), ...);
+}
+
+template <class Op>
+void check_noncontiguous() {
+  std::mt19937 rng(99);
+  std::vector<Tensor> in, dense;
+  for (int k = 0; k < Op::arity; ++k) {
+    const DType t = (Op::rule == ops::EwRule::Select && k == 0) ? bool_ : float32;
+    // a transposed slice: non-contiguous with a negative-free odd stride
+    Tensor base = random_input(Op::name, k, Shape{9, 12}, t, rng);
+    in.push_back(base.slice(0, 1, 9, 2).transpose(0, 1));
+    dense.push_back(in.back().contiguous());
+  }
+  const ops::OpDef& def = ops::op(Op::name);
+  CHECK(allclose(ops::call1(def, in), ops::call1(def, dense), 0, 0, true));
+}
+
+template <class... Ops>
+void check_all_noncontiguous(ops::OpList<Ops...>) {
+  (check_noncontiguous<Ops>(), ...);
+}
+
+template <class Op>
+void check_nan() {
+  if constexpr (Op::rule == ops::EwRule::Same || Op::rule == ops::EwRule::Float) {
+    std::vector<Tensor> in;
+    for (int k = 0; k < Op::arity; ++k)
+      in.push_back(tensor({NAN, 1.0, INFINITY, -INFINITY}, float32));
+    const Tensor out = ops::call1(ops::op(Op::name), in);
+    check_against_ref<Op>(in, out, rtol_for(float32), atol_for(float32));
+  }
+}
+
+template <class... Ops>
+void check_all_nan(ops::OpList<Ops...>) {
+  (check_nan<Ops>(), ...);
+}
+
+}  // namespace
+
+TEST_SUITE("ops") {
+  TEST_CASE("every elementwise op matches its reference (dtypes, broadcasting, empty, rank 0)") {
+    check_all(ops::ElementwiseOps{});
+  }
+
+  TEST_CASE("every elementwise op gives the same result on non-contiguous inputs") {
+    check_all_noncontiguous(ops::ElementwiseOps{});
+  }
+
+  TEST_CASE("NaN and Inf propagate as the references say") { check_all_nan(ops::ElementwiseOps{}); }
+
+  TEST_CASE("every elementwise op of the table is registered with its arity") {
+    int n = 0;
+    for (const ops::OpDef* d : ops::registry())
+      if (d->kind == ops::OpKind::Elementwise) {
+        ++n;
+        const int id = ops::ew_op_find(d->name);
+        REQUIRE(id >= 0);
+        CHECK(ops::ew_op_info(id).arity == d->min_inputs);
+      }
+    CHECK(n == ops::ElementwiseOps::size);
+  }
+
+  TEST_CASE("results are bitwise identical with 1 and 2 threads") {
+    std::mt19937 rng(7);
+    const Tensor a = random_input("x", 0, Shape{300001}, float32, rng);
+    const Tensor b = random_input("x", 1, Shape{300001}, float32, rng);
+    set_num_threads(1);
+    const Tensor one = ms::gelu(a) * ms::tanh(b) + ms::exp(a - b);
+    set_num_threads(2);
+    const Tensor two = ms::gelu(a) * ms::tanh(b) + ms::exp(a - b);
+    CHECK(allclose(one, two, 0, 0));
+    const auto x = one.to_vector<float>(), y = two.to_vector<float>();
+    CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+  }
+
+  TEST_CASE("identities on random shapes") {
+    std::mt19937 rng(42);
+    for (int trial = 0; trial < 20; ++trial) {
+      Shape s;
+      const int rank = static_cast<int>(rng() % 4);
+      for (int d = 0; d < rank; ++d) s.push_back(1 + static_cast<std::int64_t>(rng() % 7));
+      const Tensor a = random_input("x", 0, s, float64, rng);
+      const Tensor b = random_input("x", 1, s, float64, rng);
+      CHECK(allclose(ms::exp(a) * ms::exp(b), ms::exp(a + b), 1e-12, 1e-12));
+      CHECK(allclose(ms::sigmoid(a), 1.0 / (1.0 + ms::exp(-a)), 1e-12, 1e-14));
+      CHECK(allclose(ms::tanh(a), 2.0 * ms::sigmoid(2.0 * a) - 1.0, 1e-12, 1e-14));
+      CHECK(allclose(ms::silu(a), a * ms::sigmoid(a), 1e-12, 1e-14));
+      CHECK(allclose(ms::square(ms::sin(a)) + ms::square(ms::cos(a)), ones(s, float64), 1e-12));
+      CHECK(allclose(ms::maximum(a, b) + ms::minimum(a, b), a + b, 1e-12, 1e-14));
+      CHECK(allclose(ms::clamp(a, -1.0, 1.0), ms::minimum(ms::maximum(a, -1.0), 1.0), 0, 0));
+      CHECK(allclose(ms::where(a > b, a, b), ms::maximum(a, b), 0, 0));
+    }
+  }
+
+  TEST_CASE("bad inputs") {
+    const Tensor a = zeros({32, 128, 64}), b = zeros({32, 64, 128});
+    CHECK_THROWS_WITH_AS(Tensor(a + b), doctest::Contains("axis -1: 64 vs 128 (neither is 1)"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(Tensor(a + b), doctest::Contains("add: shapes do not broadcast"),
+                         ShapeError);
+    const Tensor c = zeros({2}, complex64);
+    CHECK_THROWS_WITH_AS(Tensor(ms::exp(c)), doctest::Contains("dtype Complex64 is not supported"),
+                         TypeError);
+    const Tensor q = zeros({4}, int4);
+    CHECK_THROWS_AS(Tensor(q + 1), TypeError);
+    CHECK_THROWS_WITH_AS(Tensor(Tensor() + 1.f), doctest::Contains("undefined tensor"), ValueError);
+    CHECK_THROWS_WITH_AS(ops::call(ops::op("add"), std::vector<Tensor>{a}),
+                         doctest::Contains("add: takes 2 inputs, got 1"), ValueError);
+    CHECK_THROWS_AS(
+        ops::op("where").infer(
+            std::vector<ops::TensorType>{{bool_, {3}}, {float32, {4}}, {float32, {3}}}, {}),
+        ShapeError);
+    Tensor dst = zeros({2, 3});
+    CHECK_THROWS_WITH_AS(assign(dst, zeros({4, 2, 3})),
+                         doctest::Contains("cannot be written into a tensor of shape [2, 3]"),
+                         ShapeError);
+  }
+}
