@@ -314,7 +314,10 @@ EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands) {
 
 // ---------------------------------------------------------------- builder
 
-int EwBuilder::new_reg() { return p_.num_regs++; }
+int EwBuilder::new_reg() {
+  if (p_.instrs.capacity() == 0) p_.instrs.reserve(8);
+  return p_.num_regs++;
+}
 
 int EwBuilder::load(int leaf, DType reg_type) {
   EwInstr i;
@@ -388,6 +391,7 @@ EwProgram EwBuilder::finish(int result, Shape shape, DType dtype) {
     if (i.kind == EwInstr::Kind::Const) phys[static_cast<std::size_t>(i.dst)] = slots++;
   for (int k = 0; k < n; ++k) {
     EwInstr& i = p_.instrs[static_cast<std::size_t>(k)];
+    const int virt[3] = {i.a, i.b, i.c};  // before renaming to slots
     for (std::int16_t* r : {&i.a, &i.b, &i.c})
       if (*r >= 0) *r = static_cast<std::int16_t>(phys[static_cast<std::size_t>(*r)]);
     const int v = i.dst;
@@ -403,8 +407,10 @@ EwProgram EwBuilder::finish(int result, Shape shape, DType dtype) {
     }
     i.dst = static_cast<std::int16_t>(phys[static_cast<std::size_t>(v)]);
     // Operands whose last use is this instruction release their slots after it.
-    for (int r = 0; r < p_.num_regs; ++r)
-      if (r != v && last_use[static_cast<std::size_t>(r)] == k)
+    for (int r : virt)
+      if (r >= 0 && r != v && last_use[static_cast<std::size_t>(r)] == k &&
+          std::find(free_slots.begin(), free_slots.end(), phys[static_cast<std::size_t>(r)]) ==
+              free_slots.end())
         free_slots.push_back(phys[static_cast<std::size_t>(r)]);
     if (last_use[static_cast<std::size_t>(v)] < k) free_slots.push_back(i.dst);  // dead value
   }
@@ -433,56 +439,82 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
            " is over the supported maximum of ", kMaxEwRank);
 
-  // Plans for every Load, resolved before any thread starts (all checks here).
+  // Everything each instruction needs at run time, resolved before any thread
+  // starts (all checks happen here). Small programs keep it on the stack.
   const std::size_t ninstr = prog.instrs.size();
-  std::vector<GatherPlan> plans(ninstr);
-  std::vector<GatherFn> gathers(ninstr, nullptr);
-  std::vector<ApplyFn> applies(ninstr, nullptr);
-  std::vector<ConvertFn> converts(ninstr, nullptr);
+  struct Step {
+    GatherPlan plan;
+    GatherFn gather = nullptr;
+    ApplyFn apply = nullptr;
+    ConvertFn convert = nullptr;
+  };
+  constexpr std::size_t kInlineSteps = 24;
+  std::array<Step, kInlineSteps> inline_steps;
+  std::vector<Step> heap_steps;
+  Step* steps = inline_steps.data();
+  if (ninstr > kInlineSteps) {
+    heap_steps.resize(ninstr);
+    steps = heap_steps.data();
+  }
+  std::array<DType, 64> inline_slot_types;
+  std::vector<DType> heap_slot_types;
+  DType* slot_type = inline_slot_types.data();
+  if (prog.num_regs > 64) {
+    heap_slot_types.resize(static_cast<std::size_t>(prog.num_regs));
+    slot_type = heap_slot_types.data();
+  }
+  const Shape& oshape = prog.shape;
+  const std::int64_t orank = oshape.rank();
   for (std::size_t k = 0; k < ninstr; ++k) {
     const EwInstr& i = prog.instrs[k];
+    Step& st = steps[k];
     MS_CHECK(reg_index(i.type) >= 0, TypeError, "elementwise: register type ", i.type,
              " is not a compute type");
     if (i.kind == EwInstr::Kind::Load) {
       MS_CHECK(i.leaf >= 0 && static_cast<std::size_t>(i.leaf) < inputs.size(), IndexError,
                "elementwise: program reads input ", i.leaf, " of ", inputs.size());
       const Tensor& t = *inputs[static_cast<std::size_t>(i.leaf)];
-      const Tensor v = t.expand(prog.shape);  // ShapeError when it does not broadcast
-      GatherPlan& g = plans[k];
-      g.rank = static_cast<int>(v.rank());
-      for (int d = 0; d < g.rank; ++d) {
-        g.dims[d] = v.shape()[static_cast<std::size_t>(d)];
-        g.strides[d] = v.strides()[static_cast<std::size_t>(d)];
-      }
-      g.base = t.storage()->data();
-      g.offset = v.offset();
-      g.src = t.dtype();
-      g.dst = i.type;
-      g.direct = v.is_contiguous() && t.dtype() == i.type;
       MS_CHECK(t.dtype() != DType::Int4 && !dtype_is_complex(t.dtype()), TypeError,
                "elementwise: input dtype ", t.dtype(), " is not supported");
-      gathers[k] = gather_fn(t.dtype(), i.type);
-    }
-  }
-  // Operand types: track the type of each physical slot as the program runs
-  // (slots are reused, so resolve in program order).
-  {
-    std::vector<DType> slot_type(static_cast<std::size_t>(prog.num_regs), DType::Float32);
-    for (std::size_t k = 0; k < ninstr; ++k) {
-      const EwInstr& i = prog.instrs[k];
-      if (i.kind == EwInstr::Kind::Apply) {
-        const auto& info = ops::ew_op_info(i.op);
-        const int operand_reg = info.rule == ops::EwRule::Select ? i.b : i.a;
-        const DType operand = slot_type[static_cast<std::size_t>(operand_reg)];
-        applies[k] =
-            kApply[static_cast<std::size_t>(i.op)][static_cast<std::size_t>(reg_index(operand))];
-        MS_CHECK(applies[k] != nullptr, TypeError, info.name, ": no kernel for operands of type ",
-                 operand);
-      } else if (i.kind == EwInstr::Kind::Convert) {
-        converts[k] = convert_fn(slot_type[static_cast<std::size_t>(i.a)], i.type);
+      // Broadcast strides (0 along expanded axes), as Tensor::expand computes them.
+      const std::int64_t r = t.rank();
+      MS_CHECK(r <= orank, ShapeError, "elementwise: input of shape ", t.shape(),
+               " does not broadcast to ", oshape);
+      GatherPlan& g = st.plan;
+      g.rank = static_cast<int>(orank);
+      bool dense = t.shape() == oshape;
+      for (std::int64_t d = 0; d < orank; ++d) {
+        const std::int64_t td = d - (orank - r);
+        const std::int64_t od = oshape[static_cast<std::size_t>(d)];
+        g.dims[d] = od;
+        if (td < 0) {
+          g.strides[d] = 0;
+          continue;
+        }
+        const std::int64_t sd = t.shape()[static_cast<std::size_t>(td)];
+        MS_CHECK(sd == od || sd == 1, ShapeError, "elementwise: input of shape ", t.shape(),
+                 " does not broadcast to ", oshape);
+        g.strides[d] = sd == od ? t.strides()[static_cast<std::size_t>(td)] : 0;
       }
-      slot_type[static_cast<std::size_t>(i.dst)] = i.type;
+      g.base = t.storage()->data();
+      g.offset = t.offset();
+      g.src = t.dtype();
+      g.dst = i.type;
+      g.direct = dense && t.is_contiguous() && t.dtype() == i.type;
+      st.gather = gather_fn(t.dtype(), i.type);
+    } else if (i.kind == EwInstr::Kind::Apply) {
+      // Operand types follow the slots as the program runs (slots are reused).
+      const auto& info = ops::ew_op_info(i.op);
+      const int operand_reg = info.rule == ops::EwRule::Select ? i.b : i.a;
+      const DType operand = slot_type[operand_reg];
+      st.apply =
+          kApply[static_cast<std::size_t>(i.op)][static_cast<std::size_t>(reg_index(operand))];
+      MS_CHECK(st.apply != nullptr, TypeError, info.name, ": no kernel for operands of type ",
+               operand);
+    } else if (i.kind == EwInstr::Kind::Convert) {
+      st.convert = convert_fn(slot_type[i.a], i.type);
     }
+    slot_type[i.dst] = i.type;
   }
   const DType result_type = prog.result >= 0 ? [&] {
     DType t = DType::Float32;
@@ -524,21 +556,21 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
         void* dst = slot(i.dst);
         switch (i.kind) {
           case EwInstr::Kind::Load: {
-            const GatherPlan& g = plans[k];
+            const GatherPlan& g = steps[k].plan;
             if (g.direct) {
               ptr[i.dst] = g.base + (g.offset + t0) * dtype_itemsize(g.src);
               continue;
             }
-            gathers[k](g, t0, n, dst);
+            steps[k].gather(g, t0, n, dst);
             break;
           }
           case EwInstr::Kind::Const: break;
-          case EwInstr::Kind::Convert: converts[k](ptr[i.a], dst, n); break;
+          case EwInstr::Kind::Convert: steps[k].convert(ptr[i.a], dst, n); break;
           case EwInstr::Kind::Apply: {
             const void* args[3] = {i.a >= 0 ? ptr[i.a] : nullptr, i.b >= 0 ? ptr[i.b] : nullptr,
                                    i.c >= 0 ? ptr[i.c] : nullptr};
             if (direct_out && k + 1 == ninstr) dst = out_base + t0 * out_item;
-            applies[k](args, dst, n);
+            steps[k].apply(args, dst, n);
             break;
           }
         }
