@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 namespace ms {
 namespace {
@@ -14,6 +15,72 @@ std::atomic<std::int64_t> g_peak_bytes{0};
 std::atomic<std::int64_t> g_alloc_count{0};
 std::atomic<std::int64_t> g_live_count{0};
 std::atomic<std::int64_t> g_max_alloc{kDefaultMaxAlloc};
+
+// A small per-thread cache of freed blocks, so that the many short-lived
+// results of small ops do not each pay malloc + free (glibc also consolidates
+// its fast bins on every mid-size request). Only blocks up to kCacheMaxBlock
+// are kept, at most kCacheMaxBytes per thread; cached blocks are not live
+// memory and are returned to the system by ms::storage_cache_clear() or at
+// thread exit. Under AddressSanitizer the cache is off so that every use
+// after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kCacheEnabled = false;
+#else
+constexpr bool kCacheEnabled = true;
+#endif
+constexpr std::size_t kCacheMaxBlock = std::size_t{1} << 20;
+constexpr std::size_t kCacheMaxBytes = std::size_t{32} << 20;
+constexpr std::size_t kCacheMaxCount = 32;
+
+struct BlockCache {
+  struct Block {
+    std::size_t size;
+    void* p;
+  };
+  std::vector<Block> blocks;
+  std::size_t bytes = 0;
+  ~BlockCache() { clear(); }
+  void clear() {
+    for (const Block& b : blocks) std::free(b.p);
+    blocks.clear();
+    bytes = 0;
+  }
+  void* take(std::size_t size) {
+    for (std::size_t i = blocks.size(); i-- > 0;)
+      if (blocks[i].size == size) {
+        void* p = blocks[i].p;
+        blocks[i] = blocks.back();
+        blocks.pop_back();
+        bytes -= size;
+        return p;
+      }
+    return nullptr;
+  }
+  bool give(std::size_t size, void* p) {
+    if (size > kCacheMaxBlock || bytes + size > kCacheMaxBytes) return false;
+    if (blocks.size() >= kCacheMaxCount) {
+      std::free(blocks.front().p);
+      bytes -= blocks.front().size;
+      blocks.erase(blocks.begin());
+    }
+    blocks.push_back({size, p});
+    bytes += size;
+    return true;
+  }
+};
+
+BlockCache& block_cache() {
+  thread_local BlockCache cache;
+  return cache;
+}
+
+std::size_t rounded_size(std::int64_t nbytes) {
+  // aligned_alloc needs a multiple of the alignment; keep at least one line
+  // so that data() is never null.
+  const auto n = static_cast<std::size_t>(nbytes);
+  return n == 0 ? kStorageAlignment
+                : (n + kStorageAlignment - 1) / kStorageAlignment * kStorageAlignment;
+}
 
 void update_peak(std::int64_t live) {
   std::int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
@@ -36,6 +103,8 @@ void set_max_alloc_bytes(std::int64_t bytes) {
 }
 
 std::int64_t max_alloc_bytes() { return g_max_alloc.load(); }
+
+void storage_cache_clear() { block_cache().clear(); }
 
 std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what) {
   MS_CHECK(nbytes >= 0, ValueError, what, ": cannot allocate a negative byte count ", nbytes);
@@ -64,7 +133,7 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  if (!kCacheEnabled || !block_cache().give(rounded_size(nbytes_), data_)) std::free(data_);
   g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   g_live_count.fetch_sub(1, std::memory_order_relaxed);
 }

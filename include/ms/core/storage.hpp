@@ -29,6 +29,10 @@ MemoryStats memory_stats();
 /// Sets peak_bytes to live_bytes.
 void memory_stats_reset_peak();
 
+/// Returns this thread's cache of freed blocks (kept to make small results
+/// cheap; at most 32 MiB per thread, blocks up to 1 MiB) to the system.
+void storage_cache_clear();
+
 /// Caps a single allocation (bytes); a larger request raises ms::MemoryError.
 /// The default is 64 GiB; `0` restores it.
 void set_max_alloc_bytes(std::int64_t bytes);
