@@ -15,3 +15,7 @@
 #include "ms/shape/shape.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/ops/elementwise.hpp"
+#include "ms/ops/layout.hpp"
+#include "ms/ops/linalg.hpp"
+#include "ms/ops/nn.hpp"
+#include "ms/ops/reduce.hpp"

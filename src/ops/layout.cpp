@@ -1,7 +1,821 @@
+// Shape and indexing ops: one OpDef each (see ms/ops/layout.hpp).
+//
+// Each op's `infer` does all validation that types and attributes allow
+// (ranks, shapes, axes, dtypes, size overflow); `eval` calls it, then checks
+// index *values* (which only concrete tensors have) before any kernel runs,
+// so nothing can throw inside a parallel region.
+#include "ms/ops/layout.hpp"
+
+#include <cmath>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ms/kernels/layout.hpp"
 #include "ms/ops/op.hpp"
 
-namespace ms::ops::detail {
+namespace ms {
+namespace {
 
-void register_layout_ops() {}
+using ops::Attrs;
+using ops::OpDef;
+using ops::OpKind;
+using ops::TensorType;
+using Types = std::span<const TensorType>;
+using Inputs = std::span<const Tensor>;
+using Dims = std::vector<std::int64_t>;
+using TypeList = std::vector<TensorType>;
+using TensorList = std::vector<Tensor>;
 
-}  // namespace ms::ops::detail
+constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+// split: more outputs than this is certainly a mistake (and would exhaust memory).
+constexpr std::int64_t kMaxSplitOutputs = std::int64_t{1} << 24;
+
+std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+void check_packed(DType t, std::string_view op, std::string_view arg) {
+  MS_CHECK(t != DType::Int4, TypeError, op, ": ", arg,
+           " has dtype Int4, which is packed (storage and cast only); cast it first");
+}
+
+void check_index_dtype(DType t, std::string_view op, std::string_view arg) {
+  MS_CHECK(t == int32 || t == int64, TypeError, op, ": ", arg,
+           " must have dtype Int32 or Int64, got ", t);
+}
+
+// The output's element count and byte size must fit in int64: checked in
+// infer, so that eval never attempts (or overflows) the allocation.
+void check_out_size(const TensorType& t, std::string_view op) {
+  shape_nbytes(shape_numel(t.shape, op), dtype_itemsize(t.dtype), op);
+}
+
+bool add_overflows(std::int64_t a, std::int64_t b, std::int64_t& out) {
+  return __builtin_add_overflow(a, b, &out);
+}
+
+std::int64_t prod(const Shape& s, std::size_t begin, std::size_t end) {
+  std::int64_t p = 1;
+  for (std::size_t d = begin; d < end; ++d) p *= s[d];
+  return p;
+}
+
+// "[1, 2]": the coordinates of row-major position `flat` in `shape` ("" for rank 0).
+std::string position(std::int64_t flat, const Shape& shape) {
+  if (shape.empty()) return "";
+  Dims c(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    c[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return Shape(std::move(c)).to_string();
+}
+
+std::int64_t index_value(const Tensor& dense_index, std::int64_t pos) {
+  return dense_index.dtype() == int32 ? dense_index.data<std::int32_t>()[pos]
+                                      : dense_index.data<std::int64_t>()[pos];
+}
+
+// IndexError for the first value of `dense_index` outside [0, limit).
+void check_index_values(const Tensor& dense_index, std::int64_t limit, std::string_view op,
+                        std::string_view arg, const std::string& range) {
+  const std::int64_t pos = kernels::index_find_out_of_range(dense_index, limit);
+  if (pos < 0) return;
+  detail::raise<IndexError>(op, ": ", arg, position(pos, dense_index.shape()), " = ",
+                            index_value(dense_index, pos), " is out of range for ", range,
+                            " (expected 0 <= value < ", limit, ")");
+}
+
+// A dense output; an allocation over the cap is a MemoryError naming the op.
+Tensor alloc(const TensorType& t, const char* op) {
+  const std::int64_t bytes = shape_nbytes(shape_numel(t.shape, op), dtype_itemsize(t.dtype), op);
+  return Tensor(Storage::allocate(bytes, op), t.dtype, t.shape,
+                shape_contiguous_strides(t.shape, op), 0);
+}
+
+// ---------------------------------------------------------------- views
+
+Shape reshape_target(const Shape& from, const Shape& to) {
+  const std::int64_t numel = shape_numel(from, "reshape");
+  Shape out = to;
+  std::int64_t infer_at = -1;
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    if (to[i] == -1) {
+      MS_CHECK(infer_at < 0, ShapeError, "reshape: only one dim may be -1, shape ", to,
+               " has several");
+      infer_at = static_cast<std::int64_t>(i);
+    } else {
+      MS_CHECK(to[i] >= 0, ValueError, "reshape: shape ", to, " has a negative size ", to[i],
+               " at axis ", i);
+    }
+  }
+  Shape known = out;
+  if (infer_at >= 0) known[u(infer_at)] = 1;
+  const std::int64_t k = shape_numel(known, "reshape");
+  if (infer_at >= 0) {
+    MS_CHECK(k != 0 && numel % k == 0, ShapeError, "reshape: cannot reshape ", from, " (", numel,
+             " elements) into ", to);
+    out[u(infer_at)] = numel / k;
+  } else {
+    MS_CHECK(k == numel, ShapeError, "reshape: cannot reshape ", from, " (", numel,
+             " elements) into ", to, " (", k, " elements)");
+  }
+  return out;
+}
+
+TypeList infer_reshape(Types in, const Attrs& a) {
+  return {{in[0].dtype, reshape_target(in[0].shape, Shape(a.get<Dims>("shape", "reshape")))}};
+}
+
+// x viewed (or copied) as `shape`, already validated. An empty tensor is
+// viewed directly: it has no element to reach, and Tensor::reshape's stride
+// search does not handle zero-size dims.
+Tensor reshape_to(const Tensor& x, const Shape& shape) {
+  if (x.numel() == 0)
+    return Tensor(x.storage(), x.dtype(), shape, shape_contiguous_strides(shape, "reshape"),
+                  x.offset());
+  return x.reshape(shape);
+}
+
+TensorList eval_reshape(Inputs in, const Attrs& a) {
+  const TypeList t = infer_reshape(ops::types_of(in), a);
+  return {reshape_to(in[0], t[0].shape)};
+}
+
+TypeList infer_transpose(Types in, const Attrs& a) {
+  check_packed(in[0].dtype, "transpose", "x");
+  const std::int64_t r = in[0].shape.rank();
+  const std::int64_t a0 = axis_normalize(a.get<std::int64_t>("axis0", "transpose"), r, "transpose");
+  const std::int64_t a1 = axis_normalize(a.get<std::int64_t>("axis1", "transpose"), r, "transpose");
+  Shape out = in[0].shape;
+  if (r > 0) std::swap(out[u(a0)], out[u(a1)]);
+  return {{in[0].dtype, out}};
+}
+
+TensorList eval_transpose(Inputs in, const Attrs& a) {
+  infer_transpose(ops::types_of(in), a);
+  return {in[0].transpose(a.get<std::int64_t>("axis0", "transpose"),
+                          a.get<std::int64_t>("axis1", "transpose"))};
+}
+
+TypeList infer_permute(Types in, const Attrs& a) {
+  check_packed(in[0].dtype, "permute", "x");
+  const Shape& s = in[0].shape;
+  const Dims axes = a.get<Dims>("axes", "permute");
+  MS_CHECK(static_cast<std::int64_t>(axes.size()) == s.rank(), ShapeError, "permute: ", axes.size(),
+           " axes ", Shape(axes), " given for x of shape ", s, " (rank ", s.rank(), ")");
+  std::vector<bool> seen(s.size(), false);
+  Dims out(axes.size());
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    const auto ax = u(axis_normalize(axes[i], s.rank(), "permute"));
+    MS_CHECK(!seen[ax], ValueError, "permute: axis ", ax, " appears more than once in ",
+             Shape(axes));
+    seen[ax] = true;
+    out[i] = s[ax];
+  }
+  return {{in[0].dtype, Shape(std::move(out))}};
+}
+
+TensorList eval_permute(Inputs in, const Attrs& a) {
+  infer_permute(ops::types_of(in), a);
+  return {in[0].permute(a.get<Dims>("axes", "permute"))};
+}
+
+TypeList infer_squeeze(Types in, const Attrs& a) {
+  const Shape& s = in[0].shape;
+  Dims out;
+  if (a.has("axis")) {
+    const std::int64_t axis = a.get<std::int64_t>("axis", "squeeze");
+    const std::int64_t ax = axis_normalize(axis, s.rank(), "squeeze");
+    out = s.dims();
+    if (s.rank() > 0) {
+      MS_CHECK(s[u(ax)] == 1, ShapeError, "squeeze: axis ", axis, " of shape ", s, " has size ",
+               s[u(ax)], ", expected 1");
+      out.erase(out.begin() + ax);
+    }
+  } else {
+    for (std::int64_t d : s)
+      if (d != 1) out.push_back(d);
+  }
+  return {{in[0].dtype, Shape(std::move(out))}};
+}
+
+TensorList eval_squeeze(Inputs in, const Attrs& a) {
+  infer_squeeze(ops::types_of(in), a);
+  if (a.has("axis")) return {in[0].squeeze(a.get<std::int64_t>("axis", "squeeze"))};
+  return {in[0].squeeze()};
+}
+
+TypeList infer_unsqueeze(Types in, const Attrs& a) {
+  const Shape& s = in[0].shape;
+  const std::int64_t ax =
+      axis_normalize(a.get<std::int64_t>("axis", "unsqueeze"), s.rank() + 1, "unsqueeze");
+  Dims out = s.dims();
+  out.insert(out.begin() + ax, 1);
+  return {{in[0].dtype, Shape(std::move(out))}};
+}
+
+TensorList eval_unsqueeze(Inputs in, const Attrs& a) {
+  infer_unsqueeze(ops::types_of(in), a);
+  return {in[0].unsqueeze(a.get<std::int64_t>("axis", "unsqueeze"))};
+}
+
+TypeList infer_flatten(Types in, const Attrs& a) {
+  const Shape& s = in[0].shape;
+  shape_numel(s, "flatten");  // valid sizes: products of sub-ranges cannot overflow
+  const std::int64_t r = s.rank();
+  const std::int64_t start = axis_normalize(a.get<std::int64_t>("start", "flatten"), r, "flatten");
+  const std::int64_t end = axis_normalize(a.get<std::int64_t>("end", "flatten"), r, "flatten");
+  if (r == 0) return {{in[0].dtype, Shape{1}}};
+  MS_CHECK(start <= end, ValueError, "flatten: start axis ", start, " is after end axis ", end,
+           " (x of shape ", s, ")");
+  Dims out(s.begin(), s.begin() + start);
+  out.push_back(prod(s, u(start), u(end) + 1));
+  out.insert(out.end(), s.begin() + end + 1, s.end());
+  return {{in[0].dtype, Shape(std::move(out))}};
+}
+
+TensorList eval_flatten(Inputs in, const Attrs& a) {
+  const TypeList t = infer_flatten(ops::types_of(in), a);
+  return {reshape_to(in[0], t[0].shape)};
+}
+
+TypeList infer_broadcast_to(Types in, const Attrs& a) {
+  check_packed(in[0].dtype, "broadcast_to", "x");
+  const Shape& s = in[0].shape;
+  const Shape to(a.get<Dims>("shape", "broadcast_to"));
+  MS_CHECK(to.size() >= s.size(), ShapeError, "broadcast_to: cannot broadcast shape ", s,
+           " to the lower rank ", to);
+  const std::size_t lead = to.size() - s.size();
+  Dims out(to.size());
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    const std::int64_t want = to[i];
+    const std::int64_t have = i < lead ? 1 : s[i - lead];
+    if (i >= lead && (want == -1 || want == have)) {
+      out[i] = have;
+      continue;
+    }
+    MS_CHECK(want >= 0, ValueError, "broadcast_to: shape ", to, " has the negative size ", want,
+             " at axis ", i, i < lead ? " (-1 only keeps an existing dim)" : "");
+    MS_CHECK(have == 1, ShapeError, "broadcast_to: cannot broadcast shape ", s, " to ", to,
+             ": axis ", static_cast<std::int64_t>(i) - static_cast<std::int64_t>(to.size()),
+             " has size ", have, " (only size-1 axes expand)");
+    out[i] = want;
+  }
+  TensorType t{in[0].dtype, Shape(std::move(out))};
+  shape_numel(t.shape, "broadcast_to");
+  return {t};
+}
+
+TensorList eval_broadcast_to(Inputs in, const Attrs& a) {
+  const TypeList t = infer_broadcast_to(ops::types_of(in), a);
+  return {in[0].expand(t[0].shape)};
+}
+
+// ---------------------------------------------------------------- concat, stack
+
+// PyTorch's legacy rule: 1-D empty tensors are skipped by cat.
+bool concat_skipped(const TensorType& t) { return t.shape.size() == 1 && t.shape[0] == 0; }
+
+DType promote_all(Types in, std::string_view op) {
+  DType dt = in[0].dtype;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    check_packed(in[i].dtype, op, detail::str_cat("input ", i));
+    dt = promote_types(dt, in[i].dtype);
+  }
+  return dt;
+}
+
+struct ConcatPlan {
+  TensorType out;
+  std::int64_t axis = 0;
+};
+
+ConcatPlan plan_concat(Types in, const Attrs& a) {
+  MS_CHECK(!in.empty(), ValueError, "concat: expected a non-empty list of tensors, got none");
+  const std::int64_t axis = a.get<std::int64_t>("axis", "concat");
+  const DType dt = promote_all(in, "concat");
+  std::size_t first = 0;
+  while (first < in.size() && concat_skipped(in[first])) ++first;
+  if (first == in.size()) {  // all of shape [0]
+    return {{dt, Shape{0}}, axis_normalize(axis, 1, "concat")};
+  }
+  const Shape& ref = in[first].shape;
+  const std::int64_t r = ref.rank();
+  MS_CHECK(r > 0, ShapeError, "concat: input ", first,
+           " is a rank-0 tensor, which has no axis to concatenate along (use stack)");
+  const std::int64_t ax = axis_normalize(axis, r, "concat");
+  std::int64_t total = 0;
+  for (std::size_t i = first; i < in.size(); ++i) {
+    if (concat_skipped(in[i])) continue;
+    const Shape& s = in[i].shape;
+    MS_CHECK(s.rank() == r, ShapeError, "concat: input ", i, " has shape ", s, " of rank ",
+             s.rank(), " but input ", first, " has shape ", ref, " of rank ", r);
+    for (std::int64_t d = 0; d < r; ++d)
+      MS_CHECK(d == ax || s[u(d)] == ref[u(d)], ShapeError, "concat: input ", i, " has shape ", s,
+               " but input ", first, " has shape ", ref, ": axis ", d, " sizes differ (", s[u(d)],
+               " vs ", ref[u(d)], "); only the concat axis ", ax, " may differ");
+    MS_CHECK(!add_overflows(total, s[u(ax)], total), ValueError, "concat: the sizes along axis ",
+             ax, " overflow int64");
+  }
+  Shape out = ref;
+  out[u(ax)] = total;
+  TensorType t{dt, std::move(out)};
+  check_out_size(t, "concat");
+  return {std::move(t), ax};
+}
+
+TypeList infer_concat(Types in, const Attrs& a) { return {plan_concat(in, a).out}; }
+
+// Copies each input (converted to out's dtype) as row blocks of the output:
+// rows = prod(out.shape[:axis]); input i gives prod(its shape[axis:]) elements per row.
+void copy_blocks(Inputs in, const std::vector<bool>& skip, std::int64_t block_axis,
+                 const Tensor& out, std::int64_t rows) {
+  std::vector<Tensor> dense;
+  std::vector<const std::byte*> srcs;
+  std::vector<std::int64_t> blocks;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (skip[i]) continue;
+    dense.push_back(in[i].to(out.dtype()));
+    const Shape& s = dense.back().shape();
+    srcs.push_back(dense.back().raw_data());
+    blocks.push_back(prod(s, u(block_axis), s.size()) * out.itemsize());
+  }
+  kernels::concat_rows(srcs, blocks, out.raw_data(), rows);
+}
+
+TensorList eval_concat(Inputs in, const Attrs& a) {
+  const TypeList types = ops::types_of(in);
+  const ConcatPlan p = plan_concat(types, a);
+  Tensor out = alloc(p.out, "concat");
+  if (out.numel() == 0) return {out};
+  std::vector<bool> skip(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) skip[i] = concat_skipped(types[i]);
+  copy_blocks(in, skip, p.axis, out, prod(out.shape(), 0, u(p.axis)));
+  return {out};
+}
+
+struct StackPlan {
+  TensorType out;
+  std::int64_t axis = 0;
+};
+
+StackPlan plan_stack(Types in, const Attrs& a) {
+  MS_CHECK(!in.empty(), ValueError, "stack: expected a non-empty list of tensors, got none");
+  const DType dt = promote_all(in, "stack");
+  const Shape& ref = in[0].shape;
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = in[i].shape;
+    if (s == ref) continue;
+    MS_CHECK(s.rank() == ref.rank(), ShapeError, "stack: input ", i, " has shape ", s,
+             " but input 0 has shape ", ref, "; stack needs equal shapes (ranks ", s.rank(),
+             " and ", ref.rank(), " differ)");
+    std::size_t d = 0;
+    while (s[d] == ref[d]) ++d;
+    detail::raise<ShapeError>("stack: input ", i, " has shape ", s, " but input 0 has shape ", ref,
+                              "; stack needs equal shapes (axis ", d, ": ", s[d], " vs ", ref[d],
+                              ")");
+  }
+  const std::int64_t ax =
+      axis_normalize(a.get<std::int64_t>("axis", "stack"), ref.rank() + 1, "stack");
+  Dims out = ref.dims();
+  out.insert(out.begin() + ax, static_cast<std::int64_t>(in.size()));
+  TensorType t{dt, Shape(std::move(out))};
+  check_out_size(t, "stack");
+  return {std::move(t), ax};
+}
+
+TypeList infer_stack(Types in, const Attrs& a) { return {plan_stack(in, a).out}; }
+
+TensorList eval_stack(Inputs in, const Attrs& a) {
+  const StackPlan p = plan_stack(ops::types_of(in), a);
+  Tensor out = alloc(p.out, "stack");
+  if (out.numel() == 0) return {out};
+  // Each input is one block per row of the output's leading axes [:axis].
+  copy_blocks(in, std::vector<bool>(in.size(), false), p.axis, out,
+              prod(out.shape(), 0, u(p.axis)));
+  return {out};
+}
+
+// ---------------------------------------------------------------- split
+
+struct SplitPlan {
+  std::int64_t axis = 0;
+  Dims sizes;
+};
+
+SplitPlan plan_split(const TensorType& x, const Attrs& a) {
+  check_packed(x.dtype, "split", "x");
+  const Shape& s = x.shape;
+  MS_CHECK(s.rank() > 0, ShapeError, "split: x must have rank >= 1, got a rank-0 tensor");
+  SplitPlan p;
+  p.axis = axis_normalize(a.get<std::int64_t>("axis", "split"), s.rank(), "split");
+  const std::int64_t n = s[u(p.axis)];
+  MS_CHECK(a.has("sizes") != a.has("split_size"), ValueError,
+           "split: give exactly one of the attributes 'sizes' and 'split_size'");
+  if (a.has("sizes")) {
+    p.sizes = a.get<Dims>("sizes", "split");
+    MS_CHECK(!p.sizes.empty(), ValueError, "split: sizes is empty; give at least one size");
+    MS_CHECK(static_cast<std::int64_t>(p.sizes.size()) <= kMaxSplitOutputs, ValueError,
+             "split: ", p.sizes.size(), " sizes given, more than the limit of ", kMaxSplitOutputs,
+             " outputs");
+    std::int64_t sum = 0;
+    for (std::size_t i = 0; i < p.sizes.size(); ++i) {
+      MS_CHECK(p.sizes[i] >= 0, ValueError, "split: sizes[", i, "] = ", p.sizes[i], " is negative");
+      MS_CHECK(!add_overflows(sum, p.sizes[i], sum), ValueError, "split: sizes ", Shape(p.sizes),
+               " overflow int64 when summed");
+    }
+    MS_CHECK(sum == n, ShapeError, "split: sizes ", Shape(p.sizes), " sum to ", sum, " but axis ",
+             p.axis, " of x with shape ", s, " has size ", n);
+    return p;
+  }
+  const std::int64_t size = a.get<std::int64_t>("split_size", "split");
+  MS_CHECK(size >= 0, ValueError, "split: split_size must be >= 0, got ", size);
+  MS_CHECK(size > 0 || n == 0, ValueError,
+           "split: split_size 0 is only valid for an empty axis, but axis ", p.axis,
+           " of x with shape ", s, " has size ", n);
+  if (n == 0) {
+    p.sizes = {0};
+    return p;
+  }
+  const std::int64_t count = n / size + (n % size != 0 ? 1 : 0);
+  MS_CHECK(count <= kMaxSplitOutputs, ValueError, "split: split_size ", size, " on axis ", p.axis,
+           " of size ", n, " gives ", count, " outputs, more than the limit of ", kMaxSplitOutputs);
+  p.sizes.assign(u(count), size);
+  p.sizes.back() = n - size * (count - 1);
+  return p;
+}
+
+TypeList infer_split(Types in, const Attrs& a) {
+  const SplitPlan p = plan_split(in[0], a);
+  TypeList out;
+  out.reserve(p.sizes.size());
+  for (std::int64_t sz : p.sizes) {
+    Shape s = in[0].shape;
+    s[u(p.axis)] = sz;
+    out.push_back({in[0].dtype, std::move(s)});
+  }
+  return out;
+}
+
+TensorList eval_split(Inputs in, const Attrs& a) {
+  const SplitPlan p = plan_split(ops::types_of(in)[0], a);
+  TensorList out;
+  out.reserve(p.sizes.size());
+  std::int64_t off = 0;
+  for (std::int64_t sz : p.sizes) {
+    out.push_back(in[0].slice(p.axis, off, off + sz));
+    off += sz;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- gather, index_select
+
+TypeList infer_gather(Types in, const Attrs& a) {
+  const TensorType &x = in[0], &index = in[1];
+  check_packed(x.dtype, "gather", "x");
+  check_index_dtype(index.dtype, "gather", "index");
+  const std::int64_t r = x.shape.rank();
+  MS_CHECK(index.shape.rank() == r, ShapeError, "gather: index of shape ", index.shape,
+           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
+           "; they must match");
+  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "gather"), r, "gather");
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "gather: index of shape ",
+             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
+             index.shape[u(d)], " > ", x.shape[u(d)], "); only the gather axis ", ax,
+             " may be larger");
+  TensorType t{x.dtype, index.shape};
+  check_out_size(t, "gather");
+  return {t};
+}
+
+TensorList eval_gather(Inputs in, const Attrs& a) {
+  const TypeList t = infer_gather(ops::types_of(in), a);
+  Tensor out = alloc(t[0], "gather");  // first: over the cap fails before any scan
+  const Tensor &x = in[0], index = in[1].contiguous();
+  const std::int64_t r = x.rank();
+  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "gather"), r, "gather");
+  const std::int64_t limit = r == 0 ? 1 : x.shape()[u(ax)];
+  check_index_values(index, limit, "gather", "index",
+                     detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  kernels::gather(x, ax, index, out);
+  return {out};
+}
+
+TypeList infer_index_select(Types in, const Attrs& a) {
+  const TensorType &x = in[0], &index = in[1];
+  check_packed(x.dtype, "index_select", "x");
+  check_index_dtype(index.dtype, "index_select", "index");
+  MS_CHECK(x.shape.rank() > 0, ShapeError,
+           "index_select: x must have rank >= 1, got a rank-0 tensor");
+  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select: index must be 1-D, got shape ",
+           index.shape);
+  const std::int64_t ax =
+      axis_normalize(a.get<std::int64_t>("axis", "index_select"), x.shape.rank(), "index_select");
+  Shape out = x.shape;
+  out[u(ax)] = index.shape[0];
+  TensorType t{x.dtype, std::move(out)};
+  check_out_size(t, "index_select");
+  return {t};
+}
+
+TensorList eval_index_select(Inputs in, const Attrs& a) {
+  const TypeList t = infer_index_select(ops::types_of(in), a);
+  Tensor out = alloc(t[0], "index_select");  // first: over the cap fails before any scan
+  const Tensor &x = in[0], index = in[1].contiguous();
+  const std::int64_t ax =
+      axis_normalize(a.get<std::int64_t>("axis", "index_select"), x.rank(), "index_select");
+  check_index_values(index, x.shape()[u(ax)], "index_select", "index",
+                     detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  kernels::index_select(x, ax, index, out);
+  return {out};
+}
+
+// ---------------------------------------------------------------- one_hot
+
+TypeList infer_one_hot(Types in, const Attrs& a) {
+  check_index_dtype(in[0].dtype, "one_hot", "indices");
+  const std::int64_t classes = a.get<std::int64_t>("num_classes", "one_hot");
+  const DType dt = a.get<DType>("dtype", "one_hot");
+  MS_CHECK(dt != DType::Int4, TypeError,
+           "one_hot: dtype Int4 is packed (storage and cast only); use Int8 and cast");
+  MS_CHECK(classes >= 0, ValueError,
+           "one_hot: num_classes must be >= 0 (or -1 to infer it from the data), got ", classes);
+  Shape out = in[0].shape;
+  out.push_back(classes);
+  TensorType t{dt, std::move(out)};
+  check_out_size(t, "one_hot");
+  return {t};
+}
+
+TensorList eval_one_hot(Inputs in, const Attrs& a) {
+  const TypeList t = infer_one_hot(ops::types_of(in), a);
+  Tensor out = alloc(t[0], "one_hot");
+  if (out.numel() == 0) return {out};
+  const Tensor index = in[0].contiguous();
+  const std::int64_t classes = t[0].shape.dims().back();
+  check_index_values(index, classes, "one_hot", "indices",
+                     detail::str_cat("num_classes ", classes));
+  kernels::one_hot(index, out);
+  return {out};
+}
+
+// ---------------------------------------------------------------- pad
+
+struct PadPlan {
+  TensorType out;
+  kernels::PadMode mode = kernels::PadMode::Constant;
+  Dims before;  // per axis
+  double value = 0;
+};
+
+// A constant fill for an integer dtype must survive the cast (no UB, no wrap).
+void check_pad_value(double v, DType dt) {
+  if (!dtype_is_int(dt)) return;
+  dtype_dispatch(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) {
+      constexpr int bits = static_cast<int>(sizeof(T) * 8);
+      const double lo = std::is_signed_v<T> ? -std::ldexp(1.0, bits - 1) : 0.0;
+      const double hi = std::ldexp(1.0, std::is_signed_v<T> ? bits - 1 : bits);
+      const double t = std::trunc(v);
+      MS_CHECK(std::isfinite(v) && t >= lo && t < hi, ValueError, "pad: value ", v,
+               " does not fit dtype ", dt, " of x");
+    }
+  });
+}
+
+PadPlan plan_pad(const TensorType& x, const Attrs& a) {
+  check_packed(x.dtype, "pad", "x");
+  const Shape& s = x.shape;
+  const std::int64_t r = s.rank();
+  const Dims pads = a.get<Dims>("pads", "pad");
+  const std::string mode = a.get<std::string>("mode", "pad");
+  PadPlan p;
+  p.value = a.get<double>("value", "pad");
+  MS_CHECK(pads.size() % 2 == 0, ValueError,
+           "pad: pads must be (left, right) pairs, got an odd number of values ", Shape(pads));
+  const auto pairs = static_cast<std::int64_t>(pads.size() / 2);
+  MS_CHECK(pairs <= r, ValueError, "pad: pads ", Shape(pads), " has ", pairs,
+           " (left, right) pairs but x of shape ", s, " has only ", r, " axes");
+  if (mode == "constant")
+    p.mode = kernels::PadMode::Constant;
+  else if (mode == "reflect")
+    p.mode = kernels::PadMode::Reflect;
+  else if (mode == "replicate")
+    p.mode = kernels::PadMode::Replicate;
+  else
+    detail::raise<ValueError>(
+        "pad: mode must be \"constant\", \"reflect\" or \"replicate\", got \"", mode, "\"");
+  if (p.mode == kernels::PadMode::Constant) check_pad_value(p.value, x.dtype);
+  p.before.assign(u(r), 0);
+  Shape out = s;
+  for (std::int64_t k = 0; k < pairs; ++k) {
+    const std::int64_t d = r - 1 - k, l = pads[u(2 * k)], rt = pads[u(2 * k + 1)];
+    const std::int64_t n = s[u(d)], axis = d - r;
+    MS_CHECK(l >= -n && rt >= -n, ValueError, "pad: pads (", l, ", ", rt, ") on axis ", axis,
+             " of size ", n, " crop more than the axis holds");
+    std::int64_t size = 0;
+    MS_CHECK(!add_overflows(n, l, size) && !add_overflows(size, rt, size), ValueError, "pad: axis ",
+             axis, " of size ", n, " with pads (", l, ", ", rt, ") overflows int64");
+    MS_CHECK(size >= 0, ValueError, "pad: axis ", axis, " of size ", n, " with pads (", l, ", ", rt,
+             ") gives the negative size ", size);
+    if (p.mode == kernels::PadMode::Reflect)
+      MS_CHECK((l <= 0 || l < n) && (rt <= 0 || rt < n), ValueError, "pad: reflect pads (", l, ", ",
+               rt, ") on axis ", axis, " must be smaller than its size ", n);
+    if (p.mode == kernels::PadMode::Replicate)
+      MS_CHECK(n > 0 || (l <= 0 && rt <= 0), ValueError, "pad: replicate pads (", l, ", ", rt,
+               ") on axis ", axis, " of size 0: there is no edge to repeat");
+    out[u(d)] = size;
+    p.before[u(d)] = l;
+  }
+  p.out = {x.dtype, std::move(out)};
+  check_out_size(p.out, "pad");
+  return p;
+}
+
+TypeList infer_pad(Types in, const Attrs& a) { return {plan_pad(in[0], a).out}; }
+
+TensorList eval_pad(Inputs in, const Attrs& a) {
+  const PadPlan p = plan_pad(ops::types_of(in)[0], a);
+  Tensor out = alloc(p.out, "pad");
+  const Tensor fill = full({}, Scalar(p.value), p.out.dtype);
+  kernels::pad(in[0], p.before, p.mode, fill, out);
+  return {out};
+}
+
+// ---------------------------------------------------------------- cast
+
+TypeList infer_cast(Types in, const Attrs& a) {
+  TensorType t{a.get<DType>("dtype", "cast"), in[0].shape};
+  check_out_size(t, "cast");
+  return {t};
+}
+
+TensorList eval_cast(Inputs in, const Attrs& a) {
+  const TypeList t = infer_cast(ops::types_of(in), a);
+  if (in[0].dtype() == t[0].dtype && in[0].is_contiguous()) return {in[0]};
+  Tensor out = alloc(t[0], "cast");
+  kernels::cast(in[0], out);
+  return {out};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public API
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  static const OpDef& def = ops::op("reshape");
+  return ops::call1(def, {x}, {{"shape", shape.dims()}});
+}
+
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
+  static const OpDef& def = ops::op("transpose");
+  return ops::call1(def, {x}, {{"axis0", axis0}, {"axis1", axis1}});
+}
+
+Tensor permute(const Tensor& x, const std::vector<std::int64_t>& axes) {
+  static const OpDef& def = ops::op("permute");
+  return ops::call1(def, {x}, {{"axes", axes}});
+}
+
+Tensor squeeze(const Tensor& x) {
+  static const OpDef& def = ops::op("squeeze");
+  return ops::call1(def, {x}, {});
+}
+
+Tensor squeeze(const Tensor& x, std::int64_t axis) {
+  static const OpDef& def = ops::op("squeeze");
+  return ops::call1(def, {x}, {{"axis", axis}});
+}
+
+Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
+  static const OpDef& def = ops::op("unsqueeze");
+  return ops::call1(def, {x}, {{"axis", axis}});
+}
+
+Tensor flatten(const Tensor& x, std::int64_t start, std::int64_t end) {
+  static const OpDef& def = ops::op("flatten");
+  return ops::call1(def, {x}, {{"start", start}, {"end", end}});
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  static const OpDef& def = ops::op("broadcast_to");
+  return ops::call1(def, {x}, {{"shape", shape.dims()}});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
+  static const OpDef& def = ops::op("concat");
+  MS_CHECK(!xs.empty(), ValueError, "concat: expected a non-empty list of tensors, got none");
+  return ops::call1(def, std::span<const Tensor>(xs), {{"axis", axis}});
+}
+
+Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
+  static const OpDef& def = ops::op("stack");
+  MS_CHECK(!xs.empty(), ValueError, "stack: expected a non-empty list of tensors, got none");
+  return ops::call1(def, std::span<const Tensor>(xs), {{"axis", axis}});
+}
+
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis) {
+  static const OpDef& def = ops::op("split");
+  return ops::call(def, std::span<const Tensor>(&x, 1),
+                   {{"split_size", split_size}, {"axis", axis}});
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
+                          std::int64_t axis) {
+  static const OpDef& def = ops::op("split");
+  return ops::call(def, std::span<const Tensor>(&x, 1), {{"sizes", sizes}, {"axis", axis}});
+}
+
+Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index) {
+  static const OpDef& def = ops::op("gather");
+  return ops::call1(def, {x, index}, {{"axis", axis}});
+}
+
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
+  static const OpDef& def = ops::op("index_select");
+  return ops::call1(def, {x, index}, {{"axis", axis}});
+}
+
+Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
+  static const OpDef& def = ops::op("one_hot");
+  if (num_classes == -1) {
+    // Data-dependent shape (as PyTorch): resolved here, so the op itself
+    // always sees a concrete count.
+    MS_CHECK(indices.defined(), ValueError, "one_hot: indices is an undefined tensor");
+    check_index_dtype(indices.dtype(), "one_hot", "indices");
+    MS_CHECK(indices.numel() > 0, ValueError,
+             "one_hot: num_classes -1 infers the count from the data, but indices of shape ",
+             indices.shape(), " is empty; pass num_classes");
+    const Tensor index = indices.contiguous();
+    const std::int64_t pos = kernels::index_find_out_of_range(index, kInt64Max);
+    if (pos >= 0) {
+      const std::int64_t v = index_value(index, pos);
+      MS_CHECK(v >= 0, IndexError, "one_hot: indices", position(pos, index.shape()), " = ", v,
+               " is negative (expected 0 <= value)");
+      detail::raise<ValueError>("one_hot: indices", position(pos, index.shape()), " = ", v,
+                                ": num_classes = max + 1 overflows int64");
+    }
+    num_classes = kernels::index_max(index) + 1;
+  }
+  return ops::call1(def, {indices}, {{"num_classes", num_classes}, {"dtype", dtype}});
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, const std::string& mode,
+           double value) {
+  static const OpDef& def = ops::op("pad");
+  return ops::call1(def, {x}, {{"pads", pads}, {"mode", mode}, {"value", value}});
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  static const OpDef& def = ops::op("cast");
+  return ops::call1(def, {x}, {{"dtype", dtype}});
+}
+
+// ---------------------------------------------------------------- registration
+
+namespace ops::detail {
+
+void register_layout_ops() {
+  struct Entry {
+    std::string_view name;
+    OpKind kind;
+    int min_inputs, max_inputs;
+    bool differentiable;
+    InferFn infer;
+    EvalFn eval;
+  };
+  const Entry entries[] = {
+      {"reshape", OpKind::Layout, 1, 1, true, infer_reshape, eval_reshape},
+      {"transpose", OpKind::Layout, 1, 1, true, infer_transpose, eval_transpose},
+      {"permute", OpKind::Layout, 1, 1, true, infer_permute, eval_permute},
+      {"squeeze", OpKind::Layout, 1, 1, true, infer_squeeze, eval_squeeze},
+      {"unsqueeze", OpKind::Layout, 1, 1, true, infer_unsqueeze, eval_unsqueeze},
+      {"flatten", OpKind::Layout, 1, 1, true, infer_flatten, eval_flatten},
+      {"broadcast_to", OpKind::Layout, 1, 1, true, infer_broadcast_to, eval_broadcast_to},
+      {"concat", OpKind::Layout, 1, -1, true, infer_concat, eval_concat},
+      {"stack", OpKind::Layout, 1, -1, true, infer_stack, eval_stack},
+      {"split", OpKind::Layout, 1, 1, true, infer_split, eval_split},
+      {"pad", OpKind::Layout, 1, 1, true, infer_pad, eval_pad},
+      {"cast", OpKind::Layout, 1, 1, true, infer_cast, eval_cast},
+      {"gather", OpKind::Indexing, 2, 2, true, infer_gather, eval_gather},
+      {"index_select", OpKind::Indexing, 2, 2, true, infer_index_select, eval_index_select},
+      {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
+  };
+  for (const Entry& e : entries)
+    registry_add({.name = e.name,
+                  .kind = e.kind,
+                  .min_inputs = e.min_inputs,
+                  .max_inputs = e.max_inputs,
+                  .differentiable = e.differentiable,
+                  .infer = e.infer,
+                  .eval = e.eval});
+}
+
+}  // namespace ops::detail
+}  // namespace ms

@@ -1,7 +1,271 @@
+// Linear algebra ops: matmul. Shapes and dtypes are checked in `infer`; `eval`
+// maps each operand's last two dims onto a BLAS layout (row-major, or
+// transposed, with a leading dimension) so that transposed and row-sliced
+// views reach GEMM without a copy, and walks the broadcast batch dims through
+// per-entry offsets (a broadcast operand is never materialized).
+#include "ms/ops/linalg.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ms/kernels/gemm.hpp"
 #include "ms/ops/op.hpp"
 
-namespace ms::ops::detail {
+namespace ms {
+namespace {
 
-void register_linalg_ops() {}
+using ops::TensorType;
 
-}  // namespace ms::ops::detail
+bool matmul_dtype_ok(DType t) {
+  switch (t) {
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32:
+    case DType::Float64:
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::UInt8: return true;
+    default: return false;
+  }
+}
+
+// Half types compute in float32, small integers in int32 (wrapping on store,
+// as PyTorch's int8 / uint8 matmul does).
+DType matmul_compute_dtype(DType t) {
+  switch (t) {
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::UInt8: return DType::Int32;
+    default: return t;
+  }
+}
+
+bool known(std::int64_t d) { return d >= 0; }
+
+Shape leading(const Shape& s, std::int64_t drop) {
+  return Shape(std::vector<std::int64_t>(s.begin(), s.end() - drop));
+}
+
+// Broadcast of the batch dims; unknown dims (kAnyDim) stay unknown unless the
+// other side fixes them.
+Shape matmul_batch(const Shape& a, const Shape& b, const Shape& ba, const Shape& bb) {
+  const std::size_t r = std::max(ba.size(), bb.size());
+  std::vector<std::int64_t> out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::int64_t da = i < r - ba.size() ? 1 : ba[i - (r - ba.size())];
+    const std::int64_t db = i < r - bb.size() ? 1 : bb[i - (r - bb.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+    } else if (da == 1) {
+      out[i] = db;
+    } else if (!known(da) || !known(db)) {
+      out[i] = known(da) ? da : db;
+    } else {
+      ::ms::detail::raise<ShapeError>(
+          "matmul: lhs ", a, " and rhs ", b, ": batch dims ", ba, " and ", bb,
+          " do not broadcast (", da, " vs ", db, " at batch axis ",
+          static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r), ", neither is 1)");
+    }
+  }
+  return Shape(std::move(out));
+}
+
+std::vector<TensorType> matmul_infer(std::span<const TensorType> in, const ops::Attrs&) {
+  const TensorType& a = in[0];
+  const TensorType& b = in[1];
+  MS_CHECK(a.dtype == b.dtype, TypeError, "matmul: lhs dtype ", a.dtype, " and rhs dtype ", b.dtype,
+           " differ; cast one of them with .to()");
+  MS_CHECK(matmul_dtype_ok(a.dtype), TypeError, "matmul: dtype ", a.dtype,
+           " is not supported (float16, bfloat16, float32, float64, int8, int16, int32, int64, "
+           "uint8)");
+  if (a.shape.is_any_rank() || b.shape.is_any_rank()) return {{a.dtype, Shape{kAnyRank}}};
+  MS_CHECK(a.shape.rank() >= 1, ShapeError,
+           "matmul: lhs is a rank-0 tensor (a scalar); matmul needs rank >= 1 on both sides "
+           "(use mul to scale by a scalar)");
+  MS_CHECK(b.shape.rank() >= 1, ShapeError,
+           "matmul: rhs is a rank-0 tensor (a scalar); matmul needs rank >= 1 on both sides "
+           "(use mul to scale by a scalar)");
+  const std::int64_t ra = a.shape.rank(), rb = b.shape.rank();
+  const std::int64_t ka = a.shape[static_cast<std::size_t>(ra - 1)];
+  const std::int64_t kb = b.shape[static_cast<std::size_t>(rb == 1 ? 0 : rb - 2)];
+  MS_CHECK(!known(ka) || !known(kb) || ka == kb, ShapeError, "matmul: lhs ", a.shape, " and rhs ",
+           b.shape, ": inner dims ", ka, " and ", kb, " differ");
+  Shape out = matmul_batch(a.shape, b.shape, leading(a.shape, std::min<std::int64_t>(ra, 2)),
+                           leading(b.shape, std::min<std::int64_t>(rb, 2)));
+  if (ra >= 2) out.push_back(a.shape[static_cast<std::size_t>(ra - 2)]);
+  if (rb >= 2) out.push_back(b.shape[static_cast<std::size_t>(rb - 1)]);
+  if (out.is_static()) shape_numel(out, "matmul");  // checks the product against int64
+  return {{a.dtype, std::move(out)}};
+}
+
+// An operand seen as a batch of rows x cols matrices with a BLAS layout.
+struct MatOperand {
+  Tensor t;  // the input, or a contiguous copy when its matrices are not BLAS-shaped
+  std::int64_t rows = 0, cols = 0;
+  std::vector<std::int64_t> batch_shape, batch_strides;
+  bool trans = false;
+  std::int64_t ld = 1;
+};
+
+// Row-major with a row stride, or (trans) column-major with a column stride;
+// strides of size-1 dims do not matter. False when neither fits.
+bool blas_layout(MatOperand& op, std::int64_t sr, std::int64_t sc) {
+  const std::int64_t r = op.rows, c = op.cols;
+  if (r == 0 || c == 0) {  // never read
+    op.trans = false;
+    op.ld = std::max<std::int64_t>(c, 1);
+    return true;
+  }
+  if (c == 1 || sc == 1) {
+    const std::int64_t ld = r == 1 ? c : sr;
+    if (ld >= c) {
+      op.trans = false;
+      op.ld = ld;
+      return true;
+    }
+  }
+  if (r == 1 || sr == 1) {
+    const std::int64_t ld = c == 1 ? r : sc;
+    if (ld >= r) {
+      op.trans = true;
+      op.ld = ld;
+      return true;
+    }
+  }
+  return false;
+}
+
+MatOperand make_operand(const Tensor& t, bool lhs) {
+  MatOperand op;
+  op.t = t;
+  for (int attempt = 0;; ++attempt) {
+    const Shape& s = op.t.shape();
+    const auto& st = op.t.strides();
+    const std::size_t r = s.size();
+    std::int64_t sr = 0, sc = 0;
+    if (r == 1) {  // [k] is [1, k] on the left, [k, 1] on the right
+      op.rows = lhs ? 1 : s[0];
+      op.cols = lhs ? s[0] : 1;
+      (lhs ? sc : sr) = st[0];
+      op.batch_shape.clear();
+      op.batch_strides.clear();
+    } else {
+      op.rows = s[r - 2];
+      op.cols = s[r - 1];
+      sr = st[r - 2];
+      sc = st[r - 1];
+      op.batch_shape.assign(s.begin(), s.end() - 2);
+      op.batch_strides.assign(st.begin(), st.end() - 2);
+    }
+    if (blas_layout(op, sr, sc)) return op;
+    MS_ASSERT(attempt == 0);
+    op.t = op.t.contiguous();
+  }
+}
+
+// Element offset of every batch entry of `op` inside the broadcast batch `shape`.
+std::vector<std::int64_t> batch_offsets(const MatOperand& op, const Shape& shape,
+                                        std::int64_t batch) {
+  const std::size_t r = shape.size();
+  const std::size_t skip = r - op.batch_shape.size();
+  std::vector<std::int64_t> step(r, 0);  // stride of each output batch dim in this operand
+  for (std::size_t i = skip; i < r; ++i)
+    if (op.batch_shape[i - skip] != 1) step[i] = op.batch_strides[i - skip];
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(batch));
+  std::vector<std::int64_t> idx(r, 0);
+  std::int64_t off = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    offsets[static_cast<std::size_t>(b)] = off;
+    for (std::size_t d = r; d-- > 0;) {  // odometer increment
+      off += step[d];
+      if (++idx[d] < shape[d]) break;
+      off -= step[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+  return offsets;
+}
+
+template <class T>
+void matmul_run(const MatOperand& a, const MatOperand& b, const Shape& batch_shape,
+                std::int64_t batch, Tensor& out) {
+  const std::int64_t m = a.rows, k = a.cols, n = b.cols;
+  if (out.numel() == 0) return;
+  T* c = out.data<T>();
+  const std::vector<std::int64_t> ao = batch_offsets(a, batch_shape, batch);
+  const std::vector<std::int64_t> bo = batch_offsets(b, batch_shape, batch);
+  const T* ap = a.t.data<T>();
+  const T* bp = b.t.data<T>();
+
+  // One shared rhs and a lhs whose matrices follow each other: one GEMM over
+  // all batch rows ([B, m, k] x [k, n] as [B*m, k] x [k, n]).
+  bool fold = batch > 1 && !a.trans;
+  for (std::int64_t i = 0; fold && i < batch; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    fold = bo[u] == bo[0] && ao[u] == ao[0] + i * m * a.ld;
+  }
+  if (fold || batch == 1) {
+    kernels::gemm<T>(a.trans, b.trans, fold ? batch * m : m, n, k, T(1), ap + ao[0], a.ld,
+                     bp + bo[0], b.ld, T(0), c, n);
+    return;
+  }
+  std::vector<std::int64_t> co(static_cast<std::size_t>(batch));
+  for (std::int64_t i = 0; i < batch; ++i) co[static_cast<std::size_t>(i)] = i * m * n;
+  kernels::gemm_batched<T>(batch, m, n, k, {ap, ao, a.trans, a.ld}, {bp, bo, b.trans, b.ld}, c, co,
+                           n);
+}
+
+Tensor matmul_compute(const Tensor& a_in, const Tensor& b_in, const Shape& out_shape) {
+  const MatOperand a = make_operand(a_in, true);
+  const MatOperand b = make_operand(b_in, false);
+  // The broadcast batch dims are the leading dims of the output.
+  const std::size_t mat_dims = (a_in.rank() >= 2 ? 1 : 0) + (b_in.rank() >= 2 ? 1 : 0);
+  const Shape batch_shape = leading(out_shape, static_cast<std::int64_t>(mat_dims));
+  const std::int64_t batch = shape_numel(batch_shape, "matmul");
+  Tensor out = empty(out_shape, a_in.dtype());
+  dtype_dispatch(a_in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                  std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>)
+      matmul_run<T>(a, b, batch_shape, batch, out);
+    else
+      MS_ASSERT(false);
+  });
+  return out;
+}
+
+std::vector<Tensor> matmul_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  const std::vector<TensorType> types = ops::types_of(in);
+  const TensorType out = matmul_infer(types, attrs)[0];
+  const DType ct = matmul_compute_dtype(out.dtype);
+  if (ct == out.dtype) return {matmul_compute(in[0], in[1], out.shape)};
+  return {matmul_compute(in[0].to(ct), in[1].to(ct), out.shape).to(out.dtype)};
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  static const ops::OpDef& def = ops::op("matmul");
+  return ops::call1(def, {a, b});
+}
+
+namespace ops::detail {
+
+void register_linalg_ops() {
+  registry_add(OpDef{.name = "matmul",
+                     .kind = OpKind::Linalg,
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .differentiable = true,
+                     .infer = matmul_infer,
+                     .eval = matmul_eval});
+}
+
+}  // namespace ops::detail
+}  // namespace ms

@@ -1,7 +1,396 @@
+// Neural-network ops: conv2d, max_pool2d, avg_pool2d. `infer` checks every
+// attribute and size (with overflow-checked arithmetic, before anything is
+// allocated); `eval` makes the inputs dense in their compute dtype and calls
+// kernels/conv.cpp or kernels/pool.cpp. Output sizes and padding rules are
+// PyTorch's. Unknown dims (kAnyDim) propagate as unknown.
+#include "ms/ops/nn.hpp"
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ms/kernels/conv.hpp"
+#include "ms/kernels/pool.hpp"
 #include "ms/ops/op.hpp"
 
-namespace ms::ops::detail {
+namespace ms {
+namespace {
 
-void register_nn_ops() {}
+using ops::TensorType;
 
-}  // namespace ms::ops::detail
+bool known(std::int64_t d) { return d >= 0; }
+
+std::int64_t mul_checked(std::int64_t a, std::int64_t b, std::string_view op,
+                         std::string_view what) {
+  std::int64_t r = 0;
+  MS_CHECK(!__builtin_mul_overflow(a, b, &r), ValueError, op, ": ", what, " overflows int64 (", a,
+           " * ", b, ")");
+  return r;
+}
+
+std::int64_t add_checked(std::int64_t a, std::int64_t b, std::string_view op,
+                         std::string_view what) {
+  std::int64_t r = 0;
+  MS_CHECK(!__builtin_add_overflow(a, b, &r), ValueError, op, ": ", what, " overflows int64 (", a,
+           " + ", b, ")");
+  return r;
+}
+
+// A spatial (height, width) pair from an attribute of 1 or 2 values.
+struct Pair {
+  std::int64_t h, w;
+};
+
+std::ostream& operator<<(std::ostream& os, const Pair& p) {
+  return os << "[" << p.h << ", " << p.w << "]";
+}
+
+// `if_missing` (when given) stands in for an absent attribute, and also for an
+// empty list when `empty_is_missing` (pooling's stride: empty means the kernel).
+Pair pair_attr(const ops::Attrs& attrs, std::string_view name, std::string_view op,
+               const Pair* if_missing, bool empty_is_missing = false) {
+  if (if_missing != nullptr && !attrs.has(name)) return *if_missing;
+  const auto v = attrs.get<std::vector<std::int64_t>>(name, op);
+  if (v.empty() && empty_is_missing) return *if_missing;
+  MS_CHECK(v.size() == 1 || v.size() == 2, ValueError, op, ": ", name,
+           " must hold 1 value (both axes) or 2 (height, width), got ", Shape(v));
+  return {v[0], v.size() == 2 ? v[1] : v[0]};
+}
+
+void check_positive(const Pair& p, std::string_view op, std::string_view name) {
+  MS_CHECK(p.h > 0 && p.w > 0, ValueError, op, ": ", name, " must be > 0, got ", p);
+}
+
+void check_dtypes_equal(std::span<const TensorType> in, std::string_view op) {
+  constexpr std::string_view names[] = {"input", "weight", "bias"};
+  for (std::size_t i = 1; i < in.size(); ++i)
+    MS_CHECK(in[i].dtype == in[0].dtype, TypeError, op, ": ", names[i], " dtype ", in[i].dtype,
+             " differs from input dtype ", in[0].dtype, "; cast with .to()");
+}
+
+DType half_to_float(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 ? DType::Float32 : t;
+}
+
+// ---------------------------------------------------------------- conv2d
+
+struct ConvAttrs {
+  Pair stride, padding, dilation;
+  std::int64_t groups;
+};
+
+ConvAttrs conv_attrs(const ops::Attrs& attrs) {
+  constexpr std::string_view op = "conv2d";
+  const Pair ones{1, 1}, zeros{0, 0};
+  ConvAttrs a{pair_attr(attrs, "stride", op, &ones), pair_attr(attrs, "padding", op, &zeros),
+              pair_attr(attrs, "dilation", op, &ones), attrs.get_or<std::int64_t>("groups", 1, op)};
+  check_positive(a.stride, op, "stride");
+  check_positive(a.dilation, op, "dilation");
+  MS_CHECK(a.padding.h >= 0 && a.padding.w >= 0, ValueError, "conv2d: padding must be >= 0, got ",
+           a.padding);
+  MS_CHECK(a.groups > 0, ValueError, "conv2d: groups must be > 0, got ", a.groups);
+  return a;
+}
+
+// One spatial axis of the output (kAnyDim when the input or kernel is unknown).
+std::int64_t conv_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
+                      std::int64_t d, std::string_view axis, const Shape& xs, const Shape& ws) {
+  constexpr std::string_view op = "conv2d";
+  if (!known(in) || !known(k)) return kAnyDim;
+  const std::int64_t extent = add_checked(mul_checked(d, k - 1, op, "dilated kernel extent"), 1, op,
+                                          "dilated kernel extent");
+  const std::int64_t padded =
+      add_checked(in, mul_checked(2, p, op, "padded input size"), op, "padded input size");
+  MS_CHECK(extent <= padded, ShapeError, "conv2d: kernel ", axis, " ", k, " (dilation ", d,
+           ", extent ", extent, ") is larger than the padded input ", axis, " ", padded, " (input ",
+           xs, ", weight ", ws, ", padding ", p, ")");
+  return (padded - extent) / s + 1;
+}
+
+bool conv_dtype_ok(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 ||
+         t == DType::Float64 || t == DType::Int32 || t == DType::Int64;
+}
+
+std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::Attrs& attrs) {
+  constexpr std::string_view op = "conv2d";
+  check_dtypes_equal(in, op);
+  MS_CHECK(conv_dtype_ok(in[0].dtype), TypeError, "conv2d: dtype ", in[0].dtype,
+           " is not supported (float16, bfloat16, float32, float64, int32, int64)");
+  const ConvAttrs a = conv_attrs(attrs);
+  const Shape xs =
+      in[0].shape.is_any_rank() ? Shape{kAnyDim, kAnyDim, kAnyDim, kAnyDim} : in[0].shape;
+  const Shape& ws = in[1].shape;
+  MS_CHECK(xs.rank() == 4, ShapeError, "conv2d: input ", xs, " must be 4-D [N, C, H, W], got rank ",
+           xs.rank(), xs.rank() == 3 ? " (use unsqueeze(0) for a single image)" : "");
+  MS_CHECK(ws.rank() == 4, ShapeError, "conv2d: weight ", ws,
+           " must be 4-D [O, C / groups, KH, KW], got rank ", ws.rank());
+  if (ws.is_static()) shape_numel(ws, "conv2d: weight");
+  const std::int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3];
+  const std::int64_t o = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
+  MS_CHECK((!known(kh) || kh > 0) && (!known(kw) || kw > 0), ShapeError, "conv2d: weight ", ws,
+           " has an empty kernel (KH and KW must be > 0)");
+  if (known(c)) {
+    MS_CHECK(c % a.groups == 0, ShapeError, "conv2d: groups ", a.groups,
+             " does not divide the input channels ", c, " (input ", xs, ")");
+    if (known(cg))
+      MS_CHECK(mul_checked(cg, a.groups, op, "weight channels * groups") == c, ShapeError,
+               "conv2d: input ", xs, " has ", c, " channels but weight ", ws, " with groups ",
+               a.groups, " expects ", cg, " * ", a.groups, " = ", cg * a.groups);
+  }
+  if (known(o))
+    MS_CHECK(o % a.groups == 0, ShapeError, "conv2d: groups ", a.groups,
+             " does not divide the output channels ", o, " (weight ", ws, ")");
+  if (in.size() > 2) {
+    const Shape& bs = in[2].shape;
+    MS_CHECK(bs.is_any_rank() || (bs.rank() == 1 && (!known(bs[0]) || !known(o) || bs[0] == o)),
+             ShapeError, "conv2d: bias ", bs, " must be [", o, "] (the output channels of weight ",
+             ws, ")");
+  }
+  const std::int64_t oh = conv_out(h, kh, a.stride.h, a.padding.h, a.dilation.h, "height", xs, ws);
+  const std::int64_t ow = conv_out(w, kw, a.stride.w, a.padding.w, a.dilation.w, "width", xs, ws);
+  Shape out{n, o, oh, ow};
+  if (out.is_static()) {
+    shape_numel(out, "conv2d: output");
+    if (known(cg)) {  // the im2col buffer of one (image, group)
+      const std::int64_t rows =
+          mul_checked(mul_checked(cg, kh, op, "im2col rows"), kw, op, "im2col rows");
+      mul_checked(rows, mul_checked(oh, ow, op, "im2col columns"), op, "im2col buffer size");
+    }
+  }
+  return {{in[0].dtype, std::move(out)}};
+}
+
+std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  const TensorType out_t = conv2d_infer(ops::types_of(in), attrs)[0];
+  const ConvAttrs a = conv_attrs(attrs);
+  const DType ct = half_to_float(out_t.dtype);
+  const Tensor x = in[0].to(ct), w = in[1].to(ct);  // dense (no copy when already so)
+  const Tensor b = in.size() > 2 ? in[2].to(ct) : Tensor();
+  Tensor out = empty(out_t.shape, ct);
+  if (out.numel() > 0) {
+    kernels::Conv2dGeometry g;
+    g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
+    g.o = w.dim(0), g.kh = w.dim(2), g.kw = w.dim(3);
+    g.oh = out_t.shape[2], g.ow = out_t.shape[3];
+    g.sh = a.stride.h, g.sw = a.stride.w, g.ph = a.padding.h, g.pw = a.padding.w;
+    g.dh = a.dilation.h, g.dw = a.dilation.w, g.groups = a.groups;
+    dtype_dispatch(ct, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>)
+        kernels::conv2d<T>(x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr,
+                           out.data<T>(), g);
+    });
+  }
+  if (ct != out_t.dtype) out = out.to(out_t.dtype);
+  return {out};
+}
+
+// ---------------------------------------------------------------- pooling
+
+struct PoolAttrs {
+  Pair kernel, stride, padding, dilation;
+  bool ceil_mode;
+};
+
+PoolAttrs pool_attrs(const ops::Attrs& attrs, std::string_view op, bool with_dilation) {
+  const Pair ones{1, 1}, zeros{0, 0};
+  PoolAttrs a{};
+  a.kernel = pair_attr(attrs, "kernel_size", op, nullptr);
+  check_positive(a.kernel, op, "kernel_size");
+  a.stride = pair_attr(attrs, "stride", op, &a.kernel, true);  // empty: the kernel size
+  a.padding = pair_attr(attrs, "padding", op, &zeros);
+  a.dilation = with_dilation ? pair_attr(attrs, "dilation", op, &ones) : ones;
+  a.ceil_mode = attrs.get_or<bool>("ceil_mode", false, op);
+  check_positive(a.stride, op, "stride");
+  check_positive(a.dilation, op, "dilation");
+  MS_CHECK(a.padding.h >= 0 && a.padding.w >= 0, ValueError, op, ": padding must be >= 0, got ",
+           a.padding);
+  MS_CHECK(a.padding.h <= a.kernel.h / 2 && a.padding.w <= a.kernel.w / 2, ValueError, op,
+           ": padding ", a.padding, " must be at most half the kernel size ", a.kernel,
+           " (PyTorch's rule)");
+  return a;
+}
+
+// PyTorch's pooling_output_shape: floor or ceil of (in + 2p - extent) / s, + 1;
+// in ceil mode a last window starting in the right padding is dropped.
+std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
+                      std::int64_t d, bool ceil_mode, std::string_view op, std::string_view axis,
+                      const Shape& xs) {
+  if (!known(in)) return kAnyDim;
+  const std::int64_t extent = add_checked(mul_checked(d, k - 1, op, "dilated kernel extent"), 1, op,
+                                          "dilated kernel extent");
+  const std::int64_t padded =
+      add_checked(in, mul_checked(2, p, op, "padded input size"), op, "padded input size");
+  // floor (or ceil) of num / s, without forming num + s - 1 (s may be near 2^63)
+  const std::int64_t num = padded - extent;
+  std::int64_t q = num / s;  // truncates toward zero
+  const bool inexact = num % s != 0;
+  if (inexact && num < 0 && !ceil_mode) --q;
+  if (inexact && num > 0 && ceil_mode) ++q;
+  std::int64_t out = q + 1;
+  std::int64_t last_start = 0;  // of the last window, relative to the left padding
+  if (ceil_mode && (__builtin_mul_overflow(q, s, &last_start) || last_start >= in + p)) --out;
+  MS_CHECK(out > 0, ShapeError, op, ": input ", xs, " is too small: kernel ", axis, " ", k,
+           " (dilation ", d, ", extent ", extent, ") over the padded input ", axis, " ", padded,
+           " gives an output ", axis, " of ", out);
+  return out;
+}
+
+bool pool_dtype_ok(DType t, bool is_max) {
+  switch (t) {
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float32:
+    case DType::Float64: return true;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::Int32:
+    case DType::Int64:
+    case DType::UInt8: return is_max;
+    default: return false;
+  }
+}
+
+DType pool_compute_dtype(DType t) {
+  switch (t) {
+    case DType::Float16:
+    case DType::BFloat16: return DType::Float32;
+    case DType::Int8:
+    case DType::Int16:
+    case DType::UInt8: return DType::Int32;
+    default: return t;
+  }
+}
+
+std::vector<TensorType> pool_infer(std::string_view op, bool is_max, std::span<const TensorType> in,
+                                   const ops::Attrs& attrs) {
+  const DType dt = in[0].dtype;
+  MS_CHECK(pool_dtype_ok(dt, is_max), TypeError, op, ": dtype ", dt, " is not supported (",
+           is_max ? "float16, bfloat16, float32, float64, int8, int16, int32, int64, uint8"
+                  : "float16, bfloat16, float32, float64; cast integers with .to(ms::float32)",
+           ")");
+  const PoolAttrs a = pool_attrs(attrs, op, is_max);
+  const Shape& xs = in[0].shape;
+  if (xs.is_any_rank()) return {{dt, xs}};
+  MS_CHECK(xs.rank() == 3 || xs.rank() == 4, ShapeError, op, ": input ", xs,
+           " must be 3-D [C, H, W] or 4-D [N, C, H, W], got rank ", xs.rank());
+  const std::size_t r = xs.size();
+  const std::int64_t h = xs[r - 2], w = xs[r - 1];
+  MS_CHECK(h != 0 && w != 0, ShapeError, op, ": input ", xs,
+           " has an empty spatial dim (H and W must be > 0)");
+  Shape out(std::vector<std::int64_t>(xs.begin(), xs.end() - 2));
+  out.push_back(pool_out(h, a.kernel.h, a.stride.h, a.padding.h, a.dilation.h, a.ceil_mode, op,
+                         "height", xs));
+  out.push_back(
+      pool_out(w, a.kernel.w, a.stride.w, a.padding.w, a.dilation.w, a.ceil_mode, op, "width", xs));
+  if (out.is_static()) shape_numel(out, op);
+  return {{dt, std::move(out)}};
+}
+
+Tensor pool_eval(std::string_view op, bool is_max, std::span<const Tensor> in,
+                 const ops::Attrs& attrs) {
+  const TensorType out_t = pool_infer(op, is_max, ops::types_of(in), attrs)[0];
+  const PoolAttrs a = pool_attrs(attrs, op, is_max);
+  const DType ct = pool_compute_dtype(out_t.dtype);
+  const Tensor x = in[0].to(ct);  // dense
+  Tensor out = empty(out_t.shape, ct);
+  if (out.numel() > 0) {
+    const std::size_t r = x.shape().size();
+    kernels::Pool2dGeometry g;
+    g.h = x.shape()[r - 2], g.w = x.shape()[r - 1];
+    g.planes = x.numel() / (g.h * g.w);
+    g.oh = out_t.shape[r - 2], g.ow = out_t.shape[r - 1];
+    g.kh = a.kernel.h, g.kw = a.kernel.w, g.sh = a.stride.h, g.sw = a.stride.w;
+    g.ph = a.padding.h, g.pw = a.padding.w, g.dh = a.dilation.h, g.dw = a.dilation.w;
+    const bool include_pad = attrs.get_or<bool>("count_include_pad", true, op);
+    dtype_dispatch(ct, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        if (is_max)
+          kernels::max_pool2d<T>(x.data<T>(), out.data<T>(), g);
+        else
+          kernels::avg_pool2d<T>(x.data<T>(), out.data<T>(), g, include_pad);
+      } else if constexpr (std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>) {
+        kernels::max_pool2d<T>(x.data<T>(), out.data<T>(), g);
+      }
+    });
+  }
+  if (ct != out_t.dtype) out = out.to(out_t.dtype);
+  return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias,
+              Conv2dOptions opts) {
+  static const ops::OpDef& def = ops::op("conv2d");
+  const ops::Attrs attrs{{"stride", std::move(opts.stride)},
+                         {"padding", std::move(opts.padding)},
+                         {"dilation", std::move(opts.dilation)},
+                         {"groups", opts.groups}};
+  if (bias && bias->defined()) return ops::call1(def, {x, weight, *bias}, attrs);
+  return ops::call1(def, {x, weight}, attrs);
+}
+
+Tensor max_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
+                  std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+                  std::vector<std::int64_t> dilation, bool ceil_mode) {
+  static const ops::OpDef& def = ops::op("max_pool2d");
+  return ops::call1(def, {x},
+                    {{"kernel_size", std::move(kernel)},
+                     {"stride", std::move(stride)},
+                     {"padding", std::move(padding)},
+                     {"dilation", std::move(dilation)},
+                     {"ceil_mode", ceil_mode}});
+}
+
+Tensor avg_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
+                  std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+                  bool ceil_mode, bool count_include_pad) {
+  static const ops::OpDef& def = ops::op("avg_pool2d");
+  return ops::call1(def, {x},
+                    {{"kernel_size", std::move(kernel)},
+                     {"stride", std::move(stride)},
+                     {"padding", std::move(padding)},
+                     {"ceil_mode", ceil_mode},
+                     {"count_include_pad", count_include_pad}});
+}
+
+namespace ops::detail {
+
+void register_nn_ops() {
+  registry_add(OpDef{.name = "conv2d",
+                     .kind = OpKind::Conv,
+                     .min_inputs = 2,
+                     .max_inputs = 3,
+                     .differentiable = true,
+                     .infer = conv2d_infer,
+                     .eval = conv2d_eval});
+  registry_add(
+      OpDef{.name = "max_pool2d",
+            .kind = OpKind::Pool,
+            .min_inputs = 1,
+            .max_inputs = 1,
+            .differentiable = true,
+            .infer = [](std::span<const TensorType> in,
+                        const Attrs& attrs) { return pool_infer("max_pool2d", true, in, attrs); },
+            .eval = [](std::span<const Tensor> in, const Attrs& attrs) -> std::vector<Tensor> {
+              return {pool_eval("max_pool2d", true, in, attrs)};
+            }});
+  registry_add(
+      OpDef{.name = "avg_pool2d",
+            .kind = OpKind::Pool,
+            .min_inputs = 1,
+            .max_inputs = 1,
+            .differentiable = true,
+            .infer = [](std::span<const TensorType> in,
+                        const Attrs& attrs) { return pool_infer("avg_pool2d", false, in, attrs); },
+            .eval = [](std::span<const Tensor> in, const Attrs& attrs) -> std::vector<Tensor> {
+              return {pool_eval("avg_pool2d", false, in, attrs)};
+            }});
+}
+
+}  // namespace ops::detail
+}  // namespace ms

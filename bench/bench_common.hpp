@@ -1,0 +1,246 @@
+// bench/bench_common.hpp — what every bm_*.cpp shares: the thread setting for
+// both libraries, random inputs, the LibTorch side (when MS_BENCH_TORCH), a
+// result check, and the machine figures measured in the same binary (FMA peak,
+// STREAM triad) that GEMM and the fused chain are compared against.
+//
+// Each benchmark takes the thread count as its last argument ("nt") and calls
+// set_threads() first, so ms and LibTorch always run with the same setting:
+//
+//   static void BM_Add_Ms(benchmark::State& state) {
+//     bench::set_threads(state.range(0));
+//     ...
+//   }
+//   BENCHMARK(BM_Add_Ms)->ArgName("nt")->Arg(1)->Arg(2)->UseRealTime();
+#pragma once
+
+#include <benchmark/benchmark.h>
+#include <link.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ms/ms.hpp"
+
+#ifndef MS_BENCH_TORCH
+#define MS_BENCH_TORCH 0
+#endif
+
+#if MS_BENCH_TORCH
+// The light LibTorch headers: tensors, ATen ops and factories (torch/torch.h
+// would also pull in nn, optim and data, doubling the compile time).
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <torch/types.h>
+#endif
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+namespace bench {
+
+/// Sets the thread count of ms (its OpenMP pool and OpenBLAS) and of
+/// LibTorch (ATen's OpenMP pool, the same libgomp pool here), for both sides
+/// of every case, so that the two always run under the same setting.
+inline void set_threads(std::int64_t n) {
+  ms::set_num_threads(static_cast<int>(n));
+#if MS_BENCH_TORCH
+  at::set_num_threads(static_cast<int>(n));
+#endif
+}
+
+/// A float32 ms tensor of the given shape with uniform values in [lo, hi),
+/// from a fixed seed (so ms and LibTorch can read the same numbers).
+inline ms::Tensor random_tensor(const ms::Shape& shape, std::uint32_t seed, float lo = -1.f,
+                                float hi = 1.f) {
+  ms::Tensor t = ms::empty(shape, ms::float32);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = dist(gen);
+  return t;
+}
+
+#if MS_BENCH_TORCH
+/// A LibTorch copy of a contiguous float32 ms tensor (LibTorch owns its memory).
+inline torch::Tensor to_torch(const ms::Tensor& t) {
+  std::vector<std::int64_t> sizes(t.shape().begin(), t.shape().end());
+  return torch::from_blob(t.data<float>(), sizes, torch::kFloat32).clone();
+}
+
+/// Largest |ms - torch| relative to max(1, |torch|): a guard that both sides
+/// compute the same thing (the benchmark is skipped with an error otherwise).
+inline double max_rel_diff(const ms::Tensor& m, const torch::Tensor& t) {
+  const ms::Tensor mc = m.contiguous();
+  const torch::Tensor tc = t.contiguous();
+  if (mc.numel() != tc.numel()) return INFINITY;
+  const float* a = mc.data<float>();
+  const float* b = tc.data_ptr<float>();
+  double worst = 0;
+  for (std::int64_t i = 0; i < mc.numel(); ++i) {
+    const double d =
+        std::fabs(double(a[i]) - double(b[i])) / std::max(1.0, std::fabs(double(b[i])));
+    if (!(d <= worst)) worst = d;  // NaN counts as the worst
+  }
+  return worst;
+}
+
+/// Skips the benchmark with an error when ms and LibTorch disagree.
+inline bool check_same(benchmark::State& state, const ms::Tensor& m, const torch::Tensor& t,
+                       double tol) {
+  const double d = max_rel_diff(m, t);
+  if (d <= tol) return true;
+  state.SkipWithError(
+      ("ms and LibTorch results differ: max relative difference " + std::to_string(d)).c_str());
+  return false;
+}
+#endif
+
+// ---------------------------------------------------------------- FMA peak
+
+/// Single-precision multiply-adds of the micro-kernel per call of fma_kernel:
+/// kAcc independent accumulators (enough to cover FMA latency x pipes) of
+/// kLanes floats, each updated kSteps times.
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+#elif defined(__AVX2__) && defined(__FMA__)
+inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 1;
+#endif
+inline constexpr int kAcc = 16;
+inline constexpr std::int64_t kSteps = 1 << 16;
+
+/// Name of the SIMD kernel the peak is measured with.
+inline const char* fma_isa() {
+#if defined(__AVX512F__)
+  return "AVX-512 FMA (zmm)";
+#elif defined(__AVX2__) && defined(__FMA__)
+  return "AVX2 FMA (ymm)";
+#else
+  return "scalar fmaf";
+#endif
+}
+
+/// Runs kAcc x kSteps vector FMAs on one thread; returns a value depending on
+/// all of them (so nothing is optimized away). Flops: 2 * kLanes * kAcc * kSteps.
+inline float fma_kernel(float seed) {
+#if defined(__AVX512F__)
+  __m512 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_ps(seed + float(i));
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (std::int64_t s = 0; s < kSteps; ++s)
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
+  __m512 sum = acc[0];
+  for (int i = 1; i < kAcc; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  return _mm512_reduce_add_ps(sum);
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_set1_ps(seed + float(i));
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (std::int64_t s = 0; s < kSteps; ++s)
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
+  __m256 sum = acc[0];
+  for (int i = 1; i < kAcc; ++i) sum = _mm256_add_ps(sum, acc[i]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  float r = 0;
+  for (float v : lanes) r += v;
+  return r;
+#else
+  float acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = seed + float(i);
+  for (std::int64_t s = 0; s < kSteps; ++s)
+    for (int i = 0; i < kAcc; ++i) acc[i] = std::fma(acc[i], 0.999999f, 1e-7f);
+  float r = 0;
+  for (float v : acc) r += v;
+  return r;
+#endif
+}
+
+/// BM_Peak_Fma/nt:N — the single-precision FMA peak of N threads (items/s =
+/// flop/s), the reference for GEMM's "% of peak".
+inline void BM_Peak_Fma(benchmark::State& state) {
+  const int nt = static_cast<int>(state.range(0));
+  set_threads(nt);
+  for (auto _ : state) {
+    float r = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : r)
+    r += fma_kernel(1.f + float(omp_get_thread_num()));
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetItemsProcessed(state.iterations() * nt * 2 * kLanes * kAcc * kSteps);
+  state.SetLabel(fma_isa());
+}
+
+// ---------------------------------------------------------------- triad
+
+/// BM_Stream_Triad/nt:N — STREAM triad a[i] = b[i] + s * c[i] over three
+/// arrays of 16M floats, a plain loop split over N threads (bytes/s counts
+/// 2 reads + 1 write, as STREAM does): the memory bandwidth a fused
+/// elementwise pass can hope for.
+inline void BM_Stream_Triad(benchmark::State& state) {
+  const int nt = static_cast<int>(state.range(0));
+  set_threads(nt);
+  const std::int64_t n = std::int64_t{1} << 24;
+  std::vector<float> a(static_cast<std::size_t>(n)), b(a.size()), c(a.size());
+  std::fill(b.begin(), b.end(), 1.f);
+  std::fill(c.begin(), c.end(), 2.f);
+  const float s = 0.5f;
+  float* pa = a.data();
+  const float* pb = b.data();
+  const float* pc = c.data();
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) pa[i] = pb[i] + s * pc[i];
+    benchmark::DoNotOptimize(pa);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 3 * std::int64_t(sizeof(float)));
+}
+
+// ---------------------------------------------------------------- context
+
+/// Paths of the loaded BLAS libraries (to show in the run's context that ms
+/// and LibTorch use the same OpenMP OpenBLAS).
+inline std::string loaded_blas() {
+  std::string out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("blas") != std::string::npos || name.find("lapack") != std::string::npos) {
+          auto& s = *static_cast<std::string*>(data);
+          s += (s.empty() ? "" : " ") + name;
+        }
+        return 0;
+      },
+      &out);
+  return out.empty() ? "none" : out;
+}
+
+/// Adds the run's context (libraries, threads) to the benchmark output.
+inline void add_context() {
+  benchmark::AddCustomContext("ms_blas_libraries", loaded_blas());
+  benchmark::AddCustomContext("libtorch", MS_BENCH_TORCH ? "yes (same binary)" : "no");
+  benchmark::AddCustomContext("fma_kernel", fma_isa());
+}
+
+}  // namespace bench
+
+/// The main of every bm_* binary: Google Benchmark's, plus the context.
+#define MS_BENCH_MAIN()                                               \
+  int main(int argc, char** argv) {                                   \
+    benchmark::Initialize(&argc, argv);                               \
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1; \
+    bench::add_context();                                             \
+    benchmark::RunSpecifiedBenchmarks();                              \
+    benchmark::Shutdown();                                            \
+    return 0;                                                         \
+  }

@@ -1,0 +1,197 @@
+// bench/bm_elementwise.cpp — elementwise maths, ms expression templates
+// against LibTorch eager, with the STREAM triad bandwidth measured in the same
+// binary.
+//
+//   BM_Chain_Ms/nt:N        ms::Tensor y = ms::relu(a * b + c) * 0.5f;  16M floats, one fused pass
+//   BM_Chain_MsInto/nt:N    the same expression assigned into an existing y (no allocation)
+//   BM_Chain_Torch/nt:N     torch::relu(a * b + c) * 0.5;  four eager ops, four results
+//   BM_Chain_TorchInto/nt:N mul_out into an existing y, then add_, relu_, mul_ in place
+//   BM_Stream_Triad/nt:N    a[i] = b[i] + s * c[i], a plain loop (the bandwidth reference)
+//   BM_SmallChain20_*/nt:N  20 elementwise ops on 32x32 (one ms expression vs 20 eager ops)
+//   BM_SmallAdd_*/nt:N      one 32x32 add
+//
+// bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
+// (the data a fused pass must move), whatever each library actually moves.
+#include "bench_common.hpp"
+
+namespace {
+
+constexpr std::int64_t kBig = std::int64_t{1} << 24;  // 16M floats, 64 MiB per tensor
+constexpr std::int64_t kSmall = 32;
+
+void chain_bytes(benchmark::State& state) {
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * std::int64_t(sizeof(float)));
+  state.SetItemsProcessed(state.iterations() * kBig);
+}
+
+// ---------------------------------------------------------------- fused chain, 16M
+
+void BM_Chain_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kBig}, 1), b = bench::random_tensor({kBig}, 2),
+                   c = bench::random_tensor({kBig}, 3);
+  for (auto _ : state) {
+    ms::Tensor y = ms::relu(a * b + c) * 0.5f;
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  chain_bytes(state);
+}
+
+// The same pass into a preallocated result: the kernel's own speed, without
+// the cost of a fresh 64 MiB allocation (page faults) per call.
+void BM_Chain_MsInto(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kBig}, 1), b = bench::random_tensor({kBig}, 2),
+                   c = bench::random_tensor({kBig}, 3);
+  ms::Tensor y = ms::zeros({kBig});
+  for (auto _ : state) {
+    ms::assign(y, ms::relu(a * b + c) * 0.5f);
+    benchmark::DoNotOptimize(y.raw_data());
+    benchmark::ClobberMemory();
+  }
+  chain_bytes(state);
+}
+
+#if MS_BENCH_TORCH
+void BM_Chain_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor ma = bench::random_tensor({kBig}, 1), mb = bench::random_tensor({kBig}, 2),
+                   mc = bench::random_tensor({kBig}, 3);
+  const torch::Tensor a = bench::to_torch(ma), b = bench::to_torch(mb), c = bench::to_torch(mc);
+  {
+    const ms::Tensor ym = ms::relu(ma * mb + mc) * 0.5f;
+    if (!bench::check_same(state, ym, torch::relu(a * b + c) * 0.5, 1e-6)) return;
+  }
+  for (auto _ : state) {
+    torch::Tensor y = torch::relu(a * b + c) * 0.5;
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  chain_bytes(state);
+}
+
+// LibTorch's best eager form without allocation: into an existing result,
+// then in place (still four passes over memory).
+void BM_Chain_TorchInto(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const torch::Tensor a = bench::to_torch(bench::random_tensor({kBig}, 1)),
+                      b = bench::to_torch(bench::random_tensor({kBig}, 2)),
+                      c = bench::to_torch(bench::random_tensor({kBig}, 3));
+  torch::Tensor y = torch::zeros({kBig});
+  for (auto _ : state) {
+    torch::mul_out(y, a, b);
+    y.add_(c).relu_().mul_(0.5);
+    benchmark::DoNotOptimize(y.data_ptr());
+    benchmark::ClobberMemory();
+  }
+  chain_bytes(state);
+}
+#endif
+
+// ---------------------------------------------------------------- 20 ops on 32x32
+
+// Four rounds of add, mul, sub, relu, tanh: 20 elementwise ops. Written once,
+// generically, so both libraries run exactly the same ops in the same order:
+// for ms it builds one expression (one fused pass), for LibTorch it runs 20
+// eager ops.
+template <class T, class X>
+auto round5(const X& x, const T& a, const T& b) {
+  if constexpr (std::is_same_v<T, ms::Tensor>) return ms::tanh(ms::relu((x + b) * b - a));
+#if MS_BENCH_TORCH
+  else
+    return torch::tanh(torch::relu((x + b) * b - a));
+#endif
+}
+
+template <class T>
+auto chain20(const T& a, const T& b) {
+  return round5(round5(round5(round5(a, a, b), a, b), a, b), a, b);
+}
+
+void BM_SmallChain20_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kSmall, kSmall}, 4),
+                   b = bench::random_tensor({kSmall, kSmall}, 5);
+  for (auto _ : state) {
+    ms::Tensor y = chain20(a, b);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * 20 * kSmall * kSmall);
+}
+
+#if MS_BENCH_TORCH
+void BM_SmallChain20_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor ma = bench::random_tensor({kSmall, kSmall}, 4),
+                   mb = bench::random_tensor({kSmall, kSmall}, 5);
+  const torch::Tensor a = bench::to_torch(ma), b = bench::to_torch(mb);
+  if (!bench::check_same(state, chain20(ma, mb), chain20(a, b), 1e-5)) return;
+  for (auto _ : state) {
+    torch::Tensor y = chain20(a, b);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * 20 * kSmall * kSmall);
+}
+#endif
+
+// ---------------------------------------------------------------- one 32x32 add
+
+void BM_SmallAdd_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kSmall, kSmall}, 6),
+                   b = bench::random_tensor({kSmall, kSmall}, 7);
+  for (auto _ : state) {
+    ms::Tensor c = a + b;
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSmall * kSmall);
+}
+
+#if MS_BENCH_TORCH
+void BM_SmallAdd_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor ma = bench::random_tensor({kSmall, kSmall}, 6),
+                   mb = bench::random_tensor({kSmall, kSmall}, 7);
+  const torch::Tensor a = bench::to_torch(ma), b = bench::to_torch(mb);
+  if (!bench::check_same(state, ma + mb, a + b, 0)) return;
+  for (auto _ : state) {
+    torch::Tensor c = a + b;
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * kSmall * kSmall);
+}
+#endif
+
+// Interleaved registration: for each case and thread count, ms then LibTorch.
+void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
+  benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
+}
+
+void register_all() {
+  for (std::int64_t nt : {1, 2}) {
+    reg("BM_Stream_Triad", bench::BM_Stream_Triad, nt);
+    reg("BM_Chain_Ms", BM_Chain_Ms, nt);
+    reg("BM_Chain_MsInto", BM_Chain_MsInto, nt);
+#if MS_BENCH_TORCH
+    reg("BM_Chain_Torch", BM_Chain_Torch, nt);
+    reg("BM_Chain_TorchInto", BM_Chain_TorchInto, nt);
+#endif
+    reg("BM_SmallChain20_Ms", BM_SmallChain20_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_SmallChain20_Torch", BM_SmallChain20_Torch, nt);
+#endif
+    reg("BM_SmallAdd_Ms", BM_SmallAdd_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_SmallAdd_Torch", BM_SmallAdd_Torch, nt);
+#endif
+  }
+}
+
+const int registered = (register_all(), 0);
+
+}  // namespace
+
+MS_BENCH_MAIN()

@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# bench/run_bench.sh — ms against LibTorch, side by side, as in docs/benchmarks.md.
+#
+# Builds build-bench (-Dtorch=enabled -Dtests=false), then runs every case with
+# 1 and 2 threads. One process per case: ms, LibTorch and the machine reference
+# of that case (FMA peak for GEMM, STREAM triad for the fused chain) are
+# registered together and their repetitions interleaved
+# (--benchmark_enable_random_interleaving), so a change of load on this shared
+# machine hits both sides alike. Prints a markdown table of medians.
+#
+#   bench/run_bench.sh                  # 7 repetitions of 0.5 s each
+#   REPS=11 MIN_TIME=1 bench/run_bench.sh > table.md
+#   BUILD_DIR=/tmp/b bench/run_bench.sh
+#
+# Raw Google Benchmark JSON is kept in $BUILD_DIR/bench-results/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-bench}
+reps=${REPS:-7}
+min_time=${MIN_TIME:-0.5}
+jobs=${JOBS:-2}
+
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" "$root" -Dtorch=enabled -Dtests=false -Dexamples=false -Dbench=enabled \
+    >&2
+fi
+ninja -C "$build" -j "$jobs" bench/bm_gemm bench/bm_elementwise bench/bm_conv >&2
+
+out="$build/bench-results"
+rm -rf "$out"
+mkdir -p "$out"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# run <name> <binary> <filter>
+run() {
+  local name=$1 bin=$2 filter=$3
+  echo "running $name" >&2
+  "$build/bench/$bin" \
+    --benchmark_filter="$filter" \
+    --benchmark_repetitions="$reps" \
+    --benchmark_enable_random_interleaving=true \
+    --benchmark_min_time="$min_time" \
+    --benchmark_format=json \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json >/dev/null
+}
+
+for nt in 1 2; do
+  for n in 256 512 1024; do
+    run "sgemm_${n}_nt$nt" bm_gemm "^BM_(Sgemm_(Ms|Torch)/n:$n|Peak_Fma)/nt:$nt(/real_time)?\$"
+  done
+  run "chain_nt$nt" bm_elementwise "^BM_(Chain_(Ms|MsInto|Torch|TorchInto)|Stream_Triad)/nt:$nt(/real_time)?\$"
+  run "chain20_nt$nt" bm_elementwise "^BM_SmallChain20_(Ms|Torch)/nt:$nt(/real_time)?\$"
+  run "add_nt$nt" bm_elementwise "^BM_SmallAdd_(Ms|Torch)/nt:$nt(/real_time)?\$"
+  run "conv_nt$nt" bm_conv "^BM_Conv2d_(Ms|Torch)/nt:$nt(/real_time)?\$"
+done
+
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+python3 - "$out" "$reps" "$min_time" "$load_before" "$load_after" <<'EOF'
+import glob, json, os, re, statistics, sys
+
+out, reps, min_time, load_before, load_after = sys.argv[1:]
+
+# name (without repetition suffix) -> list of per-repetition results
+runs, context = {}, {}
+for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+    with open(path) as f:
+        doc = json.load(f)
+    context = doc.get("context", context)
+    for b in doc["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        if b.get("error_occurred"):
+            print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
+            continue
+        runs.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(b)
+
+def med(name, key):
+    """Median of `key` over the repetitions of `name` (None when absent)."""
+    rs = runs.get(name)
+    if not rs:
+        return None
+    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+    if key == "time":  # seconds per iteration
+        return statistics.median(r["real_time"] * scale[r["time_unit"]] for r in rs)
+    return statistics.median(r[key] for r in rs)
+
+def fmt_time(s):
+    if s is None:
+        return "n/a"
+    if s < 1e-3:
+        return f"{s * 1e6:.2f} µs"
+    return f"{s * 1e3:.2f} ms"
+
+def fmt_ratio(ms_t, torch_t):
+    if ms_t is None or torch_t is None:
+        return "n/a", None
+    r = torch_t / ms_t
+    return f"**{r:.2f}x**", r
+
+rows, checks = [], []
+def row(case, nt, ms_name, torch_name, extra):
+    ms_t, torch_t = med(ms_name, "time"), med(torch_name, "time")
+    text, r = fmt_ratio(ms_t, torch_t)
+    rows.append(f"| {case} | {nt} | {fmt_time(ms_t)} | {fmt_time(torch_t)} | {text} | {extra} |")
+    return r
+
+def pct(x, ref):
+    return "n/a" if x is None or not ref else f"{100 * x / ref:.0f}%"
+
+gemm_ratios, small_ratios = [], []
+chain = {}
+for nt in (1, 2):
+    peak = med(f"BM_Peak_Fma/nt:{nt}", "items_per_second")
+    for n in (256, 512, 1024):
+        ms_f = med(f"BM_Sgemm_Ms/n:{n}/nt:{nt}", "items_per_second")
+        t_f = med(f"BM_Sgemm_Torch/n:{n}/nt:{nt}", "items_per_second")
+        g = lambda v: "n/a" if v is None else f"{v / 1e9:.0f}"
+        extra = (f"{g(ms_f)} / {g(t_f)} GFLOP/s = {pct(ms_f, peak)} / {pct(t_f, peak)} "
+                 f"of FMA peak ({g(peak)})")
+        gemm_ratios.append((n, nt, row(f"sgemm n={n}", nt, f"BM_Sgemm_Ms/n:{n}/nt:{nt}",
+                                       f"BM_Sgemm_Torch/n:{n}/nt:{nt}", extra)))
+for nt in (1, 2):
+    triad = med(f"BM_Stream_Triad/nt:{nt}", "bytes_per_second")
+    ms_b = med(f"BM_Chain_Ms/nt:{nt}", "bytes_per_second")
+    into_b = med(f"BM_Chain_MsInto/nt:{nt}", "bytes_per_second")
+    t_b = med(f"BM_Chain_Torch/nt:{nt}", "bytes_per_second")
+    g = lambda v: "n/a" if v is None else f"{v / 1e9:.1f}"
+    r = row("fused chain relu(a*b+c)*0.5, 16M", nt, f"BM_Chain_Ms/nt:{nt}", f"BM_Chain_Torch/nt:{nt}",
+            f"{g(ms_b)} / {g(t_b)} GB/s = {pct(ms_b, triad)} / {pct(t_b, triad)} of triad "
+            f"({g(triad)} GB/s)")
+    ti_b = med(f"BM_Chain_TorchInto/nt:{nt}", "bytes_per_second")
+    r2 = row("same, into an existing result", nt, f"BM_Chain_MsInto/nt:{nt}",
+             f"BM_Chain_TorchInto/nt:{nt}",
+             f"{g(into_b)} / {g(ti_b)} GB/s = {pct(into_b, triad)} / {pct(ti_b, triad)} of triad")
+    chain[nt] = (r, ms_b / triad if ms_b and triad else None, r2,
+                 into_b / triad if into_b and triad else None)
+for nt in (1, 2):
+    small_ratios.append(("20-op chain", nt, row("20-op chain, 32x32", nt,
+        f"BM_SmallChain20_Ms/nt:{nt}", f"BM_SmallChain20_Torch/nt:{nt}",
+        "one fused expression vs 20 eager ops")))
+for nt in (1, 2):
+    small_ratios.append(("add", nt, row("add, 32x32", nt, f"BM_SmallAdd_Ms/nt:{nt}",
+                                        f"BM_SmallAdd_Torch/nt:{nt}", "`a + b`")))
+for nt in (1, 2):
+    ms_f = med(f"BM_Conv2d_Ms/nt:{nt}", "items_per_second")
+    t_f = med(f"BM_Conv2d_Torch/nt:{nt}", "items_per_second")
+    g = lambda v: "n/a" if v is None else f"{v / 1e9:.0f}"
+    row("conv2d [64,32,28,28]x[64,32,3,3] pad 1", nt, f"BM_Conv2d_Ms/nt:{nt}",
+        f"BM_Conv2d_Torch/nt:{nt}", f"{g(ms_f)} / {g(t_f)} GFLOP/s")
+
+print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
+      f"in one process per case. Speed-up = LibTorch time / ms time (> 1: ms faster). "
+      f"Load average before / after: {load_before} / {load_after} "
+      f"({context.get('num_cpus', '?')} CPUs, {context.get('mhz_per_cpu', '?')} MHz).")
+print()
+print("| case | threads | ms | LibTorch | speed-up | throughput ms / LibTorch |")
+print("|---|---|---|---|---|---|")
+print("\n".join(rows))
+print()
+
+def verdict(ok):
+    return "met" if ok else "NOT met"
+def r2s(r):
+    return "n/a" if r is None else f"{r:.2f}x"
+
+print("Targets:")
+ok = all(r is not None and r >= 0.95 for _, _, r in gemm_ratios)
+print(f"- GEMM >= 0.95x LibTorch at every size and thread count: {verdict(ok)} "
+      f"({', '.join(f'n={n}/{nt}t {r2s(r)}' for n, nt, r in gemm_ratios)})")
+for nt in (1, 2):
+    r, frac, r2, frac2 = chain[nt]
+    print(f"- fused chain, {nt} thread(s): >= 0.9x triad {verdict(frac is not None and frac >= 0.9)} "
+          f"({'n/a' if frac is None else f'{frac:.2f}x'}; into an existing result "
+          f"{'n/a' if frac2 is None else f'{frac2:.2f}x'}), >= 10x LibTorch eager "
+          f"{verdict(r is not None and r >= 10)} ({r2s(r)}; into existing results {r2s(r2)})")
+for what, nt, r in small_ratios:
+    print(f"- 32x32 {what}, {nt} thread(s): >= 3x lower latency than LibTorch "
+          f"{verdict(r is not None and r >= 3)} ({r2s(r)})")
+EOF

@@ -1,0 +1,67 @@
+// ms/kernels/conv.hpp — 2-D convolution by im2col + GEMM on NCHW buffers.
+//
+// Stage: kernels. Called by the conv2d op (src/ops/nn.cpp), which validates
+// every size first; these functions assume a consistent, overflow-free
+// geometry. Instantiated in src/kernels/conv.cpp for float, double,
+// std::int32_t and std::int64_t.
+//
+//   ms::kernels::Conv2dGeometry g{.n = 1, .c = 3, .h = 8, .w = 8, .o = 4, .kh = 3, .kw = 3,
+//                                 .oh = 6, .ow = 6};
+//   ms::kernels::conv2d<float>(x, w, nullptr, y, g);   // x [1,3,8,8], w [4,3,3,3], y [1,4,6,6]
+#pragma once
+
+#include <cstdint>
+
+namespace ms::kernels {
+
+/// Sizes of one convolution: input [n, c, h, w], weight [o, c / groups, kh, kw],
+/// output [n, o, oh, ow]; strides, zero paddings and dilations per spatial axis.
+struct Conv2dGeometry {
+  std::int64_t n = 0, c = 0, h = 0, w = 0;
+  std::int64_t o = 0, kh = 1, kw = 1;
+  std::int64_t oh = 0, ow = 0;
+  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  std::int64_t groups = 1;
+};
+
+/// Unfolds the patches of one image's `c` channels, x [c, h, w] (dense), into
+/// the columns [p0, p1) of its im2col matrix [c * kh * kw, oh * ow], stored as
+/// col [c * kh * kw, p1 - p0] (row-major): row (ci, i, j), column q holds the
+/// input pixel under kernel tap (i, j) of channel ci for output position q
+/// (row-major over [oh, ow]), or 0 in the padding. Uses g's h, w, kh, kw, oh,
+/// ow, strides, paddings and dilations.
+template <class T>
+void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0, std::int64_t p1,
+            T* col) noexcept;
+
+/// y = conv2d(x, w) + bias on dense NCHW buffers (bias may be null). The work
+/// is cut into (image, group, tile of output positions) items, the cut
+/// depending on the shape only; each item is one im2col into a reused
+/// per-thread buffer and one single-threaded GEMM [o/groups, c/groups*kh*kw] x
+/// [c/groups*kh*kw, tile] written straight into y. Items are split over the
+/// threads in contiguous runs, so results are bitwise the same for any thread
+/// count. Allocates its buffers (may raise ms::MemoryError) before any parallel
+/// region.
+template <class T>
+void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g);
+
+extern template void im2col<float>(const float*, std::int64_t, const Conv2dGeometry&, std::int64_t,
+                                   std::int64_t, float*) noexcept;
+extern template void im2col<double>(const double*, std::int64_t, const Conv2dGeometry&,
+                                    std::int64_t, std::int64_t, double*) noexcept;
+extern template void im2col<std::int32_t>(const std::int32_t*, std::int64_t, const Conv2dGeometry&,
+                                          std::int64_t, std::int64_t, std::int32_t*) noexcept;
+extern template void im2col<std::int64_t>(const std::int64_t*, std::int64_t, const Conv2dGeometry&,
+                                          std::int64_t, std::int64_t, std::int64_t*) noexcept;
+extern template void conv2d<float>(const float*, const float*, const float*, float*,
+                                   const Conv2dGeometry&);
+extern template void conv2d<double>(const double*, const double*, const double*, double*,
+                                    const Conv2dGeometry&);
+extern template void conv2d<std::int32_t>(const std::int32_t*, const std::int32_t*,
+                                          const std::int32_t*, std::int32_t*,
+                                          const Conv2dGeometry&);
+extern template void conv2d<std::int64_t>(const std::int64_t*, const std::int64_t*,
+                                          const std::int64_t*, std::int64_t*,
+                                          const Conv2dGeometry&);
+
+}  // namespace ms::kernels

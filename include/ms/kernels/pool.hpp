@@ -1,0 +1,49 @@
+// ms/kernels/pool.hpp — 2-D max and average pooling on dense [planes, h, w] buffers.
+//
+// Stage: kernels. Called by the max_pool2d / avg_pool2d ops (src/ops/nn.cpp),
+// which validate every size first (PyTorch's output-size and padding rules).
+// Planes (image x channel) are split over the threads; each output element is
+// computed by one thread in a fixed order, so results do not depend on the
+// thread count. Instantiated in src/kernels/pool.cpp: max for float, double,
+// std::int32_t, std::int64_t; average for float and double.
+//
+//   ms::kernels::Pool2dGeometry g{.planes = 3, .h = 4, .w = 4, .kh = 2, .kw = 2,
+//                                 .oh = 2, .ow = 2, .sh = 2, .sw = 2};
+//   ms::kernels::max_pool2d<float>(x, y, g);   // x [3, 4, 4] -> y [3, 2, 2]
+#pragma once
+
+#include <cstdint>
+
+namespace ms::kernels {
+
+/// Sizes of one pooling: `planes` independent [h, w] inputs, each pooled to
+/// [oh, ow] by a kh x kw window with strides, implicit paddings and dilations.
+struct Pool2dGeometry {
+  std::int64_t planes = 0, h = 0, w = 0;
+  std::int64_t kh = 1, kw = 1;
+  std::int64_t oh = 0, ow = 0;
+  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+/// y = the maximum of each window; padding never wins (it is -inf), and a NaN
+/// in a window gives NaN (as PyTorch).
+template <class T>
+void max_pool2d(const T* x, T* y, const Pool2dGeometry& g) noexcept;
+
+/// y = the mean of each window (dilation must be 1), PyTorch's rule: the window
+/// is clipped to the padded input; the divisor is its size with the padding
+/// (`count_include_pad`) or without it; a window with no input element gives 0.
+template <class T>
+void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pad) noexcept;
+
+extern template void max_pool2d<float>(const float*, float*, const Pool2dGeometry&) noexcept;
+extern template void max_pool2d<double>(const double*, double*, const Pool2dGeometry&) noexcept;
+extern template void max_pool2d<std::int32_t>(const std::int32_t*, std::int32_t*,
+                                              const Pool2dGeometry&) noexcept;
+extern template void max_pool2d<std::int64_t>(const std::int64_t*, std::int64_t*,
+                                              const Pool2dGeometry&) noexcept;
+extern template void avg_pool2d<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
+extern template void avg_pool2d<double>(const double*, double*, const Pool2dGeometry&,
+                                        bool) noexcept;
+
+}  // namespace ms::kernels

@@ -1,0 +1,111 @@
+// ms/ops/layout.hpp — shape and indexing ops: reshape, transpose, permute,
+// squeeze, unsqueeze, flatten, broadcast_to (views), concat, stack, split,
+// gather, index_select, one_hot, pad, cast.
+//
+// Stage: ops. Each function is one entry of the op table (kind Layout or
+// Indexing, registered in src/ops/layout.cpp) and goes through ops::call, so
+// eager calls and graph tracing share it. View ops return views that share
+// the input's storage (as the Tensor methods of the same name; reshape copies
+// only when no view is possible); split returns views; the others return new
+// dense tensors. Index tensors are Int32 or Int64; an index value out of range
+// (negative included) is an ms::IndexError naming its position and value.
+//
+//   ms::Tensor x = ms::arange(0, 6).reshape({2, 3});
+//   ms::Tensor y = ms::concat({x, x}, 1);                          // [2, 6]
+//   auto parts = ms::split(y, 2, 1);                               // 3 views of [2, 2]
+//   ms::Tensor e = ms::index_select(x, 0, ms::tensor({1, 1, 0}));  // rows 1, 1, 0
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+
+namespace ms {
+
+// ---------------------------------------------------------------- views
+
+/// Same elements with a new shape (one dim may be -1); a view when strides
+/// allow, else a copy. `ms::reshape(x, {3, -1})`
+Tensor reshape(const Tensor& x, const Shape& shape);
+
+/// Swaps two axes (a view). `ms::transpose(x, 0, 1)`
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
+
+/// Reorders the axes (a view): out.dim(i) = x.dim(axes[i]). `ms::permute(x, {2, 0, 1})`
+Tensor permute(const Tensor& x, const std::vector<std::int64_t>& axes);
+
+/// Removes every size-1 axis (a view). `ms::squeeze(ms::zeros({1, 3, 1}))` is [3].
+Tensor squeeze(const Tensor& x);
+
+/// Removes `axis`, which must have size 1 (ShapeError otherwise, as
+/// MindSpore). `ms::squeeze(x, 0)`
+Tensor squeeze(const Tensor& x, std::int64_t axis);
+
+/// Inserts a size-1 axis at `axis` in [-rank-1, rank] (a view). `ms::unsqueeze(x, -1)`
+Tensor unsqueeze(const Tensor& x, std::int64_t axis);
+
+/// Merges axes [start, end] into one (a view when possible); a rank-0
+/// tensor becomes [1]. `ms::flatten(ms::zeros({2, 3, 4}), 1)` is [2, 12].
+Tensor flatten(const Tensor& x, std::int64_t start = 0, std::int64_t end = -1);
+
+/// Broadcasts to `shape` (NumPy rules, -1 keeps a dim) as a stride-0 view;
+/// do not write through it. `ms::broadcast_to(ms::ones({3}), {2, 3})`
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+
+// ---------------------------------------------------------------- copies
+
+/// Joins tensors along an existing axis. The dtype is the promotion of all
+/// inputs (as torch.cat). Inputs of shape [0] are skipped whatever their rank
+/// relation to the others (PyTorch's legacy rule), but still take part in the
+/// dtype promotion. `ms::concat({a, b}, 1)`
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis = 0);
+
+/// Joins same-shape tensors along a new axis in [-rank-1, rank]; dtypes
+/// promote as in concat. `ms::stack({a, b})` is [2, ...a.shape].
+Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
+
+/// Views of consecutive chunks of `split_size` along `axis` (the last may be
+/// smaller; split_size 0 only for an empty axis). Note: `split(x, {2})` picks
+/// this overload; write `std::vector<std::int64_t>{2}` for a list of one.
+/// `ms::split(ms::zeros({5}), 2)` gives sizes 2, 2, 1.
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis = 0);
+
+/// Views of chunks of the given sizes (>= 0, summing to x.dim(axis)).
+/// `ms::split(x, std::vector<std::int64_t>{1, 3}, 0)`
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
+                          std::int64_t axis = 0);
+
+/// torch.gather: out[i][j][k] = x[index[i][j][k]][j][k] for axis 0 (likewise
+/// for other axes). `index` (Int32/Int64) has x's rank and, on every other
+/// axis, a size <= x's; out has index's shape and x's dtype.
+/// `ms::gather(x, 1, ms::tensor({{0, 0}, {1, 0}}))`
+Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
+
+/// The slices of x at positions `index` (1-D Int32/Int64, values in
+/// [0, x.dim(axis)), negative ones out of range) along `axis`.
+/// `ms::index_select(embedding, 0, ids)`
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+
+/// One-hot encoding (MindSpore's OneHot with on=1, off=0): out has shape
+/// indices.shape + [num_classes] and dtype `dtype`. num_classes -1 infers
+/// max(indices) + 1 (as PyTorch). Index values must lie in [0, num_classes).
+/// `ms::one_hot(ms::tensor({0, 2}), 3)` is [[1, 0, 0], [0, 0, 1]].
+Tensor one_hot(const Tensor& indices, std::int64_t num_classes = -1, DType dtype = float32);
+
+/// Pads (or, with negative pads, crops) the trailing axes; `pads` is in
+/// PyTorch's order: (left, right) of the last axis, then of the one before,
+/// ... Modes: "constant" (fills `value`, converted like a cast; for integer
+/// dtypes it must fit the dtype), "reflect" (mirror without the edge, pads <
+/// size), "replicate" (repeat the edge). Any rank; a crop must fit the axis.
+/// `ms::pad(img, {1, 1, 2, 2})` pads W by 1 and H by 2 on each side.
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads,
+           const std::string& mode = "constant", double value = 0);
+
+/// Converts to `dtype` (float -> int truncates toward zero, -> bool is != 0,
+/// complex -> real drops the imaginary part). Returns x itself when it
+/// already has that dtype and is contiguous. `ms::cast(x, ms::float16)`
+Tensor cast(const Tensor& x, DType dtype);
+
+}  // namespace ms

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — install what ms needs (Debian 12), configure build/ and build it.
+#
+#   bash scripts/setup.sh               # packages + configure + build build/
+#   bash scripts/setup.sh --with-torch  # also libtorch-dev (for the side-by-side benchmarks)
+#   bash scripts/setup.sh --no-build    # packages only
+#
+# Idempotent and fast when nothing changed: packages are checked with one dpkg-query
+# call, `apt-get update` runs only when something is missing, build/ is configured only
+# once (ninja re-runs meson by itself when a meson.build changes), and ninja builds
+# nothing when everything is up to date.
+#
+# Environment:
+#   MS_BUILD_DIR   build directory (default: build)
+#   MS_JOBS        parallel compile jobs (default: ninja's own, cores + 2)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+with_torch=0
+do_build=1
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) with_torch=1 ;;
+    --no-build) do_build=0 ;;
+    -h | --help)
+      sed -n '2,16p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "setup.sh: unknown argument '$arg' (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# ------------------------------------------------------------------ packages
+# Needed to build and test ms.
+required=(
+  meson ninja-build g++ pkg-config
+  libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
+  xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
+  zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format
+)
+# Used by later parts (Fashion-MNIST training example, clang sanitizer/LeakSanitizer runs,
+# NumPy-written .npy fixtures). All exist in Debian 12; installed when the archive has them.
+optional=(dataset-fashion-mnist clang-14 libclang-rt-14-dev python3-numpy)
+if ((with_torch)); then
+  required+=(libtorch-dev)
+fi
+
+# Prints the packages of "$@" that are not installed.
+missing_of() {
+  local installed
+  installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "$@" 2>/dev/null |
+    awk '$2 == "installed" { print $1 }' || true)
+  local p
+  for p in "$@"; do
+    grep -qxF "$p" <<<"$installed" || echo "$p"
+  done
+}
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    echo "setup.sh: need root (or sudo) to run: $*" >&2
+    exit 1
+  fi
+}
+
+mapfile -t missing < <(missing_of "${required[@]}" "${optional[@]}")
+if ((${#missing[@]} > 0)); then
+  echo "setup.sh: installing missing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get update -q
+  to_install=()
+  for p in "${missing[@]}"; do
+    # Optional packages are skipped (with a note) when this archive does not have them.
+    if [[ " ${optional[*]} " == *" $p "* ]]; then
+      cand=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/ { print $2 }')
+      if [[ -z "$cand" || "$cand" == "(none)" ]]; then
+        echo "setup.sh: optional package $p is not in this apt archive; skipping"
+        continue
+      fi
+    fi
+    to_install+=("$p")
+  done
+  if ((${#to_install[@]} > 0)); then
+    as_root apt-get install -y -q --no-install-recommends "${to_install[@]}"
+  fi
+else
+  echo "setup.sh: all Debian packages present"
+fi
+
+((do_build)) || exit 0
+
+# ------------------------------------------------------------------ configure + build
+build_dir=${MS_BUILD_DIR:-build}
+if [[ ! -f "$build_dir/meson-private/coredata.dat" ]]; then
+  # --wrap-mode=nodownload: the packages above provide every dependency, so a
+  # missing one is an error here, never a silent download of a wrap.
+  meson setup "$build_dir" --buildtype=release -Dwerror=true -Dtorch=disabled \
+    --wrap-mode=nodownload
+fi
+ninja_args=(-C "$build_dir")
+[[ -n "${MS_JOBS:-}" ]] && ninja_args+=(-j "$MS_JOBS")
+ninja "${ninja_args[@]}"

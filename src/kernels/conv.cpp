@@ -1,0 +1,155 @@
+// 2-D convolution: im2col of a tile of output positions into a reused buffer,
+// then one GEMM per (image, group, tile) written straight into the NCHW output
+// (no transpose afterwards).
+#include "ms/kernels/conv.hpp"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ms/core/tensor.hpp"
+#include "ms/kernels/gemm.hpp"
+#include "ms/kernels/parallel.hpp"
+
+namespace ms::kernels {
+namespace {
+
+// ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
+
+// Columns [p0, p1) (output positions, row-major over [oh, ow]) of the first
+// `rows` rows of one image's im2col matrix, into col [rows, p1 - p0].
+template <class T>
+void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
+                 std::int64_t p1, T* col) {
+  const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
+    const T* xc = x + ci * plane;
+    T* dst = col + row * width;
+    const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
+    // Output columns whose input column ow * sw + woff lies in [0, w).
+    std::int64_t lo = woff >= 0 ? 0 : ceil_div(-woff, g.sw);
+    std::int64_t hi = g.w - woff <= 0 ? 0 : ceil_div(g.w - woff, g.sw);
+    hi = std::min(hi, g.ow);
+    lo = std::min(lo, hi);
+    for (std::int64_t q = p0; q < p1;) {  // one output row segment [c0, c1) at a time
+      const std::int64_t oh = q / g.ow, c0 = q - oh * g.ow;
+      const std::int64_t c1 = std::min(g.ow, c0 + (p1 - q));
+      T* d = dst + (q - p0);  // d[c - c0] is output column c
+      const std::int64_t ih = oh * g.sh + hoff;
+      if (ih < 0 || ih >= g.h) {
+        std::fill(d, d + (c1 - c0), T(0));
+      } else {
+        const std::int64_t a = std::min(std::max(lo, c0), c1), b = std::min(std::max(hi, a), c1);
+        const std::int64_t base = ih * g.w + woff;  // input of column c: xc[base + c * sw]
+        std::fill(d, d + (a - c0), T(0));
+        if (g.sw == 1) {
+          std::copy(xc + base + a, xc + base + b, d + (a - c0));
+        } else {
+          for (std::int64_t c = a; c < b; ++c) d[c - c0] = xc[base + c * g.sw];
+        }
+        std::fill(d + (b - c0), d + (c1 - c0), T(0));
+      }
+      q += c1 - c0;
+    }
+  }
+}
+
+// How a convolution is cut into work items: (image, group, column tile).
+// Depends on the shape only, never on the thread count, so every output
+// element is computed by the same single-threaded GEMM call whatever the
+// number of threads: results are bitwise reproducible.
+struct ConvPlan {
+  std::int64_t cg, og, k, p;  // channels per group, GEMM sizes
+  std::int64_t tile, tiles, items;
+  bool direct;  // 1x1, stride 1, no padding: the input is its own im2col matrix
+};
+
+ConvPlan conv_plan(const Conv2dGeometry& g) {
+  ConvPlan pl{};
+  pl.cg = g.c / g.groups;
+  pl.og = g.o / g.groups;
+  pl.k = pl.cg * g.kh * g.kw;
+  pl.p = g.oh * g.ow;
+  pl.direct = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  const std::int64_t units = g.n * g.groups;
+  if (units == 0 || pl.p == 0) return pl;
+  // Tiles of up to ~1024 columns keep the im2col buffer near the caches; a
+  // batch of fewer than 4 (image, group) pairs is cut further (tiles of >= 256
+  // columns, so that packing the weights stays cheap next to the product).
+  std::int64_t n_tiles = ceil_div(pl.p, 1024);
+  if (units * n_tiles < 4) n_tiles = std::max(n_tiles, std::min(ceil_div(4, units), pl.p / 256));
+  pl.tile = std::min(pl.p, ceil_div(ceil_div(pl.p, n_tiles), 16) * 16);
+  pl.tiles = ceil_div(pl.p, pl.tile);
+  pl.items = units * pl.tiles;
+  return pl;
+}
+
+}  // namespace
+
+template <class T>
+void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0, std::int64_t p1,
+            T* col) noexcept {
+  im2col_cols(x, g, c * g.kh * g.kw, p0, p1, col);
+}
+
+template <class T>
+void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  if (pl.items == 0 || pl.og == 0) return;
+  // One part per thread, even with fewer items than threads: GEMM must run on
+  // one thread inside the region (a threaded OpenBLAS would round the elements
+  // at its block edges differently, and results would depend on the threads).
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  // One im2col buffer per part, allocated here: exceptions must not reach a region.
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;
+  Tensor work;
+  if (col_numel > 0) work = empty(Shape{parts, col_numel}, dtype_of<T>);
+  T* const ws = col_numel > 0 ? work.data<T>() : nullptr;
+
+  const auto run_item = [&](std::int64_t item, T* col) {
+    const std::int64_t u = item / pl.tiles, t = item % pl.tiles;
+    const std::int64_t img = u / g.groups, grp = u % g.groups;
+    const std::int64_t p0 = t * pl.tile, p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
+    const T* xin = x + (img * g.c + grp * pl.cg) * g.h * g.w;
+    T* out = y + (img * g.o + grp * pl.og) * pl.p + p0;  // [og, width], row stride p
+    const T* b = nullptr;  // the [k, width] right-hand side (unread when k == 0)
+    std::int64_t ldb = std::max<std::int64_t>(width, 1);
+    if (pl.k > 0 && pl.direct) {  // columns p0.. of x viewed as [cg, h * w]
+      b = xin + p0;
+      ldb = pl.p;
+    } else if (pl.k > 0) {
+      im2col_cols(xin, g, pl.k, p0, p1, col);
+      b = col;
+    }
+    T beta = T(0);
+    if (bias != nullptr) {
+      for (std::int64_t r = 0; r < pl.og; ++r)
+        std::fill(out + r * pl.p, out + r * pl.p + width, bias[grp * pl.og + r]);
+      beta = T(1);
+    }
+    gemm<T>(false, false, pl.og, width, pl.k, T(1), w + grp * pl.og * pl.k,
+            std::max<std::int64_t>(pl.k, 1), b, ldb, beta, out, pl.p);
+  };
+
+  // Contiguous runs of items per part; inside the region GEMM runs on one thread.
+  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t part = q0; part < q1; ++part) {
+      const std::int64_t i0 = pl.items * part / parts, i1 = pl.items * (part + 1) / parts;
+      for (std::int64_t item = i0; item < i1; ++item)
+        run_item(item, ws != nullptr ? ws + part * col_numel : nullptr);
+    }
+  });
+}
+
+#define MS_CONV_INSTANTIATE(T)                                                         \
+  template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t, \
+                          std::int64_t, T*) noexcept;                                  \
+  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&);
+MS_CONV_INSTANTIATE(float)
+MS_CONV_INSTANTIATE(double)
+MS_CONV_INSTANTIATE(std::int32_t)
+MS_CONV_INSTANTIATE(std::int64_t)
+#undef MS_CONV_INSTANTIATE
+
+}  // namespace ms::kernels

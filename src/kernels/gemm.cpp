@@ -1,0 +1,186 @@
+// GEMM on Eigen maps of row-major buffers. With EIGEN_USE_BLAS (set for libms
+// when OpenBLAS is found) Eigen hands float and double products to sgemm_ /
+// dgemm_ without copying: a transposed operand or one with a row stride is
+// passed to BLAS as a transpose flag and a leading dimension. Integer products
+// run on Eigen's own kernel, which we split over rows ourselves (Eigen does not
+// parallelize its GEMM when it is built for BLAS).
+#include "ms/kernels/gemm.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <type_traits>
+
+#include "ms/kernels/parallel.hpp"
+
+namespace ms::kernels {
+namespace {
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ConstMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using MutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// BLAS takes int sizes and leading dimensions.
+constexpr std::int64_t kBlasMax = INT_MAX;
+
+template <class T, class L, class R>
+void product(MutMap<T>& c, const L& a, const R& b, T alpha, T beta) {
+  if (beta == T(0)) {
+    if (alpha == T(1))
+      c.noalias() = a * b;
+    else
+      c.noalias() = alpha * a * b;  // Eigen passes alpha on to BLAS
+  } else {
+    if (beta != T(1)) c *= beta;
+    if (alpha == T(1))
+      c.noalias() += a * b;
+    else
+      c.noalias() += alpha * a * b;
+  }
+}
+
+// One product whose sizes and leading dimensions all fit in an int.
+template <class T>
+void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+                std::int64_t ldc) {
+  MutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
+  const ConstMap<T> am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
+  const ConstMap<T> bm(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
+  if (!ta && !tb)
+    product(cm, am, bm, alpha, beta);
+  else if (ta && !tb)
+    product(cm, am.transpose(), bm, alpha, beta);
+  else if (!ta && tb)
+    product(cm, am, bm.transpose(), alpha, beta);
+  else
+    product(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+// Splits a product until every size and leading dimension fits BLAS's int
+// (only absurdly large problems get here; each split is exact).
+template <class T>
+void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+                std::int64_t ldc) {
+  // A matrix with a single stored row has no meaningful leading dimension.
+  const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const std::int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  if (a_rows <= 1) lda = std::max<std::int64_t>(a_cols, 1);
+  if (b_rows <= 1) ldb = std::max<std::int64_t>(b_cols, 1);
+  if (m <= 1) ldc = std::max<std::int64_t>(n, 1);
+
+  // Row blocks of C (and of op(A)).
+  const bool a_rows_by_m = !ta && lda > kBlasMax;
+  if (m > kBlasMax || ldc > kBlasMax || a_rows_by_m) {
+    const std::int64_t step = (ldc > kBlasMax || a_rows_by_m) ? 1 : kBlasMax;
+    for (std::int64_t i = 0; i < m; i += step) {
+      const std::int64_t mb = std::min(step, m - i);
+      gemm_split(ta, tb, mb, n, k, alpha, ta ? a + i : a + i * lda, lda, b, ldb, beta, c + i * ldc,
+                 ldc);
+    }
+    return;
+  }
+  // Column blocks of C (and of op(B)).
+  const bool b_rows_by_n = tb && ldb > kBlasMax;
+  if (n > kBlasMax || b_rows_by_n) {
+    const std::int64_t step = b_rows_by_n ? 1 : kBlasMax;
+    for (std::int64_t j = 0; j < n; j += step) {
+      const std::int64_t nb = std::min(step, n - j);
+      gemm_split(ta, tb, m, nb, k, alpha, a, lda, tb ? b + j * ldb : b + j, ldb, beta, c + j, ldc);
+    }
+    return;
+  }
+  // Blocks of the inner dimension, accumulated into C.
+  const bool k_rows = (ta && lda > kBlasMax) || (!tb && ldb > kBlasMax);
+  if (k > kBlasMax || k_rows) {
+    const std::int64_t step = k_rows ? 1 : kBlasMax;
+    for (std::int64_t p = 0; p < k; p += step) {
+      const std::int64_t kb = std::min(step, k - p);
+      gemm_split(ta, tb, m, n, kb, alpha, ta ? a + p * lda : a + p, lda, tb ? b + p : b + p * ldb,
+                 ldb, p == 0 ? beta : T(1), c, ldc);
+    }
+    return;
+  }
+  gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Below this many multiply-adds a product is not worth a thread.
+constexpr double kFlopsPerThread = 1 << 16;
+// Products up to this size run one per thread over a batch (OpenBLAS itself
+// stays single-threaded below 64^3, and a batch splits more evenly above it).
+constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
+
+}  // namespace
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) {  // C = beta * C, no product
+    for (std::int64_t i = 0; i < m; ++i) {
+      T* row = c + i * ldc;
+      if (beta == T(0))
+        std::fill(row, row + n, T(0));
+      else if (beta != T(1))
+        for (std::int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+    return;
+  }
+  if constexpr (std::is_integral_v<T>) {
+    // Eigen's integer GEMM is single-threaded here: split C's rows. Integer
+    // sums are exact, so the split cannot change the result.
+    const double flops = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const auto grain = static_cast<std::int64_t>(
+        std::max(1.0, kFlopsPerThread * 4 / (static_cast<double>(n) * static_cast<double>(k))));
+    if (flops > kFlopsPerThread * 4 && m > grain) {
+      parallel_for(m, grain, [&](std::int64_t r0, std::int64_t r1) {
+        gemm_split(trans_a, trans_b, r1 - r0, n, k, alpha, trans_a ? a + r0 : a + r0 * lda, lda, b,
+                   ldb, beta, c + r0 * ldc, ldc);
+      });
+      return;
+    }
+  }
+  gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class T>
+void gemm_batched(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                  const GemmOperand<T>& a, const GemmOperand<T>& b, T* c,
+                  std::span<const std::int64_t> c_offsets, std::int64_t ldc) noexcept {
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  const auto one = [&](std::int64_t i) {
+    const auto u = static_cast<std::size_t>(i);
+    gemm<T>(a.trans, b.trans, m, n, k, T(1), a.data + a.offsets[u], a.ld, b.data + b.offsets[u],
+            b.ld, T(0), c + c_offsets[u], ldc);
+  };
+  const double flops = static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(std::max<std::int64_t>(k, 1));
+  if (batch > 1 && flops <= kBatchParallelFlops) {
+    const auto grain = static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / flops));
+    parallel_for(batch, grain, [&](std::int64_t i0, std::int64_t i1) {
+      for (std::int64_t i = i0; i < i1; ++i) one(i);
+    });
+  } else {
+    for (std::int64_t i = 0; i < batch; ++i) one(i);
+  }
+}
+
+#define MS_GEMM_INSTANTIATE(T)                                                               \
+  template void gemm<T>(bool, bool, std::int64_t, std::int64_t, std::int64_t, T, const T*,   \
+                        std::int64_t, const T*, std::int64_t, T, T*, std::int64_t) noexcept; \
+  template void gemm_batched<T>(std::int64_t, std::int64_t, std::int64_t, std::int64_t,      \
+                                const GemmOperand<T>&, const GemmOperand<T>&, T*,            \
+                                std::span<const std::int64_t>, std::int64_t) noexcept;
+MS_GEMM_INSTANTIATE(float)
+MS_GEMM_INSTANTIATE(double)
+MS_GEMM_INSTANTIATE(std::int32_t)
+MS_GEMM_INSTANTIATE(std::int64_t)
+#undef MS_GEMM_INSTANTIATE
+
+}  // namespace ms::kernels
