@@ -1,5 +1,6 @@
 #include "ms/ops/op.hpp"
 
+#include <deque>
 #include <mutex>
 #include <sstream>
 
@@ -67,11 +68,18 @@ std::vector<const OpDef*>& table() {
   static std::vector<const OpDef*> t;
   return t;
 }
+// The entries themselves; a deque keeps their addresses stable as it grows,
+// and owning them (no bare `new`) keeps LeakSanitizer quiet at exit.
+std::deque<OpDef>& storage() {
+  static std::deque<OpDef> s;
+  return s;
+}
 void registry_add(OpDef def) {
   for (const OpDef* d : table())
     MS_CHECK(d->name != def.name, ValueError, "op registry: op '", def.name,
              "' is registered twice");
-  table().push_back(new OpDef(std::move(def)));  // lives for the whole process
+  storage().push_back(std::move(def));
+  table().push_back(&storage().back());
 }
 }  // namespace detail
 
