@@ -360,6 +360,27 @@ void pad(const Tensor& x, std::span<const std::int64_t> before, PadMode mode, co
   });
 }
 
+namespace {
+
+// Copies a strided tensor's elements, in row-major order, to dense `dst`
+// (same dtype), in parallel.
+void strided_to_dense(const Tensor& x, std::byte* dst) {
+  const std::int64_t n = x.numel();
+  const std::size_t r = x.shape().size();
+  const std::byte* xb = x.raw_data();
+  with_elem(x.itemsize(), [&](auto esz) {
+    constexpr std::size_t kE = decltype(esz)::value;
+    constexpr auto sE = static_cast<std::int64_t>(kE);
+    for_blocks(n, kCopyGrainBytes / sE, r, [&](std::int64_t b, std::int64_t e, std::int64_t* c) {
+      Odometer od{x.shape().dims().data(), x.strides().data(), c, r};
+      od.seek(b);
+      for (std::int64_t i = b; i < e; ++i, od.next()) copy_elem<kE>(dst + i * sE, xb + od.off * sE);
+    });
+  });
+}
+
+}  // namespace
+
 void cast(const Tensor& x, const Tensor& out) {
   const std::int64_t n = x.numel();
   if (n == 0) return;
@@ -367,25 +388,26 @@ void cast(const Tensor& x, const Tensor& out) {
     ms::detail::copy_convert(x, out);  // packed nibbles: serial
     return;
   }
-  const bool dense = x.is_contiguous();
-  const std::size_t r = x.shape().size();
+  if (x.dtype() == out.dtype()) {
+    strided_to_dense(x, out.raw_data());
+    return;
+  }
+  // A strided input is first gathered densely (one instantiation per element
+  // size), so that the dtype-pair conversion loops below are only the dense ones.
+  Tensor dense = x;
+  if (!x.is_contiguous()) {
+    dense = empty(x.shape(), x.dtype());
+    strided_to_dense(x, dense.raw_data());
+  }
   const std::int64_t grain = kCopyGrainBytes / std::max(x.itemsize(), out.itemsize());
   dtype_dispatch(x.dtype(), [&](auto stag) {
     using S = typename decltype(stag)::type;
     dtype_dispatch(out.dtype(), [&](auto dtag) {
       using D = typename decltype(dtag)::type;
-      const S* xp = x.data<S>();
+      const S* xp = dense.data<S>();
       D* op = out.data<D>();
-      if (dense) {
-        parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
-          for (std::int64_t i = b; i < e; ++i) op[i] = scalar_cast<D>(xp[i]);
-        });
-        return;
-      }
-      for_blocks(n, grain, r, [&](std::int64_t b, std::int64_t e, std::int64_t* c) {
-        Odometer od{x.shape().dims().data(), x.strides().data(), c, r};
-        od.seek(b);
-        for (std::int64_t i = b; i < e; ++i, od.next()) op[i] = scalar_cast<D>(xp[od.off]);
+      parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) op[i] = scalar_cast<D>(xp[i]);
       });
     });
   });

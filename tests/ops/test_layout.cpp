@@ -252,8 +252,7 @@ TEST_SUITE("ops") {
                          ValueError);
     for (std::int64_t bad : Dims{2, -3, kMin, kMax}) {
       CHECK_THROWS_WITH_AS(transpose(x, 0, bad), doctest::Contains("transpose: axis"), IndexError);
-      CHECK_THROWS_WITH_AS(squeeze(unsqueeze(x, 0), bad - (bad > 0 ? -1 : 1)),
-                           doctest::Contains("squeeze: axis"), IndexError);
+      CHECK_THROWS_WITH_AS(squeeze(x, bad), doctest::Contains("squeeze: axis"), IndexError);
       CHECK_THROWS_WITH_AS(flatten(x, bad), doctest::Contains("flatten: axis"), IndexError);
       CHECK_THROWS_WITH_AS(permute(x, {0, bad}), doctest::Contains("permute: axis"), IndexError);
     }

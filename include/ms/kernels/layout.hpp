@@ -57,7 +57,8 @@ enum class PadMode : std::uint8_t { Constant, Reflect, Replicate };
 void pad(const Tensor& x, std::span<const std::int64_t> before, PadMode mode, const Tensor& fill,
          const Tensor& out);
 
-/// out = x converted to out's dtype (as Tensor::to), parallel over rows.
+/// out = x converted to out's dtype (as Tensor::to), in parallel; a strided x is first
+/// gathered densely (a temporary) unless the dtypes match.
 void cast(const Tensor& x, const Tensor& out);
 
 }  // namespace ms::kernels
