@@ -29,7 +29,13 @@ TapRange tap_range(std::int64_t start, std::int64_t step, std::int64_t taps, std
 
 template <class F>
 void for_planes(const Pool2dGeometry& g, F&& fn) {
-  const std::int64_t per_plane = std::max<std::int64_t>(1, g.oh * g.ow * g.kh * g.kw);
+  // Work per plane, saturating: kernels near 2^40 would overflow the product.
+  std::int64_t per_plane = 1;
+  for (std::int64_t f : {g.oh, g.ow, g.kh, g.kw})
+    if (__builtin_mul_overflow(per_plane, std::max<std::int64_t>(f, 1), &per_plane)) {
+      per_plane = std::numeric_limits<std::int64_t>::max();
+      break;
+    }
   const std::int64_t grain = std::max<std::int64_t>(1, (std::int64_t{1} << 15) / per_plane);
   parallel_for(g.planes, grain, [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) fn(p);
