@@ -15,6 +15,12 @@ std::atomic<std::int64_t> g_peak_bytes{0};
 std::atomic<std::int64_t> g_alloc_count{0};
 std::atomic<std::int64_t> g_live_count{0};
 std::atomic<std::int64_t> g_max_alloc{kDefaultMaxAlloc};
+std::atomic<std::uint64_t> g_serial{1};
+
+std::shared_ptr<StorageSource>& thread_source() {
+  thread_local std::shared_ptr<StorageSource> source;
+  return source;
+}
 
 // A small per-thread cache of freed blocks, so that the many short-lived
 // results of small ops do not each pay malloc + free (glibc also consolidates
@@ -106,17 +112,42 @@ std::int64_t max_alloc_bytes() { return g_max_alloc.load(); }
 
 void storage_cache_clear() { block_cache().clear(); }
 
+std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource> source) {
+  std::shared_ptr<StorageSource> prev = std::move(thread_source());
+  thread_source() = std::move(source);
+  return prev;
+}
+
+Storage::Storage(std::byte* data, std::int64_t nbytes)
+    : data_(data), nbytes_(nbytes), serial_(g_serial.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::uint64_t Storage::next_serial() { return g_serial.load(std::memory_order_relaxed); }
+
 std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what) {
   MS_CHECK(nbytes >= 0, ValueError, what, ": cannot allocate a negative byte count ", nbytes);
   const std::int64_t cap = g_max_alloc.load(std::memory_order_relaxed);
   MS_CHECK(nbytes <= cap, MemoryError, what, ": allocation of ", nbytes,
            " bytes is over the limit of ", cap, " bytes (ms::set_max_alloc_bytes)");
-  // aligned_alloc needs a size that is a multiple of the alignment; keep at
-  // least one line so that data() is never null.
-  const std::size_t rounded = (static_cast<std::size_t>(nbytes) + kStorageAlignment - 1) /
-                                  kStorageAlignment * kStorageAlignment +
-                              (nbytes == 0 ? kStorageAlignment : 0);
-  void* p = std::aligned_alloc(kStorageAlignment, rounded);
+  const std::size_t rounded = rounded_size(nbytes);
+  std::shared_ptr<StorageSource>& source = thread_source();
+  std::int64_t token = 0;
+  if (source) {
+    if (std::byte* mem = source->acquire(nbytes, token)) {
+      std::shared_ptr<Storage> s;
+      try {
+        s.reset(new Storage(mem, nbytes));
+      } catch (...) {
+        source->release(token, true);
+        throw;
+      }
+      s->source_ = source;
+      s->token_ = token;
+      s->from_source_ = true;
+      return s;
+    }
+  }
+  void* p = kCacheEnabled ? block_cache().take(rounded) : nullptr;
+  if (p == nullptr) p = std::aligned_alloc(kStorageAlignment, rounded);
   MS_CHECK(p != nullptr, MemoryError, what, ": the system refused an allocation of ", nbytes,
            " bytes");
   std::shared_ptr<Storage> s;
@@ -124,7 +155,12 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
     s.reset(new Storage(static_cast<std::byte*>(p), nbytes));
   } catch (...) {
     std::free(p);
+    if (source) source->release(token, false);
     throw;
+  }
+  if (source) {
+    s->source_ = source;
+    s->token_ = token;
   }
   g_alloc_count.fetch_add(1, std::memory_order_relaxed);
   g_live_count.fetch_add(1, std::memory_order_relaxed);
@@ -133,6 +169,8 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
 }
 
 Storage::~Storage() {
+  if (source_) source_->release(token_, from_source_);
+  if (from_source_) return;  // the source's memory (an arena): not counted, not freed
   if (!kCacheEnabled || !block_cache().give(rounded_size(nbytes_), data_)) std::free(data_);
   g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   g_live_count.fetch_sub(1, std::memory_order_relaxed);

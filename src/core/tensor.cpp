@@ -1,5 +1,7 @@
 #include "ms/core/tensor.hpp"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -63,15 +65,63 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
 }
 
 void Tensor::check_defined(const char* what) const {
+  MS_CHECK(sym_ < 0, ValueError, what, ": cannot read the values of a symbolic tensor (", dtype_,
+           shape_, ", value %", sym_,
+           ") while ms::jit traces; values exist only when the compiled graph runs");
   MS_CHECK(storage_ != nullptr, ValueError, what,
            ": the tensor is undefined (default-constructed)");
 }
+
+Tensor Tensor::symbolic(DType dtype, Shape shape, std::uint32_t trace, std::int32_t id) {
+  MS_CHECK(id >= 0 && trace != 0, ValueError, "Tensor::symbolic: bad trace ", trace, " or id ", id);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numel_ = shape_numel(shape, "Tensor::symbolic");
+  t.strides_ = shape_contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  t.sym_ = id;
+  t.trace_ = trace;
+  return t;
+}
+
+namespace detail {
+namespace {
+std::atomic<SymbolicViewFn> g_symbolic_view{nullptr};
+std::atomic<SymbolicAssignFn> g_symbolic_assign{nullptr};
+}  // namespace
+
+void set_symbolic_view_fn(SymbolicViewFn fn) { g_symbolic_view.store(fn); }
+
+Tensor symbolic_view(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& ints,
+                     DType dtype) {
+  const SymbolicViewFn fn = g_symbolic_view.load();
+  MS_CHECK(fn != nullptr, ValueError, "Tensor::", op,
+           ": a symbolic tensor needs the op table (include ms/ops/layout.hpp)");
+  return fn(op, x, ints, dtype);
+}
+
+namespace {
+thread_local bool t_tracing = false;
+}  // namespace
+bool tracing_active() { return t_tracing; }
+void set_tracing_active(bool on) { t_tracing = on; }
+
+void set_symbolic_assign_fn(SymbolicAssignFn fn) { g_symbolic_assign.store(fn); }
+
+void symbolic_assign(const Tensor& dst, const Tensor& src, const char* what) {
+  const SymbolicAssignFn fn = g_symbolic_assign.load();
+  MS_CHECK(fn != nullptr, ValueError, what,
+           ": cannot write into or from a symbolic tensor outside a jit trace");
+  fn(dst, src, what);
+}
+}  // namespace detail
 
 std::int64_t Tensor::nbytes() const {
   return shape_nbytes(numel_, dtype_itemsize(dtype_), "Tensor::nbytes");
 }
 
 bool Tensor::is_contiguous() const {
+  if (sym_ >= 0) return true;
   std::int64_t expected = 1;
   for (std::size_t i = shape_.size(); i-- > 0;) {
     if (shape_[i] == 1) continue;
@@ -82,6 +132,7 @@ bool Tensor::is_contiguous() const {
 }
 
 bool Tensor::is_same(const Tensor& o) const {
+  if (sym_ >= 0 || o.sym_ >= 0) return sym_ == o.sym_ && trace_ == o.trace_;
   return storage_ == o.storage_ && offset_ == o.offset_ && shape_ == o.shape_ &&
          strides_ == o.strides_ && dtype_ == o.dtype_;
 }
@@ -157,6 +208,7 @@ Shape infer_reshape(const Shape& from, std::int64_t numel, const Shape& to, cons
 }  // namespace
 
 Tensor Tensor::reshape(const Shape& shape) const {
+  if (sym_ >= 0) return detail::symbolic_view("reshape", *this, shape.dims());
   check_defined("reshape");
   const Shape target = infer_reshape(shape_, numel_, shape, "reshape");
   std::vector<std::int64_t> st;
@@ -168,6 +220,7 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::view(const Shape& shape) const {
+  if (sym_ >= 0) return detail::symbolic_view("reshape", *this, shape.dims());
   check_defined("view");
   const Shape target = infer_reshape(shape_, numel_, shape, "view");
   std::vector<std::int64_t> st;
@@ -178,6 +231,7 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
+  if (sym_ >= 0) return detail::symbolic_view("transpose", *this, {a, b});
   check_defined("transpose");
   const auto r = rank();
   a = axis_normalize(a, r, "transpose");
@@ -189,6 +243,7 @@ Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
 }
 
 Tensor Tensor::permute(const std::vector<std::int64_t>& axes) const {
+  if (sym_ >= 0) return detail::symbolic_view("permute", *this, axes);
   check_defined("permute");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "permute: Int4 tensors are packed; cast first");
   const auto r = rank();
@@ -208,6 +263,7 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& axes) const {
 
 Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t stop,
                      std::int64_t step) const {
+  if (sym_ >= 0) return detail::symbolic_view("slice", *this, {axis, start, stop, step});
   check_defined("slice");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "slice: Int4 tensors are packed; cast first");
   MS_CHECK(rank() > 0, IndexError, "slice: cannot slice a rank-0 tensor");
@@ -230,6 +286,7 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t stop,
 }
 
 Tensor Tensor::select(std::int64_t axis, std::int64_t index) const {
+  if (sym_ >= 0) return detail::symbolic_view("select", *this, {axis, index});
   check_defined("select");
   MS_CHECK(rank() > 0, IndexError, "select: cannot index a rank-0 tensor");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank(), "select"));
@@ -242,6 +299,7 @@ Tensor Tensor::select(std::int64_t axis, std::int64_t index) const {
 }
 
 Tensor Tensor::squeeze() const {
+  if (sym_ >= 0) return detail::symbolic_view("squeeze", *this, {});
   check_defined("squeeze");
   std::vector<std::int64_t> d, st;
   for (std::size_t i = 0; i < shape_.size(); ++i)
@@ -250,6 +308,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(std::int64_t axis) const {
+  if (sym_ >= 0) return detail::symbolic_view("squeeze", *this, {axis});
   check_defined("squeeze");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank(), "squeeze"));
   if (rank() == 0) return *this;
@@ -262,6 +321,7 @@ Tensor Tensor::squeeze(std::int64_t axis) const {
 }
 
 Tensor Tensor::unsqueeze(std::int64_t axis) const {
+  if (sym_ >= 0) return detail::symbolic_view("unsqueeze", *this, {axis});
   check_defined("unsqueeze");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank() + 1, "unsqueeze"));
   std::vector<std::int64_t> d = shape_.dims(), st = strides_;
@@ -272,6 +332,7 @@ Tensor Tensor::unsqueeze(std::int64_t axis) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
+  if (sym_ >= 0) return detail::symbolic_view("broadcast_to", *this, shape.dims());
   check_defined("expand");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "expand: Int4 tensors are packed; cast first");
   MS_CHECK(shape.size() >= shape_.size(), ShapeError, "expand: cannot expand shape ", shape_,
@@ -301,6 +362,7 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
+  if (sym_ >= 0) return detail::symbolic_view("flatten", *this, {start, end});
   check_defined("flatten");
   if (rank() == 0) return reshape({1});
   start = axis_normalize(start, rank(), "flatten");
@@ -318,12 +380,14 @@ Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
 // ---------------------------------------------------------------- copies
 
 Tensor Tensor::contiguous() const {
+  if (sym_ >= 0) return *this;  // graph values are dense
   check_defined("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
+  if (sym_ >= 0) return *this;  // graph values are immutable
   check_defined("clone");
   Tensor out = empty(shape_, dtype_);
   detail::copy_convert(*this, out);
@@ -331,6 +395,7 @@ Tensor Tensor::clone() const {
 }
 
 Tensor Tensor::to(DType dtype) const {
+  if (sym_ >= 0) return dtype == dtype_ ? *this : detail::symbolic_view("cast", *this, {}, dtype);
   check_defined("to");
   if (dtype == dtype_ && is_contiguous()) return *this;
   Tensor out = empty(shape_, dtype);
@@ -339,6 +404,8 @@ Tensor Tensor::to(DType dtype) const {
 }
 
 void Tensor::copy_(const Tensor& src) {
+  if (sym_ >= 0 || src.sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_assign(*this, src, "Tensor::copy_");
   check_defined("copy_");
   src.check_defined("copy_");
   const Tensor b = src.expand(shape_);
@@ -352,6 +419,8 @@ void Tensor::copy_(const Tensor& src) {
 }
 
 void Tensor::fill_(const Scalar& value) {
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_assign(*this, full({}, value, dtype_), "Tensor::fill_");
   check_defined("fill_");
   copy_(full({}, value, dtype_));
 }

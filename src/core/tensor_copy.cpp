@@ -187,6 +187,8 @@ void print_rec(std::ostream& os, const Tensor& flat, const Shape& shape, std::si
 
 std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
+  if (sym_ >= 0)
+    return detail::str_cat("Tensor(shape=", shape_, ", dtype=", dtype_, ", symbolic %", sym_, ")");
   std::ostringstream os;
   os << "Tensor(shape=" << shape_ << ", dtype=" << dtype_ << ", value=";
   const DType pd = dtype_ == DType::Bool      ? bool_

@@ -38,6 +38,24 @@ void storage_cache_clear();
 void set_max_alloc_bytes(std::int64_t bytes);
 std::int64_t max_alloc_bytes();
 
+/// Where the storages allocated by one thread take their memory from, instead
+/// of the system: the jit executor installs one while a compiled graph runs, to
+/// record the graph's allocations and then to serve them from one planned arena.
+class StorageSource {
+ public:
+  virtual ~StorageSource() = default;
+  /// Memory (64-byte aligned) for a new storage of `nbytes`, or nullptr to let
+  /// the system allocate. `token` is handed back to `release`.
+  virtual std::byte* acquire(std::int64_t nbytes, std::int64_t& token) = 0;
+  /// The storage made with `token` (memory `data`, from acquire when
+  /// `from_source`) is being destroyed.
+  virtual void release(std::int64_t token, bool from_source) noexcept = 0;
+};
+
+/// Installs `source` for storages allocated by this thread (nullptr: the
+/// system); returns the previous one. Each storage keeps its source alive.
+std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource> source);
+
 /// A block of aligned bytes. Created only through `Storage::allocate`.
 class Storage {
  public:
@@ -51,11 +69,19 @@ class Storage {
 
   std::byte* data() const { return data_; }
   std::int64_t nbytes() const { return nbytes_; }
+  /// A number unique to this storage, increasing with allocation order.
+  std::uint64_t serial() const { return serial_; }
+  /// The serial the next storage will get.
+  static std::uint64_t next_serial();
 
  private:
-  Storage(std::byte* data, std::int64_t nbytes) : data_(data), nbytes_(nbytes) {}
+  Storage(std::byte* data, std::int64_t nbytes);
   std::byte* data_;
   std::int64_t nbytes_;
+  std::uint64_t serial_;
+  std::shared_ptr<StorageSource> source_;  ///< set when a source saw this allocation
+  std::int64_t token_ = 0;
+  bool from_source_ = false;  ///< the memory belongs to source_, not to the system
 };
 
 }  // namespace ms

@@ -16,6 +16,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -67,7 +68,21 @@ class Tensor {
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
          std::vector<std::int64_t> strides, std::int64_t offset);
 
-  bool defined() const { return storage_ != nullptr; }
+  /// False only for a default-constructed tensor. A symbolic tensor is defined.
+  bool defined() const { return storage_ != nullptr || sym_ >= 0; }
+
+  // ------------------------------------------------------------ symbolic tensors
+  /// True for a tensor traced by ms::jit: it has a dtype and a shape but no
+  /// values yet (they exist only when the compiled graph runs). Ops on it record
+  /// graph nodes; views dispatch to the matching op; reading its values
+  /// (`item`, `data`, `to_vector`, printing values) raises ms::ValueError.
+  bool is_symbolic() const { return sym_ >= 0; }
+  /// The value number inside its trace (-1 for a concrete tensor).
+  std::int32_t symbolic_id() const { return sym_; }
+  /// The trace that made this symbolic tensor (0 for a concrete tensor).
+  std::uint32_t trace_id() const { return trace_; }
+  /// A symbolic tensor (made by the jit tracer only).
+  static Tensor symbolic(DType dtype, Shape shape, std::uint32_t trace, std::int32_t id);
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   std::int64_t rank() const { return shape_.rank(); }
@@ -152,6 +167,8 @@ class Tensor {
  private:
   void check_defined(const char* what) const;
   DType dtype_ = DType::Float32;
+  std::int32_t sym_ = -1;
+  std::uint32_t trace_ = 0;
   Shape shape_;
   std::vector<std::int64_t> strides_;
   std::int64_t offset_ = 0;
@@ -204,6 +221,28 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol 
 namespace detail {
 /// Copies `src` into `dst` (same shape, any dtypes, any strides), converting.
 void copy_convert(const Tensor& src, const Tensor& dst);
+
+/// How the view methods of a symbolic tensor become graph nodes. Core cannot
+/// call the op table (a higher stage), so the ops stage installs this when the
+/// table is built: `op` is the op's name ("reshape", "transpose", "permute",
+/// "squeeze", "unsqueeze", "flatten", "broadcast_to", "cast"), `ints` its
+/// integer arguments, `dtype` the target of "cast".
+using SymbolicViewFn = Tensor (*)(std::string_view op, const Tensor& x,
+                                  const std::vector<std::int64_t>& ints, DType dtype);
+void set_symbolic_view_fn(SymbolicViewFn fn);
+/// Calls the installed function; ms::Error naming `op` when there is none.
+Tensor symbolic_view(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& ints,
+                     DType dtype = DType::Float32);
+/// Called by in-place writes into a tensor (copy_, fill_, assign) when the
+/// source or the destination is symbolic: records an update node. Installed by
+/// the jit stage; without it the write raises ms::ValueError naming `what`.
+using SymbolicAssignFn = void (*)(const Tensor& dst, const Tensor& src, const char* what);
+void set_symbolic_assign_fn(SymbolicAssignFn fn);
+void symbolic_assign(const Tensor& dst, const Tensor& src, const char* what);
+/// True while ms::jit traces on this thread: in-place writes (copy_, fill_)
+/// then become update nodes even on concrete tensors (parameters).
+bool tracing_active();
+void set_tracing_active(bool on);
 }  // namespace detail
 
 template <Element T>
