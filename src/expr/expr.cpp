@@ -4,6 +4,9 @@ namespace ms::expr {
 
 Lowered lower_tensor(Lowering& L, const Tensor& t) {
   MS_CHECK(t.defined(), ValueError, "elementwise: an operand is an undefined tensor");
+  MS_CHECK(!t.is_symbolic(), ValueError,
+           "elementwise: a symbolic tensor is used outside its trace (was a traced value kept "
+           "after its ms::jit call returned?)");
   Lowered r;
   r.dtype = t.dtype();
   r.reg_type = kernels::ew_register_type(t.dtype(), "elementwise");
@@ -58,6 +61,23 @@ void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst) {
   kernels::ew_register_type(dst.dtype(), "assign");  // rejects complex / int4 destinations
   const kernels::EwProgram prog = L.builder.finish(root.reg, dst.shape(), dst.dtype());
   kernels::ew_run(prog, L.inputs, dst);
+}
+
+Tensor trace_apply(int op_id, std::span<const Traced> args) {
+  ops::Tracer* t = ops::active_tracer();
+  MS_CHECK(t != nullptr, ValueError, ops::ew_op_info(op_id).name, ": no active trace");
+  ops::EwTraceArg a[3];
+  for (std::size_t i = 0; i < args.size(); ++i)
+    a[i] = args[i].is_scalar ? ops::EwTraceArg{nullptr, args[i].s}
+                             : ops::EwTraceArg{&args[i].t, Scalar(0)};
+  return t->record_elementwise(op_id, std::span<const ops::EwTraceArg>(a, args.size()));
+}
+
+void trace_assign(const Tensor& dst, const Traced& v) {
+  ops::Tracer* t = ops::active_tracer();
+  MS_CHECK(t != nullptr, ValueError, "assign: no active trace");
+  MS_CHECK(dst.defined(), ValueError, "assign: the destination is an undefined tensor");
+  t->record_assign(dst, v.is_scalar ? full({}, v.s, dst.dtype()) : v.t, "assign");
 }
 
 }  // namespace ms::expr

@@ -259,6 +259,7 @@ namespace ops::detail {
 
 void register_linalg_ops() {
   registry_add(OpDef{.name = "matmul",
+                     .ir_name = "MatMul",
                      .kind = OpKind::Linalg,
                      .min_inputs = 2,
                      .max_inputs = 2,

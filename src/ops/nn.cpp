@@ -362,6 +362,7 @@ namespace ops::detail {
 
 void register_nn_ops() {
   registry_add(OpDef{.name = "conv2d",
+                     .ir_name = "Conv2D",
                      .kind = OpKind::Conv,
                      .min_inputs = 2,
                      .max_inputs = 3,
@@ -370,6 +371,7 @@ void register_nn_ops() {
                      .eval = conv2d_eval});
   registry_add(
       OpDef{.name = "max_pool2d",
+            .ir_name = "MaxPool2D",
             .kind = OpKind::Pool,
             .min_inputs = 1,
             .max_inputs = 1,
@@ -381,6 +383,7 @@ void register_nn_ops() {
             }});
   registry_add(
       OpDef{.name = "avg_pool2d",
+            .ir_name = "AvgPool2D",
             .kind = OpKind::Pool,
             .min_inputs = 1,
             .max_inputs = 1,

@@ -1,5 +1,7 @@
 #include "ms/ops/op.hpp"
 
+#include <cctype>
+
 #include <deque>
 #include <mutex>
 #include <sstream>
@@ -105,6 +107,34 @@ std::vector<TensorType> types_of(std::span<const Tensor> ts) {
   return out;
 }
 
+std::string ir_name(const OpDef& def) {
+  if (!def.ir_name.empty()) return std::string(def.ir_name);
+  std::string out;
+  bool up = true;
+  for (char c : def.name) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return out;
+}
+
+namespace {
+thread_local Tracer* t_tracer = nullptr;
+}  // namespace
+
+Tracer* active_tracer() { return t_tracer; }
+
+Tracer* set_active_tracer(Tracer* t) {
+  Tracer* prev = t_tracer;
+  t_tracer = t;
+  ::ms::detail::set_tracing_active(t != nullptr);
+  return prev;
+}
+
 std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {
   const int n = static_cast<int>(inputs.size());
   MS_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError, def.name,
@@ -117,6 +147,11 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
   for (int i = 0; i < n; ++i)
     MS_CHECK(inputs[static_cast<std::size_t>(i)].defined(), ValueError, def.name, ": input ", i,
              " is an undefined tensor");
+  if (t_tracer != nullptr) return t_tracer->record(def, inputs, attrs);
+  for (const Tensor& t : inputs)
+    MS_CHECK(!t.is_symbolic(), ValueError, def.name,
+             ": got a symbolic tensor outside its trace (was a traced value kept after ms::jit "
+             "returned?)");
   return def.eval(inputs, attrs);
 }
 

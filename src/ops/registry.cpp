@@ -9,6 +9,7 @@ void register_reduce_ops();       // src/ops/reduce.cpp
 void register_linalg_ops();       // src/ops/linalg.cpp (matmul)
 void register_nn_ops();           // src/ops/nn.cpp (conv2d, pooling)
 void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
+void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic views)
 
 void register_all() {
   register_elementwise_ops();
@@ -16,6 +17,7 @@ void register_all() {
   register_linalg_ops();
   register_nn_ops();
   register_layout_ops();
+  register_view_ops();
 }
 
 }  // namespace ms::ops::detail

@@ -25,6 +25,7 @@
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/elementwise.hpp"
 #include "ms/ops/elementwise.hpp"
+#include "ms/ops/op.hpp"
 
 namespace ms {
 
@@ -113,6 +114,24 @@ struct ScalarVal {
   }
 };
 
+/// A subexpression as ms::jit traces it: a (symbolic) tensor or a weak number.
+struct Traced {
+  Tensor t;
+  Scalar s = 0;
+  bool is_scalar = false;
+};
+inline Traced trace_node(const TensorRef& r) { return {*r.t}; }
+inline Traced trace_node(const TensorVal& v) { return {v.t}; }
+inline Traced trace_node(const ScalarVal& v) { return {Tensor(), v.v, true}; }
+template <TensorExpr E>
+Traced trace_node(const E& e) {
+  return {e.trace()};
+}
+/// Records one elementwise op application with the active tracer.
+Tensor trace_apply(int op_id, std::span<const Traced> args);
+/// Records `dst = v` (an in-place update) with the active tracer.
+void trace_assign(const Tensor& dst, const Traced& v);
+
 template <class T>
 auto make_leaf(T&& x) {
   using D = std::remove_cvref_t<T>;
@@ -140,8 +159,10 @@ class Expr {
   using op_type = Op;
   explicit Expr(Children... children) : children_(std::move(children)...) {}
 
-  /// Computes the expression into a new tensor (one fused pass).
+  /// Computes the expression into a new tensor (one fused pass). While
+  /// ms::jit traces, records its ops instead (the jit fuses them again).
   Tensor eval() const {
+    if (ops::active_tracer() != nullptr) return trace();
     expr::Lowering L;
     const expr::Lowered root = lower(L);
     return expr::evaluate(L, root);
@@ -168,6 +189,16 @@ class Expr {
   }
 
   const std::tuple<Children...>& children() const { return children_; }
+
+  /// Records the tree, one node per op, with the active tracer.
+  Tensor trace() const {
+    return std::apply(
+        [&](const auto&... c) {
+          const expr::Traced args[] = {expr::trace_node(c)...};
+          return expr::trace_apply(ops::ew_op_id<Op>, args);
+        },
+        children_);
+  }
 
  private:
   std::tuple<Children...> children_;
@@ -303,28 +334,33 @@ auto operator!(A&& a) {
 /// contiguous. Inputs may alias dst only elementwise (same index).
 template <Operand E>
 void assign(const Tensor& dst, E&& e) {
-  expr::Lowering L;
   const auto leaf = expr::make_leaf(std::forward<E>(e));
+  if (ops::active_tracer() != nullptr) return expr::trace_assign(dst, expr::trace_node(leaf));
+  expr::Lowering L;
   expr::evaluate_into(L, leaf.lower(L), dst);
 }
 
 template <Operand B>
 Tensor& operator+=(Tensor& a, B&& b) {
+  if (a.is_symbolic()) return a = add(a, std::forward<B>(b));  // traced values are rebound
   assign(a, add(a, std::forward<B>(b)));
   return a;
 }
 template <Operand B>
 Tensor& operator-=(Tensor& a, B&& b) {
+  if (a.is_symbolic()) return a = sub(a, std::forward<B>(b));  // traced values are rebound
   assign(a, sub(a, std::forward<B>(b)));
   return a;
 }
 template <Operand B>
 Tensor& operator*=(Tensor& a, B&& b) {
+  if (a.is_symbolic()) return a = mul(a, std::forward<B>(b));  // traced values are rebound
   assign(a, mul(a, std::forward<B>(b)));
   return a;
 }
 template <Operand B>
 Tensor& operator/=(Tensor& a, B&& b) {
+  if (a.is_symbolic()) return a = div(a, std::forward<B>(b));  // traced values are rebound
   assign(a, div(a, std::forward<B>(b)));
   return a;
 }

@@ -82,6 +82,8 @@ using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const 
 /// One entry of the op table.
 struct OpDef {
   std::string_view name;
+  /// Name in graph dumps (`MatMul`); empty: the name in CamelCase (`log_softmax` -> `LogSoftmax`).
+  std::string_view ir_name = {};
   OpKind kind = OpKind::Elementwise;
   int min_inputs = 1;
   int max_inputs = 1;  ///< -1: variadic (concat, stack)
@@ -110,6 +112,38 @@ inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
 
 /// Types of concrete tensors.
 std::vector<TensorType> types_of(std::span<const Tensor> ts);
+
+/// The name of `def` in graph dumps: `ir_name`, else `name` in CamelCase.
+std::string ir_name(const OpDef& def);
+
+// ---------------------------------------------------------------- tracing
+/// One operand of a traced elementwise op: a tensor or a weak C++ number.
+struct EwTraceArg {
+  const Tensor* tensor = nullptr;  ///< null for a number
+  Scalar scalar = 0;
+};
+
+/// Records op calls instead of running them, while ms::jit traces a function
+/// on this thread. Implemented by the jit stage; the ops and expr stages only
+/// see this interface, so that lower stages never include higher ones.
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  /// The id that symbolic tensors of this trace carry.
+  virtual std::uint32_t trace_id() const = 0;
+  /// Records `def` applied to `inputs` (symbolic, or concrete: captured or constant).
+  virtual std::vector<Tensor> record(const OpDef& def, std::span<const Tensor> inputs,
+                                     const Attrs& attrs) = 0;
+  /// Records elementwise op `op_id` (an ElementwiseOps id) with tensor or number operands.
+  virtual Tensor record_elementwise(int op_id, std::span<const EwTraceArg> args) = 0;
+  /// Records an in-place write of `src` into `dst` (a parameter update), `what` names the API.
+  virtual void record_assign(const Tensor& dst, const Tensor& src, const char* what) = 0;
+};
+
+/// The tracer active on this thread, or nullptr.
+Tracer* active_tracer();
+/// Makes `t` this thread's tracer (nullptr: none); returns the previous one.
+Tracer* set_active_tracer(Tracer* t);
 
 // ---------------------------------------------------------------- registration
 namespace detail {
