@@ -1,0 +1,90 @@
+// ms/jit/compile.hpp — graph passes and the executor of compiled graphs.
+//
+// Stage: jit. `optimize` runs the passes of a jit level on a traced graph:
+//   O0: dead-code elimination, execution order;
+//   O1: + common-subexpression elimination, constant folding, algebraic
+//       simplification, elementwise fusion (regions run tile by tile by the
+//       same kernel as eager expression templates).
+// An `Executable` runs the result. Its first run records the graph's storage
+// allocations; from then on every intermediate is served from one arena
+// planned from the recorded lifetimes, so a steady-state call allocates only
+// its outputs (see ms::memory_stats()).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ms/ir/graph.hpp"
+
+namespace ms::compiler {
+
+#ifdef NDEBUG
+inline constexpr bool kVerifyDefault = false;
+#else
+inline constexpr bool kVerifyDefault = true;
+#endif
+
+struct CompileOptions {
+  std::string jit_level = "O1";    ///< "O0" or "O1"
+  std::string exec_order = "bfs";  ///< "bfs" or "dfs" (lower peak memory)
+  bool verify = kVerifyDefault;    ///< run ir::verify after every pass
+};
+
+/// Runs the passes of `opts.jit_level` on `g`. ValueError for an unknown level or order.
+void optimize(ir::Graph& g, const CompileOptions& opts);
+
+// The passes, one by one (each leaves a valid graph).
+/// Removes nodes whose values reach no output and no Assign.
+void eliminate_dead_code(ir::Graph& g);
+/// Merges nodes with the same op, inputs and attributes.
+void eliminate_common_subexpressions(ir::Graph& g);
+/// Evaluates ops whose inputs are all constants.
+void fold_constants(ir::Graph& g);
+/// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x.
+void simplify(ir::Graph& g);
+/// Groups connected elementwise ops into Fused nodes.
+void fuse_elementwise(ir::Graph& g);
+/// Reorders nodes: "bfs" (level by level) or "dfs" (depth first from the outputs).
+void order_nodes(ir::Graph& g, std::string_view exec_order);
+
+/// Builds the elementwise program computing the value of node `root` from the
+/// elementwise Op nodes `members` (in graph order, root last). `leaves`
+/// receives the value ids the program loads, in leaf order.
+std::shared_ptr<ir::FusedRegion> build_region(const ir::Graph& g, std::span<const int> members,
+                                              std::vector<int>& leaves);
+
+/// A compiled graph, ready to run. Thread-safe: concurrent runs use separate frames.
+class Executable {
+ public:
+  explicit Executable(ir::Graph g);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  /// Runs the graph on the flat tensor inputs (checked against the graph's types).
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  const ir::Graph& graph() const { return graph_; }
+  /// Bytes of the planned arena of the most recently planned frame (0 before the 2nd run).
+  std::int64_t arena_bytes() const;
+  /// Number of intermediate allocations the plan serves from the arena.
+  std::int64_t planned_allocations() const;
+
+  struct Step;
+  struct Frame;
+
+ private:
+  ir::Graph graph_;
+  std::vector<Step> steps_;
+  std::vector<int> input_values_;  ///< by argument index
+  mutable std::mutex mu_;
+  mutable std::vector<std::unique_ptr<Frame>> free_frames_;
+  mutable std::int64_t arena_bytes_ = 0;
+  mutable std::int64_t planned_ = 0;
+  std::unique_ptr<Frame> take_frame() const;
+  void give_frame(std::unique_ptr<Frame> f) const;
+};
+
+}  // namespace ms::compiler

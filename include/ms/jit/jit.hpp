@@ -1,0 +1,489 @@
+// ms/jit/jit.hpp — ms::jit: a C++ function becomes a compiled, cached graph.
+//
+// Stage: jit. `ms::jit(fn)` returns a callable. Its first call with a given
+// signature traces `fn` with symbolic tensors into an ir::Graph, optimizes it
+// (ms/jit/compile.hpp) and caches the result; a later call with the same key
+// runs the compiled graph without tracing.
+//
+//   auto f = ms::jit([&](const auto& x, const auto& b) { return ms::relu(ms::matmul(x, w) + b); });
+//   ms::Tensor y = f(x, b);        // traced, compiled, run
+//   y = f(x2, b);                  // same dtypes and shapes: a cache hit
+//
+// The key holds: the function (each jit object has its own cache), every
+// argument's dtype and shape, the values of plain scalar arguments (baked into
+// the graph; wrap one in ms::mutable_ to make it a 0-d tensor input instead),
+// the lengths of vector arguments, and the global hook version. Tensors the
+// function captures (parameters) are graph inputs bound by identity: in-place
+// updates of them (assign, +=, copy_) are seen by later calls; rebinding a
+// captured C++ variable to another tensor is not — use a Parameter for that.
+//
+// Arguments: ms::Tensor (or an expression), bool/integer/floating scalars,
+// ms::Mutable<T>, and std::vector / std::tuple / std::pair of these. Results:
+// a tensor (or expression), std::tuple / std::pair / std::vector / std::array
+// of them, or an aggregate struct of them.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ms/expr/expr.hpp"
+#include "ms/jit/compile.hpp"
+#include "ms/jit/trace.hpp"
+
+namespace ms {
+
+/// Options of ms::jit, as MindSpore's JitConfig.
+struct JitConfig {
+  std::string jit_level = "O1";     ///< "O0" (debugging: no fusion) or "O1"
+  int dynamic = 0;                  ///< 1: automatic dynamic shapes (not available yet)
+  std::string exec_order = "bfs";   ///< "bfs" or "dfs" (lower peak memory)
+  std::size_t cache_capacity = 64;  ///< compiled graphs kept; the least recently used is evicted
+  bool verify = compiler::kVerifyDefault;  ///< verify the graph after every pass
+};
+
+/// A scalar argument that is a graph input (a 0-d tensor) instead of a
+/// constant baked into the graph: a new value does not recompile.
+template <Number T>
+struct Mutable {
+  T value;
+};
+template <Number T>
+Mutable<T> mutable_(T v) {
+  return {v};
+}
+
+namespace compiler {
+
+/// The global hook version: any hook registration or removal bumps it, and it
+/// is part of every compile key, so graphs built before the change recompile.
+std::uint64_t hook_version();
+void bump_hook_version();
+
+namespace detail {
+
+/// Builds a compile key (compact bytes) and, on a miss, its readable phase.
+class KeyBuilder {
+ public:
+  explicit KeyBuilder(bool readable) : readable_(readable) {}
+  void tensor(const Tensor& t);
+  void mutable_scalar(DType t);
+  void number(const Scalar& s, char type_tag);
+  void open(char c, std::size_t n);
+  void close(char c);
+  void finish();
+  std::string& key() { return key_; }
+  std::string& phase() { return phase_; }
+
+ private:
+  void sep();
+  bool readable_;
+  bool first_ = true;
+  std::string key_, phase_;
+};
+
+/// What compiling one signature produced.
+struct Compiled {
+  std::shared_ptr<Executable> exe;
+  std::vector<std::size_t> structure;  ///< vector lengths of the result, in flatten order
+  std::string phase;
+  std::string dump;
+};
+
+/// What the template side gives the cache on a miss.
+struct Traced {
+  ir::Graph graph;
+  std::vector<std::size_t> structure;
+};
+
+/// The bounded LRU cache of one jitted function. Thread-safe: concurrent
+/// calls with a new key compile it once.
+class FunctionCache {
+ public:
+  explicit FunctionCache(JitConfig cfg);
+  ~FunctionCache();
+  /// The entry for `key`, compiling it with `trace` on a miss.
+  std::shared_ptr<const Compiled> get(const std::string& key,
+                                      const std::function<std::string()>& phase,
+                                      const std::function<Traced()>& trace);
+  int compile_count() const;
+  std::size_t size() const;
+  std::string phase() const;
+  std::string dump() const;
+  const JitConfig& config() const { return cfg_; }
+
+ private:
+  struct Impl;
+  JitConfig cfg_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------- arguments
+
+template <class T>
+struct ArgTraits;
+
+template <>
+struct ArgTraits<Tensor> {
+  using traced = Tensor;
+  static void key(const Tensor& t, KeyBuilder& k) { k.tensor(t); }
+  static Tensor trace(const Tensor& t, TraceContext& c) {
+    return c.add_input(t.dtype(), t.shape());
+  }
+  static void flatten(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
+  static Tensor inlined(const Tensor& t) { return t; }
+};
+
+template <Number T>
+struct ArgTraits<T> {
+  using traced = T;
+  static void key(const T& v, KeyBuilder& k) {
+    k.number(Scalar(v), std::is_same_v<T, bool>     ? 'b'
+                        : std::is_integral_v<T>     ? 'i'
+                        : std::is_same_v<T, double> ? 'd'
+                                                    : 'f');
+  }
+  static T trace(const T& v, TraceContext&) { return v; }
+  static void flatten(const T&, std::vector<Tensor>&) {}
+  static T inlined(const T& v) { return v; }
+};
+
+template <class T>
+struct ArgTraits<Mutable<T>> {
+  using traced = Tensor;
+  static DType dtype() { return Scalar(T{}).default_dtype(); }
+  static void key(const Mutable<T>&, KeyBuilder& k) { k.mutable_scalar(dtype()); }
+  static Tensor trace(const Mutable<T>&, TraceContext& c) { return c.add_input(dtype(), Shape{}); }
+  static void flatten(const Mutable<T>& m, std::vector<Tensor>& out) {
+    out.push_back(tensor(Scalar(m.value), dtype()));
+  }
+  static Tensor inlined(const Mutable<T>& m) { return tensor(Scalar(m.value), dtype()); }
+};
+
+template <class X>
+struct ArgTraits<std::vector<X>> {
+  using traced = std::vector<typename ArgTraits<X>::traced>;
+  static void key(const std::vector<X>& v, KeyBuilder& k) {
+    k.open('[', v.size());
+    for (const X& x : v) ArgTraits<X>::key(x, k);
+    k.close(']');
+  }
+  static traced trace(const std::vector<X>& v, TraceContext& c) {
+    traced out;
+    for (const X& x : v) out.push_back(ArgTraits<X>::trace(x, c));
+    return out;
+  }
+  static void flatten(const std::vector<X>& v, std::vector<Tensor>& out) {
+    for (const X& x : v) ArgTraits<X>::flatten(x, out);
+  }
+  static traced inlined(const std::vector<X>& v) {
+    traced out;
+    for (const X& x : v) out.push_back(ArgTraits<X>::inlined(x));
+    return out;
+  }
+};
+
+template <class... X>
+struct ArgTraits<std::tuple<X...>> {
+  using traced = std::tuple<typename ArgTraits<X>::traced...>;
+  static void key(const std::tuple<X...>& v, KeyBuilder& k) {
+    k.open('(', sizeof...(X));
+    std::apply([&](const auto&... x) { (ArgTraits<X>::key(x, k), ...); }, v);
+    k.close(')');
+  }
+  static traced trace(const std::tuple<X...>& v, TraceContext& c) {
+    // Braced initialization evaluates left to right: inputs keep argument order.
+    return std::apply([&](const auto&... x) { return traced{ArgTraits<X>::trace(x, c)...}; }, v);
+  }
+  static void flatten(const std::tuple<X...>& v, std::vector<Tensor>& out) {
+    std::apply([&](const auto&... x) { (ArgTraits<X>::flatten(x, out), ...); }, v);
+  }
+  static traced inlined(const std::tuple<X...>& v) {
+    return std::apply([&](const auto&... x) { return traced{ArgTraits<X>::inlined(x)...}; }, v);
+  }
+};
+
+template <class A, class B>
+struct ArgTraits<std::pair<A, B>> {
+  using traced = std::pair<typename ArgTraits<A>::traced, typename ArgTraits<B>::traced>;
+  static void key(const std::pair<A, B>& v, KeyBuilder& k) {
+    k.open('(', 2);
+    ArgTraits<A>::key(v.first, k);
+    ArgTraits<B>::key(v.second, k);
+    k.close(')');
+  }
+  static traced trace(const std::pair<A, B>& v, TraceContext& c) {
+    return traced{ArgTraits<A>::trace(v.first, c), ArgTraits<B>::trace(v.second, c)};
+  }
+  static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out) {
+    ArgTraits<A>::flatten(v.first, out);
+    ArgTraits<B>::flatten(v.second, out);
+  }
+  static traced inlined(const std::pair<A, B>& v) {
+    return traced{ArgTraits<A>::inlined(v.first), ArgTraits<B>::inlined(v.second)};
+  }
+};
+
+template <class T>
+concept JitArg = requires {
+  typename ArgTraits<T>::traced;
+};
+
+/// Expressions are computed into tensors before the call.
+template <class A>
+decltype(auto) materialize(A&& a) {
+  if constexpr (TensorExpr<A>)
+    return Tensor(std::forward<A>(a));
+  else
+    return std::forward<A>(a);
+}
+
+// ---------------------------------------------------------------- results
+
+struct AnyField {
+  template <class T>
+  operator T() const;  // NOLINT: only used in unevaluated contexts
+};
+template <class T, class... A>
+concept BraceInit = requires {
+  T{std::declval<A>()...};
+};
+template <class T, class... A>
+constexpr std::size_t field_count() {
+  if constexpr (sizeof...(A) < 8 && BraceInit<T, A..., AnyField>)
+    return field_count<T, A..., AnyField>();
+  else
+    return sizeof...(A);
+}
+/// The fields of an aggregate as a tuple of references (up to 8 fields).
+template <class T>
+auto fields_of(T& s) {
+  constexpr std::size_t n = field_count<T>();
+  if constexpr (n == 1) {
+    auto& [a] = s;
+    return std::tie(a);
+  } else if constexpr (n == 2) {
+    auto& [a, b] = s;
+    return std::tie(a, b);
+  } else if constexpr (n == 3) {
+    auto& [a, b, c] = s;
+    return std::tie(a, b, c);
+  } else if constexpr (n == 4) {
+    auto& [a, b, c, d] = s;
+    return std::tie(a, b, c, d);
+  } else if constexpr (n == 5) {
+    auto& [a, b, c, d, e] = s;
+    return std::tie(a, b, c, d, e);
+  } else if constexpr (n == 6) {
+    auto& [a, b, c, d, e, f] = s;
+    return std::tie(a, b, c, d, e, f);
+  } else if constexpr (n == 7) {
+    auto& [a, b, c, d, e, f, g] = s;
+    return std::tie(a, b, c, d, e, f, g);
+  } else {
+    static_assert(n == 8, "ms::jit: a result struct may have 1 to 8 fields");
+    auto& [a, b, c, d, e, f, g, h] = s;
+    return std::tie(a, b, c, d, e, f, g, h);
+  }
+}
+
+template <class T>
+struct OutTraits;
+
+template <>
+struct OutTraits<Tensor> {
+  using type = Tensor;
+  static void flatten(const Tensor& t, std::vector<Tensor>& out, std::vector<std::size_t>&) {
+    out.push_back(t);
+  }
+  static Tensor unflatten(std::vector<Tensor>& v, std::size_t& pos, const std::vector<std::size_t>&,
+                          std::size_t&) {
+    return std::move(v[pos++]);
+  }
+};
+
+template <TensorExpr E>
+struct OutTraits<E> : OutTraits<Tensor> {
+  static void flatten(const E& e, std::vector<Tensor>& out, std::vector<std::size_t>&) {
+    out.push_back(Tensor(e));
+  }
+};
+
+template <class X>
+struct OutTraits<std::vector<X>> {
+  using type = std::vector<typename OutTraits<X>::type>;
+  static void flatten(const std::vector<X>& v, std::vector<Tensor>& out,
+                      std::vector<std::size_t>& st) {
+    st.push_back(v.size());
+    for (const X& x : v) OutTraits<X>::flatten(x, out, st);
+  }
+  static type unflatten(std::vector<Tensor>& v, std::size_t& pos,
+                        const std::vector<std::size_t>& st, std::size_t& sp) {
+    const std::size_t n = st.at(sp++);
+    type out;
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) out.push_back(OutTraits<X>::unflatten(v, pos, st, sp));
+    return out;
+  }
+};
+
+template <class X, std::size_t N>
+struct OutTraits<std::array<X, N>> {
+  using type = std::array<typename OutTraits<X>::type, N>;
+  static void flatten(const std::array<X, N>& v, std::vector<Tensor>& out,
+                      std::vector<std::size_t>& st) {
+    for (const X& x : v) OutTraits<X>::flatten(x, out, st);
+  }
+  static type unflatten(std::vector<Tensor>& v, std::size_t& pos,
+                        const std::vector<std::size_t>& st, std::size_t& sp) {
+    type out;
+    for (auto& x : out) x = OutTraits<X>::unflatten(v, pos, st, sp);
+    return out;
+  }
+};
+
+template <class... X>
+struct OutTraits<std::tuple<X...>> {
+  using type = std::tuple<typename OutTraits<X>::type...>;
+  static void flatten(const std::tuple<X...>& v, std::vector<Tensor>& out,
+                      std::vector<std::size_t>& st) {
+    std::apply([&](const auto&... x) { (OutTraits<X>::flatten(x, out, st), ...); }, v);
+  }
+  static type unflatten(std::vector<Tensor>& v, std::size_t& pos,
+                        const std::vector<std::size_t>& st, std::size_t& sp) {
+    return type{OutTraits<X>::unflatten(v, pos, st, sp)...};
+  }
+};
+
+template <class A, class B>
+struct OutTraits<std::pair<A, B>> {
+  using type = std::pair<typename OutTraits<A>::type, typename OutTraits<B>::type>;
+  static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out,
+                      std::vector<std::size_t>& st) {
+    OutTraits<A>::flatten(v.first, out, st);
+    OutTraits<B>::flatten(v.second, out, st);
+  }
+  static type unflatten(std::vector<Tensor>& v, std::size_t& pos,
+                        const std::vector<std::size_t>& st, std::size_t& sp) {
+    auto a = OutTraits<A>::unflatten(v, pos, st, sp);
+    auto b = OutTraits<B>::unflatten(v, pos, st, sp);
+    return type{std::move(a), std::move(b)};
+  }
+};
+
+template <class S>
+requires(std::is_aggregate_v<S> && !TensorExpr<S>) struct OutTraits<S> {
+  using type = S;
+  static void flatten(const S& s, std::vector<Tensor>& out, std::vector<std::size_t>& st) {
+    std::apply(
+        [&](const auto&... f) {
+          (OutTraits<std::remove_cvref_t<decltype(f)>>::flatten(f, out, st), ...);
+        },
+        fields_of(const_cast<S&>(s)));
+  }
+  static S unflatten(std::vector<Tensor>& v, std::size_t& pos, const std::vector<std::size_t>& st,
+                     std::size_t& sp) {
+    using Refs = decltype(fields_of(std::declval<S&>()));
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return S{OutTraits<std::remove_cvref_t<std::tuple_element_t<I, Refs>>>::unflatten(v, pos, st,
+                                                                                        sp)...};
+    }
+    (std::make_index_sequence<std::tuple_size_v<Refs>>{});
+  }
+};
+
+}  // namespace detail
+}  // namespace compiler
+
+/// The callable that ms::jit returns.
+template <class F>
+class Jitted {
+ public:
+  Jitted(F fn, JitConfig cfg)
+      : fn_(std::move(fn)),
+        cache_(std::make_shared<compiler::detail::FunctionCache>(std::move(cfg))) {}
+
+  /// Runs the compiled graph for these arguments, compiling it on a miss.
+  template <class... A>
+  auto operator()(A&&... a) {
+    return call(compiler::detail::materialize(std::forward<A>(a))...);
+  }
+
+  /// Graphs compiled so far (misses).
+  int compile_count() const { return cache_->compile_count(); }
+  /// Graphs held in the cache now.
+  std::size_t cache_size() const { return cache_->size(); }
+  /// The optimized graph of the last call, as text.
+  std::string dump() const { return cache_->dump(); }
+  /// The readable key of the last call.
+  std::string phase() const { return cache_->phase(); }
+
+ private:
+  template <class... A>
+  auto call(const A&... a) {
+    static_assert((compiler::detail::JitArg<std::remove_cvref_t<A>> && ...),
+                  "ms::jit: arguments must be tensors, numbers, ms::Mutable, or vectors / "
+                  "tuples / pairs of these");
+    static_assert(std::is_invocable_v<F&, typename compiler::detail::ArgTraits<A>::traced&...>,
+                  "ms::jit: the function cannot be called with these arguments");
+    using Raw = std::remove_cvref_t<
+        std::invoke_result_t<F&, typename compiler::detail::ArgTraits<A>::traced&...>>;
+    using Out = compiler::detail::OutTraits<Raw>;
+    using R = typename Out::type;
+    if (ops::active_tracer() != nullptr) {  // called inside another trace: inline it
+      std::tuple<typename compiler::detail::ArgTraits<A>::traced...> args{
+          compiler::detail::ArgTraits<A>::inlined(a)...};
+      auto r = std::apply(fn_, args);
+      std::vector<Tensor> flat;
+      std::vector<std::size_t> st;
+      Out::flatten(r, flat, st);
+      std::size_t pos = 0, sp = 0;
+      return Out::unflatten(flat, pos, st, sp);
+    }
+    compiler::detail::KeyBuilder k(false);
+    (compiler::detail::ArgTraits<A>::key(a, k), ...);
+    k.finish();
+    auto phase = [&] {
+      compiler::detail::KeyBuilder p(true);
+      (compiler::detail::ArgTraits<A>::key(a, p), ...);
+      p.finish();
+      return p.phase();
+    };
+    auto trace = [&] {
+      compiler::TraceContext tc;
+      // Braced initialization: arguments become graph inputs left to right.
+      std::tuple<typename compiler::detail::ArgTraits<A>::traced...> args{
+          compiler::detail::ArgTraits<A>::trace(a, tc)...};
+      std::vector<Tensor> flat;
+      std::vector<std::size_t> st;
+      {
+        auto r = std::apply(fn_, args);
+        Out::flatten(r, flat, st);
+      }
+      return compiler::detail::Traced{tc.finish(flat), std::move(st)};
+    };
+    const std::shared_ptr<const compiler::detail::Compiled> c = cache_->get(k.key(), phase, trace);
+    std::vector<Tensor> inputs;
+    (compiler::detail::ArgTraits<A>::flatten(a, inputs), ...);
+    std::vector<Tensor> outs = c->exe->run(inputs);
+    std::size_t pos = 0, sp = 0;
+    return R(Out::unflatten(outs, pos, c->structure, sp));
+  }
+
+  F fn_;
+  std::shared_ptr<compiler::detail::FunctionCache> cache_;
+};
+
+/// Compiles `fn` (a lambda or function object taking tensors as `const auto&`).
+template <class F>
+Jitted<std::decay_t<F>> jit(F&& fn, JitConfig cfg = {}) {
+  return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
+}
+
+}  // namespace ms

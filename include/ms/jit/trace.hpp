@@ -1,0 +1,68 @@
+// ms/jit/trace.hpp — recording a C++ function into an ir::Graph.
+//
+// Stage: jit. A TraceContext is the ops::Tracer of one trace: while it is
+// alive on a thread, every op call (through the op table or an expression
+// template) is recorded as a graph node instead of being computed. Function
+// arguments become symbolic tensors (`add_input`); concrete tensors that the
+// function reads become `Capture` nodes (made before the trace: parameters,
+// bound by identity) or `Const` nodes (made during the trace).
+//
+//   ms::compiler::TraceContext tc;
+//   ms::Tensor x = tc.add_input(ms::float32, {2, 3});
+//   ms::Tensor y = ms::relu(x * 2.f);           // recorded, not computed
+//   ms::ir::Graph g = tc.finish({y});
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/ir/graph.hpp"
+#include "ms/ops/op.hpp"
+
+namespace ms::compiler {
+
+class TraceContext final : public ops::Tracer {
+ public:
+  /// Starts a trace and makes it this thread's active tracer.
+  TraceContext();
+  /// Ends the trace (restores the previous tracer).
+  ~TraceContext() override;
+  TraceContext(const TraceContext&) = delete;
+  TraceContext& operator=(const TraceContext&) = delete;
+
+  /// A new graph input (the next flat argument): a symbolic tensor.
+  Tensor add_input(DType dtype, const Shape& shape, std::string name = {});
+  /// Ends recording: the graph returning `outputs` (symbolic or concrete).
+  /// The context stops being the active tracer.
+  ir::Graph finish(std::span<const Tensor> outputs);
+
+  std::uint32_t trace_id() const override { return id_; }
+  std::vector<Tensor> record(const ops::OpDef& def, std::span<const Tensor> inputs,
+                             const ops::Attrs& attrs) override;
+  Tensor record_elementwise(int op_id, std::span<const ops::EwTraceArg> args) override;
+  void record_assign(const Tensor& dst, const Tensor& src, const char* what) override;
+
+ private:
+  int value_of(const Tensor& t, std::string_view what);
+  Tensor symbolic(int value) const;
+  void deactivate();
+
+  ir::Graph g_;
+  std::uint32_t id_;
+  std::uint64_t first_serial_;  ///< storages with a serial >= this were made during the trace
+  int num_inputs_ = 0;
+  int num_captures_ = 0;
+  bool active_ = false;
+  ops::Tracer* prev_ = nullptr;
+  struct Bound {
+    Tensor tensor;  ///< the concrete tensor
+    int value;      ///< its Capture / Const value
+    int current;    ///< its value now (after Assign nodes: the assigned value)
+  };
+  std::vector<Bound> bound_;
+};
+
+}  // namespace ms::compiler

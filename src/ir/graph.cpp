@@ -1,0 +1,293 @@
+#include "ms/ir/graph.hpp"
+
+#include <sstream>
+
+#include "ms/expr/expr.hpp"
+
+namespace ms::ir {
+
+std::string_view node_kind_name(NodeKind k) {
+  switch (k) {
+    case NodeKind::Input: return "Input";
+    case NodeKind::Capture: return "Capture";
+    case NodeKind::Const: return "Const";
+    case NodeKind::Scalar: return "Scalar";
+    case NodeKind::Op: return "Op";
+    case NodeKind::Fused: return "Fused";
+    case NodeKind::Assign: return "Assign";
+  }
+  return "?";
+}
+
+int Graph::add(Node n, const std::vector<ops::TensorType>& types, bool weak) {
+  const int id = static_cast<int>(nodes.size());
+  n.outputs.clear();
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    n.outputs.push_back(static_cast<int>(values.size()));
+    values.push_back({types[i], id, static_cast<int>(i), weak});
+  }
+  nodes.push_back(std::move(n));
+  return id;
+}
+
+std::size_t Graph::count(NodeKind k) const {
+  std::size_t c = 0;
+  for (const Node& n : nodes) c += n.kind == k;
+  return c;
+}
+
+std::size_t Graph::count_op(std::string_view name) const {
+  std::size_t c = 0;
+  for (const Node& n : nodes) c += n.kind == NodeKind::Op && n.def->name == name;
+  return c;
+}
+
+std::string_view short_dtype_name(DType t) {
+  switch (t) {
+    case DType::Bool: return "bool";
+    case DType::Int4: return "i4";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
+    case DType::Int32: return "i32";
+    case DType::Int64: return "i64";
+    case DType::UInt8: return "u8";
+    case DType::UInt16: return "u16";
+    case DType::UInt32: return "u32";
+    case DType::UInt64: return "u64";
+    case DType::Float16: return "f16";
+    case DType::BFloat16: return "bf16";
+    case DType::Float32: return "f32";
+    case DType::Float64: return "f64";
+    case DType::Complex64: return "c64";
+    case DType::Complex128: return "c128";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string type_str(const ops::TensorType& t) {
+  std::string s(short_dtype_name(t.dtype));
+  s += '[';
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(t.shape[i]);
+  }
+  return s + ']';
+}
+
+// Names values as they are printed: inputs and captures by name, the others
+// by a running number in print order.
+struct Namer {
+  const Graph& g;
+  std::vector<std::string> names;
+  explicit Namer(const Graph& graph) : g(graph), names(graph.values.size()) {
+    int next = 0;
+    for (const Node& n : g.nodes)
+      for (int v : n.outputs)
+        names[static_cast<std::size_t>(v)] =
+            ::ms::detail::str_cat('%', n.name.empty() ? std::to_string(next++) : n.name);
+  }
+  std::string operand(int v) const {
+    const Node& p = g.producer(v);
+    if (p.kind == NodeKind::Scalar) return p.scalar.to_string();
+    return names[static_cast<std::size_t>(v)];
+  }
+};
+
+std::string op_name(const Node& n) {
+  switch (n.kind) {
+    case NodeKind::Op: return ops::ir_name(*n.def);
+    case NodeKind::Fused: {
+      std::string s = "Fused[";
+      for (std::size_t i = 0; i < n.fused->ops.size(); ++i) {
+        if (i) s += ", ";
+        s += n.fused->ops[i];
+      }
+      s += ']';
+      return s;
+    }
+    default: return std::string(node_kind_name(n.kind));
+  }
+}
+
+}  // namespace
+
+std::string to_string(const Graph& g) {
+  const Namer nm(g);
+  std::ostringstream os;
+  auto params = [&](NodeKind k) {
+    std::string s;
+    for (const Node& n : g.nodes)
+      if (n.kind == k) {
+        if (!s.empty()) s += ", ";
+        s += nm.names[static_cast<std::size_t>(n.outputs[0])];
+        s += ": ";
+        s += type_str(g.value(n.outputs[0]).type);
+      }
+    return s;
+  };
+  os << "graph(" << params(NodeKind::Input) << ")";
+  const std::string caps = params(NodeKind::Capture);
+  if (!caps.empty()) os << " captures(" << caps << ")";
+  os << " {\n";
+  for (const Node& n : g.nodes) {
+    if (n.kind == NodeKind::Input || n.kind == NodeKind::Capture || n.kind == NodeKind::Scalar)
+      continue;
+    os << "  ";
+    for (std::size_t i = 0; i < n.outputs.size(); ++i)
+      os << (i ? ", " : "") << nm.names[static_cast<std::size_t>(n.outputs[i])];
+    if (!n.outputs.empty()) os << " = ";
+    os << op_name(n) << "(";
+    std::string in_types;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      os << (i ? ", " : "") << nm.operand(n.inputs[i]);
+      const Value& v = g.value(n.inputs[i]);
+      if (i) in_types += ", ";
+      if (v.weak) {
+        in_types += "weak ";
+        in_types += short_dtype_name(v.type.dtype);
+      } else {
+        in_types += type_str(v.type);
+      }
+    }
+    os << ")";
+    if (n.kind == NodeKind::Op && !n.attrs.items().empty())
+      os << " {" << n.attrs.to_string() << "}";
+    os << " : (" << in_types << ") -> ";
+    if (n.outputs.size() != 1) os << "(";
+    for (std::size_t i = 0; i < n.outputs.size(); ++i)
+      os << (i ? ", " : "") << type_str(g.value(n.outputs[i]).type);
+    if (n.outputs.size() != 1) os << ")";
+    os << "\n";
+  }
+  os << "  return ";
+  for (std::size_t i = 0; i < g.outputs.size(); ++i)
+    os << (i ? ", " : "") << nm.operand(g.outputs[i]);
+  os << "\n}\n";
+  return os.str();
+}
+
+ops::TensorType infer_elementwise(int ew_id, std::span<const Value> operands,
+                                  std::span<const ms::Scalar> scalars) {
+  expr::Lowering L;
+  expr::Lowered lo[3];
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Value& v = operands[i];
+    if (v.weak) {
+      lo[i].is_scalar = true;
+      lo[i].value = scalars[i];
+      lo[i].dtype = v.type.dtype;
+      lo[i].reg_type = v.type.dtype;
+      continue;
+    }
+    lo[i].dtype = v.type.dtype;
+    lo[i].reg_type = kernels::ew_register_type(v.type.dtype, ops::ew_op_info(ew_id).name);
+    lo[i].shape = v.type.shape;
+    lo[i].reg = L.builder.load(static_cast<int>(i), lo[i].reg_type);
+  }
+  const expr::Lowered r =
+      expr::lower_apply(L, ew_id, std::span<const expr::Lowered>(lo, operands.size()));
+  return {r.dtype, r.shape};
+}
+
+void verify(const Graph& g, std::string_view stage) {
+  std::vector<int> defined_at(g.values.size(), -1);
+  std::vector<bool> arg_seen;
+  auto fail = [&](std::size_t node, const auto&... msg) {
+    ::ms::detail::raise<ValueError>(stage, ": node ", node, " (",
+                                    node_kind_name(g.nodes[node].kind), "): ", msg...);
+  };
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    for (int v : n.inputs) {
+      if (v < 0 || static_cast<std::size_t>(v) >= g.values.size())
+        fail(i, "input value ", v, " does not exist");
+      if (defined_at[static_cast<std::size_t>(v)] < 0)
+        fail(i, "reads value ", v, " before it is defined");
+    }
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+      const int v = n.outputs[k];
+      if (v < 0 || static_cast<std::size_t>(v) >= g.values.size())
+        fail(i, "output value ", v, " does not exist");
+      const Value& val = g.value(v);
+      if (val.node != static_cast<int>(i) || val.index != static_cast<int>(k))
+        fail(i, "output value ", v, " names another producer");
+      if (defined_at[static_cast<std::size_t>(v)] >= 0) fail(i, "value ", v, " is defined twice");
+      defined_at[static_cast<std::size_t>(v)] = static_cast<int>(i);
+    }
+    auto one_output = [&] {
+      if (n.outputs.size() != 1) fail(i, "has ", n.outputs.size(), " outputs, expected 1");
+    };
+    switch (n.kind) {
+      case NodeKind::Input:
+        one_output();
+        if (!n.inputs.empty() || n.arg_index < 0) fail(i, "bad input node");
+        break;
+      case NodeKind::Capture:
+      case NodeKind::Const: {
+        one_output();
+        if (!n.tensor.defined() || n.tensor.is_symbolic()) fail(i, "holds no concrete tensor");
+        const ops::TensorType& t = g.value(n.outputs[0]).type;
+        if (t.dtype != n.tensor.dtype() || t.shape != n.tensor.shape())
+          fail(i, "value type differs from the bound tensor");
+        break;
+      }
+      case NodeKind::Scalar:
+        one_output();
+        if (!g.value(n.outputs[0]).weak) fail(i, "scalar value not marked weak");
+        break;
+      case NodeKind::Op: {
+        if (n.def == nullptr) fail(i, "has no op");
+        const int k = static_cast<int>(n.inputs.size());
+        if (k < n.def->min_inputs || (n.def->max_inputs >= 0 && k > n.def->max_inputs))
+          fail(i, n.def->name, " has ", k, " inputs");
+        std::vector<ops::TensorType> out;
+        if (n.ew_id >= 0) {
+          std::vector<Value> vals;
+          std::vector<ms::Scalar> sc;
+          for (int v : n.inputs) {
+            vals.push_back(g.value(v));
+            sc.push_back(g.producer(v).scalar);
+          }
+          out.push_back(infer_elementwise(n.ew_id, vals, sc));
+        } else {
+          std::vector<ops::TensorType> in;
+          for (int v : n.inputs) {
+            if (g.value(v).weak) fail(i, n.def->name, " reads a weak scalar");
+            in.push_back(g.value(v).type);
+          }
+          out = n.def->infer(in, n.attrs);
+        }
+        if (out.size() != n.outputs.size()) fail(i, n.def->name, " has the wrong output count");
+        for (std::size_t k2 = 0; k2 < out.size(); ++k2)
+          if (!(out[k2] == g.value(n.outputs[k2]).type))
+            fail(i, n.def->name, " output ", k2, " type ", type_str(g.value(n.outputs[k2]).type),
+                 " differs from the inferred ", type_str(out[k2]));
+        break;
+      }
+      case NodeKind::Fused:
+        one_output();
+        if (!n.fused) fail(i, "has no program");
+        for (int v : n.inputs)
+          if (g.value(v).weak) fail(i, "fused region reads a weak scalar as an input");
+        if (n.fused->program.dtype != g.value(n.outputs[0]).type.dtype)
+          fail(i, "program dtype differs from its value");
+        break;
+      case NodeKind::Assign:
+        if (n.inputs.size() != 2 || !n.outputs.empty()) fail(i, "needs 2 inputs and no output");
+        if (g.producer(n.inputs[0]).kind != NodeKind::Capture)
+          fail(i, "writes into a non-captured value");
+        if (!(g.value(n.inputs[0]).type == g.value(n.inputs[1]).type))
+          fail(i, "value type differs from the destination");
+        break;
+    }
+  }
+  for (int v : g.outputs)
+    if (v < 0 || static_cast<std::size_t>(v) >= g.values.size() ||
+        defined_at[static_cast<std::size_t>(v)] < 0 || g.value(v).weak)
+      ::ms::detail::raise<ValueError>(stage, ": graph output ", v,
+                                      " is not a defined tensor value");
+}
+
+}  // namespace ms::ir

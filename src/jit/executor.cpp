@@ -1,0 +1,306 @@
+// The executor of compiled graphs and its memory plan.
+//
+// Memory plan by record and replay: a frame's first run installs a
+// StorageSource that only records each storage allocation's size and
+// lifetime (allocation and release times on one clock). After the run the
+// blocks that died during the run are packed into one arena (greedy, largest
+// first, a block may share bytes only with blocks whose lifetimes are
+// disjoint); blocks still alive at the end (outputs, or views of them) stay
+// system allocations. Later runs serve the i-th allocation from its planned
+// offset when its size matches and no block sharing its bytes is alive, else
+// from the system, so a replay that differs from the recording stays correct.
+#include <algorithm>
+#include <mutex>
+
+#include "ms/jit/compile.hpp"
+
+namespace ms::compiler {
+namespace {
+
+class PlannedSource final : public StorageSource {
+ public:
+  std::byte* acquire(std::int64_t nbytes, std::int64_t& token) override {
+    token = next_++;
+    if (recording_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back({nbytes, clock_++, -1});
+      return nullptr;
+    }
+    const auto i = static_cast<std::size_t>(token);
+    if (i >= blocks_.size() || blocks_[i].offset < 0 || blocks_[i].nbytes != nbytes) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_[i]) return nullptr;
+    for (int j : blocks_[i].conflicts)
+      if (live_[static_cast<std::size_t>(j)]) return nullptr;
+    live_[i] = 1;
+    return arena_->data() + blocks_[i].offset;
+  }
+
+  void release(std::int64_t token, bool from_source) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (from_source) {
+      live_[static_cast<std::size_t>(token)] = 0;
+    } else if (recording_ && static_cast<std::size_t>(token) < events_.size()) {
+      events_[static_cast<std::size_t>(token)].freed = clock_++;
+    }
+  }
+
+  void begin_run() { next_ = 0; }
+
+  /// Ends the recording run and plans the arena. Returns the arena bytes.
+  std::int64_t plan() {
+    std::vector<Event> ev;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      recording_ = false;
+      ev = events_;
+    }
+    blocks_.assign(ev.size(), Block{});
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < ev.size(); ++i) {
+      blocks_[i].nbytes = ev[i].nbytes;
+      if (ev[i].freed >= 0) idx.push_back(i);  // died during the run: plannable
+    }
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return ev[a].nbytes != ev[b].nbytes ? ev[a].nbytes > ev[b].nbytes : a < b;
+    });
+    auto rounded = [](std::int64_t n) { return std::max<std::int64_t>(64, (n + 63) / 64 * 64); };
+    std::int64_t total = 0;
+    std::vector<std::size_t> placed;
+    for (std::size_t i : idx) {
+      // Lowest offset not overlapping any placed block that is alive at the same time.
+      std::vector<std::pair<std::int64_t, std::int64_t>> busy;
+      for (std::size_t j : placed)
+        if (ev[i].alloc < ev[j].freed && ev[j].alloc < ev[i].freed)
+          busy.emplace_back(blocks_[j].offset, blocks_[j].offset + rounded(ev[j].nbytes));
+      std::sort(busy.begin(), busy.end());
+      std::int64_t off = 0;
+      for (const auto& [lo, hi] : busy) {
+        if (off + rounded(ev[i].nbytes) <= lo) break;
+        off = std::max(off, hi);
+      }
+      blocks_[i].offset = off;
+      total = std::max(total, off + rounded(ev[i].nbytes));
+      placed.push_back(i);
+    }
+    for (std::size_t i : placed)
+      for (std::size_t j : placed)
+        if (i != j && blocks_[i].offset < blocks_[j].offset + rounded(ev[j].nbytes) &&
+            blocks_[j].offset < blocks_[i].offset + rounded(ev[i].nbytes))
+          blocks_[i].conflicts.push_back(static_cast<int>(j));
+    live_.assign(blocks_.size(), 0);
+    planned_ = static_cast<std::int64_t>(placed.size());
+    if (total > 0) arena_ = Storage::allocate(total, "jit memory plan");
+    return total;
+  }
+
+  std::int64_t planned() const { return planned_; }
+  bool recording() const { return recording_; }
+
+ private:
+  struct Event {
+    std::int64_t nbytes;
+    std::int64_t alloc;
+    std::int64_t freed;
+  };
+  struct Block {
+    std::int64_t nbytes = 0;
+    std::int64_t offset = -1;  ///< -1: served by the system
+    std::vector<int> conflicts;
+  };
+  std::mutex mu_;
+  bool recording_ = true;
+  std::int64_t next_ = 0;
+  std::int64_t clock_ = 0;
+  std::int64_t planned_ = 0;
+  std::vector<Event> events_;
+  std::vector<Block> blocks_;
+  std::vector<char> live_;
+  std::shared_ptr<Storage> arena_;
+};
+
+// Restores the thread's previous storage source.
+struct SourceScope {
+  std::shared_ptr<StorageSource> prev;
+  explicit SourceScope(std::shared_ptr<StorageSource> s) : prev(set_storage_source(std::move(s))) {}
+  ~SourceScope() { set_storage_source(std::move(prev)); }
+  SourceScope(const SourceScope&) = delete;
+  SourceScope& operator=(const SourceScope&) = delete;
+};
+
+}  // namespace
+
+struct Executable::Step {
+  enum class Kind : std::uint8_t { Op, Fused, Assign } kind = Kind::Op;
+  const ops::OpDef* def = nullptr;
+  ops::Attrs attrs;
+  std::shared_ptr<const ir::FusedRegion> region;
+  std::vector<int> in, out;
+  std::vector<int> release;  ///< values dead after this step
+};
+
+struct Executable::Frame {
+  std::vector<Tensor> vals;
+  std::vector<Tensor> scratch;
+  std::vector<const Tensor*> ptrs;
+  std::shared_ptr<PlannedSource> source = std::make_shared<PlannedSource>();
+};
+
+Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
+  const ir::Graph& G = graph_;
+  std::vector<int> last_use(G.values.size(), -1);
+  std::vector<bool> keep(G.values.size(), false);  // bound for the frame's life or returned
+  for (int v : G.outputs) keep[static_cast<std::size_t>(v)] = true;
+  for (std::size_t i = 0; i < G.nodes.size(); ++i) {
+    const ir::Node& n = G.nodes[i];
+    switch (n.kind) {
+      case ir::NodeKind::Input: {
+        const auto a = static_cast<std::size_t>(n.arg_index);
+        if (input_values_.size() <= a) input_values_.resize(a + 1, -1);
+        input_values_[a] = n.outputs[0];
+        break;
+      }
+      case ir::NodeKind::Capture:
+      case ir::NodeKind::Const: keep[static_cast<std::size_t>(n.outputs[0])] = true; break;
+      case ir::NodeKind::Scalar: break;
+      case ir::NodeKind::Op:
+      case ir::NodeKind::Fused:
+      case ir::NodeKind::Assign: {
+        Step s;
+        s.in = n.inputs;
+        s.out = n.outputs;
+        if (n.kind == ir::NodeKind::Assign) {
+          s.kind = Step::Kind::Assign;
+        } else if (n.kind == ir::NodeKind::Fused) {
+          s.kind = Step::Kind::Fused;
+          s.region = n.fused;
+        } else if (n.ew_id >= 0) {  // an unfused elementwise op: a region of one
+          s.kind = Step::Kind::Fused;
+          const int id = static_cast<int>(i);
+          s.region = build_region(G, std::span<const int>(&id, 1), s.in);
+        } else {
+          s.def = n.def;
+          s.attrs = n.attrs;
+        }
+        for (int v : s.in) last_use[static_cast<std::size_t>(v)] = static_cast<int>(steps_.size());
+        steps_.push_back(std::move(s));
+        break;
+      }
+    }
+  }
+  for (std::size_t v = 0; v < G.values.size(); ++v)
+    if (last_use[v] >= 0 && !keep[v])
+      steps_[static_cast<std::size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+}
+
+Executable::~Executable() = default;
+
+std::unique_ptr<Executable::Frame> Executable::take_frame() const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_frames_.empty()) {
+      auto f = std::move(free_frames_.back());
+      free_frames_.pop_back();
+      return f;
+    }
+  }
+  auto f = std::make_unique<Frame>();
+  f->vals.resize(graph_.values.size());
+  for (const ir::Node& n : graph_.nodes)
+    if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
+      f->vals[static_cast<std::size_t>(n.outputs[0])] = n.tensor;
+  return f;
+}
+
+void Executable::give_frame(std::unique_ptr<Frame> f) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_frames_.push_back(std::move(f));
+}
+
+std::int64_t Executable::arena_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arena_bytes_;
+}
+
+std::int64_t Executable::planned_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return planned_;
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
+  MS_CHECK(inputs.size() == input_values_.size(), ValueError, "jit: the graph takes ",
+           input_values_.size(), " tensor inputs, got ", inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const ops::TensorType& t = graph_.value(input_values_[i]).type;
+    MS_CHECK(inputs[i].defined() && !inputs[i].is_symbolic(), ValueError, "jit: input ", i,
+             " is not a concrete tensor");
+    MS_CHECK(inputs[i].dtype() == t.dtype && inputs[i].shape() == t.shape, ShapeError,
+             "jit: input ", i, " has type ", inputs[i].dtype(), inputs[i].shape(),
+             " but the graph was compiled for ", t.dtype, t.shape);
+  }
+  std::unique_ptr<Frame> f = take_frame();
+  std::vector<Tensor> outs;
+  {
+    f->source->begin_run();
+    SourceScope scope(f->source);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      f->vals[static_cast<std::size_t>(input_values_[i])] = inputs[i];
+    try {
+      for (const Step& s : steps_) {
+        switch (s.kind) {
+          case Step::Kind::Fused: {
+            f->ptrs.clear();
+            for (int v : s.in) f->ptrs.push_back(&f->vals[static_cast<std::size_t>(v)]);
+            f->vals[static_cast<std::size_t>(s.out[0])] =
+                kernels::ew_eval(s.region->program, f->ptrs);
+            break;
+          }
+          case Step::Kind::Op: {
+            f->scratch.clear();
+            for (int v : s.in) f->scratch.push_back(f->vals[static_cast<std::size_t>(v)]);
+            std::vector<Tensor> r = s.def->eval(f->scratch, s.attrs);
+            f->scratch.clear();  // holds no input past its step
+            for (std::size_t k = 0; k < s.out.size(); ++k)
+              f->vals[static_cast<std::size_t>(s.out[k])] = std::move(r[k]);
+            break;
+          }
+          case Step::Kind::Assign:
+            f->vals[static_cast<std::size_t>(s.in[0])].copy_(
+                f->vals[static_cast<std::size_t>(s.in[1])]);
+            break;
+        }
+        for (int v : s.release) f->vals[static_cast<std::size_t>(v)] = Tensor();
+      }
+      outs.reserve(graph_.outputs.size());
+      for (int v : graph_.outputs) {
+        // A constant is returned as a copy: the caller may write into it.
+        const bool constant = graph_.producer(v).kind == ir::NodeKind::Const;
+        outs.push_back(constant ? f->vals[static_cast<std::size_t>(v)].clone()
+                                : f->vals[static_cast<std::size_t>(v)]);
+      }
+    } catch (...) {
+      for (std::size_t v = 0; v < graph_.values.size(); ++v)
+        if (graph_.producer(static_cast<int>(v)).kind != ir::NodeKind::Capture &&
+            graph_.producer(static_cast<int>(v)).kind != ir::NodeKind::Const)
+          f->vals[v] = Tensor();
+      throw;
+    }
+    // Drop everything but the bound tensors, so that the frame keeps nothing alive.
+    for (int v : input_values_) f->vals[static_cast<std::size_t>(v)] = Tensor();
+    for (int v : graph_.outputs) {
+      const ir::NodeKind k = graph_.producer(v).kind;
+      if (k != ir::NodeKind::Capture && k != ir::NodeKind::Const)
+        f->vals[static_cast<std::size_t>(v)] = Tensor();
+    }
+  }
+  if (f->source->recording()) {
+    const std::int64_t bytes = f->source->plan();
+    std::lock_guard<std::mutex> lock(mu_);
+    arena_bytes_ = bytes;
+    planned_ = f->source->planned();
+  }
+  give_frame(std::move(f));
+  return outs;
+}
+
+}  // namespace ms::compiler

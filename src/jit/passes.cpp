@@ -1,0 +1,395 @@
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <numeric>
+#include <unordered_map>
+
+#include "ms/expr/expr.hpp"
+#include "ms/jit/compile.hpp"
+
+namespace ms::compiler {
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::NodeKind;
+
+bool is_ew(const Node& n) { return n.kind == NodeKind::Op && n.ew_id >= 0; }
+
+// Rebuilds `g` from the nodes `order` (old ids, each once, a valid order),
+// reading every value through `repl` (old value -> the old value that replaces
+// it, -1 for itself). Values are renumbered densely.
+Graph rebuild(const Graph& g, const std::vector<int>& order, const std::vector<int>& repl) {
+  auto resolve = [&](int v) {
+    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
+    return v;
+  };
+  std::vector<int> map(g.values.size(), -1);
+  Graph out;
+  for (int id : order) {
+    Node n = g.nodes[static_cast<std::size_t>(id)];
+    for (int& v : n.inputs) {
+      v = map[static_cast<std::size_t>(resolve(v))];
+      MS_ASSERT(v >= 0);
+    }
+    std::vector<ops::TensorType> types;
+    bool weak = false;
+    for (int v : n.outputs) {
+      types.push_back(g.value(v).type);
+      weak = g.value(v).weak;
+    }
+    const std::vector<int> old_outputs = n.outputs;
+    const int nid = out.add(std::move(n), types, weak);
+    for (std::size_t k = 0; k < old_outputs.size(); ++k)
+      map[static_cast<std::size_t>(old_outputs[k])] =
+          out.nodes[static_cast<std::size_t>(nid)].outputs[k];
+  }
+  for (int v : g.outputs) out.outputs.push_back(map[static_cast<std::size_t>(resolve(v))]);
+  return out;
+}
+
+std::vector<int> identity_order(const Graph& g) {
+  std::vector<int> o(g.nodes.size());
+  std::iota(o.begin(), o.end(), 0);
+  return o;
+}
+
+// consumers[v] = nodes reading value v.
+std::vector<std::vector<int>> consumers_of(const Graph& g) {
+  std::vector<std::vector<int>> c(g.values.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (int v : g.nodes[i].inputs) c[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
+  return c;
+}
+
+void check(const Graph& g, const CompileOptions& o, std::string_view pass) {
+  if (o.verify) ir::verify(g, pass);
+}
+
+}  // namespace
+
+void eliminate_dead_code(Graph& g) {
+  std::vector<bool> live(g.nodes.size(), false);
+  std::vector<int> stack;
+  auto mark_value = [&](int v) { stack.push_back(g.value(v).node); };
+  for (int v : g.outputs) mark_value(v);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].kind == NodeKind::Assign || g.nodes[i].kind == NodeKind::Input)
+      stack.push_back(static_cast<int>(i));
+  while (!stack.empty()) {
+    const int n = stack.back();
+    stack.pop_back();
+    if (live[static_cast<std::size_t>(n)]) continue;
+    live[static_cast<std::size_t>(n)] = true;
+    for (int v : g.nodes[static_cast<std::size_t>(n)].inputs) mark_value(v);
+  }
+  std::vector<int> order;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (live[i]) order.push_back(static_cast<int>(i));
+  if (order.size() == g.nodes.size()) return;
+  g = rebuild(g, order, std::vector<int>(g.values.size(), -1));
+}
+
+void eliminate_common_subexpressions(Graph& g) {
+  std::vector<int> repl(g.values.size(), -1);
+  auto resolve = [&](int v) {
+    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
+    return v;
+  };
+  std::unordered_map<std::string, int> seen;  // key -> node
+  bool changed = false;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::string key;
+    switch (n.kind) {
+      case NodeKind::Op:
+        key = ::ms::detail::str_cat("op:", n.def->name, ":", n.attrs.to_string());
+        break;
+      case NodeKind::Scalar:
+        key = ::ms::detail::str_cat("scalar:", static_cast<int>(n.scalar.kind()), ":",
+                                    n.scalar.to_string());
+        break;
+      case NodeKind::Const:
+        // The same tensor bound twice (captures are already unique).
+        key = ::ms::detail::str_cat("const:", static_cast<const void*>(n.tensor.storage().get()),
+                                    ":", n.tensor.offset(), ":", n.tensor.shape(), ":",
+                                    Shape(n.tensor.strides()), ":", n.tensor.dtype());
+        break;
+      default: continue;  // inputs, captures, fused regions, side effects stay
+    }
+    for (int v : n.inputs) key += ::ms::detail::str_cat(",", resolve(v));
+    auto [it, fresh] = seen.emplace(std::move(key), static_cast<int>(i));
+    if (fresh) continue;
+    const Node& first = g.nodes[static_cast<std::size_t>(it->second)];
+    for (std::size_t k = 0; k < n.outputs.size(); ++k)
+      repl[static_cast<std::size_t>(n.outputs[k])] = first.outputs[k];
+    changed = true;
+  }
+  if (!changed) return;
+  g = rebuild(g, identity_order(g), repl);
+  eliminate_dead_code(g);
+}
+
+std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const int> members,
+                                              std::vector<int>& leaves) {
+  auto region = std::make_shared<ir::FusedRegion>();
+  expr::Lowering L;
+  std::unordered_map<int, expr::Lowered> lowered;  // value -> its register
+  leaves.clear();
+  auto operand = [&](int v) -> expr::Lowered {
+    if (auto it = lowered.find(v); it != lowered.end()) return it->second;
+    const ir::Value& val = g.value(v);
+    expr::Lowered lo;
+    lo.dtype = val.type.dtype;
+    if (val.weak) {
+      lo.is_scalar = true;
+      lo.value = g.producer(v).scalar;
+      lo.reg_type = lo.dtype;
+    } else {
+      lo.reg_type = kernels::ew_register_type(val.type.dtype, "fused region");
+      lo.shape = val.type.shape;
+      lo.reg = L.builder.load(static_cast<int>(leaves.size()), lo.reg_type);
+      leaves.push_back(v);
+    }
+    lowered.emplace(v, lo);
+    return lo;
+  };
+  expr::Lowered root;
+  for (int id : members) {
+    const Node& n = g.nodes[static_cast<std::size_t>(id)];
+    MS_ASSERT(is_ew(n));
+    expr::Lowered ops_in[3];
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) ops_in[k] = operand(n.inputs[k]);
+    root = expr::lower_apply(L, n.ew_id, std::span<const expr::Lowered>(ops_in, n.inputs.size()));
+    lowered[n.outputs[0]] = root;
+    region->ops.push_back(ops::ir_name(*n.def));
+  }
+  const ir::Value& out = g.value(g.nodes[static_cast<std::size_t>(members.back())].outputs[0]);
+  region->program = L.builder.finish(root.reg, out.type.shape, out.type.dtype);
+  return region;
+}
+
+void fold_constants(Graph& g) {
+  bool changed = false;
+  for (Node& n : g.nodes) {
+    if (n.kind != NodeKind::Op || n.outputs.size() != 1) continue;
+    bool all_const = !n.inputs.empty(), any_tensor = false;
+    for (int v : n.inputs) {
+      const NodeKind k = g.producer(v).kind;
+      all_const &= k == NodeKind::Const || k == NodeKind::Scalar;
+      any_tensor |= k == NodeKind::Const;
+    }
+    if (!all_const || !any_tensor) continue;
+    Tensor value;
+    if (is_ew(n)) {
+      std::vector<int> leaves;
+      const int id = g.value(n.outputs[0]).node;
+      const auto region = build_region(g, std::span<const int>(&id, 1), leaves);
+      std::vector<const Tensor*> in;
+      for (int v : leaves) in.push_back(&g.producer(v).tensor);
+      value = kernels::ew_eval(region->program, in);
+    } else {
+      std::vector<Tensor> in;
+      for (int v : n.inputs) in.push_back(g.producer(v).tensor);
+      value = n.def->eval(in, n.attrs)[0];
+    }
+    n.kind = NodeKind::Const;
+    n.tensor = value;
+    n.inputs.clear();
+    n.def = nullptr;
+    n.ew_id = -1;
+    n.attrs = {};
+    changed = true;
+  }
+  if (changed) eliminate_dead_code(g);
+}
+
+void simplify(Graph& g) {
+  std::vector<int> repl(g.values.size(), -1);
+  auto resolve = [&](int v) {
+    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
+    return v;
+  };
+  auto scalar_is = [&](int v, double x) {
+    const Node& p = g.producer(v);
+    if (p.kind != NodeKind::Scalar) return false;
+    const auto k = p.scalar.kind();
+    return (k == ScalarKind::Int || k == ScalarKind::Float) && p.scalar.to<double>() == x;
+  };
+  // A graph output is never replaced by a leaf (input, capture, constant): the
+  // caller would get an alias of it instead of a new tensor.
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  bool changed = false;
+  for (Node& n : g.nodes) {
+    if (n.kind != NodeKind::Op || n.outputs.size() != 1) continue;
+    for (int& v : n.inputs) v = resolve(v);
+    const int out = n.outputs[0];
+    const ops::TensorType& ot = g.value(out).type;
+    int same = -1;  // the input that the node's value equals
+    const std::string_view name = n.def->name;
+    const auto& in = n.inputs;
+    if (is_ew(n) && in.size() == 2) {
+      if ((name == "mul" && scalar_is(in[1], 1)) || (name == "div" && scalar_is(in[1], 1)) ||
+          (name == "add" && scalar_is(in[1], 0)) || (name == "sub" && scalar_is(in[1], 0)))
+        same = in[0];
+      else if ((name == "mul" && scalar_is(in[0], 1)) || (name == "add" && scalar_is(in[0], 0)))
+        same = in[1];
+    } else if (is_ew(n) && name == "neg") {
+      const Node& p = g.producer(in[0]);
+      if (p.kind == NodeKind::Op && p.def->name == "neg") same = resolve(p.inputs[0]);
+    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" || name == "flatten" ||
+               name == "contiguous") {
+      same = in[0];
+    } else if ((name == "transpose" || name == "permute") && in.size() == 1) {
+      if (name == "transpose" &&
+          n.attrs.get<std::int64_t>("axis0", name) == n.attrs.get<std::int64_t>("axis1", name))
+        same = in[0];
+    }
+    if (same >= 0 && is_output[static_cast<std::size_t>(out)] && g.producer(same).inputs.empty())
+      same = -1;
+    if (same >= 0 && !g.value(same).weak && g.value(same).type == ot) {
+      repl[static_cast<std::size_t>(out)] = same;
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  g = rebuild(g, identity_order(g), repl);
+  eliminate_dead_code(g);
+}
+
+void fuse_elementwise(Graph& g) {
+  const auto consumers = consumers_of(g);
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  // region[i]: the node id of the region's root that node i belongs to (-1: none).
+  std::vector<int> region(g.nodes.size(), -1);
+  std::vector<std::vector<int>> members(g.nodes.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (!is_ew(n)) continue;
+    const int id = static_cast<int>(i);
+    region[i] = id;
+    std::vector<int> m;
+    for (int v : n.inputs) {
+      const int p = g.value(v).node;
+      const Node& pn = g.nodes[static_cast<std::size_t>(p)];
+      if (!is_ew(pn) || region[static_cast<std::size_t>(p)] != p) continue;
+      if (consumers[static_cast<std::size_t>(v)].size() != 1 ||
+          is_output[static_cast<std::size_t>(v)])
+        continue;
+      // Absorb the producer's region (a tree rooted at p) into this one.
+      for (int q : members[static_cast<std::size_t>(p)]) region[static_cast<std::size_t>(q)] = id;
+      m.insert(m.end(), members[static_cast<std::size_t>(p)].begin(),
+               members[static_cast<std::size_t>(p)].end());
+      members[static_cast<std::size_t>(p)].clear();
+    }
+    m.push_back(id);
+    std::sort(m.begin(), m.end());
+    members[i] = std::move(m);
+  }
+  bool any = false;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (region[i] == static_cast<int>(i) && members[i].size() > 1) any = true;
+  if (!any) return;
+  // Replace each multi-op region's root by a Fused node; members become dead.
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (region[i] != static_cast<int>(i) || members[i].size() < 2) continue;
+    std::vector<int> leaves;
+    auto fused = build_region(g, members[i], leaves);
+    Node& n = g.nodes[i];
+    n.kind = NodeKind::Fused;
+    n.fused = std::move(fused);
+    n.inputs = leaves;
+    n.def = nullptr;
+    n.ew_id = -1;
+    n.attrs = {};
+  }
+  // Members other than roots are now unread: but they precede their roots and
+  // are still valid nodes; dead-code elimination drops them.
+  eliminate_dead_code(g);
+}
+
+void order_nodes(Graph& g, std::string_view exec_order) {
+  MS_CHECK(exec_order == "bfs" || exec_order == "dfs", ValueError,
+           "jit: exec_order must be \"bfs\" or \"dfs\", got \"", exec_order, "\"");
+  const std::size_t n = g.nodes.size();
+  std::vector<int> order;
+  std::vector<bool> placed(n, false);
+  // Leaves (inputs, captures, constants, scalars) first, in their order.
+  for (std::size_t i = 0; i < n; ++i)
+    if (g.nodes[i].inputs.empty() && g.nodes[i].kind != NodeKind::Assign) {
+      order.push_back(static_cast<int>(i));
+      placed[i] = true;
+    }
+  std::vector<int> assigns;
+  for (std::size_t i = 0; i < n; ++i)
+    if (g.nodes[i].kind == NodeKind::Assign) assigns.push_back(static_cast<int>(i));
+  if (exec_order == "bfs") {
+    // Kahn's algorithm with a FIFO queue: level by level.
+    const auto consumers = consumers_of(g);
+    std::vector<int> pending(n, 0);
+    std::deque<int> ready;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (placed[i] || g.nodes[i].kind == NodeKind::Assign) continue;
+      for (int v : g.nodes[i].inputs)
+        pending[i] += !placed[static_cast<std::size_t>(g.value(v).node)];
+      if (pending[i] == 0) ready.push_back(static_cast<int>(i));
+    }
+    auto release = [&](int id) {
+      for (int v : g.nodes[static_cast<std::size_t>(id)].outputs)
+        for (int c : consumers[static_cast<std::size_t>(v)])
+          if (g.nodes[static_cast<std::size_t>(c)].kind != NodeKind::Assign &&
+              --pending[static_cast<std::size_t>(c)] == 0)
+            ready.push_back(c);
+    };
+    while (!ready.empty()) {
+      const int id = ready.front();
+      ready.pop_front();
+      order.push_back(id);
+      placed[static_cast<std::size_t>(id)] = true;
+      release(id);
+    }
+  } else {
+    // Depth first from each output (then each update), children before parents.
+    std::function<void(int)> visit = [&](int id) {
+      if (placed[static_cast<std::size_t>(id)]) return;
+      placed[static_cast<std::size_t>(id)] = true;
+      for (int v : g.nodes[static_cast<std::size_t>(id)].inputs) visit(g.value(v).node);
+      order.push_back(id);
+    };
+    for (int v : g.outputs) visit(g.value(v).node);
+    for (int a : assigns)
+      for (int v : g.nodes[static_cast<std::size_t>(a)].inputs) visit(g.value(v).node);
+    for (std::size_t i = 0; i < n; ++i)
+      if (g.nodes[i].kind != NodeKind::Assign) visit(static_cast<int>(i));
+  }
+  // Updates last, in trace order: every read of a parameter's old value precedes them.
+  order.insert(order.end(), assigns.begin(), assigns.end());
+  MS_ASSERT(order.size() == n);
+  g = rebuild(g, order, std::vector<int>(g.values.size(), -1));
+}
+
+void optimize(Graph& g, const CompileOptions& o) {
+  MS_CHECK(o.jit_level == "O0" || o.jit_level == "O1", ValueError,
+           "jit: jit_level must be \"O0\" or \"O1\", got \"", o.jit_level, "\"");
+  check(g, o, "trace");
+  eliminate_dead_code(g);
+  check(g, o, "dead-code elimination");
+  if (o.jit_level == "O1") {
+    eliminate_common_subexpressions(g);
+    check(g, o, "common-subexpression elimination");
+    simplify(g);
+    check(g, o, "algebraic simplification");
+    fold_constants(g);
+    check(g, o, "constant folding");
+    eliminate_common_subexpressions(g);
+    check(g, o, "common-subexpression elimination");
+    fuse_elementwise(g);
+    check(g, o, "elementwise fusion");
+  }
+  order_nodes(g, o.exec_order);
+  check(g, o, "execution order");
+}
+
+}  // namespace ms::compiler

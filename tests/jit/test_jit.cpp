@@ -1,0 +1,226 @@
+// ms::jit: eager and jitted results agree, the compile key and cache, memory
+// planning, captured tensors and in-place updates, errors at trace time.
+#include <doctest/doctest.h>
+
+#include <ms/ms.hpp>
+#include <random>
+#include <thread>
+
+using namespace ms;
+
+namespace {
+Tensor rand_t(const Shape& s, unsigned seed, DType dt = float32) {
+  std::mt19937 rng(seed);
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+  for (double& x : v) x = std::uniform_real_distribution<double>(-2, 2)(rng);
+  return from_vector(v, s).to(dt);
+}
+const JitConfig kTest{.verify = true};
+}  // namespace
+
+TEST_SUITE("jit") {
+  TEST_CASE("a jitted chain equals the eager one and compiles once per signature") {
+    const Tensor b = rand_t({3}, 2);
+    auto fn = [&](const auto& x) { return relu(x * 2.f + b) * 0.5f - x; };
+    auto f = jit(fn, kTest);
+    const Tensor x = rand_t({4, 3}, 1);
+    const Tensor want = fn(x);
+    CHECK(allclose(f(x), want, 0, 0));
+    CHECK(allclose(f(x), want, 0, 0));
+    CHECK(f.compile_count() == 1);
+    CHECK(f(rand_t({5, 3}, 3)).shape() == Shape{5, 3});  // new shape: new graph
+    CHECK(f.compile_count() == 2);
+    const Tensor x64 = x.to(float64);
+    CHECK(allclose(f(x64), fn(x64), 0, 0));  // new dtype: new graph
+    CHECK(f.compile_count() == 3);
+    CHECK(f.cache_size() == 3);
+    CHECK(f.phase().find("f64[4,3]") != std::string::npos);
+  }
+
+  TEST_CASE("O1 fuses the elementwise chain into one region; O0 does not") {
+    const Tensor x = rand_t({8, 8}, 1), y = rand_t({8, 8}, 2);
+    auto fn = [](const auto& a, const auto& b) { return ms::tanh(a * b + 1.f) - a; };
+    auto f1 = jit(fn, kTest);
+    auto f0 = jit(fn, {.jit_level = "O0", .verify = true});
+    CHECK(allclose(f1(x, y), fn(x, y), 0, 0));
+    CHECK(allclose(f0(x, y), fn(x, y), 1e-6, 1e-6));
+    CHECK(f1.dump().find("Fused[Mul, Add, Tanh, Sub]") != std::string::npos);
+    CHECK(f0.dump().find("Fused") == std::string::npos);
+    CHECK(f0.dump().find("= Tanh(") != std::string::npos);
+  }
+
+  TEST_CASE("non-elementwise ops are their own nodes; results match eager") {
+    const Tensor w = rand_t({6, 4}, 7), x = rand_t({5, 6}, 8);
+    auto fn = [&](const auto& in) {
+      Tensor h = matmul(in, w);
+      return log_softmax(relu(h) + 1.f, -1);
+    };
+    auto f = jit(fn, kTest);
+    CHECK(allclose(f(x), fn(x), 1e-6, 1e-6));
+    const std::string d = f.dump();
+    CHECK(d.find("MatMul(%arg0, %cap0) : (f32[5,6], f32[6,4]) -> f32[5,4]") != std::string::npos);
+    CHECK(d.find("LogSoftmax") != std::string::npos);
+  }
+
+  TEST_CASE("a cache hit allocates only its outputs") {
+    const Tensor w = rand_t({32, 32}, 1);
+    auto f = jit([&](const auto& x) { return sum(relu(matmul(x, w) * 2.f) + x, {1}); }, kTest);
+    const Tensor x = rand_t({16, 32}, 2);
+    const Tensor r1 = f(x);  // compile + record
+    const Tensor r2 = f(x);  // planned
+    const auto before = memory_stats().alloc_count;
+    const Tensor r3 = f(x);
+    CHECK(memory_stats().alloc_count - before == 1);  // the result only
+    CHECK(allclose(r1, r3, 0, 0));
+    CHECK(allclose(r2, r3, 0, 0));
+  }
+
+  TEST_CASE("captured tensors are inputs bound by identity; in-place updates are seen") {
+    Tensor w = ones({3});
+    auto f = jit([&](const auto& x) { return x * w; }, kTest);
+    CHECK(f(full({3}, 2.f)).to_vector<float>() == std::vector<float>{2, 2, 2});
+    w += 1.f;  // in place
+    CHECK(f(full({3}, 2.f)).to_vector<float>() == std::vector<float>{4, 4, 4});
+    CHECK(f.compile_count() == 1);
+    CHECK(f.dump().find("captures(%cap0: f32[3])") != std::string::npos);
+  }
+
+  TEST_CASE("tensors created inside the function are constants and get folded") {
+    auto f = jit([](const auto& x) { return x + ones({3}) * 2.f; }, kTest);
+    CHECK(f(zeros({3})).to_vector<float>() == std::vector<float>{2, 2, 2});
+    CHECK(f.dump().find("Const") != std::string::npos);
+    CHECK(f.dump().find("Mul") == std::string::npos);  // ones * 2 folded
+  }
+
+  TEST_CASE("updates of captured parameters are side effects of the graph") {
+    Tensor w = full({2}, 1.f);
+    auto step = jit(
+        [&](const auto& g) {
+          auto loss = sum(w * w);
+          assign(w, w - g * 0.5f);
+          return loss;
+        },
+        kTest);
+    const Tensor g = full({2}, 1.f);
+    CHECK(step(g).item<float>() == 2.f);
+    CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+    CHECK(step(g).item<float>() == 0.5f);
+    CHECK(w.to_vector<float>() == std::vector<float>{0.f, 0.f});
+    CHECK(step.dump().find("Assign(%cap0") != std::string::npos);
+  }
+
+  TEST_CASE("scalars are baked into the key unless mutable") {
+    auto f = jit([](const auto& x, auto s) { return x * s; }, kTest);
+    const Tensor x = ones({2});
+    CHECK(f(x, 2.f).to_vector<float>() == std::vector<float>{2, 2});
+    CHECK(f(x, 3.f).to_vector<float>() == std::vector<float>{3, 3});
+    CHECK(f.compile_count() == 2);
+    auto g = jit([](const auto& x, const auto& s) { return x * s; }, kTest);
+    CHECK(g(x, mutable_(2.f)).to_vector<float>() == std::vector<float>{2, 2});
+    CHECK(g(x, mutable_(3.f)).to_vector<float>() == std::vector<float>{3, 3});
+    CHECK(g.compile_count() == 1);
+    CHECK(g.phase().find("mutable f32") != std::string::npos);
+  }
+
+  TEST_CASE("vector and tuple arguments; tuple, vector and struct results") {
+    auto f = jit(
+        [](const std::vector<Tensor>& xs, const std::tuple<Tensor, int>& t) {
+          Tensor s = xs[0];
+          for (std::size_t i = 1; i < xs.size(); ++i) s = s + xs[i];
+          return std::make_tuple(s * std::get<1>(t), std::vector<Tensor>{s, std::get<0>(t)});
+        },
+        kTest);
+    const std::vector<Tensor> xs{ones({2}), ones({2}), ones({2})};
+    auto [a, v] = f(xs, std::make_tuple(full({2}, 5.f), 2));
+    CHECK(a.to_vector<float>() == std::vector<float>{6, 6});
+    REQUIRE(v.size() == 2);
+    CHECK(v[1].to_vector<float>() == std::vector<float>{5, 5});
+    auto [a2, v2] = f(xs, std::make_tuple(full({2}, 5.f), 2));  // a hit keeps the structure
+    CHECK(v2.size() == 2);
+    CHECK(f.compile_count() == 1);
+    f(std::vector<Tensor>{ones({2})}, std::make_tuple(full({2}, 5.f), 2));
+    CHECK(f.compile_count() == 2);  // another vector length
+
+    struct Out {
+      Tensor sum, prod;
+    };
+    auto g = jit([](const auto& x, const auto& y) { return Out{x + y, x * y}; }, kTest);
+    const Out o = g(full({2}, 2.f), full({2}, 3.f));
+    CHECK(o.sum.to_vector<float>() == std::vector<float>{5, 5});
+    CHECK(o.prod.to_vector<float>() == std::vector<float>{6, 6});
+  }
+
+  TEST_CASE("trace-time errors") {
+    auto bad_shape = jit([](const auto& a, const auto& b) { return matmul(a, b); }, kTest);
+    CHECK_THROWS_WITH_AS(bad_shape(ones({2, 3}), ones({4, 5})), doctest::Contains("matmul"),
+                         ShapeError);
+    CHECK(bad_shape.compile_count() == 0);
+    auto reads = jit([](const auto& a) { return a * a.template item<float>(); }, kTest);
+    CHECK_THROWS_WITH_AS(reads(ones({1})), doctest::Contains("symbolic tensor"), ValueError);
+    Tensor leaked;
+    auto keep = jit(
+        [&](const auto& a) {
+          leaked = a + 1.f;
+          return leaked;
+        },
+        kTest);
+    keep(ones({1}));
+    CHECK(leaked.is_symbolic());
+    CHECK_THROWS_WITH_AS(Tensor(leaked * 2.f), doctest::Contains("symbolic tensor"), ValueError);
+    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.jit_level = "O3"}), ValueError);
+    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.exec_order = "random"}), ValueError);
+  }
+
+  TEST_CASE("the cache is bounded and evicts the least recently used graph") {
+    auto f = jit([](const auto& x) { return x + 1.f; }, {.cache_capacity = 2, .verify = true});
+    f(ones({1}));
+    f(ones({2}));
+    f(ones({1}));  // {1} is now the most recent
+    f(ones({3}));  // evicts {2}
+    CHECK(f.cache_size() == 2);
+    CHECK(f.compile_count() == 3);
+    f(ones({1}));
+    CHECK(f.compile_count() == 3);
+    f(ones({2}));
+    CHECK(f.compile_count() == 4);
+  }
+
+  TEST_CASE("a hook version change recompiles") {
+    auto f = jit([](const auto& x) { return x * 2.f; }, kTest);
+    f(ones({2}));
+    f(ones({2}));
+    compiler::bump_hook_version();
+    f(ones({2}));
+    CHECK(f.compile_count() == 2);
+  }
+
+  TEST_CASE("two threads calling at once: one compile, both correct") {
+    const Tensor w = rand_t({64, 64}, 3);
+    auto f = jit([&](const auto& x) { return relu(matmul(x, w)) * 0.5f; }, kTest);
+    const Tensor x = rand_t({64, 64}, 4);
+    const Tensor want = relu(matmul(x, w)) * 0.5f;
+    std::atomic<int> bad{0};
+    auto work = [&] {
+      for (int i = 0; i < 20; ++i)
+        if (!allclose(f(x), want, 0, 0)) ++bad;
+    };
+    std::thread t1(work), t2(work);
+    t1.join();
+    t2.join();
+    CHECK(bad == 0);
+    CHECK(f.compile_count() == 1);
+  }
+
+  TEST_CASE("views of traced tensors become layout ops") {
+    auto f = jit(
+        [](const auto& x) {
+          Tensor t = x.reshape({3, 4}).transpose(0, 1);
+          return t.slice(0, 1, 3) * 2.f + t.select(0, 0).unsqueeze(0);
+        },
+        kTest);
+    const Tensor x = arange(0, 12);
+    const Tensor t = x.reshape({3, 4}).transpose(0, 1);
+    const Tensor want = t.slice(0, 1, 3) * 2.f + t.select(0, 0).unsqueeze(0);
+    CHECK(allclose(f(x), want, 0, 0));
+  }
+}

@@ -1,0 +1,243 @@
+// Graph passes one by one on small traced graphs: each does its job, leaves a
+// valid graph, and the graph still computes the same values.
+#include <doctest/doctest.h>
+
+#include <ms/ms.hpp>
+
+using namespace ms;
+using compiler::TraceContext;
+using ir::NodeKind;
+
+namespace {
+// Traces fn on symbolic inputs of the given shapes (float32).
+template <class F>
+ir::Graph trace(F&& fn, const std::vector<Shape>& shapes) {
+  TraceContext tc;
+  std::vector<Tensor> in;
+  for (const Shape& s : shapes) in.push_back(tc.add_input(float32, s));
+  std::vector<Tensor> out = fn(in);
+  return tc.finish(out);
+}
+
+std::vector<Tensor> run(const ir::Graph& g, const std::vector<Tensor>& in) {
+  return compiler::Executable(g).run(in);
+}
+
+bool same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!allclose(a[i], b[i], 1e-6, 1e-6)) return false;
+  return true;
+}
+}  // namespace
+
+TEST_SUITE("jit") {
+  TEST_CASE("dead-code elimination removes what reaches no output") {
+    ir::Graph g = trace(
+        [](auto& in) {
+          Tensor unused = ms::exp(in[0]);
+          (void)unused;
+          return std::vector<Tensor>{in[0] * 2.f};
+        },
+        {{3}});
+    CHECK(g.count_op("exp") == 1);
+    compiler::eliminate_dead_code(g);
+    ir::verify(g);
+    CHECK(g.count_op("exp") == 0);
+    CHECK(g.count_op("mul") == 1);
+    CHECK(g.count(NodeKind::Input) == 1);
+  }
+
+  TEST_CASE("common-subexpression elimination merges duplicates") {
+    ir::Graph g = trace(
+        [](auto& in) {
+          Tensor a = in[0] * 2.f, b = in[0] * 2.f, c = in[0] * 3.f;
+          return std::vector<Tensor>{a + b + c, sum(in[0], {0}) + sum(in[0], {0})};
+        },
+        {{4, 3}});
+    const auto x = std::vector<Tensor>{arange(0, 12).reshape({4, 3})};
+    const auto want = run(g, x);
+    CHECK(g.count_op("mul") == 3);
+    CHECK(g.count_op("sum") == 2);
+    compiler::eliminate_common_subexpressions(g);
+    ir::verify(g);
+    CHECK(g.count_op("mul") == 2);  // x*2 once; x*3 differs by its scalar
+    CHECK(g.count_op("sum") == 1);
+    CHECK(same(run(g, x), want));
+  }
+
+  TEST_CASE("constant folding evaluates ops on constants only") {
+    ir::Graph g = trace(
+        [](auto& in) {
+          Tensor c = ones({3}) * 3.f + 1.f;  // constants made inside: folded
+          return std::vector<Tensor>{in[0] + c, sum(full({2, 2}, 2.f))};
+        },
+        {{3}});
+    const auto x = std::vector<Tensor>{arange(0, 3)};
+    const auto want = run(g, x);
+    compiler::fold_constants(g);
+    ir::verify(g);
+    CHECK(g.count(NodeKind::Op) == 1);  // only in + c is left
+    CHECK(g.count_op("add") == 1);
+    CHECK(same(run(g, x), want));
+    CHECK(want[0].to_vector<float>() == std::vector<float>{4, 5, 6});
+    CHECK(want[1].item<float>() == 8);
+  }
+
+  TEST_CASE("captured tensors are never folded") {
+    const Tensor w = ones({3});
+    ir::Graph g = trace([&](auto& in) { return std::vector<Tensor>{in[0] + w * 2.f}; }, {{3}});
+    compiler::fold_constants(g);
+    CHECK(g.count_op("mul") == 1);
+    CHECK(g.count(NodeKind::Capture) == 1);
+  }
+
+  TEST_CASE("algebraic simplification removes identities but keeps type changes") {
+    ir::Graph g = trace(
+        [](auto& in) {
+          Tensor a = (in[0] * 1.f + 0.f) / 1.f - 0.f;
+          Tensor b = -(-a);
+          return std::vector<Tensor>{b.reshape({2, 3}) + 1.f, cast(in[0], int32) * 1};
+        },
+        {{2, 3}});
+    const auto x = std::vector<Tensor>{arange(0, 6).reshape({2, 3})};
+    const auto want = run(g, x);
+    compiler::simplify(g);
+    ir::verify(g);
+    CHECK(g.count_op("neg") == 0);
+    CHECK(g.count_op("reshape") == 0);
+    CHECK(g.count_op("sub") == 0);
+    CHECK(g.count_op("div") == 0);
+    CHECK(g.count_op("add") == 1);  // the + 1 stays
+    CHECK(g.count_op("cast") == 1);
+    CHECK(same(run(g, x), want));
+  }
+
+  TEST_CASE("int tensor * 1.0 is not an identity (it changes the dtype)") {
+    TraceContext tc;
+    Tensor x = tc.add_input(int32, {3});
+    Tensor y = x * 1.0;
+    ir::Graph g = tc.finish(std::vector<Tensor>{y});
+    compiler::simplify(g);
+    CHECK(g.count_op("mul") == 1);
+    CHECK(g.value(g.outputs[0]).type.dtype == float32);
+  }
+
+  TEST_CASE("fusion groups single-use elementwise chains; shared values are materialized") {
+    ir::Graph g = trace(
+        [](auto& in) {
+          Tensor t = in[0] * in[1];                      // used twice: its own value
+          Tensor u = relu(t + 1.f) * 2.f;                // one region: Add, Relu, Mul
+          Tensor v = sigmoid(t) - matmul(in[0], in[1]);  // Sigmoid, Sub around a MatMul
+          return std::vector<Tensor>{u, v};
+        },
+        {{4, 4}, {4, 4}});
+    const auto x = std::vector<Tensor>{arange(0, 16).reshape({4, 4}) / 8.f,
+                                       arange(16, 0, -1).reshape({4, 4}) / 8.f};
+    const auto want = run(g, x);
+    compiler::fuse_elementwise(g);
+    ir::verify(g);
+    CHECK(g.count(NodeKind::Fused) == 2);
+    CHECK(g.count_op("mul") == 1);  // t
+    CHECK(g.count_op("matmul") == 1);
+    const std::string d = ir::to_string(g);
+    CHECK(d.find("Fused[Add, Relu, Mul]") != std::string::npos);
+    CHECK(d.find("Fused[Sigmoid, Sub]") != std::string::npos);
+    CHECK(same(run(g, x), want));
+  }
+
+  TEST_CASE("execution order: bfs goes level by level, dfs finishes a branch first") {
+    const Tensor w = ones({2, 2});
+    ir::Graph g = trace(
+        [&](auto& in) {
+          Tensor a1 = matmul(in[0], w), b1 = matmul(in[1], w);
+          Tensor a2 = matmul(a1, w), b2 = matmul(b1, w);
+          return std::vector<Tensor>{concat({a2, b2}, 0)};
+        },
+        {{2, 2}, {2, 2}});
+    auto op_inputs = [](const ir::Graph& gr) {  // which input each matmul reads, in order
+      std::vector<int> order;
+      for (const ir::Node& n : gr.nodes)
+        if (n.kind == NodeKind::Op && n.def->name == "matmul") order.push_back(n.inputs[0]);
+      return order;
+    };
+    const auto x = std::vector<Tensor>{ones({2, 2}), full({2, 2}, 2.f)};
+    const auto want = run(g, x);
+    ir::Graph bfs = g, dfs = g;
+    compiler::order_nodes(bfs, "bfs");
+    compiler::order_nodes(dfs, "dfs");
+    ir::verify(bfs);
+    ir::verify(dfs);
+    // bfs: a1, b1, a2, b2 — the first two matmuls read the two inputs.
+    const auto ob = op_inputs(bfs);
+    CHECK(bfs.producer(ob[0]).kind == NodeKind::Input);
+    CHECK(bfs.producer(ob[1]).kind == NodeKind::Input);
+    // dfs: a1, a2, b1, b2 — the second matmul reads the first one's result.
+    const auto od = op_inputs(dfs);
+    CHECK(dfs.producer(od[1]).kind == NodeKind::Op);
+    CHECK(same(run(bfs, x), want));
+    CHECK(same(run(dfs, x), want));
+    CHECK_THROWS_AS(compiler::order_nodes(g, "random"), ValueError);
+  }
+
+  TEST_CASE("updates stay after every read of the old value, in trace order") {
+    Tensor w = full({2}, 1.f);
+    ir::Graph g = trace(
+        [&](auto& in) {
+          Tensor before = w * 1.f + 0.f;
+          assign(w, w + in[0]);
+          Tensor after = w * 2.f;  // reads the updated value
+          assign(w, after);
+          return std::vector<Tensor>{before + 0.f, after};
+        },
+        {{2}});
+    compiler::optimize(g, {.verify = true});
+    CHECK(g.nodes.back().kind == NodeKind::Assign);
+    CHECK(g.count(NodeKind::Assign) == 2);
+    const auto out = compiler::Executable(g).run(std::vector<Tensor>{full({2}, 1.f)});
+    CHECK(out[0].to_vector<float>() == std::vector<float>{1, 1});
+    CHECK(out[1].to_vector<float>() == std::vector<float>{4, 4});
+    CHECK(w.to_vector<float>() == std::vector<float>{4, 4});
+  }
+
+  TEST_CASE("a steady-state run serves every intermediate from the planned arena") {
+    const Tensor w = ones({8, 8});
+    ir::Graph g = trace(
+        [&](auto& in) {
+          Tensor h = in[0];
+          for (int i = 0; i < 4; ++i) h = relu(matmul(h, w)) * 0.5f;
+          return std::vector<Tensor>{softmax(h, -1)};
+        },
+        {{4, 8}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    const std::vector<Tensor> x{ones({4, 8})};
+    const auto r0 = e.run(x);
+    CHECK(e.planned_allocations() >= 8);
+    // Intermediates share bytes: the arena is smaller than all of them together.
+    CHECK(e.arena_bytes() < e.planned_allocations() * 4 * 8 * 4);
+    const auto before = memory_stats().alloc_count;
+    const auto r1 = e.run(x);
+    CHECK(memory_stats().alloc_count - before == 1);
+    CHECK(allclose(r0[0], r1[0], 0, 0));
+  }
+
+  TEST_CASE("a result kept alive across runs is never overwritten") {
+    ir::Graph g = trace([](auto& in) { return std::vector<Tensor>{ms::exp(in[0]) + 1.f}; }, {{4}});
+    compiler::Executable e(g);
+    const auto a = e.run(std::vector<Tensor>{zeros({4})});
+    const auto b = e.run(std::vector<Tensor>{ones({4})});
+    const auto c = e.run(std::vector<Tensor>{zeros({4})});
+    CHECK(a[0].to_vector<float>() == std::vector<float>(4, 2.f));
+    CHECK(c[0].to_vector<float>() == std::vector<float>(4, 2.f));
+    CHECK(b[0].to_vector<float>()[0] == doctest::Approx(std::exp(1.f) + 1));
+  }
+
+  TEST_CASE("the executor checks its inputs") {
+    ir::Graph g = trace([](auto& in) { return std::vector<Tensor>{in[0] + 1.f}; }, {{4}});
+    compiler::Executable e(g);
+    CHECK_THROWS_WITH_AS(e.run(std::vector<Tensor>{zeros({5})}), doctest::Contains("compiled for"),
+                         ShapeError);
+    CHECK_THROWS_AS(e.run(std::vector<Tensor>{}), ValueError);
+  }
+}
