@@ -382,8 +382,11 @@ EwProgram EwBuilder::finish(int result, Shape shape, DType dtype) {
     const EwInstr& i = p_.instrs[static_cast<std::size_t>(k)];
     for (int r : {static_cast<int>(i.a), static_cast<int>(i.b), static_cast<int>(i.c)})
       if (r >= 0) last_use[static_cast<std::size_t>(r)] = k;
-    if (i.kind == EwInstr::Kind::Const) last_use[static_cast<std::size_t>(i.dst)] = n;
   }
+  // Constants are filled once per chunk, not per tile: their slots are never
+  // released (after the loop above, which would set their last use).
+  for (const EwInstr& i : p_.instrs)
+    if (i.kind == EwInstr::Kind::Const) last_use[static_cast<std::size_t>(i.dst)] = n;
   if (result >= 0) last_use[static_cast<std::size_t>(result)] = n;
   std::vector<int> phys(static_cast<std::size_t>(p_.num_regs), -1), free_slots;
   int slots = 0;

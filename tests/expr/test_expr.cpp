@@ -130,4 +130,14 @@ TEST_SUITE("expr") {
       CHECK(got[i] == doctest::Approx(want).epsilon(1e-5));
     }
   }
+
+  TEST_CASE("constants keep their registers across tiles (several constants, > 1 tile)") {
+    // Regression: a constant's register was released after its first use and
+    // reused, so tiles after the first read a clobbered constant.
+    const Tensor x = rand_f32({3, 1000}, 5);
+    const Tensor y = neg(x * 0.5f + 0.25f) * 2.f - 1.f;
+    const std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
+    for (std::size_t i = 0; i < xv.size(); ++i)
+      REQUIRE(yv[i] == -(xv[i] * 0.5f + 0.25f) * 2.f - 1.f);
+  }
 }
