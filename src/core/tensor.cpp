@@ -216,6 +216,9 @@ Tensor Tensor::reshape(const Shape& shape) const {
     return Tensor(storage_, dtype_, target, std::move(st), offset_);
   if (dtype_ == DType::Int4 && is_contiguous())
     return Tensor(storage_, dtype_, target, shape_contiguous_strides(target), offset_);
+  // A copy. While tracing, a copy of a captured tensor must be a graph op, so
+  // that later in-place updates of the tensor are seen by the graph.
+  if (detail::tracing_active()) return detail::symbolic_view("reshape", *this, target.dims());
   return contiguous().reshape(target);
 }
 
@@ -380,14 +383,17 @@ Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
 // ---------------------------------------------------------------- copies
 
 Tensor Tensor::contiguous() const {
-  if (sym_ >= 0) return *this;  // graph values are dense
+  if (sym_ >= 0) return *this;                       // graph values are dense
+  if (detail::tracing_active() && !is_contiguous())  // a copy: a graph op (see reshape)
+    return detail::symbolic_view("cast", *this, {}, dtype_);
   check_defined("contiguous");
   if (is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
-  if (sym_ >= 0) return *this;  // graph values are immutable
+  if (sym_ >= 0 || detail::tracing_active())  // a copy: a graph op (see reshape)
+    return detail::symbolic_view("cast", *this, {}, dtype_);
   check_defined("clone");
   Tensor out = empty(shape_, dtype_);
   detail::copy_convert(*this, out);
@@ -396,6 +402,8 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (sym_ >= 0) return dtype == dtype_ ? *this : detail::symbolic_view("cast", *this, {}, dtype);
+  if (detail::tracing_active() && !(dtype == dtype_ && is_contiguous()))
+    return detail::symbolic_view("cast", *this, {}, dtype);  // a copy: a graph op (see reshape)
   check_defined("to");
   if (dtype == dtype_ && is_contiguous()) return *this;
   Tensor out = empty(shape_, dtype);

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "ms/jit/compile.hpp"
+#include "ms/jit/dump.hpp"
 
 namespace ms::compiler {
 namespace {
@@ -137,6 +138,7 @@ struct Executable::Step {
   std::shared_ptr<const ir::FusedRegion> region;
   std::vector<int> in, out;
   std::vector<int> release;  ///< values dead after this step
+  std::string dump;          ///< file-name stem when the op is marked by set_dump
 };
 
 struct Executable::Frame {
@@ -158,10 +160,14 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
         const auto a = static_cast<std::size_t>(n.arg_index);
         if (input_values_.size() <= a) input_values_.resize(a + 1, -1);
         input_values_[a] = n.outputs[0];
+        leaf_values_.push_back(n.outputs[0]);
         break;
       }
       case ir::NodeKind::Capture:
-      case ir::NodeKind::Const: keep[static_cast<std::size_t>(n.outputs[0])] = true; break;
+      case ir::NodeKind::Const:
+        keep[static_cast<std::size_t>(n.outputs[0])] = true;
+        leaf_values_.push_back(n.outputs[0]);
+        break;
       case ir::NodeKind::Scalar: break;
       case ir::NodeKind::Op:
       case ir::NodeKind::Fused:
@@ -178,7 +184,11 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
           s.kind = Step::Kind::Fused;
           const int id = static_cast<int>(i);
           s.region = build_region(G, std::span<const int>(&id, 1), s.in);
+          if (dump_enabled(n.def->name))
+            s.dump = ::ms::detail::str_cat(ops::ir_name(*n.def), '.', i);
         } else {
+          if (dump_enabled(n.def->name))
+            s.dump = ::ms::detail::str_cat(ops::ir_name(*n.def), '.', i);
           s.def = n.def;
           s.attrs = n.attrs;
         }
@@ -238,6 +248,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
              "jit: input ", i, " has type ", inputs[i].dtype(), inputs[i].shape(),
              " but the graph was compiled for ", t.dtype, t.shape);
   }
+  const std::int64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<Frame> f = take_frame();
   std::vector<Tensor> outs;
   {
@@ -245,6 +256,22 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     SourceScope scope(f->source);
     for (std::size_t i = 0; i < inputs.size(); ++i)
       f->vals[static_cast<std::size_t>(input_values_[i])] = inputs[i];
+    // Outputs are taken before the first update (Assign steps come last), and a
+    // output that shares memory with an input, capture or constant without being
+    // that tensor (a view, or a same-type cast that returned its input) is
+    // copied: the caller must not get an alias that later writes change.
+    auto collect = [&] {
+      outs.reserve(graph_.outputs.size());
+      for (int v : graph_.outputs) {
+        const Tensor& t = f->vals[static_cast<std::size_t>(v)];
+        const ir::NodeKind k = graph_.producer(v).kind;
+        bool alias = k == ir::NodeKind::Const;  // the caller may write into it
+        if (k != ir::NodeKind::Input && k != ir::NodeKind::Capture && !alias)
+          for (int l : leaf_values_)
+            alias |= f->vals[static_cast<std::size_t>(l)].storage() == t.storage();
+        outs.push_back(alias ? t.clone() : t);
+      }
+    };
     try {
       for (const Step& s : steps_) {
         switch (s.kind) {
@@ -265,19 +292,23 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
             break;
           }
           case Step::Kind::Assign:
+            if (outs.empty() && !graph_.outputs.empty()) collect();
             f->vals[static_cast<std::size_t>(s.in[0])].copy_(
                 f->vals[static_cast<std::size_t>(s.in[1])]);
             break;
         }
+        if (!s.dump.empty()) {
+          const std::string stem = ::ms::detail::str_cat(s.dump, '.', call);
+          for (std::size_t k = 0; k < s.in.size(); ++k)
+            compiler::detail::dump_tensor(f->vals[static_cast<std::size_t>(s.in[k])],
+                                          ::ms::detail::str_cat(stem, ".input.", k));
+          for (std::size_t k = 0; k < s.out.size(); ++k)
+            compiler::detail::dump_tensor(f->vals[static_cast<std::size_t>(s.out[k])],
+                                          ::ms::detail::str_cat(stem, ".output.", k));
+        }
         for (int v : s.release) f->vals[static_cast<std::size_t>(v)] = Tensor();
       }
-      outs.reserve(graph_.outputs.size());
-      for (int v : graph_.outputs) {
-        // A constant is returned as a copy: the caller may write into it.
-        const bool constant = graph_.producer(v).kind == ir::NodeKind::Const;
-        outs.push_back(constant ? f->vals[static_cast<std::size_t>(v)].clone()
-                                : f->vals[static_cast<std::size_t>(v)]);
-      }
+      if (outs.empty()) collect();
     } catch (...) {
       for (std::size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.producer(static_cast<int>(v)).kind != ir::NodeKind::Capture &&

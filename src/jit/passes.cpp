@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <complex>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <numeric>
@@ -6,6 +8,7 @@
 
 #include "ms/expr/expr.hpp"
 #include "ms/jit/compile.hpp"
+#include "ms/jit/dump.hpp"
 
 namespace ms::compiler {
 namespace {
@@ -15,6 +18,11 @@ using ir::Node;
 using ir::NodeKind;
 
 bool is_ew(const Node& n) { return n.kind == NodeKind::Op && n.ew_id >= 0; }
+// Elementwise and free to fuse: not a split point of graph_split.
+// Marked ops (set_dump) keep their own tensors to write.
+bool fusable(const Node& n) {
+  return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name);
+}
 
 // Rebuilds `g` from the nodes `order` (old ids, each once, a valid order),
 // reading every value through `repl` (old value -> the old value that replaces
@@ -62,6 +70,56 @@ std::vector<std::vector<int>> consumers_of(const Graph& g) {
   return c;
 }
 
+// Exact text of a number (printing rounds: 1e6 and 1000001 must differ).
+std::string exact(double d) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%a", d);
+  return b;
+}
+
+std::string exact(const ms::Scalar& s) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using V = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<V, double>)
+          return ::ms::detail::str_cat('d', exact(v));
+        else if constexpr (std::is_same_v<V, std::complex<double>>)
+          return ::ms::detail::str_cat('c', exact(v.real()), ',', exact(v.imag()));
+        else
+          return ::ms::detail::str_cat(std::is_same_v<V, bool> ? 'b' : 'i', v);
+      },
+      s.value());
+}
+
+// Attributes as an exact key for CSE.
+std::string exact(const ops::Attrs& attrs) {
+  std::string k;
+  for (const auto& [name, v] : attrs.items()) {
+    k += name;
+    k += '=';
+    k += std::to_string(v.index());
+    k += ':';
+    std::visit(
+        [&](const auto& x) {
+          using X = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, double>) {
+            k += exact(x);
+          } else if constexpr (std::is_same_v<X, std::vector<std::int64_t>>) {
+            for (std::int64_t i : x) k += ::ms::detail::str_cat(i, ',');
+          } else if constexpr (std::is_same_v<X, std::string>) {
+            k += ::ms::detail::str_cat(x.size(), ':', x);
+          } else if constexpr (std::is_same_v<X, DType>) {
+            k += std::to_string(static_cast<int>(x));
+          } else {
+            k += std::to_string(x);
+          }
+        },
+        v);
+    k += ';';
+  }
+  return k;
+}
+
 void check(const Graph& g, const CompileOptions& o, std::string_view pass) {
   if (o.verify) ir::verify(g, pass);
 }
@@ -103,12 +161,9 @@ void eliminate_common_subexpressions(Graph& g) {
     std::string key;
     switch (n.kind) {
       case NodeKind::Op:
-        key = ::ms::detail::str_cat("op:", n.def->name, ":", n.attrs.to_string());
+        key = ::ms::detail::str_cat("op:", n.def->name, ":", exact(n.attrs));
         break;
-      case NodeKind::Scalar:
-        key = ::ms::detail::str_cat("scalar:", static_cast<int>(n.scalar.kind()), ":",
-                                    n.scalar.to_string());
-        break;
+      case NodeKind::Scalar: key = ::ms::detail::str_cat("scalar:", exact(n.scalar)); break;
       case NodeKind::Const:
         // The same tensor bound twice (captures are already unique).
         key = ::ms::detail::str_cat("const:", static_cast<const void*>(n.tensor.storage().get()),
@@ -230,10 +285,14 @@ void simplify(Graph& g) {
     const std::string_view name = n.def->name;
     const auto& in = n.inputs;
     if (is_ew(n) && in.size() == 2) {
+      // x + 0 is not x for floats: -0.0 + 0 = +0.0. x - 0, x * 1, x / 1 are.
+      const bool exact_add = !dtype_is_float(ot.dtype) && !dtype_is_complex(ot.dtype);
       if ((name == "mul" && scalar_is(in[1], 1)) || (name == "div" && scalar_is(in[1], 1)) ||
-          (name == "add" && scalar_is(in[1], 0)) || (name == "sub" && scalar_is(in[1], 0)))
+          (name == "add" && exact_add && scalar_is(in[1], 0)) ||
+          (name == "sub" && scalar_is(in[1], 0)))
         same = in[0];
-      else if ((name == "mul" && scalar_is(in[0], 1)) || (name == "add" && scalar_is(in[0], 0)))
+      else if ((name == "mul" && scalar_is(in[0], 1)) ||
+               (name == "add" && exact_add && scalar_is(in[0], 0)))
         same = in[1];
     } else if (is_ew(n) && name == "neg") {
       const Node& p = g.producer(in[0]);
@@ -267,14 +326,14 @@ void fuse_elementwise(Graph& g) {
   std::vector<std::vector<int>> members(g.nodes.size());
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (!is_ew(n)) continue;
+    if (!fusable(n)) continue;
     const int id = static_cast<int>(i);
     region[i] = id;
     std::vector<int> m;
     for (int v : n.inputs) {
       const int p = g.value(v).node;
       const Node& pn = g.nodes[static_cast<std::size_t>(p)];
-      if (!is_ew(pn) || region[static_cast<std::size_t>(p)] != p) continue;
+      if (!fusable(pn) || region[static_cast<std::size_t>(p)] != p) continue;
       if (consumers[static_cast<std::size_t>(v)].size() != 1 ||
           is_output[static_cast<std::size_t>(v)])
         continue;

@@ -91,9 +91,18 @@ Tensor evaluate(Lowering& L, const Lowered& root);
 /// Evaluates the root into `dst` (which it must broadcast to), casting to dst's dtype.
 void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst);
 
-/// Leaf holding an lvalue tensor by reference.
+/// Leaf holding an lvalue tensor by reference. While ms::jit traces, it keeps
+/// a copy instead (symbolic tensors are cheap to copy), so that a traced
+/// function may return an expression over its local tensors.
 struct TensorRef {
+  explicit TensorRef(const Tensor* p) : t(p) {
+    if (ops::active_tracer() != nullptr) {
+      own = std::make_shared<const Tensor>(*p);
+      t = own.get();
+    }
+  }
   const Tensor* t;
+  std::shared_ptr<const Tensor> own;
   Lowered lower(Lowering& L) const { return lower_tensor(L, *t); }
 };
 /// Leaf owning a temporary tensor.
@@ -139,7 +148,7 @@ auto make_leaf(T&& x) {
     return D(std::forward<T>(x));
   } else if constexpr (std::same_as<D, Tensor>) {
     if constexpr (std::is_lvalue_reference_v<T>)
-      return TensorRef{&x};
+      return TensorRef(&x);
     else
       return TensorVal{std::move(x)};
   } else {

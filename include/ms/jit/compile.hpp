@@ -11,6 +11,7 @@
 // its outputs (see ms::memory_stats()).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -79,10 +80,12 @@ class Executable {
   ir::Graph graph_;
   std::vector<Step> steps_;
   std::vector<int> input_values_;  ///< by argument index
+  std::vector<int> leaf_values_;   ///< inputs, captures and constants
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Frame>> free_frames_;
   mutable std::int64_t arena_bytes_ = 0;
   mutable std::int64_t planned_ = 0;
+  mutable std::atomic<std::int64_t> calls_{0};
   std::unique_ptr<Frame> take_frame() const;
   void give_frame(std::unique_ptr<Frame> f) const;
 };
