@@ -40,6 +40,13 @@ Tensor TraceContext::add_input(DType dtype, const Shape& shape, std::string name
   return symbolic(g_.value_of(g_.add(std::move(n), {{dtype, shape}})));
 }
 
+void TraceContext::bind_input(const Tensor& t, std::string name) {
+  MS_CHECK(t.defined() && !t.is_symbolic(), ValueError,
+           "jit_begin: arguments must be concrete tensors");
+  const Tensor s = add_input(t.dtype(), t.shape(), std::move(name));
+  bound_.push_back({t, s.symbolic_id(), s.symbolic_id()});
+}
+
 int TraceContext::value_of(const Tensor& t, std::string_view what) {
   MS_CHECK(t.defined(), ValueError, what, ": an input is an undefined tensor");
   if (t.is_symbolic()) {
@@ -68,7 +75,9 @@ std::vector<Tensor> TraceContext::record(const ops::OpDef& def, std::span<const 
     MS_ASSERT(id >= 0);
     std::vector<ops::EwTraceArg> args;
     for (const Tensor& t : inputs) args.push_back({&t, Scalar(0)});
-    return {record_elementwise(id, args)};
+    Tensor r = record_elementwise(id, args);
+    g_.nodes.back().attrs = attrs;  // e.g. split_op, func_id
+    return {r};
   }
   ir::Node n;
   n.kind = ir::NodeKind::Op;

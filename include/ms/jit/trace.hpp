@@ -35,6 +35,9 @@ class TraceContext final : public ops::Tracer {
 
   /// A new graph input (the next flat argument): a symbolic tensor.
   Tensor add_input(DType dtype, const Shape& shape, std::string name = {});
+  /// Makes the concrete tensor `t` the next graph input (jit_begin): the
+  /// function's reads of `t` become reads of that input.
+  void bind_input(const Tensor& t, std::string name = {});
   /// Ends recording: the graph returning `outputs` (symbolic or concrete).
   /// The context stops being the active tracer.
   ir::Graph finish(std::span<const Tensor> outputs);

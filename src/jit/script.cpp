@@ -1,0 +1,258 @@
+#include "ms/jit/script.hpp"
+
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+namespace ms {
+
+void ScriptGraph::print() const { print(std::cout); }
+void ScriptGraph::print(std::ostream& os) const { os << to_string() << std::flush; }
+
+namespace compiler::detail {
+ScriptGraph make_script_graph(Traced t, std::string phase) {
+  eliminate_dead_code(t.graph);
+  ir::verify(t.graph, "frontend_compile");
+  return ScriptGraph(std::move(t.graph), std::move(phase));
+}
+}  // namespace compiler::detail
+
+// ---------------------------------------------------------------- graph split
+
+GraphFragment::GraphFragment(int id, bool is_graph, std::string py_key, std::vector<int> args,
+                             std::vector<int> outputs, ir::Graph g)
+    : id_(id),
+      is_graph_(is_graph),
+      py_key_(std::move(py_key)),
+      args_(std::move(args)),
+      outputs_(std::move(outputs)) {
+  compiler::optimize(g, {.jit_level = is_graph ? "O1" : "O0", .verify = true});
+  exe_ = std::make_shared<compiler::Executable>(std::move(g));
+}
+
+std::vector<Tensor> GraphFragment::operator()(std::span<const Tensor> args) const {
+  MS_CHECK(args.size() == args_.size(), ValueError, "GraphFragment ", id_, ": takes ", args_.size(),
+           " arguments, got ", args.size());
+  return exe_->run(args);
+}
+
+std::string GraphFragment::to_string() const {
+  std::ostringstream os;
+  os << "GraphFragment(id=" << id_ << ", is_graph=" << (is_graph_ ? "true" : "false");
+  if (!py_key_.empty()) os << ", py_key=" << py_key_;
+  os << ", args=[";
+  for (std::size_t i = 0; i < args_.size(); ++i) os << (i ? ", " : "") << args_[i];
+  os << "], outputs=[";
+  for (std::size_t i = 0; i < outputs_.size(); ++i) os << (i ? ", " : "") << outputs_[i];
+  os << "])\n" << ir::to_string(exe_->graph());
+  return os.str();
+}
+
+namespace {
+
+bool is_leaf(ir::NodeKind k) {
+  return k == ir::NodeKind::Input || k == ir::NodeKind::Capture || k == ir::NodeKind::Const ||
+         k == ir::NodeKind::Scalar;
+}
+
+bool is_split(const ir::Node& n) {
+  return n.kind == ir::NodeKind::Op && n.attrs.has("split_op") &&
+         n.attrs.get<bool>("split_op", n.def->name);
+}
+
+// The subgraph of `nodes` (ids of g) reading `args` as its inputs and returning `outs`;
+// captures, constants and scalars it reads are copied in.
+ir::Graph extract(const ir::Graph& g, const std::vector<int>& nodes, const std::vector<int>& args,
+                  const std::vector<int>& outs) {
+  ir::Graph f;
+  std::unordered_map<int, int> map;  // value of g -> value of f
+  for (std::size_t k = 0; k < args.size(); ++k) {
+    ir::Node in;
+    in.kind = ir::NodeKind::Input;
+    in.arg_index = static_cast<int>(k);
+    in.name = "arg" + std::to_string(k);
+    map[args[k]] = f.value_of(f.add(std::move(in), {g.value(args[k]).type}));
+  }
+  auto value = [&](int v) {
+    if (auto it = map.find(v); it != map.end()) return it->second;
+    const ir::Node& p = g.producer(v);
+    MS_ASSERT(is_leaf(p.kind) && p.kind != ir::NodeKind::Input);
+    ir::Node copy = p;
+    copy.inputs.clear();
+    const int nv = f.value_of(f.add(std::move(copy), {g.value(v).type}, g.value(v).weak));
+    map[v] = nv;
+    return nv;
+  };
+  for (int id : nodes) {
+    ir::Node n = g.nodes[static_cast<std::size_t>(id)];
+    for (int& v : n.inputs) v = value(v);
+    std::vector<ops::TensorType> types;
+    for (int v : n.outputs) types.push_back(g.value(v).type);
+    const std::vector<int> old = n.outputs;
+    const int nid = f.add(std::move(n), types);
+    for (std::size_t k = 0; k < old.size(); ++k)
+      map[old[k]] = f.nodes[static_cast<std::size_t>(nid)].outputs[k];
+  }
+  for (int v : outs) f.outputs.push_back(value(v));
+  return f;
+}
+
+}  // namespace
+
+std::vector<GraphFragment> graph_split(const ScriptGraph& sg) {
+  const ir::Graph& g = sg.graph();
+  // Segments of consecutive non-split nodes, and each split node alone.
+  std::vector<std::pair<std::vector<int>, bool>> segs;
+  std::vector<int> cur;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (is_leaf(n.kind)) continue;
+    if (is_split(n)) {
+      if (!cur.empty()) segs.emplace_back(std::move(cur), true);
+      cur.clear();
+      segs.emplace_back(std::vector<int>{static_cast<int>(i)}, false);
+    } else {
+      cur.push_back(static_cast<int>(i));
+    }
+  }
+  if (!cur.empty()) segs.emplace_back(std::move(cur), true);
+
+  std::vector<int> seg_of(g.nodes.size(), -1);
+  for (std::size_t s = 0; s < segs.size(); ++s)
+    for (int id : segs[s].first) seg_of[static_cast<std::size_t>(id)] = static_cast<int>(s);
+  std::vector<bool> is_out(g.values.size(), false);
+  for (int v : g.outputs) is_out[static_cast<std::size_t>(v)] = true;
+
+  std::vector<GraphFragment> frags;
+  for (std::size_t s = 0; s < segs.size(); ++s) {
+    std::vector<int> args, outs;
+    auto add_unique = [](std::vector<int>& xs, int v) {
+      if (std::find(xs.begin(), xs.end(), v) == xs.end()) xs.push_back(v);
+    };
+    for (int id : segs[s].first)
+      for (int v : g.nodes[static_cast<std::size_t>(id)].inputs) {
+        const ir::Node& p = g.producer(v);
+        if (p.kind == ir::NodeKind::Input ||
+            (!is_leaf(p.kind) &&
+             seg_of[static_cast<std::size_t>(g.value(v).node)] != static_cast<int>(s)))
+          add_unique(args, v);
+      }
+    for (int id : segs[s].first)
+      for (int v : g.nodes[static_cast<std::size_t>(id)].outputs) {
+        bool needed = is_out[static_cast<std::size_t>(v)];
+        for (std::size_t i = 0; i < g.nodes.size() && !needed; ++i)
+          if (seg_of[i] > static_cast<int>(s))
+            for (int u : g.nodes[i].inputs) needed |= u == v;
+        if (needed) outs.push_back(v);
+      }
+    const bool graph = segs[s].second;
+    std::string key;
+    if (!graph) {
+      const ir::Node& n = g.nodes[static_cast<std::size_t>(segs[s].first[0])];
+      key = n.attrs.get_or<std::string>("func_id", std::string(n.def->name), n.def->name);
+    }
+    frags.emplace_back(static_cast<int>(s), graph, std::move(key), args, outs,
+                       extract(g, segs[s].first, args, outs));
+  }
+  return frags;
+}
+
+std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<GraphFragment>& frags,
+                                  std::span<const Tensor> inputs) {
+  const ir::Graph& g = sg.graph();
+  std::unordered_map<int, Tensor> env;
+  for (const ir::Node& n : g.nodes) {
+    if (n.kind == ir::NodeKind::Input) {
+      MS_CHECK(static_cast<std::size_t>(n.arg_index) < inputs.size(), ValueError,
+               "run_fragments: the graph takes more than ", inputs.size(), " inputs");
+      env[n.outputs[0]] = inputs[static_cast<std::size_t>(n.arg_index)];
+    } else if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const) {
+      env[n.outputs[0]] = n.tensor;
+    }
+  }
+  for (const GraphFragment& f : frags) {
+    std::vector<Tensor> args;
+    for (int v : f.args_list()) {
+      auto it = env.find(v);
+      MS_CHECK(it != env.end(), ValueError, "run_fragments: fragment ", f.id(), " reads value ", v,
+               " that no earlier fragment produced");
+      args.push_back(it->second);
+    }
+    std::vector<Tensor> out = f(args);
+    for (std::size_t k = 0; k < out.size(); ++k) env[f.outputs()[k]] = std::move(out[k]);
+  }
+  std::vector<Tensor> res;
+  for (int v : g.outputs) res.push_back(env.at(v));
+  return res;
+}
+
+// ---------------------------------------------------------------- jit_begin / jit_end
+
+namespace {
+
+struct Snippet {
+  std::string name;
+  std::vector<Tensor> args;
+  std::unique_ptr<compiler::TraceContext> tc;
+};
+thread_local std::unique_ptr<Snippet> t_snippet;
+
+std::mutex g_snippets_mu;
+std::map<std::string, std::unique_ptr<compiler::detail::FunctionCache>>& snippet_caches() {
+  static std::map<std::string, std::unique_ptr<compiler::detail::FunctionCache>> m;
+  return m;
+}
+
+compiler::detail::FunctionCache& snippet_cache(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_snippets_mu);
+  auto& c = snippet_caches()[name];
+  if (!c) c = std::make_unique<compiler::detail::FunctionCache>(JitConfig{});
+  return *c;
+}
+
+}  // namespace
+
+void jit_begin(const std::string& name, std::vector<Tensor> args) {
+  if (t_snippet) {
+    const std::string open = t_snippet->name;
+    t_snippet.reset();  // discard it, so that the thread is usable again
+    ::ms::detail::raise<ValueError>("jit_begin: snippet '", open,
+                                    "' is still open (discarded); call jit_end before jit_begin('",
+                                    name, "')");
+  }
+  MS_CHECK(ops::active_tracer() == nullptr, ValueError, "jit_begin('", name,
+           "'): called while ms::jit traces another function");
+  auto s = std::make_unique<Snippet>();
+  s->name = name;
+  s->args = std::move(args);
+  s->tc = std::make_unique<compiler::TraceContext>();
+  for (std::size_t i = 0; i < s->args.size(); ++i) s->tc->bind_input(s->args[i]);
+  t_snippet = std::move(s);
+}
+
+std::vector<Tensor> jit_end(const std::vector<Tensor>& outputs) {
+  MS_CHECK(t_snippet != nullptr, ValueError, "jit_end: no snippet is open (call jit_begin first)");
+  std::unique_ptr<Snippet> s = std::move(t_snippet);
+  ir::Graph g = s->tc->finish(outputs);
+  s->tc.reset();
+  compiler::detail::KeyBuilder k(false);
+  for (const Tensor& t : s->args) k.tensor(t);
+  k.finish();
+  auto phase = [&] {
+    compiler::detail::KeyBuilder p(true);
+    for (const Tensor& t : s->args) p.tensor(t);
+    p.finish();
+    return s->name + p.phase();
+  };
+  auto trace = [&] { return compiler::detail::Traced{std::move(g), {}}; };
+  const auto c = snippet_cache(s->name).get(k.key(), phase, trace);
+  return c->exe->run(s->args);
+}
+
+int jit_snippet_compile_count(const std::string& name) {
+  return snippet_cache(name).compile_count();
+}
+
+}  // namespace ms
