@@ -6,6 +6,7 @@
 //   std::cout << y << "\n";
 #pragma once
 
+#include "ms/autodiff/grad.hpp"
 #include "ms/core/dtype.hpp"
 #include "ms/core/error.hpp"
 #include "ms/core/storage.hpp"

@@ -208,7 +208,8 @@ Shape infer_reshape(const Shape& from, std::int64_t numel, const Shape& to, cons
 }  // namespace
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  if (sym_ >= 0) return detail::symbolic_view("reshape", *this, shape.dims());
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("reshape", *this, shape.dims());
   check_defined("reshape");
   const Shape target = infer_reshape(shape_, numel_, shape, "reshape");
   std::vector<std::int64_t> st;
@@ -223,7 +224,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::view(const Shape& shape) const {
-  if (sym_ >= 0) return detail::symbolic_view("reshape", *this, shape.dims());
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("reshape", *this, shape.dims());
   check_defined("view");
   const Shape target = infer_reshape(shape_, numel_, shape, "view");
   std::vector<std::int64_t> st;
@@ -234,7 +236,8 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
-  if (sym_ >= 0) return detail::symbolic_view("transpose", *this, {a, b});
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("transpose", *this, {a, b});
   check_defined("transpose");
   const auto r = rank();
   a = axis_normalize(a, r, "transpose");
@@ -246,7 +249,7 @@ Tensor Tensor::transpose(std::int64_t a, std::int64_t b) const {
 }
 
 Tensor Tensor::permute(const std::vector<std::int64_t>& axes) const {
-  if (sym_ >= 0) return detail::symbolic_view("permute", *this, axes);
+  if (sym_ >= 0 || detail::tracing_active()) return detail::symbolic_view("permute", *this, axes);
   check_defined("permute");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "permute: Int4 tensors are packed; cast first");
   const auto r = rank();
@@ -266,7 +269,8 @@ Tensor Tensor::permute(const std::vector<std::int64_t>& axes) const {
 
 Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t stop,
                      std::int64_t step) const {
-  if (sym_ >= 0) return detail::symbolic_view("slice", *this, {axis, start, stop, step});
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("slice", *this, {axis, start, stop, step});
   check_defined("slice");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "slice: Int4 tensors are packed; cast first");
   MS_CHECK(rank() > 0, IndexError, "slice: cannot slice a rank-0 tensor");
@@ -289,7 +293,8 @@ Tensor Tensor::slice(std::int64_t axis, std::int64_t start, std::int64_t stop,
 }
 
 Tensor Tensor::select(std::int64_t axis, std::int64_t index) const {
-  if (sym_ >= 0) return detail::symbolic_view("select", *this, {axis, index});
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("select", *this, {axis, index});
   check_defined("select");
   MS_CHECK(rank() > 0, IndexError, "select: cannot index a rank-0 tensor");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank(), "select"));
@@ -302,7 +307,7 @@ Tensor Tensor::select(std::int64_t axis, std::int64_t index) const {
 }
 
 Tensor Tensor::squeeze() const {
-  if (sym_ >= 0) return detail::symbolic_view("squeeze", *this, {});
+  if (sym_ >= 0 || detail::tracing_active()) return detail::symbolic_view("squeeze", *this, {});
   check_defined("squeeze");
   std::vector<std::int64_t> d, st;
   for (std::size_t i = 0; i < shape_.size(); ++i)
@@ -311,7 +316,7 @@ Tensor Tensor::squeeze() const {
 }
 
 Tensor Tensor::squeeze(std::int64_t axis) const {
-  if (sym_ >= 0) return detail::symbolic_view("squeeze", *this, {axis});
+  if (sym_ >= 0 || detail::tracing_active()) return detail::symbolic_view("squeeze", *this, {axis});
   check_defined("squeeze");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank(), "squeeze"));
   if (rank() == 0) return *this;
@@ -324,7 +329,8 @@ Tensor Tensor::squeeze(std::int64_t axis) const {
 }
 
 Tensor Tensor::unsqueeze(std::int64_t axis) const {
-  if (sym_ >= 0) return detail::symbolic_view("unsqueeze", *this, {axis});
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("unsqueeze", *this, {axis});
   check_defined("unsqueeze");
   const auto ax = static_cast<std::size_t>(axis_normalize(axis, rank() + 1, "unsqueeze"));
   std::vector<std::int64_t> d = shape_.dims(), st = strides_;
@@ -335,7 +341,8 @@ Tensor Tensor::unsqueeze(std::int64_t axis) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
-  if (sym_ >= 0) return detail::symbolic_view("broadcast_to", *this, shape.dims());
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("broadcast_to", *this, shape.dims());
   check_defined("expand");
   MS_CHECK(dtype_ != DType::Int4, TypeError, "expand: Int4 tensors are packed; cast first");
   MS_CHECK(shape.size() >= shape_.size(), ShapeError, "expand: cannot expand shape ", shape_,
@@ -365,7 +372,8 @@ Tensor Tensor::expand(const Shape& shape) const {
 }
 
 Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
-  if (sym_ >= 0) return detail::symbolic_view("flatten", *this, {start, end});
+  if (sym_ >= 0 || detail::tracing_active())
+    return detail::symbolic_view("flatten", *this, {start, end});
   check_defined("flatten");
   if (rank() == 0) return reshape({1});
   start = axis_normalize(start, rank(), "flatten");

@@ -189,6 +189,7 @@ std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
   if (sym_ >= 0)
     return detail::str_cat("Tensor(shape=", shape_, ", dtype=", dtype_, ", symbolic %", sym_, ")");
+  const detail::TracingSuspend eager;  // printing reads values now, even while tracing
   std::ostringstream os;
   os << "Tensor(shape=" << shape_ << ", dtype=" << dtype_ << ", value=";
   const DType pd = dtype_ == DType::Bool      ? bool_

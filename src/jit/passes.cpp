@@ -297,7 +297,7 @@ void simplify(Graph& g) {
     } else if (is_ew(n) && name == "neg") {
       const Node& p = g.producer(in[0]);
       if (p.kind == NodeKind::Op && p.def->name == "neg") same = resolve(p.inputs[0]);
-    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" || name == "flatten" ||
+    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" || name == "stop_gradient" || name == "flatten" ||
                name == "contiguous") {
       same = in[0];
     } else if ((name == "transpose" || name == "permute") && in.size() == 1) {

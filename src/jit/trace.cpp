@@ -47,6 +47,12 @@ void TraceContext::bind_input(const Tensor& t, std::string name) {
   bound_.push_back({t, s.symbolic_id(), s.symbolic_id()});
 }
 
+bool TraceContext::bound(const Tensor& t) const {
+  for (const Bound& b : bound_)
+    if (b.tensor.storage() == t.storage()) return true;
+  return false;
+}
+
 int TraceContext::value_of(const Tensor& t, std::string_view what) {
   MS_CHECK(t.defined(), ValueError, what, ": an input is an undefined tensor");
   if (t.is_symbolic()) {
@@ -129,6 +135,20 @@ void TraceContext::record_assign(const Tensor& dst, const Tensor& src, const cha
            ": cannot write in place into a value computed inside ms::jit; rebind it instead "
            "(`y = y + x`)");
   MS_CHECK(dst.defined() && src.defined(), ValueError, what, ": undefined tensor");
+  if (dst.storage()->serial() >= first_serial_ && !src.is_symbolic()) {
+    // A constant being built (e.g. `t = zeros(...); t.fill_(2)`): write it now.
+    MS_CHECK(!bound(dst), ValueError, what,
+             ": cannot write into a constant that the traced function already used");
+    ops::Tracer* self = ops::set_active_tracer(nullptr);
+    try {
+      Tensor(dst).copy_(src);
+    } catch (...) {
+      ops::set_active_tracer(self);
+      throw;
+    }
+    ops::set_active_tracer(self);
+    return;
+  }
   value_of(dst, what);  // registers the capture if new
   std::size_t bi = 0;
   while (!bound_[bi].tensor.is_same(dst)) ++bi;

@@ -10,6 +10,7 @@ void register_linalg_ops();       // src/ops/linalg.cpp (matmul)
 void register_nn_ops();           // src/ops/nn.cpp (conv2d, pooling)
 void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
 void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic views)
+void register_grads();            // src/ops/grad.cpp (gradient rules of every group)
 
 void register_all() {
   register_elementwise_ops();
@@ -18,6 +19,7 @@ void register_all() {
   register_nn_ops();
   register_layout_ops();
   register_view_ops();
+  register_grads();
 }
 
 }  // namespace ms::ops::detail

@@ -480,6 +480,8 @@ std::vector<Case> make_cases() {
   c.push_back({"select", "axis 0 index 1", one(r3), f1([](auto& x) { return x.select(0, 1); })});
   c.push_back({"select", "axis -1 index -1, then sum", one(r3),
                f1([](auto& x) { return sum(x.select(-1, -1), {0}); })});
+  c.push_back({"stop_gradient", "identity in value", one({3, 4}),
+               f1([](auto& x) { return Tensor(stop_gradient(x) * 2.f); })});
   // Other dtypes through the non-elementwise ops.
   c.push_back({"matmul", "f16", two({3, 4}, {4, 2}, float16),
                f2([](auto& a, auto& b) { return matmul(a, b); })});

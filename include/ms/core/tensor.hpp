@@ -243,6 +243,14 @@ void symbolic_assign(const Tensor& dst, const Tensor& src, const char* what);
 /// then become update nodes even on concrete tensors (parameters).
 bool tracing_active();
 void set_tracing_active(bool on);
+/// Runs eagerly for its scope (reading a captured tensor's values while tracing).
+struct TracingSuspend {
+  bool prev;
+  TracingSuspend() : prev(tracing_active()) { set_tracing_active(false); }
+  ~TracingSuspend() { set_tracing_active(prev); }
+  TracingSuspend(const TracingSuspend&) = delete;
+  TracingSuspend& operator=(const TracingSuspend&) = delete;
+};
 }  // namespace detail
 
 template <Element T>
@@ -258,6 +266,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
 template <Element T>
 std::vector<T> Tensor::to_vector() const {
   check_defined("Tensor::to_vector");
+  const detail::TracingSuspend eager;  // a concrete tensor's values, read now
   const Tensor c = to(dtype_of<T>);
   const T* p = c.data<T>();
   return std::vector<T>(p, p + numel_);

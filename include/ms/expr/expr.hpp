@@ -258,6 +258,8 @@ inline constexpr EwFunction<ops::Sigmoid> sigmoid{};
 inline constexpr EwFunction<ops::Relu> relu{};
 /// gelu, exact (erf) form: `ms::gelu(x)`; the tanh form is `ms::gelu_tanh(x)`
 inline constexpr EwFunction<ops::Gelu> gelu{};
+/// the error function
+inline constexpr EwFunction<ops::Erf> erf{};
 inline constexpr EwFunction<ops::GeluTanh> gelu_tanh{};
 /// x * sigmoid(x)
 inline constexpr EwFunction<ops::Silu> silu{};

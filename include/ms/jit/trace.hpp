@@ -42,6 +42,14 @@ class TraceContext final : public ops::Tracer {
   /// The context stops being the active tracer.
   ir::Graph finish(std::span<const Tensor> outputs);
 
+  /// The graph recorded so far.
+  const ir::Graph& graph() const { return g_; }
+  /// The value a tensor stands for in this trace (a concrete tensor becomes a
+  /// capture or constant on first use).
+  int value_id(const Tensor& t) { return value_of(t, "trace"); }
+  /// A symbolic tensor for value `v`.
+  Tensor symbolic_value(int v) const { return symbolic(v); }
+
   std::uint32_t trace_id() const override { return id_; }
   std::vector<Tensor> record(const ops::OpDef& def, std::span<const Tensor> inputs,
                              const ops::Attrs& attrs) override;
@@ -50,6 +58,7 @@ class TraceContext final : public ops::Tracer {
 
  private:
   int value_of(const Tensor& t, std::string_view what);
+  bool bound(const Tensor& t) const;  ///< its storage already feeds the graph
   Tensor symbolic(int value) const;
   void deactivate();
 

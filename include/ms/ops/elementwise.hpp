@@ -223,6 +223,15 @@ struct Gelu {
   static double ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
 };
 
+/// The error function (used by gelu's gradient).
+struct Erf {
+  static constexpr std::string_view name = "erf";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) { return x.erf(); }
+  static double ref(double x) { return std::erf(x); }
+};
+
 /// The tanh approximation of gelu (PyTorch's approximate="tanh", MindSpore's default).
 struct GeluTanh {
   static constexpr std::string_view name = "gelu_tanh";
@@ -446,7 +455,7 @@ struct OpList {
 
 using ElementwiseOps =
     OpList<Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sign, Floor, Ceil, Round,
-           Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, LogicalNot, Add, Sub, Mul,
+           Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Erf, GeluTanh, Silu, Softplus, LogicalNot, Add, Sub, Mul,
            Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, Where, Clamp>;
 
 namespace detail {

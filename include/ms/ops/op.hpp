@@ -77,6 +77,19 @@ struct TensorType {
 };
 
 using InferFn = std::function<std::vector<TensorType>(std::span<const TensorType>, const Attrs&)>;
+
+/// What a gradient rule sees: the op's inputs and outputs (symbolic while
+/// autodiff traces the backward pass) and the gradients of its outputs.
+struct GradContext {
+  std::span<const Tensor> inputs;  ///< a weak scalar operand is a 0-d tensor of its partner's dtype
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> out_grads;  ///< undefined where an output gets no gradient
+  const Attrs& attrs;
+};
+/// Reverse-mode rule: one gradient per input (undefined: none), written with
+/// ops so that it records graph nodes (and so is differentiable again). The
+/// gradient of an input must have that input's shape.
+using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
 
 /// One entry of the op table.
@@ -93,6 +106,8 @@ struct OpDef {
   InferFn infer;
   /// Computes the outputs (calls kernels/).
   EvalFn eval;
+  /// Gradient rule (src/ops/grad.cpp); empty for non-differentiable ops.
+  GradFn grad = {};
 };
 
 /// Every registered op, in registration order.
@@ -149,6 +164,8 @@ Tracer* set_active_tracer(Tracer* t);
 namespace detail {
 /// Appends an op; called only from the register_* functions in src/ops/.
 void registry_add(OpDef def);
+/// Sets the gradient rule of op `name` (called from src/ops/grad.cpp).
+void set_grad(std::string_view name, GradFn fn);
 }  // namespace detail
 
 // ---------------------------------------------------------------- templates

@@ -1,0 +1,180 @@
+// ms/autodiff/grad.hpp — ms::grad and ms::value_and_grad, as graph transformations.
+//
+// Stage: autodiff. Reverse mode over the traced graph: the function is traced
+// (into the trace of an enclosing ms::jit when there is one, else into a
+// trace of its own that is compiled and run at once, uncached), then each
+// recorded op's gradient rule (src/ops/grad.cpp) is traced in reverse order.
+// The gradients are therefore graph values too: under ms::jit they are fused,
+// planned and cached with the rest, and grad(grad(f)) works.
+//
+//   auto f = [](const auto& x) -> ms::Tensor { return ms::sum(x * x); };
+//   ms::Tensor dx = ms::grad(f)(x);                              // 2x
+//   auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, {w, b})(x, y);
+//   auto step = ms::jit(ms::value_and_grad(loss_fn, 0));         // compiled and cached
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "ms/jit/jit.hpp"
+
+namespace ms {
+
+/// Which arguments to differentiate: an index, a list of indices, or
+/// std::nullopt (only the weights).
+struct GradPosition {
+  GradPosition(int i) : idx{i} {}                          // NOLINT: implicit, as MindSpore's int
+  GradPosition(std::vector<int> v) : idx(std::move(v)) {}  // NOLINT
+  GradPosition(std::initializer_list<int> v) : idx(v) {}   // NOLINT
+  GradPosition(std::nullopt_t) {}                          // NOLINT
+  std::vector<int> idx;
+};
+
+/// What value_and_grad returns: `auto [value, grads] = ...`.
+template <class V, class G>
+struct ValueAndGrad {
+  V value;
+  G grads;
+};
+
+/// Identity whose gradient is zero: `ms::stop_gradient(x)`.
+Tensor stop_gradient(const Tensor& x);
+
+namespace autodiff {
+
+/// The gradients of scalar `y` (recorded in `tc` from node `first_node` on)
+/// with respect to each tensor of `wrt`, traced into `tc`. A tensor that `y`
+/// does not depend on gets zeros.
+std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node, const Tensor& y,
+                             std::span<const Tensor> wrt);
+
+/// Checks what is asked of a differentiated function; ms::Error otherwise.
+void check_output(const Tensor& y, std::string_view api);
+void check_wrt(const Tensor& t, std::string_view what, std::string_view api);
+
+template <class T>
+const Tensor* tensor_ptr(const T& a) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<T>, Tensor>)
+    return &a;
+  else
+    return nullptr;
+}
+
+/// The callable that ms::grad / ms::value_and_grad return.
+template <class F, bool WithValue, bool Single>
+class GradFunction {
+ public:
+  GradFunction(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux)
+      : fn_(std::move(fn)),
+        pos_(std::move(pos.idx)),
+        weights_(std::move(weights)),
+        has_aux_(has_aux) {}
+
+  template <class... A>
+  auto operator()(const A&... args) const {
+    auto* outer = dynamic_cast<compiler::TraceContext*>(ops::active_tracer());
+    if (outer != nullptr) return run(*outer, args...);
+    // Eager: a trace of its own, compiled and run at once (not cached).
+    compiler::TraceContext tc;
+    std::vector<Tensor> bound;
+    auto bind = [&](const auto& a) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, Tensor>) {
+        tc.bind_input(a);
+        bound.push_back(a);
+      }
+    };
+    (bind(args), ...);
+    auto r = run(tc, args...);
+    using Out = compiler::detail::OutTraits<decltype(r)>;
+    std::vector<Tensor> flat;
+    std::vector<std::size_t> st;
+    Out::flatten(r, flat, st);
+    ir::Graph g = tc.finish(flat);
+    compiler::optimize(g, {});
+    std::vector<Tensor> outs = compiler::Executable(std::move(g)).run(bound);
+    std::size_t pos = 0, sp = 0;
+    return Out::unflatten(outs, pos, st, sp);
+  }
+
+ private:
+  template <class... A>
+  auto run(compiler::TraceContext& tc, const A&... args) const {
+    const std::size_t mark = tc.graph().nodes.size();
+    const std::vector<const Tensor*> targs{tensor_ptr(args)...};
+    using Raw = std::remove_cvref_t<std::invoke_result_t<const F&, const A&...>>;
+    using Out = compiler::detail::OutTraits<Raw>;
+    auto raw = fn_(args...);
+    std::vector<Tensor> flat;
+    std::vector<std::size_t> st;
+    Out::flatten(raw, flat, st);
+    const std::string_view api = WithValue ? "value_and_grad" : "grad";
+    MS_CHECK(!flat.empty(), ValueError, api, ": the function returns no tensor");
+    MS_CHECK(has_aux_ || flat.size() == 1, ValueError, api, ": the function returns ", flat.size(),
+             " tensors; differentiate one, or pass has_aux = true to differentiate the first");
+    check_output(flat[0], api);
+    std::vector<Tensor> wrt;
+    for (int p : pos_) {
+      MS_CHECK(p >= 0 && static_cast<std::size_t>(p) < targs.size(), IndexError, api,
+               ": grad_position ", p, " is out of range for a function of ", targs.size(),
+               " arguments");
+      MS_CHECK(targs[static_cast<std::size_t>(p)] != nullptr, TypeError, api, ": argument ", p,
+               " is not a tensor and cannot be differentiated");
+      check_wrt(*targs[static_cast<std::size_t>(p)], "argument " + std::to_string(p), api);
+      wrt.push_back(*targs[static_cast<std::size_t>(p)]);
+    }
+    for (std::size_t i = 0; i < weights_.size(); ++i) {
+      check_wrt(weights_[i], "weight " + std::to_string(i), api);
+      wrt.push_back(weights_[i]);
+    }
+    std::vector<Tensor> grads = backward(tc, mark, flat[0], wrt);
+    auto grads_out = [&] {
+      if constexpr (Single)
+        return grads.at(0);
+      else
+        return grads;
+    };
+    if constexpr (WithValue) {
+      std::size_t pos = 0, sp = 0;
+      using V = typename Out::type;
+      return ValueAndGrad<V, decltype(grads_out())>{Out::unflatten(flat, pos, st, sp), grads_out()};
+    } else {
+      return grads_out();
+    }
+  }
+
+  F fn_;
+  std::vector<int> pos_;
+  std::vector<Tensor> weights_;
+  bool has_aux_;
+};
+
+}  // namespace autodiff
+
+/// The gradient of `fn` (scalar output) with respect to argument `pos`: a Tensor.
+template <class F>
+auto grad(F fn, int pos = 0) {
+  return autodiff::GradFunction<F, false, true>(std::move(fn), pos, {}, false);
+}
+/// Gradients with respect to the arguments `pos` and then the `weights`, in
+/// that order: a std::vector<Tensor>.
+template <class F>
+auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
+  return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(pos), std::move(weights),
+                                                 has_aux);
+}
+/// The value of `fn` and its gradient with respect to argument `pos`.
+template <class F>
+auto value_and_grad(F fn, int pos = 0) {
+  return autodiff::GradFunction<F, true, true>(std::move(fn), pos, {}, false);
+}
+/// The value of `fn` and its gradients (arguments `pos`, then `weights`).
+template <class F>
+auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
+  return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(pos), std::move(weights),
+                                                has_aux);
+}
+
+}  // namespace ms

@@ -1,0 +1,312 @@
+// Gradient rules, one line (or a few) per op, in one table (as tinygrad's
+// gradient table): each rule is written with ops, so that tracing it records
+// the backward graph, which is differentiable again (grad of grad).
+//
+// Conventions: x, y, z are the inputs, o the output, g the output's gradient.
+// A gradient always has its input's shape: broadcasting in the forward op is
+// undone by `sum_to`.
+#include <cmath>
+#include <numbers>
+
+#include "ms/expr/expr.hpp"
+#include "ms/ops/layout.hpp"
+#include "ms/ops/linalg.hpp"
+#include "ms/ops/op.hpp"
+#include "ms/ops/reduce.hpp"
+
+namespace ms::ops::detail {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+/// Sums `g` over the axes that broadcasting added or stretched, to `shape`.
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const std::int64_t lead = g.rank() - shape.rank();
+  std::vector<std::int64_t> axes;
+  for (std::int64_t i = 0; i < g.rank(); ++i)
+    if (i < lead || (shape[static_cast<std::size_t>(i - lead)] == 1 && g.dim(i) != 1))
+      axes.push_back(i);
+  const Tensor r = axes.empty() ? g : sum(g, axes, true);
+  return reshape(r, shape);
+}
+
+// Shorthands for the rules.
+const Tensor& in(const GradContext& c, std::size_t i) { return c.inputs[i]; }
+const Tensor& out(const GradContext& c) { return c.outputs[0]; }
+const Tensor& gout(const GradContext& c) { return c.out_grads[0]; }
+
+void rule(std::string_view name, GradFn fn) { set_grad(name, std::move(fn)); }
+
+// Unary elementwise: dx = f(x, o, g).
+template <class F>
+void unary(std::string_view name, F f) {
+  rule(name, [f](const GradContext& c) -> Grads { return {Tensor(f(in(c, 0), out(c), gout(c)))}; });
+}
+
+// Binary elementwise: (dx, dy) before un-broadcasting.
+template <class F>
+void binary(std::string_view name, F f) {
+  rule(name, [f](const GradContext& c) -> Grads {
+    const Tensor &x = in(c, 0), &y = in(c, 1);
+    auto [dx, dy] = f(x, y, out(c), gout(c));
+    return {sum_to(dx, x.shape()), sum_to(dy, y.shape())};
+  });
+}
+
+// Axes a reduction reduced, normalized (all when "axes" is empty or absent).
+std::vector<std::int64_t> reduced_axes(const GradContext& c, std::string_view op) {
+  const std::int64_t r = in(c, 0).rank();
+  std::vector<std::int64_t> axes;
+  if (c.attrs.has("axis")) {
+    axes.push_back(axis_normalize(c.attrs.get<std::int64_t>("axis", op), r, op));
+  } else if (c.attrs.has("axes") && !c.attrs.get<std::vector<std::int64_t>>("axes", op).empty()) {
+    for (std::int64_t a : c.attrs.get<std::vector<std::int64_t>>("axes", op))
+      axes.push_back(axis_normalize(a, r, op));
+  } else {
+    for (std::int64_t a = 0; a < r; ++a) axes.push_back(a);
+  }
+  return axes;
+}
+
+// `t` (a reduction's output or its gradient) with the reduced axes kept as size 1,
+// broadcast back to the input's shape.
+Tensor expand_back(const Tensor& t, const GradContext& c, std::string_view op) {
+  const Shape& xs = in(c, 0).shape();
+  std::vector<std::int64_t> kept = xs.dims();
+  for (std::int64_t a : reduced_axes(c, op)) kept[static_cast<std::size_t>(a)] = 1;
+  return broadcast_to(reshape(t, Shape(kept)), xs);
+}
+
+// Number of elements each output element of a reduction reads.
+double reduced_count(const GradContext& c, std::string_view op) {
+  double n = 1;
+  for (std::int64_t a : reduced_axes(c, op)) n *= static_cast<double>(in(c, 0).dim(a));
+  return n;
+}
+
+// Pads for ms::pad (PyTorch order: last axis first) that put a [start, start+len)
+// window of an axis of size n back in place.
+std::vector<std::int64_t> window_pads(std::int64_t rank, std::int64_t axis, std::int64_t start,
+                                      std::int64_t after) {
+  std::vector<std::int64_t> pads(static_cast<std::size_t>(2 * (rank - axis)), 0);
+  pads[pads.size() - 2] = start;
+  pads[pads.size() - 1] = after;
+  return pads;
+}
+
+void elementwise_rules() {
+  constexpr double kSqrt2 = std::numbers::sqrt2;
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
+  unary("neg", [](auto&, auto&, auto& g) { return -g; });
+  unary("abs", [](auto& x, auto&, auto& g) { return g * sign(x); });
+  unary("exp", [](auto&, auto& o, auto& g) { return g * o; });
+  unary("log", [](auto& x, auto&, auto& g) { return g / x; });
+  unary("log1p", [](auto& x, auto&, auto& g) { return g / (x + 1.0); });
+  unary("sqrt", [](auto&, auto& o, auto& g) { return g / (o * 2.0); });
+  unary("rsqrt", [](auto&, auto& o, auto& g) { return g * o * o * o * -0.5; });
+  unary("square", [](auto& x, auto&, auto& g) { return g * x * 2.0; });
+  unary("reciprocal", [](auto&, auto& o, auto& g) { return -(g * o * o); });
+  unary("sin", [](auto& x, auto&, auto& g) { return g * cos(x); });
+  unary("cos", [](auto& x, auto&, auto& g) { return -(g * sin(x)); });
+  unary("tanh", [](auto&, auto& o, auto& g) { return g * (1.0 - o * o); });
+  unary("sigmoid", [](auto&, auto& o, auto& g) { return g * o * (1.0 - o); });
+  unary("relu", [](auto& x, auto&, auto& g) { return where(x > 0, g, 0); });
+  unary("erf", [](auto& x, auto&, auto& g) {
+    return g * exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi));
+  });
+  unary("gelu", [=](auto& x, auto&, auto& g) {
+    return g * ((erf(x / kSqrt2) + 1.0) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
+  });
+  unary("gelu_tanh", [](auto& x, auto&, auto& g) {
+    constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
+    const Tensor t = tanh((x + x * x * x * 0.044715) * k);
+    return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (3 * 0.044715) + 1.0) * (0.5 * k));
+  });
+  unary("silu", [](auto& x, auto&, auto& g) {
+    const Tensor s = sigmoid(x);
+    return g * s * (x * (1.0 - s) + 1.0);
+  });
+  unary("softplus", [](auto& x, auto&, auto& g) { return g * sigmoid(x); });
+
+  binary("add", [](auto&, auto&, auto&, auto& g) { return std::pair{g, g}; });
+  binary("sub", [](auto&, auto&, auto&, auto& g) { return std::pair<Tensor, Tensor>{g, -g}; });
+  binary("mul", [](auto& x, auto& y, auto&, auto& g) {
+    return std::pair<Tensor, Tensor>{g * y, g * x};
+  });
+  binary("div", [](auto&, auto& y, auto& o, auto& g) {
+    return std::pair<Tensor, Tensor>{g / y, -(g * o / y)};
+  });
+  binary("pow", [](auto& x, auto& y, auto& o, auto& g) {
+    // d/dy x^y = x^y log x, taken as 0 where x <= 0 (as PyTorch at x = 0).
+    return std::pair<Tensor, Tensor>{g * y * pow(x, y - 1.0), where(x > 0, g * o * log(x), 0)};
+  });
+  // Ties share the gradient equally (as PyTorch).
+  binary("maximum", [](auto& x, auto& y, auto&, auto& g) {
+    const Tensor tie = where(x == y, g * 0.5, 0);
+    return std::pair<Tensor, Tensor>{where(x > y, g, tie), where(y > x, g, tie)};
+  });
+  binary("minimum", [](auto& x, auto& y, auto&, auto& g) {
+    const Tensor tie = where(x == y, g * 0.5, 0);
+    return std::pair<Tensor, Tensor>{where(x < y, g, tie), where(y < x, g, tie)};
+  });
+  rule("where", [](const GradContext& c) -> Grads {
+    const Tensor &cond = in(c, 0), &g = gout(c);
+    return {Tensor(), sum_to(where(cond, g, 0), in(c, 1).shape()),
+            sum_to(where(cond, 0, g), in(c, 2).shape())};
+  });
+  rule("clamp", [](const GradContext& c) -> Grads {
+    const Tensor &x = in(c, 0), &lo = in(c, 1), &hi = in(c, 2), &g = gout(c);
+    // NaN bounds propagate to the output; the gradient goes where the value came from.
+    const Tensor below = x < lo, above = logical_and(x > hi, !below);
+    return {sum_to(where(logical_or(below, above), 0, g), x.shape()),
+            sum_to(where(below, g, 0), lo.shape()), sum_to(where(above, g, 0), hi.shape())};
+  });
+}
+
+void reduction_rules() {
+  rule("sum", [](const GradContext& c) -> Grads { return {expand_back(gout(c), c, "sum")}; });
+  rule("mean", [](const GradContext& c) -> Grads {
+    return {Tensor(expand_back(gout(c), c, "mean") / reduced_count(c, "mean"))};
+  });
+  for (std::string_view name : {"max", "min"})
+    rule(name, [name](const GradContext& c) -> Grads {
+      // Ties share the gradient equally.
+      const Tensor& x = in(c, 0);
+      const Tensor hit = cast(x == expand_back(out(c), c, name), x.dtype());
+      const Tensor count = expand_back(sum(hit, reduced_axes(c, name), true), c, name);
+      return {Tensor(expand_back(gout(c), c, name) * hit / count)};
+    });
+  rule("prod", [](const GradContext& c) -> Grads {
+    // prod / x: exact away from zeros (a zero input gets NaN or Inf).
+    return {Tensor(expand_back(gout(c), c, "prod") * expand_back(out(c), c, "prod") / in(c, 0))};
+  });
+  for (std::string_view name : {"var", "std"})
+    rule(name, [name](const GradContext& c) -> Grads {
+      const Tensor& x = in(c, 0);
+      const double n = reduced_count(c, name) -
+                       static_cast<double>(c.attrs.get_or<std::int64_t>("ddof", 0, name));
+      const Tensor centered = x - expand_back(mean(x, reduced_axes(c, name), true), c, name);
+      const Tensor g = expand_back(gout(c), c, name);
+      if (name == "var") return {Tensor(g * centered * (2.0 / n))};
+      return {Tensor(g * centered / (expand_back(out(c), c, name) * n))};
+    });
+  rule("logsumexp", [](const GradContext& c) -> Grads {
+    return {Tensor(expand_back(gout(c), c, "logsumexp") *
+                   exp(in(c, 0) - expand_back(out(c), c, "logsumexp")))};
+  });
+  rule("softmax", [](const GradContext& c) -> Grads {
+    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "softmax");
+    const Tensor &o = out(c), &g = gout(c);
+    return {Tensor(o * (g - sum(Tensor(g * o), {axis}, true)))};
+  });
+  rule("log_softmax", [](const GradContext& c) -> Grads {
+    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "log_softmax");
+    const Tensor &o = out(c), &g = gout(c);
+    return {Tensor(g - exp(o) * sum(g, {axis}, true))};
+  });
+}
+
+void linalg_rules() {
+  rule("matmul", [](const GradContext& c) -> Grads {
+    const Tensor &a = in(c, 0), &b = in(c, 1);
+    // As 2-D (or batched) operands: a vector is a row (lhs) or a column (rhs).
+    const Tensor A = a.rank() == 1 ? unsqueeze(a, 0) : a;
+    const Tensor B = b.rank() == 1 ? unsqueeze(b, -1) : b;
+    Tensor G = gout(c);
+    if (a.rank() == 1) G = unsqueeze(G, G.rank() == 0 ? 0 : -2);
+    if (b.rank() == 1) G = unsqueeze(G, -1);
+    const Tensor dA = sum_to(matmul(G, transpose(B, -1, -2)), A.shape());
+    const Tensor dB = sum_to(matmul(transpose(A, -1, -2), G), B.shape());
+    return {reshape(dA, a.shape()), reshape(dB, b.shape())};
+  });
+}
+
+void layout_rules() {
+  for (std::string_view name : {"reshape", "flatten", "squeeze", "unsqueeze"})
+    rule(name, [](const GradContext& c) -> Grads { return {reshape(gout(c), in(c, 0).shape())}; });
+  rule("transpose", [](const GradContext& c) -> Grads {
+    return {transpose(gout(c), c.attrs.get<std::int64_t>("axis0", "transpose"),
+                      c.attrs.get<std::int64_t>("axis1", "transpose"))};
+  });
+  rule("permute", [](const GradContext& c) -> Grads {
+    const auto axes = c.attrs.get<std::vector<std::int64_t>>("axes", "permute");
+    const std::int64_t r = in(c, 0).rank();
+    std::vector<std::int64_t> inv(axes.size());
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      inv[static_cast<std::size_t>(axis_normalize(axes[i], r, "permute"))] =
+          static_cast<std::int64_t>(i);
+    return {permute(gout(c), inv)};
+  });
+  rule("broadcast_to",
+       [](const GradContext& c) -> Grads { return {sum_to(gout(c), in(c, 0).shape())}; });
+  rule("cast", [](const GradContext& c) -> Grads {
+    const DType t = in(c, 0).dtype();
+    if (!dtype_is_float(t)) return {Tensor()};  // no gradient into integers
+    return {cast(gout(c), t)};
+  });
+  rule("concat", [](const GradContext& c) -> Grads {
+    const std::int64_t axis =
+        axis_normalize(c.attrs.get<std::int64_t>("axis", "concat"), in(c, 0).rank(), "concat");
+    std::vector<std::int64_t> sizes;
+    for (const Tensor& x : c.inputs) sizes.push_back(x.dim(axis));
+    return split(gout(c), sizes, axis);
+  });
+  rule("stack", [](const GradContext& c) -> Grads {
+    const std::int64_t axis =
+        axis_normalize(c.attrs.get<std::int64_t>("axis", "stack"), in(c, 0).rank() + 1, "stack");
+    Grads parts = split(gout(c), 1, axis);
+    for (Tensor& p : parts) p = squeeze(p, axis);
+    return parts;
+  });
+  rule("split", [](const GradContext& c) -> Grads {
+    const std::int64_t axis =
+        axis_normalize(c.attrs.get<std::int64_t>("axis", "split"), in(c, 0).rank(), "split");
+    std::vector<Tensor> parts;
+    for (std::size_t k = 0; k < c.outputs.size(); ++k)
+      parts.push_back(c.out_grads[k].defined() ? c.out_grads[k]
+                                               : zeros(c.outputs[k].shape(), c.outputs[k].dtype()));
+    return {concat(parts, axis)};
+  });
+  rule("pad", [](const GradContext& c) -> Grads {
+    const std::string mode = c.attrs.get<std::string>("mode", "pad");
+    MS_CHECK(mode == "constant", ValueError, "pad: the gradient of \"", mode,
+             "\" padding is not available (only \"constant\")");
+    std::vector<std::int64_t> pads = c.attrs.get<std::vector<std::int64_t>>("pads", "pad");
+    for (std::int64_t& p : pads) p = -p;  // crop what was added, pad what was cropped
+    return {pad(gout(c), pads)};
+  });
+  rule("slice", [](const GradContext& c) -> Grads {
+    const Tensor& x = in(c, 0);
+    const std::int64_t axis =
+        axis_normalize(c.attrs.get<std::int64_t>("axis", "slice"), x.rank(), "slice");
+    const std::int64_t step = c.attrs.get<std::int64_t>("step", "slice");
+    MS_CHECK(step == 1, ValueError, "slice: the gradient of a slice with step ", step,
+             " is not available (only step 1)");
+    const std::int64_t n = x.dim(axis), len = out(c).dim(axis);
+    std::int64_t start = c.attrs.get<std::int64_t>("start", "slice");
+    if (start < 0) start = start < -n ? 0 : start + n;
+    start = std::min(start, n);
+    return {pad(gout(c), window_pads(x.rank(), axis, start, n - start - len))};
+  });
+  rule("select", [](const GradContext& c) -> Grads {
+    const Tensor& x = in(c, 0);
+    const std::int64_t axis =
+        axis_normalize(c.attrs.get<std::int64_t>("axis", "select"), x.rank(), "select");
+    std::int64_t index = c.attrs.get<std::int64_t>("index", "select");
+    if (index < 0) index += x.dim(axis);
+    return {
+        pad(unsqueeze(gout(c), axis), window_pads(x.rank(), axis, index, x.dim(axis) - index - 1))};
+  });
+}
+
+}  // namespace
+
+void register_grads() {
+  elementwise_rules();
+  reduction_rules();
+  linalg_rules();
+  layout_rules();
+}
+
+}  // namespace ms::ops::detail
