@@ -1,0 +1,161 @@
+// ms/core/random.hpp — ms::Generator (counter-based Philox4x32-10) and random tensors.
+//
+// Stage: core (the nn stage's initializers and dropout layers draw from here).
+// A Generator is a seed and an offset, as MindSpore's: a random function
+// reserves the Philox blocks it needs (the offset advances by that count) and
+// computes element i from the block `offset + i / k` (k elements per 128-bit
+// block: 4 for float32 draws, 2 for float64 and 64-bit integer draws), so the
+// numbers depend only on seed, offset and index — never on the thread count or
+// on how the work is chunked.
+//
+//   ms::manual_seed(42);                                   // the default generator
+//   ms::Tensor w = ms::normal({256, 784}, 0.0, 0.02);      // float32
+//   ms::Generator g(7);
+//   ms::Tensor u = ms::uniform({3}, -1.0, 1.0, g, ms::float64);
+//   ms::Tensor s = g.get_state();  ...  g.set_state(s);    // replays the same numbers
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+
+#include "ms/core/dtype.hpp"
+#include "ms/core/tensor.hpp"
+#include "ms/shape/shape.hpp"
+
+namespace ms {
+
+/// The Philox4x32-10 block function of Random123 (Salmon et al., SC'11): maps a
+/// 128-bit counter and a 64-bit key to 128 random bits.
+/// Example: `ms::philox4x32_10({0, 0, 0, 0}, {0, 0})[0] == 0x6627e8d5`.
+constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> ctr,
+                                                     std::array<std::uint32_t, 2> key) {
+  constexpr std::uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;  // round multipliers
+  constexpr std::uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;  // Weyl key increments
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key[0] += kW0;
+      key[1] += kW1;
+    }
+    const std::uint64_t p0 = static_cast<std::uint64_t>(kM0) * ctr[0];
+    const std::uint64_t p1 = static_cast<std::uint64_t>(kM1) * ctr[2];
+    const auto hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+    const auto hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+    ctr = {hi1 ^ ctr[1] ^ key[0], lo1, hi0 ^ ctr[3] ^ key[1], lo0};
+  }
+  return ctr;
+}
+
+/// A random-number generator state: a seed (the Philox key) and an offset (the
+/// number of 128-bit Philox blocks consumed so far). Thread-safe: every member
+/// locks. Copying copies the state (the copy then draws the same numbers).
+/// Example: `ms::Generator g; g.manual_seed(5); auto x = ms::uniform({4}, 0, 1, g);`
+class Generator {
+ public:
+  /// Seed 0, offset 0 (as MindSpore's `Generator()`).
+  Generator() = default;
+  /// Seed `seed`, offset 0.
+  explicit Generator(std::uint64_t seed) : seed_(seed) {}
+  Generator(const Generator& other);
+  Generator& operator=(const Generator& other);
+
+  /// Sets the seed and resets the offset to 0; returns this generator.
+  Generator& manual_seed(std::uint64_t seed);
+  /// Seeds with a fresh random value (std::random_device); offset 0. Returns the seed.
+  std::uint64_t seed();
+  /// The seed set last (by the constructor, manual_seed, seed or set_state).
+  std::uint64_t initial_seed() const;
+  /// Philox blocks consumed since the seed was set.
+  std::uint64_t offset() const;
+
+  /// The state as an int64 tensor of shape [2]: {seed, offset} (bit patterns).
+  Tensor get_state() const;
+  /// Restores a state made by get_state. TypeError unless int64, ShapeError unless shape [2].
+  void set_state(const Tensor& state);
+
+  /// What a random function draws from: the key and its first block.
+  struct Draw {
+    std::uint64_t seed;
+    std::uint64_t offset;
+  };
+  /// Returns the current seed and offset and advances the offset by `blocks`
+  /// (MindSpore's `Generator._step`). Random functions call this once per call.
+  Draw step(std::uint64_t blocks);
+
+ private:
+  mutable std::mutex mu_;
+  std::uint64_t seed_ = 0;
+  std::uint64_t offset_ = 0;
+};
+
+/// The process-wide generator random functions use when none is given. Seeded
+/// with a random value on first use (as MindSpore's); `ms::manual_seed` fixes it.
+Generator& default_generator();
+/// Seeds the default generator (offset reset to 0) and returns it.
+/// Example: `ms::manual_seed(42);`
+Generator& manual_seed(std::uint64_t seed);
+/// Seeds the default generator with a random value and returns that seed.
+std::uint64_t seed();
+/// The default generator's seed.
+std::uint64_t initial_seed();
+/// The default generator's state (see Generator::get_state).
+Tensor get_rng_state();
+/// Restores the default generator's state.
+void set_rng_state(const Tensor& state);
+
+// ------------------------------------------------------------------ random tensors
+// Each function draws from `gen` (the default generator when omitted). Floating
+// results are computed in float32 (float64 for float64) and rounded on store for
+// float16 / bfloat16. ValueError for bad parameters, TypeError for a dtype the
+// function cannot produce, naming the function, the argument, expected vs given.
+
+/// Uniform in [low, high) (float16 / bfloat16 may round up to `high`). Needs finite low < high.
+/// Example: `ms::uniform({2, 3}, -1.0, 1.0)`.
+Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = float32);
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype = float32);
+
+/// Normal N(mean, std^2) by the Box-Muller transform. Needs std >= 0.
+/// Example: `ms::normal({128, 64}, 0.0, 0.02)`.
+Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = float32);
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = float32);
+
+/// Normal N(mean, std^2) conditioned on [a, b] (absolute bounds, as PyTorch's
+/// trunc_normal_ and MindSpore's TruncatedNormal), by inverting the CDF: one
+/// draw per element, no rejection. Needs std >= 0 and a < b.
+/// Example: `ms::truncated_normal({64, 64}, 0.0, 1.0, -2.0, 2.0)`.
+Tensor truncated_normal(const Shape& shape, double mean = 0.0, double std = 1.0, double a = -2.0,
+                        double b = 2.0, DType dtype = float32);
+Tensor truncated_normal(const Shape& shape, double mean, double std, double a, double b,
+                        Generator& gen, DType dtype = float32);
+
+/// 1 with probability p, else 0, in `dtype` (bool, integer or floating). Needs p in [0, 1].
+/// Example: `ms::bernoulli({10}, 0.3)`.
+Tensor bernoulli(const Shape& shape, double p = 0.5, DType dtype = float32);
+Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = float32);
+/// Element i is 1 with probability probs[i] (a floating tensor with values in
+/// [0, 1]); the result has the shape and dtype of `probs`.
+/// Example: `ms::bernoulli(ms::full({3}, 0.25))`.
+Tensor bernoulli(const Tensor& probs);
+Tensor bernoulli(const Tensor& probs, Generator& gen);
+
+/// Integers uniform in [low, high), int64 by default (any integer dtype whose
+/// range holds [low, high - 1]).
+/// Example: `ms::randint(0, 10, {5})`.
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = int64);
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen,
+               DType dtype = int64);
+
+/// A random permutation of 0 .. n-1 (Fisher-Yates), int64 by default (integer
+/// or floating dtypes that hold n - 1 exactly).
+/// Example: `ms::randperm(5)` may give [3, 0, 4, 1, 2].
+Tensor randperm(std::int64_t n, DType dtype = int64);
+Tensor randperm(std::int64_t n, Generator& gen, DType dtype = int64);
+
+/// Inverted dropout: each element is zeroed with probability p and the others
+/// are scaled by 1 / (1 - p); with `training` false or p == 0 returns `x`
+/// itself, with p == 1 zeros. `x` must be floating. Needs p in [0, 1].
+/// Example: `ms::dropout(h, 0.5, net.training())`.
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+}  // namespace ms
