@@ -724,16 +724,13 @@ TEST_SUITE("jit") {
       }
     }
   }
-  // ------------------------------------------------------------ known bugs
-  // Real mismatches between eager and jitted results, kept as cases so that
-  // they pass once fixed (see the report of this test's author).
+  // ------------------------------------------------------------ regressions
+  // Mismatches between eager and jitted results this test found (all fixed).
 
-  // O1's common-subexpression elimination keys weak scalars and float
-  // attributes by their text with 6 significant digits (Scalar::to_string,
-  // Attrs::to_string through ostream), so distinct values that print alike
-  // are merged: `x + 1e6` and `x + 1000001` become one node.
-  TEST_CASE("CSE keeps weak scalars and float attributes that print alike apart" *
-            doctest::may_fail()) {
+  // O1's common-subexpression elimination keyed weak scalars and float
+  // attributes by their text with 6 significant digits, so distinct values
+  // that print alike were merged: `x + 1e6` and `x + 1000001` became one node.
+  TEST_CASE("CSE keeps weak scalars and float attributes that print alike apart") {
     const std::vector<Case> cases = {
         {"add", "x + 1e6 and x + 1000001",
          [](unsigned s) {
@@ -754,19 +751,17 @@ TEST_SUITE("jit") {
     for (const Case& c : cases) run_case(c, false);
   }
 
-  // The fused tile loop reuses the register slot of a weak-scalar constant
-  // once the constant's last use is past (kernels::EwBuilder::finish sets a
-  // constant's last use to "end" and then overwrites it with its real last
-  // use), but constants are filled only once per chunk: from the 2nd tile on
-  // (> 2048 elements) they read the previous tile's values. Eager expression
-  // trees and O1's Fused nodes are wrong; O0 (one op per program) is right.
-  TEST_CASE("elementwise chains with weak scalars over more than one tile" * doctest::may_fail()) {
+  // The fused tile loop released the register slot of a weak-scalar constant
+  // after its last use, but constants are filled once per chunk: from the 2nd
+  // tile on (> 2048 elements) they read clobbered values. Eager expression
+  // trees and O1's Fused nodes were wrong; O0 (one op per program) was right.
+  TEST_CASE("elementwise chains with weak scalars over more than one tile") {
     for (const Case& c : make_multitile_cases(ops::ElementwiseOps{})) run_case(c, false);
   }
 
-  // O1's simplification rewrites x + 0 (and 0 + x) to x, but in IEEE
-  // arithmetic -0.0 + 0.0 is +0.0: 1 / (x + 0) is +inf eagerly and -inf jitted.
-  TEST_CASE("x + 0 keeps the sign of zero" * doctest::may_fail()) {
+  // O1's simplification rewrote x + 0 to x, but in IEEE arithmetic
+  // -0.0 + 0.0 is +0.0: 1 / (x + 0) was +inf eagerly and -inf jitted.
+  TEST_CASE("x + 0 keeps the sign of zero") {
     const Case c{"reciprocal", "1 / (x + 0) with x = -0.0",
                  [](unsigned) {
                    return Tensors{tensor({-0.f, 0.f, 2.f})};
@@ -776,11 +771,10 @@ TEST_SUITE("jit") {
   }
 
   // Copying Tensor methods (to, clone, reshape when it must copy) on a
-  // concrete captured tensor run at trace time: their result is a Const of
-  // the graph, so in-place updates of the parameter after compiling are not
-  // seen (the free functions ms::cast / ms::reshape record ops and are fine).
-  TEST_CASE("copies of a captured tensor made by Tensor methods follow in-place updates" *
-            doctest::may_fail()) {
+  // concrete captured tensor ran at trace time: their result was a Const of
+  // the graph, so in-place updates of the parameter after compiling were not
+  // seen (the free functions ms::cast / ms::reshape recorded ops).
+  TEST_CASE("copies of a captured tensor made by Tensor methods follow in-place updates") {
     for (const std::string level : {"O0", "O1"}) {
       CAPTURE(level);
       Tensor w = rnd({2, 3}, 41);
