@@ -749,6 +749,9 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
     // always sees a concrete count.
     MS_CHECK(indices.defined(), ValueError, "one_hot: indices is an undefined tensor");
     check_index_dtype(indices.dtype(), "one_hot", "indices");
+    MS_CHECK(!indices.is_symbolic() && !::ms::detail::tracing_active(), ValueError,
+             "one_hot: num_classes -1 infers the count from the indices' values, which a traced "
+             "function does not have; pass num_classes");
     MS_CHECK(indices.numel() > 0, ValueError,
              "one_hot: num_classes -1 infers the count from the data, but indices of shape ",
              indices.shape(), " is empty; pass num_classes");

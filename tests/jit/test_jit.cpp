@@ -167,6 +167,9 @@ TEST_SUITE("jit") {
     keep(ones({1}));
     CHECK(leaked.is_symbolic());
     CHECK_THROWS_WITH_AS(Tensor(leaked * 2.f), doctest::Contains("symbolic tensor"), ValueError);
+    auto infer_classes = jit([](const auto& i) { return one_hot(i); }, kTest);
+    CHECK_THROWS_WITH_AS(infer_classes(tensor({1, 2})),
+                         doctest::Contains("one_hot: num_classes -1"), ValueError);
     CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.jit_level = "O3"}), ValueError);
     CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.exec_order = "random"}), ValueError);
   }
