@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ms/ms.hpp"
@@ -100,6 +101,55 @@ inline bool check_same(benchmark::State& state, const ms::Tensor& m, const torch
   return false;
 }
 #endif
+
+/// Largest |x - ref| relative to max(1, |ref|) of two float32 ms tensors of
+/// the same size (INFINITY when the sizes differ, NaN counts as the worst).
+inline double max_rel_diff(const ms::Tensor& x, const ms::Tensor& ref) {
+  const ms::Tensor xc = x.contiguous(), rc = ref.contiguous();
+  if (xc.numel() != rc.numel()) return INFINITY;
+  const float* a = xc.data<float>();
+  const float* b = rc.data<float>();
+  double worst = 0;
+  for (std::int64_t i = 0; i < xc.numel(); ++i) {
+    const double d =
+        std::fabs(double(a[i]) - double(b[i])) / std::max(1.0, std::fabs(double(b[i])));
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
+}
+
+/// Skips the benchmark with an error when two ms results disagree (e.g. a
+/// jitted function against the same expression run eagerly).
+inline bool check_same(benchmark::State& state, const ms::Tensor& x, const ms::Tensor& ref,
+                       double tol, const char* what) {
+  const double d = max_rel_diff(x, ref);
+  if (d <= tol) return true;
+  state.SkipWithError((std::string(what) + ": max relative difference " + std::to_string(d) +
+                       " > " + std::to_string(tol))
+                          .c_str());
+  return false;
+}
+
+// ---------------------------------------------------------------- 20 ops on 32x32
+
+/// One round of 5 elementwise ops: tanh(relu((x + b) * b - a)). Generic, so ms
+/// (expression templates, or a trace under ms::jit) and LibTorch (eager ops)
+/// run exactly the same ops in the same order.
+template <class T, class X>
+auto round5(const X& x, const T& a, const T& b) {
+  if constexpr (std::is_same_v<T, ms::Tensor>) return ms::tanh(ms::relu((x + b) * b - a));
+#if MS_BENCH_TORCH
+  else
+    return torch::tanh(torch::relu((x + b) * b - a));
+#endif
+}
+
+/// Four rounds of add, mul, sub, relu, tanh: the 20-op elementwise chain of
+/// BM_SmallChain20_* (bm_elementwise) and BM_JitChain20_* (bm_jit).
+template <class T>
+auto chain20(const T& a, const T& b) {
+  return round5(round5(round5(round5(a, a, b), a, b), a, b), a, b);
+}
 
 // ---------------------------------------------------------------- FMA peak
 

@@ -91,23 +91,9 @@ void BM_Chain_TorchInto(benchmark::State& state) {
 
 // ---------------------------------------------------------------- 20 ops on 32x32
 
-// Four rounds of add, mul, sub, relu, tanh: 20 elementwise ops. Written once,
-// generically, so both libraries run exactly the same ops in the same order:
-// for ms it builds one expression (one fused pass), for LibTorch it runs 20
-// eager ops.
-template <class T, class X>
-auto round5(const X& x, const T& a, const T& b) {
-  if constexpr (std::is_same_v<T, ms::Tensor>) return ms::tanh(ms::relu((x + b) * b - a));
-#if MS_BENCH_TORCH
-  else
-    return torch::tanh(torch::relu((x + b) * b - a));
-#endif
-}
-
-template <class T>
-auto chain20(const T& a, const T& b) {
-  return round5(round5(round5(round5(a, a, b), a, b), a, b), a, b);
-}
+// The 20 ops: bench::chain20 (bench_common.hpp), four rounds of add, mul, sub,
+// relu, tanh: one fused ms expression, 20 eager LibTorch ops.
+using bench::chain20;
 
 void BM_SmallChain20_Ms(benchmark::State& state) {
   bench::set_threads(state.range(0));

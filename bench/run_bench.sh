@@ -2,7 +2,8 @@
 # bench/run_bench.sh — ms against LibTorch, side by side, as in docs/benchmarks.md.
 #
 # Builds build-bench (-Dtorch=enabled -Dtests=false), then runs every case with
-# 1 and 2 threads. One process per case: ms, LibTorch and the machine reference
+# 1 and 2 threads: GEMM, elementwise and conv (issue 2), ms::jit (issue 3).
+# One process per case: ms, LibTorch and the machine reference
 # of that case (FMA peak for GEMM, STREAM triad for the fused chain) are
 # registered together and their repetitions interleaved
 # (--benchmark_enable_random_interleaving), so a change of load on this shared
@@ -12,6 +13,7 @@
 #   REPS=11 MIN_TIME=1 bench/run_bench.sh > table.md
 #   BUILD_DIR=/tmp/b bench/run_bench.sh
 #   REPORT_ONLY=1 bench/run_bench.sh    # the table again from the last run's JSON
+#   NO_BUILD=1 bench/run_bench.sh       # run the binaries as built (no ninja first)
 #
 # Raw Google Benchmark JSON is kept in $BUILD_DIR/bench-results/.
 set -euo pipefail
@@ -43,7 +45,9 @@ run_all() {
     meson setup "$build" "$root" -Dtorch=enabled -Dtests=false -Dexamples=false -Dbench=enabled \
       >&2
   fi
-  ninja -C "$build" -j "$jobs" bench/bm_gemm bench/bm_elementwise bench/bm_conv >&2
+  if [ "${NO_BUILD:-0}" != 1 ]; then
+    ninja -C "$build" -j "$jobs" bench/bm_gemm bench/bm_elementwise bench/bm_conv bench/bm_jit >&2
+  fi
   rm -rf "$out"
   mkdir -p "$out"
   local nt n
@@ -56,7 +60,15 @@ run_all() {
     run "chain20_nt$nt" bm_elementwise "^BM_SmallChain20_(Ms|Torch)/nt:$nt(/real_time)?\$"
     run "add_nt$nt" bm_elementwise "^BM_SmallAdd_(Ms|Torch)/nt:$nt(/real_time)?\$"
     run "conv_nt$nt" bm_conv "^BM_Conv2d_(Ms|Torch)/nt:$nt(/real_time)?\$"
+    run "jit_chain20_nt$nt" bm_jit \
+      "^BM_JitChain20_(Ms|MsEager|Torch|Script)/nt:$nt(/real_time)?\$"
+    run "jit_mlp_nt$nt" bm_jit \
+      "^BM_Mlp_(Ms|MsEager|TorchAddmm|TorchLinear|TorchAddmv)/nt:$nt(/real_time)?\$"
+    run "jit_compile_nt$nt" bm_jit "^BM_JitCompile_Mlp/nt:$nt(/real_time)?\$"
+    run "jit_chain_nt$nt" bm_jit \
+      "^BM_(JitChain_(Ms|MsInto|Torch)|Stream_Triad)/nt:$nt(/real_time)?\$"
   done
+  run "fresh_pages" bm_jit "^BM_FreshPages/nt:1(/real_time)?\$"
   cut -d' ' -f1 /proc/loadavg >>"$out/load_samples"
 }
 
@@ -69,23 +81,31 @@ out, reps, min_time = sys.argv[1:]
 with open(os.path.join(out, "load_samples")) as f:
     loads = [float(x) for x in f.read().split()]
 
-# name (without repetition suffix) -> list of per-repetition results
-runs, context = {}, {}
+# case (JSON file stem) -> name (without repetition suffix) -> per-repetition
+# results. A name measured in several cases (the triad) is looked up in the
+# case it is compared within.
+by_case, context = {}, {}
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     with open(path) as f:
         doc = json.load(f)
     context = doc.get("context", context)
+    case = os.path.splitext(os.path.basename(path))[0]
     for b in doc["benchmarks"]:
         if b.get("run_type") != "iteration":
             continue
         if b.get("error_occurred"):
             print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
             continue
-        runs.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(b)
+        name = re.sub(r"/real_time$", "", b["run_name"])
+        by_case.setdefault(case, {}).setdefault(name, []).append(b)
 
-def med(name, key, agg=statistics.median):
-    """Median (or `agg`) of `key` over the repetitions of `name` (None when absent)."""
-    rs = runs.get(name)
+def med(name, key, agg=statistics.median, case=None):
+    """Median (or `agg`) of `key` over the repetitions of `name` (None when
+    absent), in `case` if given, else in the first case that measured it."""
+    if case is not None:
+        rs = by_case.get(case, {}).get(name)
+    else:
+        rs = next((c[name] for _, c in sorted(by_case.items()) if name in c), None)
     if not rs:
         return None
     scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -93,10 +113,10 @@ def med(name, key, agg=statistics.median):
         return agg(r["real_time"] * scale[r["time_unit"]] for r in rs)
     return agg(r[key] for r in rs)
 
-def best(name, key):
+def best(name, key, case=None):
     """The machine references (FMA peak, triad) are what the hardware can do:
     the best repetition, not the median (other load only ever lowers them)."""
-    return med(name, key, max)
+    return med(name, key, max, case)
 
 def fmt_time(s):
     if s is None:
@@ -111,9 +131,16 @@ def fmt_ratio(ms_t, torch_t):
     r = torch_t / ms_t
     return f"**{r:.2f}x**", r
 
+def verdict(ok):
+    return "met" if ok else "NOT met"
+def r2s(r):
+    return "n/a" if r is None else f"{r:.2f}x"
+
 rows, checks = [], []
-def row(case, nt, ms_name, torch_name, extra):
-    ms_t, torch_t = med(ms_name, "time"), med(torch_name, "time")
+def row(case, nt, ms_name, torch_name, extra, torch_t=None):
+    ms_t = med(ms_name, "time")
+    if torch_t is None:
+        torch_t = med(torch_name, "time")
     text, r = fmt_ratio(ms_t, torch_t)
     rows.append(f"| {case} | {nt} | {fmt_time(ms_t)} | {fmt_time(torch_t)} | {text} | {extra} |")
     return r
@@ -134,7 +161,7 @@ for nt in (1, 2):
         gemm_ratios.append((n, nt, row(f"sgemm n={n}", nt, f"BM_Sgemm_Ms/n:{n}/nt:{nt}",
                                        f"BM_Sgemm_Torch/n:{n}/nt:{nt}", extra)))
 for nt in (1, 2):
-    triad = best(f"BM_Stream_Triad/nt:{nt}", "bytes_per_second")
+    triad = best(f"BM_Stream_Triad/nt:{nt}", "bytes_per_second", f"chain_nt{nt}")
     ms_b = med(f"BM_Chain_Ms/nt:{nt}", "bytes_per_second")
     into_b = med(f"BM_Chain_MsInto/nt:{nt}", "bytes_per_second")
     t_b = med(f"BM_Chain_Torch/nt:{nt}", "bytes_per_second")
@@ -162,6 +189,50 @@ for nt in (1, 2):
     row("conv2d [64,32,28,28]x[64,32,3,3] pad 1", nt, f"BM_Conv2d_Ms/nt:{nt}",
         f"BM_Conv2d_Torch/nt:{nt}", f"{g(ms_f)} / {g(t_f)} GFLOP/s")
 
+# ---------------------------------------------------------------- ms::jit (issue 3)
+jit_rows_start = len(rows)
+jit = {}
+for nt in (1, 2):
+    eager = med(f"BM_JitChain20_MsEager/nt:{nt}", "time")
+    script = med(f"BM_JitChain20_Script/nt:{nt}", "time")
+    ms_t = med(f"BM_JitChain20_Ms/nt:{nt}", "time")
+    jit[("chain20", nt)] = row("jit: 20-op chain 32x32, cache hit", nt, f"BM_JitChain20_Ms/nt:{nt}",
+        f"BM_JitChain20_Torch/nt:{nt}",
+        f"vs LibTorch eager; TorchScript {fmt_time(script)} "
+        f"({r2s(script / ms_t if script and ms_t else None)} of ms); "
+        f"ms eager expression {fmt_time(eager)}")
+for nt in (1, 2):
+    addmm = med(f"BM_Mlp_TorchAddmm/nt:{nt}", "time")
+    linear = med(f"BM_Mlp_TorchLinear/nt:{nt}", "time")
+    addmv = med(f"BM_Mlp_TorchAddmv/nt:{nt}", "time")
+    fastest = min((t for t in (addmm, linear, addmv) if t is not None), default=None)
+    eager = med(f"BM_Mlp_MsEager/nt:{nt}", "time")
+    jit[("mlp", nt)] = row("jit: MLP 784-512-256-10, batch 1", nt, f"BM_Mlp_Ms/nt:{nt}", None,
+        f"LibTorch = fastest of addmm {fmt_time(addmm)} / linear {fmt_time(linear)} / "
+        f"addmv {fmt_time(addmv)}; "
+        f"ms eager ops {fmt_time(eager)}", torch_t=fastest)
+for nt in (1, 2):
+    case = f"jit_chain_nt{nt}"
+    triad = best(f"BM_Stream_Triad/nt:{nt}", "bytes_per_second", case)
+    ms_b = med(f"BM_JitChain_Ms/nt:{nt}", "bytes_per_second", case=case)
+    into_b = med(f"BM_JitChain_MsInto/nt:{nt}", "bytes_per_second", case=case)
+    t_b = med(f"BM_JitChain_Torch/nt:{nt}", "bytes_per_second", case=case)
+    g = lambda v: "n/a" if v is None else f"{v / 1e9:.1f}"
+    r = row("jit: fused chain relu(a*b+c)*0.5, 16M", nt, f"BM_JitChain_Ms/nt:{nt}",
+            f"BM_JitChain_Torch/nt:{nt}",
+            f"{g(ms_b)} / {g(t_b)} GB/s = {pct(ms_b, triad)} / {pct(t_b, triad)} of triad "
+            f"({g(triad)} GB/s); into an existing y (jit + assign): {g(into_b)} GB/s = "
+            f"{pct(into_b, triad)}")
+    jit[("chain", nt)] = (r, ms_b / triad if ms_b and triad else None,
+                          into_b / triad if into_b and triad else None)
+compile_t = {}
+for nt in (1, 2):
+    t = med(f"BM_JitCompile_Mlp/nt:{nt}", "time")
+    compile_t[nt] = t
+    rows.append(f"| jit: trace + compile + first run of the MLP | {nt} | {fmt_time(t)} | — | — | "
+                 f"first call of a fresh ms::jit object |")
+fresh = med("BM_FreshPages/nt:1", "time")
+
 print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
       f"in one process per case. Speed-up = LibTorch time / ms time (> 1: ms faster). "
       f"FMA peak and triad: best repetition, measured in the same process as the case. "
@@ -171,15 +242,18 @@ print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTo
 print()
 print("| case | threads | ms | LibTorch | speed-up | throughput ms / LibTorch |")
 print("|---|---|---|---|---|---|")
-print("\n".join(rows))
+print("\n".join(rows[:jit_rows_start]))
 print()
-
-def verdict(ok):
-    return "met" if ok else "NOT met"
-def r2s(r):
-    return "n/a" if r is None else f"{r:.2f}x"
-
-print("Targets:")
+print("ms::jit (issue 3):")
+print()
+print("| case | threads | ms | LibTorch | speed-up | notes |")
+print("|---|---|---|---|---|---|")
+print("\n".join(rows[jit_rows_start:]))
+print()
+print(f"A fresh 64 MiB block (aligned_alloc, first touch of each 4 KiB page, free) costs "
+      f"{fmt_time(fresh)} on this machine (`BM_FreshPages`).")
+print()
+print("Targets of issue 2:")
 ok = all(r is not None and r >= 0.95 for _, _, r in gemm_ratios)
 print(f"- GEMM >= 0.95x LibTorch at every size and thread count: {verdict(ok)} "
       f"({', '.join(f'n={n}/{nt}t {r2s(r)}' for n, nt, r in gemm_ratios)})")
@@ -192,4 +266,24 @@ for nt in (1, 2):
 for what, nt, r in small_ratios:
     print(f"- 32x32 {what}, {nt} thread(s): >= 3x lower latency than LibTorch "
           f"{verdict(r is not None and r >= 3)} ({r2s(r)})")
+print()
+print("Targets of issue 3 (ms::jit):")
+for nt in (1, 2):
+    r = jit[("chain20", nt)]
+    print(f"- jitted 20-op chain, {nt} thread(s): >= 8x faster than LibTorch eager "
+          f"{verdict(r is not None and r >= 8)} ({r2s(r)})")
+for nt in (1, 2):
+    r = jit[("mlp", nt)]
+    print(f"- MLP batch 1, {nt} thread(s): >= 1.5x lower latency than LibTorch "
+          f"{verdict(r is not None and r >= 1.5)} ({r2s(r)})")
+for nt in (1, 2):
+    r, frac, frac_into = jit[("chain", nt)]
+    print(f"- jitted fused chain, {nt} thread(s): within 10% of triad "
+          f"{verdict(frac is not None and frac >= 0.9)} "
+          f"({'n/a' if frac is None else f'{frac:.2f}x'} with a fresh result; "
+          f"{'n/a' if frac_into is None else f'{frac_into:.2f}x'} into an existing y)")
+for nt in (1, 2):
+    t = compile_t[nt]
+    print(f"- trace + compile of the MLP, {nt} thread(s): under 5 ms "
+          f"{verdict(t is not None and t < 5e-3)} ({fmt_time(t)})")
 EOF
