@@ -24,14 +24,17 @@ bool fusable(const Node& n) {
   return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name);
 }
 
+// The value that finally replaces `v` (repl[v] < 0: v itself).
+int follow(const std::vector<int>& repl, int v) {
+  while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
+  return v;
+}
+
 // Rebuilds `g` from the nodes `order` (old ids, each once, a valid order),
 // reading every value through `repl` (old value -> the old value that replaces
 // it, -1 for itself). Values are renumbered densely.
 Graph rebuild(const Graph& g, const std::vector<int>& order, const std::vector<int>& repl) {
-  auto resolve = [&](int v) {
-    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
-    return v;
-  };
+  auto resolve = [&](int v) { return follow(repl, v); };
   std::vector<int> map(g.values.size(), -1);
   Graph out;
   for (int id : order) {
@@ -150,10 +153,7 @@ void eliminate_dead_code(Graph& g) {
 
 void eliminate_common_subexpressions(Graph& g) {
   std::vector<int> repl(g.values.size(), -1);
-  auto resolve = [&](int v) {
-    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
-    return v;
-  };
+  auto resolve = [&](int v) { return follow(repl, v); };
   std::unordered_map<std::string, int> seen;  // key -> node
   bool changed = false;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -261,10 +261,7 @@ void fold_constants(Graph& g) {
 
 void simplify(Graph& g) {
   std::vector<int> repl(g.values.size(), -1);
-  auto resolve = [&](int v) {
-    while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
-    return v;
-  };
+  auto resolve = [&](int v) { return follow(repl, v); };
   auto scalar_is = [&](int v, double x) {
     const Node& p = g.producer(v);
     if (p.kind != NodeKind::Scalar) return false;
@@ -297,8 +294,8 @@ void simplify(Graph& g) {
     } else if (is_ew(n) && name == "neg") {
       const Node& p = g.producer(in[0]);
       if (p.kind == NodeKind::Op && p.def->name == "neg") same = resolve(p.inputs[0]);
-    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" || name == "stop_gradient" || name == "flatten" ||
-               name == "contiguous") {
+    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" ||
+               name == "stop_gradient" || name == "flatten" || name == "contiguous") {
       same = in[0];
     } else if ((name == "transpose" || name == "permute") && in.size() == 1) {
       if (name == "transpose" &&

@@ -455,8 +455,9 @@ struct OpList {
 
 using ElementwiseOps =
     OpList<Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sign, Floor, Ceil, Round,
-           Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Erf, GeluTanh, Silu, Softplus, LogicalNot, Add, Sub, Mul,
-           Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, Where, Clamp>;
+           Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Erf, GeluTanh, Silu, Softplus, LogicalNot, Add, Sub,
+           Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, Where,
+           Clamp>;
 
 namespace detail {
 template <class Op, class List>
