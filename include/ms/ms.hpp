@@ -7,6 +7,7 @@
 #pragma once
 
 #include "ms/autodiff/grad.hpp"
+#include "ms/cell.hpp"
 #include "ms/core/dtype.hpp"
 #include "ms/core/error.hpp"
 #include "ms/core/random.hpp"

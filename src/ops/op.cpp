@@ -18,6 +18,7 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::Layout: return "layout";
     case OpKind::Indexing: return "indexing";
     case OpKind::Composite: return "composite";
+    case OpKind::HostCallback: return "host_callback";
   }
   return "?";
 }

@@ -10,6 +10,7 @@ void register_linalg_ops();       // src/ops/linalg.cpp (matmul)
 void register_nn_ops();           // src/ops/nn.cpp (conv2d, pooling)
 void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
 void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic views)
+void register_host_ops();         // src/ops/host.cpp (host callbacks: hooks in graphs)
 void register_grads();            // src/ops/grad.cpp (gradient rules of every group)
 
 void register_all() {
@@ -19,6 +20,7 @@ void register_all() {
   register_nn_ops();
   register_layout_ops();
   register_view_ops();
+  register_host_ops();
   register_grads();
 }
 

@@ -168,6 +168,20 @@ std::vector<GradCase> grad_cases() {
   c.push_back({"pad", "constant", [](const auto& x) { return pad(x[0], {1, 2, 0, 1}); }, {r34}});
   c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
   c.push_back({"select", "", [](const auto& x) { return x[0].select(0, 1); }, {r34}});
+  // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
+  // that returns what it gets (replacing gradients is tested in tests/nn).
+  c.push_back({"host_callback", "identity",
+               [](const auto& x) {
+                 auto id = [](std::vector<Tensor> v) { return v; };
+                 return Tensor(ops::host_call(id, {x[0]}, "test")[0] * 2.0);
+               },
+               {r34}});
+  c.push_back({"grad_hook", "identity",
+               [](const auto& x) {
+                 auto id = [](std::vector<Tensor> g) { return g; };
+                 return Tensor(ops::grad_hook(id, {x[0]}, "test")[0] * 2.0);
+               },
+               {r34}});
   return c;
 }
 

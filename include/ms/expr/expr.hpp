@@ -43,9 +43,10 @@ struct is_expr<Expr<Op, C...>> : std::true_type {};
 template <class E>
 concept TensorExpr = detail::is_expr<std::remove_cvref_t<E>>::value;
 
-/// A tensor or an expression: what elementwise functions accept as tensors.
+/// A tensor (or a type derived from it, as ms::Parameter) or an expression:
+/// what elementwise functions accept as tensors.
 template <class T>
-concept TensorLike = std::same_as<std::remove_cvref_t<T>, Tensor> || TensorExpr<T>;
+concept TensorLike = std::derived_from<std::remove_cvref_t<T>, Tensor> || TensorExpr<T>;
 
 /// A C++ number usable as a weak scalar operand.
 template <class T>
@@ -146,11 +147,11 @@ auto make_leaf(T&& x) {
   using D = std::remove_cvref_t<T>;
   if constexpr (TensorExpr<T>) {
     return D(std::forward<T>(x));
-  } else if constexpr (std::same_as<D, Tensor>) {
+  } else if constexpr (std::derived_from<D, Tensor>) {
     if constexpr (std::is_lvalue_reference_v<T>)
-      return TensorRef(&x);
+      return TensorRef(static_cast<const Tensor*>(&x));
     else
-      return TensorVal{std::move(x)};
+      return TensorVal{Tensor(std::move(x))};
   } else {
     return ScalarVal{Scalar(x)};
   }

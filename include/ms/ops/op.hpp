@@ -26,14 +26,15 @@ namespace ms::ops {
 
 /// What an op is, for passes that group ops (fusion, printing, tests).
 enum class OpKind : std::uint8_t {
-  Elementwise,  ///< same-shape map with broadcasting: fusable, run by the tile loop
-  Reduction,    ///< reduces axes (sum, max, argmax, ...)
-  Linalg,       ///< matmul
-  Conv,         ///< convolution
-  Pool,         ///< pooling
-  Layout,       ///< reshape, transpose, concat, pad, cast, ...
-  Indexing,     ///< gather, index_select, one_hot
-  Composite,    ///< built from other ops (softmax, log_softmax, ...)
+  Elementwise,   ///< same-shape map with broadcasting: fusable, run by the tile loop
+  Reduction,     ///< reduces axes (sum, max, argmax, ...)
+  Linalg,        ///< matmul
+  Conv,          ///< convolution
+  Pool,          ///< pooling
+  Layout,        ///< reshape, transpose, concat, pad, cast, ...
+  Indexing,      ///< gather, index_select, one_hot
+  Composite,     ///< built from other ops (softmax, log_softmax, ...)
+  HostCallback,  ///< runs C++ code on concrete values (ms/ops/host.hpp): never folded or merged
 };
 
 std::string_view op_kind_name(OpKind k);

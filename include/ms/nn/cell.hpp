@@ -1,0 +1,591 @@
+// ms/nn/cell.hpp — Cell<Derived>: the unit a model is built from (MindSpore's nn.Cell).
+//
+// Stage: nn. A cell holds Parameters, buffers and child cells under names,
+// and defines `construct`, a template on its arguments so that the same code
+// runs eagerly on concrete tensors and symbolically under ms::jit:
+//
+//   struct MLP : ms::Cell<MLP> {
+//     ms::nn::Dense fc1{784, 512}, fc2{512, 10};
+//     MLP() { register_cells("fc1", fc1, "fc2", fc2); }   // fc1.weight, fc1.bias, ...
+//     auto construct(const auto& x) { return fc2(ms::relu(fc1(x))); }
+//   };
+//
+// Calling `net(x)` runs the forward pre-hooks, `construct`, then the forward
+// hooks (in registration order). A cell without hooks pays nothing: its hook
+// lists are made on first registration (the seeds' lazy `_forward_*` fields),
+// so the call is `construct` plus one pointer test. Under ms::jit, hooks
+// become host-callback nodes (ms/ops/host.hpp) that run with concrete values
+// each time the graph runs, and gradient hooks are traced into the backward
+// graph; registering or removing a hook bumps the global hook version, which
+// is part of every compile key.
+//
+// Cells are registered by reference, so a cell cannot be copied or moved:
+// make it where it lives (a member, a local, a std::unique_ptr).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/hooks/hook_handle.hpp"
+#include "ms/jit/jit.hpp"
+#include "ms/nn/parameter.hpp"
+#include "ms/ops/host.hpp"
+
+namespace ms {
+
+/// Positional tensor arguments (and outputs) as hooks see them.
+using Args = std::vector<Tensor>;
+/// One keyword argument's value.
+using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
+/// Keyword arguments: a cell call may end with an `ms::Kwargs` that its
+/// `construct` accepts as its last parameter (C++ has no keyword arguments).
+using Kwargs = std::map<std::string, KwValue, std::less<>>;
+/// An ordered map from hierarchical name (`fc1.weight`) to tensor.
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+/// What load_state_dict did not match (strict = false reports, true raises).
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+class CellBase;
+
+namespace detail {
+
+// Hook function types, erased over the cell type (Cell<Derived> adapts the
+// user's callable). A hook returns std::nullopt to keep what it was given.
+using PreHook = std::function<std::optional<Args>(CellBase&, const Args&, Kwargs*)>;
+using FwdHook =
+    std::function<std::optional<Args>(CellBase&, const Args&, const Kwargs*, const Args&)>;
+using BwdPreHook = std::function<std::optional<Args>(CellBase&, const Args&)>;
+using BwdHook = std::function<std::optional<Args>(CellBase&, const Args&, const Args&)>;
+using StateDictHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
+using LoadPreHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
+using LoadPostHook = std::function<void(CellBase&, LoadResult&)>;
+
+struct CellHooks {
+  std::shared_ptr<HookList<PreHook>> pre;
+  std::shared_ptr<HookList<FwdHook>> fwd;
+  std::shared_ptr<HookList<BwdPreHook>> bwd_pre;
+  std::shared_ptr<HookList<BwdHook>> bwd;
+  bool any_forward() const { return (pre && !pre->empty()) || (fwd && !fwd->empty()); }
+  bool any_backward() const { return (bwd_pre && !bwd_pre->empty()) || (bwd && !bwd->empty()); }
+};
+
+struct StateHooks {
+  std::shared_ptr<HookList<StateDictHook>> sd_pre, sd_post;
+  std::shared_ptr<HookList<LoadPreHook>> load_pre;
+  std::shared_ptr<HookList<LoadPostHook>> load_post;
+};
+
+template <class L>
+std::shared_ptr<L>& lazy(std::shared_ptr<L>& p) {
+  if (!p) p = std::make_shared<L>();
+  return p;
+}
+
+/// The class name of T without namespaces (`ms::nn::Dense` -> `Dense`).
+std::string short_type_name(const std::type_info& t);
+
+}  // namespace detail
+
+/// The non-template part of every cell: registration, names, traversal,
+/// train/eval mode, state dicts. Use Cell<Derived> to define a cell.
+class CellBase {
+ public:
+  CellBase() = default;
+  virtual ~CellBase();
+  CellBase(const CellBase&) = delete;
+  CellBase& operator=(const CellBase&) = delete;
+  CellBase(CellBase&&) = delete;
+  CellBase& operator=(CellBase&&) = delete;
+
+  // ---------------------------------------------------------------- registration
+  /// Registers `param` under `name` (no dots). ValueError on an empty or
+  /// dotted name, or one already used by a parameter, buffer or child.
+  void register_parameter(const std::string& name, const Parameter& param);
+  /// As register_parameter (MindSpore's name for it).
+  void insert_param_to_cell(const std::string& name, const Parameter& param) {
+    register_parameter(name, param);
+  }
+  /// Registers a buffer (state that is not trained: BatchNorm's running
+  /// statistics). Persistent buffers are part of the state dict.
+  void register_buffer(const std::string& name, const Tensor& buffer, bool persistent = true);
+  /// Registers `child` under `name`; its parameters are renamed `name.<theirs>`.
+  void insert_child_to_cell(const std::string& name, CellBase& child);
+  /// `register_cells("fc1", fc1, "fc2", fc2, ...)`.
+  template <class... Rest>
+  void register_cells(const std::string& name, CellBase& child, Rest&&... rest) {
+    insert_child_to_cell(name, child);
+    if constexpr (sizeof...(Rest) > 0) register_cells(std::forward<Rest>(rest)...);
+  }
+
+  // ---------------------------------------------------------------- traversal
+  /// Every parameter with its hierarchical name, depth first in registration
+  /// order; a parameter shared by two cells appears once (its first name).
+  std::vector<std::pair<std::string, Parameter>> parameters_and_names(
+      const std::string& prefix = {}, bool recurse = true) const;
+  /// The parameters (`get_parameters()` in MindSpore).
+  ParameterList parameters(bool recurse = true) const;
+  ParameterList get_parameters(bool recurse = true) const { return parameters(recurse); }
+  /// The parameters with requires_grad.
+  ParameterList trainable_params(bool recurse = true) const;
+  /// The parameters without requires_grad.
+  ParameterList untrainable_params(bool recurse = true) const;
+  /// This cell (name `prefix`) and every descendant, depth first.
+  std::vector<std::pair<std::string, CellBase*>> cells_and_names(const std::string& prefix = {});
+  /// Direct children.
+  const std::vector<std::pair<std::string, CellBase*>>& name_cells() const { return children_; }
+  /// Every buffer with its hierarchical name (persistent or not).
+  std::vector<std::pair<std::string, Tensor>> buffers_and_names(const std::string& prefix = {},
+                                                                bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+
+  // ---------------------------------------------------------------- modes
+  /// Training mode for this cell and its descendants (Dropout, BatchNorm read it).
+  CellBase& set_train(bool mode = true);
+  bool training() const { return training_; }
+  /// Marks the cell (and descendants) as needing gradients (MindSpore's set_grad).
+  CellBase& set_grad(bool requires_grad = true);
+  bool requires_grad() const { return requires_grad_; }
+
+  // ---------------------------------------------------------------- printing
+  /// The class name shown in the tree (`Dense`).
+  virtual std::string cls_name() const { return detail::short_type_name(typeid(*this)); }
+  /// Extra text inside the parentheses of this cell's line (`in=784, out=512`).
+  virtual std::string extra_repr() const { return {}; }
+  /// A readable tree of the cell, its children and their parameter shapes.
+  std::string to_string() const;
+
+  // ---------------------------------------------------------------- state dicts
+  /// Parameters and persistent buffers by hierarchical name (the tensors
+  /// themselves, not copies: clone them to keep a snapshot).
+  StateDict state_dict(const std::string& prefix = {}) const;
+  /// Copies `sd` into the parameters and persistent buffers. Every entry is
+  /// checked first (shape and dtype equal, ValueError naming the key
+  /// otherwise; strict: no missing or unexpected key); nothing is written
+  /// unless all of it is valid.
+  LoadResult load_state_dict(const StateDict& sd, bool strict = true);
+
+  /// State-dict hooks (seeds: `_register_state_dict_hook` and friends):
+  /// pre/post see the dict being built; load pre-hooks may edit the dict before
+  /// it is checked, load post-hooks see the missing and unexpected keys.
+  HookHandle register_state_dict_pre_hook(detail::StateDictHook fn);
+  HookHandle register_state_dict_post_hook(detail::StateDictHook fn);
+  HookHandle register_load_state_dict_pre_hook(detail::LoadPreHook fn);
+  HookHandle register_load_state_dict_post_hook(detail::LoadPostHook fn);
+
+  /// Whether any forward or backward hook is registered on this cell.
+  bool has_hooks() const { return hooks_ && (hooks_->any_forward() || hooks_->any_backward()); }
+
+ protected:
+  detail::CellHooks& hooks() {
+    if (!hooks_) hooks_ = std::make_unique<detail::CellHooks>();
+    return *hooks_;
+  }
+  const detail::CellHooks* hooks_ptr() const { return hooks_.get(); }
+
+  void check_name(const std::string& name, std::string_view api) const;
+  void state_dict_into(StateDict& out, const std::string& prefix) const;
+  void rename_params(const std::string& prefix);
+
+  std::vector<std::pair<std::string, Parameter>> params_;
+  struct Buffer {
+    std::string name;
+    Tensor tensor;
+    bool persistent = true;
+  };
+  std::vector<Buffer> buffers_;
+  std::vector<std::pair<std::string, CellBase*>> children_;
+  bool training_ = false;
+  bool requires_grad_ = false;
+  std::unique_ptr<detail::CellHooks> hooks_;
+  std::unique_ptr<detail::StateHooks> state_hooks_;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
+
+namespace detail {
+
+template <class T>
+inline constexpr bool is_kwargs_v = std::is_same_v<std::remove_cvref_t<T>, Kwargs>;
+
+template <class T>
+inline constexpr bool is_tensorish_v =
+    std::is_same_v<std::remove_cvref_t<T>, Tensor> ||
+    std::is_same_v<std::remove_cvref_t<T>, Parameter> || TensorExpr<T>;
+
+/// Adapts what a user hook returns: nothing, a tensor, Args, or an optional of them.
+template <class R>
+std::optional<Args> to_args(R&& r) {
+  using T = std::remove_cvref_t<R>;
+  if constexpr (std::is_same_v<T, std::optional<Args>>)
+    return std::forward<R>(r);
+  else if constexpr (std::is_same_v<T, Args>)
+    return std::optional<Args>(std::forward<R>(r));
+  else if constexpr (std::is_same_v<T, std::optional<Tensor>>)
+    return r ? std::optional<Args>(Args{*r}) : std::nullopt;
+  else if constexpr (is_tensorish_v<T>)
+    return std::optional<Args>(Args{Tensor(std::forward<R>(r))});
+  else
+    static_assert(sizeof(T) == 0,
+                  "a hook returns void, a Tensor, ms::Args or a std::optional of those");
+}
+
+template <class F, class... A>
+std::optional<Args> invoke_hook(F& f, A&&... a) {
+  if constexpr (std::is_void_v<std::invoke_result_t<F&, A...>>) {
+    std::invoke(f, std::forward<A>(a)...);
+    return std::nullopt;
+  } else {
+    return to_args(std::invoke(f, std::forward<A>(a)...));
+  }
+}
+
+}  // namespace detail
+
+/// Base of every cell: `struct Net : ms::Cell<Net> { auto construct(const auto& x) {...} };`.
+template <class Derived>
+class Cell : public CellBase {
+ public:
+  /// Runs pre-hooks, `construct`, hooks. The result of an expression-returning
+  /// construct is materialized (a Tensor).
+  template <class... A>
+  auto operator()(const A&... a) {
+    using R = decltype(derived().construct(a...));
+    using Out = compiler::detail::OutTraits<std::remove_cvref_t<R>>;
+    using T = typename Out::type;
+    if (hooks_ == nullptr) [[likely]] {
+      if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
+        return derived().construct(a...);
+      else
+        return T(derived().construct(a...));
+    }
+    return call_hooked<T, Out>(a...);
+  }
+
+  Derived& derived() { return static_cast<Derived&>(*this); }
+  const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  // ---------------------------------------------------------------- hooks
+  /// `fn(Derived& cell, const ms::Args& args)` returns nothing, a Tensor (wrapped
+  /// into one argument) or new ms::Args. With kwargs: `fn(cell, args, kwargs)`
+  /// returns nothing or a `std::pair<ms::Args, ms::Kwargs>`.
+  template <class F>
+  HookHandle register_forward_pre_hook(F fn, bool with_kwargs = false) {
+    auto& list = detail::lazy(hooks().pre);
+    detail::PreHook h;
+    if (with_kwargs) {
+      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args,
+                                 Kwargs* kw) mutable -> std::optional<Args> {
+          static const Kwargs empty;
+          using R = std::invoke_result_t<F&, Derived&, const Args&, const Kwargs&>;
+          if constexpr (std::is_void_v<R>) {
+            fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
+            return std::nullopt;
+          } else {
+            auto r = fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
+            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(r)>,
+                                         std::optional<std::pair<Args, Kwargs>>>) {
+              if (!r) return std::nullopt;
+              if (kw) *kw = std::move(r->second);
+              return std::move(r->first);
+            } else {
+              if (kw) *kw = std::move(r.second);
+              return std::move(r.first);
+            }
+          }
+        };
+      } else {
+        throw_bad_hook("register_forward_pre_hook", "fn(cell, args, kwargs)");
+      }
+    } else {
+      if constexpr (std::is_invocable_v<F&, Derived&, const Args&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
+        };
+      } else {
+        throw_bad_hook("register_forward_pre_hook", "fn(cell, args)");
+      }
+    }
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// `fn(Derived& cell, const ms::Args& args, const ms::Tensor& output)` (or
+  /// `const ms::Args& outputs` for a cell with several outputs) may return a
+  /// new output. With kwargs: `fn(cell, args, kwargs, output)`.
+  template <class F>
+  HookHandle register_forward_hook(F fn, bool with_kwargs = false) {
+    auto& list = detail::lazy(hooks().fwd);
+    detail::FwdHook h;
+    if (with_kwargs) {
+      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&, const Tensor&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+                                 const Args& out) mutable {
+          static const Kwargs empty;
+          check_single(out);
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out[0]);
+        };
+      } else if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&,
+                                               const Args&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+                                 const Args& out) mutable {
+          static const Kwargs empty;
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out);
+        };
+      } else {
+        throw_bad_hook("register_forward_hook", "fn(cell, args, kwargs, output)");
+      }
+    } else {
+      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Tensor&> &&
+                    !std::is_invocable_v<F&, Derived&, const Args&, const Args&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+                                 const Args& out) mutable {
+          check_single(out);
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out[0]);
+        };
+      } else if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Args&>) {
+        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+                                 const Args& out) mutable {
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out);
+        };
+      } else {
+        throw_bad_hook("register_forward_hook", "fn(cell, args, output)");
+      }
+    }
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// `fn(Derived& cell, const ms::Args& grad_outputs)` sees the gradients of
+  /// the cell's outputs before they flow into it and may return replacements.
+  template <class F>
+  HookHandle register_backward_pre_hook(F fn) {
+    static_assert(std::is_invocable_v<F&, Derived&, const Args&>,
+                  "register_backward_pre_hook: fn(cell, grad_outputs)");
+    auto& list = detail::lazy(hooks().bwd_pre);
+    detail::BwdPreHook h = [fn = std::move(fn)](CellBase& c, const Args& g) mutable {
+      return detail::invoke_hook(fn, static_cast<Derived&>(c), g);
+    };
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// `fn(Derived& cell, const ms::Args& grad_inputs, const ms::Args& grad_outputs)`
+  /// sees the gradients of the cell's tensor arguments and outputs and may
+  /// return replacements for the input gradients.
+  template <class F>
+  HookHandle register_backward_hook(F fn) {
+    static_assert(std::is_invocable_v<F&, Derived&, const Args&, const Args&>,
+                  "register_backward_hook: fn(cell, grad_inputs, grad_outputs)");
+    auto& list = detail::lazy(hooks().bwd);
+    detail::BwdHook h = [fn = std::move(fn)](CellBase& c, const Args& gi, const Args& go) mutable {
+      return detail::invoke_hook(fn, static_cast<Derived&>(c), gi, go);
+    };
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+ private:
+  [[noreturn]] static void throw_bad_hook(const char* api, const char* form) {
+    ::ms::detail::raise<TypeError>(api, ": the hook is not callable as ", form, " with the cell ",
+                                   detail::short_type_name(typeid(Derived)), "&");
+  }
+  static void check_single(const Args& out) {
+    MS_CHECK(out.size() == 1, ValueError, "forward hook: the cell returns ", out.size(),
+             " tensors; take them as `const ms::Args&`");
+  }
+
+  // Runs the forward pre-hooks on (args, kwargs), concrete or by host callback.
+  void run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
+    auto list = hooks_->pre;
+    if (!list || list->empty()) return;
+    if (tracing && !args.empty()) {
+      // Runs each time the graph runs, long after this call: it keeps its own
+      // copy of the kwargs (edits to them cannot change the traced graph).
+      auto kwc = kw ? std::make_shared<Kwargs>(*kw) : nullptr;
+      auto run = [this, list, kwc](Args v) {
+        for (auto& [id, h] : list->snapshot()) {
+          (void)id;
+          Kwargs scratch = kwc ? *kwc : Kwargs{};
+          if (auto r = h(*this, v, kwc ? &scratch : nullptr)) {
+            MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
+                     ": returned ", r->size(), " arguments for ", v.size(),
+                     " under ms::jit, where the count is fixed");
+            v = std::move(*r);
+          }
+        }
+        return v;
+      };
+      args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
+      return;
+    }
+    for (auto& [id, h] : list->snapshot()) {
+      (void)id;
+      if (auto r = h(*this, args, kw)) args = std::move(*r);
+    }
+  }
+
+  void run_fwd_hooks(const Args& args, const Kwargs* kw, Args& out, bool tracing) {
+    auto list = hooks_->fwd;
+    if (!list || list->empty()) return;
+    const std::size_t nargs = args.size();
+    std::shared_ptr<const Kwargs> kwc;
+    if (kw)
+      kwc = tracing ? std::make_shared<const Kwargs>(*kw)
+                    : std::shared_ptr<const Kwargs>(kw, [](const Kwargs*) {});
+    auto run = [this, list, kwc, nargs](Args v) {
+      const Kwargs* kw = kwc.get();
+      // v = args..., outputs...
+      Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
+      Args o(v.begin() + static_cast<std::ptrdiff_t>(nargs), v.end());
+      for (auto& [id, h] : list->snapshot()) {
+        (void)id;
+        if (auto r = h(*this, a, kw, o)) o = std::move(*r);
+      }
+      std::copy(o.begin(), o.end(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
+      return v;
+    };
+    if (tracing) {
+      Args all = args;
+      all.insert(all.end(), out.begin(), out.end());
+      Args r = ops::host_call(run, std::move(all), cls_name() + ".forward_hook");
+      out.assign(r.begin() + static_cast<std::ptrdiff_t>(nargs), r.end());
+    } else {
+      Args all = args;
+      all.insert(all.end(), out.begin(), out.end());
+      Args r = run(std::move(all));
+      MS_CHECK(r.size() >= nargs, ValueError, "forward hook of ", cls_name(), ": bad output count");
+      out.assign(r.begin() + static_cast<std::ptrdiff_t>(nargs), r.end());
+    }
+  }
+
+  static bool tracing_now() { return ops::active_tracer() != nullptr; }
+
+  // Wraps the outputs (backward pre-hooks, and the gradient of the outputs for
+  // backward hooks) and the inputs (backward hooks) in grad_hook nodes.
+  struct BwdState {
+    Args grad_out;
+  };
+  void wrap_backward_out(Args& out, const std::shared_ptr<BwdState>& st) {
+    auto pre = hooks_->bwd_pre;
+    const bool want_bwd = hooks_->bwd && !hooks_->bwd->empty();
+    auto fn = [this, pre, st, want_bwd](Args g) {
+      if (pre && !pre->empty()) {
+        g = ops::host_call(
+            [this, pre](Args v) {
+              for (auto& [id, h] : pre->snapshot()) {
+                (void)id;
+                if (auto r = h(*this, v)) v = std::move(*r);
+              }
+              return v;
+            },
+            std::move(g), cls_name() + ".backward_pre_hook");
+      }
+      if (want_bwd) st->grad_out = g;
+      return g;
+    };
+    out = ops::grad_hook(fn, std::move(out), cls_name() + ".backward_out");
+  }
+  void wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st) {
+    auto list = hooks_->bwd;
+    if (!list || list->empty() || args.empty()) return;
+    const std::size_t nin = args.size();
+    auto fn = [this, list, st, nin](Args gi) {
+      Args all = gi;
+      all.insert(all.end(), st->grad_out.begin(), st->grad_out.end());
+      Args r = ops::host_call(
+          [this, list, nin](Args v) {
+            Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nin));
+            Args o(v.begin() + static_cast<std::ptrdiff_t>(nin), v.end());
+            for (auto& [id, h] : list->snapshot()) {
+              (void)id;
+              if (auto r2 = h(*this, a, o)) {
+                MS_CHECK(r2->size() == nin, ValueError, "backward hook of ", cls_name(),
+                         ": returned ", r2->size(), " input gradients for ", nin, " inputs");
+                a = std::move(*r2);
+              }
+            }
+            std::copy(a.begin(), a.end(), v.begin());
+            return v;
+          },
+          std::move(all), cls_name() + ".backward_hook");
+      r.resize(nin);
+      return r;
+    };
+    args = ops::grad_hook(fn, std::move(args), cls_name() + ".backward_in");
+  }
+
+  template <class T, class Out, class... A>
+  T call_hooked(const A&... a) {
+    constexpr std::size_t nkw = (std::size_t{0} + ... + (detail::is_kwargs_v<A> ? 1 : 0));
+    static_assert(nkw <= 1, "a cell call takes at most one ms::Kwargs (the last argument)");
+    static_assert(((detail::is_tensorish_v<A> || detail::is_kwargs_v<A>)&&...),
+                  "a cell with hooks takes tensor arguments (and an optional trailing "
+                  "ms::Kwargs)");
+    Args args;
+    std::optional<Kwargs> kw;
+    auto collect = [&](const auto& x) {
+      if constexpr (detail::is_kwargs_v<decltype(x)>)
+        kw = x;
+      else
+        args.push_back(Tensor(x));
+    };
+    (collect(a), ...);
+    const bool tracing = tracing_now();
+    Kwargs* kwp = kw ? &*kw : nullptr;
+    run_pre_hooks(args, kwp, tracing);
+    const bool bwd = tracing && hooks_->any_backward();
+    auto st = std::make_shared<BwdState>();
+    if (bwd) wrap_backward_in(args, st);
+    T result = invoke_construct<T>(args, kwp, std::type_identity<std::tuple<A...>>{});
+    const bool fwd = hooks_->fwd && !hooks_->fwd->empty();
+    if (!fwd && !bwd) return result;
+    Args out;
+    std::vector<std::size_t> structure;
+    Out::flatten(result, out, structure);
+    if (fwd) run_fwd_hooks(args, kwp, out, tracing);
+    if (bwd) wrap_backward_out(out, st);
+    std::size_t pos = 0, sp = 0;
+    return Out::unflatten(out, pos, structure, sp);
+  }
+
+  template <class X>
+  using ArgRef = std::conditional_t<detail::is_kwargs_v<X>, const Kwargs&, const Tensor&>;
+
+  template <class T, class... A>
+  T invoke_construct(const Args& args, Kwargs* kw, std::type_identity<std::tuple<A...>>) {
+    constexpr std::size_t ntensors = (std::size_t{0} + ... + (detail::is_kwargs_v<A> ? 0 : 1));
+    MS_CHECK(args.size() == ntensors, ValueError, cls_name(), ": forward pre-hooks returned ",
+             args.size(), " arguments; construct takes ", ntensors);
+    std::size_t k = 0;
+    auto pick = [&](auto tag) -> decltype(auto) {
+      using X = typename decltype(tag)::type;
+      if constexpr (detail::is_kwargs_v<X>)
+        return static_cast<const Kwargs&>(*kw);
+      else
+        return static_cast<const Tensor&>(args[k++]);
+    };
+    // A braced list evaluates left to right, so the k-th tensor goes to the k-th slot.
+    return construct_from<T>(std::tuple<ArgRef<A>...>{pick(std::type_identity<A>{})...});
+  }
+
+  template <class T, class Tup>
+  T construct_from(Tup&& t) {
+    return std::apply([&](auto&&... x) -> T { return T(derived().construct(x...)); },
+                      std::forward<Tup>(t));
+  }
+};
+
+}  // namespace ms

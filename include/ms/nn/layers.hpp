@@ -1,0 +1,278 @@
+// ms/nn/layers.hpp — the layers of MindSpore's nn, as cells.
+//
+// Stage: nn. Parameter names, layouts and default initializations are
+// MindSpore's (so checkpoints map one to one): Dense holds `weight` [out, in]
+// and `bias` [out], HeUniform(sqrt(5)) and Uniform(1 / sqrt(in)); Conv2d holds
+// `weight` [out, in / group, kh, kw] (no bias unless has_bias, pad_mode "same"
+// by default); BatchNorm holds `gamma`, `beta` and the buffers `moving_mean`,
+// `moving_variance`. Each layer's construct is compiled once into libms and
+// works on concrete tensors and, under ms::jit, on symbolic ones.
+//
+//   ms::nn::Dense fc(784, 512);                         // fc.weight [512, 784]
+//   ms::nn::Conv2d conv(1, 32, 3, {.pad_mode = "same", .has_bias = true});
+//   ms::nn::SequentialCell seq{std::make_shared<ms::nn::Dense>(4, 8),
+//   std::make_shared<ms::nn::ReLU>()};
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ms/expr/expr.hpp"
+#include "ms/nn/any_cell.hpp"
+#include "ms/nn/cell.hpp"
+#include "ms/nn/initializer.hpp"
+#include "ms/ops/linalg.hpp"
+#include "ms/ops/nn.hpp"
+#include "ms/ops/reduce.hpp"
+
+namespace ms::nn {
+
+// ------------------------------------------------------------------ Dense
+
+struct DenseOptions {
+  InitSpec weight_init = init::HeUniform(2.23606797749979);  // sqrt(5), as MindSpore
+  /// Default: Uniform(1 / sqrt(in_channels)), as MindSpore.
+  std::optional<InitSpec> bias_init = {};
+  bool has_bias = true;
+  DType dtype = float32;
+};
+
+/// y = x @ weight^T + bias, over the last axis of x [..., in] -> [..., out].
+class Dense : public Cell<Dense> {
+ public:
+  Dense(std::int64_t in_channels, std::int64_t out_channels, DenseOptions opts = {});
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  Parameter weight, bias;  // bias undefined when !has_bias
+  std::int64_t in_channels, out_channels;
+};
+
+// ------------------------------------------------------------------ Conv2d
+
+struct Conv2dOptions {
+  std::vector<std::int64_t> stride = {1, 1};
+  /// "same" (output H = ceil(H / stride), padding split top/bottom as
+  /// MindSpore), "valid" (no padding) or "pad" (`padding` on each side).
+  std::string pad_mode = "same";
+  std::vector<std::int64_t> padding = {0, 0};
+  std::vector<std::int64_t> dilation = {1, 1};
+  std::int64_t group = 1;
+  bool has_bias = false;  // MindSpore's default
+  InitSpec weight_init = init::HeUniform(2.23606797749979);
+  std::optional<InitSpec> bias_init = {};
+  DType dtype = float32;
+};
+
+/// 2-D convolution of x [N, C, H, W] with weight [out, in / group, kh, kw].
+class Conv2d : public Cell<Conv2d> {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::vector<std::int64_t> kernel_size,
+         Conv2dOptions opts = {});
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+         Conv2dOptions opts = {})
+      : Conv2d(in_channels, out_channels, std::vector<std::int64_t>{kernel_size, kernel_size},
+               std::move(opts)) {}
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  Parameter weight, bias;
+  std::int64_t in_channels, out_channels;
+  std::vector<std::int64_t> kernel_size;
+  Conv2dOptions opts;
+};
+
+// ------------------------------------------------------------------ pooling
+
+struct Pool2dOptions {
+  std::vector<std::int64_t> stride = {};  ///< empty: the kernel size
+  std::string pad_mode = "valid";         ///< "valid", "same" or "pad"
+  std::vector<std::int64_t> padding = {0, 0};
+  bool ceil_mode = false;
+};
+
+class MaxPool2d : public Cell<MaxPool2d> {
+ public:
+  explicit MaxPool2d(std::vector<std::int64_t> kernel_size, Pool2dOptions opts = {});
+  explicit MaxPool2d(std::int64_t kernel_size, Pool2dOptions opts = {})
+      : MaxPool2d(std::vector<std::int64_t>{kernel_size, kernel_size}, std::move(opts)) {}
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  std::vector<std::int64_t> kernel_size;
+  Pool2dOptions opts;
+};
+
+class AvgPool2d : public Cell<AvgPool2d> {
+ public:
+  explicit AvgPool2d(std::vector<std::int64_t> kernel_size, Pool2dOptions opts = {});
+  explicit AvgPool2d(std::int64_t kernel_size, Pool2dOptions opts = {})
+      : AvgPool2d(std::vector<std::int64_t>{kernel_size, kernel_size}, std::move(opts)) {}
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  std::vector<std::int64_t> kernel_size;
+  Pool2dOptions opts;
+};
+
+// ------------------------------------------------------------------ shape and activations
+
+/// [N, ...] -> [N, prod(...)].
+class Flatten : public Cell<Flatten> {
+ public:
+  explicit Flatten(std::int64_t start_dim = 1, std::int64_t end_dim = -1)
+      : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor construct(const Tensor& x) const { return x.flatten(start_dim, end_dim); }
+  std::int64_t start_dim, end_dim;
+};
+
+class ReLU : public Cell<ReLU> {
+ public:
+  Tensor construct(const Tensor& x) const { return ms::relu(x); }
+};
+class Sigmoid : public Cell<Sigmoid> {
+ public:
+  Tensor construct(const Tensor& x) const { return ms::sigmoid(x); }
+};
+class Tanh : public Cell<Tanh> {
+ public:
+  Tensor construct(const Tensor& x) const { return ms::tanh(x); }
+};
+class GELU : public Cell<GELU> {
+ public:
+  explicit GELU(bool approximate = true) : approximate(approximate) {}  // MindSpore: tanh form
+  Tensor construct(const Tensor& x) const {
+    return approximate ? Tensor(ms::gelu_tanh(x)) : Tensor(ms::gelu(x));
+  }
+  bool approximate;
+};
+class SiLU : public Cell<SiLU> {
+ public:
+  Tensor construct(const Tensor& x) const { return ms::silu(x); }
+};
+class LeakyReLU : public Cell<LeakyReLU> {
+ public:
+  explicit LeakyReLU(double alpha = 0.2) : alpha(alpha) {}  // MindSpore's default slope
+  Tensor construct(const Tensor& x) const;
+  double alpha;
+};
+class Softmax : public Cell<Softmax> {
+ public:
+  explicit Softmax(std::int64_t axis = -1) : axis(axis) {}
+  Tensor construct(const Tensor& x) const { return ms::softmax(x, axis); }
+  std::int64_t axis;
+};
+class LogSoftmax : public Cell<LogSoftmax> {
+ public:
+  explicit LogSoftmax(std::int64_t axis = -1) : axis(axis) {}
+  Tensor construct(const Tensor& x) const { return ms::log_softmax(x, axis); }
+  std::int64_t axis;
+};
+
+// ------------------------------------------------------------------ Dropout
+
+/// Zeroes each element with probability `p` in training mode and scales the
+/// rest by 1 / (1 - p); the identity in eval mode. Draws from `generator`
+/// (the default one when null).
+class Dropout : public Cell<Dropout> {
+ public:
+  explicit Dropout(double p = 0.5, Generator* generator = nullptr);
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  double p;
+  Generator* generator;
+};
+
+// ------------------------------------------------------------------ normalization
+
+struct BatchNormOptions {
+  double eps = 1e-5;
+  double momentum =
+      0.9;  ///< MindSpore's convention: moving = momentum * moving + (1 - momentum) * batch
+  bool affine = true;
+  bool use_batch_statistics = true;  ///< in training mode
+};
+
+/// Batch normalization over N (BatchNorm1d: [N, C]) or N, H, W (BatchNorm2d:
+/// [N, C, H, W]), with MindSpore's parameter names.
+class BatchNorm : public Cell<BatchNorm> {
+ public:
+  BatchNorm(std::int64_t num_features, int spatial_rank, BatchNormOptions opts = {});
+  Tensor construct(const Tensor& x) const;
+  std::string cls_name() const override {
+    return spatial_rank_ == 0 ? "BatchNorm1d" : "BatchNorm2d";
+  }
+  std::string extra_repr() const override;
+  Parameter gamma, beta;
+  Tensor moving_mean, moving_variance;
+  std::int64_t num_features;
+  BatchNormOptions opts;
+
+ private:
+  int spatial_rank_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, BatchNormOptions opts = {})
+      : BatchNorm(num_features, 0, opts) {}
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, BatchNormOptions opts = {})
+      : BatchNorm(num_features, 2, opts) {}
+};
+
+/// Normalizes over the trailing dims `normalized_shape`; `gamma` and `beta` of that shape.
+class LayerNorm : public Cell<LayerNorm> {
+ public:
+  explicit LayerNorm(std::vector<std::int64_t> normalized_shape, double eps = 1e-7);
+  Tensor construct(const Tensor& x) const;
+  std::string extra_repr() const override;
+  Parameter gamma, beta;
+  std::vector<std::int64_t> normalized_shape;
+  double eps;
+};
+
+/// Looks up rows of `embedding_table` [vocab, dim] by integer indices.
+class Embedding : public Cell<Embedding> {
+ public:
+  Embedding(std::int64_t vocab_size, std::int64_t embedding_size,
+            InitSpec embedding_table_init = init::Normal(1.0));
+  Tensor construct(const Tensor& ids) const;
+  std::string extra_repr() const override;
+  Parameter embedding_table;
+  std::int64_t vocab_size, embedding_size;
+};
+
+// ------------------------------------------------------------------ containers
+
+/// Runs its cells in order: `SequentialCell seq; seq.append(std::make_shared<Dense>(4, 8));`.
+/// Children are named "0", "1", ... as MindSpore's.
+class SequentialCell : public Cell<SequentialCell> {
+ public:
+  SequentialCell() = default;
+  SequentialCell(std::initializer_list<AnyCell> cells);
+  void append(AnyCell cell);
+  std::size_t size() const { return cells_.size(); }
+  AnyCell& operator[](std::size_t i) { return cells_.at(i); }
+  Tensor construct(const Tensor& x);
+
+ private:
+  std::vector<AnyCell> cells_;
+};
+
+/// A list of cells, registered as "0", "1", ...; not callable itself.
+class CellList : public Cell<CellList> {
+ public:
+  CellList() = default;
+  CellList(std::initializer_list<AnyCell> cells);
+  void append(AnyCell cell);
+  std::size_t size() const { return cells_.size(); }
+  AnyCell& operator[](std::size_t i) { return cells_.at(i); }
+  auto begin() { return cells_.begin(); }
+  auto end() { return cells_.end(); }
+
+ private:
+  std::vector<AnyCell> cells_;
+};
+
+}  // namespace ms::nn

@@ -1,0 +1,48 @@
+// ms/ops/host.hpp — host callbacks: C++ code that runs on concrete tensors in
+// the middle of a compiled graph (DESIGN decision 6: hooks also work in graphs).
+//
+// Stage: ops. `ms::ops::host_call(fn, inputs)` calls `fn` at once on concrete
+// tensors; while a trace is active it records a `HostCallback` node instead,
+// and the executor calls `fn` each time the graph runs, with the concrete
+// values. `fn` returns as many tensors as it was given, each of the same dtype
+// and shape as its input (a ms::ValueError names the callback otherwise): it
+// may observe them or replace them. Passes never fold, merge or reorder such a
+// node past its inputs. For gradients a callback is the identity (its outputs'
+// gradients flow to its inputs unchanged).
+//
+//   auto y = ms::ops::host_call([](std::vector<ms::Tensor> v) {
+//     std::cout << ms::max(v[0]).item<float>() << "\n";   // concrete, even under ms::jit
+//     return v;
+//   }, {x}, "print_max")[0];
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+
+namespace ms::ops {
+
+using HostFn = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
+
+/// Runs `fn` on `inputs` now (concrete) or, while tracing, records a node
+/// that runs it each time the graph runs. `label` names it in dumps and errors.
+std::vector<Tensor> host_call(HostFn fn, std::vector<Tensor> inputs, std::string label);
+
+/// What a gradient hook does while the backward pass is traced: it gets the
+/// gradients flowing into `grad_hook`'s outputs (zeros where none flows) and
+/// returns the gradients for its inputs (usually through `host_call`, so that
+/// user code sees concrete values each time the graph runs).
+using GradHookFn = std::function<std::vector<Tensor>(std::vector<Tensor> grads)>;
+
+/// The identity on `inputs`, except for gradients: when a gradient is traced
+/// through it, `fn` maps the gradients of the outputs to those of the inputs.
+/// Without an active trace no gradient can be taken, so it returns `inputs`.
+/// At run time the node passes its inputs through (no copy).
+std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::string label);
+
+/// Number of callbacks recorded into graphs so far that are still alive.
+std::size_t host_callbacks_alive();
+
+}  // namespace ms::ops

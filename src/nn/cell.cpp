@@ -1,0 +1,304 @@
+// CellBase: registration, traversal, printing, state dicts; hook ids.
+#include "ms/nn/cell.hpp"
+
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace ms {
+namespace detail {
+
+std::uint64_t new_hook_id() {
+  static std::atomic<std::uint64_t> next{1};
+  compiler::bump_hook_version();
+  return next++;
+}
+
+void hook_removed() { compiler::bump_hook_version(); }
+
+std::string short_type_name(const std::type_info& t) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
+  std::string s = (status == 0 && d != nullptr) ? std::string(d) : std::string(t.name());
+  std::free(d);
+  // Drop template arguments, then namespaces.
+  if (auto lt = s.find('<'); lt != std::string::npos) s.resize(lt);
+  if (auto c = s.rfind("::"); c != std::string::npos) s = s.substr(c + 2);
+  return s;
+}
+
+}  // namespace detail
+
+CellBase::~CellBase() = default;
+
+void CellBase::check_name(const std::string& name, std::string_view api) const {
+  MS_CHECK(!name.empty(), ValueError, api, ": the name is empty");
+  MS_CHECK(name.find('.') == std::string::npos, ValueError, api, ": name '", name,
+           "' contains '.', which separates the levels of hierarchical names");
+  for (const auto& [n, p] : params_)
+    MS_CHECK(n != name, ValueError, api, ": name '", name, "' is already used by parameter '",
+             p.name(), "' of ", cls_name());
+  for (const auto& b : buffers_)
+    MS_CHECK(b.name != name, ValueError, api, ": name '", name, "' is already used by a buffer of ",
+             cls_name());
+  for (const auto& [n, c] : children_)
+    MS_CHECK(n != name, ValueError, api, ": name '", name, "' is already used by the child cell ",
+             c->cls_name(), " of ", cls_name());
+}
+
+void CellBase::register_parameter(const std::string& name, const Parameter& param) {
+  MS_CHECK(param.defined(), ValueError, "register_parameter: parameter '", name, "' is undefined");
+  check_name(name, "register_parameter");
+  for (const auto& [n, p] : params_)
+    MS_CHECK(!p.same_as(param), ValueError, "register_parameter: parameter '", param.name(),
+             "' is already registered in ", cls_name(), " as '", n, "'");
+  Parameter p = param;
+  // MindSpore names a parameter after the attribute holding it; a parameter
+  // keeps a name given explicitly (not the generated `Parameter$N`).
+  if (p.name().rfind("Parameter$", 0) == 0) p.set_name(name);
+  params_.emplace_back(name, std::move(p));
+}
+
+void CellBase::register_buffer(const std::string& name, const Tensor& buffer, bool persistent) {
+  MS_CHECK(buffer.defined(), ValueError, "register_buffer: buffer '", name, "' is undefined");
+  check_name(name, "register_buffer");
+  buffers_.push_back({name, buffer, persistent});
+}
+
+void CellBase::insert_child_to_cell(const std::string& name, CellBase& child) {
+  check_name(name, "insert_child_to_cell");
+  MS_CHECK(&child != this, ValueError, "insert_child_to_cell: cell ", cls_name(),
+           " cannot be its own child '", name, "'");
+  for (auto& [n, c] : child.cells_and_names())
+    MS_CHECK(c != this, ValueError, "insert_child_to_cell: '", name, "' (", child.cls_name(),
+             ") contains ", cls_name(), " itself: cells must form a tree");
+  children_.emplace_back(name, &child);
+  child.rename_params(name);
+}
+
+void CellBase::rename_params(const std::string& prefix) {
+  // As MindSpore's auto_prefix: a child's parameter `weight` becomes `fc1.weight`.
+  for (auto& [n, p] : parameters_and_names(prefix)) p.set_name(n);
+}
+
+std::vector<std::pair<std::string, Parameter>> CellBase::parameters_and_names(
+    const std::string& prefix, bool recurse) const {
+  std::vector<std::pair<std::string, Parameter>> out;
+  std::set<const void*> seen;
+  auto walk = [&](auto&& self, const CellBase& c, const std::string& pre) -> void {
+    for (const auto& [n, p] : c.params_) {
+      if (!seen.insert(p.identity()).second) continue;  // shared by two cells: first name
+      out.emplace_back(pre.empty() ? n : pre + "." + n, p);
+    }
+    if (!recurse) return;
+    for (const auto& [n, ch] : c.children_) self(self, *ch, pre.empty() ? n : pre + "." + n);
+  };
+  walk(walk, *this, prefix);
+  return out;
+}
+
+ParameterList CellBase::parameters(bool recurse) const {
+  ParameterList out;
+  for (auto& [n, p] : parameters_and_names({}, recurse)) out.push_back(p);
+  return out;
+}
+
+ParameterList CellBase::trainable_params(bool recurse) const {
+  ParameterList out;
+  for (auto& [n, p] : parameters_and_names({}, recurse))
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+ParameterList CellBase::untrainable_params(bool recurse) const {
+  ParameterList out;
+  for (auto& [n, p] : parameters_and_names({}, recurse))
+    if (!p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::pair<std::string, CellBase*>> CellBase::cells_and_names(
+    const std::string& prefix) {
+  std::vector<std::pair<std::string, CellBase*>> out;
+  auto walk = [&](auto&& self, CellBase& c, const std::string& pre) -> void {
+    out.emplace_back(pre, &c);
+    for (auto& [n, ch] : c.children_) self(self, *ch, pre.empty() ? n : pre + "." + n);
+  };
+  walk(walk, *this, prefix);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> CellBase::buffers_and_names(const std::string& prefix,
+                                                                        bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  auto walk = [&](auto&& self, const CellBase& c, const std::string& pre) -> void {
+    for (const auto& b : c.buffers_)
+      out.emplace_back(pre.empty() ? b.name : pre + "." + b.name, b.tensor);
+    if (!recurse) return;
+    for (const auto& [n, ch] : c.children_) self(self, *ch, pre.empty() ? n : pre + "." + n);
+  };
+  walk(walk, *this, prefix);
+  return out;
+}
+
+std::vector<Tensor> CellBase::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : buffers_and_names({}, recurse)) out.push_back(t);
+  return out;
+}
+
+CellBase& CellBase::set_train(bool mode) {
+  for (auto& [n, c] : cells_and_names()) c->training_ = mode;
+  return *this;
+}
+
+CellBase& CellBase::set_grad(bool requires_grad) {
+  for (auto& [n, c] : cells_and_names()) c->requires_grad_ = requires_grad;
+  return *this;
+}
+
+std::string CellBase::to_string() const {
+  std::ostringstream os;
+  auto walk = [&](auto&& self, const CellBase& c, const std::string& indent) -> void {
+    os << c.cls_name() << "(" << c.extra_repr();
+    if (c.params_.empty() && c.buffers_.empty() && c.children_.empty()) {
+      os << ")";
+      return;
+    }
+    os << "\n";
+    const std::string in = indent + "  ";
+    for (const auto& [n, p] : c.params_)
+      os << in << n << ": Parameter(name=" << p.name() << ", shape=" << p.shape()
+         << ", dtype=" << p.dtype() << ", requires_grad=" << (p.requires_grad() ? "True" : "False")
+         << ")\n";
+    for (const auto& b : c.buffers_)
+      os << in << b.name << ": Buffer(shape=" << b.tensor.shape() << ", dtype=" << b.tensor.dtype()
+         << (b.persistent ? "" : ", persistent=False") << ")\n";
+    for (const auto& [n, ch] : c.children_) {
+      os << in << "(" << n << "): ";
+      self(self, *ch, in);
+      os << "\n";
+    }
+    os << indent << ")";
+  };
+  walk(walk, *this, "");
+  return os.str();
+}
+
+// ------------------------------------------------------------------ state dicts
+
+void CellBase::state_dict_into(StateDict& out, const std::string& prefix) const {
+  auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as the seeds' hooks do)
+  if (state_hooks_ && state_hooks_->sd_pre)
+    for (auto& [id, h] : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
+  auto full = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };
+  for (const auto& [n, p] : params_) out.emplace_back(full(n), p);
+  for (const auto& b : buffers_)
+    if (b.persistent) out.emplace_back(full(b.name), b.tensor);
+  for (const auto& [n, ch] : children_) ch->state_dict_into(out, full(n));
+  if (state_hooks_ && state_hooks_->sd_post)
+    for (auto& [id, h] : state_hooks_->sd_post->snapshot()) h(*self, out, prefix);
+}
+
+StateDict CellBase::state_dict(const std::string& prefix) const {
+  StateDict out;
+  state_dict_into(out, prefix);
+  // A parameter shared by two cells appears once, under its first name.
+  StateDict dedup;
+  std::set<std::pair<const void*, std::int64_t>> seen;
+  for (auto& e : out) {
+    if (!e.second.is_symbolic() &&
+        !seen.insert({e.second.storage().get(), e.second.offset()}).second)
+      continue;
+    dedup.push_back(std::move(e));
+  }
+  return dedup;
+}
+
+LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
+  StateDict sd = sd_in;
+  for (auto& [pre, c] : cells_and_names())
+    if (c->state_hooks_ && c->state_hooks_->load_pre)
+      for (auto& [id, h] : c->state_hooks_->load_pre->snapshot()) h(*c, sd, pre);
+  const StateDict mine = state_dict();
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [k, t] : sd) {
+    MS_CHECK(given.emplace(k, &t).second, ValueError, "load_state_dict: key '", k,
+             "' appears twice");
+  }
+  LoadResult res;
+  std::vector<std::pair<Tensor, const Tensor*>> writes;
+  std::set<std::string> used;
+  for (const auto& [k, dst] : mine) {
+    auto it = given.find(k);
+    if (it == given.end()) {
+      res.missing_keys.push_back(k);
+      continue;
+    }
+    used.insert(k);
+    const Tensor& src = *it->second;
+    MS_CHECK(src.defined() && !src.is_symbolic(), ValueError, "load_state_dict: '", k,
+             "' is undefined or symbolic");
+    MS_CHECK(src.shape() == dst.shape(), ShapeError, "load_state_dict: '", k, "' has shape ",
+             dst.shape(), " in ", cls_name(), " but ", src.shape(), " in the state dict");
+    MS_CHECK(src.dtype() == dst.dtype(), TypeError, "load_state_dict: '", k, "' has dtype ",
+             dst.dtype(), " in ", cls_name(), " but ", src.dtype(), " in the state dict");
+    writes.emplace_back(dst, &src);
+  }
+  for (const auto& [k, t] : sd)
+    if (!used.count(k)) res.unexpected_keys.push_back(k);
+  if (strict) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", '" : "'") + v[i] + "'";
+      if (v.size() > 8) s += ", ... (" + std::to_string(v.size()) + " in all)";
+      return s;
+    };
+    MS_CHECK(res.missing_keys.empty(), ValueError, "load_state_dict: missing keys for ", cls_name(),
+             ": ", join(res.missing_keys), " (strict = true; nothing was loaded)");
+    MS_CHECK(res.unexpected_keys.empty(), ValueError, "load_state_dict: unexpected keys for ",
+             cls_name(), ": ", join(res.unexpected_keys), " (strict = true; nothing was loaded)");
+  }
+  // Everything is valid: now write (copies cannot fail on checked shapes).
+  // A source that aliases a destination is copied first.
+  std::vector<Tensor> srcs;
+  srcs.reserve(writes.size());
+  for (auto& [dst, src] : writes) srcs.push_back(src->clone());
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    Tensor d = writes[i].first;
+    d.copy_(srcs[i]);
+  }
+  for (auto& [pre, c] : cells_and_names())
+    if (c->state_hooks_ && c->state_hooks_->load_post)
+      for (auto& [id, h] : c->state_hooks_->load_post->snapshot()) h(*c, res);
+  return res;
+}
+
+namespace {
+template <class L>
+HookHandle add_hook(std::unique_ptr<detail::StateHooks>& sh,
+                    std::shared_ptr<L> detail::StateHooks::*m, typename L::value_type fn) {
+  if (!sh) sh = std::make_unique<detail::StateHooks>();
+  auto& list = detail::lazy((*sh).*m);
+  return HookHandle(list, list->add(std::move(fn)));
+}
+}  // namespace
+
+HookHandle CellBase::register_state_dict_pre_hook(detail::StateDictHook fn) {
+  return add_hook(state_hooks_, &detail::StateHooks::sd_pre, std::move(fn));
+}
+HookHandle CellBase::register_state_dict_post_hook(detail::StateDictHook fn) {
+  return add_hook(state_hooks_, &detail::StateHooks::sd_post, std::move(fn));
+}
+HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHook fn) {
+  return add_hook(state_hooks_, &detail::StateHooks::load_pre, std::move(fn));
+}
+HookHandle CellBase::register_load_state_dict_post_hook(detail::LoadPostHook fn) {
+  return add_hook(state_hooks_, &detail::StateHooks::load_post, std::move(fn));
+}
+
+}  // namespace ms

@@ -1,0 +1,339 @@
+// The layers of ms/nn/layers.hpp.
+#include "ms/nn/layers.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "ms/autodiff/grad.hpp"
+#include "ms/core/random.hpp"
+#include "ms/ops/layout.hpp"
+#include "ms/ops/reduce.hpp"
+
+namespace ms::nn {
+namespace {
+
+std::vector<std::int64_t> two(const std::vector<std::int64_t>& v, std::string_view api,
+                              std::string_view what) {
+  MS_CHECK(v.size() == 1 || v.size() == 2, ValueError, api, ": ", what,
+           " must hold 1 or 2 values, got ", v.size());
+  return v.size() == 1 ? std::vector<std::int64_t>{v[0], v[0]} : v;
+}
+
+std::string ints(const std::vector<std::int64_t>& v) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ")";
+}
+
+// MindSpore's "same" padding for one spatial axis: output ceil(n / s), the
+// extra row (if any) at the bottom / right.
+std::pair<std::int64_t, std::int64_t> same_pad(std::int64_t n, std::int64_t k, std::int64_t s,
+                                               std::int64_t d) {
+  const std::int64_t out = (n + s - 1) / s;
+  const std::int64_t total = std::max<std::int64_t>((out - 1) * s + (k - 1) * d + 1 - n, 0);
+  return {total / 2, total - total / 2};
+}
+
+void check_mode(const std::string& mode, std::string_view api) {
+  MS_CHECK(mode == "same" || mode == "valid" || mode == "pad", ValueError, api,
+           ": pad_mode must be \"same\", \"valid\" or \"pad\", got \"", mode, "\"");
+}
+
+// Pads x [N, C, H, W] for "same" when the split is uneven; returns the
+// symmetric padding left to the op.
+Tensor pad_same(const Tensor& x, const std::vector<std::int64_t>& k,
+                const std::vector<std::int64_t>& s, const std::vector<std::int64_t>& d,
+                std::vector<std::int64_t>& sym, double value = 0.0) {
+  auto [t, b] = same_pad(x.dim(-2), k[0], s[0], d[0]);
+  auto [l, r] = same_pad(x.dim(-1), k[1], s[1], d[1]);
+  if (t == b && l == r) {
+    sym = {t, l};
+    return x;
+  }
+  sym = {0, 0};
+  return pad(x, {l, r, t, b}, "constant", value);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Dense
+
+Dense::Dense(std::int64_t in, std::int64_t out, DenseOptions opts)
+    : in_channels(in), out_channels(out) {
+  MS_CHECK(in > 0 && out > 0, ValueError, "Dense: in_channels and out_channels must be > 0, got ",
+           in, " and ", out);
+  weight = Parameter(initializer(opts.weight_init, {out, in}, opts.dtype), "weight");
+  register_parameter("weight", weight);
+  if (opts.has_bias) {
+    InitSpec b = opts.bias_init ? *opts.bias_init
+                                : InitSpec(init::Uniform(1.0 / std::sqrt(static_cast<double>(in))));
+    bias = Parameter(initializer(b, {out}, opts.dtype), "bias");
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Dense::construct(const Tensor& x) const {
+  MS_CHECK(x.rank() >= 1 && x.dim(-1) == in_channels, ShapeError, "Dense: input of shape ",
+           x.shape(), " must end in in_channels = ", in_channels);
+  Tensor y = matmul(x, weight.transpose(0, 1));
+  if (bias.defined()) return y + bias;
+  return y;
+}
+
+std::string Dense::extra_repr() const {
+  return detail::str_cat("input_channels=", in_channels, ", output_channels=", out_channels,
+                         ", has_bias=", bias.defined() ? "True" : "False");
+}
+
+// ------------------------------------------------------------------ Conv2d
+
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::vector<std::int64_t> k, Conv2dOptions o)
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(two(k, "Conv2d", "kernel_size")),
+      opts(std::move(o)) {
+  check_mode(opts.pad_mode, "Conv2d");
+  opts.stride = two(opts.stride, "Conv2d", "stride");
+  opts.dilation = two(opts.dilation, "Conv2d", "dilation");
+  opts.padding = two(opts.padding, "Conv2d", "padding");
+  MS_CHECK(in > 0 && out > 0, ValueError, "Conv2d: in_channels and out_channels must be > 0, got ",
+           in, " and ", out);
+  MS_CHECK(opts.group > 0 && in % opts.group == 0 && out % opts.group == 0, ValueError,
+           "Conv2d: group ", opts.group, " must be > 0 and divide in_channels ", in,
+           " and out_channels ", out);
+  MS_CHECK(kernel_size[0] > 0 && kernel_size[1] > 0, ValueError, "Conv2d: kernel_size ",
+           ints(kernel_size), " must be > 0");
+  MS_CHECK(opts.pad_mode == "pad" || (opts.padding[0] == 0 && opts.padding[1] == 0), ValueError,
+           "Conv2d: padding ", ints(opts.padding), " needs pad_mode \"pad\", got \"", opts.pad_mode,
+           "\"");
+  weight =
+      Parameter(initializer(opts.weight_init,
+                            {out, in / opts.group, kernel_size[0], kernel_size[1]}, opts.dtype),
+                "weight");
+  register_parameter("weight", weight);
+  if (opts.has_bias) {
+    const double fan_in = static_cast<double>(in / opts.group * kernel_size[0] * kernel_size[1]);
+    InitSpec b =
+        opts.bias_init ? *opts.bias_init : InitSpec(init::Uniform(1.0 / std::sqrt(fan_in)));
+    bias = Parameter(initializer(b, {out}, opts.dtype), "bias");
+    register_parameter("bias", bias);
+  }
+}
+
+Tensor Conv2d::construct(const Tensor& x) const {
+  MS_CHECK(x.rank() == 4 && x.dim(1) == in_channels, ShapeError, "Conv2d: input of shape ",
+           x.shape(), " must be [N, ", in_channels, ", H, W]");
+  std::vector<std::int64_t> padding = opts.padding;
+  Tensor in = x;
+  if (opts.pad_mode == "same")
+    in = pad_same(x, kernel_size, opts.stride, opts.dilation, padding);
+  else if (opts.pad_mode == "valid")
+    padding = {0, 0};
+  std::optional<Tensor> b;
+  if (bias.defined()) b = bias;
+  return conv2d(
+      in, weight, b,
+      {.stride = opts.stride, .padding = padding, .dilation = opts.dilation, .groups = opts.group});
+}
+
+std::string Conv2d::extra_repr() const {
+  return detail::str_cat("input_channels=", in_channels, ", output_channels=", out_channels,
+                         ", kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
+                         ", pad_mode=", opts.pad_mode, ", padding=", ints(opts.padding),
+                         ", dilation=", ints(opts.dilation), ", group=", opts.group,
+                         ", has_bias=", bias.defined() ? "True" : "False");
+}
+
+// ------------------------------------------------------------------ pooling
+
+MaxPool2d::MaxPool2d(std::vector<std::int64_t> k, Pool2dOptions o)
+    : kernel_size(two(k, "MaxPool2d", "kernel_size")), opts(std::move(o)) {
+  check_mode(opts.pad_mode, "MaxPool2d");
+  opts.stride = two(opts.stride.empty() ? kernel_size : opts.stride, "MaxPool2d", "stride");
+  opts.padding = two(opts.padding, "MaxPool2d", "padding");
+}
+
+Tensor MaxPool2d::construct(const Tensor& x) const {
+  std::vector<std::int64_t> padding =
+      opts.pad_mode == "pad" ? opts.padding : std::vector<std::int64_t>{0, 0};
+  Tensor in = x;
+  if (opts.pad_mode == "same") {
+    MS_CHECK(x.rank() >= 3, ShapeError, "MaxPool2d: input of shape ", x.shape(),
+             " must be [N, C, H, W] or [C, H, W]");
+    in = pad_same(x, kernel_size, opts.stride, {1, 1}, padding,
+                  -std::numeric_limits<double>::infinity());
+  }
+  return max_pool2d(in, kernel_size, opts.stride, padding, {1, 1}, opts.ceil_mode);
+}
+
+std::string MaxPool2d::extra_repr() const {
+  return detail::str_cat("kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
+                         ", pad_mode=", opts.pad_mode);
+}
+
+AvgPool2d::AvgPool2d(std::vector<std::int64_t> k, Pool2dOptions o)
+    : kernel_size(two(k, "AvgPool2d", "kernel_size")), opts(std::move(o)) {
+  check_mode(opts.pad_mode, "AvgPool2d");
+  opts.stride = two(opts.stride.empty() ? kernel_size : opts.stride, "AvgPool2d", "stride");
+  opts.padding = two(opts.padding, "AvgPool2d", "padding");
+  MS_CHECK(opts.pad_mode != "same", ValueError,
+           "AvgPool2d: pad_mode \"same\" is not supported (the divisor of padded windows differs "
+           "between frameworks); use \"pad\" with count_include_pad semantics or \"valid\"");
+}
+
+Tensor AvgPool2d::construct(const Tensor& x) const {
+  std::vector<std::int64_t> padding =
+      opts.pad_mode == "pad" ? opts.padding : std::vector<std::int64_t>{0, 0};
+  return avg_pool2d(x, kernel_size, opts.stride, padding, opts.ceil_mode, true);
+}
+
+std::string AvgPool2d::extra_repr() const {
+  return detail::str_cat("kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
+                         ", pad_mode=", opts.pad_mode);
+}
+
+// ------------------------------------------------------------------ activations, dropout
+
+Tensor LeakyReLU::construct(const Tensor& x) const { return ms::where(x >= 0, x, x * alpha); }
+
+Dropout::Dropout(double p, Generator* generator) : p(p), generator(generator) {
+  MS_CHECK(p >= 0.0 && p <= 1.0, ValueError, "Dropout: p must be in [0, 1], got ", p);
+}
+
+Tensor Dropout::construct(const Tensor& x) const {
+  if (!training() || p == 0.0) return x;
+  return generator != nullptr ? dropout(x, p, true, *generator) : dropout(x, p, true);
+}
+
+std::string Dropout::extra_repr() const { return detail::str_cat("p=", p); }
+
+// ------------------------------------------------------------------ normalization
+
+BatchNorm::BatchNorm(std::int64_t n, int spatial_rank, BatchNormOptions o)
+    : num_features(n), opts(o), spatial_rank_(spatial_rank) {
+  MS_CHECK(n > 0, ValueError, cls_name(), ": num_features must be > 0, got ", n);
+  MS_CHECK(o.momentum >= 0.0 && o.momentum <= 1.0, ValueError, cls_name(),
+           ": momentum must be in [0, 1], got ", o.momentum);
+  MS_CHECK(o.eps > 0.0, ValueError, cls_name(), ": eps must be > 0, got ", o.eps);
+  gamma = Parameter(ones({n}), "gamma", o.affine);
+  beta = Parameter(zeros({n}), "beta", o.affine);
+  register_parameter("gamma", gamma);
+  register_parameter("beta", beta);
+  moving_mean = zeros({n});
+  moving_variance = ones({n});
+  register_buffer("moving_mean", moving_mean);
+  register_buffer("moving_variance", moving_variance);
+}
+
+Tensor BatchNorm::construct(const Tensor& x) const {
+  const std::int64_t rank = 2 + spatial_rank_;
+  MS_CHECK(x.rank() == rank && x.dim(1) == num_features, ShapeError, cls_name(),
+           ": input of shape ", x.shape(), " must be [N, ", num_features,
+           spatial_rank_ ? ", H, W]" : "]");
+  std::vector<std::int64_t> axes{0};
+  Shape bshape({1, num_features});
+  if (spatial_rank_ == 2) {
+    axes = {0, 2, 3};
+    bshape = Shape({1, num_features, 1, 1});
+  }
+  const Tensor g = gamma.reshape(bshape), b = beta.reshape(bshape);
+  if (training() && opts.use_batch_statistics) {
+    const Tensor mean = ms::mean(x, axes, true);
+    const Tensor centered = x - mean;
+    const Tensor var = ms::mean(ms::square(centered), axes, true);
+    const std::int64_t count = x.numel() / num_features;
+    // Moving statistics (unbiased variance, as MindSpore and PyTorch); no gradient flows there.
+    const double unbias =
+        count > 1 ? static_cast<double>(count) / static_cast<double>(count - 1) : 1.0;
+    const Tensor m1 = stop_gradient(mean.reshape(Shape({num_features})));
+    const Tensor v1 = stop_gradient(var.reshape(Shape({num_features})));
+    ms::assign(moving_mean, moving_mean * opts.momentum + m1 * (1.0 - opts.momentum));
+    ms::assign(moving_variance,
+               moving_variance * opts.momentum + v1 * ((1.0 - opts.momentum) * unbias));
+    return centered * ms::rsqrt(var + opts.eps) * g + b;
+  }
+  const Tensor m = moving_mean.reshape(bshape), v = moving_variance.reshape(bshape);
+  return (x - m) * ms::rsqrt(v + opts.eps) * g + b;
+}
+
+std::string BatchNorm::extra_repr() const {
+  return detail::str_cat("num_features=", num_features, ", eps=", opts.eps,
+                         ", momentum=", opts.momentum);
+}
+
+LayerNorm::LayerNorm(std::vector<std::int64_t> shape, double eps)
+    : normalized_shape(std::move(shape)), eps(eps) {
+  MS_CHECK(!normalized_shape.empty(), ValueError, "LayerNorm: normalized_shape is empty");
+  gamma = Parameter(ones(Shape(normalized_shape)), "gamma");
+  beta = Parameter(zeros(Shape(normalized_shape)), "beta");
+  register_parameter("gamma", gamma);
+  register_parameter("beta", beta);
+}
+
+Tensor LayerNorm::construct(const Tensor& x) const {
+  const auto k = static_cast<std::int64_t>(normalized_shape.size());
+  bool ok = x.rank() >= k;
+  for (std::int64_t i = 0; ok && i < k; ++i)
+    ok = x.dim(x.rank() - k + i) == normalized_shape[static_cast<std::size_t>(i)];
+  MS_CHECK(ok, ShapeError, "LayerNorm: input of shape ", x.shape(), " must end in ",
+           Shape(normalized_shape));
+  std::vector<std::int64_t> axes;
+  for (std::int64_t i = x.rank() - k; i < x.rank(); ++i) axes.push_back(i);
+  const Tensor mean = ms::mean(x, axes, true);
+  const Tensor centered = x - mean;
+  const Tensor var = ms::mean(ms::square(centered), axes, true);
+  return centered * ms::rsqrt(var + eps) * gamma + beta;
+}
+
+std::string LayerNorm::extra_repr() const {
+  return detail::str_cat("normalized_shape=", ints(normalized_shape), ", eps=", eps);
+}
+
+Embedding::Embedding(std::int64_t vocab, std::int64_t dim, InitSpec init)
+    : vocab_size(vocab), embedding_size(dim) {
+  MS_CHECK(vocab > 0 && dim > 0, ValueError,
+           "Embedding: vocab_size and embedding_size must be > 0, got ", vocab, " and ", dim);
+  embedding_table = Parameter(initializer(init, {vocab, dim}), "embedding_table");
+  register_parameter("embedding_table", embedding_table);
+}
+
+Tensor Embedding::construct(const Tensor& ids) const {
+  MS_CHECK(dtype_is_int(ids.dtype()), TypeError, "Embedding: ids must be integers, got ",
+           ids.dtype());
+  const Tensor flat = ids.reshape(Shape({ids.numel()}));
+  std::vector<std::int64_t> out = ids.shape().dims();
+  out.push_back(embedding_size);
+  return index_select(embedding_table, 0, flat).reshape(Shape(out));
+}
+
+std::string Embedding::extra_repr() const {
+  return detail::str_cat("vocab_size=", vocab_size, ", embedding_size=", embedding_size);
+}
+
+// ------------------------------------------------------------------ containers
+
+SequentialCell::SequentialCell(std::initializer_list<AnyCell> cells) {
+  for (const AnyCell& c : cells) append(c);
+}
+
+void SequentialCell::append(AnyCell cell) {
+  insert_child_to_cell(std::to_string(cells_.size()), cell.cell());
+  cells_.push_back(std::move(cell));
+}
+
+Tensor SequentialCell::construct(const Tensor& x) {
+  Tensor y = x;
+  for (const AnyCell& c : cells_) y = c(y);
+  return y;
+}
+
+CellList::CellList(std::initializer_list<AnyCell> cells) {
+  for (const AnyCell& c : cells) append(c);
+}
+
+void CellList::append(AnyCell cell) {
+  insert_child_to_cell(std::to_string(cells_.size()), cell.cell());
+  cells_.push_back(std::move(cell));
+}
+
+}  // namespace ms::nn

@@ -1,0 +1,151 @@
+// The HostCallback op: see ms/ops/host.hpp.
+#include "ms/ops/host.hpp"
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
+#include "ms/ops/op.hpp"
+
+namespace ms::ops {
+namespace {
+
+struct Callback {
+  HostFn fn;
+  std::string label;
+  GradHookFn grad_fn = {};
+};
+
+// Callbacks recorded into traces, by id. A graph refers to its callback by
+// the id attribute; entries stay for the life of the process (a few bytes
+// each: one per hook site per compile).
+std::mutex g_mu;
+std::unordered_map<std::int64_t, std::shared_ptr<const Callback>> g_callbacks;
+std::int64_t g_next = 1;
+
+std::shared_ptr<const Callback> find(std::int64_t id) {
+  std::lock_guard lock(g_mu);
+  auto it = g_callbacks.find(id);
+  MS_CHECK(it != g_callbacks.end(), ValueError, "host_callback: no callback with id ", id);
+  return it->second;
+}
+
+std::vector<Tensor> run(const Callback& cb, std::span<const Tensor> in) {
+  std::vector<Tensor> args(in.begin(), in.end());
+  // User code allocates from the system, not from a compiled graph's arena:
+  // a tensor it keeps (an activation statistic, a saved gradient) must not
+  // point into memory the next run reuses.
+  struct SourceGuard {
+    std::shared_ptr<StorageSource> prev = set_storage_source(nullptr);
+    ~SourceGuard() { set_storage_source(std::move(prev)); }
+  } guard;
+  std::vector<Tensor> out = cb.fn(args);
+  MS_CHECK(out.size() == in.size(), ValueError, "host_callback '", cb.label, "': returned ",
+           out.size(), " tensors for ", in.size(), " inputs");
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    MS_CHECK(out[i].defined() && !out[i].is_symbolic(), ValueError, "host_callback '", cb.label,
+             "': output ", i, " is undefined or symbolic");
+    MS_CHECK(out[i].dtype() == in[i].dtype() && out[i].shape() == in[i].shape(), ValueError,
+             "host_callback '", cb.label, "': output ", i, " is ", out[i].dtype(), out[i].shape(),
+             " but must keep its input's type ", in[i].dtype(), in[i].shape());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::string label) {
+  MS_CHECK(static_cast<bool>(fn), ValueError, "grad_hook '", label, "': empty function");
+  MS_CHECK(!inputs.empty(), ValueError, "grad_hook '", label, "': needs at least one tensor");
+  if (active_tracer() == nullptr) return inputs;
+  auto cb = std::make_shared<Callback>(Callback{{}, std::move(label), std::move(fn)});
+  std::int64_t id = 0;
+  {
+    std::lock_guard lock(g_mu);
+    id = g_next++;
+    g_callbacks.emplace(id, cb);
+  }
+  static const OpDef& def = op("grad_hook");
+  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+}
+
+std::size_t host_callbacks_alive() {
+  std::lock_guard lock(g_mu);
+  return g_callbacks.size();
+}
+
+namespace detail {
+void register_host_ops();
+void register_host_ops() {
+  registry_add({
+      .name = "host_callback",
+      .ir_name = "HostCallback",
+      .kind = OpKind::HostCallback,
+      .min_inputs = 1,
+      .max_inputs = -1,
+      .differentiable = true,
+      .infer =
+          [](std::span<const TensorType> in, const Attrs& attrs) {
+            (void)attrs.get<std::int64_t>("fn", "host_callback");
+            return std::vector<TensorType>(in.begin(), in.end());
+          },
+      .eval =
+          [](std::span<const Tensor> in, const Attrs& attrs) {
+            return run(*find(attrs.get<std::int64_t>("fn", "host_callback")), in);
+          },
+      .grad =
+          [](const GradContext& c) {
+            return std::vector<Tensor>(c.out_grads.begin(), c.out_grads.end());
+          },
+  });
+  registry_add({
+      .name = "grad_hook",
+      .ir_name = "GradHook",
+      .kind = OpKind::HostCallback,
+      .min_inputs = 1,
+      .max_inputs = -1,
+      .differentiable = true,
+      .infer =
+          [](std::span<const TensorType> in, const Attrs& attrs) {
+            (void)attrs.get<std::int64_t>("fn", "grad_hook");
+            return std::vector<TensorType>(in.begin(), in.end());
+          },
+      .eval = [](std::span<const Tensor> in,
+                 const Attrs&) { return std::vector<Tensor>(in.begin(), in.end()); },
+      .grad =
+          [](const GradContext& c) {
+            auto cb = find(c.attrs.get<std::int64_t>("fn", "grad_hook"));
+            std::vector<Tensor> g(c.out_grads.begin(), c.out_grads.end());
+            for (std::size_t i = 0; i < g.size(); ++i)
+              if (!g[i].defined()) g[i] = zeros(c.outputs[i].shape(), c.outputs[i].dtype());
+            std::vector<Tensor> r = cb->grad_fn(std::move(g));
+            MS_CHECK(r.size() == c.inputs.size(), ValueError, "grad_hook '", cb->label,
+                     "': returned ", r.size(), " gradients for ", c.inputs.size(), " inputs");
+            return r;
+          },
+  });
+}
+}  // namespace detail
+
+std::vector<Tensor> host_call(HostFn fn, std::vector<Tensor> inputs, std::string label) {
+  MS_CHECK(static_cast<bool>(fn), ValueError, "host_call '", label, "': empty function");
+  MS_CHECK(!inputs.empty(), ValueError, "host_call '", label, "': needs at least one tensor");
+  auto cb = std::make_shared<Callback>(Callback{std::move(fn), std::move(label)});
+  if (active_tracer() == nullptr) {
+    for (const Tensor& t : inputs)
+      MS_CHECK(t.defined(), ValueError, "host_call '", cb->label, "': undefined input");
+    return run(*cb, inputs);
+  }
+  std::int64_t id = 0;
+  {
+    std::lock_guard lock(g_mu);
+    id = g_next++;
+    g_callbacks.emplace(id, cb);
+  }
+  static const OpDef& def = op("host_callback");
+  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+}
+
+}  // namespace ms::ops
