@@ -1,6 +1,8 @@
 // 2-D convolution: im2col of a tile of output positions into a reused buffer,
 // then one GEMM per (image, group, tile) written straight into the NCHW output
-// (no transpose afterwards).
+// (no transpose afterwards). The gradients reuse the machinery: the input's is
+// a GEMM W^T G per tile followed by col2im (im2col's adjoint), the weight's a
+// GEMM G cols^T per tile accumulated over the images.
 #include "ms/kernels/conv.hpp"
 
 #include <algorithm>
@@ -12,6 +14,10 @@
 
 namespace ms::kernels {
 namespace {
+
+// conv2d_grad_weight: the batch is summed in at most this many partial sums
+// (the parallelism of the weight gradient when groups == 1).
+constexpr std::int64_t kWeightChunks = 8;
 
 // ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
@@ -49,6 +55,41 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
           for (std::int64_t c = a; c < b; ++c) d[c - c0] = xc[base + c * g.sw];
         }
         std::fill(d + (b - c0), d + (c1 - c0), T(0));
+      }
+      q += c1 - c0;
+    }
+  }
+}
+
+// The adjoint of im2col_cols: adds columns [p0, p1) of the first `rows` rows
+// of col [rows, p1 - p0] back into the image dx (each input pixel receives the
+// sum over the taps and output positions that read it; padding is dropped).
+template <class T>
+void col2im_cols(const T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
+                 std::int64_t p1, T* dx) {
+  const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
+    T* xc = dx + ci * plane;
+    const T* src = col + row * width;
+    const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
+    std::int64_t lo = woff >= 0 ? 0 : ceil_div(-woff, g.sw);
+    std::int64_t hi = g.w - woff <= 0 ? 0 : ceil_div(g.w - woff, g.sw);
+    hi = std::min(hi, g.ow);
+    lo = std::min(lo, hi);
+    for (std::int64_t q = p0; q < p1;) {
+      const std::int64_t oh = q / g.ow, c0 = q - oh * g.ow;
+      const std::int64_t c1 = std::min(g.ow, c0 + (p1 - q));
+      const T* s = src + (q - p0);  // s[c - c0] belongs to output column c
+      const std::int64_t ih = oh * g.sh + hoff;
+      if (ih >= 0 && ih < g.h) {
+        const std::int64_t a = std::min(std::max(lo, c0), c1), b = std::min(std::max(hi, a), c1);
+        const std::int64_t base = ih * g.w + woff;  // pixel of column c: xc[base + c * sw]
+        if (g.sw == 1) {
+          for (std::int64_t c = a; c < b; ++c) xc[base + c] += s[c - c0];
+        } else {
+          for (std::int64_t c = a; c < b; ++c) xc[base + c * g.sw] += s[c - c0];
+        }
       }
       q += c1 - c0;
     }
@@ -142,6 +183,110 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
   });
 }
 
+namespace {
+
+// Runs fn(item, part) for items [0, items), cut into `parts` contiguous runs,
+// one per thread, inside one parallel region (so that GEMM runs single-threaded
+// in it, and each item's arithmetic is the same for any thread count).
+template <class F>
+void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
+  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t part = q0; part < q1; ++part) {
+      const std::int64_t i0 = items * part / parts, i1 = items * (part + 1) / parts;
+      for (std::int64_t item = i0; item < i1; ++item) fn(item, part);
+    }
+  });
+}
+
+}  // namespace
+
+template <class T>
+void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  const std::int64_t units = g.n * g.groups, image_group = pl.cg * g.h * g.w;
+  if (units == 0 || image_group == 0) return;
+  if (pl.p == 0 || pl.og == 0 || pl.k == 0) {  // nothing reads the input
+    std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
+    return;
+  }
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;
+  Tensor work;
+  if (col_numel > 0) work = empty(Shape{parts, col_numel}, dtype_of<T>);
+  T* const ws = col_numel > 0 ? work.data<T>() : nullptr;
+  // One item per (image, group): its tiles all add into the same part of dx,
+  // so they stay on one thread, in order.
+  for_items(units, parts, [&](std::int64_t u, std::int64_t part) {
+    const std::int64_t img = u / g.groups, grp = u % g.groups;
+    T* dxi = dx + (img * g.c + grp * pl.cg) * g.h * g.w;
+    const T* gi = gy + (img * g.o + grp * pl.og) * pl.p;  // [og, p]
+    const T* wg = w + grp * pl.og * pl.k;                 // [og, k]
+    if (pl.direct) {                                      // dx_g [cg, h * w] = W_g^T G_g
+      gemm<T>(true, false, pl.k, pl.p, pl.og, T(1), wg, pl.k, gi, pl.p, T(0), dxi, pl.p);
+      return;
+    }
+    T* col = ws + part * col_numel;
+    std::fill(dxi, dxi + image_group, T(0));
+    for (std::int64_t p0 = 0; p0 < pl.p; p0 += pl.tile) {
+      const std::int64_t p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
+      // col [k, width] = W_g^T [k, og] x G_g[:, p0:p1] [og, width]
+      gemm<T>(true, false, pl.k, width, pl.og, T(1), wg, pl.k, gi + p0, pl.p, T(0), col, width);
+      col2im_cols(col, g, pl.k, p0, p1, dxi);
+    }
+  });
+}
+
+template <class T>
+void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  const std::int64_t wnumel = g.o * pl.k;
+  if (wnumel == 0) return;
+  if (g.n == 0 || pl.p == 0) {
+    std::fill(dw, dw + wnumel, T(0));
+    return;
+  }
+  // The batch is cut into a fixed number of chunks (by the shape only); each
+  // (chunk, group) item sums its images into its own partial dW, and the
+  // partials are added in chunk order: the same sums for any thread count.
+  const std::int64_t chunks = std::min<std::int64_t>(g.n, kWeightChunks);
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;
+  Tensor work = empty(Shape{parts * col_numel + (chunks - 1) * wnumel}, dtype_of<T>);
+  T* const cols = work.data<T>();
+  T* const partials = cols + parts * col_numel;  // chunk c > 0 at partials + (c - 1) * wnumel
+  for_items(chunks * g.groups, parts, [&](std::int64_t item, std::int64_t part) {
+    const std::int64_t chunk = item / g.groups, grp = item % g.groups;
+    T* dwc = (chunk == 0 ? dw : partials + (chunk - 1) * wnumel) + grp * pl.og * pl.k;  // [og, k]
+    T* col = cols + part * col_numel;
+    const std::int64_t i0 = g.n * chunk / chunks, i1 = g.n * (chunk + 1) / chunks;
+    T beta = T(0);
+    for (std::int64_t img = i0; img < i1; ++img) {
+      const T* xin = x + (img * g.c + grp * pl.cg) * g.h * g.w;
+      const T* gi = gy + (img * g.o + grp * pl.og) * pl.p;  // [og, p]
+      for (std::int64_t p0 = 0; p0 < pl.p; p0 += pl.tile) {
+        const std::int64_t p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
+        const T* b = xin + p0;  // [k, width] with row stride ldb
+        std::int64_t ldb = pl.p;
+        if (!pl.direct) {
+          im2col_cols(xin, g, pl.k, p0, p1, col);
+          b = col;
+          ldb = width;
+        }
+        // dW_g [og, k] (+)= G_g[:, p0:p1] [og, width] x cols^T [width, k]
+        gemm<T>(false, true, pl.og, pl.k, width, T(1), gi + p0, pl.p, b, ldb, beta, dwc, pl.k);
+        beta = T(1);
+      }
+    }
+  });
+  if (chunks > 1)
+    parallel_for(wnumel, std::int64_t{1} << 14, [&](std::int64_t e0, std::int64_t e1) {
+      for (std::int64_t c = 1; c < chunks; ++c) {
+        const T* src = partials + (c - 1) * wnumel;
+        for (std::int64_t e = e0; e < e1; ++e) dw[e] += src[e];
+      }
+    });
+}
+
 #define MS_CONV_INSTANTIATE(T)                                                         \
   template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t, \
                           std::int64_t, T*) noexcept;                                  \
@@ -151,5 +296,11 @@ MS_CONV_INSTANTIATE(double)
 MS_CONV_INSTANTIATE(std::int32_t)
 MS_CONV_INSTANTIATE(std::int64_t)
 #undef MS_CONV_INSTANTIATE
+template void conv2d_grad_input<float>(const float*, const float*, float*, const Conv2dGeometry&);
+template void conv2d_grad_input<double>(const double*, const double*, double*,
+                                        const Conv2dGeometry&);
+template void conv2d_grad_weight<float>(const float*, const float*, float*, const Conv2dGeometry&);
+template void conv2d_grad_weight<double>(const double*, const double*, double*,
+                                         const Conv2dGeometry&);
 
 }  // namespace ms::kernels

@@ -1,4 +1,5 @@
-// 2-D max and average pooling, parallel over planes (image x channel).
+// 2-D max and average pooling and their gradients, parallel over planes
+// (image x channel): overlapping windows add into one plane on one thread.
 #include "ms/kernels/pool.hpp"
 
 #include <algorithm>
@@ -111,6 +112,70 @@ void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pa
   });
 }
 
+template <class T>
+void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) noexcept {
+  for_planes(g, [&](std::int64_t p) {
+    const T* xp = x + p * g.h * g.w;
+    const T* gp = gy + p * g.oh * g.ow;
+    T* dp = dx + p * g.h * g.w;
+    std::fill(dp, dp + g.h * g.w, T(0));
+    for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+      const std::int64_t h0 = oh * g.sh - g.ph;
+      const TapRange rh = tap_range(h0, g.dh, g.kh, g.h);
+      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+        const std::int64_t w0 = ow * g.sw - g.pw;
+        const TapRange rw = tap_range(w0, g.dw, g.kw, g.w);
+        if (rh.lo >= rh.hi || rw.lo >= rw.hi) continue;
+        // The forward's choice: the first strict maximum, or the last NaN; a
+        // window of -inf routes to its first element (as PyTorch).
+        std::int64_t at = (h0 + rh.lo * g.dh) * g.w + w0 + rw.lo * g.dw;
+        T best = -std::numeric_limits<T>::infinity();
+        for (std::int64_t i = rh.lo; i < rh.hi; ++i) {
+          const std::int64_t row = (h0 + i * g.dh) * g.w + w0;
+          for (std::int64_t j = rw.lo; j < rw.hi; ++j) {
+            const T v = xp[row + j * g.dw];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              at = row + j * g.dw;
+            }
+          }
+        }
+        dp[at] += gp[oh * g.ow + ow];
+      }
+    }
+  });
+}
+
+template <class T>
+void avg_pool2d_grad(const T* gy, T* dx, const Pool2dGeometry& g, bool count_include_pad) noexcept {
+  for_planes(g, [&](std::int64_t p) {
+    const T* gp = gy + p * g.oh * g.ow;
+    T* dp = dx + p * g.h * g.w;
+    std::fill(dp, dp + g.h * g.w, T(0));
+    for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+      // The forward's windows and divisors (see avg_pool2d).
+      std::int64_t h0 = oh * g.sh - g.ph;
+      std::int64_t h1 = g.kh >= g.h + g.ph - h0 ? g.h + g.ph : h0 + g.kh;
+      const std::int64_t hpad = h1 - h0;
+      h0 = std::max<std::int64_t>(h0, 0);
+      h1 = std::min(h1, g.h);
+      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
+        std::int64_t w0 = ow * g.sw - g.pw;
+        std::int64_t w1 = g.kw >= g.w + g.pw - w0 ? g.w + g.pw : w0 + g.kw;
+        const std::int64_t wpad = w1 - w0;
+        w0 = std::max<std::int64_t>(w0, 0);
+        w1 = std::min(w1, g.w);
+        if (h0 >= h1 || w0 >= w1) continue;
+        const T count = count_include_pad ? static_cast<T>(hpad) * static_cast<T>(wpad)
+                                          : static_cast<T>((h1 - h0) * (w1 - w0));
+        const T v = gp[oh * g.ow + ow] / count;
+        for (std::int64_t i = h0; i < h1; ++i)
+          for (std::int64_t j = w0; j < w1; ++j) dp[i * g.w + j] += v;
+      }
+    }
+  });
+}
+
 template void max_pool2d<float>(const float*, float*, const Pool2dGeometry&) noexcept;
 template void max_pool2d<double>(const double*, double*, const Pool2dGeometry&) noexcept;
 template void max_pool2d<std::int32_t>(const std::int32_t*, std::int32_t*,
@@ -119,5 +184,11 @@ template void max_pool2d<std::int64_t>(const std::int64_t*, std::int64_t*,
                                        const Pool2dGeometry&) noexcept;
 template void avg_pool2d<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
 template void avg_pool2d<double>(const double*, double*, const Pool2dGeometry&, bool) noexcept;
+template void max_pool2d_grad<float>(const float*, const float*, float*,
+                                     const Pool2dGeometry&) noexcept;
+template void max_pool2d_grad<double>(const double*, const double*, double*,
+                                      const Pool2dGeometry&) noexcept;
+template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
+template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&, bool) noexcept;
 
 }  // namespace ms::kernels

@@ -11,6 +11,7 @@
 #include "ms/expr/expr.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
+#include "ms/ops/nn.hpp"
 #include "ms/ops/op.hpp"
 #include "ms/ops/reduce.hpp"
 
@@ -300,6 +301,59 @@ void layout_rules() {
   });
 }
 
+// conv2d and pooling: the backward ops of src/ops/nn.cpp, with the forward's
+// attributes (absent ones take the forward's defaults).
+std::vector<std::int64_t> ints_attr(const GradContext& c, std::string_view name,
+                                    std::vector<std::int64_t> fallback, std::string_view op) {
+  return c.attrs.get_or<std::vector<std::int64_t>>(name, std::move(fallback), op);
+}
+
+Conv2dOptions conv_options(const GradContext& c) {
+  return {.stride = ints_attr(c, "stride", {1, 1}, "conv2d"),
+          .padding = ints_attr(c, "padding", {0, 0}, "conv2d"),
+          .dilation = ints_attr(c, "dilation", {1, 1}, "conv2d"),
+          .groups = c.attrs.get_or<std::int64_t>("groups", 1, "conv2d")};
+}
+
+void nn_rules() {
+  rule("conv2d", [](const GradContext& c) -> Grads {
+    const Tensor &x = in(c, 0), &w = in(c, 1), &g = gout(c);
+    Grads r{conv2d_grad_input(g, w, x.shape(), conv_options(c)),
+            conv2d_grad_weight(x, g, w.shape(), conv_options(c))};
+    if (c.inputs.size() > 2) r.push_back(sum(g, {0, 2, 3}));  // bias: over N, OH, OW
+    return r;
+  });
+  rule("max_pool2d", [](const GradContext& c) -> Grads {
+    constexpr std::string_view op = "max_pool2d";
+    return {max_pool2d_grad(in(c, 0), gout(c), ints_attr(c, "kernel_size", {}, op),
+                            ints_attr(c, "stride", {}, op), ints_attr(c, "padding", {0, 0}, op),
+                            ints_attr(c, "dilation", {1, 1}, op),
+                            c.attrs.get_or<bool>("ceil_mode", false, op))};
+  });
+  rule("avg_pool2d", [](const GradContext& c) -> Grads {
+    constexpr std::string_view op = "avg_pool2d";
+    return {avg_pool2d_grad(gout(c), in(c, 0).shape(), ints_attr(c, "kernel_size", {}, op),
+                            ints_attr(c, "stride", {}, op), ints_attr(c, "padding", {0, 0}, op),
+                            c.attrs.get_or<bool>("ceil_mode", false, op),
+                            c.attrs.get_or<bool>("count_include_pad", true, op))};
+  });
+}
+
+// gather / index_select: scatter-add into zeros of the input's shape; the
+// index gets no gradient.
+void indexing_rules() {
+  rule("gather", [](const GradContext& c) -> Grads {
+    return {gather_grad(gout(c), c.attrs.get<std::int64_t>("axis", "gather"), in(c, 1),
+                        in(c, 0).shape()),
+            Tensor()};
+  });
+  rule("index_select", [](const GradContext& c) -> Grads {
+    return {index_select_grad(gout(c), c.attrs.get<std::int64_t>("axis", "index_select"), in(c, 1),
+                              in(c, 0).shape()),
+            Tensor()};
+  });
+}
+
 }  // namespace
 
 void register_grads() {
@@ -307,6 +361,8 @@ void register_grads() {
   reduction_rules();
   linalg_rules();
   layout_rules();
+  nn_rules();
+  indexing_rules();
 }
 
 }  // namespace ms::ops::detail

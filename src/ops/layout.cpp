@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ms/kernels/layout.hpp"
+#include "ms/kernels/parallel.hpp"
 #include "ms/ops/op.hpp"
 
 namespace ms {
@@ -535,6 +536,174 @@ TensorList eval_index_select(Inputs in, const Attrs& a) {
   return {out};
 }
 
+// ---------------------------------------------------------------- gather_grad, index_select_grad
+//
+// The gradients of gather and index_select: grad_out added into zeros of x's
+// shape (the `input_size` attribute) at the indexed positions. Work items are
+// (outer position, block of inner positions): each output element is written
+// by one item, which adds its contributions in index order, so results do not
+// depend on the thread count. Floating dtypes only (float16 and bfloat16 add
+// in float32).
+
+void check_grad_dtype(DType t, std::string_view op) {
+  MS_CHECK(t == float16 || t == bfloat16 || t == float32 || t == float64, TypeError, op,
+           ": grad_out dtype ", t,
+           " is not supported (float16, bfloat16, float32, float64: gradients are floating)");
+}
+
+Shape input_size_attr(const Attrs& a, std::string_view op) {
+  const Shape s(a.get<Dims>("input_size", op));
+  for (std::int64_t d : s)
+    MS_CHECK(d >= 0, ValueError, op, ": input_size ", s, " has a negative size ", d);
+  return s;
+}
+
+// Offsets (row-major strides of `strides`) of every coordinate of dims [b, e) of `shape`.
+std::vector<std::int64_t> coord_offsets(const Shape& shape, std::size_t b, std::size_t e,
+                                        const std::vector<std::int64_t>& strides) {
+  std::vector<std::int64_t> offs{0};
+  for (std::size_t d = b; d < e; ++d) {
+    std::vector<std::int64_t> next;
+    next.reserve(offs.size() * u(shape[d]));
+    for (std::int64_t base : offs)
+      for (std::int64_t k = 0; k < shape[d]; ++k) next.push_back(base + k * strides[d]);
+    offs = std::move(next);
+  }
+  return offs;
+}
+
+// out[outer_off[o] + index(o, k, i) * axis_stride + inner_off[i]] += g[(o * n + k) * inner + i]
+// over o < outer, k < n, i < inner; index(o, k, i) is ip[(o * n + k) * inner + i], or ip[k]
+// when `index_1d`. Parallel over (o, block of i), k in order inside.
+template <class T>
+void scatter_add(const T* g, const Tensor& index, bool index_1d, std::int64_t n,
+                 const std::vector<std::int64_t>& outer_off,
+                 const std::vector<std::int64_t>& inner_off, std::int64_t axis_stride, T* out) {
+  const auto outer = static_cast<std::int64_t>(outer_off.size());
+  const auto inner = static_cast<std::int64_t>(inner_off.size());
+  if (outer == 0 || inner == 0 || n == 0) return;
+  constexpr std::int64_t kBlock = 1024;
+  const std::int64_t blocks = inner / kBlock + (inner % kBlock != 0);
+  const std::int64_t per_item = n * std::min(inner, kBlock);
+  const auto run = [&](const auto* ip) {
+    kernels::parallel_for(
+        outer * blocks, std::max<std::int64_t>(1, (std::int64_t{1} << 15) / per_item),
+        [&](std::int64_t b, std::int64_t e) {
+          for (std::int64_t item = b; item < e; ++item) {
+            const std::int64_t o = item / blocks, i0 = (item % blocks) * kBlock;
+            const std::int64_t i1 = std::min(inner, i0 + kBlock);
+            for (std::int64_t k = 0; k < n; ++k) {
+              const std::int64_t row = (o * n + k) * inner;
+              if (index_1d) {
+                T* dst = out + outer_off[u(o)] + static_cast<std::int64_t>(ip[k]) * axis_stride;
+                for (std::int64_t i = i0; i < i1; ++i) dst[inner_off[u(i)]] += g[row + i];
+              } else {
+                for (std::int64_t i = i0; i < i1; ++i)
+                  out[outer_off[u(o)] + static_cast<std::int64_t>(ip[row + i]) * axis_stride +
+                      inner_off[u(i)]] += g[row + i];
+              }
+            }
+          }
+        });
+  };
+  if (index.dtype() == int32)
+    run(index.data<std::int32_t>());
+  else
+    run(index.data<std::int64_t>());
+}
+
+// Zeros of type `t` with grad_out (of index's layout) scatter-added along `ax`.
+Tensor scatter_grad(const TensorType& t, const Tensor& grad_out, const Tensor& index,
+                    std::int64_t ax, bool index_1d) {
+  const DType ct = t.dtype == float64 ? float64 : float32;
+  const Tensor g = grad_out.to(ct);  // dense
+  Tensor out = zeros(t.shape, ct);
+  if (t.shape.rank() == 0) {  // gather of a scalar: index 0, one element
+    if (ct == float64)
+      out.data<double>()[0] = g.data<double>()[0];
+    else
+      out.data<float>()[0] = g.data<float>()[0];
+  } else if (out.numel() > 0) {
+    const Shape& gs = g.shape();
+    const std::vector<std::int64_t> strides = shape_contiguous_strides(t.shape);
+    const std::vector<std::int64_t> outer_off = coord_offsets(gs, 0, u(ax), strides);
+    const std::vector<std::int64_t> inner_off = coord_offsets(gs, u(ax) + 1, gs.size(), strides);
+    if (ct == float64)
+      scatter_add(g.data<double>(), index, index_1d, gs[u(ax)], outer_off, inner_off,
+                  strides[u(ax)], out.data<double>());
+    else
+      scatter_add(g.data<float>(), index, index_1d, gs[u(ax)], outer_off, inner_off, strides[u(ax)],
+                  out.data<float>());
+  }
+  if (ct != t.dtype) out = out.to(t.dtype);
+  return out;
+}
+
+TypeList infer_gather_grad(Types in, const Attrs& a) {
+  constexpr std::string_view op = "gather_grad";
+  const TensorType &g = in[0], &index = in[1];
+  check_grad_dtype(g.dtype, op);
+  check_index_dtype(index.dtype, op, "index");
+  const Shape xs = input_size_attr(a, op);
+  const std::int64_t r = xs.rank();
+  MS_CHECK(g.shape == index.shape, ShapeError, "gather_grad: grad_out of shape ", g.shape,
+           " must have index's shape ", index.shape);
+  MS_CHECK(index.shape.rank() == r, ShapeError, "gather_grad: index of shape ", index.shape,
+           " has rank ", index.shape.rank(), " but input_size ", xs, " has rank ", r,
+           "; they must match");
+  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", op), r, op);
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index.shape[u(d)] <= xs[u(d)], ShapeError, "gather_grad: index of shape ",
+             index.shape, " is larger than input_size ", xs, " on axis ", d, " (",
+             index.shape[u(d)], " > ", xs[u(d)], "); only the gather axis ", ax, " may be larger");
+  TensorType t{g.dtype, xs};
+  check_out_size(t, op);
+  return {t};
+}
+
+TensorList eval_gather_grad(Inputs in, const Attrs& a) {
+  const TypeList t = infer_gather_grad(ops::types_of(in), a);
+  const Tensor index = in[1].contiguous();
+  const Shape& xs = t[0].shape;
+  const std::int64_t r = xs.rank();
+  const std::int64_t ax =
+      axis_normalize(a.get<std::int64_t>("axis", "gather_grad"), r, "gather_grad");
+  check_index_values(index, r == 0 ? 1 : xs[u(ax)], "gather_grad", "index",
+                     detail::str_cat("axis ", ax, " of input_size ", xs));
+  return {scatter_grad(t[0], in[0], index, ax, false)};
+}
+
+TypeList infer_index_select_grad(Types in, const Attrs& a) {
+  constexpr std::string_view op = "index_select_grad";
+  const TensorType &g = in[0], &index = in[1];
+  check_grad_dtype(g.dtype, op);
+  check_index_dtype(index.dtype, op, "index");
+  const Shape xs = input_size_attr(a, op);
+  MS_CHECK(xs.rank() > 0, ShapeError, "index_select_grad: input_size must have rank >= 1, got []");
+  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select_grad: index must be 1-D, got shape ",
+           index.shape);
+  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", op), xs.rank(), op);
+  Shape want = xs;
+  want[u(ax)] = index.shape[0];
+  MS_CHECK(g.shape == want, ShapeError, "index_select_grad: grad_out of shape ", g.shape,
+           " must have the index_select output shape ", want, " (input_size ", xs, ", index ",
+           index.shape, ", axis ", ax, ")");
+  TensorType t{g.dtype, xs};
+  check_out_size(t, op);
+  return {t};
+}
+
+TensorList eval_index_select_grad(Inputs in, const Attrs& a) {
+  const TypeList t = infer_index_select_grad(ops::types_of(in), a);
+  const Tensor index = in[1].contiguous();
+  const Shape& xs = t[0].shape;
+  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "index_select_grad"),
+                                         xs.rank(), "index_select_grad");
+  check_index_values(index, xs[u(ax)], "index_select_grad", "index",
+                     detail::str_cat("axis ", ax, " of input_size ", xs));
+  return {scatter_grad(t[0], in[0], index, ax, true)};
+}
+
 // ---------------------------------------------------------------- one_hot
 
 TypeList infer_one_hot(Types in, const Attrs& a) {
@@ -742,6 +911,18 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
   return ops::call1(def, {x, index}, {{"axis", axis}});
 }
 
+Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                   const Shape& input_size) {
+  static const OpDef& def = ops::op("gather_grad");
+  return ops::call1(def, {grad_out, index}, {{"axis", axis}, {"input_size", input_size.dims()}});
+}
+
+Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                         const Shape& input_size) {
+  static const OpDef& def = ops::op("index_select_grad");
+  return ops::call1(def, {grad_out, index}, {{"axis", axis}, {"input_size", input_size.dims()}});
+}
+
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
   static const OpDef& def = ops::op("one_hot");
   if (num_classes == -1) {
@@ -809,6 +990,10 @@ void register_layout_ops() {
       {"gather", OpKind::Indexing, 2, 2, true, infer_gather, eval_gather},
       {"index_select", OpKind::Indexing, 2, 2, true, infer_index_select, eval_index_select},
       {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
+      // The gradients of gather and index_select (rules in src/ops/grad.cpp).
+      {"gather_grad", OpKind::Indexing, 2, 2, false, infer_gather_grad, eval_gather_grad},
+      {"index_select_grad", OpKind::Indexing, 2, 2, false, infer_index_select_grad,
+       eval_index_select_grad},
   };
   for (const Entry& e : entries)
     registry_add({.name = e.name,

@@ -1,4 +1,5 @@
-// Neural-network ops: conv2d, max_pool2d, avg_pool2d. `infer` checks every
+// Neural-network ops: conv2d, max_pool2d, avg_pool2d, and their gradients
+// (conv2d_grad_input, conv2d_grad_weight, max_pool2d_grad, avg_pool2d_grad). `infer` checks every
 // attribute and size (with overflow-checked arithmetic, before anything is
 // allocated); `eval` makes the inputs dense in their compute dtype and calls
 // kernels/conv.cpp or kernels/pool.cpp. Output sizes and padding rules are
@@ -6,6 +7,7 @@
 #include "ms/ops/nn.hpp"
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -79,29 +81,28 @@ struct ConvAttrs {
   std::int64_t groups;
 };
 
-ConvAttrs conv_attrs(const ops::Attrs& attrs) {
-  constexpr std::string_view op = "conv2d";
+ConvAttrs conv_attrs(const ops::Attrs& attrs, std::string_view op = "conv2d") {
   const Pair ones{1, 1}, zeros{0, 0};
   ConvAttrs a{pair_attr(attrs, "stride", op, &ones), pair_attr(attrs, "padding", op, &zeros),
               pair_attr(attrs, "dilation", op, &ones), attrs.get_or<std::int64_t>("groups", 1, op)};
   check_positive(a.stride, op, "stride");
   check_positive(a.dilation, op, "dilation");
-  MS_CHECK(a.padding.h >= 0 && a.padding.w >= 0, ValueError, "conv2d: padding must be >= 0, got ",
+  MS_CHECK(a.padding.h >= 0 && a.padding.w >= 0, ValueError, op, ": padding must be >= 0, got ",
            a.padding);
-  MS_CHECK(a.groups > 0, ValueError, "conv2d: groups must be > 0, got ", a.groups);
+  MS_CHECK(a.groups > 0, ValueError, op, ": groups must be > 0, got ", a.groups);
   return a;
 }
 
 // One spatial axis of the output (kAnyDim when the input or kernel is unknown).
 std::int64_t conv_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
-                      std::int64_t d, std::string_view axis, const Shape& xs, const Shape& ws) {
-  constexpr std::string_view op = "conv2d";
+                      std::int64_t d, std::string_view axis, const Shape& xs, const Shape& ws,
+                      std::string_view op) {
   if (!known(in) || !known(k)) return kAnyDim;
   const std::int64_t extent = add_checked(mul_checked(d, k - 1, op, "dilated kernel extent"), 1, op,
                                           "dilated kernel extent");
   const std::int64_t padded =
       add_checked(in, mul_checked(2, p, op, "padded input size"), op, "padded input size");
-  MS_CHECK(extent <= padded, ShapeError, "conv2d: kernel ", axis, " ", k, " (dilation ", d,
+  MS_CHECK(extent <= padded, ShapeError, op, ": kernel ", axis, " ", k, " (dilation ", d,
            ", extent ", extent, ") is larger than the padded input ", axis, " ", padded, " (input ",
            xs, ", weight ", ws, ", padding ", p, ")");
   return (padded - extent) / s + 1;
@@ -112,46 +113,49 @@ bool conv_dtype_ok(DType t) {
          t == DType::Float64 || t == DType::Int32 || t == DType::Int64;
 }
 
-std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::Attrs& attrs) {
-  constexpr std::string_view op = "conv2d";
+// `op` names the op in messages (conv2d, or a gradient op checking its conv2d).
+std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::Attrs& attrs,
+                                     std::string_view op = "conv2d") {
   check_dtypes_equal(in, op);
-  MS_CHECK(conv_dtype_ok(in[0].dtype), TypeError, "conv2d: dtype ", in[0].dtype,
+  MS_CHECK(conv_dtype_ok(in[0].dtype), TypeError, op, ": dtype ", in[0].dtype,
            " is not supported (float16, bfloat16, float32, float64, int32, int64)");
-  const ConvAttrs a = conv_attrs(attrs);
+  const ConvAttrs a = conv_attrs(attrs, op);
   const Shape xs =
       in[0].shape.is_any_rank() ? Shape{kAnyDim, kAnyDim, kAnyDim, kAnyDim} : in[0].shape;
   const Shape& ws = in[1].shape;
-  MS_CHECK(xs.rank() == 4, ShapeError, "conv2d: input ", xs, " must be 4-D [N, C, H, W], got rank ",
+  MS_CHECK(xs.rank() == 4, ShapeError, op, ": input ", xs, " must be 4-D [N, C, H, W], got rank ",
            xs.rank(), xs.rank() == 3 ? " (use unsqueeze(0) for a single image)" : "");
-  MS_CHECK(ws.rank() == 4, ShapeError, "conv2d: weight ", ws,
+  MS_CHECK(ws.rank() == 4, ShapeError, op, ": weight ", ws,
            " must be 4-D [O, C / groups, KH, KW], got rank ", ws.rank());
-  if (ws.is_static()) shape_numel(ws, "conv2d: weight");
+  if (ws.is_static()) shape_numel(ws, std::string(op) + ": weight");
   const std::int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3];
   const std::int64_t o = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
-  MS_CHECK((!known(kh) || kh > 0) && (!known(kw) || kw > 0), ShapeError, "conv2d: weight ", ws,
+  MS_CHECK((!known(kh) || kh > 0) && (!known(kw) || kw > 0), ShapeError, op, ": weight ", ws,
            " has an empty kernel (KH and KW must be > 0)");
   if (known(c)) {
-    MS_CHECK(c % a.groups == 0, ShapeError, "conv2d: groups ", a.groups,
+    MS_CHECK(c % a.groups == 0, ShapeError, op, ": groups ", a.groups,
              " does not divide the input channels ", c, " (input ", xs, ")");
     if (known(cg))
-      MS_CHECK(mul_checked(cg, a.groups, op, "weight channels * groups") == c, ShapeError,
-               "conv2d: input ", xs, " has ", c, " channels but weight ", ws, " with groups ",
-               a.groups, " expects ", cg, " * ", a.groups, " = ", cg * a.groups);
+      MS_CHECK(mul_checked(cg, a.groups, op, "weight channels * groups") == c, ShapeError, op,
+               ": input ", xs, " has ", c, " channels but weight ", ws, " with groups ", a.groups,
+               " expects ", cg, " * ", a.groups, " = ", cg * a.groups);
   }
   if (known(o))
-    MS_CHECK(o % a.groups == 0, ShapeError, "conv2d: groups ", a.groups,
+    MS_CHECK(o % a.groups == 0, ShapeError, op, ": groups ", a.groups,
              " does not divide the output channels ", o, " (weight ", ws, ")");
   if (in.size() > 2) {
     const Shape& bs = in[2].shape;
     MS_CHECK(bs.is_any_rank() || (bs.rank() == 1 && (!known(bs[0]) || !known(o) || bs[0] == o)),
-             ShapeError, "conv2d: bias ", bs, " must be [", o, "] (the output channels of weight ",
+             ShapeError, op, ": bias ", bs, " must be [", o, "] (the output channels of weight ",
              ws, ")");
   }
-  const std::int64_t oh = conv_out(h, kh, a.stride.h, a.padding.h, a.dilation.h, "height", xs, ws);
-  const std::int64_t ow = conv_out(w, kw, a.stride.w, a.padding.w, a.dilation.w, "width", xs, ws);
+  const std::int64_t oh =
+      conv_out(h, kh, a.stride.h, a.padding.h, a.dilation.h, "height", xs, ws, op);
+  const std::int64_t ow =
+      conv_out(w, kw, a.stride.w, a.padding.w, a.dilation.w, "width", xs, ws, op);
   Shape out{n, o, oh, ow};
   if (out.is_static()) {
-    shape_numel(out, "conv2d: output");
+    shape_numel(out, std::string(op) + ": output");
     if (known(cg)) {  // the im2col buffer of one (image, group)
       const std::int64_t rows =
           mul_checked(mul_checked(cg, kh, op, "im2col rows"), kw, op, "im2col rows");
@@ -185,6 +189,123 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
   }
   if (ct != out_t.dtype) out = out.to(out_t.dtype);
   return {out};
+}
+
+// ---------------------------------------------------------------- conv2d gradients
+//
+// conv2d_grad_input(grad_out, weight) and conv2d_grad_weight(x, grad_out) take
+// the forward's attributes plus the shape of what they compute (input_size,
+// weight_size), validate the forward conv2d they differentiate with its own
+// rules, and check that grad_out has that conv2d's output shape.
+
+bool grad_dtype_ok(DType t) {
+  return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
+}
+
+// Every input is floating and of one dtype (gradients exist only for floats).
+void check_grad_dtypes(std::span<const TensorType> in, std::string_view op,
+                       std::initializer_list<std::string_view> names) {
+  const auto* name = names.begin();
+  MS_CHECK(grad_dtype_ok(in[0].dtype), TypeError, op, ": ", *name, " dtype ", in[0].dtype,
+           " is not supported (float16, bfloat16, float32, float64: gradients are floating)");
+  for (std::size_t i = 1; i < in.size(); ++i)
+    MS_CHECK(in[i].dtype == in[0].dtype, TypeError, op, ": ", name[i], " dtype ", in[i].dtype,
+             " differs from ", *name, " dtype ", in[0].dtype, "; cast with .to()");
+}
+
+// A shape attribute (input_size, weight_size) of rank `r0` or `r1`, sizes >= 0.
+Shape size_attr(const ops::Attrs& attrs, std::string_view name, std::string_view op, std::size_t r0,
+                std::size_t r1) {
+  const Shape s(attrs.get<std::vector<std::int64_t>>(name, op));
+  MS_CHECK(s.size() == r0 || s.size() == r1, ShapeError, op, ": ", name, " ", s, " must have ",
+           r0 == r1 ? detail::str_cat("rank ", r0) : detail::str_cat("rank ", r0, " or ", r1),
+           ", got rank ", s.size());
+  for (std::int64_t d : s)
+    MS_CHECK(d >= 0, ValueError, op, ": ", name, " ", s, " has a negative size ", d);
+  shape_numel(s, std::string(op) + ": " + std::string(name));
+  return s;
+}
+
+// grad_out must have the forward's output shape `want` (unknown dims match).
+void check_grad_shape(const Shape& got, const Shape& want, std::string_view op,
+                      std::string_view forward) {
+  if (got.is_any_rank() || want.is_any_rank()) return;
+  bool same = got.rank() == want.rank();
+  for (std::int64_t d = 0; same && d < got.rank(); ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    same = !known(got[u]) || !known(want[u]) || got[u] == want[u];
+  }
+  MS_CHECK(same, ShapeError, op, ": grad_out ", got, " must have the shape of the ", forward,
+           " output ", want);
+}
+
+kernels::Conv2dGeometry conv_geometry(const Shape& xs, const Shape& ws, const Shape& ys,
+                                      const ConvAttrs& a) {
+  kernels::Conv2dGeometry g;
+  g.n = xs[0], g.c = xs[1], g.h = xs[2], g.w = xs[3];
+  g.o = ws[0], g.kh = ws[2], g.kw = ws[3];
+  g.oh = ys[2], g.ow = ys[3];
+  g.sh = a.stride.h, g.sw = a.stride.w, g.ph = a.padding.h, g.pw = a.padding.w;
+  g.dh = a.dilation.h, g.dw = a.dilation.w, g.groups = a.groups;
+  return g;
+}
+
+std::vector<TensorType> conv2d_grad_input_infer(std::span<const TensorType> in,
+                                                const ops::Attrs& attrs) {
+  constexpr std::string_view op = "conv2d_grad_input";
+  check_grad_dtypes(in, op, {"grad_out", "weight"});
+  const TensorType x{in[0].dtype, size_attr(attrs, "input_size", op, 4, 4)};
+  const TensorType fwd[] = {x, in[1]};
+  check_grad_shape(in[0].shape, conv2d_infer(fwd, attrs, op)[0].shape, op, "conv2d");
+  return {x};
+}
+
+std::vector<TensorType> conv2d_grad_weight_infer(std::span<const TensorType> in,
+                                                 const ops::Attrs& attrs) {
+  constexpr std::string_view op = "conv2d_grad_weight";
+  check_grad_dtypes(in, op, {"input", "grad_out"});
+  const TensorType w{in[0].dtype, size_attr(attrs, "weight_size", op, 4, 4)};
+  const TensorType fwd[] = {in[0], w};
+  check_grad_shape(in[1].shape, conv2d_infer(fwd, attrs, op)[0].shape, op, "conv2d");
+  return {w};
+}
+
+// Runs kernel(a, b, out, geometry) on float or double buffers: half inputs
+// compute in float32 and round on store.
+template <class K>
+Tensor conv_grad_eval(std::string_view op, const TensorType& out_t, const Tensor& a_in,
+                      const Tensor& b_in, const Shape& xs, const Shape& ws, const Shape& ys,
+                      const ops::Attrs& attrs, K kernel) {
+  const DType ct = half_to_float(out_t.dtype);
+  const Tensor a = a_in.to(ct), b = b_in.to(ct);  // dense
+  Tensor out = empty(out_t.shape, ct);
+  if (out.numel() > 0) {
+    const kernels::Conv2dGeometry g = conv_geometry(xs, ws, ys, conv_attrs(attrs, op));
+    if (ct == DType::Float64)
+      kernel(a.data<double>(), b.data<double>(), out.data<double>(), g);
+    else
+      kernel(a.data<float>(), b.data<float>(), out.data<float>(), g);
+  }
+  if (ct != out_t.dtype) out = out.to(out_t.dtype);
+  return out;
+}
+
+std::vector<Tensor> conv2d_grad_input_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  const TensorType t = conv2d_grad_input_infer(ops::types_of(in), attrs)[0];
+  return {conv_grad_eval(
+      "conv2d_grad_input", t, in[0], in[1], t.shape, in[1].shape(), in[0].shape(), attrs,
+      [](const auto* gy, const auto* w, auto* dx, const kernels::Conv2dGeometry& g) {
+        kernels::conv2d_grad_input(gy, w, dx, g);
+      })};
+}
+
+std::vector<Tensor> conv2d_grad_weight_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  const TensorType t = conv2d_grad_weight_infer(ops::types_of(in), attrs)[0];
+  return {conv_grad_eval(
+      "conv2d_grad_weight", t, in[0], in[1], in[0].shape(), t.shape, in[1].shape(), attrs,
+      [](const auto* x, const auto* gy, auto* dw, const kernels::Conv2dGeometry& g) {
+        kernels::conv2d_grad_weight(x, gy, dw, g);
+      })};
 }
 
 // ---------------------------------------------------------------- pooling
@@ -321,6 +442,78 @@ Tensor pool_eval(std::string_view op, bool is_max, std::span<const Tensor> in,
   return out;
 }
 
+// ---------------------------------------------------------------- pooling gradients
+//
+// max_pool2d_grad(x, grad_out) recomputes each window's argmax from x (no index
+// tensor kept); avg_pool2d_grad(grad_out) needs only x's shape (input_size).
+// Both validate the forward pooling with its own rules.
+
+kernels::Pool2dGeometry pool_geometry(const Shape& xs, const Shape& ys, const PoolAttrs& a) {
+  const std::size_t r = xs.size();
+  kernels::Pool2dGeometry g;
+  g.h = xs[r - 2], g.w = xs[r - 1];
+  g.planes = g.h * g.w == 0 ? 0 : shape_numel(xs) / (g.h * g.w);
+  g.oh = ys[r - 2], g.ow = ys[r - 1];
+  g.kh = a.kernel.h, g.kw = a.kernel.w, g.sh = a.stride.h, g.sw = a.stride.w;
+  g.ph = a.padding.h, g.pw = a.padding.w, g.dh = a.dilation.h, g.dw = a.dilation.w;
+  return g;
+}
+
+std::vector<TensorType> max_pool2d_grad_infer(std::span<const TensorType> in,
+                                              const ops::Attrs& attrs) {
+  constexpr std::string_view op = "max_pool2d_grad";
+  check_grad_dtypes(in, op, {"input", "grad_out"});
+  check_grad_shape(in[1].shape, pool_infer(op, true, in.first(1), attrs)[0].shape, op,
+                   "max_pool2d");
+  return {in[0]};
+}
+
+std::vector<TensorType> avg_pool2d_grad_infer(std::span<const TensorType> in,
+                                              const ops::Attrs& attrs) {
+  constexpr std::string_view op = "avg_pool2d_grad";
+  check_grad_dtypes(in, op, {"grad_out"});
+  const TensorType x{in[0].dtype, size_attr(attrs, "input_size", op, 3, 4)};
+  check_grad_shape(in[0].shape, pool_infer(op, false, {&x, 1}, attrs)[0].shape, op, "avg_pool2d");
+  return {x};
+}
+
+std::vector<Tensor> max_pool2d_grad_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  constexpr std::string_view op = "max_pool2d_grad";
+  const TensorType t = max_pool2d_grad_infer(ops::types_of(in), attrs)[0];
+  const DType ct = half_to_float(t.dtype);
+  const Tensor x = in[0].to(ct), gy = in[1].to(ct);  // dense
+  Tensor dx = empty(t.shape, ct);
+  if (dx.numel() > 0) {
+    const kernels::Pool2dGeometry g =
+        pool_geometry(t.shape, gy.shape(), pool_attrs(attrs, op, true));
+    if (ct == DType::Float64)
+      kernels::max_pool2d_grad(x.data<double>(), gy.data<double>(), dx.data<double>(), g);
+    else
+      kernels::max_pool2d_grad(x.data<float>(), gy.data<float>(), dx.data<float>(), g);
+  }
+  if (ct != t.dtype) dx = dx.to(t.dtype);
+  return {dx};
+}
+
+std::vector<Tensor> avg_pool2d_grad_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  constexpr std::string_view op = "avg_pool2d_grad";
+  const TensorType t = avg_pool2d_grad_infer(ops::types_of(in), attrs)[0];
+  const DType ct = half_to_float(t.dtype);
+  const Tensor gy = in[0].to(ct);  // dense
+  Tensor dx = empty(t.shape, ct);
+  if (dx.numel() > 0) {
+    const kernels::Pool2dGeometry g =
+        pool_geometry(t.shape, gy.shape(), pool_attrs(attrs, op, false));
+    const bool include_pad = attrs.get_or<bool>("count_include_pad", true, op);
+    if (ct == DType::Float64)
+      kernels::avg_pool2d_grad(gy.data<double>(), dx.data<double>(), g, include_pad);
+    else
+      kernels::avg_pool2d_grad(gy.data<float>(), dx.data<float>(), g, include_pad);
+  }
+  if (ct != t.dtype) dx = dx.to(t.dtype);
+  return {dx};
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias,
@@ -358,6 +551,53 @@ Tensor avg_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
                      {"count_include_pad", count_include_pad}});
 }
 
+Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& weight, const Shape& input_size,
+                         Conv2dOptions opts) {
+  static const ops::OpDef& def = ops::op("conv2d_grad_input");
+  return ops::call1(def, {grad_out, weight},
+                    {{"input_size", input_size.dims()},
+                     {"stride", std::move(opts.stride)},
+                     {"padding", std::move(opts.padding)},
+                     {"dilation", std::move(opts.dilation)},
+                     {"groups", opts.groups}});
+}
+
+Tensor conv2d_grad_weight(const Tensor& x, const Tensor& grad_out, const Shape& weight_size,
+                          Conv2dOptions opts) {
+  static const ops::OpDef& def = ops::op("conv2d_grad_weight");
+  return ops::call1(def, {x, grad_out},
+                    {{"weight_size", weight_size.dims()},
+                     {"stride", std::move(opts.stride)},
+                     {"padding", std::move(opts.padding)},
+                     {"dilation", std::move(opts.dilation)},
+                     {"groups", opts.groups}});
+}
+
+Tensor max_pool2d_grad(const Tensor& x, const Tensor& grad_out, std::vector<std::int64_t> kernel,
+                       std::vector<std::int64_t> stride, std::vector<std::int64_t> padding,
+                       std::vector<std::int64_t> dilation, bool ceil_mode) {
+  static const ops::OpDef& def = ops::op("max_pool2d_grad");
+  return ops::call1(def, {x, grad_out},
+                    {{"kernel_size", std::move(kernel)},
+                     {"stride", std::move(stride)},
+                     {"padding", std::move(padding)},
+                     {"dilation", std::move(dilation)},
+                     {"ceil_mode", ceil_mode}});
+}
+
+Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
+                       std::vector<std::int64_t> kernel, std::vector<std::int64_t> stride,
+                       std::vector<std::int64_t> padding, bool ceil_mode, bool count_include_pad) {
+  static const ops::OpDef& def = ops::op("avg_pool2d_grad");
+  return ops::call1(def, {grad_out},
+                    {{"input_size", input_size.dims()},
+                     {"kernel_size", std::move(kernel)},
+                     {"stride", std::move(stride)},
+                     {"padding", std::move(padding)},
+                     {"ceil_mode", ceil_mode},
+                     {"count_include_pad", count_include_pad}});
+}
+
 namespace ops::detail {
 
 void register_nn_ops() {
@@ -367,7 +607,8 @@ void register_nn_ops() {
                      .min_inputs = 2,
                      .max_inputs = 3,
                      .differentiable = true,
-                     .infer = conv2d_infer,
+                     .infer = [](std::span<const TensorType> in,
+                                 const Attrs& attrs) { return conv2d_infer(in, attrs); },
                      .eval = conv2d_eval});
   registry_add(
       OpDef{.name = "max_pool2d",
@@ -393,6 +634,26 @@ void register_nn_ops() {
             .eval = [](std::span<const Tensor> in, const Attrs& attrs) -> std::vector<Tensor> {
               return {pool_eval("avg_pool2d", false, in, attrs)};
             }});
+  // Gradients (rules in src/ops/grad.cpp); not differentiable themselves.
+  const auto grad_op = [](std::string_view name, std::string_view ir, OpKind kind, int inputs,
+                          InferFn infer, EvalFn eval) {
+    registry_add(OpDef{.name = name,
+                       .ir_name = ir,
+                       .kind = kind,
+                       .min_inputs = inputs,
+                       .max_inputs = inputs,
+                       .differentiable = false,
+                       .infer = std::move(infer),
+                       .eval = std::move(eval)});
+  };
+  grad_op("conv2d_grad_input", "Conv2DGradInput", OpKind::Conv, 2, conv2d_grad_input_infer,
+          conv2d_grad_input_eval);
+  grad_op("conv2d_grad_weight", "Conv2DGradWeight", OpKind::Conv, 2, conv2d_grad_weight_infer,
+          conv2d_grad_weight_eval);
+  grad_op("max_pool2d_grad", "MaxPool2DGrad", OpKind::Pool, 2, max_pool2d_grad_infer,
+          max_pool2d_grad_eval);
+  grad_op("avg_pool2d_grad", "AvgPool2DGrad", OpKind::Pool, 1, avg_pool2d_grad_infer,
+          avg_pool2d_grad_eval);
 }
 
 }  // namespace ops::detail

@@ -465,6 +465,48 @@ std::vector<Case> make_cases() {
                  return Tensors{rnd({2, 5}, s, -2, 2, float64), idx({3}, s + 1, 5, int32)};
                },
                [](const Tensors& xs) { return Tensors{index_select(xs[0], -1, xs[1])}; }});
+  c.push_back(
+      {"conv2d_grad_input", "stride 2, padding 1, groups 2", two({2, 4, 4, 4}, {4, 2, 3, 3}),
+       f2([](auto& g, auto& w) {
+         return conv2d_grad_input(g, w, {2, 4, 7, 7}, {.stride = {2}, .padding = {1}, .groups = 2});
+       })});
+  c.push_back({"conv2d_grad_weight", "stride 2, padding 1, groups 2, f64",
+               two({2, 4, 7, 7}, {2, 4, 4, 4}, float64), f2([](auto& x, auto& g) {
+                 return conv2d_grad_weight(x, g, {4, 2, 3, 3},
+                                           {.stride = {2}, .padding = {1}, .groups = 2});
+               })});
+  c.push_back(
+      {"max_pool2d_grad", "3x3 stride 2 pad 1 ceil", two({2, 3, 7, 7}, {2, 3, 4, 4}),
+       f2([](auto& x, auto& g) { return max_pool2d_grad(x, g, {3}, {2}, {1}, {1}, true); })});
+  c.push_back({"avg_pool2d_grad", "3x3 stride 1 pad 1 exclude pad, f64", one({1, 2, 5, 5}, float64),
+               f1([](auto& g) {
+                 return avg_pool2d_grad(g, {1, 2, 5, 5}, {3}, {1}, {1}, false, false);
+               })});
+  c.push_back({"gather_grad", "axis 1",
+               [](unsigned s) {
+                 return Tensors{rnd({3, 4}, s), idx({3, 4}, s + 1, 5)};
+               },
+               [](const Tensors& xs) {
+                 return Tensors{gather_grad(xs[0], 1, xs[1], {3, 5})};
+               }});
+  c.push_back({"index_select_grad", "axis 0, repeated indices",
+               [](unsigned s) {
+                 return Tensors{rnd({6, 3}, s), idx({6}, s + 1, 4)};
+               },
+               [](const Tensors& xs) {
+                 return Tensors{index_select_grad(xs[0], 0, xs[1], {4, 3})};
+               }});
+  // Host callbacks run the same C++ at run time as eagerly.
+  c.push_back({"host_callback", "scales by 2 on the host", one({3, 4}), f1([](auto& x) {
+                 auto twice = [](std::vector<Tensor> v) {
+                   return std::vector<Tensor>{Tensor(v[0] * 2.0f)};
+                 };
+                 return Tensor(ops::host_call(twice, {x}, "twice")[0] + 1.0f);
+               })});
+  c.push_back({"grad_hook", "identity forward", one({3, 4}), f1([](auto& x) {
+                 auto id = [](std::vector<Tensor> g) { return g; };
+                 return Tensor(ops::grad_hook(id, {x}, "id")[0] * 3.0f);
+               })});
   c.push_back({"one_hot", "5 classes, f32",
                [](unsigned s) {
                  return Tensors{idx({2, 3}, s, 5)};

@@ -45,6 +45,24 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 template <class T>
 void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g);
 
+/// dx = the gradient of conv2d's input x [n, c, h, w] given the output's
+/// gradient gy [n, o, oh, ow] and the weight w [o, c / groups, kh, kw] (all
+/// dense): per (image, group), tiles of columns = W_g^T G_g (one GEMM each)
+/// added back into dx by col2im (the adjoint of im2col). Items are (image,
+/// group) pairs split over the threads in contiguous runs, each summed in a
+/// fixed order: bitwise the same results for any thread count. float, double.
+template <class T>
+void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g);
+
+/// dw [o, c / groups, kh, kw] = the gradient of conv2d's weight given the input
+/// x and the output's gradient gy (dense): sum over the images of G_g cols_g^T
+/// (one GEMM per image and tile of columns). The batch is cut into at most 8
+/// chunks (by the shape only), summed into partial gradients in parallel and
+/// added in chunk order: bitwise the same results for any thread count.
+/// float, double. Both allocate their buffers before any parallel region.
+template <class T>
+void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g);
+
 extern template void im2col<float>(const float*, std::int64_t, const Conv2dGeometry&, std::int64_t,
                                    std::int64_t, float*) noexcept;
 extern template void im2col<double>(const double*, std::int64_t, const Conv2dGeometry&,
@@ -63,5 +81,13 @@ extern template void conv2d<std::int32_t>(const std::int32_t*, const std::int32_
 extern template void conv2d<std::int64_t>(const std::int64_t*, const std::int64_t*,
                                           const std::int64_t*, std::int64_t*,
                                           const Conv2dGeometry&);
+extern template void conv2d_grad_input<float>(const float*, const float*, float*,
+                                              const Conv2dGeometry&);
+extern template void conv2d_grad_input<double>(const double*, const double*, double*,
+                                               const Conv2dGeometry&);
+extern template void conv2d_grad_weight<float>(const float*, const float*, float*,
+                                               const Conv2dGeometry&);
+extern template void conv2d_grad_weight<double>(const double*, const double*, double*,
+                                                const Conv2dGeometry&);
 
 }  // namespace ms::kernels

@@ -36,6 +36,19 @@ void max_pool2d(const T* x, T* y, const Pool2dGeometry& g) noexcept;
 template <class T>
 void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pad) noexcept;
 
+/// dx = the gradient of max_pool2d's input x given the output's gradient gy:
+/// each gy element goes to the position the forward chose in its window (the
+/// first maximum; the last NaN; the first element of an all -inf window) and
+/// overlapping windows add up. float, double.
+template <class T>
+void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) noexcept;
+
+/// dx = the gradient of avg_pool2d's input given the output's gradient gy:
+/// each gy element divided by its window's divisor (as the forward) is added to
+/// every input element of its window. float, double.
+template <class T>
+void avg_pool2d_grad(const T* gy, T* dx, const Pool2dGeometry& g, bool count_include_pad) noexcept;
+
 extern template void max_pool2d<float>(const float*, float*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<double>(const double*, double*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<std::int32_t>(const std::int32_t*, std::int32_t*,
@@ -45,5 +58,13 @@ extern template void max_pool2d<std::int64_t>(const std::int64_t*, std::int64_t*
 extern template void avg_pool2d<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
 extern template void avg_pool2d<double>(const double*, double*, const Pool2dGeometry&,
                                         bool) noexcept;
+extern template void max_pool2d_grad<float>(const float*, const float*, float*,
+                                            const Pool2dGeometry&) noexcept;
+extern template void max_pool2d_grad<double>(const double*, const double*, double*,
+                                             const Pool2dGeometry&) noexcept;
+extern template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGeometry&,
+                                            bool) noexcept;
+extern template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&,
+                                             bool) noexcept;
 
 }  // namespace ms::kernels

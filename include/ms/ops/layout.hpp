@@ -88,6 +88,24 @@ Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
 /// `ms::index_select(embedding, 0, ids)`
 Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 
+/// The gradient of `gather(x, axis, index)` for x of shape input_size: zeros
+/// of that shape with grad_out (index's shape) added at the gathered
+/// positions (repeated indices add up, in index order). Floating grad_out only
+/// (TypeError otherwise); index and input_size are checked as gather checks x
+/// and index (ShapeError, IndexError for values out of range), input_size
+/// sizes must be >= 0 (ValueError). Not differentiable.
+/// `ms::gather_grad(g, 1, index, x.shape())`
+Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                   const Shape& input_size);
+
+/// The gradient of `index_select(x, axis, index)` for x of shape input_size:
+/// zeros with the slices of grad_out added at positions `index` along `axis`
+/// (repeated indices add up, in index order). Errors as gather_grad, and
+/// ShapeError when grad_out is not index_select's output shape.
+/// `ms::index_select_grad(g, 0, ids, embedding.shape())`
+Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                         const Shape& input_size);
+
 /// One-hot encoding (MindSpore's OneHot with on=1, off=0): out has shape
 /// indices.shape + [num_classes] and dtype `dtype`. num_classes -1 infers
 /// max(indices) + 1 (as PyTorch). Index values must lie in [0, num_classes).

@@ -1,4 +1,5 @@
-// ms/ops/nn.hpp — neural-network ops (group `nn`): conv2d, max_pool2d, avg_pool2d.
+// ms/ops/nn.hpp — neural-network ops (group `nn`): conv2d, max_pool2d, avg_pool2d,
+// and the gradient ops their autodiff rules call.
 //
 // Stage: ops. Each op here is one entry of the op table (src/ops/nn.cpp),
 // evaluated by the kernels of ms/kernels/{conv,pool}.hpp. Layout is NCHW, and
@@ -64,5 +65,47 @@ Tensor max_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
 Tensor avg_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
                   std::vector<std::int64_t> stride = {}, std::vector<std::int64_t> padding = {0, 0},
                   bool ceil_mode = false, bool count_include_pad = true);
+
+// ---------------------------------------------------------------- gradients
+// The backward ops of the rules in src/ops/grad.cpp (ms::grad calls them; they
+// are public for tests and custom rules). Each takes the forward's options,
+// checks the forward op with its own rules and that grad_out has the forward
+// output's shape (ShapeError otherwise), and is floating only (float16 and
+// bfloat16 compute in float32; TypeError for other or mixed dtypes). They are
+// not differentiable themselves.
+
+/// The gradient of `conv2d`'s input [N, C, H, W] = input_size, given the
+/// output's gradient grad_out [N, O, OH, OW] and the weight: the transposed
+/// convolution, as GEMM W^T G + col2im per image. input_size: 4 sizes >= 0
+/// (ValueError for a negative one). Example:
+/// `ms::conv2d_grad_input(g, w, x.shape(), {.padding = {1}})`.
+Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& weight, const Shape& input_size,
+                         Conv2dOptions opts = {});
+
+/// The gradient of `conv2d`'s weight [O, C / groups, KH, KW] = weight_size,
+/// given the input x and the output's gradient grad_out: the sum over images
+/// of G cols^T (GEMM on im2col columns). The batch is summed in a fixed order
+/// (results do not depend on the thread count). Example:
+/// `ms::conv2d_grad_weight(x, g, w.shape(), {.padding = {1}})`.
+Tensor conv2d_grad_weight(const Tensor& x, const Tensor& grad_out, const Shape& weight_size,
+                          Conv2dOptions opts = {});
+
+/// The gradient of `max_pool2d(x, ...)`'s input: each grad_out element goes to
+/// the element its window's maximum came from (the first one on ties, the
+/// last NaN, as the forward), recomputed from x; overlapping windows add up.
+/// Example: `ms::max_pool2d_grad(x, g, {2, 2})`.
+Tensor max_pool2d_grad(const Tensor& x, const Tensor& grad_out, std::vector<std::int64_t> kernel,
+                       std::vector<std::int64_t> stride = {},
+                       std::vector<std::int64_t> padding = {0, 0},
+                       std::vector<std::int64_t> dilation = {1, 1}, bool ceil_mode = false);
+
+/// The gradient of `avg_pool2d`'s input of shape input_size ([C, H, W] or
+/// [N, C, H, W]): each grad_out element divided by its window's divisor is
+/// added to the window's input elements. Example:
+/// `ms::avg_pool2d_grad(g, x.shape(), {3}, {1}, {1}, false, false)`.
+Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
+                       std::vector<std::int64_t> kernel, std::vector<std::int64_t> stride = {},
+                       std::vector<std::int64_t> padding = {0, 0}, bool ceil_mode = false,
+                       bool count_include_pad = true);
 
 }  // namespace ms
