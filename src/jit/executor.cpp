@@ -138,6 +138,8 @@ struct Executable::Step {
   std::shared_ptr<const ir::FusedRegion> region;
   std::vector<int> in, out;
   std::vector<int> release;  ///< values dead after this step
+  int in_place = -1;         ///< Fused: a capture to write the result into (its Assign is skipped)
+  bool skip = false;         ///< Assign: done in place by the step that computes its value
   std::string dump;          ///< file-name stem when the op is marked by set_dump
 };
 
@@ -201,6 +203,80 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   for (std::size_t v = 0; v < G.values.size(); ++v)
     if (last_use[v] >= 0 && !keep[v])
       steps_[static_cast<std::size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+  plan_in_place_updates();
+}
+
+// A parameter update `Assign(p, v)` where v is computed by an elementwise
+// (fused) step S copies v into p after the whole graph ran. When nothing reads
+// p's old value after S (directly or through a view of it), and S reads p only
+// directly (same index as it writes), S can write into p itself: one pass over
+// the parameter instead of three (write v, read v, write p).
+void Executable::plan_in_place_updates() {
+  const ir::Graph& G = graph_;
+  const std::size_t nv = G.values.size();
+  std::vector<int> producer(nv, -1);
+  std::vector<std::vector<int>> users(nv);
+  std::vector<int> assigns(nv, 0);
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    for (int v : steps_[i].in) users[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
+    for (int v : steps_[i].out) producer[static_cast<std::size_t>(v)] = static_cast<int>(i);
+    if (steps_[i].kind == Step::Kind::Assign) ++assigns[static_cast<std::size_t>(steps_[i].in[0])];
+  }
+  std::vector<bool> is_output(nv, false);
+  for (int v : G.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  // Steps whose outputs may share memory with an input (views, pass-throughs).
+  auto may_alias = [](const Step& s) {
+    if (s.kind != Step::Kind::Op) return false;
+    switch (s.def->kind) {
+      case ops::OpKind::Linalg:
+      case ops::OpKind::Conv:
+      case ops::OpKind::Pool:
+      case ops::OpKind::Reduction:
+      case ops::OpKind::Indexing:
+      case ops::OpKind::Composite: return false;
+      default: return true;
+    }
+  };
+  for (std::size_t a = 0; a < steps_.size(); ++a) {
+    Step& as = steps_[a];
+    if (as.kind != Step::Kind::Assign) continue;
+    const int c = as.in[0], v = as.in[1];
+    const int si = producer[static_cast<std::size_t>(v)];
+    if (assigns[static_cast<std::size_t>(c)] != 1 || si < 0) continue;
+    Step& s = steps_[static_cast<std::size_t>(si)];
+    if (s.kind != Step::Kind::Fused || s.out.size() != 1 || s.in_place >= 0) continue;
+    if (!(G.value(c).type == G.value(v).type)) continue;
+    bool ok = true;
+    std::vector<int> todo{c};
+    std::vector<bool> seen(nv, false);
+    seen[static_cast<std::size_t>(c)] = true;
+    while (!todo.empty() && ok) {
+      const int x = todo.back();
+      todo.pop_back();
+      if (x != c && is_output[static_cast<std::size_t>(x)]) ok = false;
+      for (int u : users[static_cast<std::size_t>(x)]) {
+        if (static_cast<std::size_t>(u) == a) continue;
+        if (u == si) {
+          ok &= x == c;  // S reads the parameter itself, not a view of it
+          continue;
+        }
+        const Step& us = steps_[static_cast<std::size_t>(u)];
+        if (u > si || us.kind == Step::Kind::Assign) {
+          ok = false;  // the old value is read after S
+          break;
+        }
+        if (may_alias(us))
+          for (int o : us.out)
+            if (!seen[static_cast<std::size_t>(o)]) {
+              seen[static_cast<std::size_t>(o)] = true;
+              todo.push_back(o);
+            }
+      }
+    }
+    if (!ok) continue;
+    s.in_place = c;
+    as.skip = true;
+  }
 }
 
 Executable::~Executable() = default;
@@ -278,8 +354,14 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
           case Step::Kind::Fused: {
             f->ptrs.clear();
             for (int v : s.in) f->ptrs.push_back(&f->vals[static_cast<std::size_t>(v)]);
-            f->vals[static_cast<std::size_t>(s.out[0])] =
-                kernels::ew_eval(s.region->program, f->ptrs);
+            if (s.in_place >= 0) {
+              const Tensor& dst = f->vals[static_cast<std::size_t>(s.in_place)];
+              kernels::ew_run(s.region->program, f->ptrs, dst);
+              f->vals[static_cast<std::size_t>(s.out[0])] = dst;
+            } else {
+              f->vals[static_cast<std::size_t>(s.out[0])] =
+                  kernels::ew_eval(s.region->program, f->ptrs);
+            }
             break;
           }
           case Step::Kind::Op: {
@@ -293,6 +375,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
           }
           case Step::Kind::Assign:
             if (outs.empty() && !graph_.outputs.empty()) collect();
+            if (s.skip) break;
             f->vals[static_cast<std::size_t>(s.in[0])].copy_(
                 f->vals[static_cast<std::size_t>(s.in[1])]);
             break;

@@ -88,6 +88,8 @@ class Executable {
   mutable std::atomic<std::int64_t> calls_{0};
   std::unique_ptr<Frame> take_frame() const;
   void give_frame(std::unique_ptr<Frame> f) const;
+  /// Lets a fused step write a parameter update straight into the parameter.
+  void plan_in_place_updates();
 };
 
 }  // namespace ms::compiler
