@@ -39,9 +39,7 @@ int ew_op_find(std::string_view name) {
 namespace kernels {
 namespace {
 
-// Register types, in table order.
-constexpr DType kRegTypes[] = {DType::Bool, DType::Int32, DType::Int64, DType::Float32,
-                               DType::Float64};
+// Register types, in table order: Bool, Int32, Int64, Float32, Float64 (see reg_index).
 constexpr int kNumRegTypes = 5;
 
 int reg_index(DType t) {
