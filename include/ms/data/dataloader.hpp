@@ -1,0 +1,144 @@
+// ms/data/dataloader.hpp — batches of a TensorDataset, shuffled and prefetched.
+//
+// Stage: data (feeds the train stage). Each epoch (each `begin()`) visits every
+// sample once, in an order drawn from an ms::Generator seeded with `seed`: the
+// order of epoch e is the (e+1)-th ms::randperm drawn from `Generator(seed)`, so
+// it depends only on the seed and the epoch number (`set_epoch(e)` resumes).
+// A background thread makes the batches (gather, uint8 -> float32, normalize)
+// into a bounded queue of `prefetch` batches, so the training step does not wait
+// on decoding; an exception on that thread is rethrown by the iterator.
+//
+//   ms::data::FashionMNIST train;
+//   ms::data::DataLoader loader(train, {.batch_size = 64, .seed = 1,
+//                                       .normalize = ms::data::Normalize{0.2860, 0.3530}});
+//   for (int epoch = 0; epoch < 3; ++epoch)
+//     for (auto& [x, y] : loader)        // x float32 [64, 1, 28, 28], y int32 [64]
+//       train_step(x, y);
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/data/dataset.hpp"
+
+namespace ms::data {
+
+/// x -> (x - mean) / std, applied after uint8 samples are scaled to [0, 1].
+/// Fashion-MNIST's training set has mean 0.2860 and std 0.3530.
+struct Normalize {
+  double mean = 0.0;
+  double std = 1.0;
+};
+
+/// Options of a DataLoader (designated initializers: `{.batch_size = 128, .shuffle = false}`).
+struct DataLoaderOptions {
+  /// Samples per batch (> 0).
+  std::int64_t batch_size = 64;
+  /// Visit the samples in a new random order each epoch (else in index order).
+  bool shuffle = true;
+  /// Drop the last batch when it has fewer than batch_size samples.
+  bool drop_last = false;
+  /// Seed of the ms::Generator the orders are drawn from.
+  std::uint64_t seed = 0;
+  /// Applied to every element of x (std > 0, both finite); none by default.
+  std::optional<Normalize> normalize = std::nullopt;
+  /// x as [B, prod(sample shape)] (e.g. [B, 784]) instead of [B, 1, H, W].
+  bool flatten = false;
+  /// Batches made ahead on a background thread (0: made on the caller's thread).
+  std::int64_t prefetch = 2;
+};
+
+/// One batch: `x` float32 [B, ...], `y` int32 [B]. Binds as `auto& [x, y]`.
+struct Batch {
+  Tensor x;
+  Tensor y;
+};
+
+/// Iterates over a TensorDataset in batches (see the header comment).
+/// The shape of x: uint8 samples are divided by 255 (floating samples are taken
+/// as they are), then normalized, and laid out as [B, 1, H, W] for samples of
+/// rank 2 (images get a channel axis), [B, prod(sample shape)] with `flatten`,
+/// else [B, sample shape...]. The loader keeps the dataset's tensors alive.
+/// Only one epoch runs at a time: `begin()` stops the previous one (its
+/// iterators then raise ms::ValueError), and so does destroying the loader.
+/// Example: `for (auto& batch : loader) loss = step(batch.x, batch.y);`
+class DataLoader {
+ public:
+  using Options = DataLoaderOptions;
+
+  /// ms::ValueError for batch_size <= 0, prefetch < 0, a normalize std <= 0 or
+  /// a non-finite mean/std; ms::Error from converting labels that do not fit int32.
+  explicit DataLoader(const TensorDataset& dataset, DataLoaderOptions options = {});
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Batches per epoch: ceil(N / batch_size), or floor with drop_last.
+  std::int64_t size() const;
+  /// Samples per epoch (N, or size() * batch_size with drop_last).
+  std::int64_t num_samples() const;
+  const DataLoaderOptions& options() const { return options_; }
+  const TensorDataset& dataset() const { return dataset_; }
+
+  /// The epoch the next `begin()` runs (0 at first; each begin() adds 1).
+  std::int64_t epoch() const { return epoch_; }
+  /// Makes the next `begin()` run epoch `e` (>= 0), e.g. to resume training.
+  void set_epoch(std::int64_t e);
+  /// The sample order of epoch `e`: N indices (0..N-1 in order without shuffle).
+  std::vector<std::int64_t> order(std::int64_t e) const;
+  /// The batch of the samples at `indices` (each in [0, N), else ms::IndexError),
+  /// made on the caller's thread.
+  Batch collate(std::span<const std::int64_t> indices) const;
+
+  class Iterator;
+  /// Starts epoch `epoch()` (stopping an epoch still running) and returns its first batch.
+  Iterator begin();
+  std::default_sentinel_t end() const { return {}; }
+
+  /// An input iterator over the batches of one epoch.
+  class Iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using iterator_concept = std::input_iterator_tag;
+
+    Batch& operator*() { return current_; }
+    Batch* operator->() { return &current_; }
+    /// Fetches the next batch (waiting for the background thread if it is behind);
+    /// rethrows an exception raised while making it.
+    Iterator& operator++();
+    void operator++(int) { ++*this; }
+    friend bool operator==(const Iterator& it, std::default_sentinel_t) { return it.done_; }
+
+   private:
+    friend class DataLoader;
+    Iterator(DataLoader* loader, std::uint64_t generation);
+    DataLoader* loader_ = nullptr;
+    std::uint64_t generation_ = 0;
+    Batch current_;
+    bool done_ = true;
+  };
+
+ private:
+  struct Epoch;
+  /// The next batch of the running epoch, or nullopt when it is over.
+  std::optional<Batch> next(std::uint64_t generation);
+  void stop_epoch();
+
+  TensorDataset dataset_;
+  DataLoaderOptions options_;
+  Tensor x_;                            ///< dataset x, contiguous, uint8 or float32
+  Tensor y_;                            ///< dataset y, contiguous int32
+  std::uint64_t blocks_per_order_ = 0;  ///< Philox blocks one randperm of N consumes
+  std::int64_t epoch_ = 0;
+  std::uint64_t generation_ = 0;  ///< incremented by each begin()
+  std::unique_ptr<Epoch> running_;
+};
+
+}  // namespace ms::data

@@ -1,0 +1,262 @@
+// DataLoader: epoch orders, batch making and the prefetch thread (see ms/data/dataloader.hpp).
+#include "ms/data/dataloader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <thread>
+#include <utility>
+
+#include "ms/core/error.hpp"
+#include "ms/core/random.hpp"
+
+namespace ms::data {
+
+/// The state of one running epoch. With prefetch > 0 a worker thread makes the
+/// batches in order into a queue of at most `capacity`; the consumer pops them.
+struct DataLoader::Epoch {
+  std::vector<std::int64_t> order;
+  std::int64_t num_batches = 0;
+  std::int64_t delivered = 0;
+
+  std::size_t capacity = 0;  // 0: no worker, batches are made by next()
+  std::mutex mu;
+  std::condition_variable not_full, not_empty;
+  std::deque<Batch> queue;
+  std::atomic<bool> stop{false};
+  bool finished = false;  // the worker has exited (after its last push or an error)
+  std::exception_ptr error;
+  std::thread worker;
+
+  void halt() {
+    {
+      const std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    not_full.notify_all();
+    if (worker.joinable()) worker.join();
+  }
+  ~Epoch() { halt(); }
+};
+
+namespace {
+
+/// The sample shape of the batch x: see the class comment of DataLoader.
+std::vector<std::int64_t> batch_sample_dims(const Shape& x_shape, bool flatten) {
+  std::vector<std::int64_t> dims(x_shape.dims().begin() + 1, x_shape.dims().end());
+  if (flatten) {
+    std::int64_t n = 1;
+    for (std::int64_t d : dims) n *= d;  // a sub-product of x's checked numel
+    return {n};
+  }
+  if (dims.size() == 2) dims.insert(dims.begin(), 1);
+  return dims;
+}
+
+}  // namespace
+
+DataLoader::DataLoader(const TensorDataset& dataset, DataLoaderOptions options)
+    : dataset_(dataset), options_(options) {
+  MS_CHECK(dataset_.x().defined(), ValueError, "DataLoader: the dataset is empty (default-made)");
+  MS_CHECK(options_.batch_size > 0, ValueError, "DataLoader: batch_size must be > 0, got ",
+           options_.batch_size);
+  MS_CHECK(options_.prefetch >= 0, ValueError, "DataLoader: prefetch must be >= 0, got ",
+           options_.prefetch);
+  if (options_.normalize) {
+    const Normalize& nz = *options_.normalize;
+    MS_CHECK(std::isfinite(nz.mean) && std::isfinite(nz.std) && nz.std > 0, ValueError,
+             "DataLoader: normalize needs a finite mean and a finite std > 0, got mean ", nz.mean,
+             " and std ", nz.std);
+  }
+  const Tensor& x = dataset_.x();
+  x_ = x.dtype() == uint8 ? x.contiguous() : x.to(float32);
+  const std::vector<std::int64_t> labels = dataset_.y().to_vector<std::int64_t>();
+  y_ = empty({static_cast<std::int64_t>(labels.size())}, int32);
+  std::int32_t* y = y_.data<std::int32_t>();
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    MS_CHECK(labels[i] >= std::numeric_limits<std::int32_t>::min() &&
+                 labels[i] <= std::numeric_limits<std::int32_t>::max(),
+             ValueError, "DataLoader: label ", labels[i], " at index ", i,
+             " does not fit the int32 labels of a batch");
+    y[i] = static_cast<std::int32_t>(labels[i]);
+  }
+  if (options_.shuffle) {
+    // Measured rather than assumed: how far one randperm of N moves a generator.
+    Generator probe(options_.seed);
+    (void)randperm(dataset_.size(), probe);
+    blocks_per_order_ = probe.offset();
+  }
+}
+
+DataLoader::~DataLoader() { stop_epoch(); }
+
+std::int64_t DataLoader::size() const {
+  const std::int64_t n = dataset_.size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : n / b + (n % b != 0);
+}
+
+std::int64_t DataLoader::num_samples() const {
+  return options_.drop_last ? size() * options_.batch_size : dataset_.size();
+}
+
+void DataLoader::set_epoch(std::int64_t e) {
+  MS_CHECK(e >= 0, ValueError, "DataLoader::set_epoch: epoch must be >= 0, got ", e);
+  epoch_ = e;
+}
+
+std::vector<std::int64_t> DataLoader::order(std::int64_t e) const {
+  MS_CHECK(e >= 0, ValueError, "DataLoader::order: epoch must be >= 0, got ", e);
+  const std::int64_t n = dataset_.size();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  if (!options_.shuffle) {
+    std::iota(out.begin(), out.end(), std::int64_t{0});
+    return out;
+  }
+  // Epoch e draws the (e+1)-th permutation of a generator seeded with `seed`.
+  std::uint64_t skip = 0;
+  MS_CHECK(!__builtin_mul_overflow(static_cast<std::uint64_t>(e), blocks_per_order_, &skip),
+           ValueError, "DataLoader::order: epoch ", e, " is too large");
+  Generator gen(options_.seed);
+  (void)gen.step(skip);
+  const Tensor perm = randperm(n, gen);
+  std::copy_n(perm.data<std::int64_t>(), n, out.begin());
+  return out;
+}
+
+Batch DataLoader::collate(std::span<const std::int64_t> indices) const {
+  const std::int64_t n = dataset_.size();
+  for (std::int64_t i : indices)
+    MS_CHECK(i >= 0 && i < n, IndexError, "DataLoader::collate: index ", i,
+             " is out of range for a dataset of ", n, " samples");
+  const auto b = static_cast<std::int64_t>(indices.size());
+  std::vector<std::int64_t> dims = batch_sample_dims(x_.shape(), options_.flatten);
+  dims.insert(dims.begin(), b);
+  Batch batch{empty(Shape(std::move(dims)), float32), empty({b}, int32)};
+
+  // x * scale + shift: uint8 / 255 (if uint8), then (x - mean) / std, folded.
+  double scale = x_.dtype() == uint8 ? 1.0 / 255.0 : 1.0, shift = 0.0;
+  if (options_.normalize) {
+    scale /= options_.normalize->std;
+    shift = -options_.normalize->mean / options_.normalize->std;
+  }
+  const auto fscale = static_cast<float>(scale), fshift = static_cast<float>(shift);
+  const std::int64_t row = n > 0 ? x_.numel() / n : 0;
+  float* out = batch.x.data<float>();
+  std::int32_t* labels = batch.y.data<std::int32_t>();
+  const std::int32_t* y = y_.data<std::int32_t>();
+  for (std::int64_t k = 0; k < b; ++k) {
+    const std::int64_t i = indices[static_cast<std::size_t>(k)];
+    float* dst = out + k * row;
+    if (x_.dtype() == uint8) {
+      const std::uint8_t* src = x_.data<std::uint8_t>() + i * row;
+      for (std::int64_t j = 0; j < row; ++j) dst[j] = static_cast<float>(src[j]) * fscale + fshift;
+    } else {
+      const float* src = x_.data<float>() + i * row;
+      for (std::int64_t j = 0; j < row; ++j) dst[j] = src[j] * fscale + fshift;
+    }
+    labels[k] = y[i];
+  }
+  return batch;
+}
+
+void DataLoader::stop_epoch() {
+  if (running_) running_->halt();
+  running_.reset();
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  stop_epoch();
+  ++generation_;
+  auto ep = std::make_unique<Epoch>();
+  ep->order = order(epoch_);
+  ++epoch_;
+  ep->num_batches = size();
+  ep->capacity = static_cast<std::size_t>(options_.prefetch);
+  if (ep->capacity > 0 && ep->num_batches > 0) {
+    Epoch* e = ep.get();
+    ep->worker = std::thread([this, e] {
+      const std::int64_t bs = options_.batch_size, n = static_cast<std::int64_t>(e->order.size());
+      try {
+        for (std::int64_t b = 0; b < e->num_batches && !e->stop; ++b) {
+          const std::int64_t start = b * bs, count = std::min(bs, n - start);
+          Batch batch = collate(std::span<const std::int64_t>(e->order).subspan(
+              static_cast<std::size_t>(start), static_cast<std::size_t>(count)));
+          std::unique_lock<std::mutex> lock(e->mu);
+          e->not_full.wait(lock, [e] { return e->stop || e->queue.size() < e->capacity; });
+          if (e->stop) break;
+          e->queue.push_back(std::move(batch));
+          lock.unlock();
+          e->not_empty.notify_one();
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(e->mu);
+        e->error = std::current_exception();
+      }
+      {
+        const std::lock_guard<std::mutex> lock(e->mu);
+        e->finished = true;
+      }
+      e->not_empty.notify_one();
+    });
+  }
+  running_ = std::move(ep);
+  return Iterator(this, generation_);
+}
+
+std::optional<Batch> DataLoader::next(std::uint64_t generation) {
+  MS_CHECK(generation == generation_ && running_, ValueError,
+           "DataLoader: this iterator's epoch was stopped by a later begin(); iterate over one "
+           "epoch at a time");
+  Epoch& ep = *running_;
+  if (ep.delivered == ep.num_batches) {
+    if (ep.worker.joinable()) ep.worker.join();  // it has pushed its last batch
+    return std::nullopt;
+  }
+  if (ep.capacity == 0) {
+    const std::int64_t bs = options_.batch_size, n = static_cast<std::int64_t>(ep.order.size());
+    const std::int64_t start = ep.delivered * bs;
+    Batch batch = collate(std::span<const std::int64_t>(ep.order).subspan(
+        static_cast<std::size_t>(start), static_cast<std::size_t>(std::min(bs, n - start))));
+    ++ep.delivered;
+    return batch;
+  }
+  std::unique_lock<std::mutex> lock(ep.mu);
+  ep.not_empty.wait(lock, [&ep] { return !ep.queue.empty() || ep.finished; });
+  if (!ep.queue.empty()) {
+    Batch batch = std::move(ep.queue.front());
+    ep.queue.pop_front();
+    lock.unlock();
+    ep.not_full.notify_one();
+    ++ep.delivered;
+    return batch;
+  }
+  // Batches before a failure were delivered first; now the failure itself.
+  if (ep.error) std::rethrow_exception(ep.error);
+  detail::raise<ValueError>("DataLoader: the prefetch thread stopped after ", ep.delivered, " of ",
+                            ep.num_batches, " batches");
+}
+
+DataLoader::Iterator::Iterator(DataLoader* loader, std::uint64_t generation)
+    : loader_(loader), generation_(generation), done_(false) {
+  ++*this;
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  MS_CHECK(loader_ != nullptr, ValueError, "DataLoader::Iterator: not made by DataLoader::begin()");
+  std::optional<Batch> batch = loader_->next(generation_);
+  if (batch) {
+    current_ = std::move(*batch);
+  } else {
+    current_ = Batch{};
+    done_ = true;
+  }
+  return *this;
+}
+
+}  // namespace ms::data
