@@ -74,17 +74,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const CrossEntr
     check_same(logits, labels, api, "logits", "probabilities");
     target = labels;
   }
-  if (o.label_smoothing > 0.0)
-    target = target * (1.0 - o.label_smoothing) + o.label_smoothing / static_cast<double>(classes);
-  Tensor per = -sum(target * logp, {axis});
   if (o.weight.defined()) {
     MS_CHECK(sparse, ValueError, api, ": a class weight needs class-index labels");
     MS_CHECK(o.weight.rank() == 1 && o.weight.dim(0) == classes, ShapeError, api,
              ": weight must be [", classes, "], got ", o.weight.shape());
-    const Tensor w = sum(one_hot_of(labels, classes, logits.dtype(), api) * o.weight, {axis});
-    per = per * w;
-    if (o.reduction == "mean") return sum(per) / sum(w);
+    // As PyTorch: (1 - s) * w[y] * -logp[y] + s / C * sum_c w[c] * -logp[c];
+    // "mean" divides by sum_i w[y_i].
+    const Tensor wy = sum(target * o.weight, {axis});
+    Tensor per = -sum(target * logp, {axis}) * wy;
+    if (o.label_smoothing > 0.0)
+      per = per * (1.0 - o.label_smoothing) -
+            sum(logp * o.weight, {axis}) * (o.label_smoothing / static_cast<double>(classes));
+    if (o.reduction == "mean") return sum(per) / sum(wy);
+    return reduce_loss(per, o.reduction, api);
   }
+  if (o.label_smoothing > 0.0)
+    target = target * (1.0 - o.label_smoothing) + o.label_smoothing / static_cast<double>(classes);
+  Tensor per = -sum(target * logp, {axis});
   return reduce_loss(per, o.reduction, api);
 }
 

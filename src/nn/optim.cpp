@@ -182,7 +182,14 @@ void Adam::update(std::size_t i, const Parameter& p, const Tensor& g0) {
   ms::assign(p, p - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
 }
 
-AdamW::AdamW(ParameterList params, AdamOptions o) : Adam(std::move(params), o, "AdamW", true) {}
+AdamW::AdamW(ParameterList params, AdamWOptions o)
+    : Adam(std::move(params),
+           {.lr = o.lr,
+            .beta1 = o.beta1,
+            .beta2 = o.beta2,
+            .eps = o.eps,
+            .weight_decay = o.weight_decay},
+           "AdamW", true) {}
 
 // ------------------------------------------------------------------ schedules
 

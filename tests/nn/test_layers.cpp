@@ -233,6 +233,7 @@ TEST_SUITE("nn") {
       ms::Parameter p(ms::tensor({1.0f, 2.0f}), "p"), q(ms::tensor({1.0f, 2.0f}), "q");
       ms::optim::Adam a({p}, {.lr = 0.01});
       ms::optim::AdamW w({q}, {.lr = 0.01, .weight_decay = 0.1});
+      CHECK(ms::optim::AdamW({p}, {.lr = 0.5}).opts.weight_decay == 0.01);  // AdamW's default
       std::vector<double> rp{1.0, 2.0}, rq{1.0, 2.0}, m(2), v(2), mq(2), vq(2);
       int t = 0;
       for (const auto& g : {g1, g2}) {

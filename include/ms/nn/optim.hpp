@@ -126,10 +126,19 @@ class Adam : public Optimizer {
   bool decoupled_ = false;
 };
 
-/// AdamW: Adam with decoupled weight decay (p -= lr * wd * p). Default wd 0.01.
+/// AdamW's options: Adam's, with weight decay 0.01 by default (as MindSpore and PyTorch).
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  ///< decoupled: p -= lr * weight_decay * p
+};
+
+/// AdamW: Adam with decoupled weight decay (p -= lr * wd * p).
 class AdamW : public Adam {
  public:
-  AdamW(ParameterList params, AdamOptions o = {.weight_decay = 0.01});
+  AdamW(ParameterList params, AdamWOptions o = {});
 };
 
 // ------------------------------------------------------------------ schedules
