@@ -4,6 +4,9 @@
 #                   (ms as a meson subproject; meson install + pkg-config)
 #   2. build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer: every test again,
 #                   any sanitizer report fails the test
+#   3. build-fuzz/  clang-14 libFuzzer targets of every file parser (scripts/run_fuzz.sh),
+#                   MS_FUZZ_SECONDS each over the committed seed corpora; counted as one
+#                   test per run (skipped when clang-14 / libclang-rt-14-dev are missing)
 # Ends with the line `N passed, N failed, N skipped` (doctest test cases, plus one per
 # other meson test) and exits non-zero on any failure. Idempotent: a second run with
 # nothing changed rebuilds nothing and only runs the tests.
@@ -12,6 +15,8 @@
 #   MS_BUILD_DIR       first build dir (default: build)
 #   MS_ASAN_BUILD_DIR  sanitizer build dir (default: build-asan)
 #   MS_SKIP_ASAN=1     skip the sanitizer build (quick local runs; CI never sets it)
+#   MS_SKIP_FUZZ=1     skip the fuzz phase (quick local runs; CI never sets it)
+#   MS_FUZZ_SECONDS    seconds per fuzz target (default here: 20)
 #   MS_JOBS            parallel compile jobs (default: ninja's own)
 set -uo pipefail
 
@@ -130,5 +135,19 @@ export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:detect_
 export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1"
 phase "test $asan_dir" meson test -C "$asan_dir" --print-errorlogs --timeout-multiplier 3
 tally "$asan_dir"
+
+# ------------------------------------------------------------------ 3. fuzzing
+if [[ "${MS_SKIP_FUZZ:-0}" == 1 ]]; then
+  echo "MS_SKIP_FUZZ=1: skipping the fuzz phase"
+  finish
+fi
+export MS_FUZZ_SECONDS=${MS_FUZZ_SECONDS:-20}
+phase "fuzz (scripts/run_fuzz.sh)" bash scripts/run_fuzz.sh
+rc=$?
+case $rc in
+  0) passed=$((passed + 1)) ;;
+  77) skipped=$((skipped + 1)) ;;
+  *) failed=$((failed + 1)) ;;
+esac
 
 finish

@@ -41,10 +41,11 @@ required=(
   libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format
+  dataset-fashion-mnist
 )
-# Used by later parts (Fashion-MNIST training example, clang sanitizer/LeakSanitizer runs,
-# NumPy-written .npy fixtures). All exist in Debian 12; installed when the archive has them.
-optional=(dataset-fashion-mnist clang-14 libclang-rt-14-dev python3-numpy)
+# Used by the tests when present (libFuzzer targets with clang, NumPy interop checks).
+# All exist in Debian 12; installed when the archive has them.
+optional=(clang-14 libclang-rt-14-dev python3-numpy)
 if ((with_torch)); then
   required+=(libtorch-dev)
 fi

@@ -1,0 +1,170 @@
+// examples/fashion_mnist_common.hpp — what the Fashion-MNIST examples share:
+// flags (CLI11), data, the jitted training step, evaluation, checkpoints, curves.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <ms/cell.hpp>
+#include <ms/data/dataloader.hpp>
+#include <ms/data/fashion_mnist.hpp>
+#include <ms/kernels/parallel.hpp>
+#include <ms/train/checkpoint.hpp>
+#include <ms/train/fit.hpp>
+
+namespace examples {
+
+// Fraction of `data` classified correctly, in batches of 1000 with a jitted forward.
+template <class F>
+double accuracy(F& forward, ms::data::DataLoader& loader) {
+  std::int64_t right = 0, total = 0;
+  for (auto& b : loader) {
+    const ms::Tensor pred = ms::argmax(forward(b.x), 1);
+    right += ms::sum(ms::eq(pred, b.y.to(ms::int64))).item<std::int64_t>();
+    total += b.x.dim(0);
+  }
+  return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 0.0;
+}
+
+/// Parses the common flags, trains `Net` with one jitted step (forward,
+/// backward, Momentum update), evaluates, saves. `flatten`: the net takes
+/// [B, 784] (else [B, 1, 28, 28]). Returns the process exit code.
+template <class Net>
+int train_fashion_mnist(const std::string& name, const std::string& title, bool flatten,
+                        std::int64_t default_epochs, int argc, char** argv) {
+  CLI::App app{title};
+  std::int64_t epochs = default_epochs, batch = 64, seed = 1;
+  double lr = 0.05, momentum = 0.9;
+  int threads = 0;
+  std::string data_dir(ms::data::FashionMNIST::kDefaultDir), checkpoint = name + ".safetensors",
+                                                             resume, curves = name;
+  app.add_option("--epochs", epochs, "epochs to train (in all, counting resumed ones)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  app.add_option("--batch-size", batch, "samples per training step")
+      ->check(CLI::Range(1, 60000))
+      ->capture_default_str();
+  app.add_option("--lr", lr, "learning rate of the Momentum optimizer")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  std::string schedule = "cosine";
+  app.add_option("--lr-schedule", schedule,
+                 "learning-rate schedule: cosine (from --lr to 0 over all steps) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))
+      ->capture_default_str();
+  app.add_option("--momentum", momentum, "momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--threads", threads, "compute threads (0: all cores)")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+  app.add_option("--data-dir", data_dir,
+                 "directory with the four Fashion-MNIST IDX files (Debian: dataset-fashion-mnist)")
+      ->capture_default_str();
+  app.add_option("--checkpoint", checkpoint,
+                 "where to save the model, optimizer and position after each epoch ('' : never)")
+      ->capture_default_str();
+  app.add_option("--resume", resume, "a checkpoint to continue training from");
+  app.add_option("--seed", seed, "seed of the initialization and of the shuffling")
+      ->capture_default_str();
+  app.add_option("--curves", curves,
+                 "file stem of the loss / accuracy curves (.csv, .svg; '' : none)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (threads > 0) ms::set_num_threads(threads);
+    ms::default_generator().manual_seed(static_cast<std::uint64_t>(seed));
+    ms::data::FashionMNIST train_set(data_dir, ms::data::Split::Train);
+    ms::data::FashionMNIST test_set(data_dir, ms::data::Split::Test);
+    const ms::data::Normalize norm{0.2860, 0.3530};  // mean and std of the training images
+    ms::data::DataLoader train(train_set, {.batch_size = batch,
+                                           .shuffle = true,
+                                           .seed = static_cast<std::uint64_t>(seed),
+                                           .normalize = norm,
+                                           .flatten = flatten});
+    ms::data::DataLoader test(
+        test_set, {.batch_size = 1000, .shuffle = false, .normalize = norm, .flatten = flatten});
+
+    Net net;
+    ms::optim::Momentum opt(net.trainable_params(), {.lr = lr, .momentum = momentum});
+    ms::CheckpointInfo at;
+    if (!resume.empty()) {
+      at = ms::load_checkpoint(resume, net, &opt);
+      std::cout << "resumed from " << resume << " at epoch " << at.epoch + 1 << ", step " << at.step
+                << "\n";
+    }
+    std::cout << net << "\n";
+    std::cout << "train: " << train_set.size() << " images, test: " << test_set.size() << ", batch "
+              << batch << ", " << train.size() << " steps per epoch\n";
+
+    auto loss_fn = [&](const ms::Tensor& x, const ms::Tensor& y) {
+      return ms::nn::cross_entropy(net(x), y);
+    };
+    auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
+      auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+      opt.apply(grads);
+      return loss;
+    });
+    auto forward = ms::jit([&](const ms::Tensor& x) { return net(x); });
+
+    std::vector<std::shared_ptr<ms::train::Callback>> callbacks{
+        std::make_shared<ms::train::ProgressBar>(200),
+        std::make_shared<ms::train::Evaluate>([&] { return accuracy(forward, test); })};
+    if (!curves.empty()) callbacks.push_back(std::make_shared<ms::train::CurveWriter>(curves));
+    // The rate follows the schedule by global step (a resumed run continues it).
+    struct Schedule : ms::train::Callback {
+      ms::optim::Optimizer* opt = nullptr;
+      double base = 0;
+      std::int64_t total = 1;
+      void set(std::int64_t step) {
+        const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
+        opt->set_lr(0.5 * base * (1.0 + std::cos(3.14159265358979323846 * t)));
+      }
+      void on_train_begin(ms::train::TrainState& s) override { set(s.global_step); }
+      void on_step_end(ms::train::TrainState& s) override { set(s.global_step); }
+    };
+    if (schedule == "cosine") {
+      auto sc = std::make_shared<Schedule>();
+      sc->opt = &opt;
+      sc->base = lr;
+      sc->total = std::max<std::int64_t>(1, epochs * train.size());
+      callbacks.insert(callbacks.begin(), sc);
+    }
+    struct SaveEachEpoch : ms::train::Callback {
+      std::function<void(const ms::train::TrainState&)> save;
+      void on_epoch_end(ms::train::TrainState& s) override { save(s); }
+    };
+    if (!checkpoint.empty()) {
+      auto cb = std::make_shared<SaveEachEpoch>();
+      cb->save = [&](const ms::train::TrainState& s) {
+        ms::save_checkpoint(checkpoint, net, &opt,
+                            {.epoch = s.epoch + 1, .step = 0, .global_step = s.global_step});
+      };
+      callbacks.push_back(cb);
+    }
+    const auto res = ms::train::fit(step, train,
+                                    {.epochs = epochs,
+                                     .callbacks = callbacks,
+                                     .initial_epoch = std::min(at.epoch, epochs),
+                                     .initial_step = at.step});
+    double total = 0;
+    for (double s : res.epoch_seconds) total += s;
+    std::printf("compiled train-step graphs: %zu (one per distinct batch shape)\n",
+                static_cast<std::size_t>(step.compile_count()));
+    if (!res.epoch_seconds.empty())
+      std::printf("mean seconds per epoch: %.2f\n",
+                  total / static_cast<double>(res.epoch_seconds.size()));
+    const double acc = accuracy(forward, test);
+    std::printf("final test accuracy: %.2f%%\n", 100.0 * acc);
+    if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
+    if (!curves.empty()) std::cout << "curves: " << curves << ".csv, " << curves << ".svg\n";
+  } catch (const ms::Error& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace examples

@@ -1,0 +1,169 @@
+// ms/train/fit.hpp — the training loop and its callbacks (MindSpore's Model.train).
+//
+// Stage: train. `fit(step, loader, {.epochs, .callbacks})` calls `step(x, y)`
+// (usually an ms::jit-compiled forward + backward + update returning the loss)
+// on every batch of every epoch, and tells the callbacks: a progress bar,
+// a loss monitor, periodic checkpoints, evaluation at each epoch's end, and
+// the loss / accuracy curves as CSV and SVG.
+//
+//   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) { ... return loss; });
+//   ms::train::fit(step, loader, {.epochs = 3, .callbacks = {
+//       std::make_shared<ms::train::ProgressBar>(),
+//       std::make_shared<ms::train::Evaluate>([&] { return accuracy(net, test); }),
+//       std::make_shared<ms::train::CurveWriter>("curves")}});
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/data/dataloader.hpp"
+
+namespace ms::train {
+
+/// What the loop knows; callbacks read it (and may set `stop`).
+struct TrainState {
+  std::int64_t epoch = 0;   ///< current epoch, 0-based
+  std::int64_t epochs = 0;  ///< epochs to run in all
+  std::int64_t step = 0;    ///< step within the epoch, 1-based after a step
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t global_step = 0;           ///< steps since training began (including resumed ones)
+  double loss = 0.0;                      ///< the last step's loss
+  double epoch_loss = 0.0;                ///< mean loss of the epoch so far
+  std::int64_t samples = 0;               ///< samples seen this epoch
+  double epoch_seconds = 0.0;             ///< time spent in this epoch so far
+  std::map<std::string, double> metrics;  ///< set by callbacks (e.g. "test_accuracy")
+  bool stop = false;                      ///< a callback may end training early
+};
+
+/// Base of the callbacks; every method does nothing by default.
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(TrainState&) {}
+  virtual void on_epoch_begin(TrainState&) {}
+  virtual void on_step_end(TrainState&) {}
+  virtual void on_epoch_end(TrainState&) {}
+  virtual void on_train_end(TrainState&) {}
+};
+
+struct FitOptions {
+  std::int64_t epochs = 1;
+  std::vector<std::shared_ptr<Callback>> callbacks = {};
+  /// Resume: the epoch to start at and the steps of it already done (skipped:
+  /// the loader's order for that epoch is replayed, so a resumed run sees the
+  /// same batches as an uninterrupted one).
+  std::int64_t initial_epoch = 0;
+  std::int64_t initial_step = 0;
+};
+
+/// Per-epoch results of fit().
+struct FitResult {
+  std::vector<double> epoch_loss;
+  std::vector<double> epoch_seconds;
+  std::vector<std::map<std::string, double>> epoch_metrics;
+  std::vector<double> step_loss;  ///< every step's loss, in order
+};
+
+namespace detail {
+FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& step,
+                   data::DataLoader& loader, const FitOptions& o);
+}
+
+/// Trains: `step(x, y)` returns the loss (a 0-d tensor) of one batch.
+template <class Step>
+FitResult fit(Step&& step, data::DataLoader& loader, const FitOptions& o = {}) {
+  return detail::fit_loop(
+      [&](const Tensor& x, const Tensor& y) { return Tensor(step(x, y)).template item<double>(); },
+      loader, o);
+}
+
+// ------------------------------------------------------------------ callbacks
+
+/// A progress bar on a terminal (epoch, step/total, loss, samples/s, ETA),
+/// redrawn in place; plain lines (every `every` steps and at each epoch's end)
+/// when stdout is not a terminal.
+class ProgressBar : public Callback {
+ public:
+  explicit ProgressBar(std::int64_t every = 100);
+  void on_epoch_begin(TrainState& s) override;
+  void on_step_end(TrainState& s) override;
+  void on_epoch_end(TrainState& s) override;
+
+ private:
+  std::int64_t every_;
+  bool tty_;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+/// Prints the loss every `per_print_times` steps; raises ms::ValueError when
+/// the loss becomes NaN or infinite (as MindSpore's LossMonitor stops).
+class LossMonitor : public Callback {
+ public:
+  explicit LossMonitor(std::int64_t per_print_times = 1, bool print = true);
+  void on_step_end(TrainState& s) override;
+
+ private:
+  std::int64_t every_;
+  bool print_;
+};
+
+/// Calls `eval()` at each epoch's end and stores its result as metric `name`
+/// (printed as a percentage with `percent`).
+class Evaluate : public Callback {
+ public:
+  explicit Evaluate(std::function<double()> eval, std::string name = "test_accuracy",
+                    bool percent = true);
+  void on_epoch_end(TrainState& s) override;
+
+ private:
+  std::function<double()> eval_;
+  std::string name_;
+  bool percent_;
+};
+
+/// Calls `save(path, state)` every `every_steps` steps (and at the end of
+/// training), with paths `<dir>/<prefix>-<global_step>.safetensors`, keeping
+/// the last `keep` files.
+class Checkpoint : public Callback {
+ public:
+  using SaveFn = std::function<void(const std::string& path, const TrainState&)>;
+  Checkpoint(SaveFn save, std::string dir, std::string prefix = "ckpt",
+             std::int64_t every_steps = 1000, std::int64_t keep = 3);
+  void on_step_end(TrainState& s) override;
+  void on_train_end(TrainState& s) override;
+  const std::vector<std::string>& kept() const { return kept_; }
+
+ private:
+  void save(const TrainState& s);
+  SaveFn save_;
+  std::string dir_, prefix_;
+  std::int64_t every_, keep_;
+  std::int64_t last_saved_ = -1;
+  std::vector<std::string> kept_;
+};
+
+/// Writes `<stem>.csv` (epoch, loss, seconds, metrics...) and `<stem>.svg`
+/// (loss and, when present, test accuracy per epoch; a self-contained plot)
+/// at each epoch's end.
+class CurveWriter : public Callback {
+ public:
+  explicit CurveWriter(std::string stem);
+  void on_epoch_end(TrainState& s) override;
+
+ private:
+  std::string stem_;
+  std::vector<double> loss_;
+  std::vector<std::map<std::string, double>> metrics_;
+  std::vector<double> seconds_;
+};
+
+/// The SVG of one or two curves over epochs (used by CurveWriter; public for tests).
+std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy);
+
+}  // namespace ms::train

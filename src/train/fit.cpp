@@ -1,0 +1,295 @@
+// The training loop and callbacks of ms/train/fit.hpp.
+#include "ms/train/fit.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "ms/core/error.hpp"
+#include "ms/io/file.hpp"
+
+namespace ms::train {
+namespace detail {
+
+FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& step,
+                   data::DataLoader& loader, const FitOptions& o) {
+  MS_CHECK(o.epochs >= 0, ValueError, "fit: epochs must be >= 0, got ", o.epochs);
+  MS_CHECK(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs, ValueError,
+           "fit: initial_epoch must be in [0, epochs = ", o.epochs, "], got ", o.initial_epoch);
+  MS_CHECK(o.initial_step >= 0 && o.initial_step <= loader.size(), ValueError,
+           "fit: initial_step must be in [0, ", loader.size(), "], got ", o.initial_step);
+  for (const auto& cb : o.callbacks) MS_CHECK(cb != nullptr, ValueError, "fit: a callback is null");
+  TrainState s;
+  s.epochs = o.epochs;
+  s.steps_per_epoch = loader.size();
+  s.global_step = o.initial_epoch * s.steps_per_epoch + o.initial_step;
+  FitResult res;
+  for (auto& cb : o.callbacks) cb->on_train_begin(s);
+  for (std::int64_t e = o.initial_epoch; e < o.epochs && !s.stop; ++e) {
+    s.epoch = e;
+    s.step = 0;
+    s.samples = 0;
+    s.epoch_loss = 0.0;
+    s.metrics.clear();
+    loader.set_epoch(e);
+    for (auto& cb : o.callbacks) cb->on_epoch_begin(s);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::int64_t skip = e == o.initial_epoch ? o.initial_step : 0;
+    double sum = 0.0;
+    std::int64_t counted = 0;
+    for (auto& batch : loader) {
+      if (s.step < skip) {  // resumed mid-epoch: these batches were trained on
+        ++s.step;
+        continue;
+      }
+      s.loss = step(batch.x, batch.y);
+      ++s.step;
+      ++s.global_step;
+      ++counted;
+      s.samples += batch.x.dim(0);
+      sum += s.loss;
+      s.epoch_loss = sum / static_cast<double>(counted);
+      s.epoch_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      res.step_loss.push_back(s.loss);
+      for (auto& cb : o.callbacks) cb->on_step_end(s);
+      if (s.stop) break;
+    }
+    s.epoch_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& cb : o.callbacks) cb->on_epoch_end(s);
+    res.epoch_loss.push_back(s.epoch_loss);
+    res.epoch_seconds.push_back(s.epoch_seconds);
+    res.epoch_metrics.push_back(s.metrics);
+  }
+  for (auto& cb : o.callbacks) cb->on_train_end(s);
+  return res;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::string fmt_time(double sec) {
+  if (!std::isfinite(sec) || sec < 0) return "--:--";
+  const auto t = static_cast<std::int64_t>(sec + 0.5);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(t / 3600),
+                  static_cast<long long>(t / 60 % 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld", static_cast<long long>(t / 60),
+                  static_cast<long long>(t % 60));
+  return buf;
+}
+
+std::string line_of(const TrainState& s) {
+  const double rate = s.epoch_seconds > 0 ? static_cast<double>(s.samples) / s.epoch_seconds : 0;
+  const double per_step = s.step > 0 ? s.epoch_seconds / static_cast<double>(s.step) : 0;
+  const double eta = per_step * static_cast<double>(s.steps_per_epoch - s.step);
+  std::ostringstream os;
+  os << "epoch " << s.epoch + 1 << "/" << s.epochs << "  step " << s.step << "/"
+     << s.steps_per_epoch << "  loss " << std::fixed << std::setprecision(4) << s.loss << "  "
+     << std::setprecision(0) << rate << " samples/s  ETA " << fmt_time(eta);
+  return os.str();
+}
+
+}  // namespace
+
+ProgressBar::ProgressBar(std::int64_t every) : every_(every), tty_(::isatty(1) != 0) {
+  MS_CHECK(every > 0, ValueError, "ProgressBar: every must be > 0, got ", every);
+}
+
+void ProgressBar::on_epoch_begin(TrainState&) { last_draw_ = {}; }
+
+void ProgressBar::on_step_end(TrainState& s) {
+  if (tty_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_draw_ < std::chrono::milliseconds(100) && s.step != s.steps_per_epoch) return;
+    last_draw_ = now;
+    const int width = 24;
+    const auto done =
+        s.steps_per_epoch > 0 ? static_cast<int>(width * s.step / s.steps_per_epoch) : width;
+    std::cout << "\r[" << std::string(static_cast<std::size_t>(done), '#')
+              << std::string(static_cast<std::size_t>(width - done), '.') << "] " << line_of(s)
+              << "\033[K" << std::flush;
+  } else if (s.step % every_ == 0) {
+    std::cout << line_of(s) << "\n" << std::flush;
+  }
+}
+
+void ProgressBar::on_epoch_end(TrainState& s) {
+  if (tty_) std::cout << "\r\033[K";
+  std::ostringstream os;
+  os << "epoch " << s.epoch + 1 << "/" << s.epochs << " done: mean loss " << std::fixed
+     << std::setprecision(4) << s.epoch_loss << ", " << std::setprecision(2) << s.epoch_seconds
+     << " s, " << std::setprecision(0)
+     << (s.epoch_seconds > 0 ? static_cast<double>(s.samples) / s.epoch_seconds : 0.0)
+     << " samples/s";
+  for (const auto& [k, v] : s.metrics) os << ", " << k << " " << std::setprecision(4) << v;
+  std::cout << os.str() << "\n" << std::flush;
+}
+
+LossMonitor::LossMonitor(std::int64_t every, bool print) : every_(every), print_(print) {
+  MS_CHECK(every > 0, ValueError, "LossMonitor: per_print_times must be > 0, got ", every);
+}
+
+void LossMonitor::on_step_end(TrainState& s) {
+  MS_CHECK(std::isfinite(s.loss), ValueError, "LossMonitor: the loss is ", s.loss, " at epoch ",
+           s.epoch + 1, " step ", s.step, "; training stops");
+  if (print_ && s.step % every_ == 0)
+    std::cout << "epoch: " << s.epoch + 1 << " step: " << s.step << ", loss is " << s.loss << "\n";
+}
+
+Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent)
+    : eval_(std::move(eval)), name_(std::move(name)), percent_(percent) {
+  MS_CHECK(static_cast<bool>(eval_), ValueError, "Evaluate: empty function");
+}
+
+void Evaluate::on_epoch_end(TrainState& s) {
+  const double v = eval_();
+  s.metrics[name_] = v;
+  if (percent_) {
+    std::string label = name_;
+    std::replace(label.begin(), label.end(), '_', ' ');
+    std::cout << "epoch " << s.epoch + 1 << "/" << s.epochs << " " << label << ": " << std::fixed
+              << std::setprecision(2) << 100.0 * v << "%\n"
+              << std::flush;
+  }
+}
+
+Checkpoint::Checkpoint(SaveFn save, std::string dir, std::string prefix, std::int64_t every,
+                       std::int64_t keep)
+    : save_(std::move(save)),
+      dir_(std::move(dir)),
+      prefix_(std::move(prefix)),
+      every_(every),
+      keep_(keep) {
+  MS_CHECK(static_cast<bool>(save_), ValueError, "Checkpoint: empty save function");
+  MS_CHECK(every > 0, ValueError, "Checkpoint: every_steps must be > 0, got ", every);
+  MS_CHECK(keep > 0, ValueError, "Checkpoint: keep must be > 0, got ", keep);
+}
+
+void Checkpoint::save(const TrainState& s) {
+  if (s.global_step == last_saved_) return;
+  std::filesystem::create_directories(dir_);
+  const std::string path =
+      dir_ + "/" + prefix_ + "-" + std::to_string(s.global_step) + ".safetensors";
+  save_(path, s);
+  last_saved_ = s.global_step;
+  kept_.push_back(path);
+  while (static_cast<std::int64_t>(kept_.size()) > keep_) {
+    std::error_code ec;
+    std::filesystem::remove(kept_.front(), ec);
+    kept_.erase(kept_.begin());
+  }
+}
+
+void Checkpoint::on_step_end(TrainState& s) {
+  if (s.global_step % every_ == 0) save(s);
+}
+
+void Checkpoint::on_train_end(TrainState& s) {
+  if (s.global_step > 0) save(s);
+}
+
+CurveWriter::CurveWriter(std::string stem) : stem_(std::move(stem)) {
+  MS_CHECK(!stem_.empty(), ValueError, "CurveWriter: empty file stem");
+}
+
+void CurveWriter::on_epoch_end(TrainState& s) {
+  loss_.push_back(s.epoch_loss);
+  metrics_.push_back(s.metrics);
+  seconds_.push_back(s.epoch_seconds);
+  std::vector<std::string> keys;
+  for (const auto& m : metrics_)
+    for (const auto& [k, v] : m)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::ostringstream csv;
+  csv << "epoch,loss,seconds";
+  for (const auto& k : keys) csv << "," << k;
+  csv << "\n" << std::setprecision(8);
+  std::vector<double> acc;
+  for (std::size_t i = 0; i < loss_.size(); ++i) {
+    csv << i + 1 << "," << loss_[i] << "," << seconds_[i];
+    for (const auto& k : keys) {
+      auto it = metrics_[i].find(k);
+      csv << ",";
+      if (it != metrics_[i].end()) csv << it->second;
+    }
+    csv << "\n";
+    auto it = metrics_[i].find("test_accuracy");
+    if (it != metrics_[i].end()) acc.push_back(it->second);
+  }
+  const std::string c = csv.str();
+  io::write_file_atomic(stem_ + ".csv",
+                        std::span(reinterpret_cast<const std::uint8_t*>(c.data()), c.size()));
+  const std::string svg =
+      curves_svg(loss_, acc.size() == loss_.size() ? acc : std::vector<double>{});
+  io::write_file_atomic(stem_ + ".svg",
+                        std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
+}
+
+std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy) {
+  const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;
+  const double pw = W - L - R, ph = H - T - B;
+  const std::size_t n = loss.size();
+  double lmax = 0;
+  for (double v : loss)
+    if (std::isfinite(v)) lmax = std::max(lmax, v);
+  if (lmax <= 0) lmax = 1;
+  auto x_of = [&](std::size_t i) {
+    return L + (n <= 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1));
+  };
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
+     << "\" fill=\"none\" stroke=\"#888\"/>\n"
+     << "<text x=\"" << W / 2 << "\" y=\"18\" text-anchor=\"middle\">training curves</text>\n"
+     << "<text x=\"" << W / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">epoch</text>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double y = T + ph * k / 4.0;
+    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
+       << "\" stroke=\"#eee\"/>\n"
+       << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
+       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
+    if (!accuracy.empty())
+      os << "<text x=\"" << L + pw + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
+         << 100.0 * (1 - k / 4.0) << "%</text>\n";
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    os << "<text x=\"" << x_of(i) << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">"
+       << i + 1 << "</text>\n";
+  auto poly = [&](const std::vector<double>& v, double scale, const char* color, const char* name) {
+    os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\"";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double val = std::isfinite(v[i]) ? std::clamp(v[i] / scale, 0.0, 1.0) : 0.0;
+      os << x_of(i) << "," << T + ph * (1 - val) << " ";
+    }
+    os << "\"/>\n";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const double val = std::isfinite(v[i]) ? std::clamp(v[i] / scale, 0.0, 1.0) : 0.0;
+      os << "<circle cx=\"" << x_of(i) << "\" cy=\"" << T + ph * (1 - val) << "\" r=\"3\" fill=\""
+         << color << "\"><title>" << name << " " << v[i] << "</title></circle>\n";
+    }
+  };
+  poly(loss, lmax, "#c33", "loss");
+  os << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 << "\" fill=\"#c33\">loss</text>\n";
+  if (!accuracy.empty()) {
+    poly(accuracy, 1.0, "#36c", "test accuracy");
+    os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";
+  }
+  os << "</svg>\n";
+  return os.str();
+}
+
+}  // namespace ms::train

@@ -1,0 +1,252 @@
+// The training loop, its callbacks, and checkpoints that resume exactly.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <ms/cell.hpp>
+#include <ms/data/dataloader.hpp>
+#include <ms/io/safetensors.hpp>
+#include <ms/train/checkpoint.hpp>
+#include <ms/train/fit.hpp>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Net : ms::Cell<Net> {
+  ms::nn::Dense fc1{5, 12}, fc2{12, 3};
+  Net() { register_cells("fc1", fc1, "fc2", fc2); }
+  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
+};
+
+// 100 samples of 5 features; the class is the argmax of the first 3.
+ms::data::TensorDataset toy() {
+  ms::Generator g(3);
+  ms::Tensor x = ms::normal({100, 5}, 0.0, 1.0, g);
+  ms::Tensor y = ms::argmax(x.slice(1, 0, 3), 1).to(ms::int32);
+  return ms::data::TensorDataset(x, y);
+}
+
+struct Setup {
+  Net net;
+  ms::optim::Momentum opt{net.trainable_params(), {.lr = 0.05, .momentum = 0.9}};
+  decltype(ms::jit(std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>{})) step;
+  explicit Setup(std::uint64_t seed) : step(make()) {
+    ms::Generator g(seed);
+    for (auto& p : net.parameters()) p.set_data(ms::normal(p.shape(), 0.0, 0.3, g));
+  }
+  std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> fn() {
+    return [this](const ms::Tensor& x, const ms::Tensor& y) {
+      auto lf = [&](const ms::Tensor& a, const ms::Tensor& b) {
+        return ms::nn::cross_entropy(net(a), b);
+      };
+      auto [loss, grads] = ms::value_and_grad(lf, std::nullopt, opt.parameters())(x, y);
+      opt.apply(grads);
+      return loss;
+    };
+  }
+  decltype(ms::jit(std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>{})) make() {
+    return ms::jit(fn());
+  }
+};
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d =
+      fs::temp_directory_path() / ("ms_test_train_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+struct Recorder : ms::train::Callback {
+  std::vector<std::string> events;
+  void on_train_begin(ms::train::TrainState&) override { events.push_back("begin"); }
+  void on_epoch_begin(ms::train::TrainState& s) override {
+    events.push_back("epoch" + std::to_string(s.epoch));
+  }
+  void on_step_end(ms::train::TrainState& s) override {
+    if (s.step == 1) events.push_back("step1");
+  }
+  void on_epoch_end(ms::train::TrainState& s) override {
+    events.push_back("end" + std::to_string(s.epoch));
+  }
+  void on_train_end(ms::train::TrainState&) override { events.push_back("done"); }
+};
+
+}  // namespace
+
+TEST_SUITE("train") {
+  TEST_CASE("fit runs every batch of every epoch and tells the callbacks in order") {
+    const auto ds = toy();
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 4});
+    Setup s(1);
+    auto rec = std::make_shared<Recorder>();
+    int evals = 0;
+    auto ev = std::make_shared<ms::train::Evaluate>(
+        [&] {
+          ++evals;
+          return 0.5;
+        },
+        "acc", false);
+    const auto r = ms::train::fit(s.step, loader, {.epochs = 3, .callbacks = {rec, ev}});
+    CHECK(r.step_loss.size() == 3 * 7);  // ceil(100 / 16) = 7
+    CHECK(r.epoch_loss.size() == 3);
+    CHECK(r.epoch_loss[2] < r.epoch_loss[0]);  // it learns
+    CHECK(evals == 3);
+    CHECK(r.epoch_metrics[1].at("acc") == 0.5);
+    CHECK(rec->events == std::vector<std::string>{"begin", "epoch0", "step1", "end0", "epoch1",
+                                                  "step1", "end1", "epoch2", "step1", "end2",
+                                                  "done"});
+    CHECK(s.step.compile_count() == 2);  // batches of 16 and the last of 4
+    CHECK(s.opt.step_count() == 21);
+  }
+
+  TEST_CASE("train N steps, save, load into a fresh model, train M: the same losses as N + M") {
+    const auto ds = toy();
+    const fs::path dir = temp_dir("resume");
+    const std::string ckpt = (dir / "c.safetensors").string();
+    // Uninterrupted: 3 epochs.
+    std::vector<double> full;
+    {
+      ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});
+      Setup s(2);
+      full = ms::train::fit(s.step, loader, {.epochs = 3}).step_loss;
+    }
+    // Interrupted after epoch 1 and 3 steps of epoch 2, resumed in a new model.
+    std::vector<double> first, second;
+    {
+      ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});
+      Setup s(2);
+      struct StopAt : ms::train::Callback {
+        std::int64_t at;
+        explicit StopAt(std::int64_t a) : at(a) {}
+        void on_step_end(ms::train::TrainState& st) override { st.stop = st.global_step == at; }
+      };
+      auto stop = std::make_shared<StopAt>(7 + 3);
+      ms::train::TrainState last;
+      struct Keep : ms::train::Callback {
+        ms::train::TrainState* out;
+        void on_step_end(ms::train::TrainState& st) override { *out = st; }
+      };
+      auto keep = std::make_shared<Keep>();
+      keep->out = &last;
+      first = ms::train::fit(s.step, loader, {.epochs = 3, .callbacks = {keep, stop}}).step_loss;
+      REQUIRE(first.size() == 10);
+      ms::save_checkpoint(
+          ckpt, s.net, &s.opt,
+          {.epoch = last.epoch, .step = last.step, .global_step = last.global_step});
+    }
+    {
+      ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});
+      Setup s(77);  // other initial weights: the checkpoint must replace them all
+      const ms::CheckpointInfo at = ms::load_checkpoint(ckpt, s.net, &s.opt);
+      CHECK(at.epoch == 1);
+      CHECK(at.step == 3);
+      CHECK(at.global_step == 10);
+      second = ms::train::fit(s.step, loader,
+                              {.epochs = 3, .initial_epoch = at.epoch, .initial_step = at.step})
+                   .step_loss;
+    }
+    std::vector<double> joined = first;
+    joined.insert(joined.end(), second.begin(), second.end());
+    REQUIRE(joined.size() == full.size());
+    for (std::size_t i = 0; i < full.size(); ++i)
+      CHECK(joined[i] == doctest::Approx(full[i]).epsilon(1e-6));
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("load_checkpoint changes nothing on error; the file is a plain safetensors file") {
+    const fs::path dir = temp_dir("bad");
+    const std::string path = (dir / "m.safetensors").string();
+    Setup a(3);
+    ms::save_checkpoint(path, a.net, &a.opt, {.epoch = 2, .extra = {{"note", "hi"}}});
+    const auto f = ms::io::load_safetensors(path);
+    CHECK(f.metadata.at("epoch") == "2");
+    CHECK(f.metadata.at("note") == "hi");
+    CHECK(ms::allclose(f.at("fc1.weight"), a.net.fc1.weight, 0, 0));
+    CHECK(f.at("optimizer.fc1.weight.moments").shape() == ms::Shape({12, 5}));
+    // A model of another shape: ShapeError, and nothing of b changed.
+    struct Other : ms::Cell<Other> {
+      ms::nn::Dense fc1{5, 12}, fc2{12, 4};
+      Other() { register_cells("fc1", fc1, "fc2", fc2); }
+      ms::Tensor construct(const ms::Tensor& x) { return fc2(fc1(x)); }
+    } b;
+    const ms::Tensor before = b.fc1.weight.clone();
+    CHECK_THROWS_AS(ms::load_checkpoint(path, b), ms::ShapeError);
+    CHECK(ms::allclose(b.fc1.weight, before, 0, 0));
+    // An optimizer of another kind: error, and the model is put back as it was.
+    Setup c(4);
+    const ms::Tensor cw = c.net.fc1.weight.clone();
+    ms::optim::Adam adam(c.net.trainable_params());
+    CHECK_THROWS_WITH_AS(ms::load_checkpoint(path, c.net, &adam),
+                         doctest::Contains("state of a Momentum optimizer, not of a Adam"),
+                         ms::ValueError);
+    CHECK(ms::allclose(c.net.fc1.weight, cw, 0, 0));
+    // A truncated file: an error naming the file; the old checkpoint is still loadable.
+    {
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), {});
+      std::ofstream out((dir / "t.safetensors").string(), std::ios::binary);
+      out << bytes.substr(0, bytes.size() - 10);
+    }
+    CHECK_THROWS_AS(ms::load_checkpoint((dir / "t.safetensors").string(), c.net), ms::Error);
+    CHECK(ms::allclose(c.net.fc1.weight, cw, 0, 0));
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("Checkpoint callback keeps the last K; CurveWriter writes CSV and SVG") {
+    const auto ds = toy();
+    const fs::path dir = temp_dir("cb");
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 1});
+    Setup s(5);
+    auto ck = std::make_shared<ms::train::Checkpoint>(
+        [&](const std::string& p, const ms::train::TrainState& st) {
+          ms::save_checkpoint(p, s.net, &s.opt, {.global_step = st.global_step});
+        },
+        dir.string(), "net", 5, 2);
+    auto curves = std::make_shared<ms::train::CurveWriter>((dir / "curves").string());
+    auto ev = std::make_shared<ms::train::Evaluate>([] { return 0.75; }, "test_accuracy", false);
+    ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {ev, ck, curves}});
+    // Saved at steps 5 and 10 and at the end (14); the last two are kept.
+    CHECK(ck->kept() == std::vector<std::string>{(dir / "net-10.safetensors").string(),
+                                                 (dir / "net-14.safetensors").string()});
+    CHECK_FALSE(fs::exists(dir / "net-5.safetensors"));
+    CHECK(fs::exists(dir / "net-14.safetensors"));
+    std::ifstream csv(dir / "curves.csv");
+    std::string header, row1, row2;
+    std::getline(csv, header);
+    std::getline(csv, row1);
+    std::getline(csv, row2);
+    CHECK(header == "epoch,loss,seconds,test_accuracy");
+    CHECK(row1.rfind("1,", 0) == 0);
+    CHECK(row2.find(",0.75") != std::string::npos);
+    std::ifstream svg(dir / "curves.svg");
+    std::stringstream ss;
+    ss << svg.rdbuf();
+    CHECK(ss.str().rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+    CHECK(ss.str().find("test accuracy") != std::string::npos);
+    CHECK(ss.str().find("</svg>") != std::string::npos);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("LossMonitor stops on a NaN loss; bad fit options are errors") {
+    const auto ds = toy();
+    ms::data::DataLoader loader(ds, {.batch_size = 50});
+    int calls = 0;
+    auto nan_step = [&](const ms::Tensor&, const ms::Tensor&) {
+      ++calls;
+      return ms::full({}, calls == 2 ? std::nan("") : 1.0);
+    };
+    CHECK_THROWS_WITH_AS(
+        ms::train::fit(
+            nan_step, loader,
+            {.epochs = 1, .callbacks = {std::make_shared<ms::train::LossMonitor>(1, false)}}),
+        doctest::Contains("LossMonitor: the loss is nan at epoch 1 step 2"), ms::ValueError);
+    CHECK_THROWS_AS(ms::train::fit(nan_step, loader, {.epochs = -1}), ms::ValueError);
+    CHECK_THROWS_AS(ms::train::fit(nan_step, loader, {.epochs = 1, .initial_step = 3}),
+                    ms::ValueError);
+    CHECK_THROWS_AS(ms::train::fit(nan_step, loader, {.epochs = 1, .callbacks = {nullptr}}),
+                    ms::ValueError);
+  }
+}
