@@ -315,6 +315,62 @@ void simplify(Graph& g) {
   eliminate_dead_code(g);
 }
 
+// Transpose(MatMul(Transpose(a), b)) -> MatMul(Transpose(b), a), and
+// Transpose(MatMul(a, Transpose(b))) -> MatMul(b, Transpose(a)), for 2-D
+// operands. The gradient of x @ W^T with respect to W has this form; the
+// rewrite makes it a contiguous [out, in] result instead of a transposed view
+// that the optimizer update would then read with strides. The inner MatMul
+// (used only by the Transpose) becomes the new Transpose, so no node is added
+// and the order stays valid.
+void fold_transposed_matmuls(Graph& g) {
+  const auto consumers = consumers_of(g);
+  std::vector<bool> is_output(g.values.size(), false);
+  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  auto rank2 = [&](int v) { return g.value(v).type.shape.rank() == 2; };
+  auto is_t2 = [&](const Node& n) {
+    return n.kind == NodeKind::Op && n.def->name == "transpose" && n.inputs.size() == 1 &&
+           n.outputs.size() == 1 && rank2(n.outputs[0]) &&
+           n.attrs.get<std::int64_t>("axis0", "transpose") !=
+               n.attrs.get<std::int64_t>("axis1", "transpose");
+  };
+  static const ops::OpDef& mm = ops::op("matmul");
+  static const ops::OpDef& tr = ops::op("transpose");
+  const ops::Attrs swap{{"axis0", std::int64_t{0}}, {"axis1", std::int64_t{1}}};
+  for (Node& t : g.nodes) {
+    if (!is_t2(t)) continue;
+    const int mv = t.inputs[0];
+    Node& m = g.nodes[static_cast<std::size_t>(g.value(mv).node)];
+    if (m.kind != NodeKind::Op || m.def != &mm || m.inputs.size() != 2 || m.outputs.size() != 1)
+      continue;
+    if (consumers[static_cast<std::size_t>(mv)].size() != 1 ||
+        is_output[static_cast<std::size_t>(mv)])
+      continue;
+    const int a = m.inputs[0], b = m.inputs[1];
+    if (!rank2(a) || !rank2(b)) continue;
+    const Node& pa = g.producer(a);
+    const Node& pb = g.producer(b);
+    int first = -1, second = -1, flip = -1;  // t := MatMul(first, second); m := Transpose(flip)
+    if (is_t2(pa)) {
+      flip = b;
+      second = pa.inputs[0];
+    } else if (is_t2(pb)) {
+      flip = a;
+      first = pb.inputs[0];
+    } else {
+      continue;
+    }
+    const ops::TensorType ft = g.value(flip).type;
+    m.def = &tr;
+    m.inputs = {flip};
+    m.attrs = swap;
+    g.values[static_cast<std::size_t>(mv)].type =
+        ops::TensorType{ft.dtype, Shape({ft.shape.dims()[1], ft.shape.dims()[0]})};
+    t.def = &mm;
+    t.attrs = {};
+    t.inputs = first >= 0 ? std::vector<int>{first, mv} : std::vector<int>{mv, second};
+  }
+}
+
 void fuse_elementwise(Graph& g) {
   const auto consumers = consumers_of(g);
   std::vector<bool> is_output(g.values.size(), false);
@@ -438,6 +494,8 @@ void optimize(Graph& g, const CompileOptions& o) {
     check(g, o, "common-subexpression elimination");
     simplify(g);
     check(g, o, "algebraic simplification");
+    fold_transposed_matmuls(g);
+    check(g, o, "transposed matmul folding");
     fold_constants(g);
     check(g, o, "constant folding");
     eliminate_common_subexpressions(g);

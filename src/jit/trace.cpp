@@ -67,7 +67,18 @@ int TraceContext::value_of(const Tensor& t, std::string_view what) {
   const bool made_here = t.storage()->serial() >= first_serial_;
   n.kind = made_here ? ir::NodeKind::Const : ir::NodeKind::Capture;
   n.tensor = t;
-  if (!made_here) n.name = "cap" + std::to_string(num_captures_++);
+  if (!made_here) {
+    // A whole labelled storage (a Parameter) is named after it: `%fc1.weight`.
+    const std::string& label = t.storage()->label();
+    const bool whole = t.offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
+    std::string name = "cap" + std::to_string(num_captures_++);
+    if (whole && !label.empty()) {
+      bool taken = false;
+      for (const ir::Node& m : g_.nodes) taken |= m.name == label;
+      if (!taken) name = label;
+    }
+    n.name = std::move(name);
+  }
   const int v = g_.value_of(g_.add(std::move(n), {{t.dtype(), t.shape()}}));
   bound_.push_back({t, v, v});
   return v;

@@ -17,6 +17,7 @@ Parameter::Parameter(Tensor data, std::string name, bool requires_grad)
            "ms::jit");
   info_->name = name.empty() ? "Parameter$" + std::to_string(g_unnamed++) : std::move(name);
   info_->requires_grad = requires_grad;
+  storage()->set_label(info_->name);
 }
 
 const std::string& Parameter::name() const {
@@ -27,6 +28,7 @@ const std::string& Parameter::name() const {
 void Parameter::set_name(std::string name) {
   MS_CHECK(info_ != nullptr, ValueError, "Parameter::set_name: undefined parameter");
   info_->name = std::move(name);
+  if (storage()) storage()->set_label(info_->name);
 }
 
 bool Parameter::requires_grad() const { return info_ && info_->requires_grad; }

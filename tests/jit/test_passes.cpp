@@ -115,6 +115,30 @@ TEST_SUITE("jit") {
     CHECK(same(run(g, x), want));
   }
 
+  TEST_CASE("a transposed product of a transpose becomes a product of the untransposed operand") {
+    // The weight gradient of x @ W^T: Transpose(MatMul(Transpose(x), g)).
+    ir::Graph g = trace(
+        [](auto& in) {
+          const Tensor dw = matmul(in[0].transpose(0, 1), in[1]).transpose(0, 1);
+          const Tensor other = matmul(in[1].transpose(0, 1) * 1.5f, in[0]);  // not a candidate
+          return std::vector<Tensor>{dw * 2.f, other,
+                                     matmul(in[1], in[2].transpose(0, 1)).transpose(0, 1)};
+        },
+        {{4, 3}, {4, 5}, {2, 5}});
+    const auto x =
+        std::vector<Tensor>{arange(0, 12).reshape({4, 3}), arange(0, 20).reshape({4, 5}) * 0.5f,
+                            arange(0, 10).reshape({2, 5}) - 3.f};
+    const auto want = run(g, x);
+    const auto before = g.count_op("transpose");
+    compiler::fold_transposed_matmuls(g);
+    ir::verify(g);
+    compiler::eliminate_dead_code(g);
+    // Each of the two candidates trades two transposes for one (of the other operand).
+    CHECK(g.count_op("transpose") == before - 2);
+    CHECK(g.count_op("matmul") == 3);
+    CHECK(same(run(g, x), want));
+  }
+
   TEST_CASE("int tensor * 1.0 is not an identity (it changes the dtype)") {
     TraceContext tc;
     Tensor x = tc.add_input(int32, {3});

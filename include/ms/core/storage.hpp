@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ms/core/error.hpp"
 
@@ -73,6 +74,10 @@ class Storage {
   std::uint64_t serial() const { return serial_; }
   /// The serial the next storage will get.
   static std::uint64_t next_serial();
+  /// A name for graph dumps (a Parameter sets its name here, so a captured
+  /// parameter prints as `%fc1.weight`); empty by default.
+  const std::string& label() const { return label_; }
+  void set_label(std::string label) { label_ = std::move(label); }
 
  private:
   Storage(std::byte* data, std::int64_t nbytes);
@@ -82,6 +87,7 @@ class Storage {
   std::shared_ptr<StorageSource> source_;  ///< set when a source saw this allocation
   std::int64_t token_ = 0;
   bool from_source_ = false;  ///< the memory belongs to source_, not to the system
+  std::string label_;
 };
 
 }  // namespace ms

@@ -46,6 +46,9 @@ void eliminate_common_subexpressions(ir::Graph& g);
 void fold_constants(ir::Graph& g);
 /// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x.
 void simplify(ir::Graph& g);
+/// Transpose(MatMul(Transpose(a), b)) -> MatMul(Transpose(b), a) (and the mirror
+/// form) for 2-D operands: weight gradients of x @ W^T come out contiguous.
+void fold_transposed_matmuls(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);
 /// Reorders nodes: "bfs" (level by level) or "dfs" (depth first from the outputs).
