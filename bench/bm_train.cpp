@@ -1,0 +1,198 @@
+// bench/bm_train.cpp — one full training step (forward, backward, momentum
+// update) of the Fashion-MNIST models, ms (one jitted graph) against LibTorch
+// (torch::nn + torch::optim::SGD, autograd), in the same binary.
+//
+//   BM_TrainMlp_Ms/batch:B/nt:N     MLP 784-512-256-10, ms::jit step, B = 64, 256
+//   BM_TrainMlp_Torch/batch:B/nt:N  the same step in LibTorch
+//   BM_TrainCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), ms::jit step
+//   BM_TrainCnn_Torch/batch:64/nt:N the same step in LibTorch
+//   BM_CellCall_Dense/nt:1          net(x): Dense 784->512 at batch 1 through Cell::operator()
+//   BM_CellConstruct_Dense/nt:1     net.construct(x): the same without the cell call
+//   BM_CellCallHooked_Dense/nt:1    net(x) with one no-op forward hook (what a hook costs)
+//
+// Inputs are synthetic, from fixed seeds: a pool of kPool batches (uniform
+// images in [-1, 1), labels uniform in 0..9) cycled through, SGD lr 0.01,
+// momentum 0.9. The counter steps_per_s is training steps per second (real
+// time). Each ms step benchmark checks after its loop that the step compiled
+// exactly once (the loop ran cache hits). Each LibTorch benchmark first runs
+// three steps of a fresh ms trainer and of LibTorch from the same weights and
+// checks that the three losses agree (the benchmark fails otherwise).
+// bench/compare_train.sh runs them and prints the table with the ratios.
+#include <functional>
+
+#include "bench_common.hpp"
+#include "train_models.hpp"
+
+namespace {
+
+constexpr int kPool = 16;
+constexpr double kLr = 0.01;
+constexpr std::uint64_t kSeed = 1;
+
+/// kPool batches of inputs of shape `x_shape` (batch first) and int32 labels.
+struct Batches {
+  std::vector<ms::Tensor> x, y;
+  Batches(const ms::Shape& x_shape, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> cls(0, 9);
+    for (int i = 0; i < kPool; ++i) {
+      x.push_back(bench::random_tensor(x_shape, seed * 1000 + static_cast<std::uint32_t>(i)));
+      ms::Tensor lab = ms::empty({x_shape[0]}, ms::int32);
+      for (std::int64_t j = 0; j < x_shape[0]; ++j) lab.data<std::int32_t>()[j] = cls(gen);
+      y.push_back(lab);
+    }
+  }
+};
+
+ms::Shape input_shape(bool cnn, std::int64_t batch) {
+  return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
+}
+
+void set_counters(benchmark::State& state, std::int64_t batch, double last_loss) {
+  state.counters["steps_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["samples_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
+  state.counters["last_loss"] = last_loss;
+}
+
+template <class Net>
+void BM_Train_Ms(benchmark::State& state) {
+  const bool cnn = std::is_same_v<Net, bench::MsCNN>;
+  const std::int64_t batch = state.range(0);
+  bench::set_threads(state.range(1));
+  const Batches data(input_shape(cnn, batch), 7);
+  ms::default_generator().manual_seed(kSeed);
+  bench::MsTrainer<Net> t(kLr);
+  // Warm-up: the first call traces and compiles, the second plans the arena.
+  t.step(data.x[0], data.y[0]);
+  t.step(data.x[1], data.y[1]);
+  int i = 2;
+  ms::Tensor loss;
+  for (auto _ : state) {
+    loss = t.step(data.x[i % kPool], data.y[i % kPool]);
+    benchmark::DoNotOptimize(loss.raw_data());
+    ++i;
+  }
+  if (t.step.compile_count() != 1)
+    state.SkipWithError(
+        ("expected 1 compile, got " + std::to_string(t.step.compile_count())).c_str());
+  set_counters(state, batch, loss.item<float>());
+}
+
+#if MS_BENCH_TORCH
+torch::Tensor torch_labels(const ms::Tensor& y) {
+  torch::Tensor t = torch::empty({y.numel()}, torch::kInt64);
+  for (std::int64_t j = 0; j < y.numel(); ++j)
+    t.data_ptr<std::int64_t>()[j] = y.data<std::int32_t>()[j];
+  return t;
+}
+
+template <class Net>
+void BM_Train_Torch(benchmark::State& state) {
+  using TNet = typename bench::TorchTwin<Net>::type;
+  const bool cnn = std::is_same_v<Net, bench::MsCNN>;
+  const std::int64_t batch = state.range(0);
+  bench::set_threads(state.range(1));
+  const Batches data(input_shape(cnn, batch), 7);
+  std::vector<torch::Tensor> tx, ty;
+  for (int j = 0; j < kPool; ++j) {
+    tx.push_back(bench::to_torch(data.x[j]));
+    ty.push_back(torch_labels(data.y[j]));
+  }
+  ms::default_generator().manual_seed(kSeed);
+  bench::TorchTrainer<TNet> t(kLr);
+  {
+    // Same weights, same three steps: the losses must agree.
+    bench::MsTrainer<Net> m(kLr);
+    t.net->copy_from(m.net);
+    for (int j = 0; j < 3; ++j) {
+      const double lm = m.step(data.x[j], data.y[j]).template item<float>();
+      const double lt = t.step(tx[j], ty[j]).template item<float>();
+      if (!(std::fabs(lm - lt) <= 1e-4 * std::max(1.0, std::fabs(lt)))) {
+        state.SkipWithError(("ms and LibTorch losses differ at step " + std::to_string(j) + ": " +
+                             std::to_string(lm) + " vs " + std::to_string(lt))
+                                .c_str());
+        return;
+      }
+    }
+  }
+  int i = 3;
+  torch::Tensor loss;
+  for (auto _ : state) {
+    loss = t.step(tx[i % kPool], ty[i % kPool]);
+    benchmark::DoNotOptimize(loss.data_ptr());
+    ++i;
+  }
+  set_counters(state, batch, loss.item<float>());
+}
+#endif
+
+// ---------------------------------------------------------------- cell call overhead
+
+struct DenseCase {
+  ms::nn::Dense net{784, 512};
+  ms::Tensor x = bench::random_tensor({1, 784}, 21);
+};
+
+void BM_CellCall_Dense(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  DenseCase c;
+  for (auto _ : state) {
+    ms::Tensor y = c.net(c.x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+
+void BM_CellConstruct_Dense(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  DenseCase c;
+  for (auto _ : state) {
+    ms::Tensor y = c.net.construct(c.x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+
+void BM_CellCallHooked_Dense(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  DenseCase c;
+  int calls = 0;
+  ms::HookHandle h = c.net.register_forward_hook(
+      [&calls](ms::nn::Dense&, const ms::Args&, const ms::Tensor&) { ++calls; });
+  for (auto _ : state) {
+    ms::Tensor y = c.net(c.x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  if (calls < static_cast<int>(state.iterations())) state.SkipWithError("the hook did not run");
+  h.remove();
+}
+
+void train_args(benchmark::internal::Benchmark* b, bool cnn) {
+  b->ArgNames({"batch", "nt"})->UseRealTime();
+  for (std::int64_t nt : {1, 2})
+    for (std::int64_t batch :
+         cnn ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256})
+      b->Args({batch, nt});
+}
+
+BENCHMARK(BM_Train_Ms<bench::MsMLP>)
+    ->Name("BM_TrainMlp_Ms")
+    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, false); });
+BENCHMARK(BM_Train_Ms<bench::MsCNN>)
+    ->Name("BM_TrainCnn_Ms")
+    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, true); });
+#if MS_BENCH_TORCH
+BENCHMARK(BM_Train_Torch<bench::MsMLP>)
+    ->Name("BM_TrainMlp_Torch")
+    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, false); });
+BENCHMARK(BM_Train_Torch<bench::MsCNN>)
+    ->Name("BM_TrainCnn_Torch")
+    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, true); });
+#endif
+BENCHMARK(BM_CellCall_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
+BENCHMARK(BM_CellConstruct_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
+BENCHMARK(BM_CellCallHooked_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
+
+}  // namespace
+
+MS_BENCH_MAIN()

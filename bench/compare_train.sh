@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# bench/compare_train.sh — training speed of ms against LibTorch (issues 5 and 7),
+# as in docs/benchmarks.md, section "Training (session 3)".
+#
+# Builds bm_train, train_epoch and train_epoch_torch in build-bench
+# (-Dtorch=enabled -Dtests=false -Dexamples=false), then
+#  1. runs bm_train: one training step (forward, backward, momentum update) of
+#     the MLP at batch 64 and 256 and of the CNN at batch 64, ms and LibTorch
+#     in one process per case with their repetitions interleaved, 1 and 2
+#     threads, and the cell-call overhead case; prints a markdown table of
+#     medians (steps/s) and the ratio ms / LibTorch;
+#  2. runs train_epoch: one epoch of Fashion-MNIST in ms and in LibTorch, each
+#     in its own process, 1 and 2 threads; prints its table (s/epoch, test
+#     accuracy, peak RSS).
+#
+#   bench/compare_train.sh                   # both parts, MLP epochs only
+#   CNN=1 EPOCHS=1 bench/compare_train.sh    # the CNN epoch too
+#   PART=steps bench/compare_train.sh        # only bm_train (PART=epoch: only train_epoch)
+#   REPS=7 MIN_TIME=1 NO_BUILD=1 bench/compare_train.sh
+#   REPORT_ONLY=1 bench/compare_train.sh     # the step table again from the last JSON
+#
+# Raw Google Benchmark JSON goes to $BUILD_DIR/bench-results-train/.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build-bench}
+reps=${REPS:-5}
+min_time=${MIN_TIME:-1}
+jobs=${JOBS:-2}
+part=${PART:-all}
+[ "${REPORT_ONLY:-0}" = 1 ] && part=steps  # nothing to report again for the epochs
+out="$build/bench-results-train"
+
+load() { cut -d' ' -f1 /proc/loadavg; }
+
+run() {
+  local name=$1 filter=$2
+  echo "running $name (load $(load))" >&2
+  echo "$name start $(load)" >>"$out/load_samples"
+  "$build/bench/bm_train" \
+    --benchmark_filter="$filter" \
+    --benchmark_repetitions="$reps" \
+    --benchmark_enable_random_interleaving=true \
+    --benchmark_min_time="$min_time" \
+    --benchmark_format=json \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json >/dev/null
+  echo "$name end $(load)" >>"$out/load_samples"
+}
+
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" "$root" -Dtorch=enabled -Dtests=false -Dexamples=false \
+      -Dbench=enabled >&2
+  fi
+  if [ "${NO_BUILD:-0}" != 1 ]; then
+    targets=(bench/bm_train bench/train_epoch)
+    # train_epoch_torch exists only when the build dir has LibTorch (-Dtorch=enabled).
+    if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/train_epoch_torch:'; then
+      targets+=(bench/train_epoch_torch)
+    fi
+    ninja -C "$build" -j "$jobs" "${targets[@]}" >&2
+  fi
+fi
+
+if [ "$part" != epoch ]; then
+  if [ "${REPORT_ONLY:-0}" != 1 ]; then
+    rm -rf "$out"
+    mkdir -p "$out"
+    for nt in 1 2; do
+      for b in 64 256; do
+        run "mlp_b${b}_nt$nt" "^BM_TrainMlp_(Ms|Torch)/batch:$b/nt:$nt/real_time\$"
+      done
+      run "cnn_b64_nt$nt" "^BM_TrainCnn_(Ms|Torch)/batch:64/nt:$nt/real_time\$"
+    done
+    run "cell_call" "^BM_Cell(Call|Construct|CallHooked)_Dense/nt:1/real_time\$"
+  fi
+  python3 - "$out" "$reps" "$min_time" <<'PY'
+import glob, json, os, re, statistics, sys
+
+out, reps, min_time = sys.argv[1:]
+loads = {}
+with open(os.path.join(out, "load_samples")) as f:
+    for line in f:
+        case, _, v = line.split()
+        loads.setdefault(case, []).append(float(v))
+
+res, context = {}, {}
+for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+    with open(path) as f:
+        doc = json.load(f)
+    context = doc.get("context", context)
+    for b in doc["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        if b.get("error_occurred"):
+            print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
+            continue
+        name = re.sub(r"/real_time$", "", b["run_name"])
+        res.setdefault(name, []).append(b)
+
+def med(name, key):
+    rs = res.get(name)
+    if not rs:
+        return None
+    if key == "time":
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+        return statistics.median(r["real_time"] * scale[r["time_unit"]] for r in rs)
+    return statistics.median(r[key] for r in rs)
+
+def spread(name):
+    rs = res.get(name)
+    if not rs:
+        return "n/a"
+    v = [r["steps_per_s"] for r in rs]
+    return f"{min(v):.0f}-{max(v):.0f}"
+
+# LibTorch steps/s measured on the issue's machine (issue 5, "Bench").
+issue = {("mlp", 64, 1): 477, ("mlp", 64, 2): 475, ("mlp", 256, 1): 149,
+         ("mlp", 256, 2): 190, ("cnn", 64, 1): 27, ("cnn", 64, 2): 42}
+
+print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
+      "in one process per case; range = slowest-fastest repetition. Ratio = ms steps/s / "
+      "LibTorch steps/s (> 1: ms faster); target (issue 5) >= 1.2x.\n")
+print("| model | batch | threads | ms steps/s (range) | LibTorch steps/s (range) | ms / LibTorch | "
+      "issue 5's LibTorch | 1-min load (start-end) |")
+print("|---|---|---|---|---|---|---|---|")
+checks = []
+for nt in (1, 2):
+    for model, batch in (("mlp", 64), ("mlp", 256), ("cnn", 64)):
+        m = f"BM_Train{model.capitalize()}_Ms/batch:{batch}/nt:{nt}"
+        t = f"BM_Train{model.capitalize()}_Torch/batch:{batch}/nt:{nt}"
+        ms_s, th_s = med(m, "steps_per_s"), med(t, "steps_per_s")
+        ratio = None if not ms_s or not th_s else ms_s / th_s
+        ld = loads.get(f"{model}_b{batch}_nt{nt}", [])
+        ldt = "-".join(f"{x:.1f}" for x in ld) if ld else "n/a"
+        name = "MLP 784-512-256-10" if model == "mlp" else "CNN"
+        f = lambda v: "n/a" if v is None else f"{v:.1f}"
+        rt = "n/a" if ratio is None else f"**{ratio:.2f}x**"
+        print(f"| {name} | {batch} | {nt} | {f(ms_s)} ({spread(m)}) | {f(th_s)} ({spread(t)}) | "
+              f"{rt} | ~{issue[(model, batch, nt)]} | {ldt} |")
+        checks.append((f"{name} batch {batch}, {nt} thread(s)", ratio))
+
+print()
+c, k, h = (med(f"BM_Cell{x}_Dense/nt:1", "time") for x in ("Call", "Construct", "CallHooked"))
+if c and k:
+    ld = "-".join(f"{x:.1f}" for x in loads.get("cell_call", []))
+    print(f"Cell call overhead (Dense 784->512, batch 1, 1 thread, load {ld}): net(x) "
+          f"{c * 1e6:.2f} µs, net.construct(x) {k * 1e6:.2f} µs, difference "
+          f"{(c - k) * 1e9:+.0f} ns ({100 * (c - k) / k:+.1f}%); with one no-op forward hook "
+          f"{h * 1e6:.2f} µs ({(h - k) * 1e9:+.0f} ns)." if h else "")
+print()
+print("Targets of issue 5 (training step >= 1.2x LibTorch):")
+for what, r in checks:
+    v = "n/a" if r is None else ("met" if r >= 1.2 else "NOT met")
+    print(f"- {what}: {v} ({'n/a' if r is None else f'{r:.2f}x'})")
+PY
+fi
+
+if [ "$part" != steps ]; then
+  echo >&2
+  args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}")
+  [ "${CNN:-0}" = 1 ] && args+=(--cnn)
+  echo
+  "$build/bench/train_epoch" "${args[@]}"
+fi
