@@ -194,14 +194,14 @@ std::string CellBase::to_string() const {
 void CellBase::state_dict_into(StateDict& out, const std::string& prefix) const {
   auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as the seeds' hooks do)
   if (state_hooks_ && state_hooks_->sd_pre)
-    for (auto& [id, h] : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
+    for (auto& h : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
   auto full = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };
   for (const auto& [n, p] : params_) out.emplace_back(full(n), p);
   for (const auto& b : buffers_)
     if (b.persistent) out.emplace_back(full(b.name), b.tensor);
   for (const auto& [n, ch] : children_) ch->state_dict_into(out, full(n));
   if (state_hooks_ && state_hooks_->sd_post)
-    for (auto& [id, h] : state_hooks_->sd_post->snapshot()) h(*self, out, prefix);
+    for (auto& h : state_hooks_->sd_post->snapshot()) h(*self, out, prefix);
 }
 
 StateDict CellBase::state_dict(const std::string& prefix) const {
@@ -223,7 +223,7 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   StateDict sd = sd_in;
   for (auto& [pre, c] : cells_and_names())
     if (c->state_hooks_ && c->state_hooks_->load_pre)
-      for (auto& [id, h] : c->state_hooks_->load_pre->snapshot()) h(*c, sd, pre);
+      for (auto& h : c->state_hooks_->load_pre->snapshot()) h(*c, sd, pre);
   const StateDict mine = state_dict();
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [k, t] : sd) {
@@ -274,7 +274,7 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   }
   for (auto& [pre, c] : cells_and_names())
     if (c->state_hooks_ && c->state_hooks_->load_post)
-      for (auto& [id, h] : c->state_hooks_->load_post->snapshot()) h(*c, res);
+      for (auto& h : c->state_hooks_->load_post->snapshot()) h(*c, res);
   return res;
 }
 

@@ -54,6 +54,25 @@ std::vector<Tensor> run(const Callback& cb, std::span<const Tensor> in) {
   return out;
 }
 
+// Both ops give their outputs the types of their inputs.
+std::vector<TensorType> same_types(std::span<const TensorType> in, const Attrs& attrs,
+                                   std::string_view op) {
+  (void)attrs.get<std::int64_t>("fn", op);
+  return std::vector<TensorType>(in.begin(), in.end());
+}
+
+// Registers `cb` under a fresh id and records a node of `def` that refers to it.
+std::vector<Tensor> record(const OpDef& def, std::shared_ptr<const Callback> cb,
+                           std::span<const Tensor> inputs) {
+  std::int64_t id = 0;
+  {
+    std::lock_guard lock(g_mu);
+    id = g_next++;
+    g_callbacks.emplace(id, cb);
+  }
+  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+}
+
 }  // namespace
 
 std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::string label) {
@@ -61,14 +80,8 @@ std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::st
   MS_CHECK(!inputs.empty(), ValueError, "grad_hook '", label, "': needs at least one tensor");
   if (active_tracer() == nullptr) return inputs;
   auto cb = std::make_shared<Callback>(Callback{{}, std::move(label), std::move(fn)});
-  std::int64_t id = 0;
-  {
-    std::lock_guard lock(g_mu);
-    id = g_next++;
-    g_callbacks.emplace(id, cb);
-  }
   static const OpDef& def = op("grad_hook");
-  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+  return record(def, std::move(cb), inputs);
 }
 
 std::size_t host_callbacks_alive() {
@@ -86,11 +99,8 @@ void register_host_ops() {
       .min_inputs = 1,
       .max_inputs = -1,
       .differentiable = true,
-      .infer =
-          [](std::span<const TensorType> in, const Attrs& attrs) {
-            (void)attrs.get<std::int64_t>("fn", "host_callback");
-            return std::vector<TensorType>(in.begin(), in.end());
-          },
+      .infer = [](std::span<const TensorType> in,
+                  const Attrs& attrs) { return same_types(in, attrs, "host_callback"); },
       .eval =
           [](std::span<const Tensor> in, const Attrs& attrs) {
             return run(*find(attrs.get<std::int64_t>("fn", "host_callback")), in);
@@ -107,11 +117,8 @@ void register_host_ops() {
       .min_inputs = 1,
       .max_inputs = -1,
       .differentiable = true,
-      .infer =
-          [](std::span<const TensorType> in, const Attrs& attrs) {
-            (void)attrs.get<std::int64_t>("fn", "grad_hook");
-            return std::vector<TensorType>(in.begin(), in.end());
-          },
+      .infer = [](std::span<const TensorType> in,
+                  const Attrs& attrs) { return same_types(in, attrs, "grad_hook"); },
       .eval = [](std::span<const Tensor> in,
                  const Attrs&) { return std::vector<Tensor>(in.begin(), in.end()); },
       .grad =
@@ -138,14 +145,8 @@ std::vector<Tensor> host_call(HostFn fn, std::vector<Tensor> inputs, std::string
       MS_CHECK(t.defined(), ValueError, "host_call '", cb->label, "': undefined input");
     return run(*cb, inputs);
   }
-  std::int64_t id = 0;
-  {
-    std::lock_guard lock(g_mu);
-    id = g_next++;
-    g_callbacks.emplace(id, cb);
-  }
   static const OpDef& def = op("host_callback");
-  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+  return record(def, std::move(cb), inputs);
 }
 
 }  // namespace ms::ops

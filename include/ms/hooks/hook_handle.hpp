@@ -53,8 +53,14 @@ class HookList final : public HookOwner {
   }
   bool empty() const { return hooks_.empty(); }
   std::size_t size() const { return hooks_.size(); }
-  /// A copy: a hook may remove itself (or others) while the list is walked.
-  std::vector<std::pair<std::uint64_t, Fn>> snapshot() const { return hooks_; }
+  /// The hooks in registration order, copied: a hook may remove itself (or
+  /// others) while the list is walked.
+  std::vector<Fn> snapshot() const {
+    std::vector<Fn> out;
+    out.reserve(hooks_.size());
+    for (const auto& e : hooks_) out.push_back(e.second);
+    return out;
+  }
 
  private:
   std::vector<std::pair<std::uint64_t, Fn>> hooks_;

@@ -268,7 +268,7 @@ class Cell : public CellBase {
     using R = decltype(derived().construct(a...));
     using Out = compiler::detail::OutTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
-    if (hooks_ == nullptr) [[likely]] {
+    if (!has_hooks()) [[likely]] {  // none registered, or all removed
       if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
         return derived().construct(a...);
       else
@@ -416,8 +416,7 @@ class Cell : public CellBase {
       // copy of the kwargs (edits to them cannot change the traced graph).
       auto kwc = kw ? std::make_shared<Kwargs>(*kw) : nullptr;
       auto run = [this, list, kwc](Args v) {
-        for (auto& [id, h] : list->snapshot()) {
-          (void)id;
+        for (auto& h : list->snapshot()) {
           Kwargs scratch = kwc ? *kwc : Kwargs{};
           if (auto r = h(*this, v, kwc ? &scratch : nullptr)) {
             MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
@@ -431,8 +430,7 @@ class Cell : public CellBase {
       args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
       return;
     }
-    for (auto& [id, h] : list->snapshot()) {
-      (void)id;
+    for (auto& h : list->snapshot()) {
       if (auto r = h(*this, args, kw)) args = std::move(*r);
     }
   }
@@ -450,8 +448,7 @@ class Cell : public CellBase {
       // v = args..., outputs...
       Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
       Args o(v.begin() + static_cast<std::ptrdiff_t>(nargs), v.end());
-      for (auto& [id, h] : list->snapshot()) {
-        (void)id;
+      for (auto& h : list->snapshot()) {
         if (auto r = h(*this, a, kw, o)) o = std::move(*r);
       }
       std::copy(o.begin(), o.end(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
@@ -485,8 +482,7 @@ class Cell : public CellBase {
       if (pre && !pre->empty()) {
         g = ops::host_call(
             [this, pre](Args v) {
-              for (auto& [id, h] : pre->snapshot()) {
-                (void)id;
+              for (auto& h : pre->snapshot()) {
                 if (auto r = h(*this, v)) v = std::move(*r);
               }
               return v;
@@ -509,8 +505,7 @@ class Cell : public CellBase {
           [this, list, nin](Args v) {
             Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nin));
             Args o(v.begin() + static_cast<std::ptrdiff_t>(nin), v.end());
-            for (auto& [id, h] : list->snapshot()) {
-              (void)id;
+            for (auto& h : list->snapshot()) {
               if (auto r2 = h(*this, a, o)) {
                 MS_CHECK(r2->size() == nin, ValueError, "backward hook of ", cls_name(),
                          ": returned ", r2->size(), " input gradients for ", nin, " inputs");
