@@ -335,3 +335,44 @@ TEST_SUITE("nn") {
     CHECK(jitted.dump().find("Assign") != std::string::npos);
   }
 }
+
+TEST_SUITE("nn") {
+  TEST_CASE("layers: bad options and bad inputs name the layer") {
+    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d(2, {.pad_mode = "full"}),
+                         doctest::Contains("MaxPool2d: pad_mode must be"), ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d(std::vector<std::int64_t>{1, 2, 3}),
+                         doctest::Contains("MaxPool2d: kernel_size must hold 1 or 2 values"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::nn::AvgPool2d(2, {.pad_mode = "same"}),
+                         doctest::Contains("AvgPool2d: pad_mode \"same\" is not supported"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::nn::Dropout(1.5), doctest::Contains("Dropout: p must be in [0, 1]"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::nn::BatchNorm2d(0), doctest::Contains("BatchNorm2d: num_features"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::nn::BatchNorm1d(3, {.momentum = 2.0}),
+                         doctest::Contains("momentum must be in [0, 1]"), ms::ValueError);
+    ms::nn::BatchNorm2d bn(3);
+    CHECK_THROWS_WITH_AS(
+        bn(ms::ones({2, 4, 5, 5})),
+        doctest::Contains("BatchNorm2d: input of shape [2, 4, 5, 5] must be [N, 3, H, W]"),
+        ms::ShapeError);
+    ms::nn::LayerNorm ln({4});
+    CHECK_THROWS_WITH_AS(ln(ms::ones({2, 5})),
+                         doctest::Contains("LayerNorm: input of shape [2, 5] must end in"),
+                         ms::ShapeError);
+    CHECK_THROWS_AS(ms::nn::LayerNorm(std::vector<std::int64_t>{}), ms::ValueError);
+    CHECK_THROWS_AS(ms::nn::Embedding(0, 4), ms::ValueError);
+    ms::nn::Conv2d conv(3, 4, 3);
+    CHECK_THROWS_WITH_AS(
+        conv(ms::ones({1, 2, 5, 5})),
+        doctest::Contains("Conv2d: input of shape [1, 2, 5, 5] must be [N, 3, H, W]"),
+        ms::ShapeError);
+    ms::AnyCell empty;
+    CHECK_THROWS_AS(empty.cell(), ms::ValueError);
+    CHECK_THROWS_AS(
+        ms::optim::StepLR(
+            *std::make_unique<ms::optim::SGD>(ms::ParameterList{ms::Parameter(ms::ones({2}))}), 0),
+        ms::ValueError);
+  }
+}
