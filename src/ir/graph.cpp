@@ -76,6 +76,19 @@ std::string type_str(const ops::TensorType& t) {
   return s + ']';
 }
 
+// The printed type of value `v`: symbolic dims when the graph has them.
+std::string type_str(const Graph& g, int v) {
+  const auto i = static_cast<std::size_t>(v);
+  if (i >= g.symbolic_dims.size() || g.symbolic_dims[i].empty()) return type_str(g.value(v).type);
+  std::string s(short_dtype_name(g.value(v).type.dtype));
+  s += '[';
+  for (std::size_t k = 0; k < g.symbolic_dims[i].size(); ++k) {
+    if (k) s += ',';
+    s += g.symbolic_dims[i][k];
+  }
+  return s + ']';
+}
+
 // Names values as they are printed: inputs and captures by name, the others
 // by a running number in print order.
 struct Namer {
@@ -123,7 +136,7 @@ std::string to_string(const Graph& g) {
         if (!s.empty()) s += ", ";
         s += nm.names[static_cast<std::size_t>(n.outputs[0])];
         s += ": ";
-        s += type_str(g.value(n.outputs[0]).type);
+        s += type_str(g, n.outputs[0]);
       }
     return s;
   };
@@ -148,7 +161,7 @@ std::string to_string(const Graph& g) {
         in_types += "weak ";
         in_types += short_dtype_name(v.type.dtype);
       } else {
-        in_types += type_str(v.type);
+        in_types += type_str(g, n.inputs[i]);
       }
     }
     os << ")";
@@ -157,7 +170,7 @@ std::string to_string(const Graph& g) {
     os << " : (" << in_types << ") -> ";
     if (n.outputs.size() != 1) os << "(";
     for (std::size_t i = 0; i < n.outputs.size(); ++i)
-      os << (i ? ", " : "") << type_str(g.value(n.outputs[i]).type);
+      os << (i ? ", " : "") << type_str(g, n.outputs[i]);
     if (n.outputs.size() != 1) os << ")";
     os << "\n";
   }

@@ -246,8 +246,12 @@ std::vector<Tensor> jit_end(const std::vector<Tensor>& outputs) {
     p.finish();
     return s->name + p.phase();
   };
-  auto trace = [&] { return compiler::detail::Traced{std::move(g), {}}; };
-  const auto c = snippet_cache(s->name).get(k.key(), phase, trace);
+  // The snippet is already traced: its one graph is handed over (jit_begin /
+  // jit_end sections have no dynamic shapes; a new shape is a new key).
+  auto trace = [&](std::span<const Shape>) { return compiler::detail::Traced{std::move(g), {}}; };
+  auto signature = [] { return compiler::detail::Signature{}; };
+  const compiler::detail::CallInfo info{phase, signature, trace};
+  const auto c = snippet_cache(s->name).get(k.key(), s->args, info);
   return c->exe->run(s->args);
 }
 

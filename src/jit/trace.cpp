@@ -36,8 +36,10 @@ Tensor TraceContext::add_input(DType dtype, const Shape& shape, std::string name
   n.kind = ir::NodeKind::Input;
   n.arg_index = num_inputs_;
   n.name = name.empty() ? "arg" + std::to_string(num_inputs_) : std::move(name);
+  const auto i = static_cast<std::size_t>(num_inputs_);
   ++num_inputs_;
-  return symbolic(g_.value_of(g_.add(std::move(n), {{dtype, shape}})));
+  const Shape& s = i < shapes_.size() ? shapes_[i] : shape;
+  return symbolic(g_.value_of(g_.add(std::move(n), {{dtype, s}})));
 }
 
 void TraceContext::bind_input(const Tensor& t, std::string name) {

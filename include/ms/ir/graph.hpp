@@ -69,6 +69,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<Value> values;
   std::vector<int> outputs;  ///< value ids returned by the function, in order
+  /// A generalized graph's dims as printed (`s0`, `784*s0`), per value; empty
+  /// (or an empty entry) prints the concrete dims. Only the printer reads it.
+  std::vector<std::vector<std::string>> symbolic_dims;
 
   /// Appends `n`, creating one value per entry of `types`; returns the node id.
   int add(Node n, const std::vector<ops::TensorType>& types, bool weak = false);

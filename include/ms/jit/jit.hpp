@@ -35,28 +35,58 @@
 
 #include "ms/expr/expr.hpp"
 #include "ms/jit/compile.hpp"
+#include "ms/jit/dynamic.hpp"
 #include "ms/jit/trace.hpp"
+#include "ms/shape/symbolic.hpp"
 
 namespace ms {
 
 /// Options of ms::jit, as MindSpore's JitConfig.
 struct JitConfig {
-  std::string jit_level = "O1";     ///< "O0" (debugging: no fusion) or "O1"
-  int dynamic = 0;                  ///< 1: automatic dynamic shapes (not available yet)
+  std::string jit_level = "O1";  ///< "O0" (debugging: no fusion) or "O1"
+  /// 1: automatic dynamic shapes (also MS_AUTO_DYNAMIC_SHAPE_ENABLE=1): after
+  /// a few static graphs, a new shape gets a generalized graph that serves
+  /// every later size (see ms/jit/dynamic.hpp and DESIGN.md).
+  int dynamic = 0;
+  /// How auto-dynamic generalizes: "all_dims" (MindSpore's manager: 2 static
+  /// graphs, then one generalized graph where a changed tensor has every dim
+  /// -1, or any rank) or "changed_dims" (from the 2nd signature on, only the
+  /// dims that changed become symbols; equal changes share a symbol).
+  std::string dynamic_policy = "all_dims";
+  /// Generalized graphs kept by "changed_dims" (the oldest is deleted);
+  /// "all_dims" keeps one, as MindSpore does.
+  std::size_t max_generalized = 4;
+  /// Concrete sizes kept per generalized graph (each an optimized graph with
+  /// its memory plan); the least recently used is freed.
+  std::size_t binding_cache_capacity = 64;
+  /// Explicit specs, one per argument (`ms::TensorSpec({-1, 784}, ms::float32)`,
+  /// named `ms::Dim`s shared): one generalized graph; a call that does not fit
+  /// is an error, not a recompile. Turns auto-dynamic off.
+  std::vector<TensorSpec> input_signature{};
+  /// Called with one line per compile saying why it happened (which argument
+  /// and dim changed, what it was generalized to). MS_LOG_RECOMPILES=1 also
+  /// prints these lines to stderr.
+  std::function<void(const std::string&)> on_recompile{};
   std::string exec_order = "bfs";   ///< "bfs" or "dfs" (lower peak memory)
   std::size_t cache_capacity = 64;  ///< compiled graphs kept; the least recently used is evicted
   bool verify = compiler::kVerifyDefault;  ///< verify the graph after every pass
 };
 
 /// A scalar argument that is a graph input (a 0-d tensor) instead of a
-/// constant baked into the graph: a new value does not recompile.
-template <Number T>
+/// constant baked into the graph: a new value does not recompile. A mutable
+/// sequence (`ms::mutable_(std::vector<ms::Tensor>{...})`) lets auto-dynamic
+/// generalize its tensors one by one; a plain sequence must keep its shapes.
+template <class T>
 struct Mutable {
   T value;
 };
 template <Number T>
 Mutable<T> mutable_(T v) {
   return {v};
+}
+template <class X>
+Mutable<std::vector<X>> mutable_(std::vector<X> v) {
+  return {std::move(v)};
 }
 
 namespace compiler {
@@ -69,13 +99,14 @@ void bump_hook_version();
 namespace detail {
 
 /// Builds a compile key (compact bytes) and, on a miss, its readable phase.
+/// Also records the call's Signature when given one.
 class KeyBuilder {
  public:
-  explicit KeyBuilder(bool readable) : readable_(readable) {}
+  explicit KeyBuilder(bool readable, Signature* sig = nullptr) : readable_(readable), sig_(sig) {}
   void tensor(const Tensor& t);
   void mutable_scalar(DType t);
   void number(const Scalar& s, char type_tag);
-  void open(char c, std::size_t n);
+  void open(char c, std::size_t n, bool is_mutable = false);
   void close(char c);
   void finish();
   std::string& key() { return key_; }
@@ -83,7 +114,10 @@ class KeyBuilder {
 
  private:
   void sep();
+  void record(SigItem it);
   bool readable_;
+  Signature* sig_;
+  int depth_ = 0;
   bool first_ = true;
   std::string key_, phase_;
 };
@@ -97,23 +131,31 @@ struct Compiled {
 };
 
 /// What the template side gives the cache on a miss.
-struct Traced {
-  ir::Graph graph;
-  std::vector<std::size_t> structure;
+using Traced = TraceResult;
+
+/// What the cache needs of a call besides its key (built only on a miss).
+struct CallInfo {
+  FunctionRef<std::string()> phase;  ///< the readable key
+  FunctionRef<Signature()> signature;
+  /// Traces the function; with shapes, its flat inputs get them instead.
+  TraceAt trace;
 };
 
-/// The bounded LRU cache of one jitted function. Thread-safe: concurrent
-/// calls with a new key compile it once.
+/// The bounded LRU cache of one jitted function, with the auto-dynamic-shape
+/// manager and explicit specs. Thread-safe: concurrent calls with a new key
+/// compile it once.
 class FunctionCache {
  public:
   explicit FunctionCache(JitConfig cfg);
   ~FunctionCache();
-  /// The entry for `key`, compiling it with `trace` on a miss.
-  std::shared_ptr<const Compiled> get(const std::string& key,
-                                      const std::function<std::string()>& phase,
-                                      const std::function<Traced()>& trace);
+  /// The compiled graph for this call (`key`, flat `inputs`), compiling on a miss.
+  std::shared_ptr<const Compiled> get(const std::string& key, std::span<const Tensor> inputs,
+                                      const CallInfo& call);
   int compile_count() const;
+  int trace_count() const;
   std::size_t size() const;
+  std::size_t generalized_count() const;
+  bool auto_dynamic_active() const;
   std::string phase() const;
   std::string dump() const;
   const JitConfig& config() const { return cfg_; }
@@ -154,7 +196,7 @@ struct ArgTraits<T> {
   static T inlined(const T& v) { return v; }
 };
 
-template <class T>
+template <Number T>
 struct ArgTraits<Mutable<T>> {
   using traced = Tensor;
   static DType dtype() { return Scalar(T{}).default_dtype(); }
@@ -164,6 +206,29 @@ struct ArgTraits<Mutable<T>> {
     out.push_back(tensor(Scalar(m.value), dtype()));
   }
   static Tensor inlined(const Mutable<T>& m) { return tensor(Scalar(m.value), dtype()); }
+};
+
+template <class X>
+struct ArgTraits<Mutable<std::vector<X>>> {
+  using traced = std::vector<typename ArgTraits<X>::traced>;
+  static void key(const Mutable<std::vector<X>>& v, KeyBuilder& k) {
+    k.open('{', v.value.size(), true);
+    for (const X& x : v.value) ArgTraits<X>::key(x, k);
+    k.close('}');
+  }
+  static traced trace(const Mutable<std::vector<X>>& v, TraceContext& c) {
+    traced out;
+    for (const X& x : v.value) out.push_back(ArgTraits<X>::trace(x, c));
+    return out;
+  }
+  static void flatten(const Mutable<std::vector<X>>& v, std::vector<Tensor>& out) {
+    for (const X& x : v.value) ArgTraits<X>::flatten(x, out);
+  }
+  static traced inlined(const Mutable<std::vector<X>>& v) {
+    traced out;
+    for (const X& x : v.value) out.push_back(ArgTraits<X>::inlined(x));
+    return out;
+  }
 };
 
 template <class X>
@@ -415,10 +480,21 @@ class Jitted {
     return call(compiler::detail::materialize(std::forward<A>(a))...);
   }
 
-  /// Graphs compiled so far (misses).
+  /// Graphs compiled so far: static graphs and generalized graphs (a
+  /// generalized graph counts once, however many sizes it serves).
   int compile_count() const { return cache_->compile_count(); }
-  /// Graphs held in the cache now.
+  /// Times the function was traced: one per static graph, and for a
+  /// generalized graph its trace plus the probes that find its symbolic form
+  /// (once per rank when it has any-rank inputs), plus any size it had to
+  /// specialize (see dump()).
+  int trace_count() const { return cache_->trace_count(); }
+  /// Graphs held in the cache now (static and generalized).
   std::size_t cache_size() const { return cache_->size(); }
+  /// Generalized graphs held now.
+  std::size_t generalized_count() const { return cache_->generalized_count(); }
+  /// False once auto-dynamic switched itself off for this function (a changed
+  /// scalar, dtype, argument kind or count, or a 0-d tensor), or when it is not enabled.
+  bool auto_dynamic_active() const { return cache_->auto_dynamic_active(); }
   /// The optimized graph of the last call, as text.
   std::string dump() const { return cache_->dump(); }
   /// The readable key of the last call.
@@ -449,14 +525,23 @@ class Jitted {
     compiler::detail::KeyBuilder k(false);
     (compiler::detail::ArgTraits<A>::key(a, k), ...);
     k.finish();
+    std::vector<Tensor> inputs;
+    (compiler::detail::ArgTraits<A>::flatten(a, inputs), ...);
     auto phase = [&] {
       compiler::detail::KeyBuilder p(true);
       (compiler::detail::ArgTraits<A>::key(a, p), ...);
       p.finish();
       return p.phase();
     };
-    auto trace = [&] {
+    auto signature = [&] {
+      compiler::detail::Signature sig;
+      compiler::detail::KeyBuilder p(false, &sig);
+      (compiler::detail::ArgTraits<A>::key(a, p), ...);
+      return sig;
+    };
+    auto trace = [&](std::span<const Shape> shapes) {
       compiler::TraceContext tc;
+      if (!shapes.empty()) tc.override_input_shapes({shapes.begin(), shapes.end()});
       // Braced initialization: arguments become graph inputs left to right.
       std::tuple<typename compiler::detail::ArgTraits<A>::traced...> args{
           compiler::detail::ArgTraits<A>::trace(a, tc)...};
@@ -468,9 +553,8 @@ class Jitted {
       }
       return compiler::detail::Traced{tc.finish(flat), std::move(st)};
     };
-    const std::shared_ptr<const compiler::detail::Compiled> c = cache_->get(k.key(), phase, trace);
-    std::vector<Tensor> inputs;
-    (compiler::detail::ArgTraits<A>::flatten(a, inputs), ...);
+    const compiler::detail::CallInfo info{phase, signature, trace};
+    const std::shared_ptr<const compiler::detail::Compiled> c = cache_->get(k.key(), inputs, info);
     std::vector<Tensor> outs = c->exe->run(inputs);
     std::size_t pos = 0, sp = 0;
     return R(Out::unflatten(outs, pos, c->structure, sp));

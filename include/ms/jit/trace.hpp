@@ -35,6 +35,10 @@ class TraceContext final : public ops::Tracer {
 
   /// A new graph input (the next flat argument): a symbolic tensor.
   Tensor add_input(DType dtype, const Shape& shape, std::string name = {});
+  /// Traces with these shapes for the flat inputs instead of the arguments'
+  /// own (input i gets `shapes[i]`): how a generalized graph is probed at other
+  /// sizes (ms/jit/dynamic.hpp). Call before the first add_input.
+  void override_input_shapes(std::vector<Shape> shapes) { shapes_ = std::move(shapes); }
   /// Makes the concrete tensor `t` the next graph input (jit_begin): the
   /// function's reads of `t` become reads of that input.
   void bind_input(const Tensor& t, std::string name = {});
@@ -75,6 +79,7 @@ class TraceContext final : public ops::Tracer {
     int current;    ///< its value now (after Assign nodes: the assigned value)
   };
   std::vector<Bound> bound_;
+  std::vector<Shape> shapes_;  ///< override_input_shapes
 };
 
 }  // namespace ms::compiler

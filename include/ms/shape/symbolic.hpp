@@ -1,0 +1,104 @@
+// ms/shape/symbolic.hpp — dynamic dims: specs (Dim, TensorSpec) and symbolic expressions.
+//
+// Stage: shape. A `Dim` in a spec is a size, `kAnyDim` (-1: any size, a fresh
+// symbol) or a named symbol (`ms::Dim("batch")`: every dim with that name, in
+// any argument, has the same size). A `TensorSpec` is a dtype and a list of
+// dims, or any rank (`TensorSpec::any_rank(dtype)`, MindSpore's `(-2,)`).
+//
+//   ms::Dim batch("batch");
+//   auto f = ms::jit(fn, {.input_signature = {ms::TensorSpec({batch, 784}, ms::float32),
+//                                             ms::TensorSpec({batch}, ms::int64)}});
+//
+// A `SymExpr` is a dim (or a number derived from dims, such as 1/N of a mean)
+// as a function of the symbols: affine `c + a0*s0 + a1*s1`, a product
+// `c*s0*s1`, or its inverse `c/(s0*s1)`. These three cover what shape rules
+// compute from sizes (flatten multiplies, concat adds, a mean divides).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ms/core/dtype.hpp"
+#include "ms/shape/shape.hpp"
+
+namespace ms {
+
+/// One dim of a spec: a size >= 0, kAnyDim (-1), or a named symbol.
+class Dim {
+ public:
+  Dim(std::int64_t size = kAnyDim);  // NOLINT: implicit on purpose, `{-1, 784}` reads as dims
+  Dim(int size) : Dim(static_cast<std::int64_t>(size)) {}  // NOLINT
+  /// A named symbol: dims with the same name have the same size.
+  explicit Dim(std::string name);
+  explicit Dim(const char* name) : Dim(std::string(name)) {}
+
+  bool is_static() const { return name_.empty() && size_ >= 0; }
+  bool is_any() const { return name_.empty() && size_ == kAnyDim; }
+  bool is_any_rank() const { return name_.empty() && size_ == kAnyRank; }
+  bool is_named() const { return !name_.empty(); }
+  /// The size (>= 0), kAnyDim or kAnyRank; kAnyDim for a named symbol.
+  std::int64_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  /// "784", "-1" or "batch".
+  std::string to_string() const;
+  friend bool operator==(const Dim&, const Dim&) = default;
+
+ private:
+  std::int64_t size_ = kAnyDim;
+  std::string name_;
+};
+
+/// The spec of a tensor argument: dtype and dims (`-1`, named symbols) or any rank.
+struct TensorSpec {
+  std::vector<Dim> shape;
+  DType dtype = float32;
+  bool any_rank = false;  ///< MindSpore's `(-2,)`: any rank, any sizes
+
+  TensorSpec() = default;
+  /// `TensorSpec({-1, 784}, ms::float32)`; `{-2}` alone means any rank. ValueError
+  /// for a size below -2, or -2 next to other dims.
+  TensorSpec(std::vector<Dim> dims, DType dt);
+  static TensorSpec any_rank_of(DType dt);
+  /// "f32[-1,784]", "f32[batch,784]", "f32[-2]".
+  std::string to_string() const;
+  friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const TensorSpec& s);
+
+/// A number as a function of the symbols s0, s1, ...
+class SymExpr {
+ public:
+  enum class Form : std::uint8_t {
+    Affine,   ///< c + sum(a_i * s_i)
+    Product,  ///< c * prod(s_i)
+    Inverse,  ///< c / prod(s_i)
+  };
+  SymExpr() = default;
+  static SymExpr constant(double c);
+  static SymExpr symbol(int s);
+  static SymExpr affine(double c, std::vector<std::pair<int, double>> terms);
+  static SymExpr product(double c, std::vector<int> symbols);
+  static SymExpr inverse(double c, std::vector<int> symbols);
+
+  Form form() const { return form_; }
+  bool is_constant() const { return terms_.empty(); }
+  /// The value for the symbol values `s` (indexed by symbol id).
+  double eval(std::span<const std::int64_t> s) const;
+  /// "s0", "784*s0", "s0+s1", "2*s0-1", "1/s0" with `names[i]` for symbol i.
+  std::string to_string(std::span<const std::string> names) const;
+  friend bool operator==(const SymExpr&, const SymExpr&) = default;
+
+ private:
+  Form form_ = Form::Affine;
+  double c_ = 0;
+  std::vector<std::pair<int, double>>
+      terms_;  ///< (symbol, coefficient); coefficient 1 unless affine
+};
+
+}  // namespace ms
