@@ -224,6 +224,7 @@ struct FunctionCache::Impl {
   std::vector<Generalized> real;              // the static signatures kept for generalizing
   std::list<std::shared_ptr<DynEntry>> gens;  // front: newest
   std::shared_ptr<DynEntry> spec;             // input_signature
+  std::vector<TensorSpec> spec_of;            // the specs `spec` was made for
   std::uint64_t hook_seen = 0;
 };
 
@@ -299,8 +300,13 @@ std::shared_ptr<const Compiled> FunctionCache::get(const std::string& key,
     m.last = std::move(c);
     return m.last;
   };
-  if (auto c = lru_find(m.lru, m.index, key)) return found(std::move(c));
-  if (m.spec)
+  const std::vector<TensorSpec>* specs = call.specs != nullptr          ? call.specs
+                                         : cfg_.input_signature.empty() ? nullptr
+                                                                        : &cfg_.input_signature;
+  const std::string_view api = call.specs != nullptr ? call.spec_api : "input_signature";
+  if (specs == nullptr)
+    if (auto c = lru_find(m.lru, m.index, key)) return found(std::move(c));
+  if (m.spec && specs != nullptr && m.spec_of == *specs)
     if (auto c = lru_find(m.spec->lru, m.spec->index, key)) return found(std::move(c));
   for (const auto& e : m.gens)
     if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
@@ -418,9 +424,12 @@ std::shared_ptr<const Compiled> FunctionCache::get(const std::string& key,
   };
 
   // Explicit specs: one generalized graph; a call that does not fit is an error.
-  if (!cfg_.input_signature.empty()) {
-    Generalized g = from_specs(cfg_.input_signature, call.signature(), "ms::jit input_signature");
-    if (!m.spec) m.spec = new_entry(std::move(g), "input_signature");
+  if (specs != nullptr) {
+    Generalized g = from_specs(*specs, call.signature(), ::ms::detail::str_cat("ms::jit ", api));
+    if (!m.spec || m.spec_of != *specs) {
+      m.spec = new_entry(std::move(g), std::string(api));
+      m.spec_of = *specs;
+    }
     return run_dynamic(*m.spec);
   }
 

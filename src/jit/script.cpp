@@ -250,7 +250,7 @@ std::vector<Tensor> jit_end(const std::vector<Tensor>& outputs) {
   // jit_end sections have no dynamic shapes; a new shape is a new key).
   auto trace = [&](std::span<const Shape>) { return compiler::detail::Traced{std::move(g), {}}; };
   auto signature = [] { return compiler::detail::Signature{}; };
-  const compiler::detail::CallInfo info{phase, signature, trace};
+  const compiler::detail::CallInfo info{phase, signature, trace, nullptr, {}};
   const auto c = snippet_cache(s->name).get(k.key(), s->args, info);
   return c->exe->run(s->args);
 }

@@ -431,3 +431,21 @@ TEST_SUITE("jit.dynamic") {
     CHECK(f.trace_count() > traces);
   }
 }
+
+TEST_SUITE("jit.dynamic") {
+  TEST_CASE("enable_dynamic: specs travel with the function and win over input_signature") {
+    auto fn = [](const auto& x) { return sum(x * 2.f, {1}); };
+    JitConfig c;
+    c.input_signature = {TensorSpec({4, -1}, float32)};  // would reject batch 3
+    auto f = jit(enable_dynamic(fn, {TensorSpec({Dim("n"), 5}, float32)}), c);
+    for (std::int64_t n : {3, 7, 1}) {
+      const Tensor x = rand_t({n, 5}, 1);
+      CHECK(allclose(f(x), fn(x), 1e-6, 1e-6));
+    }
+    CHECK(f.compile_count() == 1);
+    CHECK(contains(f.phase(), "(f32[n,5])"));
+    CHECK_THROWS_WITH_AS(f(rand_t({3, 6}, 1)),
+                         doctest::Contains("ms::jit enable_dynamic: argument 0 dim 1 is 6"),
+                         ShapeError);
+  }
+}

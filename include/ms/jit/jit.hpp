@@ -24,10 +24,12 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -139,6 +141,9 @@ struct CallInfo {
   FunctionRef<Signature()> signature;
   /// Traces the function; with shapes, its flat inputs get them instead.
   TraceAt trace;
+  /// Specs from enable_dynamic or Cell::set_inputs (null: none), and which.
+  const std::vector<TensorSpec>* specs = nullptr;
+  std::string_view spec_api;
 };
 
 /// The bounded LRU cache of one jitted function, with the auto-dynamic-shape
@@ -466,6 +471,52 @@ requires(std::is_aggregate_v<S> && !TensorExpr<S>) struct OutTraits<S> {
 }  // namespace detail
 }  // namespace compiler
 
+/// A function whose arguments follow explicit specs (MindSpore's
+/// `enable_dynamic`): `ms::jit(ms::enable_dynamic(fn, {ms::TensorSpec({-1, 784}, ms::float32)}))`.
+/// It takes precedence over `Cell::set_inputs` (using both is a ValueError)
+/// and over `JitConfig::input_signature`.
+template <class F>
+struct EnableDynamic {
+  F fn;
+  std::vector<TensorSpec> specs;
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return fn(std::forward<A>(a)...);
+  }
+};
+
+namespace compiler::detail {
+/// A callable with dynamic-shape specs of its own (a cell after set_inputs).
+template <class T>
+concept HasInputs = requires(const T& t) {
+  { t.get_inputs() } -> std::convertible_to<const std::vector<TensorSpec>&>;
+};
+/// A cell jitted by reference (cells are not copyable): `ms::jit(net)`.
+template <class C>
+struct CellRef {
+  C* cell;
+  template <class... A>
+  decltype(auto) operator()(A&&... a) {
+    return (*cell)(std::forward<A>(a)...);
+  }
+  const std::vector<TensorSpec>& get_inputs() const { return cell->get_inputs(); }
+};
+template <class T>
+struct IsEnableDynamic : std::false_type {};
+template <class T>
+struct IsEnableDynamic<EnableDynamic<T>> : std::true_type {};
+}  // namespace compiler::detail
+
+template <class F>
+auto enable_dynamic(F&& fn, std::vector<TensorSpec> specs) {
+  using D = std::remove_cvref_t<F>;
+  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
+    return EnableDynamic<compiler::detail::CellRef<std::remove_reference_t<F>>>{{&fn},
+                                                                                std::move(specs)};
+  else
+    return EnableDynamic<D>{std::forward<F>(fn), std::move(specs)};
+}
+
 /// The callable that ms::jit returns.
 template <class F>
 class Jitted {
@@ -553,11 +604,29 @@ class Jitted {
       }
       return compiler::detail::Traced{tc.finish(flat), std::move(st)};
     };
-    const compiler::detail::CallInfo info{phase, signature, trace};
+    const auto [spec_api, specs] = explicit_specs();
+    const compiler::detail::CallInfo info{phase, signature, trace, specs, spec_api};
     const std::shared_ptr<const compiler::detail::Compiled> c = cache_->get(k.key(), inputs, info);
     std::vector<Tensor> outs = c->exe->run(inputs);
     std::size_t pos = 0, sp = 0;
     return R(Out::unflatten(outs, pos, c->structure, sp));
+  }
+
+  // The specs that fix this function's dynamic shapes, and the API they came
+  // from (the seeds' precedence: enable_dynamic, then set_inputs; the cache
+  // falls back to JitConfig::input_signature, then to auto-dynamic).
+  std::pair<std::string_view, const std::vector<TensorSpec>*> explicit_specs() const {
+    if constexpr (compiler::detail::IsEnableDynamic<F>::value) {
+      if constexpr (compiler::detail::HasInputs<decltype(fn_.fn)>)
+        MS_CHECK(fn_.fn.get_inputs().empty(), ValueError,
+                 "ms::jit: when enable_dynamic is provided, set_inputs() cannot be set (the cell "
+                 "has ",
+                 fn_.fn.get_inputs().size(), " input specs from set_inputs)");
+      return {"enable_dynamic", &fn_.specs};
+    } else if constexpr (compiler::detail::HasInputs<F>) {
+      if (!fn_.get_inputs().empty()) return {"set_inputs", &fn_.get_inputs()};
+    }
+    return {"", nullptr};
   }
 
   F fn_;
@@ -565,9 +634,15 @@ class Jitted {
 };
 
 /// Compiles `fn` (a lambda or function object taking tensors as `const auto&`).
+/// A cell (anything with `get_inputs()`) passed as an lvalue is held by
+/// reference, and its `set_inputs` specs apply.
 template <class F>
-Jitted<std::decay_t<F>> jit(F&& fn, JitConfig cfg = {}) {
-  return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
+auto jit(F&& fn, JitConfig cfg = {}) {
+  using D = std::remove_cvref_t<F>;
+  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
+    return Jitted<compiler::detail::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
+  else
+    return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
 }
 
 }  // namespace ms

@@ -162,6 +162,18 @@ class CellBase {
   CellBase& set_grad(bool requires_grad = true);
   bool requires_grad() const { return requires_grad_; }
 
+  // ---------------------------------------------------------------- dynamic shapes
+  /// Dynamic-shape specs of `construct`'s arguments (MindSpore's set_inputs),
+  /// used by `ms::jit(cell)`: one generalized graph for every call that fits
+  /// them, an ms::Error for a call that does not.
+  ///   net.set_inputs({ms::TensorSpec({ms::Dim("batch"), 784}, ms::float32)});
+  /// An empty list clears them. Together with ms::enable_dynamic: a ValueError.
+  CellBase& set_inputs(std::vector<TensorSpec> specs) {
+    inputs_ = std::move(specs);
+    return *this;
+  }
+  const std::vector<TensorSpec>& get_inputs() const { return inputs_; }
+
   // ---------------------------------------------------------------- printing
   /// The class name shown in the tree (`Dense`).
   virtual std::string cls_name() const { return detail::short_type_name(typeid(*this)); }
@@ -212,6 +224,7 @@ class CellBase {
   std::vector<std::pair<std::string, CellBase*>> children_;
   bool training_ = false;
   bool requires_grad_ = false;
+  std::vector<TensorSpec> inputs_;
   std::unique_ptr<detail::CellHooks> hooks_;
   std::unique_ptr<detail::StateHooks> state_hooks_;
 };
