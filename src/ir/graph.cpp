@@ -126,6 +126,8 @@ std::string op_name(const Node& n) {
 
 }  // namespace
 
+std::vector<std::string> value_names(const Graph& g) { return Namer(g).names; }
+
 std::string to_string(const Graph& g) {
   const Namer nm(g);
   std::ostringstream os;

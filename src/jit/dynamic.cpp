@@ -382,23 +382,37 @@ bool close(double a, double b) {
 }
 
 std::string describe(const ir::Graph& g, const Slot& s) {
+  auto node_text = [&](int node) {
+    const ir::Node& n = g.nodes[static_cast<std::size_t>(node)];
+    const std::string op = n.kind == ir::NodeKind::Op ? std::string(ops::ir_name(*n.def))
+                                                      : std::string(ir::node_kind_name(n.kind));
+    if (n.outputs.empty()) return op;
+    return ::ms::detail::str_cat(ir::value_names(g)[static_cast<std::size_t>(n.outputs[0])], " (",
+                                 op, ")");
+  };
   switch (s.where) {
-    case Slot::Where::Dim: {
-      const ir::Value& v = g.value(s.a);
-      const ir::Node& n = g.nodes[static_cast<std::size_t>(v.node)];
-      return ::ms::detail::str_cat("dim ", s.b, " of the output of node ", v.node, " (",
-                                   n.kind == ir::NodeKind::Op ? std::string(n.def->name)
-                                                              : std::string(node_kind_name(n.kind)),
-                                   ")");
-    }
+    case Slot::Where::Dim:
+      return ::ms::detail::str_cat("dim ", s.b, " of ", node_text(g.value(s.a).node));
     case Slot::Where::Attr:
-    case Slot::Where::AttrElem: {
+      return ::ms::detail::str_cat(
+          "attribute ",
+          g.nodes[static_cast<std::size_t>(s.a)].attrs.items()[static_cast<std::size_t>(s.b)].first,
+          " of ", node_text(s.a));
+    case Slot::Where::AttrElem:
+      return ::ms::detail::str_cat(
+          "attribute ",
+          g.nodes[static_cast<std::size_t>(s.a)].attrs.items()[static_cast<std::size_t>(s.b)].first,
+          "[", s.c, "] of ", node_text(s.a));
+    case Slot::Where::Scalar: {
       const ir::Node& n = g.nodes[static_cast<std::size_t>(s.a)];
-      return ::ms::detail::str_cat("attribute ",
-                                   n.attrs.items()[static_cast<std::size_t>(s.b)].first,
-                                   " of node ", s.a, " (", n.def ? n.def->name : "?", ")");
+      const int v = n.outputs.at(0);
+      for (std::size_t u = 0; u < g.nodes.size(); ++u)
+        for (int in : g.nodes[u].inputs)
+          if (in == v)
+            return ::ms::detail::str_cat("the number ", n.scalar.to_string(), " in ",
+                                         node_text(static_cast<int>(u)));
+      return ::ms::detail::str_cat("the number ", n.scalar.to_string());
     }
-    case Slot::Where::Scalar: return ::ms::detail::str_cat("the number of scalar node ", s.a);
   }
   return {};
 }
@@ -558,6 +572,13 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
       shown.symbolic_dims[static_cast<std::size_t>(s.a)][static_cast<std::size_t>(s.b)] =
           s.expr.to_string(var_names);
   dump_ = ir::to_string(shown);
+  std::string numbers;
+  for (const Slot& s : slots_)
+    if (s.where != Slot::Where::Dim)
+      numbers += ::ms::detail::str_cat("//   ", describe(base_, s), " = ",
+                                       s.expr.to_string(var_names), "\n");
+  if (!numbers.empty())
+    dump_ += "// sizes in attributes and numbers (printed above at the traced sizes):\n" + numbers;
 }
 
 std::vector<std::string> SymbolicGraph::guards() const {

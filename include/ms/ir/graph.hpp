@@ -89,6 +89,9 @@ struct Graph {
 /// `%3 = MatMul(%x, %w) : (f32[64,784], f32[784,512]) -> f32[64,512]`.
 std::string to_string(const Graph& g);
 
+/// The names values get in to_string (`%3`, `%x`, `%fc1.weight`), by value id.
+std::vector<std::string> value_names(const Graph& g);
+
 /// Short dtype name used in dumps: f32, f16, bf16, i64, u8, bool, c64, i4.
 std::string_view short_dtype_name(DType t);
 
