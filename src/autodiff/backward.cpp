@@ -14,9 +14,20 @@ namespace autodiff {
 
 void check_output(const Tensor& y, std::string_view api) {
   MS_CHECK(y.numel() == 1, ValueError, api, ": the function's output has shape ", y.shape(),
-           "; only a scalar (one element) output can be differentiated");
+           "; only a scalar (one element) output can be differentiated without a sensitivity "
+           "(pass ms::sens_param and the output's gradient as the last argument)");
   MS_CHECK(dtype_is_float(y.dtype()), TypeError, api, ": the function's output has dtype ",
            y.dtype(), "; only floating outputs can be differentiated");
+}
+
+void check_sens(const Tensor& y, const Tensor& sens, std::string_view api) {
+  MS_CHECK(dtype_is_float(y.dtype()), TypeError, api, ": the function's output has dtype ",
+           y.dtype(), "; only floating outputs can be differentiated");
+  MS_CHECK(sens.defined(), ValueError, api, ": the sensitivity is an undefined tensor");
+  MS_CHECK(sens.shape() == y.shape(), ShapeError, api, ": the sensitivity has shape ", sens.shape(),
+           " but the function's output has shape ", y.shape());
+  MS_CHECK(dtype_is_float(sens.dtype()), TypeError, api, ": the sensitivity has dtype ",
+           sens.dtype(), "; it must be floating");
 }
 
 void check_wrt(const Tensor& t, std::string_view what, std::string_view api) {
@@ -26,9 +37,10 @@ void check_wrt(const Tensor& t, std::string_view what, std::string_view api) {
 }
 
 std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node, const Tensor& y,
-                             std::span<const Tensor> wrt) {
+                             std::span<const Tensor> wrt, const Tensor* sens,
+                             std::vector<bool>* reached) {
   std::unordered_map<int, Tensor> grads;  // value -> its gradient (symbolic)
-  grads[tc.value_id(y)] = full(y.shape(), 1.0, y.dtype());
+  grads[tc.value_id(y)] = sens != nullptr ? sens->to(y.dtype()) : full(y.shape(), 1.0, y.dtype());
   auto accumulate = [&](int v, const Tensor& g) {
     auto [it, fresh] = grads.emplace(v, g);
     if (!fresh) it->second = it->second + g;
@@ -45,7 +57,12 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
       out_grads.push_back(it == grads.end() ? Tensor() : it->second);
       any |= it != grads.end();
     }
-    if (!any || !node.def->differentiable) continue;
+    if (!any) continue;
+    if (!node.def->differentiable) {
+      MS_CHECK(node.def->no_grad_reason.empty(), ValueError, "grad: cannot differentiate through '",
+               node.def->name, "': ", node.def->no_grad_reason);
+      continue;
+    }
     MS_CHECK(static_cast<bool>(node.def->grad), ValueError, "grad: op '", node.def->name,
              "' has no gradient rule yet");
     // Copy what the rule needs: it appends nodes, which moves the node list.
@@ -75,8 +92,10 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
     }
   }
   std::vector<Tensor> res;
+  if (reached != nullptr) reached->clear();
   for (const Tensor& t : wrt) {
     auto it = grads.find(tc.value_id(t));
+    if (reached != nullptr) reached->push_back(it != grads.end());
     res.push_back(it != grads.end() ? it->second.to(t.dtype()) : zeros(t.shape(), t.dtype()));
   }
   return res;

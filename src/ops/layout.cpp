@@ -1001,6 +1001,10 @@ void register_layout_ops() {
                   .min_inputs = e.min_inputs,
                   .max_inputs = e.max_inputs,
                   .differentiable = e.differentiable,
+                  .no_grad_reason = e.name.ends_with("_grad")
+                                        ? "it is a backward op (second-order gradients through "
+                                          "gather and index_select are not supported yet)"
+                                        : "",
                   .infer = e.infer,
                   .eval = e.eval});
 }

@@ -643,6 +643,8 @@ void register_nn_ops() {
                        .min_inputs = inputs,
                        .max_inputs = inputs,
                        .differentiable = false,
+                       .no_grad_reason = "it is a backward op (second-order gradients through "
+                                         "conv2d and pooling are not supported yet)",
                        .infer = std::move(infer),
                        .eval = std::move(eval)});
   };

@@ -11,6 +11,10 @@
 //   ms::Tensor dx = ms::grad(f)(x);                              // 2x
 //   auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, {w, b})(x, y);
 //   auto step = ms::jit(ms::value_and_grad(loss_fn, 0));         // compiled and cached
+//
+// A non-scalar output needs a sensitivity (the gradient of the output, as
+// MindSpore's GradOperation(sens_param=True)): `ms::grad(f, 0, {}, ms::sens_param)(x, sens)`
+// takes it as the call's last argument.
 #pragma once
 
 #include <initializer_list>
@@ -19,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ms/core/warning.hpp"
 #include "ms/jit/jit.hpp"
 
 namespace ms {
@@ -32,6 +37,20 @@ struct GradPosition {
   GradPosition(std::nullopt_t) {}                          // NOLINT
   std::vector<int> idx;
 };
+
+/// Options of grad / value_and_grad.
+struct GradOptions {
+  /// The function returns several tensors: differentiate the first, return
+  /// the others (as values) unchanged.
+  bool has_aux = false;
+  /// Report (ms::warn) every weight that gets no gradient, by name: the
+  /// function does not use it, or only through non-differentiable ops.
+  bool warn_unused = false;
+};
+
+/// Tag: the call's last argument is the sensitivity (see the header comment).
+struct SensParam {};
+inline constexpr SensParam sens_param{};
 
 /// What value_and_grad returns: `auto [value, grads] = ...`.
 template <class V, class G>
@@ -48,11 +67,16 @@ namespace autodiff {
 /// The gradients of scalar `y` (recorded in `tc` from node `first_node` on)
 /// with respect to each tensor of `wrt`, traced into `tc`. A tensor that `y`
 /// does not depend on gets zeros.
+/// With `sens`, the gradient of `y` is `sens` (same shape) instead of ones;
+/// `reached[i]` (when given) tells whether any gradient reached wrt[i].
 std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node, const Tensor& y,
-                             std::span<const Tensor> wrt);
+                             std::span<const Tensor> wrt, const Tensor* sens = nullptr,
+                             std::vector<bool>* reached = nullptr);
 
 /// Checks what is asked of a differentiated function; ms::Error otherwise.
 void check_output(const Tensor& y, std::string_view api);
+/// Checks a sensitivity against the output it stands for.
+void check_sens(const Tensor& y, const Tensor& sens, std::string_view api);
 void check_wrt(const Tensor& t, std::string_view what, std::string_view api);
 
 template <class T>
@@ -63,20 +87,37 @@ const Tensor* tensor_ptr(const T& a) {
     return nullptr;
 }
 
-/// The callable that ms::grad / ms::value_and_grad return.
-template <class F, bool WithValue, bool Single>
+/// The callable that ms::grad / ms::value_and_grad return. With `Sens`, the
+/// last argument of a call is the sensitivity.
+template <class F, bool WithValue, bool Single, bool Sens = false>
 class GradFunction {
  public:
-  GradFunction(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux)
-      : fn_(std::move(fn)),
-        pos_(std::move(pos.idx)),
-        weights_(std::move(weights)),
-        has_aux_(has_aux) {}
+  GradFunction(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts)
+      : fn_(std::move(fn)), pos_(std::move(pos.idx)), weights_(std::move(weights)), opts_(opts) {}
 
   template <class... A>
   auto operator()(const A&... args) const {
+    if constexpr (Sens) {
+      static_assert(sizeof...(A) >= 1, "ms::grad with sens_param: pass the sensitivity last");
+      const auto all = std::forward_as_tuple(args...);
+      using Last = std::remove_cvref_t<std::tuple_element_t<sizeof...(A) - 1, std::tuple<A...>>>;
+      static_assert(std::is_same_v<Last, Tensor>,
+                    "ms::grad with sens_param: the last argument must be the sensitivity tensor");
+      const Tensor& sens = std::get<sizeof...(A) - 1>(all);
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return dispatch(&sens, std::get<I>(all)...);
+      }
+      (std::make_index_sequence<sizeof...(A) - 1>{});
+    } else {
+      return dispatch(nullptr, args...);
+    }
+  }
+
+ private:
+  template <class... A>
+  auto dispatch(const Tensor* sens, const A&... args) const {
     auto* outer = dynamic_cast<compiler::TraceContext*>(ops::active_tracer());
-    if (outer != nullptr) return run(*outer, args...);
+    if (outer != nullptr) return run(*outer, sens, args...);
     // Eager: a trace of its own, compiled and run at once (not cached).
     compiler::TraceContext tc;
     std::vector<Tensor> bound;
@@ -87,7 +128,7 @@ class GradFunction {
       }
     };
     (bind(args), ...);
-    auto r = run(tc, args...);
+    auto r = run(tc, sens, args...);
     using Out = compiler::detail::OutTraits<decltype(r)>;
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;
@@ -99,9 +140,8 @@ class GradFunction {
     return Out::unflatten(outs, pos, st, sp);
   }
 
- private:
   template <class... A>
-  auto run(compiler::TraceContext& tc, const A&... args) const {
+  auto run(compiler::TraceContext& tc, const Tensor* sens, const A&... args) const {
     const std::size_t mark = tc.graph().nodes.size();
     const std::vector<const Tensor*> targs{tensor_ptr(args)...};
     using Raw = std::remove_cvref_t<std::invoke_result_t<const F&, const A&...>>;
@@ -112,9 +152,14 @@ class GradFunction {
     Out::flatten(raw, flat, st);
     const std::string_view api = WithValue ? "value_and_grad" : "grad";
     MS_CHECK(!flat.empty(), ValueError, api, ": the function returns no tensor");
-    MS_CHECK(has_aux_ || flat.size() == 1, ValueError, api, ": the function returns ", flat.size(),
-             " tensors; differentiate one, or pass has_aux = true to differentiate the first");
-    check_output(flat[0], api);
+    MS_CHECK(opts_.has_aux || flat.size() == 1, ValueError, api, ": the function returns ",
+             flat.size(),
+             " tensors; differentiate one, or pass has_aux = true to differentiate "
+             "the first");
+    if (sens != nullptr)
+      check_sens(flat[0], *sens, api);
+    else
+      check_output(flat[0], api);
     std::vector<Tensor> wrt;
     for (int p : pos_) {
       MS_CHECK(p >= 0 && static_cast<std::size_t>(p) < targs.size(), IndexError, api,
@@ -129,7 +174,17 @@ class GradFunction {
       check_wrt(weights_[i], "weight " + std::to_string(i), api);
       wrt.push_back(weights_[i]);
     }
-    std::vector<Tensor> grads = backward(tc, mark, flat[0], wrt);
+    std::vector<bool> reached;
+    std::vector<Tensor> grads = backward(tc, mark, flat[0], wrt, sens, &reached);
+    if (opts_.warn_unused)
+      for (std::size_t i = 0; i < weights_.size(); ++i)
+        if (!reached[pos_.size() + i]) {
+          const std::string& label = weights_[i].storage()->label();
+          warn(::ms::detail::str_cat(api, ": weight ", i,
+                                     label.empty() ? std::string() : " '" + label + "'",
+                                     " gets no gradient (the function does not use it, or only "
+                                     "through non-differentiable ops); its gradient is zeros"));
+        }
     auto grads_out = [&] {
       if constexpr (Single)
         return grads.at(0);
@@ -148,7 +203,7 @@ class GradFunction {
   F fn_;
   std::vector<int> pos_;
   std::vector<Tensor> weights_;
-  bool has_aux_;
+  GradOptions opts_;
 };
 
 }  // namespace autodiff
@@ -156,25 +211,48 @@ class GradFunction {
 /// The gradient of `fn` (scalar output) with respect to argument `pos`: a Tensor.
 template <class F>
 auto grad(F fn, int pos = 0) {
-  return autodiff::GradFunction<F, false, true>(std::move(fn), pos, {}, false);
+  return autodiff::GradFunction<F, false, true>(std::move(fn), pos, {}, {});
 }
 /// Gradients with respect to the arguments `pos` and then the `weights`, in
 /// that order: a std::vector<Tensor>.
 template <class F>
 auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
   return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                 has_aux);
+                                                 {.has_aux = has_aux});
+}
+template <class F>
+auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts) {
+  return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(pos), std::move(weights),
+                                                 opts);
+}
+/// As above; the call's last argument is the sensitivity: `grad(f, 0, {}, ms::sens_param)(x, s)`.
+template <class F>
+auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, SensParam, GradOptions opts = {}) {
+  return autodiff::GradFunction<F, false, false, true>(std::move(fn), std::move(pos),
+                                                       std::move(weights), opts);
 }
 /// The value of `fn` and its gradient with respect to argument `pos`.
 template <class F>
 auto value_and_grad(F fn, int pos = 0) {
-  return autodiff::GradFunction<F, true, true>(std::move(fn), pos, {}, false);
+  return autodiff::GradFunction<F, true, true>(std::move(fn), pos, {}, {});
 }
 /// The value of `fn` and its gradients (arguments `pos`, then `weights`).
 template <class F>
 auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
   return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                has_aux);
+                                                {.has_aux = has_aux});
+}
+template <class F>
+auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts) {
+  return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(pos), std::move(weights),
+                                                opts);
+}
+/// As above; the call's last argument is the sensitivity.
+template <class F>
+auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, SensParam,
+                    GradOptions opts = {}) {
+  return autodiff::GradFunction<F, true, false, true>(std::move(fn), std::move(pos),
+                                                      std::move(weights), opts);
 }
 
 }  // namespace ms
