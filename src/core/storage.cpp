@@ -38,6 +38,12 @@ constexpr std::size_t kCacheMaxBlock = std::size_t{1} << 20;
 constexpr std::size_t kCacheMaxBytes = std::size_t{32} << 20;
 constexpr std::size_t kCacheMaxCount = 32;
 
+// Set when this thread's cache is destroyed. Trivially destructible, so it can
+// still be read afterwards: a Storage freed later on this thread (a static or
+// thread_local tensor made before the cache, destroyed after it at exit)
+// frees its block directly instead of writing into the dead cache.
+thread_local bool t_cache_gone = false;
+
 struct BlockCache {
   struct Block {
     std::size_t size;
@@ -45,7 +51,10 @@ struct BlockCache {
   };
   std::vector<Block> blocks;
   std::size_t bytes = 0;
-  ~BlockCache() { clear(); }
+  ~BlockCache() {
+    clear();
+    t_cache_gone = true;
+  }
   void clear() {
     for (const Block& b : blocks) std::free(b.p);
     blocks.clear();
@@ -75,9 +84,11 @@ struct BlockCache {
   }
 };
 
-BlockCache& block_cache() {
+// This thread's cache; null once it has been destroyed (thread or program exit).
+BlockCache* block_cache() {
+  if (t_cache_gone) return nullptr;
   thread_local BlockCache cache;
-  return cache;
+  return &cache;
 }
 
 std::size_t rounded_size(std::int64_t nbytes) {
@@ -110,7 +121,9 @@ void set_max_alloc_bytes(std::int64_t bytes) {
 
 std::int64_t max_alloc_bytes() { return g_max_alloc.load(); }
 
-void storage_cache_clear() { block_cache().clear(); }
+void storage_cache_clear() {
+  if (BlockCache* c = block_cache()) c->clear();
+}
 
 std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource> source) {
   std::shared_ptr<StorageSource> prev = std::move(thread_source());
@@ -146,7 +159,8 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
       return s;
     }
   }
-  void* p = kCacheEnabled ? block_cache().take(rounded) : nullptr;
+  BlockCache* cache = kCacheEnabled ? block_cache() : nullptr;
+  void* p = cache != nullptr ? cache->take(rounded) : nullptr;
   if (p == nullptr) p = std::aligned_alloc(kStorageAlignment, rounded);
   MS_CHECK(p != nullptr, MemoryError, what, ": the system refused an allocation of ", nbytes,
            " bytes");
@@ -171,7 +185,8 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
 Storage::~Storage() {
   if (source_) source_->release(token_, from_source_);
   if (from_source_) return;  // the source's memory (an arena): not counted, not freed
-  if (!kCacheEnabled || !block_cache().give(rounded_size(nbytes_), data_)) std::free(data_);
+  BlockCache* cache = kCacheEnabled ? block_cache() : nullptr;
+  if (cache == nullptr || !cache->give(rounded_size(nbytes_), data_)) std::free(data_);
   g_live_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
   g_live_count.fetch_sub(1, std::memory_order_relaxed);
 }

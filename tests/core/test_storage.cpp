@@ -2,6 +2,8 @@
 
 #include <ms/core/storage.hpp>
 #include <ms/core/tensor.hpp>
+#include <optional>
+#include <thread>
 
 TEST_SUITE("core") {
   TEST_CASE("storage is 64-byte aligned and counted") {
@@ -44,5 +46,24 @@ TEST_SUITE("core") {
     }
     ms::set_max_alloc_bytes(0);
     CHECK(threw_ms_error);
+  }
+
+  TEST_CASE("a tensor freed after its thread's block cache is gone frees its memory directly") {
+    // `early` is constructed before the thread's block cache, so it is
+    // destroyed after it at thread exit: its storage must not be handed to the
+    // destroyed cache (that corrupted the heap; a static tensor at program
+    // exit took the same path).
+    const std::int64_t live = ms::memory_stats().live_count;
+    std::thread t([] {
+      thread_local std::optional<ms::Tensor> early;
+      early.emplace();
+      { const ms::Tensor warm = ms::zeros({64}); }  // creates the cache, gives it a block
+      early = ms::ones({64});
+    });
+    t.join();
+    CHECK(ms::memory_stats().live_count == live);
+    // The allocator still works on this thread and in a new one.
+    CHECK(ms::ones({64}).numel() == 64);
+    std::thread([] { CHECK(ms::ones({128}).numel() == 128); }).join();
   }
 }
