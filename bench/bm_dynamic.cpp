@@ -42,7 +42,6 @@ constexpr int kCheckSteps = 6;
 constexpr double kLr = 0.05;
 constexpr std::uint64_t kSeed = 1;
 
-using StepFn = std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>;
 using Trainer = bench::MsTrainer<bench::MsMLP>;
 
 /// The stream of batch sizes, the warm-up order and one batch per size.
@@ -89,17 +88,8 @@ const Data& data() {
   return d;
 }
 
-/// The trainer's step (train_models.hpp) compiled with `cfg`: MsTrainer::step
-/// itself is ms::jit's default configuration (static, 64 graphs kept).
-auto jit_step(Trainer& t, ms::JitConfig cfg) {
-  return ms::jit(StepFn([&t](const ms::Tensor& x, const ms::Tensor& y) {
-                   auto [loss, grads] =
-                       ms::value_and_grad(t.loss_fn, std::nullopt, t.opt.parameters())(x, y);
-                   t.opt.apply(grads);
-                   return loss;
-                 }),
-                 std::move(cfg));
-}
+/// The trainer's step (train_models.hpp) compiled with `cfg`.
+auto jit_step(Trainer& t, ms::JitConfig cfg) { return ms::jit(t.step_fn(), std::move(cfg)); }
 using Step = decltype(jit_step(std::declval<Trainer&>(), {}));
 
 ms::JitConfig dynamic_config() {

@@ -71,18 +71,21 @@ struct MsTrainer {
   decltype(ms::jit(
       std::declval<std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>>())) step;
 
-  explicit MsTrainer(double lr, double momentum = 0.9)
+  /// The training step (forward, backward, Momentum update), to jit with any JitConfig.
+  std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> step_fn() {
+    return [this](const ms::Tensor& x, const ms::Tensor& y) {
+      auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+      opt.apply(grads);
+      return loss;
+    };
+  }
+
+  explicit MsTrainer(double lr, double momentum = 0.9, ms::JitConfig cfg = {})
       : opt(net.trainable_params(), {.lr = lr, .momentum = momentum}),
         loss_fn([this](const ms::Tensor& x, const ms::Tensor& y) {
           return ms::nn::cross_entropy(net(x), y);
         }),
-        step(ms::jit(std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>(
-            [this](const ms::Tensor& x, const ms::Tensor& y) {
-              auto [loss, grads] =
-                  ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
-              opt.apply(grads);
-              return loss;
-            }))) {}
+        step(ms::jit(step_fn(), std::move(cfg))) {}
   MsTrainer(const MsTrainer&) = delete;
   MsTrainer& operator=(const MsTrainer&) = delete;
 };
