@@ -417,6 +417,44 @@ std::string describe(const ir::Graph& g, const Slot& s) {
   return {};
 }
 
+// The form of a number that is f0 at the traced sizes b (per variable), fj[j]
+// with variable j moved by 1, and fcheck with all moved by 2: affine, a
+// product, or an inverse product of the variables that move it; nullopt when
+// none fits all the probes.
+std::optional<SymExpr> fit(double f0, std::span<const double> fj, double fcheck,
+                           std::span<const double> b) {
+  double pred = f0, c = f0;  // affine: f0 + sum a_j (s_j - b_j)
+  std::vector<std::pair<int, double>> terms;
+  std::vector<int> changed;
+  for (std::size_t j = 0; j < fj.size(); ++j) {
+    const double a = fj[j] - f0;
+    pred += 2 * a;
+    c -= a * b[j];
+    if (a != 0) {
+      terms.emplace_back(static_cast<int>(j), a);
+      changed.push_back(static_cast<int>(j));
+    }
+  }
+  if (close(pred, fcheck)) return SymExpr::affine(c, terms);
+  double prod = 1, prod2 = 1;
+  for (int j : changed) {
+    prod *= b[static_cast<std::size_t>(j)];
+    prod2 *= b[static_cast<std::size_t>(j)] + 2;
+  }
+  if (prod == 0) return std::nullopt;
+  const double kp = f0 / prod, ki = f0 * prod;
+  bool product = close(fcheck, kp * prod2), inverse = close(fcheck, ki / prod2);
+  for (int j : changed) {
+    const auto ju = static_cast<std::size_t>(j);
+    const double pj = prod / b[ju] * (b[ju] + 1);
+    product &= close(fj[ju], kp * pj);
+    inverse &= close(fj[ju], ki / pj);
+  }
+  if (product) return SymExpr::product(kp, changed);
+  if (inverse) return SymExpr::inverse(ki, changed);
+  return std::nullopt;
+}
+
 }  // namespace
 
 SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
@@ -512,49 +550,17 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
     bool moves = false;
     for (const auto& p : probes) moves |= p[k] != f0;
     if (!moves && (check.empty() || check[k] == f0)) continue;
-    // affine: f0 + sum a_j (s_j - b_j)
-    double pred = f0, c = f0;
-    std::vector<std::pair<int, double>> terms;
-    std::vector<int> changed;
-    for (std::size_t j = 0; j < vars_.size(); ++j) {
-      const double a = probes[j][k] - f0;
-      pred += 2 * a;
-      c -= a * b[j];
-      if (a != 0) {
-        terms.emplace_back(static_cast<int>(j), a);
-        changed.push_back(static_cast<int>(j));
-      }
-    }
+    std::vector<double> fj(vars_.size());
+    for (std::size_t j = 0; j < vars_.size(); ++j) fj[j] = probes[j][k];
     Slot slot = locs[k];
-    if (close(pred, check[k])) {
-      slot.expr = SymExpr::affine(c, terms);
-    } else {
-      double prod = 1, prod2 = 1;
-      for (int j : changed) {
-        prod *= b[static_cast<std::size_t>(j)];
-        prod2 *= b[static_cast<std::size_t>(j)] + 2;
-      }
-      bool product = prod != 0, inverse = prod != 0;
-      const double kp = f0 / prod, ki = f0 * prod;
-      for (int j : changed) {
-        const auto ju = static_cast<std::size_t>(j);
-        const double pj = prod / b[ju] * (b[ju] + 1);
-        product &= close(probes[ju][k], kp * pj);
-        inverse &= close(probes[ju][k], ki / pj);
-      }
-      product &= close(check[k], kp * prod2);
-      inverse &= close(check[k], ki / prod2);
-      if (product) {
-        slot.expr = SymExpr::product(kp, changed);
-      } else if (inverse) {
-        slot.expr = SymExpr::inverse(ki, changed);
-      } else {
-        why_ = ::ms::detail::str_cat(describe(base_, slot), " is ", f0,
-                                     " at the traced sizes and follows no form that ms can "
-                                     "generalize (affine, product or inverse product of sizes)");
-        return;
-      }
+    std::optional<SymExpr> e = fit(f0, fj, check[k], b);
+    if (!e) {
+      why_ = ::ms::detail::str_cat(describe(base_, slot), " is ", f0,
+                                   " at the traced sizes and follows no form that ms can "
+                                   "generalize (affine, product or inverse product of sizes)");
+      return;
     }
+    slot.expr = std::move(*e);
     slots_.push_back(std::move(slot));
   }
 
