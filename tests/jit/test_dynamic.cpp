@@ -5,19 +5,16 @@
 
 #include <cstdlib>
 #include <ms/ms.hpp>
+
 #include <random>
 #include <set>
 #include <thread>
+#include "jit_test_util.hpp"
 
 using namespace ms;
 
 namespace {
-Tensor rand_t(const Shape& s, unsigned seed, DType dt = float32) {
-  std::mt19937 rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (double& x : v) x = std::uniform_real_distribution<double>(-2, 2)(rng);
-  return from_vector(v, s).to(dt);
-}
+using test::rand_t;
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -354,6 +351,14 @@ TEST_SUITE("jit.dynamic") {
     CHECK_THROWS_AS(TensorSpec({-3}, float32), ValueError);
     CHECK_THROWS_AS(TensorSpec({-2, 3}, float32), ValueError);
     CHECK_THROWS_AS(jit([](const auto& x) { return x; }, {.dynamic = 2}), ValueError);
+    JitConfig zero_bindings;
+    zero_bindings.binding_cache_capacity = 0;
+    CHECK_THROWS_WITH_AS(jit([](const auto& x) { return x; }, zero_bindings),
+                         doctest::Contains("binding_cache_capacity must be >= 1"), ValueError);
+    JitConfig zero_kept;
+    zero_kept.max_generalized = 0;
+    CHECK_THROWS_WITH_AS(jit([](const auto& x) { return x; }, zero_kept),
+                         doctest::Contains("max_generalized must be >= 1"), ValueError);
     CHECK_THROWS_AS(jit([](const auto& x) { return x; }, {.dynamic = 1, .dynamic_policy = "some"}),
                     ValueError);
   }

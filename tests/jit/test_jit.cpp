@@ -3,18 +3,15 @@
 #include <doctest/doctest.h>
 
 #include <ms/ms.hpp>
+
 #include <random>
 #include <thread>
+#include "jit_test_util.hpp"
 
 using namespace ms;
 
 namespace {
-Tensor rand_t(const Shape& s, unsigned seed, DType dt = float32) {
-  std::mt19937 rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (double& x : v) x = std::uniform_real_distribution<double>(-2, 2)(rng);
-  return from_vector(v, s).to(dt);
-}
+using test::rand_t;
 const JitConfig kTest{.verify = true};
 }  // namespace
 
