@@ -88,9 +88,19 @@ void apply_kernel(const void* const* in, void* out, std::int64_t n) {
     store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n),
                    CMap<T>(static_cast<const T*>(in[1]), n)));
   } else if constexpr (Op::rule == ops::EwRule::Select) {
-    store(Op::eval(CMap<bool>(static_cast<const bool*>(in[0]), n),
-                   CMap<T>(static_cast<const T*>(in[1]), n),
-                   CMap<T>(static_cast<const T*>(in[2]), n)));
+    // Op::eval's meaning (c ? x : y) as a plain loop: Eigen evaluates a select
+    // on a bool array one coefficient at a time with a branch, which random
+    // masks (relu's gradient) mispredict half the time. With both values read
+    // and the condition read as bytes (g++ 12 does not vectorize a loop that
+    // loads `bool`), this loop compiles to vector blends.
+    const auto* c = static_cast<const unsigned char*>(in[0]);
+    const T* x = static_cast<const T*>(in[1]);
+    const T* y = static_cast<const T*>(in[2]);
+    T* q = static_cast<T*>(out);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T a = x[i], b = y[i];
+      q[i] = c[i] != 0 ? a : b;
+    }
   } else {
     store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n),
                    CMap<T>(static_cast<const T*>(in[1]), n),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -28,6 +29,165 @@ TapRange tap_range(std::int64_t start, std::int64_t step, std::int64_t taps, std
   return {std::min(lo, hi), hi};
 }
 
+// Output columns [lo, hi) whose whole window lies inside [0, w): for them
+// tap_range is the full [0, kw) and need not be computed (it divides).
+TapRange interior_cols(const Pool2dGeometry& g) {
+  std::int64_t span = 0;  // (kw - 1) * dw, the window's width less one
+  if (g.kw < 1 || __builtin_mul_overflow(g.kw - 1, g.dw, &span)) return {0, 0};
+  // ow * sw - pw >= 0 and ow * sw - pw + span <= w - 1
+  const std::int64_t lo = ceil_div(g.pw, g.sw);
+  std::int64_t last = 0;  // w - 1 + pw - span
+  if (__builtin_sub_overflow(g.w - 1 + g.pw, span, &last) || last < 0) return {0, 0};
+  const std::int64_t hi = std::min(g.ow, last / g.sw + 1);
+  return {std::min(lo, hi), hi};
+}
+
+// One tap of a max that a NaN wins, without a branch (random data would
+// mispredict every other one): `v > best ? v : best` is one maxss; a NaN is
+// recorded in `nan` (bitwise or, no branch) and the caller takes the window's
+// last NaN then (a rare second pass).
+template <class T>
+T max_step(T best, T v, bool& nan) {
+  if constexpr (std::is_floating_point_v<T>) {
+    nan |= v != v;
+    return v > best ? v : best;
+  } else {
+    return std::max(best, v);
+  }
+}
+
+// The last NaN of a window (row-major over its taps), for max_step's caller.
+template <class T>
+T last_nan(const T* x0, std::int64_t rows, std::int64_t row_step, std::int64_t w0, TapRange rw,
+           std::int64_t dw) {
+  T out = T(0);
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = rw.lo; j < rw.hi; ++j) {
+      const T v = x0[i * row_step + w0 + j * dw];
+      if (v != v) out = v;
+    }
+  return out;
+}
+
+// The input index the forward max chose in a window (taps [rw.lo, rw.hi) of
+// `rows` rows from index `first`): the first maximum, or the last NaN; a window
+// of -inf gives its first tap (as PyTorch). The maximum comes from max_step
+// (no branch), then one reverse pass keeps the first tap equal to it with
+// integer masks: random data would mispredict compare-and-branch code.
+template <class T>
+std::int64_t window_arg(const T* xp, std::int64_t first, std::int64_t rows, std::int64_t row_step,
+                        TapRange rw, std::int64_t dw) {
+  T m = -std::numeric_limits<T>::infinity();
+  bool nan = false;
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = rw.lo; j < rw.hi; ++j)
+      m = max_step(m, xp[first + i * row_step + j * dw], nan);
+  std::int64_t at = first + rw.lo * dw;
+  if (nan) {  // rare: the last NaN, plainly
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = rw.lo; j < rw.hi; ++j) {
+        const std::int64_t k = first + i * row_step + j * dw;
+        if (xp[k] != xp[k]) at = k;
+      }
+    return at;
+  }
+  for (std::int64_t i = rows; i-- > 0;)
+    for (std::int64_t j = rw.hi; j-- > rw.lo;) {
+      const std::int64_t k = first + i * row_step + j * dw;
+      at += (k - at) & -static_cast<std::int64_t>(xp[k] == m);
+    }
+  return at;
+}
+
+// The common 2x2 window with stride 2, no padding or dilation, every window
+// inside the input: windows do not overlap, so each output row reads two input
+// rows and the gradient writes every input element once (no zero fill, no
+// scatter). Plain selects only, which g++ vectorizes; the results are those of
+// the general code (first maximum, last NaN).
+bool is_pool2x2(const Pool2dGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+         g.dw == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+}
+
+// Which of a window's taps (a b / c d) max pooling picks: the last NaN if there
+// is one, else the first maximum. Returns 0..3.
+template <class T>
+int pick2x2(T a, T b, T c, T d) {
+  const T v[4] = {a, b, c, d};
+  int k = 0;
+  for (int i = 1; i < 4; ++i)
+    if (v[i] > v[k] || v[i] != v[i]) k = i;
+  return k;
+}
+
+// v, or +0 when `keep` is 0: a bit mask, so no branch and no -0 or NaN from v * 0.
+template <class T>
+T keep_if(T v, bool keep) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  U u;
+  std::memcpy(&u, &v, sizeof u);
+  u &= U(0) - U(keep);
+  std::memcpy(&v, &u, sizeof u);
+  return v;
+}
+
+// One output row of 2x2 max pooling. The loop takes plain maxima (one maxss
+// each, vectorizable) and notes whether any window may hold a NaN (its sum is
+// NaN); such a rare row is redone with pick2x2's exact rule (the last NaN).
+// noinline and __restrict: inlined into the plane loop, or with possible
+// aliasing, g++ 12 does not vectorize these loops.
+template <class T>
+[[gnu::noinline]] void max_pool2x2_row(const T* __restrict r0, const T* __restrict r1,
+                                       T* __restrict y, std::int64_t ow) {
+  if constexpr (std::is_floating_point_v<T>) {
+    bool nan = false;
+    for (std::int64_t j = 0; j < ow; ++j) {
+      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+      const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
+      y[j] = m2 > m1 ? m2 : m1;
+      nan |= s != s;
+    }
+    if (!nan) return;
+    for (std::int64_t j = 0; j < ow; ++j) {
+      const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+      y[j] = v[pick2x2(v[0], v[1], v[2], v[3])];
+    }
+  } else {
+    for (std::int64_t j = 0; j < ow; ++j)
+      y[j] = std::max(std::max(r0[2 * j], r0[2 * j + 1]), std::max(r1[2 * j], r1[2 * j + 1]));
+  }
+}
+
+// The gradient of one output row: each window's gradient goes to the tap the
+// forward picked (the first maximum; the row is redone exactly when a window
+// may hold a NaN), the three others get 0.
+template <class T>
+[[gnu::noinline]] void max_pool2x2_grad_row(const T* __restrict r0, const T* __restrict r1,
+                                            const T* __restrict gy, T* __restrict d0,
+                                            T* __restrict d1, std::int64_t ow) {
+  bool nan = false;
+  for (std::int64_t j = 0; j < ow; ++j) {
+    const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+    const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
+    const T m = m2 > m1 ? m2 : m1;
+    nan |= s != s;
+    const bool ka = a == m, kb = !ka & (b == m), kc = !ka & !kb & (c == m);
+    const T v = gy[j];
+    d0[2 * j] = keep_if(v, ka);
+    d0[2 * j + 1] = keep_if(v, kb);
+    d1[2 * j] = keep_if(v, kc);
+    d1[2 * j + 1] = keep_if(v, !ka & !kb & !kc);
+  }
+  if (!nan) return;
+  for (std::int64_t j = 0; j < ow; ++j) {
+    const int k = pick2x2(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
+    d0[2 * j] = k == 0 ? gy[j] : T(0);
+    d0[2 * j + 1] = k == 1 ? gy[j] : T(0);
+    d1[2 * j] = k == 2 ? gy[j] : T(0);
+    d1[2 * j + 1] = k == 3 ? gy[j] : T(0);
+  }
+}
+
 template <class F>
 void for_planes(const Pool2dGeometry& g, F&& fn) {
   // Work per plane, saturating: kernels near 2^40 would overflow the product.
@@ -49,29 +209,58 @@ template <class T>
 void max_pool2d(const T* x, T* y, const Pool2dGeometry& g) noexcept {
   const T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
                                                         : std::numeric_limits<T>::lowest();
+  if (is_pool2x2(g)) {
+    for_planes(g, [&](std::int64_t p) {
+      const T* xp = x + p * g.h * g.w;
+      for (std::int64_t oh = 0; oh < g.oh; ++oh)
+        max_pool2x2_row(xp + 2 * oh * g.w, xp + (2 * oh + 1) * g.w, y + (p * g.oh + oh) * g.ow,
+                        g.ow);
+    });
+    return;
+  }
+  const TapRange inner = interior_cols(g);
   for_planes(g, [&](std::int64_t p) {
     const T* xp = x + p * g.h * g.w;
     T* yp = y + p * g.oh * g.ow;
     for (std::int64_t oh = 0; oh < g.oh; ++oh) {
       const std::int64_t h0 = oh * g.sh - g.ph;
       const TapRange rh = tap_range(h0, g.dh, g.kh, g.h);
-      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
-        const std::int64_t w0 = ow * g.sw - g.pw;
-        const TapRange rw = tap_range(w0, g.dw, g.kw, g.w);
-        T best = lowest;
-        for (std::int64_t i = rh.lo; i < rh.hi; ++i) {
-          const std::int64_t row = (h0 + i * g.dh) * g.w + w0;  // may be < 0 before + j * dw
-          for (std::int64_t j = rw.lo; j < rw.hi; ++j) {
-            const T v = xp[row + j * g.dw];
-            if constexpr (std::is_floating_point_v<T>) {
-              if (v > best || std::isnan(v)) best = v;
-            } else {
-              best = std::max(best, v);
-            }
-          }
-        }
-        yp[oh * g.ow + ow] = best;
+      T* yr = yp + oh * g.ow;
+      if (rh.lo >= rh.hi) {  // the window's rows are all padding
+        std::fill(yr, yr + g.ow, lowest);
+        continue;
       }
+      // Rows of the window inside the input, from its first one on.
+      const T* x0 = xp + (h0 + rh.lo * g.dh) * g.w;
+      const std::int64_t rows = rh.hi - rh.lo, row_step = g.dh * g.w;
+      const auto one = [&](std::int64_t ow, TapRange rw) {
+        const std::int64_t w0 = ow * g.sw - g.pw;
+        T best = lowest;
+        bool nan = false;
+        for (std::int64_t i = 0; i < rows; ++i) {
+          const T* r = x0 + i * row_step;  // r[w0 + j * dw] is tap j (w0 may be < 0)
+          for (std::int64_t j = rw.lo; j < rw.hi; ++j) best = max_step(best, r[w0 + j * g.dw], nan);
+        }
+        if (nan) best = last_nan(x0, rows, row_step, w0, rw, g.dw);
+        yr[ow] = best;
+      };
+      for (std::int64_t ow = 0; ow < inner.lo; ++ow)
+        one(ow, tap_range(ow * g.sw - g.pw, g.dw, g.kw, g.w));
+      if (g.kw == 2 && g.dw == 1) {  // the common 2-wide window, unrolled
+        for (std::int64_t ow = inner.lo; ow < inner.hi; ++ow) {
+          const T* r = x0 + ow * g.sw - g.pw;
+          T best = lowest;
+          bool nan = false;
+          for (std::int64_t i = 0; i < rows; ++i, r += row_step)
+            best = max_step(max_step(best, r[0], nan), r[1], nan);
+          if (nan) best = last_nan(x0, rows, row_step, ow * g.sw - g.pw, TapRange{0, 2}, 1);
+          yr[ow] = best;
+        }
+      } else {
+        for (std::int64_t ow = inner.lo; ow < inner.hi; ++ow) one(ow, TapRange{0, g.kw});
+      }
+      for (std::int64_t ow = inner.hi; ow < g.ow; ++ow)
+        one(ow, tap_range(ow * g.sw - g.pw, g.dw, g.kw, g.w));
     }
   });
 }
@@ -114,6 +303,22 @@ void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pa
 
 template <class T>
 void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) noexcept {
+  if (is_pool2x2(g)) {
+    for_planes(g, [&](std::int64_t p) {
+      const T* xp = x + p * g.h * g.w;
+      T* dp = dx + p * g.h * g.w;
+      for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+        const std::int64_t r = 2 * oh * g.w;
+        max_pool2x2_grad_row(xp + r, xp + r + g.w, gy + (p * g.oh + oh) * g.ow, dp + r,
+                             dp + r + g.w, g.ow);
+        // an odd last column is in no window
+        for (std::int64_t c = 2 * g.ow; c < g.w; ++c) dp[r + c] = dp[r + g.w + c] = T(0);
+      }
+      std::fill(dp + 2 * g.oh * g.w, dp + g.h * g.w, T(0));  // an odd last row likewise
+    });
+    return;
+  }
+  const TapRange inner = interior_cols(g);
   for_planes(g, [&](std::int64_t p) {
     const T* xp = x + p * g.h * g.w;
     const T* gp = gy + p * g.oh * g.ow;
@@ -122,26 +327,19 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) no
     for (std::int64_t oh = 0; oh < g.oh; ++oh) {
       const std::int64_t h0 = oh * g.sh - g.ph;
       const TapRange rh = tap_range(h0, g.dh, g.kh, g.h);
-      for (std::int64_t ow = 0; ow < g.ow; ++ow) {
-        const std::int64_t w0 = ow * g.sw - g.pw;
-        const TapRange rw = tap_range(w0, g.dw, g.kw, g.w);
-        if (rh.lo >= rh.hi || rw.lo >= rw.hi) continue;
-        // The forward's choice: the first strict maximum, or the last NaN; a
-        // window of -inf routes to its first element (as PyTorch).
-        std::int64_t at = (h0 + rh.lo * g.dh) * g.w + w0 + rw.lo * g.dw;
-        T best = -std::numeric_limits<T>::infinity();
-        for (std::int64_t i = rh.lo; i < rh.hi; ++i) {
-          const std::int64_t row = (h0 + i * g.dh) * g.w + w0;
-          for (std::int64_t j = rw.lo; j < rw.hi; ++j) {
-            const T v = xp[row + j * g.dw];
-            if (v > best || std::isnan(v)) {
-              best = v;
-              at = row + j * g.dw;
-            }
-          }
-        }
-        dp[at] += gp[oh * g.ow + ow];
-      }
+      if (rh.lo >= rh.hi) continue;
+      const std::int64_t first = (h0 + rh.lo * g.dh) * g.w;  // the window's first input row
+      const std::int64_t rows = rh.hi - rh.lo, row_step = g.dh * g.w;
+      const T* gr = gp + oh * g.ow;
+      const auto one = [&](std::int64_t ow, TapRange rw) {
+        if (rw.lo >= rw.hi) return;
+        dp[window_arg(xp, first + ow * g.sw - g.pw, rows, row_step, rw, g.dw)] += gr[ow];
+      };
+      for (std::int64_t ow = 0; ow < inner.lo; ++ow)
+        one(ow, tap_range(ow * g.sw - g.pw, g.dw, g.kw, g.w));
+      for (std::int64_t ow = inner.lo; ow < inner.hi; ++ow) one(ow, TapRange{0, g.kw});
+      for (std::int64_t ow = inner.hi; ow < g.ow; ++ow)
+        one(ow, tap_range(ow * g.sw - g.pw, g.dw, g.kw, g.w));
     }
   });
 }

@@ -217,6 +217,35 @@ const std::vector<PoolCase> kPoolCases = {
     {{1, 1, 1, 1}, {1}, {}, {0}, {1}, false, true},
 };
 
+/// Values that stress max pooling's tie and NaN rules: half zeros of either
+/// sign (relu outputs tie at 0), some ±1 and 0.5, ±inf, and 2% NaN (so some
+/// rows of windows hold a NaN and others do not).
+Tensor pool_stress_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  Values v(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& e : v) {
+    const unsigned r = rng() % 100;
+    e = r < 50   ? (r % 2 == 0 ? 0.0 : -0.0)
+        : r < 80 ? (r % 3 == 0   ? 1.0
+                    : r % 3 == 1 ? -1.0
+                                 : 0.5)
+        : r < 90 ? kInf
+        : r < 98 ? -kInf
+                 : std::numeric_limits<double>::quiet_NaN();
+  }
+  return from_vector(v, shape).to(dt);
+}
+
+/// 2x2 windows at stride 2 on even and odd sizes (the dedicated kernel), and
+/// cases that take the general kernel (partial windows, padding, overlap).
+const std::vector<PoolCase> kPoolStressCases = {
+    {{2, 3, 8, 10}, {2}, {}, {0}, {1}, false, true},
+    {{2, 3, 7, 9}, {2}, {}, {0}, {1}, false, true},
+    {{1, 2, 7, 9}, {2}, {2}, {0}, {1}, true, true},
+    {{1, 2, 6, 6}, {3}, {2}, {1}, {1}, false, true},
+    {{1, 2, 6, 6}, {2}, {1}, {0}, {1}, false, true},
+};
+
 Tensor run_pool(const Tensor& x, const PoolCase& c, bool is_max) {
   return is_max ? max_pool2d(x, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode)
                 : avg_pool2d(x, c.kernel, c.stride, c.padding, c.ceil_mode, c.count_include_pad);
@@ -457,6 +486,12 @@ TEST_SUITE("ops") {
     std::uint32_t seed = 1;
     for (const PoolCase& c : kPoolCases)
       check_pool(random_tensor(c.x, dtype_of<T>, seed++), c, true);
+  }
+
+  TEST_CASE_TEMPLATE("max_pool2d on ties, NaN, infinities and signed zeros", T, float, double) {
+    std::uint32_t seed = 11;
+    for (const PoolCase& c : kPoolStressCases)
+      check_pool(pool_stress_tensor(c.x, dtype_of<T>, seed++), c, true);
   }
 
   TEST_CASE_TEMPLATE("avg_pool2d matches a naive loop", T, float, double, float16_t, bfloat16_t) {

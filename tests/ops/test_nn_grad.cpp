@@ -262,6 +262,35 @@ void check_pool_grad(const Tensor& x, const Tensor& g, const PoolCase& c, bool i
   check_close(run_pool_grad(x, g, c, is_max), pool_grad_ref(x, g, c, is_max), c.x, x.dtype());
 }
 
+/// Values that stress max pooling's tie and NaN rules: half zeros of either
+/// sign (relu outputs tie at 0), some ±1 and 0.5, ±inf, and 2% NaN (so some
+/// rows of windows hold a NaN and others do not).
+Tensor pool_stress_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  Values v(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& e : v) {
+    const unsigned r = rng() % 100;
+    e = r < 50   ? (r % 2 == 0 ? 0.0 : -0.0)
+        : r < 80 ? (r % 3 == 0   ? 1.0
+                    : r % 3 == 1 ? -1.0
+                                 : 0.5)
+        : r < 90 ? kInf
+        : r < 98 ? -kInf
+                 : std::numeric_limits<double>::quiet_NaN();
+  }
+  return from_vector(v, shape).to(dt);
+}
+
+/// 2x2 windows at stride 2 on even and odd sizes (the dedicated kernel), and
+/// cases that take the general kernel (partial windows, padding, overlap).
+const std::vector<PoolCase> kPoolStressCases = {
+    {{2, 3, 8, 10}, {2}, {}, {0}, {1}, false, true},
+    {{2, 3, 7, 9}, {2}, {}, {0}, {1}, false, true},
+    {{1, 2, 7, 9}, {2}, {2}, {0}, {1}, true, true},
+    {{1, 2, 6, 6}, {3}, {2}, {1}, {1}, false, true},
+    {{1, 2, 6, 6}, {2}, {1}, {0}, {1}, false, true},
+};
+
 // ---------------------------------------------------------------- indexing
 
 /// zeros(xs) with g added at x[c with c[axis] = index[c]] for every c of index.
@@ -435,6 +464,15 @@ TEST_SUITE("ops") {
         check_pool_grad(x, g, c, is_max);
         if (dt == float64) check_pool_grad(strided(x), strided(g), c, is_max);
       }
+  }
+
+  TEST_CASE_TEMPLATE("max_pool2d_grad on ties, NaN, infinities and signed zeros", T, float,
+                     double) {
+    std::uint32_t seed = 21;
+    for (const PoolCase& c : kPoolStressCases) {
+      const Tensor x = pool_stress_tensor(c.x, dtype_of<T>, seed++);
+      check_pool_grad(x, random_tensor(pool_out_shape(c, true), dtype_of<T>, seed++), c, true);
+    }
   }
 
   // (Split into small cases: one large case crashed GCC 12's ASan with
