@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ms/kernels/gemm.hpp"
 #include "ms/ms.hpp"
 
 #ifndef MS_BENCH_TORCH
@@ -278,6 +279,7 @@ inline std::string loaded_blas() {
 /// Adds the run's context (libraries, threads) to the benchmark output.
 inline void add_context() {
   benchmark::AddCustomContext("ms_blas_libraries", loaded_blas());
+  benchmark::AddCustomContext("ms_gemm_backend", ms::kernels::gemm_backend().detail);
   benchmark::AddCustomContext("libtorch", MS_BENCH_TORCH ? "yes (same binary)" : "no");
   benchmark::AddCustomContext("fma_kernel", fma_isa());
 }

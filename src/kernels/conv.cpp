@@ -138,9 +138,10 @@ template <class T>
 void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g) {
   const ConvPlan pl = conv_plan(g);
   if (pl.items == 0 || pl.og == 0) return;
-  // One part per thread, even with fewer items than threads: GEMM must run on
-  // one thread inside the region (a threaded OpenBLAS would round the elements
-  // at its block edges differently, and results would depend on the threads).
+  // One part per thread, even with fewer items than threads: GEMM runs on one
+  // thread inside the region (with the "openblas" backend a threaded GEMM would
+  // round the elements at its block edges differently, and results would
+  // depend on the threads).
   const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
   // One im2col buffer per part, allocated here: exceptions must not reach a region.
   const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;

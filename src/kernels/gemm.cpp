@@ -1,21 +1,78 @@
-// GEMM on Eigen maps of row-major buffers. With EIGEN_USE_BLAS (set for libms
-// when OpenBLAS is found) Eigen hands float and double products to sgemm_ /
-// dgemm_ without copying: a transposed operand or one with a row stride is
-// passed to BLAS as a transpose flag and a leading dimension. Integer products
-// run on Eigen's own kernel, which we split over rows ourselves (Eigen does not
-// parallelize its GEMM when it is built for BLAS).
+// GEMM on Eigen maps of row-major buffers: Eigen's own product kernels (a
+// transposed operand or one with a row stride is just another map), or, for
+// float and double with the "openblas" backend, cblas_?gemm with transpose
+// flags and leading dimensions. libms is compiled with EIGEN_DONT_PARALLELIZE
+// (meson.build): gemm() splits large products over the threads itself, by
+// blocks of C's columns (integers: by rows), so that the thread count never
+// changes a sum's order.
 #include "ms/kernels/gemm.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
+#include "ms/core/warning.hpp"
 #include "ms/kernels/parallel.hpp"
+
+#if MS_HAVE_BLAS
+extern "C" {
+// CBLAS (OpenBLAS exports it); the enums are ints: row-major 101, no
+// transpose 111, transpose 112.
+void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha,
+                 const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                 int ldc);
+char* openblas_get_corename(void) __attribute__((weak));
+}
+#endif
 
 namespace ms::kernels {
 namespace {
+
+GemmBackend choose_backend() {
+#if defined(EIGEN_VECTORIZE_AVX512)
+  const char* simd = "AVX-512";
+  const bool eigen_first = true;
+#elif defined(EIGEN_VECTORIZE_AVX2)
+  const char* simd = "AVX2";
+  const bool eigen_first = false;
+#else
+  const char* simd = "SSE or scalar";
+  const bool eigen_first = false;
+#endif
+  const std::string eigen = std::string("Eigen's product kernels (") + simd + ")";
+#if MS_HAVE_BLAS
+  std::string blas = "OpenBLAS";
+  if (openblas_get_corename != nullptr)
+    blas += std::string(" (core ") + openblas_get_corename() + ")";
+  const char* env = std::getenv("MS_GEMM");
+  if (env != nullptr && std::strcmp(env, "openblas") == 0)
+    return {"openblas", blas + ", MS_GEMM=openblas"};
+  if (env != nullptr && std::strcmp(env, "eigen") == 0) return {"eigen", eigen + ", MS_GEMM=eigen"};
+  if (env != nullptr) {
+    try {  // a throwing warning handler must not end the program here (noexcept caller)
+      warn(std::string("MS_GEMM='") + env +
+           "' is neither 'eigen' nor 'openblas'; using the default");
+    } catch (...) {
+    }
+  }
+  if (eigen_first) return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512)"};
+  return {"openblas", blas + " (default without AVX-512)"};
+#else
+  (void)eigen_first;
+  return {"eigen", eigen + " (no BLAS found at build time)"};
+#endif
+}
+
+bool use_blas() noexcept {
+  static const bool b = std::strcmp(gemm_backend().name, "openblas") == 0;
+  return b;
+}
 
 template <class T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -48,6 +105,19 @@ template <class T>
 void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                 const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                 std::int64_t ldc) {
+#if MS_HAVE_BLAS
+  if constexpr (std::is_floating_point_v<T>) {
+    if (use_blas()) {
+      const int ta_ = ta ? 112 : 111, tb_ = tb ? 112 : 111;
+      const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
+      else
+        cblas_dgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
+      return;
+    }
+  }
+#endif
   MutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
   const ConstMap<T> am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
   const ConstMap<T> bm(b, tb ? n : k, tb ? k : n, Eigen::OuterStride<>(ldb));
@@ -109,6 +179,12 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// Float products above kSplitFlops multiply-adds are cut into at most
+// kMaxColumnBlocks blocks of at least kMinColumnBlock columns of C (each
+// block packs A again, so blocks stay wide).
+constexpr double kSplitFlops = 1 << 20;
+constexpr std::int64_t kMaxColumnBlocks = 8;
+constexpr std::int64_t kMinColumnBlock = 128;
 // Below this many multiply-adds a product is not worth a thread.
 constexpr double kFlopsPerThread = 1 << 16;
 // Products up to this size run one per thread over a batch (OpenBLAS itself
@@ -116,6 +192,11 @@ constexpr double kFlopsPerThread = 1 << 16;
 constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
 
 }  // namespace
+
+const GemmBackend& gemm_backend() noexcept {
+  static const GemmBackend b = choose_backend();
+  return b;
+}
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
@@ -131,6 +212,29 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
         for (std::int64_t j = 0; j < n; ++j) row[j] *= beta;
     }
     return;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    // Eigen's kernels run on one thread: a large product is cut into column
+    // blocks of C by its shape alone (never by the thread count) and the
+    // blocks are spread over the threads. One thread computes the same blocks
+    // one after the other, so results are bitwise the same for any thread
+    // count. (Eigen's row blocking inside a product depends on its column
+    // count, so any thread-dependent cut would change roundings.)
+    const double flops = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    if (!use_blas() && flops > kSplitFlops && n >= 2 * kMinColumnBlock) {
+      std::int64_t blocks = std::min<std::int64_t>(kMaxColumnBlocks, n / kMinColumnBlock);
+      blocks -= blocks % 2;  // an even count splits evenly over two threads
+      // Block i is columns [edge(i), edge(i + 1)), edges on multiples of 16.
+      const auto edge = [&](std::int64_t i) { return i == blocks ? n : n * i / blocks / 16 * 16; };
+      parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
+        for (std::int64_t i = b0; i < b1; ++i) {
+          const std::int64_t c0 = edge(i), c1 = edge(i + 1);
+          gemm_split(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
+                     trans_b ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
+        }
+      });
+      return;
+    }
   }
   if constexpr (std::is_integral_v<T>) {
     // Eigen's integer GEMM is single-threaded here: split C's rows. Integer

@@ -1,10 +1,12 @@
 // ms/kernels/gemm.hpp — general matrix products (GEMM) on raw row-major buffers.
 //
 // Stage: kernels. The one entry every matrix product in ms goes through:
-// matmul, conv2d (im2col + GEMM) and, later, the JIT executor. float and double
-// run on Eigen products routed to OpenBLAS (libms is built with EIGEN_USE_BLAS);
-// int32 and int64 run on Eigen's own product. The Eigen instantiations live in
-// src/kernels/gemm.cpp, so including this header costs nothing.
+// matmul, conv2d (im2col + GEMM) and the JIT executor. float and double run on
+// one of two backends, chosen once per process (see `gemm_backend()`): Eigen's
+// own product kernels (AVX-512 when built with -march=native on such a CPU) or
+// OpenBLAS called directly (cblas). int32 and int64 always run on Eigen's
+// product. The Eigen instantiations live in src/kernels/gemm.cpp, so including
+// this header costs nothing.
 //
 //   // C[2x4] = A[2x3] * B[3x4], all row-major and dense
 //   ms::kernels::gemm<float>(false, false, 2, 4, 3, 1.f, a, 3, b, 4, 0.f, c, 4);
@@ -12,6 +14,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace ms::kernels {
 
@@ -23,13 +26,32 @@ namespace ms::kernels {
 /// no-ops, k == 0 scales C by beta).
 ///
 /// Requires: buffers valid for the given sizes; never throws, so it may be
-/// called from inside a parallel region (where OpenBLAS then runs on one
-/// thread). Called outside one, BLAS uses the threads of `ms::set_num_threads`.
+/// called from inside a parallel region (where it runs on one thread). Called
+/// outside one, it uses the threads of `ms::set_num_threads`.
 /// Instantiated for float, double, std::int32_t and std::int64_t.
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc) noexcept;
+
+/// The backend of float and double GEMM in this process, for reports and
+/// benchmarks: `name` is "eigen" or "openblas"; `detail` says which kernels
+/// (Eigen's SIMD level, or OpenBLAS's core name) and why they were chosen.
+///
+/// Default: "eigen" when libms was compiled with AVX-512 (Eigen's AVX-512
+/// kernels reach 125-140 GFLOP/s per core on this project's machines, where
+/// OpenBLAS 0.3.21 pinned to its "Haswell" kernels by the environment's
+/// OPENBLAS_CORETYPE reaches ~95), else "openblas" when it was found at build
+/// time, else "eigen". `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
+/// environment overrides the default (read once, at the first product).
+/// With "eigen", a large product outside a parallel region is split over the
+/// threads by blocks of C's columns, so each element is summed in the same
+/// order for any thread count.
+struct GemmBackend {
+  const char* name;
+  std::string detail;
+};
+const GemmBackend& gemm_backend() noexcept;
 
 /// One operand of a batched product: a base pointer, one element offset per
 /// batch entry, and the layout of each matrix (row stride `ld`, transposed or not).
@@ -43,11 +65,11 @@ struct GemmOperand {
 
 /// `batch` products C_i = op(A_i) * op(B_i), each m x n x k, with C_i at
 /// `c + c_offsets[i]` (row stride `ldc`) and A_i, B_i at their operands' offsets.
-/// Small products are spread over the batch with `parallel_for` (one BLAS call
+/// Small products are spread over the batch with `parallel_for` (one gemm call
 /// per entry, single-threaded inside the region); large ones run one after the
-/// other with a multi-threaded BLAS. Results do not depend on the thread count
-/// for integers, and for floats agree up to OpenBLAS's own threading (which
-/// splits m and n, never k, so in practice bitwise).
+/// other, each over all threads. Results do not depend on the thread count
+/// (with the "openblas" backend, floats only up to OpenBLAS's own threading,
+/// which splits m and n, never k: in practice bitwise).
 template <class T>
 void gemm_batched(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                   const GemmOperand<T>& a, const GemmOperand<T>& b, T* c,

@@ -18,7 +18,7 @@ namespace ms {
 /// - N-D: batched products over the leading dims, which broadcast
 ///   ([2, 1, m, k] x [3, k, n] -> [2, 3, m, n]).
 ///
-/// Both inputs must have the same dtype: float32, float64 (OpenBLAS GEMM),
+/// Both inputs must have the same dtype: float32, float64 (ms::kernels::gemm_backend()),
 /// int8, int16, uint8 (computed in int32 and wrapped on store), int32, int64
 /// (Eigen's GEMM), float16, bfloat16 (computed in float32, rounded on store).
 /// Errors: TypeError for mixed or other dtypes; ShapeError for rank-0 inputs,
