@@ -28,6 +28,33 @@ template <class T>
 void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
                  std::int64_t p1, T* col) {
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
+  if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {
+    // Whole output rows at stride 1 (the usual tile): each output row is one
+    // run of input pixels with the same zero borders for every row, so no
+    // division or library call per run (this loop was most of im2col's time).
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
+      const T* xc = x + ci * plane;
+      T* dst = col + row * width;
+      const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
+      // Output columns [lo, hi) read input columns c + woff inside [0, w).
+      const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
+      const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
+      for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
+        T* d = dst + (oh * g.ow - p0);
+        const std::int64_t ih = oh * g.sh + hoff;
+        if (ih < 0 || ih >= g.h) {
+          for (std::int64_t c = 0; c < g.ow; ++c) d[c] = T(0);
+          continue;
+        }
+        const T* src = xc + ih * g.w;  // src[c + woff] for c in [lo, hi) is inside the row
+        for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
+        for (std::int64_t c = lo; c < hi; ++c) d[c] = src[c + woff];
+        for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
+      }
+    }
+    return;
+  }
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
     const T* xc = x + ci * plane;
@@ -68,6 +95,24 @@ template <class T>
 void col2im_cols(const T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
                  std::int64_t p1, T* dx) {
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
+  if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {  // as im2col_cols's fast path
+    for (std::int64_t row = 0; row < rows; ++row) {
+      const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
+      T* xc = dx + ci * plane;
+      const T* src = col + row * width;
+      const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
+      const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
+      const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
+      for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
+        const std::int64_t ih = oh * g.sh + hoff;
+        if (ih < 0 || ih >= g.h) continue;
+        const T* s = src + (oh * g.ow - p0);
+        T* d = xc + ih * g.w;  // d[c + woff] for c in [lo, hi) is inside the row
+        for (std::int64_t c = lo; c < hi; ++c) d[c + woff] += s[c];
+      }
+    }
+    return;
+  }
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
     T* xc = dx + ci * plane;
