@@ -40,6 +40,26 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
       // Output columns [lo, hi) read input columns c + woff inside [0, w).
       const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
       const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
+      if (g.sh == 1 && g.ow == g.w) {
+        // "same" width: output q = oh * w + c reads input q + shift, so the
+        // rows inside the input are one contiguous shifted copy; the columns
+        // outside [lo, hi), which read the neighbouring input row, are zeroed.
+        const std::int64_t shift = hoff * g.w + woff, r0 = p0 / g.ow, r1 = p1 / g.ow;
+        const std::int64_t v0 = std::min(std::max(-hoff, r0), r1);
+        const std::int64_t v1 = std::min(std::max(g.h - hoff, v0), r1);  // rows inside: [v0, v1)
+        // Positions [q0, q1) of those rows whose input q + shift is inside the plane.
+        const std::int64_t q0 = std::min(std::max(v0 * g.ow, -shift), v1 * g.ow);
+        const std::int64_t q1 = std::min(std::max(q0, plane - shift), v1 * g.ow);
+        std::fill(dst, dst + (q0 - p0), T(0));
+        for (std::int64_t q = q0; q < q1; ++q) dst[q - p0] = xc[q + shift];
+        std::fill(dst + (q1 - p0), dst + width, T(0));
+        for (std::int64_t oh = v0; oh < v1; ++oh) {
+          T* d = dst + (oh * g.ow - p0);
+          for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
+          for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
+        }
+        continue;
+      }
       for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
         T* d = dst + (oh * g.ow - p0);
         const std::int64_t ih = oh * g.sh + hoff;
@@ -91,8 +111,9 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
 // The adjoint of im2col_cols: adds columns [p0, p1) of the first `rows` rows
 // of col [rows, p1 - p0] back into the image dx (each input pixel receives the
 // sum over the taps and output positions that read it; padding is dropped).
+// col is a workspace: its entries that fall in the padding may be zeroed.
 template <class T>
-void col2im_cols(const T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
+void col2im_cols(T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_t p0,
                  std::int64_t p1, T* dx) {
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
   if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {  // as im2col_cols's fast path
@@ -103,6 +124,25 @@ void col2im_cols(const T* col, const Conv2dGeometry& g, std::int64_t rows, std::
       const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
       const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
       const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
+      if (g.sh == 1 && g.ow == g.w) {
+        // As im2col_cols: one contiguous shifted add per row of col, after
+        // zeroing col's entries outside [lo, hi) (they belong to no pixel of
+        // this row and would land in the neighbouring one).
+        const std::int64_t shift = hoff * g.w + woff, r0 = p0 / g.ow, r1 = p1 / g.ow;
+        const std::int64_t v0 = std::min(std::max(-hoff, r0), r1);
+        const std::int64_t v1 = std::min(std::max(g.h - hoff, v0), r1);
+        T* cs = col + row * width;
+        for (std::int64_t oh = v0; oh < v1; ++oh) {
+          T* d = cs + (oh * g.ow - p0);
+          for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
+          for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
+        }
+        // Positions [q0, q1) of those rows whose input q + shift is inside the plane.
+        const std::int64_t q0 = std::min(std::max(v0 * g.ow, -shift), v1 * g.ow);
+        const std::int64_t q1 = std::min(std::max(q0, plane - shift), v1 * g.ow);
+        for (std::int64_t q = q0; q < q1; ++q) xc[q + shift] += cs[q - p0];
+        continue;
+      }
       for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
         const std::int64_t ih = oh * g.sh + hoff;
         if (ih < 0 || ih >= g.h) continue;

@@ -9,6 +9,10 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -131,6 +135,51 @@ T keep_if(T v, bool keep) {
   return v;
 }
 
+#if defined(__AVX512F__)
+// 16 windows of two input rows at once (float, AVX-512): a b / c d of window
+// j in lane j, loaded with masks for a partial last group (masked-off lanes
+// are never read). The lanes compute exactly what the scalar loops compute.
+struct Windows16 {
+  __m512 a, b, c, d;
+  __mmask16 valid, lo, hi;  // windows; the two 16-float halves of a row pair
+};
+
+inline Windows16 load_windows(const float* r0, const float* r1, std::int64_t n) {
+  Windows16 w;
+  w.valid = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
+  w.lo = static_cast<__mmask16>(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
+  w.hi = static_cast<__mmask16>(n <= 8 ? 0u : n >= 16 ? 0xFFFFu : (1u << (2 * n - 16)) - 1);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512 x0 = _mm512_maskz_loadu_ps(w.lo, r0), x1 = _mm512_maskz_loadu_ps(w.hi, r0 + 16);
+  const __m512 y0 = _mm512_maskz_loadu_ps(w.lo, r1), y1 = _mm512_maskz_loadu_ps(w.hi, r1 + 16);
+  w.a = _mm512_permutex2var_ps(x0, even, x1);
+  w.b = _mm512_permutex2var_ps(x0, odd, x1);
+  w.c = _mm512_permutex2var_ps(y0, even, y1);
+  w.d = _mm512_permutex2var_ps(y0, odd, y1);
+  return w;
+}
+
+// The maximum of each window (_mm512_max_ps(x, y) is x > y ? x : y, as the
+// scalar loops), and whether a valid window's sum is NaN.
+inline __m512 windows_max(const Windows16& w, bool& nan) {
+  const __m512 m = _mm512_max_ps(_mm512_max_ps(w.d, w.c), _mm512_max_ps(w.b, w.a));
+  const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(w.a, w.b), w.c), w.d);
+  nan |= _mm512_mask_cmp_ps_mask(w.valid, s, s, _CMP_UNORD_Q) != 0;
+  return m;
+}
+
+// Stores the lanes of e (even positions) and o (odd positions) interleaved
+// into the row pair's 2n floats at r.
+inline void store_interleaved(float* r, __m512 e, __m512 o, const Windows16& w) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  _mm512_mask_storeu_ps(r, w.lo, _mm512_permutex2var_ps(e, lo, o));
+  _mm512_mask_storeu_ps(r + 16, w.hi, _mm512_permutex2var_ps(e, hi, o));
+}
+#endif
+
 // One output row of 2x2 max pooling. The loop takes plain maxima (one maxss
 // each, vectorizable) and notes whether any window may hold a NaN (its sum is
 // NaN); such a rare row is redone with pick2x2's exact rule (the last NaN).
@@ -141,12 +190,20 @@ template <class T>
                                        T* __restrict y, std::int64_t ow) {
   if constexpr (std::is_floating_point_v<T>) {
     bool nan = false;
-    for (std::int64_t j = 0; j < ow; ++j) {
-      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-      const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
-      y[j] = m2 > m1 ? m2 : m1;
-      nan |= s != s;
-    }
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      for (std::int64_t j = 0; j < ow; j += 16) {
+        const Windows16 w = load_windows(r0 + 2 * j, r1 + 2 * j, ow - j);
+        _mm512_mask_storeu_ps(y + j, w.valid, windows_max(w, nan));
+      }
+    } else  // NOLINT(readability/braces): the scalar loop below
+#endif
+      for (std::int64_t j = 0; j < ow; ++j) {
+        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
+        y[j] = m2 > m1 ? m2 : m1;
+        nan |= s != s;
+      }
     if (!nan) return;
     for (std::int64_t j = 0; j < ow; ++j) {
       const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
@@ -166,18 +223,33 @@ template <class T>
                                             const T* __restrict gy, T* __restrict d0,
                                             T* __restrict d1, std::int64_t ow) {
   bool nan = false;
-  for (std::int64_t j = 0; j < ow; ++j) {
-    const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-    const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
-    const T m = m2 > m1 ? m2 : m1;
-    nan |= s != s;
-    const bool ka = a == m, kb = !ka & (b == m), kc = !ka & !kb & (c == m);
-    const T v = gy[j];
-    d0[2 * j] = keep_if(v, ka);
-    d0[2 * j + 1] = keep_if(v, kb);
-    d1[2 * j] = keep_if(v, kc);
-    d1[2 * j + 1] = keep_if(v, !ka & !kb & !kc);
-  }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    for (std::int64_t j = 0; j < ow; j += 16) {
+      const Windows16 w = load_windows(r0 + 2 * j, r1 + 2 * j, ow - j);
+      const __m512 m = windows_max(w, nan);
+      const __mmask16 ka = _mm512_mask_cmp_ps_mask(w.valid, w.a, m, _CMP_EQ_OQ);
+      const __mmask16 kb = _mm512_mask_cmp_ps_mask(w.valid & ~ka, w.b, m, _CMP_EQ_OQ);
+      const __mmask16 kc = _mm512_mask_cmp_ps_mask(w.valid & ~ka & ~kb, w.c, m, _CMP_EQ_OQ);
+      const __mmask16 kd = w.valid & ~(ka | kb | kc);
+      const __m512 v = _mm512_maskz_loadu_ps(w.valid, gy + j);
+      store_interleaved(d0 + 2 * j, _mm512_maskz_mov_ps(ka, v), _mm512_maskz_mov_ps(kb, v), w);
+      store_interleaved(d1 + 2 * j, _mm512_maskz_mov_ps(kc, v), _mm512_maskz_mov_ps(kd, v), w);
+    }
+  } else  // NOLINT(readability/braces): the scalar loop below
+#endif
+    for (std::int64_t j = 0; j < ow; ++j) {
+      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+      const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
+      const T m = m2 > m1 ? m2 : m1;
+      nan |= s != s;
+      const bool ka = a == m, kb = !ka & (b == m), kc = !ka & !kb & (c == m);
+      const T v = gy[j];
+      d0[2 * j] = keep_if(v, ka);
+      d0[2 * j + 1] = keep_if(v, kb);
+      d1[2 * j] = keep_if(v, kc);
+      d1[2 * j + 1] = keep_if(v, !ka & !kb & !kc);
+    }
   if (!nan) return;
   for (std::int64_t j = 0; j < ow; ++j) {
     const int k = pick2x2(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
