@@ -112,7 +112,11 @@ void elementwise_rules() {
   unary("cos", [](auto& x, auto&, auto& g) { return -(g * sin(x)); });
   unary("tanh", [](auto&, auto& o, auto& g) { return g * (1.0 - o * o); });
   unary("sigmoid", [](auto&, auto& o, auto& g) { return g * o * (1.0 - o); });
-  unary("relu", [](auto& x, auto&, auto& g) { return where(x > 0, g, 0); });
+  unary("relu", [](auto& x, auto&, auto& g) { return relu_grad(g, x); });
+  // relu_grad(g, x) is linear in g; in x it is a step (zero gradient).
+  rule("relu_grad", [](const GradContext& c) -> Grads {
+    return {sum_to(relu_grad(gout(c), in(c, 1)), in(c, 0).shape()), Tensor()};
+  });
   unary("erf", [](auto& x, auto&, auto& g) {
     return g * exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi));
   });

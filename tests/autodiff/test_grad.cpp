@@ -71,6 +71,9 @@ std::vector<GradCase> grad_cases() {
   MS_BIN("pow", ms::pow(x[0], x[1]), 0.5, 2);
   MS_BIN("maximum", ms::maximum(x[0], x[1]));
   MS_BIN("minimum", ms::minimum(x[0], x[1]));
+  // relu_grad(g, x): linear in g, a step in x (inputs in [-2, 2] stay away from
+  // the step at 0 by more than gradcheck's eps)
+  MS_BIN("relu_grad", ms::relu_grad(x[0], x[1]));
 #undef MS_BIN
   c.push_back({"mul",
                "with weak scalars",

@@ -257,6 +257,8 @@ inline constexpr EwFunction<ops::Tanh> tanh{};
 inline constexpr EwFunction<ops::Sigmoid> sigmoid{};
 /// max(x, 0)
 inline constexpr EwFunction<ops::Relu> relu{};
+/// relu's gradient: `ms::relu_grad(g, x)` is g where x > 0, else 0
+inline constexpr EwFunction<ops::ReluGrad> relu_grad{};
 /// gelu, exact (erf) form: `ms::gelu(x)`; the tanh form is `ms::gelu_tanh(x)`
 inline constexpr EwFunction<ops::Gelu> gelu{};
 /// the error function
