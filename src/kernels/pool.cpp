@@ -304,7 +304,9 @@ void max_pool2d(const T* x, T* y, const Pool2dGeometry& g) noexcept {
       }
       // Rows of the window inside the input, from its first one on.
       const T* x0 = xp + (h0 + rh.lo * g.dh) * g.w;
-      const std::int64_t rows = rh.hi - rh.lo, row_step = g.dh * g.w;
+      // dh * w fits when a window has two rows inside the input (dh < h then);
+      // with one row it is never used and may overflow (huge dilations).
+      const std::int64_t rows = rh.hi - rh.lo, row_step = rows > 1 ? g.dh * g.w : 0;
       const auto one = [&](std::int64_t ow, TapRange rw) {
         const std::int64_t w0 = ow * g.sw - g.pw;
         T best = lowest;
@@ -401,7 +403,9 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) no
       const TapRange rh = tap_range(h0, g.dh, g.kh, g.h);
       if (rh.lo >= rh.hi) continue;
       const std::int64_t first = (h0 + rh.lo * g.dh) * g.w;  // the window's first input row
-      const std::int64_t rows = rh.hi - rh.lo, row_step = g.dh * g.w;
+      // dh * w fits when a window has two rows inside the input (dh < h then);
+      // with one row it is never used and may overflow (huge dilations).
+      const std::int64_t rows = rh.hi - rh.lo, row_step = rows > 1 ? g.dh * g.w : 0;
       const T* gr = gp + oh * g.ow;
       const auto one = [&](std::int64_t ow, TapRange rw) {
         if (rw.lo >= rw.hi) return;
