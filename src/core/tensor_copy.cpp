@@ -42,6 +42,21 @@ void for_each_row(const Shape& shape, const std::vector<std::int64_t>& strides, 
   }
 }
 
+// Calls fn(TypeTag<E>{}) with an unsigned (or two-word) type E of `size` bytes.
+template <class F>
+void with_elem_size(std::int64_t size, F&& fn) {
+  struct Word16 {
+    std::uint64_t lo, hi;
+  };
+  switch (size) {
+    case 1: return fn(TypeTag<std::uint8_t>{});
+    case 2: return fn(TypeTag<std::uint16_t>{});
+    case 4: return fn(TypeTag<std::uint32_t>{});
+    case 8: return fn(TypeTag<std::uint64_t>{});
+    default: MS_ASSERT(size == 16); return fn(TypeTag<Word16>{});
+  }
+}
+
 Tensor unpack_int4(const Tensor& src) {
   // Int4 tensors are always dense (views that would split bytes are refused).
   Tensor out = empty(src.shape(), int8);
@@ -55,6 +70,36 @@ Tensor unpack_int4(const Tensor& src) {
   return out;
 }
 
+// Gathers the elements of a strided view densely into `out`, moving them as raw
+// elements of their size (one instantiation per element size, not per dtype).
+void gather_dense(const Tensor& src, void* out) {
+  with_elem_size(src.itemsize(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    const E* base = reinterpret_cast<const E*>(src.storage()->data());
+    E* q = static_cast<E*>(out);
+    for_each_row(src.shape(), src.strides(), src.offset(),
+                 [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+                   const E* p = base + off;
+                   for (std::int64_t i = 0; i < n; ++i) q[i] = p[i * st];
+                   q += n;
+                 });
+  });
+}
+
+// Scatters the dense elements `in` into the strided view `dst` (same element type).
+void scatter_dense(const void* in, const Tensor& dst) {
+  with_elem_size(dst.itemsize(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    const E* p = static_cast<const E*>(in);
+    E* base = reinterpret_cast<E*>(dst.storage()->data());
+    for_each_row(dst.shape(), dst.strides(), dst.offset(),
+                 [&](std::int64_t off, std::int64_t n, std::int64_t st) {
+                   for (std::int64_t i = 0; i < n; ++i) base[off + i * st] = p[i];
+                   p += n;
+                 });
+  });
+}
+
 }  // namespace
 
 void copy_convert(const Tensor& src, const Tensor& dst) {
@@ -66,19 +111,7 @@ void copy_convert(const Tensor& src, const Tensor& dst) {
   if (!dst.is_contiguous()) {
     // Convert densely first, then scatter into the strided destination.
     const Tensor dense = src.to(dst.dtype());
-    dtype_dispatch(
-        dst.dtype(),
-        [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          const T* in = dense.data<T>();
-          T* base = reinterpret_cast<T*>(dst.storage()->data());
-          for_each_row(dst.shape(), dst.strides(), dst.offset(),
-                       [&](std::int64_t off, std::int64_t n, std::int64_t st) {
-                         for (std::int64_t i = 0; i < n; ++i) base[off + i * st] = in[i];
-                         in += n;
-                       });
-        },
-        "copy_");
+    scatter_dense(dense.raw_data(), dst);
     return;
   }
   if (src.dtype() == DType::Int4) {
@@ -97,22 +130,28 @@ void copy_convert(const Tensor& src, const Tensor& dst) {
     }
     return;
   }
-  if (src.dtype() == dst.dtype() && src.is_contiguous()) {
-    std::memcpy(dst.raw_data(), src.raw_data(), static_cast<std::size_t>(src.nbytes()));
+  if (src.dtype() == dst.dtype()) {
+    if (src.is_contiguous())
+      std::memcpy(dst.raw_data(), src.raw_data(), static_cast<std::size_t>(src.nbytes()));
+    else
+      gather_dense(src, dst.raw_data());
     return;
   }
+  // A strided source is first gathered densely (per element size), so that the
+  // 15 x 15 dtype-pair conversion loops below are only the dense ones.
+  Tensor dense = src;
+  if (!src.is_contiguous()) {
+    dense = empty(src.shape(), src.dtype());
+    gather_dense(src, dense.raw_data());
+  }
+  const std::int64_t n = src.numel();
   dtype_dispatch(src.dtype(), [&](auto stag) {
     using S = typename decltype(stag)::type;
     dtype_dispatch(dst.dtype(), [&](auto dtag) {
       using D = typename decltype(dtag)::type;
-      const S* base = reinterpret_cast<const S*>(src.storage()->data());
+      const S* p = dense.data<S>();
       D* out = dst.data<D>();
-      for_each_row(src.shape(), src.strides(), src.offset(),
-                   [&](std::int64_t off, std::int64_t n, std::int64_t st) {
-                     const S* p = base + off;
-                     for (std::int64_t i = 0; i < n; ++i) out[i] = scalar_cast<D>(p[i * st]);
-                     out += n;
-                   });
+      for (std::int64_t i = 0; i < n; ++i) out[i] = scalar_cast<D>(p[i]);
     });
   });
 }

@@ -24,6 +24,12 @@
 namespace ms::kernels {
 namespace {
 
+#if defined(__GNUC__)
+#define MS_REDUCE_NOINLINE __attribute__((noinline))
+#else
+#define MS_REDUCE_NOINLINE
+#endif
+
 constexpr int kLanes = 16;
 constexpr std::int64_t kRowChunk = 32768;    // reduced elements of one output per row task
 constexpr std::int64_t kColBlock = 256;      // outputs one column task accumulates at once
@@ -40,6 +46,24 @@ inline bool is_nan(T v) {
     return v != v;
   else
     return false;
+}
+
+// parallel_for with the body type-erased: parallel_for inlines its body twice (the
+// serial path and the OpenMP region) for every body type, and this file has hundreds
+// (reducers x dtypes x loops). Here each body is compiled once, behind one OpenMP region
+// for the whole file; the chunking is parallel_for's, so results are unchanged.
+using ChunkFn = void (*)(const void*, std::int64_t, std::int64_t);
+
+void par_for_erased(std::int64_t n, std::int64_t grain, ChunkFn call, const void* ctx) {
+  parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) { call(ctx, b, e); });
+}
+
+template <class F>
+void par_for(std::int64_t n, std::int64_t grain, const F& fn) {
+  par_for_erased(
+      n, grain,
+      [](const void* c, std::int64_t b, std::int64_t e) { (*static_cast<const F*>(c))(b, e); },
+      &fn);
 }
 
 template <class T>
@@ -415,7 +439,7 @@ template <class R>
 void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
   using Acc = typename R::Acc;
   using In = typename R::In;
-  const In* x = pl.x.template data<In>();
+  const In* x = reinterpret_cast<const In*>(pl.x.raw_data());  // see dispatch_bits
   const std::int64_t O = pl.O, R1 = pl.R, N = pl.N, xs = pl.xs_o, rs = pl.xs_r, os = pl.os_o;
   auto par = [&](std::int64_t o) { return param ? param[o * os] : 0.0; };
   // Chunks of about kRowChunk elements: whole runs when they are short, pieces of a run
@@ -432,7 +456,8 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
   const std::int64_t ob = R1 > 1 ? kRowOutBlock : 1;
   const std::int64_t nob = (O + ob - 1) / ob;
   // Outputs of block `blk` over chunk `ch` into res[0, ob).
-  auto task = [&](std::int64_t blk, std::int64_t ch, Acc* res) {
+  // (Not inlined: both loops below call it, and one copy of it per reducer is enough.)
+  auto task = [&](std::int64_t blk, std::int64_t ch, Acc* res) MS_REDUCE_NOINLINE {
     const std::int64_t o0 = blk * ob, o1 = std::min(O, o0 + ob);
     const std::int64_t cr = ch / nn, na = (ch % nn) * piece, nb = std::min(N, na + piece);
     RowAcc<R> st[kRowOutBlock];
@@ -443,21 +468,20 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
     for (std::int64_t o = o0; o < o1; ++o) res[o - o0] = st[o - o0].result(r);
   };
   if (nchunks == 1) {
-    parallel_for(nob,
-                 std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(ob * R1 * N, 1)),
-                 [&](std::int64_t b, std::int64_t e) {
-                   Acc res[kRowOutBlock];
-                   for (std::int64_t blk = b; blk < e; ++blk) {
-                     task(blk, 0, res);
-                     for (std::int64_t o = blk * ob; o < std::min(O, (blk + 1) * ob); ++o)
-                       out[o * os] = r.finish(res[o - blk * ob], par(o));
-                   }
-                 });
+    par_for(nob, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(ob * R1 * N, 1)),
+            [&](std::int64_t b, std::int64_t e) {
+              Acc res[kRowOutBlock];
+              for (std::int64_t blk = b; blk < e; ++blk) {
+                task(blk, 0, res);
+                for (std::int64_t o = blk * ob; o < std::min(O, (blk + 1) * ob); ++o)
+                  out[o * os] = r.finish(res[o - blk * ob], par(o));
+              }
+            });
     return;
   }
   // (not std::vector: Acc may be bool)
   const auto part = std::make_unique<Acc[]>(static_cast<std::size_t>(O * nchunks));
-  parallel_for(nob * nchunks, 1, [&](std::int64_t b, std::int64_t e) {
+  par_for(nob * nchunks, 1, [&](std::int64_t b, std::int64_t e) {
     Acc res[kRowOutBlock];
     for (std::int64_t t = b; t < e; ++t) {
       const std::int64_t blk = t / nchunks, ch = t % nchunks;
@@ -466,7 +490,7 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
         part[static_cast<std::size_t>(o * nchunks + ch)] = res[o - blk * ob];
     }
   });
-  parallel_for(O, std::max<std::int64_t>(1, 4096 / nchunks), [&](std::int64_t b, std::int64_t e) {
+  par_for(O, std::max<std::int64_t>(1, 4096 / nchunks), [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t o = b; o < e; ++o) {
       Acc a = part[static_cast<std::size_t>(o * nchunks)];
       for (std::int64_t ch = 1; ch < nchunks; ++ch)
@@ -480,7 +504,7 @@ template <class R>
 void run_col(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
   using Acc = typename R::Acc;
   using In = typename R::In;
-  const In* x = pl.x.template data<In>();
+  const In* x = reinterpret_cast<const In*>(pl.x.raw_data());  // see dispatch_bits
   const std::int64_t O = pl.O, N = pl.N, I = pl.I;
   const std::int64_t nib = (I + kColBlock - 1) / kColBlock;
   const std::int64_t width = std::min(I, kColBlock);
@@ -494,8 +518,9 @@ void run_col(const R& r, const Plan& pl, typename R::Out* out, const double* par
   nchunks = (N + cn - 1) / cn;
 
   // Accumulates outputs [i0, i0 + w) of row-block o over n in [n0, n1).
+  // (Not inlined: both loops below call it, and one copy of it per reducer is enough.)
   auto accumulate = [&](std::int64_t o, std::int64_t i0, std::int64_t w, std::int64_t n0,
-                        std::int64_t n1, const double* pm, Acc* acc) {
+                        std::int64_t n1, const double* pm, Acc* acc) MS_REDUCE_NOINLINE {
     for (std::int64_t k = 0; k < w; ++k) acc[k] = r.init();
     alignas(64) In tmp[kColBlock];
     for (std::int64_t n = n0; n < n1; ++n) {
@@ -514,24 +539,23 @@ void run_col(const R& r, const Plan& pl, typename R::Out* out, const double* par
   };
 
   if (nchunks == 1) {
-    parallel_for(tasks,
-                 std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(1, N * width)),
-                 [&](std::int64_t b, std::int64_t e) {
-                   Acc acc[kColBlock];
-                   double pm[kColBlock];
-                   for (std::int64_t t = b; t < e; ++t) {
-                     const std::int64_t o = t / nib, i0 = (t % nib) * kColBlock;
-                     const std::int64_t w = std::min(kColBlock, I - i0);
-                     load_params(o, i0, w, pm);
-                     accumulate(o, i0, w, 0, N, pm, acc);
-                     for (std::int64_t k = 0; k < w; ++k)
-                       out[o * pl.os_o + (i0 + k) * pl.os_i] = r.finish(acc[k], pm[k]);
-                   }
-                 });
+    par_for(tasks, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(1, N * width)),
+            [&](std::int64_t b, std::int64_t e) {
+              Acc acc[kColBlock];
+              double pm[kColBlock];
+              for (std::int64_t t = b; t < e; ++t) {
+                const std::int64_t o = t / nib, i0 = (t % nib) * kColBlock;
+                const std::int64_t w = std::min(kColBlock, I - i0);
+                load_params(o, i0, w, pm);
+                accumulate(o, i0, w, 0, N, pm, acc);
+                for (std::int64_t k = 0; k < w; ++k)
+                  out[o * pl.os_o + (i0 + k) * pl.os_i] = r.finish(acc[k], pm[k]);
+              }
+            });
     return;
   }
   const auto part = std::make_unique<Acc[]>(static_cast<std::size_t>(tasks * nchunks * kColBlock));
-  parallel_for(tasks * nchunks, 1, [&](std::int64_t b, std::int64_t e) {
+  par_for(tasks * nchunks, 1, [&](std::int64_t b, std::int64_t e) {
     double pm[kColBlock];
     for (std::int64_t t = b; t < e; ++t) {
       const std::int64_t blk = t / nchunks, ch = t % nchunks;
@@ -541,7 +565,7 @@ void run_col(const R& r, const Plan& pl, typename R::Out* out, const double* par
       accumulate(o, i0, w, ch * cn, std::min(N, (ch + 1) * cn), pm, part.get() + t * kColBlock);
     }
   });
-  parallel_for(tasks, 1, [&](std::int64_t b, std::int64_t e) {
+  par_for(tasks, 1, [&](std::int64_t b, std::int64_t e) {
     double pm[kColBlock];
     for (std::int64_t blk = b; blk < e; ++blk) {
       const std::int64_t o = blk / nib, i0 = (blk % nib) * kColBlock;
@@ -587,6 +611,48 @@ void dispatch_real(DType t, F&& f) {
   ::ms::detail::raise<TypeError>("reduce kernel: dtype ", t, " has no kernel (convert it first)");
 }
 
+// All/Any only ask "is x != 0": for an integer or bool that is "is some bit set",
+// whatever the signedness, so they read each integer dtype as the unsigned type of
+// its size (bool as uint8: its bytes are 0 or 1) and have 6 kernels instead of 11.
+template <class F>
+void dispatch_bits(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool:
+    case DType::Int8:
+    case DType::UInt8: return f(TypeTag<std::uint8_t>{});
+    case DType::Int16:
+    case DType::UInt16: return f(TypeTag<std::uint16_t>{});
+    case DType::Int32:
+    case DType::UInt32: return f(TypeTag<std::uint32_t>{});
+    case DType::Int64:
+    case DType::UInt64: return f(TypeTag<std::uint64_t>{});
+    case DType::Float32: return f(TypeTag<float>{});
+    case DType::Float64: return f(TypeTag<double>{});
+    default: break;
+  }
+  ::ms::detail::raise<TypeError>("reduce kernel: dtype ", t, " has no kernel (convert it first)");
+}
+
+// The dtype a reduction runs in. The rare integer dtypes (and bool, where the order
+// matters) are first converted to a wider integer type that holds each of their values
+// exactly: the wrapping sums and products, the extrema and the first index of an
+// extremum of the same values are the same, and ~30 of the ~100 reducer x dtype kernels
+// of this file need not exist. uint8 (images) and bool sums (counts) keep their kernels:
+// no 4x larger copy for them.
+DType run_dtype(ReduceKind kind, DType t) {
+  const bool narrow = t == DType::Int8 || t == DType::Int16 || t == DType::UInt16;
+  switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Prod: return narrow ? DType::Int32 : t == DType::UInt32 ? DType::Int64 : t;
+    case ReduceKind::Max:
+    case ReduceKind::Min:
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin:
+      return narrow || t == DType::Bool ? DType::Int32 : t == DType::UInt32 ? DType::Int64 : t;
+    default: return t;
+  }
+}
+
 template <class F>
 void dispatch_float(DType t, F&& f) {
   switch (t) {
@@ -601,7 +667,7 @@ void dispatch_float(DType t, F&& f) {
 
 template <class T>
 void softmax_rows(const T* x, T* y, std::int64_t O, std::int64_t N, bool log) {
-  parallel_for(O, std::max<std::int64_t>(1, 8192 / N), [&](std::int64_t b, std::int64_t e) {
+  par_for(O, std::max<std::int64_t>(1, 8192 / N), [&](std::int64_t b, std::int64_t e) {
     const ExtremumR<T, true> maxr{};
     const SumR<T> sumr{};
     for (std::int64_t o = b; o < e; ++o) {
@@ -624,46 +690,70 @@ template <class T>
 void softmax_cols(const T* x, T* y, std::int64_t O, std::int64_t N, std::int64_t I, bool log) {
   const std::int64_t nib = (I + kColBlock - 1) / kColBlock;
   const std::int64_t width = std::min(I, kColBlock);
-  parallel_for(O * nib, std::max<std::int64_t>(1, 8192 / (N * width)),
-               [&](std::int64_t b, std::int64_t e) {
-                 const ExtremumR<T, true> maxr{};
-                 alignas(64) T m[kColBlock];
-                 alignas(64) T c[kColBlock];
-                 alignas(64) double s[kColBlock];
-                 for (std::int64_t t = b; t < e; ++t) {
-                   const std::int64_t o = t / nib, i0 = (t % nib) * kColBlock;
-                   const std::int64_t w = std::min(kColBlock, I - i0);
-                   const T* px = x + o * N * I + i0;
-                   T* py = y + o * N * I + i0;
-                   for (std::int64_t k = 0; k < w; ++k) m[k] = maxr.init();
-                   for (std::int64_t n = 0; n < N; ++n)
-                     for (std::int64_t k = 0; k < w; ++k) maxr.step(m[k], px[n * I + k], n, 0.0);
-                   for (std::int64_t k = 0; k < w; ++k) s[k] = 0.0;
-                   const CMap<T> M(m, w);
-                   for (std::int64_t n = 0; n < N; ++n) {
-                     MMap<T> Y(py + n * I, w);
-                     Y = (CMap<T>(px + n * I, w) - M).exp();
-                     for (std::int64_t k = 0; k < w; ++k)
-                       s[k] += static_cast<double>(py[n * I + k]);
-                   }
-                   for (std::int64_t k = 0; k < w; ++k)
-                     c[k] = static_cast<T>(log ? std::log(s[k]) : s[k]);
-                   const CMap<T> C(c, w);
-                   for (std::int64_t n = 0; n < N; ++n) {
-                     MMap<T> Y(py + n * I, w);
-                     if (log)
-                       Y = (CMap<T>(px + n * I, w) - M) - C;
-                     else
-                       Y /= C;
-                   }
-                 }
-               });
+  par_for(O * nib, std::max<std::int64_t>(1, 8192 / (N * width)),
+          [&](std::int64_t b, std::int64_t e) {
+            const ExtremumR<T, true> maxr{};
+            alignas(64) T m[kColBlock];
+            alignas(64) T c[kColBlock];
+            alignas(64) double s[kColBlock];
+            for (std::int64_t t = b; t < e; ++t) {
+              const std::int64_t o = t / nib, i0 = (t % nib) * kColBlock;
+              const std::int64_t w = std::min(kColBlock, I - i0);
+              const T* px = x + o * N * I + i0;
+              T* py = y + o * N * I + i0;
+              for (std::int64_t k = 0; k < w; ++k) m[k] = maxr.init();
+              for (std::int64_t n = 0; n < N; ++n)
+                for (std::int64_t k = 0; k < w; ++k) maxr.step(m[k], px[n * I + k], n, 0.0);
+              for (std::int64_t k = 0; k < w; ++k) s[k] = 0.0;
+              const CMap<T> M(m, w);
+              for (std::int64_t n = 0; n < N; ++n) {
+                MMap<T> Y(py + n * I, w);
+                Y = (CMap<T>(px + n * I, w) - M).exp();
+                for (std::int64_t k = 0; k < w; ++k) s[k] += static_cast<double>(py[n * I + k]);
+              }
+              for (std::int64_t k = 0; k < w; ++k)
+                c[k] = static_cast<T>(log ? std::log(s[k]) : s[k]);
+              const CMap<T> C(c, w);
+              for (std::int64_t n = 0; n < N; ++n) {
+                MMap<T> Y(py + n * I, w);
+                if (log)
+                  Y = (CMap<T>(px + n * I, w) - M) - C;
+                else
+                  Y /= C;
+              }
+            }
+          });
 }
 
 }  // namespace
 
 void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes, const Tensor& out,
             std::int64_t ddof) {
+  const DType rt = run_dtype(kind, x.dtype());
+  if (rt != x.dtype()) {
+    std::int64_t n = 1;
+    for (std::int64_t a : axes) n *= x.dim(a);
+    if (n == 0 && (kind == ReduceKind::Max || kind == ReduceKind::Min)) {
+      // No element (the ops reject this): the identity of x's own dtype, not of rt's.
+      const bool mx = kind == ReduceKind::Max;
+      return dtype_dispatch(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_integral_v<T>)
+          std::fill_n(out.data<T>(), out.numel(),
+                      mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
+      });
+    }
+    const Tensor xr = empty(x.shape(), rt);
+    ::ms::detail::copy_convert(x, xr);
+    if (kind == ReduceKind::Max || kind == ReduceKind::Min) {  // out has x's dtype
+      const Tensor outr = empty(out.shape(), rt);
+      reduce(kind, xr, axes, outr, ddof);
+      ::ms::detail::copy_convert(outr, out);  // exact: every value came from x's dtype
+    } else {
+      reduce(kind, xr, axes, out, ddof);
+    }
+    return;
+  }
   const bool ordered = kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin;
   const Plan pl = make_plan(x, axes, ordered, true);
   std::int64_t n = 1;
@@ -692,12 +782,12 @@ void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes
         run(ExtremumR<T, false>{}, pl, out.data<T>());
       });
     case ReduceKind::All:
-      return dispatch_real(x.dtype(), [&](auto tag) {
+      return dispatch_bits(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         run(LogicalR<T, true>{}, pl, out.data<bool>());
       });
     case ReduceKind::Any:
-      return dispatch_real(x.dtype(), [&](auto tag) {
+      return dispatch_bits(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         run(LogicalR<T, false>{}, pl, out.data<bool>());
       });
