@@ -22,6 +22,47 @@ constexpr std::int64_t kWeightChunks = 8;
 // ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 
+// What the whole-row fast paths of im2col_cols / col2im_cols need about row
+// `row` of the im2col matrix (channel ci, kernel tap i, j) over the output rows
+// [p0 / ow, p1 / ow) at stride 1 along the width.
+struct RowRuns {
+  std::int64_t ci, hoff, woff;
+  std::int64_t lo, hi;  // output columns [lo, hi) read input columns c + woff inside [0, w)
+  // Same width (sh == 1, ow == w) only: output q reads input q + shift; output
+  // rows [v0, v1) lie inside the input, positions [q0, q1) of them read inside the plane.
+  std::int64_t shift, v0, v1, q0, q1;
+};
+
+RowRuns row_runs(const Conv2dGeometry& g, std::int64_t row, std::int64_t p0, std::int64_t p1) {
+  const std::int64_t taps = g.kh * g.kw, i = (row % taps) / g.kw, j = row % g.kw;
+  RowRuns r{};
+  r.ci = row / taps;
+  r.hoff = i * g.dh - g.ph;
+  r.woff = j * g.dw - g.pw;
+  r.hi = std::min(g.ow, std::max<std::int64_t>(g.w - r.woff, 0));
+  r.lo = std::min(r.hi, std::max<std::int64_t>(-r.woff, 0));
+  if (g.sh == 1 && g.ow == g.w) {
+    const std::int64_t r0 = p0 / g.ow, r1 = p1 / g.ow;
+    r.shift = r.hoff * g.w + r.woff;
+    r.v0 = std::min(std::max(-r.hoff, r0), r1);
+    r.v1 = std::min(std::max(g.h - r.hoff, r.v0), r1);
+    r.q0 = std::min(std::max(r.v0 * g.ow, -r.shift), r.v1 * g.ow);
+    r.q1 = std::min(std::max(r.q0, g.h * g.w - r.shift), r.v1 * g.ow);
+  }
+  return r;
+}
+
+// Zeroes columns outside [lo, hi) of output rows [v0, v1) of one im2col row
+// (its entries for output rows from p0 / ow on).
+template <class T>
+void zero_border_columns(T* buf, const Conv2dGeometry& g, const RowRuns& r, std::int64_t p0) {
+  for (std::int64_t oh = r.v0; oh < r.v1; ++oh) {
+    T* d = buf + (oh * g.ow - p0);
+    for (std::int64_t c = 0; c < r.lo; ++c) d[c] = T(0);
+    for (std::int64_t c = r.hi; c < g.ow; ++c) d[c] = T(0);
+  }
+}
+
 // Columns [p0, p1) (output positions, row-major over [oh, ow]) of the first
 // `rows` rows of one image's im2col matrix, into col [rows, p1 - p0].
 template <class T>
@@ -33,44 +74,30 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
     // run of input pixels with the same zero borders for every row, so no
     // division or library call per run (this loop was most of im2col's time).
     for (std::int64_t row = 0; row < rows; ++row) {
-      const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
-      const T* xc = x + ci * plane;
+      const RowRuns r = row_runs(g, row, p0, p1);
+      const T* xc = x + r.ci * plane;
       T* dst = col + row * width;
-      const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
-      // Output columns [lo, hi) read input columns c + woff inside [0, w).
-      const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
-      const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
       if (g.sh == 1 && g.ow == g.w) {
-        // "same" width: output q = oh * w + c reads input q + shift, so the
-        // rows inside the input are one contiguous shifted copy; the columns
-        // outside [lo, hi), which read the neighbouring input row, are zeroed.
-        const std::int64_t shift = hoff * g.w + woff, r0 = p0 / g.ow, r1 = p1 / g.ow;
-        const std::int64_t v0 = std::min(std::max(-hoff, r0), r1);
-        const std::int64_t v1 = std::min(std::max(g.h - hoff, v0), r1);  // rows inside: [v0, v1)
-        // Positions [q0, q1) of those rows whose input q + shift is inside the plane.
-        const std::int64_t q0 = std::min(std::max(v0 * g.ow, -shift), v1 * g.ow);
-        const std::int64_t q1 = std::min(std::max(q0, plane - shift), v1 * g.ow);
-        std::fill(dst, dst + (q0 - p0), T(0));
-        for (std::int64_t q = q0; q < q1; ++q) dst[q - p0] = xc[q + shift];
-        std::fill(dst + (q1 - p0), dst + width, T(0));
-        for (std::int64_t oh = v0; oh < v1; ++oh) {
-          T* d = dst + (oh * g.ow - p0);
-          for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
-          for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
-        }
+        // "same" width: the rows inside the input are one contiguous shifted
+        // copy; the columns outside [lo, hi), which read the neighbouring input
+        // row, are zeroed after.
+        std::fill(dst, dst + (r.q0 - p0), T(0));
+        for (std::int64_t q = r.q0; q < r.q1; ++q) dst[q - p0] = xc[q + r.shift];
+        std::fill(dst + (r.q1 - p0), dst + width, T(0));
+        zero_border_columns(dst, g, r, p0);
         continue;
       }
       for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
         T* d = dst + (oh * g.ow - p0);
-        const std::int64_t ih = oh * g.sh + hoff;
+        const std::int64_t ih = oh * g.sh + r.hoff;
         if (ih < 0 || ih >= g.h) {
           for (std::int64_t c = 0; c < g.ow; ++c) d[c] = T(0);
           continue;
         }
         const T* src = xc + ih * g.w;  // src[c + woff] for c in [lo, hi) is inside the row
-        for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
-        for (std::int64_t c = lo; c < hi; ++c) d[c] = src[c + woff];
-        for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
+        for (std::int64_t c = 0; c < r.lo; ++c) d[c] = T(0);
+        for (std::int64_t c = r.lo; c < r.hi; ++c) d[c] = src[c + r.woff];
+        for (std::int64_t c = r.hi; c < g.ow; ++c) d[c] = T(0);
       }
     }
     return;
@@ -118,37 +145,23 @@ void col2im_cols(T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
   if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {  // as im2col_cols's fast path
     for (std::int64_t row = 0; row < rows; ++row) {
-      const std::int64_t ci = row / taps, i = (row % taps) / g.kw, j = row % g.kw;
-      T* xc = dx + ci * plane;
-      const T* src = col + row * width;
-      const std::int64_t hoff = i * g.dh - g.ph, woff = j * g.dw - g.pw;
-      const std::int64_t hi = std::min(g.ow, std::max<std::int64_t>(g.w - woff, 0));
-      const std::int64_t lo = std::min(hi, std::max<std::int64_t>(-woff, 0));
+      const RowRuns r = row_runs(g, row, p0, p1);
+      T* xc = dx + r.ci * plane;
+      T* src = col + row * width;
       if (g.sh == 1 && g.ow == g.w) {
         // As im2col_cols: one contiguous shifted add per row of col, after
         // zeroing col's entries outside [lo, hi) (they belong to no pixel of
         // this row and would land in the neighbouring one).
-        const std::int64_t shift = hoff * g.w + woff, r0 = p0 / g.ow, r1 = p1 / g.ow;
-        const std::int64_t v0 = std::min(std::max(-hoff, r0), r1);
-        const std::int64_t v1 = std::min(std::max(g.h - hoff, v0), r1);
-        T* cs = col + row * width;
-        for (std::int64_t oh = v0; oh < v1; ++oh) {
-          T* d = cs + (oh * g.ow - p0);
-          for (std::int64_t c = 0; c < lo; ++c) d[c] = T(0);
-          for (std::int64_t c = hi; c < g.ow; ++c) d[c] = T(0);
-        }
-        // Positions [q0, q1) of those rows whose input q + shift is inside the plane.
-        const std::int64_t q0 = std::min(std::max(v0 * g.ow, -shift), v1 * g.ow);
-        const std::int64_t q1 = std::min(std::max(q0, plane - shift), v1 * g.ow);
-        for (std::int64_t q = q0; q < q1; ++q) xc[q + shift] += cs[q - p0];
+        zero_border_columns(src, g, r, p0);
+        for (std::int64_t q = r.q0; q < r.q1; ++q) xc[q + r.shift] += src[q - p0];
         continue;
       }
       for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
-        const std::int64_t ih = oh * g.sh + hoff;
+        const std::int64_t ih = oh * g.sh + r.hoff;
         if (ih < 0 || ih >= g.h) continue;
         const T* s = src + (oh * g.ow - p0);
         T* d = xc + ih * g.w;  // d[c + woff] for c in [lo, hi) is inside the row
-        for (std::int64_t c = lo; c < hi; ++c) d[c + woff] += s[c];
+        for (std::int64_t c = r.lo; c < r.hi; ++c) d[c + r.woff] += s[c];
       }
     }
     return;

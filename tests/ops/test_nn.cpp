@@ -15,7 +15,9 @@
 #include <ms/kernels/conv.hpp>
 #include <ms/kernels/parallel.hpp>
 #include <ms/ops/nn.hpp>
+
 #include <ms/ops/op.hpp>
+#include "pool_cases.hpp"
 
 using namespace ms;
 
@@ -148,11 +150,9 @@ struct ThreadGuard {
 
 // ---------------------------------------------------------------- pooling
 
-struct PoolCase {
-  Shape x;
-  Ints kernel, stride, padding, dilation;
-  bool ceil_mode, count_include_pad;
-};
+using ms_test::kPoolStressCases;
+using ms_test::pool_stress_tensor;
+using ms_test::PoolCase;
 
 /// Output size as PyTorch computes it (checked against recorded values below).
 std::int64_t pool_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
@@ -215,35 +215,6 @@ const std::vector<PoolCase> kPoolCases = {
     {{0, 3, 4, 4}, {2}, {}, {0}, {1}, false, true},  // empty batch
     {{1, 0, 4, 4}, {2}, {}, {0}, {1}, false, true},  // no channels
     {{1, 1, 1, 1}, {1}, {}, {0}, {1}, false, true},
-};
-
-/// Values that stress max pooling's tie and NaN rules: half zeros of either
-/// sign (relu outputs tie at 0), some ±1 and 0.5, ±inf, and 2% NaN (so some
-/// rows of windows hold a NaN and others do not).
-Tensor pool_stress_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  Values v(static_cast<std::size_t>(shape_numel(shape)));
-  for (double& e : v) {
-    const unsigned r = rng() % 100;
-    e = r < 50   ? (r % 2 == 0 ? 0.0 : -0.0)
-        : r < 80 ? (r % 3 == 0   ? 1.0
-                    : r % 3 == 1 ? -1.0
-                                 : 0.5)
-        : r < 90 ? kInf
-        : r < 98 ? -kInf
-                 : std::numeric_limits<double>::quiet_NaN();
-  }
-  return from_vector(v, shape).to(dt);
-}
-
-/// 2x2 windows at stride 2 on even and odd sizes (the dedicated kernel), and
-/// cases that take the general kernel (partial windows, padding, overlap).
-const std::vector<PoolCase> kPoolStressCases = {
-    {{2, 3, 8, 10}, {2}, {}, {0}, {1}, false, true},
-    {{2, 3, 7, 9}, {2}, {}, {0}, {1}, false, true},
-    {{1, 2, 7, 9}, {2}, {2}, {0}, {1}, true, true},
-    {{1, 2, 6, 6}, {3}, {2}, {1}, {1}, false, true},
-    {{1, 2, 6, 6}, {2}, {1}, {0}, {1}, false, true},
 };
 
 Tensor run_pool(const Tensor& x, const PoolCase& c, bool is_max) {
