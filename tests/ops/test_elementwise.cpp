@@ -245,6 +245,13 @@ TEST_SUITE("ops") {
         ops::op("where").infer(
             std::vector<ops::TensorType>{{bool_, {3}}, {float32, {4}}, {float32, {3}}}, {}),
         ShapeError);
+    // relu_grad (session 5): shapes, dtype, input count
+    CHECK_THROWS_WITH_AS(Tensor(ms::relu_grad(zeros({3, 4}), zeros({5}))),
+                         doctest::Contains("relu_grad: shapes do not broadcast"), ShapeError);
+    CHECK_THROWS_WITH_AS(Tensor(ms::relu_grad(zeros({2}, complex64), zeros({2}, complex64))),
+                         doctest::Contains("dtype Complex64 is not supported"), TypeError);
+    CHECK_THROWS_WITH_AS(ops::call(ops::op("relu_grad"), std::vector<Tensor>{a}),
+                         doctest::Contains("relu_grad: takes 2 inputs, got 1"), ValueError);
     Tensor dst = zeros({2, 3});
     CHECK_THROWS_WITH_AS(assign(dst, zeros({4, 2, 3})),
                          doctest::Contains("cannot be written into a tensor of shape [2, 3]"),
