@@ -312,14 +312,104 @@ std::string Embedding::extra_repr() const {
 
 // ------------------------------------------------------------------ containers
 
-SequentialCell::SequentialCell(std::initializer_list<AnyCell> cells) {
-  for (const AnyCell& c : cells) append(c);
+namespace {
+
+// `index` (negative counts from the end) as a position in a container of
+// `size` cells: [-size, size), or [-size, size] when `end_ok` (insert).
+std::size_t container_index(std::int64_t index, std::size_t size, bool end_ok,
+                            std::string_view api) {
+  const auto n = static_cast<std::int64_t>(size);
+  const std::int64_t hi = end_ok ? n : n - 1;
+  MS_CHECK(n > 0 || end_ok, IndexError, api, ": index ", index, " is out of range: the ",
+           api.substr(0, api.find_first_of(".[")), " is empty");
+  MS_CHECK(index >= -n && index <= hi, IndexError, api, ": index ", index,
+           " is out of range for size ", n, " (expected ", -n, " <= index <= ", hi, ")");
+  return static_cast<std::size_t>(index < 0 ? index + n : index);
 }
 
-void SequentialCell::append(AnyCell cell) {
-  insert_child_to_cell(std::to_string(cells_.size()), cell.cell());
-  cells_.push_back(std::move(cell));
+// What insert_child_to_cell would refuse, checked before a container changes
+// anything: an empty AnyCell, the container itself or a cell containing it.
+void check_container_cell(CellBase& owner, const AnyCell& cell, std::string_view api,
+                          std::string_view what) {
+  MS_CHECK(cell.ptr() != nullptr, ValueError, api, ": ", what,
+           " is an empty ms::AnyCell; expected a cell");
+  for (const auto& [name, c] : cell.cell().cells_and_names())
+    MS_CHECK(c != &owner, ValueError, api, ": ", what, " (", cell.cell().cls_name(),
+             name.empty() ? std::string() : " through its child '" + name + "'", ") is this ",
+             owner.cls_name(), " itself: cells must form a tree");
 }
+
+}  // namespace
+
+template <class Derived>
+CellListBase<Derived>::CellListBase(std::initializer_list<AnyCell> cells) {
+  extend(cells);
+}
+
+template <class Derived>
+void CellListBase<Derived>::check_cell(const AnyCell& cell, std::string_view api) {
+  check_container_cell(*this, cell, api, "cell");
+}
+
+template <class Derived>
+void CellListBase<Derived>::reregister(std::size_t from) {
+  // Children [0, from) keep their names; the rest are registered again in
+  // order, which also renames their parameters ("3.weight" -> "2.weight").
+  this->children_.resize(std::min(from, this->children_.size()));
+  for (std::size_t i = from; i < cells_.size(); ++i)
+    this->insert_child_to_cell(std::to_string(i), cells_[i].cell());
+}
+
+template <class Derived>
+void CellListBase<Derived>::append(AnyCell cell) {
+  check_cell(cell, this->cls_name() + ".append");
+  cells_.push_back(std::move(cell));
+  reregister(cells_.size() - 1);
+}
+
+template <class Derived>
+void CellListBase<Derived>::extend(const std::vector<AnyCell>& cells) {
+  const std::string api = this->cls_name() + ".extend";
+  for (const AnyCell& c : cells) check_cell(c, api);
+  const std::size_t from = cells_.size();
+  cells_.insert(cells_.end(), cells.begin(), cells.end());
+  reregister(from);
+}
+
+template <class Derived>
+void CellListBase<Derived>::insert(std::int64_t index, AnyCell cell) {
+  const std::string api = this->cls_name() + ".insert";
+  const std::size_t at = container_index(index, cells_.size(), true, api);
+  check_cell(cell, api);
+  cells_.insert(cells_.begin() + static_cast<std::ptrdiff_t>(at), std::move(cell));
+  reregister(at);
+}
+
+template <class Derived>
+AnyCell CellListBase<Derived>::pop(std::int64_t index) {
+  const std::size_t at = container_index(index, cells_.size(), false, this->cls_name() + ".pop");
+  AnyCell out = std::move(cells_[at]);
+  cells_.erase(cells_.begin() + static_cast<std::ptrdiff_t>(at));
+  reregister(at);
+  return out;
+}
+
+template <class Derived>
+void CellListBase<Derived>::set(std::int64_t index, AnyCell cell) {
+  const std::string api = this->cls_name() + ".set";
+  const std::size_t at = container_index(index, cells_.size(), false, api);
+  check_cell(cell, api);
+  cells_[at] = std::move(cell);
+  reregister(at);
+}
+
+template <class Derived>
+const AnyCell& CellListBase<Derived>::operator[](std::int64_t index) const {
+  return cells_[container_index(index, cells_.size(), false, this->cls_name() + "[]")];
+}
+
+template class CellListBase<SequentialCell>;
+template class CellListBase<CellList>;
 
 Tensor SequentialCell::construct(const Tensor& x) {
   Tensor y = x;
@@ -327,13 +417,86 @@ Tensor SequentialCell::construct(const Tensor& x) {
   return y;
 }
 
-CellList::CellList(std::initializer_list<AnyCell> cells) {
-  for (const AnyCell& c : cells) append(c);
+CellDict::CellDict(std::initializer_list<Item> items) { update(items); }
+
+std::size_t CellDict::find(const std::string& key) const {
+  std::size_t i = 0;
+  while (i < items_.size() && items_[i].first != key) ++i;
+  return i;
 }
 
-void CellList::append(AnyCell cell) {
-  insert_child_to_cell(std::to_string(cells_.size()), cell.cell());
-  cells_.push_back(std::move(cell));
+void CellDict::check_item(const std::string& key, const AnyCell& cell, std::string_view api) {
+  MS_CHECK(!key.empty() && key.find('.') == std::string::npos, ValueError, api, ": key '", key,
+           "' is invalid: a CellDict key must be a non-empty string without '.'");
+  check_container_cell(*this, cell, api, "the cell for key '" + key + "'");
+  MS_CHECK(cell.as<SequentialCell>() == nullptr, TypeError, api, ": the cell for key '", key,
+           "' is a SequentialCell; as MindSpore's, a CellDict holds no SequentialCell, CellList "
+           "or CellDict");
+}
+
+void CellDict::insert(const std::string& key, AnyCell cell) {
+  check_item(key, cell, "CellDict.insert");
+  const std::size_t at = find(key);
+  if (at == items_.size()) {
+    insert_child_to_cell(key, cell.cell());
+    items_.emplace_back(key, std::move(cell));
+    return;
+  }
+  // Replaced in place: children [at, end) are registered again in the same order.
+  items_[at].second = std::move(cell);
+  children_.resize(std::min(at, children_.size()));
+  for (std::size_t i = at; i < items_.size(); ++i)
+    insert_child_to_cell(items_[i].first, items_[i].second.cell());
+}
+
+void CellDict::update(const std::vector<Item>& items) {
+  for (const auto& [key, cell] : items) check_item(key, cell, "CellDict.update");
+  for (const auto& [key, cell] : items) insert(key, cell);
+}
+
+AnyCell CellDict::pop(const std::string& key) {
+  lookup(key, "CellDict.pop");
+  const std::size_t at = find(key);
+  AnyCell out = std::move(items_[at].second);
+  items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(at));
+  children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(at));
+  return out;
+}
+
+void CellDict::clear() {
+  items_.clear();
+  children_.clear();
+}
+
+bool CellDict::contains(const std::string& key) const { return find(key) < items_.size(); }
+
+const AnyCell& CellDict::lookup(const std::string& key, std::string_view api) const {
+  const std::size_t at = find(key);
+  if (at < items_.size()) return items_[at].second;
+  std::string known;
+  for (std::size_t i = 0; i < items_.size() && i < 8; ++i)
+    known += (i ? ", '" : "'") + items_[i].first + "'";
+  if (items_.size() > 8) known += ", ...";
+  detail::raise<IndexError>(api, ": no key '", key,
+                            "' in the CellDict (keys: ", items_.empty() ? "none" : known, ")");
+}
+
+const AnyCell& CellDict::at(const std::string& key) const { return lookup(key, "CellDict.at"); }
+
+const AnyCell& CellDict::operator[](const std::string& key) const {
+  return lookup(key, "CellDict[]");
+}
+
+std::vector<std::string> CellDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, c] : items_) out.push_back(k);
+  return out;
+}
+
+std::vector<AnyCell> CellDict::values() const {
+  std::vector<AnyCell> out;
+  for (const auto& [k, c] : items_) out.push_back(c);
+  return out;
 }
 
 }  // namespace ms::nn

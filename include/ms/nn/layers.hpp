@@ -244,35 +244,111 @@ class Embedding : public Cell<Embedding> {
 };
 
 // ------------------------------------------------------------------ containers
+//
+// A container's children are exactly its cells: SequentialCell and CellList
+// register theirs as "0", "1", ... (re-registered after insert and pop, so the
+// names always follow the order), CellDict under its keys. Each cell is held
+// by an ms::AnyCell (a shared_ptr), so a container keeps its cells alive.
+
+/// The list operations SequentialCell and CellList share (MindSpore's
+/// _CellListBase). Indices may be negative (-1 is the last cell); an index out
+/// of range is an ms::IndexError naming the container, the index and the size.
+///   list.insert(0, std::make_shared<Dense>(4, 8));   // the others become "1", "2", ...
+///   AnyCell last = list.pop();
+template <class Derived>
+class CellListBase : public Cell<Derived> {
+ public:
+  /// Appends `cell`, registered as "<size>".
+  void append(AnyCell cell);
+  /// Appends each of `cells` in order; all are checked before any is added.
+  void extend(const std::vector<AnyCell>& cells);
+  /// Inserts `cell` before position `index` (-size <= index <= size; size
+  /// appends, as Python's list.insert); the cells after it are renamed.
+  void insert(std::int64_t index, AnyCell cell);
+  /// Removes the cell at `index` (the last by default), unregisters it,
+  /// renames the cells after it, and returns it.
+  AnyCell pop(std::int64_t index = -1);
+  /// As pop, discarding the cell (Python's `del list[index]`).
+  void erase(std::int64_t index) { pop(index); }
+  /// Replaces the cell at `index`; the new one is registered under the same name.
+  void set(std::int64_t index, AnyCell cell);
+  /// The cell at `index`. Read-only: assign with set() so the cell is registered.
+  const AnyCell& operator[](std::int64_t index) const;
+  std::size_t size() const { return cells_.size(); }
+  bool empty() const { return cells_.empty(); }
+  auto begin() const { return cells_.cbegin(); }
+  auto end() const { return cells_.cend(); }
+
+ protected:
+  CellListBase() = default;
+  explicit CellListBase(std::initializer_list<AnyCell> cells);
+  std::vector<AnyCell> cells_;
+
+ private:
+  // Registers cells_[from...] as "from", "from + 1", ... (dropping the old
+  // registrations from `from` on).
+  void reregister(std::size_t from);
+  void check_cell(const AnyCell& cell, std::string_view api);
+};
 
 /// Runs its cells in order: `SequentialCell seq; seq.append(std::make_shared<Dense>(4, 8));`.
 /// Children are named "0", "1", ... as MindSpore's.
-class SequentialCell : public Cell<SequentialCell> {
+class SequentialCell : public CellListBase<SequentialCell> {
  public:
   SequentialCell() = default;
-  SequentialCell(std::initializer_list<AnyCell> cells);
-  void append(AnyCell cell);
-  std::size_t size() const { return cells_.size(); }
-  AnyCell& operator[](std::size_t i) { return cells_.at(i); }
+  SequentialCell(std::initializer_list<AnyCell> cells) : CellListBase(cells) {}
   Tensor construct(const Tensor& x);
-
- private:
-  std::vector<AnyCell> cells_;
 };
 
 /// A list of cells, registered as "0", "1", ...; not callable itself.
-class CellList : public Cell<CellList> {
+class CellList : public CellListBase<CellList> {
  public:
   CellList() = default;
-  CellList(std::initializer_list<AnyCell> cells);
-  void append(AnyCell cell);
-  std::size_t size() const { return cells_.size(); }
-  AnyCell& operator[](std::size_t i) { return cells_.at(i); }
-  auto begin() { return cells_.begin(); }
-  auto end() { return cells_.end(); }
+  CellList(std::initializer_list<AnyCell> cells) : CellListBase(cells) {}
+};
+
+/// Cells by name, in insertion order (MindSpore's CellDict); not callable
+/// itself. Each cell is registered under its key, so its parameters are named
+/// `key.weight`. A key is a non-empty string without '.' (ms::ValueError
+/// otherwise); a missing key is an ms::IndexError naming it. As MindSpore's, a
+/// CellDict does not hold a SequentialCell (ms::TypeError).
+///   ms::nn::CellDict heads{{"cls", std::make_shared<Dense>(64, 10)},
+///                          {"box", std::make_shared<Dense>(64, 4)}};
+///   ms::Tensor logits = heads["cls"](features);
+///   for (const auto& [key, cell] : heads) ...
+class CellDict : public Cell<CellDict> {
+ public:
+  using Item = std::pair<std::string, AnyCell>;
+  CellDict() = default;
+  CellDict(std::initializer_list<Item> items);
+  /// Adds `cell` under `key` at the end, or replaces the cell of an existing
+  /// key in place (same position, same name).
+  void insert(const std::string& key, AnyCell cell);
+  /// insert() for each item in order; all are checked before any is added.
+  /// From another CellDict: `a.update(b.items())`.
+  void update(const std::vector<Item>& items);
+  /// Removes `key`, unregisters its cell and returns it.
+  AnyCell pop(const std::string& key);
+  /// Removes every cell.
+  void clear();
+  bool contains(const std::string& key) const;
+  /// The cell under `key` (a lookup: it never inserts, unlike std::map's).
+  const AnyCell& at(const std::string& key) const;
+  const AnyCell& operator[](const std::string& key) const;
+  std::vector<std::string> keys() const;
+  std::vector<AnyCell> values() const;
+  const std::vector<Item>& items() const { return items_; }
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  /// Iterates (key, cell) pairs in insertion order.
+  auto begin() const { return items_.cbegin(); }
+  auto end() const { return items_.cend(); }
 
  private:
-  std::vector<AnyCell> cells_;
+  std::size_t find(const std::string& key) const;  // size() when missing
+  const AnyCell& lookup(const std::string& key, std::string_view api) const;
+  void check_item(const std::string& key, const AnyCell& cell, std::string_view api);
+  std::vector<Item> items_;
 };
 
 }  // namespace ms::nn
