@@ -8,6 +8,7 @@
 #include "ms/core/random.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -24,7 +25,7 @@ namespace ms {
 
 // ------------------------------------------------------------------ Generator
 
-Generator::Generator(const Generator& other) {
+Generator::Generator(const Generator& other) : in_trace_(detail::tracing_active()) {
   std::lock_guard<std::mutex> lock(other.mu_);
   seed_ = other.seed_;
   offset_ = other.offset_;
@@ -119,7 +120,11 @@ Generator::Draw Generator::step(std::uint64_t blocks) {
 }
 
 Generator& default_generator() {
-  static Generator g(random_seed());  // MindSpore seeds its default generator randomly
+  static Generator g = [] {
+    Generator d(random_seed());  // MindSpore seeds its default generator randomly
+    d.in_trace_ = false;         // lives for the process, even when first used in a trace
+    return d;
+  }();
   return g;
 }
 Generator& manual_seed(std::uint64_t seed) { return default_generator().manual_seed(seed); }
@@ -180,10 +185,20 @@ void for_blocks(std::int64_t n, Generator::Draw d, F&& f) {
   });
 }
 
-void check_not_tracing(std::string_view what) {
-  MS_CHECK(!detail::tracing_active(), ValueError, what,
-           ": random functions cannot run inside ms::jit yet (their numbers would be frozen "
-           "into the graph as constants); draw them outside the jitted function");
+/// While tracing: a node that draws `draw()` each time the graph runs; for a
+/// generator made in the trace, the numbers drawn now (a graph constant).
+Tensor traced(std::string label, const Shape& shape, DType dtype, const Generator& gen,
+              std::function<Tensor(const Shape&)> draw) {
+  if (gen.created_in_trace()) {
+    const detail::TracingSuspend eager;
+    return draw(shape);
+  }
+  detail::TracedRandom r;
+  r.label = std::move(label);
+  r.dtype = dtype;
+  r.shape = shape;
+  r.draw = [d = std::move(draw)](std::span<const Tensor>, const Shape& s) { return d(s); };
+  return detail::traced_random(std::move(r));
 }
 
 void check_float_dtype(std::string_view what, DType dtype) {
@@ -286,7 +301,6 @@ Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
 
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
   constexpr std::string_view kWhat = "uniform";
-  check_not_tracing(kWhat);
   check_float_dtype(kWhat, dtype);
   check_finite(kWhat, "low", low);
   check_finite(kWhat, "high", high);
@@ -295,6 +309,9 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DTyp
   MS_CHECK(std::isfinite(high - low), ValueError, "uniform: the range high - low = ", high, " - ",
            low, " overflows a double");
   const std::int64_t n = shape_numel(shape, kWhat);
+  if (detail::tracing_active())
+    return traced(detail::str_cat("uniform(low=", low, ", high=", high, ")"), shape, dtype, gen,
+                  [=, g = &gen](const Shape& s) { return uniform(s, low, high, *g, dtype); });
   const DType ct = float_compute(dtype);
   Tensor out = empty(shape, ct);
   const double range = high - low;
@@ -324,12 +341,14 @@ Tensor normal(const Shape& shape, double mean, double std, DType dtype) {
 
 Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
   constexpr std::string_view kWhat = "normal";
-  check_not_tracing(kWhat);
   check_float_dtype(kWhat, dtype);
   check_finite(kWhat, "mean", mean);
   check_finite(kWhat, "std", std);
   MS_CHECK(std >= 0.0, ValueError, "normal: expected std >= 0, got std = ", std);
   const std::int64_t n = shape_numel(shape, kWhat);
+  if (detail::tracing_active())
+    return traced(detail::str_cat("normal(mean=", mean, ", std=", std, ")"), shape, dtype, gen,
+                  [=, g = &gen](const Shape& s) { return normal(s, mean, std, *g, dtype); });
   const DType ct = float_compute(dtype);
   Tensor out = empty(shape, ct);
   constexpr double kTwoPi = 2.0 * std::numbers::pi;
@@ -370,7 +389,6 @@ Tensor truncated_normal(const Shape& shape, double mean, double std, double a, d
 Tensor truncated_normal(const Shape& shape, double mean, double std, double a, double b,
                         Generator& gen, DType dtype) {
   constexpr std::string_view kWhat = "truncated_normal";
-  check_not_tracing(kWhat);
   check_float_dtype(kWhat, dtype);
   check_finite(kWhat, "mean", mean);
   check_finite(kWhat, "std", std);
@@ -378,6 +396,11 @@ Tensor truncated_normal(const Shape& shape, double mean, double std, double a, d
   MS_CHECK(!std::isnan(a) && !std::isnan(b) && a < b, ValueError,
            "truncated_normal: expected bounds a < b, got a = ", a, " and b = ", b);
   const std::int64_t n = shape_numel(shape, kWhat);
+  if (detail::tracing_active())
+    return traced(
+        detail::str_cat("truncated_normal(mean=", mean, ", std=", std, ", a=", a, ", b=", b, ")"),
+        shape, dtype, gen,
+        [=, g = &gen](const Shape& s) { return truncated_normal(s, mean, std, a, b, *g, dtype); });
   const DType ct = float_compute(dtype);
   Tensor out = empty(shape, ct);
 
@@ -430,10 +453,12 @@ Tensor bernoulli(const Shape& shape, double p, DType dtype) {
 
 Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype) {
   constexpr std::string_view kWhat = "bernoulli";
-  check_not_tracing(kWhat);
   check_real_dtype(kWhat, dtype);
   MS_CHECK(p >= 0.0 && p <= 1.0, ValueError, "bernoulli: expected p in [0, 1], got p = ", p);
   const std::int64_t n = shape_numel(shape, kWhat);
+  if (detail::tracing_active())
+    return traced(detail::str_cat("bernoulli(p=", p, ")"), shape, dtype, gen,
+                  [=, g = &gen](const Shape& s) { return bernoulli(s, p, *g, dtype); });
   Tensor out = empty(shape, dtype);
   const Generator::Draw d = gen.step(blocks_for(n, 4));
   dtype_dispatch(dtype, [&](auto tag) {
@@ -450,11 +475,21 @@ Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype) {
 Tensor bernoulli(const Tensor& probs) { return bernoulli(probs, default_generator()); }
 
 Tensor bernoulli(const Tensor& probs, Generator& gen) {
-  constexpr std::string_view kWhat = "bernoulli";
-  check_not_tracing(kWhat);
   MS_CHECK(probs.defined(), ValueError, "bernoulli: probs is an undefined tensor");
   MS_CHECK(dtype_is_float(probs.dtype()), TypeError,
            "bernoulli: probs must be a floating tensor, got dtype ", probs.dtype());
+  if (detail::tracing_active()) {
+    MS_CHECK(!gen.created_in_trace(), ValueError,
+             "bernoulli: a Generator created inside the traced function cannot draw with traced "
+             "probabilities (they are known only when the graph runs); create it outside");
+    // The probabilities are read (and checked) when the graph runs.
+    detail::TracedRandom r;
+    r.label = "bernoulli(probs)";
+    r.inputs = {probs};
+    r.dtype = probs.dtype();
+    r.draw = [g = &gen](std::span<const Tensor> in, const Shape&) { return bernoulli(in[0], *g); };
+    return detail::traced_random(std::move(r));
+  }
   const Tensor pd = probs.to(float64);
   const double* p = pd.data<double>();
   const std::int64_t n = pd.numel();
@@ -486,25 +521,33 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dt
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen,
                DType dtype) {
   constexpr std::string_view kWhat = "randint";
-  check_not_tracing(kWhat);
   MS_CHECK(dtype_is_int(dtype) && dtype != int4, TypeError,
            "randint: dtype must be an integer type, got ", dtype);
   MS_CHECK(low < high, ValueError, "randint: expected low < high, got low = ", low,
            " and high = ", high);
   const std::int64_t n = shape_numel(shape, kWhat);
+  const bool fits = dtype_dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if constexpr (std::is_unsigned_v<T>)
+        return low >= 0 && static_cast<std::uint64_t>(high - 1) <= std::numeric_limits<T>::max();
+      else
+        return low >= std::numeric_limits<T>::min() && high - 1 <= std::numeric_limits<T>::max();
+    } else {
+      return false;
+    }
+  });
+  MS_CHECK(fits, ValueError, "randint: [low, high) = [", low, ", ", high, ") does not fit dtype ",
+           dtype);
+  if (detail::tracing_active())
+    return traced(detail::str_cat("randint(low=", low, ", high=", high, ")"), shape, dtype, gen,
+                  [=, g = &gen](const Shape& s) { return randint(low, high, s, *g, dtype); });
   Tensor out = empty(shape, dtype);
   // high - low as an unsigned count: exact even when it exceeds INT64_MAX.
   const std::uint64_t range = static_cast<std::uint64_t>(high) - static_cast<std::uint64_t>(low);
   dtype_dispatch(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      bool fits = false;
-      if constexpr (std::is_unsigned_v<T>)
-        fits = low >= 0 && static_cast<std::uint64_t>(high - 1) <= std::numeric_limits<T>::max();
-      else
-        fits = low >= std::numeric_limits<T>::min() && high - 1 <= std::numeric_limits<T>::max();
-      MS_CHECK(fits, ValueError, "randint: [low, high) = [", low, ", ", high,
-               ") does not fit dtype ", dtype);
       T* o = out.data<T>();
       const Generator::Draw d = gen.step(blocks_for(n, 2));
       for_blocks<2>(n, d, [&](std::int64_t i0, int j0, int j1, const Words& w) {
@@ -525,13 +568,14 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generato
 Tensor randperm(std::int64_t n, DType dtype) { return randperm(n, default_generator(), dtype); }
 
 Tensor randperm(std::int64_t n, Generator& gen, DType dtype) {
-  constexpr std::string_view kWhat = "randperm";
-  check_not_tracing(kWhat);
   MS_CHECK(n >= 0, ValueError, "randperm: expected n >= 0, got n = ", n);
   MS_CHECK((dtype_is_int(dtype) || dtype_is_float(dtype)) && dtype != int4, TypeError,
            "randperm: dtype must be an integer or floating type, got ", dtype);
   MS_CHECK(n <= exact_count(dtype), ValueError, "randperm: n = ", n, " is too large for dtype ",
            dtype, " (at most ", exact_count(dtype), " distinct values)");
+  if (detail::tracing_active())
+    return traced(detail::str_cat("randperm(n=", n, ")"), Shape{n}, dtype, gen,
+                  [=, g = &gen](const Shape& s) { return randperm(s[0], *g, dtype); });
   Tensor perm = empty(Shape{n}, int64);
   std::int64_t* v = perm.data<std::int64_t>();
   for (std::int64_t i = 0; i < n; ++i) v[i] = i;
@@ -557,13 +601,30 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
-  constexpr std::string_view kWhat = "dropout";
-  check_not_tracing(kWhat);
   MS_CHECK(x.defined(), ValueError, "dropout: x is an undefined tensor");
   MS_CHECK(dtype_is_float(x.dtype()), TypeError, "dropout: x must be a floating tensor, got dtype ",
            x.dtype());
   MS_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: expected p in [0, 1], got p = ", p);
   if (!training || p == 0.0) return x;
+  if (detail::tracing_active()) {
+    // The drop mask is drawn as the eager path draws it (bernoulli(p) is
+    // "u < p" on the same 32-bit words; p == 1 draws nothing).
+    detail::TracedRandom r;
+    r.label = detail::str_cat("dropout(p=", p, ")");
+    r.inputs = {x};
+    r.dtype = bool_;
+    r.dropout_scale = 1.0 / (1.0 - p);
+    r.draw = [p, g = &gen](std::span<const Tensor>, const Shape& s) {
+      return p == 1.0 ? full(s, 1.0, bool_) : bernoulli(s, p, *g, bool_);
+    };
+    if (gen.created_in_trace()) {
+      // A local generator: the mask is drawn now, a constant of the graph.
+      const detail::TracingSuspend eager;
+      r.drawn = r.draw({}, x.shape());
+      r.draw = {};
+    }
+    return detail::traced_random(std::move(r));
+  }
   if (p == 1.0) return zeros(x.shape(), x.dtype());
   const DType ct = float_compute(x.dtype());
   const Tensor xc = x.to(ct);  // contiguous, float32 for half types
@@ -583,5 +644,20 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   });
   return finish(out, x.dtype());
 }
+
+namespace detail {
+namespace {
+std::atomic<RandomTraceFn> g_random_trace{nullptr};
+}  // namespace
+
+void set_random_trace_fn(RandomTraceFn fn) { g_random_trace.store(fn); }
+
+Tensor traced_random(TracedRandom r) {
+  const RandomTraceFn fn = g_random_trace.load();
+  MS_CHECK(fn != nullptr, ValueError, r.label,
+           ": a random function under a trace needs the op table (include ms/ops/op.hpp)");
+  return fn(std::move(r));
+}
+}  // namespace detail
 
 }  // namespace ms

@@ -360,6 +360,9 @@ bool collect(const ir::Graph& g, const ir::Graph& base, std::vector<double>& num
       if (ia[k].first != ib[k].first || ia[k].second.index() != ib[k].second.index())
         return fail("node ", i, " has other attributes");
       const int ki = static_cast<int>(k);
+      // A closure handle (host callbacks, random draws): each trace registers
+      // its own, all for the same call site; the base trace's one is kept.
+      if (ia[k].first == "fn") continue;
       if (const auto* p = std::get_if<std::int64_t>(&ia[k].second)) {
         num(static_cast<double>(*p), Slot::Where::Attr, ni, ki, 0);
       } else if (const auto* q = std::get_if<double>(&ia[k].second)) {

@@ -233,7 +233,8 @@ void Executable::plan_in_place_updates() {
       case ops::OpKind::Pool:
       case ops::OpKind::Reduction:
       case ops::OpKind::Indexing:
-      case ops::OpKind::Composite: return false;
+      case ops::OpKind::Composite:
+      case ops::OpKind::Random: return false;
       default: return true;
     }
   };

@@ -18,6 +18,9 @@ using ir::Node;
 using ir::NodeKind;
 
 bool is_ew(const Node& n) { return n.kind == NodeKind::Op && n.ew_id >= 0; }
+bool is_random(const Node& n) {
+  return n.kind == NodeKind::Op && n.def->kind == ops::OpKind::Random;
+}
 // Elementwise and free to fuse: not a split point of graph_split.
 // Marked ops (set_dump) keep their own tensors to write.
 bool fusable(const Node& n) {
@@ -135,7 +138,8 @@ void eliminate_dead_code(Graph& g) {
   auto mark_value = [&](int v) { stack.push_back(g.value(v).node); };
   for (int v : g.outputs) mark_value(v);
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].kind == NodeKind::Assign || g.nodes[i].kind == NodeKind::Input)
+    if (g.nodes[i].kind == NodeKind::Assign || g.nodes[i].kind == NodeKind::Input ||
+        is_random(g.nodes[i]))  // a draw advances its generator even when unused
       stack.push_back(static_cast<int>(i));
   while (!stack.empty()) {
     const int n = stack.back();
@@ -228,7 +232,8 @@ void fold_constants(Graph& g) {
   bool changed = false;
   for (Node& n : g.nodes) {
     if (n.kind != NodeKind::Op || n.outputs.size() != 1) continue;
-    if (n.def->kind == ops::OpKind::HostCallback) continue;  // runs at run time, every time
+    if (n.def->kind == ops::OpKind::HostCallback || n.def->kind == ops::OpKind::Random)
+      continue;  // runs at run time, every time
     bool all_const = !n.inputs.empty(), any_tensor = false;
     for (int v : n.inputs) {
       const NodeKind k = g.producer(v).kind;

@@ -152,7 +152,14 @@ std::vector<Tensor> CellBase::buffers(bool recurse) const {
 }
 
 CellBase& CellBase::set_train(bool mode) {
-  for (auto& [n, c] : cells_and_names()) c->training_ = mode;
+  bool changed = false;
+  for (auto& [n, c] : cells_and_names()) {
+    changed |= c->training_ != mode;
+    c->training_ = mode;
+  }
+  // Graphs traced in the other mode (Dropout, BatchNorm) are stale: as a hook
+  // change, this recompiles them (MindSpore's phase depends on the mode too).
+  if (changed) compiler::bump_hook_version();
   return *this;
 }
 

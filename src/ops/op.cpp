@@ -19,6 +19,7 @@ std::string_view op_kind_name(OpKind k) {
     case OpKind::Indexing: return "indexing";
     case OpKind::Composite: return "composite";
     case OpKind::HostCallback: return "host_callback";
+    case OpKind::Random: return "random";
   }
   return "?";
 }

@@ -492,15 +492,19 @@ TEST_SUITE("core") {
     CHECK(g.offset() == 0);
   }
 
-  TEST_CASE("random functions refuse to run while ms::jit traces") {
+  TEST_CASE("random functions under ms::jit check their arguments when traced and draw nothing") {
     Generator g(1);
-    auto f = jit([&](const auto& x) { return dropout(x, 0.5, true, g); });
-    CHECK_THROWS_WITH_AS(f(ones({4})),
-                         doctest::Contains("dropout: random functions cannot run inside ms::jit"),
+    auto f = jit([&](const auto& x) { return dropout(x, 1.5, true, g); });
+    CHECK_THROWS_WITH_AS(
+        f(ones({4})), doctest::Contains("dropout: expected p in [0, 1], got p = 1.5"), ValueError);
+    auto h = jit([&](const auto& x) { return x * uniform({4}, 1, 0, g); });
+    CHECK_THROWS_WITH_AS(h(ones({4})), doctest::Contains("uniform: expected low < high"),
                          ValueError);
-    auto h = jit([&](const auto& x) { return x * uniform({4}, 0, 1, g); });
-    CHECK_THROWS_WITH_AS(h(ones({4})), doctest::Contains("uniform: random functions"), ValueError);
+    auto r = jit([&](const auto& x) { return x + randint(0, 300, {4}, g, int8).to(float32); });
+    CHECK_THROWS_WITH_AS(
+        r(ones({4})), doctest::Contains("randint: [low, high) = [0, 300) does not fit dtype Int8"),
+        ValueError);
     CHECK(g.offset() == 0);
-    CHECK(uniform({4}, 0, 1, g).numel() == 4);  // and work again after the trace
+    CHECK(uniform({4}, 0, 1, g).numel() == 4);  // and work eagerly after the trace
   }
 }

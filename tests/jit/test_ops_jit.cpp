@@ -507,6 +507,11 @@ std::vector<Case> make_cases() {
                  auto id = [](std::vector<Tensor> g) { return g; };
                  return Tensor(ops::grad_hook(id, {x}, "id")[0] * 3.0f);
                })});
+  // A draw runs when the graph runs; probabilities 1 make its value fixed.
+  c.push_back({"random", "bernoulli(probs = 1) times x", one({3, 4}), f1([](auto& x) {
+                 static Generator g(3);
+                 return Tensor(bernoulli(x * 0.0f + 1.0f, g) * x);
+               })});
   c.push_back({"one_hot", "5 classes, f32",
                [](unsigned s) {
                  return Tensors{idx({2, 3}, s, 5)};

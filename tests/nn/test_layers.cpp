@@ -17,6 +17,51 @@ std::vector<double> vec(const ms::Tensor& t) { return t.to_vector<double>(); }
 }  // namespace
 
 TEST_SUITE("nn") {
+  TEST_CASE(
+      "Dropout under jit: the eager numbers in training, recompiled without it in eval mode") {
+    ms::Generator g(4);
+    ms::nn::Dense fc(6, 5);
+    ms::nn::Dropout drop(0.5, &g);
+    drop.set_train(true);  // cells start in eval mode, as MindSpore's
+    auto fwd = [&](const ms::Tensor& x) -> ms::Tensor { return drop(fc(x)); };
+    const ms::Tensor x = randn({3, 6}, 1);
+    const ms::Tensor e1 = fwd(x), e2 = fwd(x);
+    g.manual_seed(4);
+    auto f = ms::jit(fwd);
+    CHECK_FALSE(ms::allclose(e1, fc(x), 0, 0));
+    CHECK(ms::allclose(f(x), e1, 0, 0));
+    CHECK(ms::allclose(f(x), e2, 0, 0));
+    CHECK(f.compile_count() == 1);
+    drop.set_train(false);  // a graph traced in training mode is stale now
+    const std::uint64_t off = g.offset();
+    CHECK(ms::allclose(f(x), fc(x), 0, 0));
+    CHECK(f.compile_count() == 2);
+    CHECK(g.offset() == off);  // eval mode draws nothing
+    drop.set_train(true);
+    // Gradients through the cell under jit: the mask of the forward pass.
+    auto loss = [&](const ms::Tensor& v) { return ms::sum(drop(fc(v))); };
+    const ms::ParameterList params = fc.trainable_params();
+    g.manual_seed(9);
+    const auto eager = ms::value_and_grad(loss, std::nullopt, params)(x);
+    g.manual_seed(9);
+    auto step = ms::jit(
+        [&](const ms::Tensor& v) { return ms::value_and_grad(loss, std::nullopt, params)(v); });
+    const auto jitted = step(x);
+    CHECK(ms::allclose(jitted.value, eager.value, 1e-6, 1e-6));
+    REQUIRE(jitted.grads.size() == 2);
+    CHECK(ms::allclose(jitted.grads[0], eager.grads[0], 1e-6, 1e-6));
+    CHECK(ms::allclose(jitted.grads[1], eager.grads[1], 1e-6, 1e-6));
+    // Half of the 15 outputs dropped: those rows of the weight gradient are zero.
+    const auto gw = vec(eager.grads[0]);
+    int zero_rows = 0;
+    for (int r = 0; r < 5; ++r) {
+      bool all_zero = true;
+      for (int c = 0; c < 6; ++c) all_zero &= gw[static_cast<std::size_t>(r * 6 + c)] == 0.0;
+      zero_rows += all_zero;
+    }
+    CHECK(zero_rows < 5);
+  }
+
   TEST_CASE("Dense: default init bounds as MindSpore (HeUniform(sqrt 5), Uniform(1/sqrt in))") {
     ms::nn::Dense d(100, 50);
     const double wb = std::sqrt(6.0 / ((1.0 + 5.0) * 100.0));  // = 1/sqrt(100)

@@ -17,7 +17,12 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/tensor.hpp"
@@ -53,9 +58,9 @@ constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4
 class Generator {
  public:
   /// Seed 0, offset 0 (as MindSpore's `Generator()`).
-  Generator() = default;
+  Generator() : Generator(0) {}
   /// Seed `seed`, offset 0.
-  explicit Generator(std::uint64_t seed) : seed_(seed) {}
+  explicit Generator(std::uint64_t seed) : seed_(seed), in_trace_(detail::tracing_active()) {}
   Generator(const Generator& other);
   Generator& operator=(const Generator& other);
 
@@ -82,10 +87,18 @@ class Generator {
   /// (MindSpore's `Generator._step`). Random functions call this once per call.
   Draw step(std::uint64_t blocks);
 
+  /// True for a generator created while ms::jit traced the function that
+  /// draws from it (a local of that function): it is gone when the graph runs,
+  /// and a fresh one draws the same numbers on every eager call, so its draws
+  /// are computed at trace time and become constants of the graph.
+  bool created_in_trace() const { return in_trace_; }
+
  private:
+  friend Generator& default_generator();
   mutable std::mutex mu_;
   std::uint64_t seed_ = 0;
   std::uint64_t offset_ = 0;
+  bool in_trace_ = false;
 };
 
 /// The process-wide generator random functions use when none is given. Seeded
@@ -157,5 +170,39 @@ Tensor randperm(std::int64_t n, Generator& gen, DType dtype = int64);
 /// Example: `ms::dropout(h, 0.5, net.training())`.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// ------------------------------------------------------------------ under ms::jit
+// While a trace is active (ms::jit, ms::grad), a random function does not draw:
+// it records a `Random` node that draws each time the graph runs, from the same
+// generator and in the order the function called them, so a jitted function
+// draws exactly the numbers the eager one would and each call advances the
+// generator's offset. The generator is held by identity (as a captured
+// parameter): it must outlive the compiled function, as it must outlive a
+// Dropout cell that holds it. A generator created inside the traced function
+// is the exception (Generator::created_in_trace): its draws are constants.
+namespace detail {
+/// A random function's work at run time: the result of shape `shape` (the
+/// node's, known when a dynamic-shape graph runs) from the concrete tensors it reads.
+using RandomDrawFn = std::function<Tensor(std::span<const Tensor> inputs, const Shape& shape)>;
+/// A random function called while tracing.
+struct TracedRandom {
+  std::string label;           ///< names the node in dumps, e.g. "uniform(low=0, high=1)"
+  std::vector<Tensor> inputs;  ///< tensors the draw reads at run time (symbolic or concrete)
+  DType dtype = float32;       ///< the draw's dtype
+  Shape shape;                 ///< the draw's shape when `inputs` is empty, else inputs[0]'s
+  RandomDrawFn draw;
+  /// Set instead of `draw` for a generator created in the trace: the numbers,
+  /// drawn at trace time (a constant of the graph, no Random node).
+  Tensor drawn = {};
+  /// Dropout: the draw is the bool drop mask of inputs[0], and the result is
+  /// where(mask, 0, inputs[0] * scale) computed in float32 (float64) and cast back.
+  std::optional<double> dropout_scale = {};
+};
+/// Installed by the op table (the ops stage records the node).
+using RandomTraceFn = Tensor (*)(TracedRandom r);
+void set_random_trace_fn(RandomTraceFn fn);
+/// Calls the installed function; ms::Error naming the function when there is none.
+Tensor traced_random(TracedRandom r);
+}  // namespace detail
 
 }  // namespace ms

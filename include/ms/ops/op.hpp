@@ -35,6 +35,7 @@ enum class OpKind : std::uint8_t {
   Indexing,      ///< gather, index_select, one_hot
   Composite,     ///< built from other ops (softmax, log_softmax, ...)
   HostCallback,  ///< runs C++ code on concrete values (ms/ops/host.hpp): never folded or merged
+  Random,        ///< draws from a Generator when the graph runs: never folded, merged or dropped
 };
 
 std::string_view op_kind_name(OpKind k);
