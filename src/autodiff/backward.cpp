@@ -1,6 +1,7 @@
 #include <unordered_map>
 
 #include "ms/autodiff/grad.hpp"
+#include "ms/autodiff/tensor_hooks.hpp"
 #include "ms/ops/layout.hpp"
 
 namespace ms {
@@ -96,7 +97,9 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
   for (const Tensor& t : wrt) {
     auto it = grads.find(tc.value_id(t));
     if (reached != nullptr) reached->push_back(it != grads.end());
-    res.push_back(it != grads.end() ? it->second.to(t.dtype()) : zeros(t.shape(), t.dtype()));
+    // A weight that gets no gradient does not call its hooks (zeros).
+    res.push_back(it != grads.end() ? apply_tensor_grad_hooks(t, it->second.to(t.dtype()))
+                                    : zeros(t.shape(), t.dtype()));
   }
   return res;
 }

@@ -1,10 +1,33 @@
 #include "ms/nn/parameter.hpp"
 
+#include <algorithm>
 #include <atomic>
 
+#include "ms/autodiff/tensor_hooks.hpp"
 #include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
 
 namespace ms {
+
+// Owns the ids of a parameter's gradient hooks (in the autodiff registry);
+// its handles hold it weakly, and its end (the last copy of the parameter
+// gone) takes the hooks out.
+class Parameter::GradHooks final : public detail::HookOwner {
+ public:
+  ~GradHooks() override {
+    for (std::uint64_t id : ids) autodiff::remove_tensor_grad_hook(id);
+    if (!ids.empty()) detail::hook_removed();
+  }
+  void erase_hook(std::uint64_t id) override {
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) return;
+    ids.erase(it);
+    autodiff::remove_tensor_grad_hook(id);
+    detail::hook_removed();
+  }
+  std::vector<std::uint64_t> ids;
+};
+
 namespace {
 std::atomic<std::int64_t> g_unnamed{0};
 }  // namespace
@@ -36,6 +59,21 @@ bool Parameter::requires_grad() const { return info_ && info_->requires_grad; }
 void Parameter::set_requires_grad(bool value) {
   MS_CHECK(info_ != nullptr, ValueError, "Parameter::set_requires_grad: undefined parameter");
   info_->requires_grad = value;
+}
+
+HookHandle Parameter::add_grad_hook(std::function<Tensor(const Tensor&)> fn) {
+  MS_CHECK(info_ != nullptr, ValueError, "Parameter::register_hook: undefined parameter");
+  MS_CHECK(static_cast<bool>(fn), ValueError, "Parameter::register_hook: parameter '", name(),
+           "': empty hook function");
+  if (!info_->hooks) info_->hooks = std::make_shared<GradHooks>();
+  const std::uint64_t id = detail::new_hook_id();
+  autodiff::add_tensor_grad_hook(storage()->serial(), id, std::move(fn), name());
+  info_->hooks->ids.push_back(id);
+  return HookHandle(info_->hooks, id);
+}
+
+std::size_t Parameter::hook_count() const {
+  return info_ && info_->hooks ? info_->hooks->ids.size() : 0;
 }
 
 void Parameter::set_data(const Tensor& value) {

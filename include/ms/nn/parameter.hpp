@@ -11,12 +11,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/hooks/hook_handle.hpp"
 
 namespace ms {
 
@@ -44,10 +48,45 @@ class Parameter : public Tensor {
   /// Identity shared by all copies (nullptr for an undefined parameter).
   const void* identity() const { return info_.get(); }
 
+  /// A hook on this parameter's gradient (MindSpore's Tensor.register_hook):
+  /// whenever ms::grad / ms::value_and_grad computes it (eagerly, or each time
+  /// a compiled graph runs), `fn(grad)` sees the concrete gradient and may
+  /// return a replacement of the same dtype and shape (`ms::Tensor` or
+  /// `std::optional<ms::Tensor>`; `void` or an empty result keeps it). Hooks
+  /// run in registration order. The handle's `remove()` is idempotent and safe
+  /// after the parameter is gone; registering or removing bumps the hook
+  /// version, so compiled graphs pick the change up.
+  ///   auto h = net.fc1.weight.register_hook([](const ms::Tensor& g) { return g * 0.5f; });
+  template <class F>
+  HookHandle register_hook(F fn) {
+    static_assert(std::is_invocable_v<F&, const Tensor&>,
+                  "Parameter::register_hook: fn(const ms::Tensor& grad)");
+    using R = std::invoke_result_t<F&, const Tensor&>;
+    static_assert(std::is_void_v<R> || std::is_convertible_v<R, Tensor> ||
+                      std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>>,
+                  "Parameter::register_hook: fn returns void, a Tensor or std::optional<Tensor>");
+    return add_grad_hook([f = std::move(fn)](const Tensor& g) mutable -> Tensor {
+      if constexpr (std::is_void_v<R>) {
+        f(g);
+        return Tensor();
+      } else if constexpr (std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>>) {
+        auto r = f(g);
+        return r ? Tensor(*r) : Tensor();
+      } else {
+        return Tensor(f(g));
+      }
+    });
+  }
+  /// Number of gradient hooks registered on this parameter.
+  std::size_t hook_count() const;
+
  private:
+  class GradHooks;  // the HookOwner of this parameter's gradient hooks
+  HookHandle add_grad_hook(std::function<Tensor(const Tensor&)> fn);
   struct Info {
     std::string name;
     bool requires_grad = true;
+    std::shared_ptr<GradHooks> hooks;  // lazy: made by the first register_hook
   };
   std::shared_ptr<Info> info_;
 };

@@ -1,0 +1,82 @@
+// Gradient hooks on tensors: see ms/autodiff/tensor_hooks.hpp.
+#include "ms/autodiff/tensor_hooks.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
+#include "ms/ops/host.hpp"
+
+namespace ms::autodiff {
+namespace {
+
+struct Hook {
+  std::uint64_t serial;
+  std::uint64_t id;
+  TensorGradHook fn;
+  std::string label;
+};
+
+std::mutex g_mu;
+std::vector<Hook> g_hooks;  // in registration order
+
+bool whole_storage(const Tensor& t) {
+  return t.defined() && !t.is_symbolic() && t.storage() != nullptr && t.offset() == 0 &&
+         t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
+}
+
+std::vector<Hook> hooks_of(const Tensor& t) {
+  std::vector<Hook> out;
+  if (!whole_storage(t)) return out;
+  const std::uint64_t serial = t.storage()->serial();
+  std::lock_guard lock(g_mu);
+  for (const Hook& h : g_hooks)
+    if (h.serial == serial) out.push_back(h);
+  return out;
+}
+
+}  // namespace
+
+void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, TensorGradHook fn,
+                          std::string label) {
+  MS_CHECK(static_cast<bool>(fn), ValueError, "register_hook: empty hook function for '", label,
+           "'");
+  std::lock_guard lock(g_mu);
+  g_hooks.push_back({storage_serial, id, std::move(fn), std::move(label)});
+}
+
+bool remove_tensor_grad_hook(std::uint64_t id) {
+  std::lock_guard lock(g_mu);
+  auto it = std::find_if(g_hooks.begin(), g_hooks.end(), [&](const Hook& h) { return h.id == id; });
+  if (it == g_hooks.end()) return false;
+  g_hooks.erase(it);
+  return true;
+}
+
+std::size_t tensor_grad_hook_count(const Tensor& t) { return hooks_of(t).size(); }
+
+Tensor apply_tensor_grad_hooks(const Tensor& t, const Tensor& grad) {
+  std::vector<Hook> hooks = hooks_of(t);
+  if (hooks.empty()) return grad;
+  const std::string label = "gradient hook of '" + hooks.front().label + "'";
+  auto run = [hooks = std::move(hooks)](std::vector<Tensor> g) {
+    for (const Hook& h : hooks) {
+      Tensor r = h.fn(g[0]);
+      if (!r.defined()) continue;
+      MS_CHECK(!r.is_symbolic(), ValueError, "register_hook: the hook of '", h.label,
+               "' returned a symbolic tensor");
+      MS_CHECK(r.shape() == g[0].shape(), ShapeError, "register_hook: the hook of '", h.label,
+               "' returned a gradient of shape ", r.shape(), "; expected ", g[0].shape());
+      MS_CHECK(r.dtype() == g[0].dtype(), TypeError, "register_hook: the hook of '", h.label,
+               "' returned a gradient of dtype ", r.dtype(), "; expected ", g[0].dtype());
+      g[0] = std::move(r);
+    }
+    return g;
+  };
+  return ops::host_call(std::move(run), {grad}, label)[0];
+}
+
+}  // namespace ms::autodiff

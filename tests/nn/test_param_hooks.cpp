@@ -1,0 +1,117 @@
+// Parameter::register_hook: gradient hooks on parameters, eagerly and under
+// ms::jit, their order, replacement, removal and errors.
+#include <doctest/doctest.h>
+
+#include <ms/cell.hpp>
+
+namespace {
+
+ms::Tensor input() {
+  ms::Generator g(3);
+  return ms::normal({2, 4}, 0.0, 1.0, g);
+}
+
+}  // namespace
+
+TEST_SUITE("nn") {
+  TEST_CASE("Parameter::register_hook: sees the gradient, replaces it, in registration order") {
+    ms::nn::Dense fc(4, 3);
+    const ms::Tensor x = input();
+    auto loss = [&](const ms::Tensor& a) { return ms::sum(ms::square(fc(a))); };
+    const ms::ParameterList params = fc.trainable_params();
+    const auto plain = ms::grad(loss, std::nullopt, params)(x);
+    std::vector<ms::Tensor> seen;
+    auto h1 = fc.weight.register_hook([&](const ms::Tensor& g) { seen.push_back(g); });
+    auto h2 = fc.weight.register_hook([](const ms::Tensor& g) { return ms::Tensor(g * 2.0f); });
+    auto h3 = fc.weight.register_hook(
+        [](const ms::Tensor& g) -> std::optional<ms::Tensor> { return ms::Tensor(g + 1.0f); });
+    CHECK(fc.weight.hook_count() == 3);
+    const auto hooked = ms::grad(loss, std::nullopt, params)(x);
+    REQUIRE(seen.size() == 1);
+    CHECK(ms::allclose(seen[0], plain[0], 0, 0));  // the first sees autodiff's
+    CHECK(ms::allclose(hooked[0], plain[0] * 2.0f + 1.0f, 1e-6, 1e-6));  // x2, then +1
+    CHECK(ms::allclose(hooked[1], plain[1], 0, 0));                      // the bias has no hook
+    h2.remove();
+    h2.remove();  // idempotent
+    CHECK(fc.weight.hook_count() == 2);
+    CHECK(ms::allclose(ms::grad(loss, std::nullopt, params)(x)[0], plain[0] + 1.0f, 1e-6, 1e-6));
+    h1.remove();
+    h3.remove();
+    CHECK(ms::allclose(ms::grad(loss, std::nullopt, params)(x)[0], plain[0], 0, 0));
+    CHECK(seen.size() == 2);
+  }
+
+  TEST_CASE("Parameter::register_hook: runs in compiled graphs on every call; changes recompile") {
+    ms::nn::Dense fc(4, 3);
+    const ms::Tensor x = input();
+    const ms::ParameterList params = fc.trainable_params();
+    auto loss = [&](const ms::Tensor& a) { return ms::sum(ms::square(fc(a))); };
+    const auto plain = ms::grad(loss, std::nullopt, params)(x);
+    auto step = ms::jit(
+        [&](const ms::Tensor& a) { return ms::value_and_grad(loss, std::nullopt, params)(a); });
+    (void)step(x);
+    CHECK(step.compile_count() == 1);
+    int calls = 0;
+    ms::HookHandle h = fc.bias.register_hook([&](const ms::Tensor& g) {
+      ++calls;
+      return ms::Tensor(ms::zeros_like(g));  // concrete: the hook runs on the host
+    });
+    const auto r1 = step(x);
+    CHECK(step.compile_count() == 2);  // the hook version is in the key
+    const auto r2 = step(x);
+    CHECK(step.compile_count() == 2);
+    CHECK(calls == 2);  // once per call, not once per compile
+    CHECK(ms::allclose(r1.grads[1], ms::zeros({3}), 0, 0));
+    CHECK(ms::allclose(r2.grads[0], plain[0], 1e-6, 1e-6));
+    CHECK(step.dump().find("HostCallback") != std::string::npos);
+    h.remove();
+    CHECK(ms::allclose(step(x).grads[1], plain[1], 1e-6, 1e-6));
+    CHECK(step.compile_count() == 3);
+    CHECK(calls == 2);
+  }
+
+  TEST_CASE("Parameter::register_hook: copies share hooks; handles outlive the parameter") {
+    ms::HookHandle h;
+    int calls = 0;
+    {
+      ms::Parameter p(ms::ones({3}), "p");
+      ms::Parameter copy = p;
+      h = copy.register_hook([&](const ms::Tensor&) { ++calls; });
+      CHECK(p.hook_count() == 1);
+      auto f = [&](const ms::Tensor& a) { return ms::sum(a * p); };
+      (void)ms::grad(f, std::nullopt, ms::ParameterList{p})(ms::ones({3}));
+      CHECK(calls == 1);
+      // A weight the function does not use gets zeros and calls no hook.
+      ms::Parameter unused(ms::ones({2}), "unused");
+      unused.register_hook([&](const ms::Tensor&) { ++calls; });
+      (void)ms::grad(f, std::nullopt, ms::ParameterList{p, unused})(ms::ones({3}));
+      CHECK(calls == 2);
+    }
+    h.remove();  // the parameter is gone: no effect, no crash
+    h.remove();
+  }
+
+  TEST_CASE("Parameter::register_hook: a replacement of another shape or dtype is an error") {
+    ms::Parameter p(ms::ones({2, 3}), "fc.weight");
+    auto f = [&](const ms::Tensor& a) { return ms::sum(a * p); };
+    const ms::Tensor x = ms::ones({2, 3});
+    {
+      ms::ScopedHook s = p.register_hook([](const ms::Tensor&) { return ms::zeros({3}); });
+      CHECK_THROWS_WITH_AS(
+          ms::grad(f, std::nullopt, ms::ParameterList{p})(x),
+          doctest::Contains(
+              "register_hook: the hook of 'fc.weight' returned a gradient of shape [3]; expected "
+              "[2, 3]"),
+          ms::ShapeError);
+    }
+    {
+      ms::ScopedHook s =
+          p.register_hook([](const ms::Tensor& g) { return ms::Tensor(g.to(ms::float64)); });
+      auto jf = ms::jit(ms::grad(f, std::nullopt, ms::ParameterList{p}));
+      CHECK_THROWS_WITH_AS(jf(x), doctest::Contains("returned a gradient of dtype Float64"),
+                           ms::TypeError);
+    }
+    CHECK(p.hook_count() == 0);  // scoped hooks removed themselves
+    CHECK(ms::allclose(ms::grad(f, std::nullopt, ms::ParameterList{p})(x)[0], x, 0, 0));
+  }
+}
