@@ -31,6 +31,10 @@ void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float
 void cblas_dgemm(int order, int trans_a, int trans_b, int m, int n, int k, double alpha,
                  const double* a, int lda, const double* b, int ldb, double beta, double* c,
                  int ldc);
+void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float* a, int lda,
+                 const float* x, int incx, float beta, float* y, int incy);
+void cblas_dgemv(int order, int trans, int m, int n, double alpha, const double* a, int lda,
+                 const double* x, int incx, double beta, double* y, int incy);
 char* openblas_get_corename(void) __attribute__((weak));
 }
 #endif
@@ -111,6 +115,28 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
                 std::int64_t ldc) {
 #if MS_HAVE_BLAS
   if constexpr (std::is_floating_point_v<T>) {
+    // A matrix-vector product (a batch of one, a column) goes to BLAS's gemv
+    // with either backend: Eigen's GEMV is slower than OpenBLAS's here (MLP at
+    // batch 1: 37.8 vs 33.6 us). The rule reads the shape only.
+    if (m == 1 || n == 1) {
+      const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+      if (beta == T(0))  // gemv scales y by beta: never read what is there
+        for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
+      auto gemv = [&](bool trans, std::int64_t rows, std::int64_t cols, const T* mat,
+                      std::int64_t ld, const T* x, std::int64_t incx, T* y, std::int64_t incy) {
+        if constexpr (std::is_same_v<T, float>)
+          cblas_sgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
+                      y, i(incy));
+        else
+          cblas_dgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
+                      y, i(incy));
+      };
+      if (m == 1)  // c^T = op(B)^T a^T: B is [k, n] (or [n, k] when tb)
+        gemv(!tb, tb ? n : k, tb ? k : n, b, ldb, a, ta ? lda : 1, c, 1);
+      else  // c = op(A) b: A is [m, k] (or [k, m] when ta)
+        gemv(ta, ta ? k : m, ta ? m : k, a, lda, b, tb ? 1 : ldb, c, ldc);
+      return;
+    }
     if (use_blas()) {
       const int ta_ = ta ? 112 : 111, tb_ = tb ? 112 : 111;
       const auto i = [](std::int64_t v) { return static_cast<int>(v); };

@@ -362,6 +362,12 @@ TEST_SUITE("ops") {
       std::vector<T> a(6, T(1)), b(6, T(1)), c(4, nan);
       kernels::gemm<T>(false, false, 2, 2, 3, T(1), a.data(), 3, b.data(), 2, T(0), c.data(), 2);
       CHECK(c == std::vector<T>(4, T(3)));
+      // The matrix-vector products (gemv) too: a row and a column of C.
+      std::vector<T> row(3, nan), col(3, nan);
+      kernels::gemm<T>(false, false, 1, 3, 2, T(1), a.data(), 2, b.data(), 3, T(0), row.data(), 3);
+      kernels::gemm<T>(false, false, 3, 1, 2, T(1), a.data(), 2, b.data(), 1, T(0), col.data(), 1);
+      CHECK(row == std::vector<T>(3, T(2)));
+      CHECK(col == std::vector<T>(3, T(2)));
     }
   }
 }
