@@ -16,6 +16,7 @@ struct Callback {
   HostFn fn;
   std::string label;
   GradHookFn grad_fn = {};
+  CustomGradFn custom_fn = {};
 };
 
 // Callbacks recorded into traces, by id. A graph refers to its callback by
@@ -84,6 +85,17 @@ std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::st
   return record(def, std::move(cb), inputs);
 }
 
+Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std::string label) {
+  MS_CHECK(static_cast<bool>(fn), ValueError, "custom_grad '", label, "': empty function");
+  MS_CHECK(!inputs.empty(), ValueError, "custom_grad '", label, "': needs at least one input");
+  MS_CHECK(out.defined(), ValueError, "custom_grad '", label, "': undefined output");
+  if (active_tracer() == nullptr) return out;
+  auto cb = std::make_shared<Callback>(Callback{{}, std::move(label), {}, std::move(fn)});
+  inputs.push_back(std::move(out));
+  static const OpDef& def = op("custom_grad");
+  return record(def, std::move(cb), inputs)[0];
+}
+
 std::size_t host_callbacks_alive() {
   std::lock_guard lock(g_mu);
   return g_callbacks.size();
@@ -130,6 +142,43 @@ void register_host_ops() {
             std::vector<Tensor> r = cb->grad_fn(std::move(g));
             MS_CHECK(r.size() == c.inputs.size(), ValueError, "grad_hook '", cb->label,
                      "': returned ", r.size(), " gradients for ", c.inputs.size(), " inputs");
+            return r;
+          },
+  });
+  // Inputs x..., out; forward: out. Gradient: the callback's for x..., none
+  // for out, so the ops that computed out are not differentiated.
+  registry_add({
+      .name = "custom_grad",
+      .ir_name = "CustomGrad",
+      .kind = OpKind::HostCallback,
+      .min_inputs = 2,
+      .max_inputs = -1,
+      .differentiable = true,
+      .infer =
+          [](std::span<const TensorType> in, const Attrs& attrs) {
+            (void)attrs.get<std::int64_t>("fn", "custom_grad");
+            return std::vector<TensorType>{in.back()};
+          },
+      .eval = [](std::span<const Tensor> in,
+                 const Attrs&) { return std::vector<Tensor>{in.back()}; },
+      .grad =
+          [](const GradContext& c) {
+            auto cb = find(c.attrs.get<std::int64_t>("fn", "custom_grad"));
+            const std::size_t n = c.inputs.size() - 1;
+            std::vector<Tensor> r =
+                cb->custom_fn(std::vector<Tensor>(c.inputs.begin(), c.inputs.end() - 1),
+                              c.outputs[0], c.out_grads[0]);
+            MS_CHECK(r.size() == n, ValueError, cb->label, ": returned ", r.size(),
+                     " gradients, expected ", n, " (one per tensor input)");
+            for (std::size_t i = 0; i < n; ++i) {
+              if (!r[i].defined()) continue;
+              const Tensor& x = c.inputs[i];
+              MS_CHECK(r[i].shape() == x.shape(), ShapeError, cb->label, ": the gradient of input ",
+                       i, " has shape ", r[i].shape(), ", expected ", x.shape(), " (the input's)");
+              MS_CHECK(r[i].dtype() == x.dtype(), TypeError, cb->label, ": the gradient of input ",
+                       i, " has dtype ", r[i].dtype(), ", expected ", x.dtype(), " (the input's)");
+            }
+            r.emplace_back();  // out: no gradient
             return r;
           },
   });

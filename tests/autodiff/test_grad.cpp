@@ -188,6 +188,16 @@ std::vector<GradCase> grad_cases() {
                  return Tensor(ops::grad_hook(id, {x[0]}, "test")[0] * 2.0);
                },
                {r34}});
+  // A custom gradient (a Cell's bprop) that is the true one: x0 * x1.
+  c.push_back({"custom_grad",
+               "product with its own vjp",
+               [](const auto& x) {
+                 auto vjp = [](std::vector<Tensor> in, Tensor, Tensor dout) {
+                   return std::vector<Tensor>{Tensor(dout * in[1]), Tensor(dout * in[0])};
+                 };
+                 return ops::custom_grad(vjp, {x[0], x[1]}, Tensor(x[0] * x[1]), "test");
+               },
+               {r34, rnd({3, 4}, 58)}});
   // conv2d (input, weight, bias) and pooling.
   c.push_back({"conv2d",
                "stride 2, padding 1, groups 2, bias",

@@ -507,6 +507,12 @@ std::vector<Case> make_cases() {
                  auto id = [](std::vector<Tensor> g) { return g; };
                  return Tensor(ops::grad_hook(id, {x}, "id")[0] * 3.0f);
                })});
+  c.push_back({"custom_grad", "forward is its last input", one({3, 4}), f1([](auto& x) {
+                 auto vjp = [](std::vector<Tensor>, Tensor, Tensor dout) {
+                   return std::vector<Tensor>{dout};
+                 };
+                 return Tensor(ops::custom_grad(vjp, {x}, Tensor(x * 3.0f), "c") + 1.0f);
+               })});
   // A draw runs when the graph runs; probabilities 1 make its value fixed.
   c.push_back({"random", "bernoulli(probs = 1) times x", one({3, 4}), f1([](auto& x) {
                  static Generator g(3);

@@ -19,6 +19,33 @@ TEST_SUITE("ops") {
       throw std::logic_error("not called without a gradient");
     };
     CHECK(ops::grad_hook(never, {x}, "id")[0].is_same(x));
+    auto never_vjp = [](std::vector<Tensor>, Tensor, Tensor) -> std::vector<Tensor> {
+      throw std::logic_error("not called without a gradient");
+    };
+    const Tensor out = x * 2.f;
+    CHECK(ops::custom_grad(never_vjp, {x}, out, "c").is_same(out));
+  }
+
+  TEST_CASE("custom_grad: the callback gives the inputs' gradients, none flows to out") {
+    const Tensor x = arange(0, 4).to(float32), w = full({4}, 3.0, float32);
+    int calls = 0;
+    auto vjp = [&](std::vector<Tensor> in, Tensor out, Tensor dout) {
+      ++calls;
+      CHECK(in.size() == 1);
+      CHECK(out.shape() == Shape({4}));
+      return std::vector<Tensor>{Tensor(dout * 10.f)};
+    };
+    // out = x * w: autodiff would give w (3) to x and x to w.
+    auto f = [&](const Tensor& a, const Tensor& b) {
+      return sum(ops::custom_grad(vjp, {a}, Tensor(a * b), "c") * 2.f);
+    };
+    const auto g = grad(f, std::vector<int>{0, 1}, {})(x, w);
+    CHECK(calls == 1);
+    CHECK(allclose(g[0], full({4}, 20.0, float32), 0, 0));
+    CHECK(allclose(g[1], zeros({4}), 0, 0));  // b is used only by out's ops
+    const auto jg = jit(grad(f, std::vector<int>{0, 1}, {}))(x, w);
+    CHECK(allclose(jg[0], g[0], 0, 0));
+    CHECK(allclose(jg[1], g[1], 0, 0));
   }
 
   TEST_CASE("host_call and grad_hook: bad input") {
@@ -43,6 +70,14 @@ TEST_SUITE("ops") {
                          doctest::Contains("grad_hook 'g': empty function"), ValueError);
     CHECK_THROWS_WITH_AS(ops::grad_hook(id, {}, "g"),
                          doctest::Contains("needs at least one tensor"), ValueError);
+    auto vjp = [](std::vector<Tensor> in, Tensor, Tensor) { return in; };
+    CHECK_THROWS_WITH_AS(ops::custom_grad({}, {x}, x, "c"),
+                         doctest::Contains("custom_grad 'c': empty function"), ValueError);
+    CHECK_THROWS_WITH_AS(ops::custom_grad(vjp, {}, x, "c"),
+                         doctest::Contains("custom_grad 'c': needs at least one input"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(ops::custom_grad(vjp, {x}, Tensor(), "c"),
+                         doctest::Contains("custom_grad 'c': undefined output"), ValueError);
     // Under ms::jit the same checks run when the graph runs.
     auto f = jit([&](const Tensor& a) { return ops::host_call(reshaped, {a}, "late")[0]; });
     CHECK_THROWS_WITH_AS(f(x), doctest::Contains("host_callback 'late'"), ValueError);

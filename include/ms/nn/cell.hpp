@@ -19,6 +19,29 @@
 // graph; registering or removing a hook bumps the global hook version, which
 // is part of every compile key.
 //
+// A cell may define its own backward, used instead of autodiff through
+// `construct` (MindSpore's `bprop`). For a call with tensors x1..xn returning
+// one tensor:
+//
+//   struct Ste : ms::Cell<Ste> {            // a straight-through estimator
+//     ms::Tensor construct(const ms::Tensor& x) { return ms::round(x); }
+//     std::vector<ms::Tensor> bprop(const ms::Tensor& x, const ms::Tensor& out,
+//                                   const ms::Tensor& dout) { return {dout}; }
+//   };
+//
+// The forward result is construct's. When a gradient is traced through the
+// call (ms::grad, ms::value_and_grad, eagerly or under ms::jit), the inputs'
+// gradients are what bprop returns (a std::vector or std::tuple of tensors,
+// one per tensor input; an undefined Tensor: none). Its ops are traced, so it
+// runs in the compiled graph and is differentiable where its ops are. As in
+// MindSpore, nothing flows back through construct: a Parameter used only
+// inside it gets a zero gradient. A wrong count is a ValueError, a gradient of
+// another shape a ShapeError, of another dtype a TypeError, each naming
+// `<cls_name>.bprop` and the input. With backward hooks on the same cell, as
+// MindSpore orders them: backward pre-hooks change `dout` before bprop sees
+// it; backward hooks see bprop's gradients as grad_inputs and may replace
+// them. Without an active trace the call runs construct only.
+//
 // Cells are registered by reference, so a cell cannot be copied or moved:
 // make it where it lives (a member, a local, a std::unique_ptr).
 #pragma once
@@ -241,6 +264,25 @@ inline constexpr bool is_tensorish_v =
     std::is_same_v<std::remove_cvref_t<T>, Tensor> ||
     std::is_same_v<std::remove_cvref_t<T>, Parameter> || TensorExpr<T>;
 
+template <class>
+using TensorArg = const Tensor&;
+
+/// Whether D::bprop takes (x1..xn, out, dout) for a call with tensors A...
+template <class D, class... A>
+concept BpropFor = requires(D& d, TensorArg<A>... x, const Tensor& t) {
+  d.bprop(x..., t, t);
+};
+
+/// What bprop returns (a std::vector or std::tuple of tensors) as Args.
+template <class R>
+Args bprop_result(R&& r) {
+  using T = std::remove_cvref_t<R>;
+  if constexpr (std::is_same_v<T, Args>)
+    return std::forward<R>(r);
+  else
+    return std::apply([](auto&&... g) { return Args{Tensor(g)...}; }, std::forward<R>(r));
+}
+
 /// Adapts what a user hook returns: nothing, a tensor, Args, or an optional of them.
 template <class R>
 std::optional<Args> to_args(R&& r) {
@@ -281,7 +323,16 @@ class Cell : public CellBase {
     using R = decltype(derived().construct(a...));
     using Out = compiler::detail::OutTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
+    constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
+    if constexpr (kBprop) {
+      static_assert(detail::BpropFor<Derived, A...> && std::is_same_v<T, Tensor>,
+                    "bprop: a cell with a bprop takes tensors x1..xn, returns one tensor and "
+                    "defines bprop(x1, ..., xn, out, dout) returning one gradient per input");
+    }
     if (!has_hooks()) [[likely]] {  // none registered, or all removed
+      if constexpr (kBprop) {
+        if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});
+      }
       if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
         return derived().construct(a...);
       else
@@ -292,6 +343,11 @@ class Cell : public CellBase {
 
   Derived& derived() { return static_cast<Derived&>(*this); }
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
+
+  /// Whether Derived defines its own backward, `bprop` (MindSpore's has_bprop).
+  static constexpr bool has_bprop() {
+    return requires { &Derived::bprop; };
+  }
 
   // ---------------------------------------------------------------- hooks
   /// `fn(Derived& cell, const ms::Args& args)` returns nothing, a Tensor (wrapped
@@ -557,7 +613,17 @@ class Cell : public CellBase {
     const bool bwd = tracing && hooks_->any_backward();
     auto st = std::make_shared<BwdState>();
     if (bwd) wrap_backward_in(args, st);
-    T result = invoke_construct<T>(args, kwp, std::type_identity<std::tuple<A...>>{});
+    T result = [&] {
+      if constexpr (detail::BpropFor<Derived, A...>) {
+        if (tracing) {
+          MS_CHECK(args.size() == sizeof...(A), ValueError, cls_name(),
+                   ": forward pre-hooks returned ", args.size(), " arguments; construct takes ",
+                   sizeof...(A));
+          return call_bprop<sizeof...(A)>(args);
+        }
+      }
+      return invoke_construct<T>(args, kwp, std::type_identity<std::tuple<A...>>{});
+    }();
     const bool fwd = hooks_->fwd && !hooks_->fwd->empty();
     if (!fwd && !bwd) return result;
     Args out;
@@ -567,6 +633,25 @@ class Cell : public CellBase {
     if (bwd) wrap_backward_out(out, st);
     std::size_t pos = 0, sp = 0;
     return Out::unflatten(out, pos, structure, sp);
+  }
+
+  // construct(args) as the forward value, bprop as its gradient (one
+  // custom_grad node; ms/ops/host.hpp).
+  template <std::size_t N>
+  Tensor call_bprop(Args args) {
+    auto fn = [this](Args x, Tensor out, Tensor dout) {
+      return apply_args<N>(x, [&](const auto&... xi) {
+        return detail::bprop_result(derived().bprop(xi..., out, dout));
+      });
+    };
+    Tensor out =
+        apply_args<N>(args, [&](const auto&... xi) { return Tensor(derived().construct(xi...)); });
+    return ops::custom_grad(std::move(fn), std::move(args), std::move(out), cls_name() + ".bprop");
+  }
+  template <std::size_t N, class F>
+  static auto apply_args(const Args& x, F&& f) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return f(x[I]...); }
+    (std::make_index_sequence<N>{});
   }
 
   template <class X>

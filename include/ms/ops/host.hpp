@@ -8,7 +8,9 @@
 // and shape as its input (a ms::ValueError names the callback otherwise): it
 // may observe them or replace them. Passes never fold, merge or reorder such a
 // node past its inputs. For gradients a callback is the identity (its outputs'
-// gradients flow to its inputs unchanged).
+// gradients flow to its inputs unchanged). Two more nodes act on gradients
+// only, passing a value through at run time: `grad_hook` (backward hooks of
+// cells) and `custom_grad` (a value with its own gradient: a Cell's bprop).
 //
 //   auto y = ms::ops::host_call([](std::vector<ms::Tensor> v) {
 //     std::cout << ms::max(v[0]).item<float>() << "\n";   // concrete, even under ms::jit
@@ -41,6 +43,28 @@ using GradHookFn = std::function<std::vector<Tensor>(std::vector<Tensor> grads)>
 /// Without an active trace no gradient can be taken, so it returns `inputs`.
 /// At run time the node passes its inputs through (no copy).
 std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::string label);
+
+/// What a custom gradient does while the backward pass is traced: it gets the
+/// inputs of `custom_grad`, the output `out` and its gradient `dout`, and
+/// returns one gradient per input (an undefined Tensor: none), written with
+/// ops so that they are recorded into the backward graph.
+using CustomGradFn =
+    std::function<std::vector<Tensor>(std::vector<Tensor> inputs, Tensor out, Tensor dout)>;
+
+/// `out` (computed from `inputs` by any ops), with `fn` as its gradient: when
+/// a gradient is traced through it, the inputs get `fn(inputs, out, dout)`
+/// and nothing flows back through the ops that computed `out` (a Parameter
+/// used only there gets a zero gradient). A Cell's `bprop` is built on it.
+/// `fn` must return inputs.size() gradients, each with its input's shape and
+/// dtype (ValueError, ShapeError, TypeError naming `label` and the input
+/// otherwise). Without an active trace it returns `out`; at run time the node
+/// passes `out` through (no copy).
+///
+///   // round(x) forward, the identity backward (a straight-through estimator):
+///   auto y = ms::ops::custom_grad(
+///       [](std::vector<ms::Tensor>, ms::Tensor, ms::Tensor dout) { return std::vector{dout}; },
+///       {x}, ms::Tensor(ms::round(x)), "ste");
+Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std::string label);
 
 /// Number of callbacks recorded into graphs so far that are still alive.
 std::size_t host_callbacks_alive();
