@@ -275,24 +275,53 @@ void layout_rules() {
   });
   rule("pad", [](const GradContext& c) -> Grads {
     const std::string mode = c.attrs.get<std::string>("mode", "pad");
-    MS_CHECK(mode == "constant", ValueError, "pad: the gradient of \"", mode,
-             "\" padding is not available (only \"constant\")");
     std::vector<std::int64_t> pads = c.attrs.get<std::vector<std::int64_t>>("pads", "pad");
-    for (std::int64_t& p : pads) p = -p;  // crop what was added, pad what was cropped
-    return {pad(gout(c), pads)};
+    if (mode == "constant") {
+      for (std::int64_t& p : pads) p = -p;  // crop what was added, pad what was cropped
+      return {pad(gout(c), pads)};
+    }
+    // reflect / replicate: along each padded axis, output position j reads
+    // x[src(j - left)] (the kernel's mapping), an index_select; its gradient
+    // adds each position's gradient into its source. Axes are independent.
+    const bool reflect = mode == "reflect";
+    const Tensor& x = in(c, 0);
+    Tensor g = gout(c);
+    Shape shape = g.shape();
+    for (std::size_t k = 0; 2 * k < pads.size(); ++k) {
+      const std::int64_t d = x.rank() - 1 - static_cast<std::int64_t>(k);
+      const std::int64_t left = pads[2 * k], n = x.dim(d), len = g.dim(d);
+      if (left == 0 && len == n) continue;
+      std::vector<std::int64_t> src(static_cast<std::size_t>(len));
+      for (std::int64_t j = 0; j < len; ++j) {
+        const std::int64_t q = j - left;
+        src[static_cast<std::size_t>(j)] = q >= 0 && q < n ? q
+                                           : reflect       ? (q < 0 ? -q : 2 * (n - 1) - q)
+                                                           : (q < 0 ? 0 : n - 1);
+      }
+      shape[static_cast<std::size_t>(d)] = n;
+      g = index_select_grad(g, d, from_vector(src, Shape{len}), shape);
+    }
+    return {g};
   });
   rule("slice", [](const GradContext& c) -> Grads {
     const Tensor& x = in(c, 0);
     const std::int64_t axis =
         axis_normalize(c.attrs.get<std::int64_t>("axis", "slice"), x.rank(), "slice");
     const std::int64_t step = c.attrs.get<std::int64_t>("step", "slice");
-    MS_CHECK(step == 1, ValueError, "slice: the gradient of a slice with step ", step,
-             " is not available (only step 1)");
     const std::int64_t n = x.dim(axis), len = out(c).dim(axis);
     std::int64_t start = c.attrs.get<std::int64_t>("start", "slice");
     if (start < 0) start = start < -n ? 0 : start + n;
     start = std::min(start, n);
-    return {pad(gout(c), window_pads(x.rank(), axis, start, n - start - len))};
+    if (step == 1 || len == 0)
+      return {pad(gout(c), window_pads(x.rank(), axis, start, n - start - len))};
+    // A strided slice: step - 1 zeros after each gradient slice (a pad on a
+    // new axis, merged back), then placed at `start` (the tail past x cropped).
+    const Tensor spread =
+        pad(unsqueeze(gout(c), axis + 1), window_pads(x.rank() + 1, axis + 1, 0, step - 1));
+    Shape merged = x.shape();
+    merged[static_cast<std::size_t>(axis)] = len * step;
+    return {
+        pad(spread.reshape(merged), window_pads(x.rank(), axis, start, n - start - len * step))};
   });
   rule("select", [](const GradContext& c) -> Grads {
     const Tensor& x = in(c, 0);

@@ -170,7 +170,37 @@ std::vector<GradCase> grad_cases() {
                },
                {r34}});
   c.push_back({"pad", "constant", [](const auto& x) { return pad(x[0], {1, 2, 0, 1}); }, {r34}});
+  c.push_back({"pad",
+               "reflect, both axes",
+               [](const auto& x) {
+                 return pad(x[0], {2, 3, 1, 2}, "reflect");
+               },
+               {r34}});
+  c.push_back({"pad",
+               "reflect, a crop on one side",
+               [](const auto& x) {
+                 return pad(x[0], {-1, 2, 0, 0}, "reflect");
+               },
+               {r34}});
+  c.push_back({"pad",
+               "replicate, wide",
+               [](const auto& x) {
+                 return pad(x[0], {5, 1, 0, 3}, "replicate");
+               },
+               {r34}});
   c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
+  c.push_back({"slice",
+               "step 2 from 1 (the tail cropped)",
+               [](const auto& x) { return x[0].slice(1, 1, 4, 2); },
+               {r34}});
+  c.push_back({"slice",
+               "step 3, negative start, axis 0",
+               [](const auto& x) { return x[0].slice(0, -3, 3, 3); },
+               {rnd({5, 2}, 29)}});
+  c.push_back({"slice",
+               "step 2 of a 3-D middle axis",
+               [](const auto& x) { return x[0].slice(1, 0, 5, 2); },
+               {rnd({2, 5, 3}, 30)}});
   c.push_back({"select", "", [](const auto& x) { return x[0].select(0, 1); }, {r34}});
   // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
   // that returns what it gets (replacing gradients is tested in tests/nn).
