@@ -3,6 +3,7 @@
 
 #include "ms/expr/expr.hpp"
 #include "ms/ops/layout.hpp"
+#include "ms/ops/nn.hpp"
 #include "ms/ops/op.hpp"
 #include "ms/ops/reduce.hpp"
 
@@ -21,7 +22,7 @@ void check_same(const Tensor& a, const Tensor& b, std::string_view api, std::str
 }
 
 // Sparse labels [N] (or [] for one sample) of C classes -> float one-hot.
-Tensor one_hot_of(const Tensor& labels, std::int64_t classes, DType dtype, std::string_view api) {
+void check_labels(const Tensor& labels, std::int64_t classes, std::string_view api) {
   MS_CHECK(labels.dtype() == int32 || labels.dtype() == int64, TypeError, api,
            ": class labels must be int32 or int64, got ", labels.dtype());
   if (!labels.is_symbolic() && labels.numel() > 0) {
@@ -38,6 +39,10 @@ Tensor one_hot_of(const Tensor& labels, std::int64_t classes, DType dtype, std::
     MS_CHECK(l >= 0 && h < classes, IndexError, api, ": class labels must be in [0, ", classes,
              "), got values in [", l, ", ", h, "]");
   }
+}
+
+Tensor one_hot_of(const Tensor& labels, std::int64_t classes, DType dtype, std::string_view api) {
+  check_labels(labels, classes, api);
   return one_hot(labels, classes, dtype);
 }
 
@@ -61,8 +66,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const CrossEntr
            ": label_smoothing must be in [0, 1), got ", o.label_smoothing);
   const std::int64_t axis = logits.rank() - 1;
   const std::int64_t classes = logits.dim(axis);
-  const Tensor logp = log_softmax(logits, axis);
   const bool sparse = !dtype_is_float(labels.dtype());
+  if (sparse && logits.rank() == 2 && !o.weight.defined() && o.label_smoothing == 0.0 &&
+      (labels.dtype() == int32 || labels.dtype() == int64)) {
+    // The common case: one fused, numerically stable op (labels checked when it runs).
+    MS_CHECK(labels.rank() == 1 && labels.dim(0) == logits.dim(0), ShapeError, api,
+             ": class labels ", labels.shape(), " must be [N] for logits ", logits.shape());
+    check_labels(labels, classes, api);
+    return reduce_loss(softmax_cross_entropy(logits, labels), o.reduction, api);
+  }
+  const Tensor logp = log_softmax(logits, axis);
   Tensor target;
   if (sparse) {
     MS_CHECK(labels.rank() == logits.rank() - 1 &&

@@ -205,6 +205,11 @@ void reduction_rules() {
     const Tensor &o = out(c), &g = gout(c);
     return {Tensor(o * (g - sum(Tensor(g * o), {axis}, true)))};
   });
+  rule("softmax_cross_entropy", [](const GradContext& c) -> Grads {
+    const Tensor& x = in(c, 0);
+    const Tensor target = one_hot(in(c, 1), x.dim(1), x.dtype());
+    return {Tensor((softmax(x, 1) - target) * unsqueeze(gout(c), 1)), Tensor()};
+  });
   rule("log_softmax", [](const GradContext& c) -> Grads {
     const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "log_softmax");
     const Tensor &o = out(c), &g = gout(c);

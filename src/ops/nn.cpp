@@ -6,12 +6,15 @@
 // PyTorch's. Unknown dims (kAnyDim) propagate as unknown.
 #include "ms/ops/nn.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ms/kernels/conv.hpp"
+#include "ms/kernels/parallel.hpp"
 #include "ms/kernels/pool.hpp"
 #include "ms/ops/op.hpp"
 
@@ -514,7 +517,66 @@ std::vector<Tensor> avg_pool2d_grad_eval(std::span<const Tensor> in, const ops::
   return {dx};
 }
 
+// ---------------------------------------------------------------- softmax_cross_entropy
+
+std::vector<TensorType> sce_infer(std::span<const TensorType> in, const ops::Attrs&) {
+  const TensorType& x = in[0];
+  const TensorType& y = in[1];
+  MS_CHECK(dtype_is_float(x.dtype), TypeError,
+           "softmax_cross_entropy: logits must be floating, got ", x.dtype);
+  MS_CHECK(y.dtype == int32 || y.dtype == int64, TypeError,
+           "softmax_cross_entropy: labels must be int32 or int64, got ", y.dtype);
+  MS_CHECK(x.shape.rank() == 2, ShapeError, "softmax_cross_entropy: logits must be [N, C], got ",
+           x.shape);
+  MS_CHECK(y.shape.rank() == 1, ShapeError, "softmax_cross_entropy: labels must be [N], got ",
+           y.shape);
+  const std::int64_t n = x.shape[0], ny = y.shape[0];
+  MS_CHECK(n == ny || n == kAnyDim || ny == kAnyDim, ShapeError, "softmax_cross_entropy: labels ",
+           y.shape, " must be [", n, "] for logits ", x.shape);
+  MS_CHECK(x.shape[1] != 0, ShapeError,
+           "softmax_cross_entropy: logits must have at least one class, got ", x.shape);
+  return {{x.dtype, Shape{n == kAnyDim ? ny : n}}};
+}
+
+template <class T>
+void sce_rows(const T* x, const std::int64_t* y, T* out, std::int64_t n, std::int64_t c) {
+  kernels::parallel_for(n, std::max<std::int64_t>(1, 4096 / c),
+                        [&](std::int64_t r0, std::int64_t r1) {
+                          for (std::int64_t r = r0; r < r1; ++r) {
+                            const T* row = x + r * c;
+                            T m = row[0];
+                            for (std::int64_t j = 1; j < c; ++j) m = std::max(m, row[j]);
+                            T s = 0;
+                            for (std::int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
+                            out[r] = std::log(s) + m - row[y[r]];
+                          }
+                        });
+}
+
+std::vector<Tensor> sce_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+  const std::vector<TensorType> t = sce_infer(ops::types_of(in), attrs);
+  const DType ct = in[0].dtype() == float64 ? float64 : float32;
+  const Tensor x = in[0].to(ct).contiguous();
+  const Tensor y = in[1].to(int64).contiguous();
+  const std::int64_t n = x.dim(0), c = x.dim(1);
+  const std::int64_t* yv = y.data<std::int64_t>();
+  for (std::int64_t r = 0; r < n; ++r)  // checked before the parallel region
+    MS_CHECK(yv[r] >= 0 && yv[r] < c, IndexError, "softmax_cross_entropy: label ", yv[r],
+             " of row ", r, " is outside [0, ", c, ")");
+  Tensor out = empty(Shape{n}, ct);
+  if (ct == float64)
+    sce_rows(x.data<double>(), yv, out.data<double>(), n, c);
+  else
+    sce_rows(x.data<float>(), yv, out.data<float>(), n, c);
+  return {out.dtype() == t[0].dtype ? out : out.to(t[0].dtype)};
+}
+
 }  // namespace
+
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  static const ops::OpDef& def = ops::op("softmax_cross_entropy");
+  return ops::call1(def, {logits, labels});
+}
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias,
               Conv2dOptions opts) {
@@ -601,6 +663,14 @@ Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
 namespace ops::detail {
 
 void register_nn_ops() {
+  registry_add(OpDef{.name = "softmax_cross_entropy",
+                     .ir_name = "SoftmaxCrossEntropy",
+                     .kind = OpKind::Composite,
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .differentiable = true,
+                     .infer = sce_infer,
+                     .eval = sce_eval});
   registry_add(OpDef{.name = "conv2d",
                      .ir_name = "Conv2D",
                      .kind = OpKind::Conv,

@@ -295,6 +295,10 @@ std::vector<GradCase> grad_cases() {
                "axis 0, index smaller than x on the other axis",
                [](const auto& x) { return gather(x[0], 0, x[1]); },
                {rnd({3, 4}, 55), tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)}});
+  c.push_back({"softmax_cross_entropy",
+               "int64 labels",
+               [](const auto& x) { return softmax_cross_entropy(x[0], x[1]); },
+               {rnd({4, 5}, 58), tensor({0, 4, 2, 4}, int64)}});
   c.push_back({"index_select",
                "axis 0, repeated indices",
                [](const auto& x) { return index_select(x[0], 0, x[1]); },

@@ -455,6 +455,16 @@ std::vector<Case> make_cases() {
                  return Tensors{rnd({4, 3}, s, -9, 9, int64), idx({2, 3}, s + 1, 4, int32)};
                },
                [](const Tensors& xs) { return Tensors{gather(xs[0], 0, xs[1])}; }});
+  c.push_back({"softmax_cross_entropy", "f32, int64 labels",
+               [](unsigned s) {
+                 return Tensors{rnd({6, 5}, s, -4, 4), idx({6}, s + 1, 5)};
+               },
+               [](const Tensors& xs) { return Tensors{softmax_cross_entropy(xs[0], xs[1])}; }});
+  c.push_back({"softmax_cross_entropy", "f64, int32 labels",
+               [](unsigned s) {
+                 return Tensors{rnd({3, 7}, s, -4, 4, float64), idx({3}, s + 1, 7, int32)};
+               },
+               [](const Tensors& xs) { return Tensors{softmax_cross_entropy(xs[0], xs[1])}; }});
   c.push_back({"index_select", "axis 0",
                [](unsigned s) {
                  return Tensors{rnd({5, 3}, s), idx({4}, s + 1, 5)};

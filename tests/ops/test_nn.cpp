@@ -631,4 +631,60 @@ TEST_SUITE("ops") {
       CHECK_THROWS_WITH_AS(max_pool2d(zeros({1, 2, 5, 5}, dt), {2}),
                            doctest::Contains("max_pool2d: dtype"), TypeError);
   }
+
+  TEST_CASE("softmax_cross_entropy: against double logsumexp, huge logits, half inputs, errors") {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<double> u(-5, 5);
+    const std::int64_t n = 37, c = 11;
+    std::vector<double> xv(static_cast<std::size_t>(n * c));
+    for (double& v : xv) v = u(rng);
+    xv[0] = 1e30;  // row 0: one huge logit (a naive exp overflows)
+    xv[static_cast<std::size_t>(c)] = -1e30;
+    std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
+    for (std::int64_t r = 0; r < n; ++r) yv[static_cast<std::size_t>(r)] = (r * 7) % c;
+    const Tensor y = from_vector(yv, Shape{n});
+    for (DType dt : {float32, float64}) {
+      const Tensor x = from_vector(xv, Shape{n, c}).to(dt);
+      const auto got = softmax_cross_entropy(x, y).to_vector<double>();
+      const auto xs = x.to_vector<double>();
+      REQUIRE(got.size() == static_cast<std::size_t>(n));
+      for (std::int64_t r = 0; r < n; ++r) {
+        double m = -std::numeric_limits<double>::infinity(), s = 0;
+        for (std::int64_t j = 0; j < c; ++j)
+          m = std::max(m, xs[static_cast<std::size_t>(r * c + j)]);
+        for (std::int64_t j = 0; j < c; ++j)
+          s += std::exp(xs[static_cast<std::size_t>(r * c + j)] - m);
+        const double want =
+            std::log(s) + m - xs[static_cast<std::size_t>(r * c + yv[static_cast<std::size_t>(r)])];
+        CAPTURE(r);
+        CHECK(std::isfinite(got[static_cast<std::size_t>(r)]));
+        CHECK(got[static_cast<std::size_t>(r)] ==
+              doctest::Approx(want).epsilon(dt == float32 ? 1e-5 : 1e-12).scale(1.0));
+      }
+    }
+    const Tensor h = from_vector(std::vector<double>{0, 1, 2, 3, 4, 5}, Shape{2, 3}).to(float16);
+    const Tensor lh = softmax_cross_entropy(h, tensor({2, 0}, int32));
+    CHECK(lh.dtype() == float16);
+    CHECK(lh.to(float64).to_vector<double>()[1] ==
+          doctest::Approx(std::log(std::exp(3.0) + std::exp(4.0) + std::exp(5.0)) - 3.0)
+              .epsilon(1e-3));
+    // Errors name the op, the argument, expected vs given.
+    const Tensor x = zeros({2, 3});
+    CHECK_THROWS_WITH_AS(
+        softmax_cross_entropy(x, tensor({0, 3}, int64)),
+        doctest::Contains("softmax_cross_entropy: label 3 of row 1 is outside [0, 3)"), IndexError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(x, tensor({0, -1}, int64)),
+                         doctest::Contains("label -1 of row 1"), IndexError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(x, tensor({0, 1, 2}, int64)),
+                         doctest::Contains("labels [3] must be [2]"), ShapeError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(x, zeros({2})),
+                         doctest::Contains("labels must be int32 or int64, got Float32"),
+                         TypeError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(zeros({2, 3}, int32), tensor({0, 1}, int64)),
+                         doctest::Contains("logits must be floating"), TypeError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(zeros({6}), tensor({0}, int64)),
+                         doctest::Contains("logits must be [N, C], got [6]"), ShapeError);
+    CHECK_THROWS_WITH_AS(softmax_cross_entropy(zeros({2, 0}), tensor({0, 0}, int64)),
+                         doctest::Contains("at least one class"), ShapeError);
+  }
 }

@@ -108,4 +108,14 @@ Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
                        std::vector<std::int64_t> padding = {0, 0}, bool ceil_mode = false,
                        bool count_include_pad = true);
 
+/// Cross-entropy of each row of `logits` [N, C] (floating) against its class
+/// label in `labels` [N] (int32 or int64): logsumexp(row) - row[label], one
+/// fused, numerically stable pass (MindSpore's SparseSoftmaxCrossEntropyWithLogits
+/// without the reduction); the result is [N] in the logits' dtype (float16 and
+/// bfloat16 computed in float32). A label outside [0, C) is an ms::IndexError
+/// naming the row, also when a compiled graph runs. Its gradient is
+/// (softmax(logits) - one_hot(labels)) * grad. Example:
+/// `ms::mean(ms::softmax_cross_entropy(logits, labels))`.
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
+
 }  // namespace ms
