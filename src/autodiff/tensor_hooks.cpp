@@ -56,8 +56,6 @@ bool remove_tensor_grad_hook(std::uint64_t id) {
   return true;
 }
 
-std::size_t tensor_grad_hook_count(const Tensor& t) { return hooks_of(t).size(); }
-
 Tensor apply_tensor_grad_hooks(const Tensor& t, const Tensor& grad) {
   std::vector<Hook> hooks = hooks_of(t);
   if (hooks.empty()) return grad;

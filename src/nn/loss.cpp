@@ -67,22 +67,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const CrossEntr
   const std::int64_t axis = logits.rank() - 1;
   const std::int64_t classes = logits.dim(axis);
   const bool sparse = !dtype_is_float(labels.dtype());
-  if (sparse && logits.rank() == 2 && !o.weight.defined() && o.label_smoothing == 0.0 &&
-      (labels.dtype() == int32 || labels.dtype() == int64)) {
-    // The common case: one fused, numerically stable op (labels checked when it runs).
-    MS_CHECK(labels.rank() == 1 && labels.dim(0) == logits.dim(0), ShapeError, api,
-             ": class labels ", labels.shape(), " must be [N] for logits ", logits.shape());
-    check_labels(labels, classes, api);
-    return reduce_loss(softmax_cross_entropy(logits, labels), o.reduction, api);
-  }
-  const Tensor logp = log_softmax(logits, axis);
-  Tensor target;
   if (sparse) {
     MS_CHECK(labels.rank() == logits.rank() - 1 &&
                  (labels.rank() == 0 || labels.dim(0) == logits.dim(0)),
              ShapeError, api, ": class labels ", labels.shape(), " must be [N] for logits ",
              logits.shape());
-    target = one_hot_of(labels, classes, logits.dtype(), api);
+    check_labels(labels, classes, api);
+    // The common case: one fused, numerically stable op.
+    if (logits.rank() == 2 && !o.weight.defined() && o.label_smoothing == 0.0)
+      return reduce_loss(softmax_cross_entropy(logits, labels), o.reduction, api);
+  }
+  const Tensor logp = log_softmax(logits, axis);
+  Tensor target;
+  if (sparse) {
+    target = one_hot(labels, classes, logits.dtype());
   } else {
     check_same(logits, labels, api, "logits", "probabilities");
     target = labels;

@@ -19,18 +19,13 @@ struct Callback {
   CustomGradFn custom_fn = {};
 };
 
-// Callbacks recorded into traces, by id. A graph refers to its callback by
-// the id attribute; entries stay for the life of the process (a few bytes
-// each: one per hook site per compile).
+// Closures recorded into traces, by id (see detail::keep_closure).
 std::mutex g_mu;
-std::unordered_map<std::int64_t, std::shared_ptr<const Callback>> g_callbacks;
+std::unordered_map<std::int64_t, std::shared_ptr<const void>> g_closures;
 std::int64_t g_next = 1;
 
 std::shared_ptr<const Callback> find(std::int64_t id) {
-  std::lock_guard lock(g_mu);
-  auto it = g_callbacks.find(id);
-  MS_CHECK(it != g_callbacks.end(), ValueError, "host_callback: no callback with id ", id);
-  return it->second;
+  return std::static_pointer_cast<const Callback>(detail::find_closure(id, "host_callback"));
 }
 
 std::vector<Tensor> run(const Callback& cb, std::span<const Tensor> in) {
@@ -65,12 +60,7 @@ std::vector<TensorType> same_types(std::span<const TensorType> in, const Attrs& 
 // Registers `cb` under a fresh id and records a node of `def` that refers to it.
 std::vector<Tensor> record(const OpDef& def, std::shared_ptr<const Callback> cb,
                            std::span<const Tensor> inputs) {
-  std::int64_t id = 0;
-  {
-    std::lock_guard lock(g_mu);
-    id = g_next++;
-    g_callbacks.emplace(id, cb);
-  }
+  const std::int64_t id = detail::keep_closure(cb);
   return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
 }
 
@@ -98,10 +88,24 @@ Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std:
 
 std::size_t host_callbacks_alive() {
   std::lock_guard lock(g_mu);
-  return g_callbacks.size();
+  return g_closures.size();
 }
 
 namespace detail {
+std::int64_t keep_closure(std::shared_ptr<const void> closure) {
+  std::lock_guard lock(g_mu);
+  const std::int64_t id = g_next++;
+  g_closures.emplace(id, std::move(closure));
+  return id;
+}
+
+std::shared_ptr<const void> find_closure(std::int64_t id, std::string_view op) {
+  std::lock_guard lock(g_mu);
+  auto it = g_closures.find(id);
+  MS_CHECK(it != g_closures.end(), ValueError, op, ": no closure with id ", id);
+  return it->second;
+}
+
 void register_host_ops();
 void register_host_ops() {
   registry_add({

@@ -2,18 +2,17 @@
 //
 // A random function called while tracing records one `Random` node whose
 // attribute `fn` names its draw (a closure over the function's arguments and
-// its generator, kept here by id as host callbacks are). The node's data
+// its generator, kept by id in the table of host callbacks). The node's data
 // inputs are the tensors the draw reads (dropout's input for its shape,
 // bernoulli's probabilities); a last input chains it to the trace's previous
 // Random node, so that every execution order (bfs, dfs) draws in the order the
 // function called them, which is what makes a jitted function draw the eager
 // function's numbers. Passes never fold, merge or drop a Random node.
 #include <memory>
-#include <mutex>
-#include <unordered_map>
 
 #include "ms/core/error.hpp"
 #include "ms/core/random.hpp"
+#include "ms/ops/host.hpp"
 #include "ms/ops/op.hpp"
 
 namespace ms::ops {
@@ -24,17 +23,8 @@ struct Draw {
   std::string label;
 };
 
-// Draws recorded into traces, by id; kept for the life of the process (one
-// small closure per random call site per compile), as host callbacks are.
-std::mutex g_mu;
-std::unordered_map<std::int64_t, std::shared_ptr<const Draw>> g_draws;
-std::int64_t g_next = 1;
-
 std::shared_ptr<const Draw> find(std::int64_t id) {
-  std::lock_guard lock(g_mu);
-  auto it = g_draws.find(id);
-  MS_CHECK(it != g_draws.end(), ValueError, "random: no draw with id ", id);
-  return it->second;
+  return std::static_pointer_cast<const Draw>(detail::find_closure(id, "random"));
 }
 
 // The trace's last Random node (its output), to chain the next one to.
@@ -51,13 +41,8 @@ Tensor record(::ms::detail::TracedRandom r) {
   MS_CHECK(tracer != nullptr, ValueError, r.label, ": recorded without an active trace");
   if (r.drawn.defined()) return r.dropout_scale ? dropout_result(r, r.drawn) : r.drawn;
   static const OpDef& def = op("random");
-  auto d = std::make_shared<Draw>(Draw{std::move(r.draw), r.label});
-  std::int64_t id = 0;
-  {
-    std::lock_guard lock(g_mu);
-    id = g_next++;
-    g_draws.emplace(id, std::move(d));
-  }
+  const std::int64_t id =
+      detail::keep_closure(std::make_shared<const Draw>(Draw{std::move(r.draw), r.label}));
   std::vector<Tensor> in = r.inputs;
   const auto data = static_cast<std::int64_t>(in.size());
   const bool chained = t_last.trace == tracer->trace_id() && t_last.value.defined();

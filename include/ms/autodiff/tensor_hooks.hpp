@@ -29,8 +29,6 @@ void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, Tensor
                           std::string label);
 /// Removes hook `id`; returns false when there is none.
 bool remove_tensor_grad_hook(std::uint64_t id);
-/// Number of hooks registered on `t`'s storage when `t` is that whole storage (else 0).
-std::size_t tensor_grad_hook_count(const Tensor& t);
 /// `grad` after the hooks of `t` (itself when there are none). While tracing,
 /// records a host callback that runs them when the graph runs.
 Tensor apply_tensor_grad_hooks(const Tensor& t, const Tensor& grad);

@@ -19,7 +19,9 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
@@ -66,7 +68,17 @@ using CustomGradFn =
 ///       {x}, ms::Tensor(ms::round(x)), "ste");
 Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std::string label);
 
-/// Number of callbacks recorded into graphs so far that are still alive.
+/// Number of closures (host callbacks, random draws) recorded into graphs so far that are still
+/// alive.
 std::size_t host_callbacks_alive();
+
+namespace detail {
+/// The closures that graph nodes refer to by their `fn` attribute (host
+/// callbacks here, random draws in src/ops/random.cpp): kept for the life of
+/// the process (a few bytes each: one per call site per compile).
+std::int64_t keep_closure(std::shared_ptr<const void> closure);
+/// The closure kept under `id`; ValueError naming `op` when there is none.
+std::shared_ptr<const void> find_closure(std::int64_t id, std::string_view op);
+}  // namespace detail
 
 }  // namespace ms::ops
