@@ -376,6 +376,71 @@ void fold_transposed_matmuls(Graph& g) {
   }
 }
 
+// Activations folded into the op next to them (the CNN pattern conv2d ->
+// relu -> max_pool2d and its gradient), exact by construction:
+//   relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad(relu(y), gy){relu}
+//     (relu(y) > 0 exactly where y > 0: the pooled gradient keeps a window's
+//     value only when its chosen input is > 0, which is what relu_grad keeps);
+//   relu(conv2d(...)) -> conv2d(...){relu} (each output tile relu'd while in
+//     cache; float32/float64/int32/int64 only, see conv2d_infer).
+// The first rewrite comes first: it removes relu_grad's read of the conv
+// output, after which relu is that output's only reader. Each rewritten node
+// keeps its place (its new inputs precede the node it replaces); the node it
+// absorbed becomes dead. Nodes marked for dumping are left alone.
+void fuse_activations(Graph& g) {
+  static const ops::OpDef& pool_grad = ops::op("max_pool2d_grad");
+  static const ops::OpDef& conv = ops::op("conv2d");
+  auto is_op = [&](const Node& n, std::string_view name) {
+    return n.kind == NodeKind::Op && n.def->name == name && n.outputs.size() == 1 &&
+           !dump_enabled(name);
+  };
+  auto with_relu = [](ops::Attrs a) {
+    a.set("relu", true);
+    return a;
+  };
+  for (int pass = 0; pass < 2; ++pass) {
+    const auto consumers = consumers_of(g);
+    std::vector<bool> is_output(g.values.size(), false);
+    for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
+    auto only_reader = [&](int v) {  // v is read by one node and is not a graph output
+      return consumers[static_cast<std::size_t>(v)].size() == 1 &&
+             !is_output[static_cast<std::size_t>(v)];
+    };
+    bool changed = false;
+    for (Node& n : g.nodes) {
+      if (pass == 0 && is_op(n, "relu_grad") && n.inputs.size() == 2) {
+        const int gv = n.inputs[0], y = n.inputs[1];
+        const Node& pg = g.producer(gv);
+        if (!is_op(pg, "max_pool2d_grad") || pg.attrs.get_or<bool>("relu", false, "") ||
+            !only_reader(gv) || g.value(gv).type != g.value(n.outputs[0]).type)
+          continue;
+        const Node& r = g.producer(pg.inputs[0]);
+        if (!is_op(r, "relu") || r.inputs.size() != 1 || r.inputs[0] != y) continue;
+        n.def = &pool_grad;
+        n.ew_id = -1;
+        n.attrs = with_relu(pg.attrs);
+        n.inputs = pg.inputs;
+        changed = true;
+      } else if (pass == 1 && is_op(n, "relu") && n.inputs.size() == 1) {
+        const int cv = n.inputs[0];
+        const Node& c = g.producer(cv);
+        const DType dt = g.value(cv).type.dtype;
+        if (!is_op(c, "conv2d") || c.attrs.get_or<bool>("relu", false, "") || !only_reader(cv) ||
+            g.value(cv).type != g.value(n.outputs[0]).type ||
+            !(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int32 ||
+              dt == DType::Int64))
+          continue;
+        n.def = &conv;
+        n.ew_id = -1;
+        n.attrs = with_relu(c.attrs);
+        n.inputs = c.inputs;
+        changed = true;
+      }
+    }
+    if (changed) eliminate_dead_code(g);
+  }
+}
+
 void fuse_elementwise(Graph& g) {
   const auto consumers = consumers_of(g);
   std::vector<bool> is_output(g.values.size(), false);
@@ -505,6 +570,8 @@ void optimize(Graph& g, const CompileOptions& o) {
     check(g, o, "constant folding");
     eliminate_common_subexpressions(g);
     check(g, o, "common-subexpression elimination");
+    fuse_activations(g);
+    check(g, o, "activation fusion");
     fuse_elementwise(g);
     check(g, o, "elementwise fusion");
   }

@@ -2,7 +2,9 @@
 // then one GEMM per (image, group, tile) written straight into the NCHW output
 // (no transpose afterwards). The gradients reuse the machinery: the input's is
 // a GEMM W^T G per tile followed by col2im (im2col's adjoint), the weight's a
-// GEMM G cols^T per tile accumulated over the images.
+// GEMM G cols^T per tile accumulated over the images. 3x3 convolutions at
+// stride 1 with enough channels (and their input gradients, convolutions too)
+// take the Winograd F(2x2, 3x3) path instead: 2.25x fewer multiplications.
 #include "ms/kernels/conv.hpp"
 
 #include <algorithm>
@@ -73,31 +75,35 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
     // Whole output rows at stride 1 (the usual tile): each output row is one
     // run of input pixels with the same zero borders for every row, so no
     // division or library call per run (this loop was most of im2col's time).
-    for (std::int64_t row = 0; row < rows; ++row) {
+    // The runs depend on the kernel tap only: computed once per tap (not per
+    // row: its divisions were a visible share of small convolutions).
+    for (std::int64_t row = 0; row < std::min(rows, taps); ++row) {
       const RowRuns r = row_runs(g, row, p0, p1);
-      const T* xc = x + r.ci * plane;
-      T* dst = col + row * width;
-      if (g.sh == 1 && g.ow == g.w) {
-        // "same" width: the rows inside the input are one contiguous shifted
-        // copy; the columns outside [lo, hi), which read the neighbouring input
-        // row, are zeroed after.
-        std::fill(dst, dst + (r.q0 - p0), T(0));
-        for (std::int64_t q = r.q0; q < r.q1; ++q) dst[q - p0] = xc[q + r.shift];
-        std::fill(dst + (r.q1 - p0), dst + width, T(0));
-        zero_border_columns(dst, g, r, p0);
-        continue;
-      }
-      for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
-        T* d = dst + (oh * g.ow - p0);
-        const std::int64_t ih = oh * g.sh + r.hoff;
-        if (ih < 0 || ih >= g.h) {
-          for (std::int64_t c = 0; c < g.ow; ++c) d[c] = T(0);
+      for (std::int64_t ci = 0, rr = row; rr < rows; ++ci, rr += taps) {
+        const T* xc = x + ci * plane;
+        T* dst = col + rr * width;
+        if (g.sh == 1 && g.ow == g.w) {
+          // "same" width: the rows inside the input are one contiguous shifted
+          // copy; the columns outside [lo, hi), which read the neighbouring input
+          // row, are zeroed after.
+          std::fill(dst, dst + (r.q0 - p0), T(0));
+          for (std::int64_t q = r.q0; q < r.q1; ++q) dst[q - p0] = xc[q + r.shift];
+          std::fill(dst + (r.q1 - p0), dst + width, T(0));
+          zero_border_columns(dst, g, r, p0);
           continue;
         }
-        const T* src = xc + ih * g.w;  // src[c + woff] for c in [lo, hi) is inside the row
-        for (std::int64_t c = 0; c < r.lo; ++c) d[c] = T(0);
-        for (std::int64_t c = r.lo; c < r.hi; ++c) d[c] = src[c + r.woff];
-        for (std::int64_t c = r.hi; c < g.ow; ++c) d[c] = T(0);
+        for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
+          T* d = dst + (oh * g.ow - p0);
+          const std::int64_t ih = oh * g.sh + r.hoff;
+          if (ih < 0 || ih >= g.h) {
+            for (std::int64_t c = 0; c < g.ow; ++c) d[c] = T(0);
+            continue;
+          }
+          const T* src = xc + ih * g.w;  // src[c + woff] for c in [lo, hi) is inside the row
+          for (std::int64_t c = 0; c < r.lo; ++c) d[c] = T(0);
+          for (std::int64_t c = r.lo; c < r.hi; ++c) d[c] = src[c + r.woff];
+          for (std::int64_t c = r.hi; c < g.ow; ++c) d[c] = T(0);
+        }
       }
     }
     return;
@@ -144,24 +150,27 @@ void col2im_cols(T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_
                  std::int64_t p1, T* dx) {
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
   if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {  // as im2col_cols's fast path
-    for (std::int64_t row = 0; row < rows; ++row) {
+    // Per tap, as im2col_cols; each pixel still receives its taps in order.
+    for (std::int64_t row = 0; row < std::min(rows, taps); ++row) {
       const RowRuns r = row_runs(g, row, p0, p1);
-      T* xc = dx + r.ci * plane;
-      T* src = col + row * width;
-      if (g.sh == 1 && g.ow == g.w) {
-        // As im2col_cols: one contiguous shifted add per row of col, after
-        // zeroing col's entries outside [lo, hi) (they belong to no pixel of
-        // this row and would land in the neighbouring one).
-        zero_border_columns(src, g, r, p0);
-        for (std::int64_t q = r.q0; q < r.q1; ++q) xc[q + r.shift] += src[q - p0];
-        continue;
-      }
-      for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
-        const std::int64_t ih = oh * g.sh + r.hoff;
-        if (ih < 0 || ih >= g.h) continue;
-        const T* s = src + (oh * g.ow - p0);
-        T* d = xc + ih * g.w;  // d[c + woff] for c in [lo, hi) is inside the row
-        for (std::int64_t c = r.lo; c < r.hi; ++c) d[c + r.woff] += s[c];
+      for (std::int64_t ci = 0, rr = row; rr < rows; ++ci, rr += taps) {
+        T* xc = dx + ci * plane;
+        T* src = col + rr * width;
+        if (g.sh == 1 && g.ow == g.w) {
+          // As im2col_cols: one contiguous shifted add per row of col, after
+          // zeroing col's entries outside [lo, hi) (they belong to no pixel of
+          // this row and would land in the neighbouring one).
+          zero_border_columns(src, g, r, p0);
+          for (std::int64_t q = r.q0; q < r.q1; ++q) xc[q + r.shift] += src[q - p0];
+          continue;
+        }
+        for (std::int64_t oh = p0 / g.ow; oh < p1 / g.ow; ++oh) {
+          const std::int64_t ih = oh * g.sh + r.hoff;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* s = src + (oh * g.ow - p0);
+          T* d = xc + ih * g.w;  // d[c + woff] for c in [lo, hi) is inside the row
+          for (std::int64_t c = r.lo; c < r.hi; ++c) d[c + r.woff] += s[c];
+        }
       }
     }
     return;
@@ -224,6 +233,235 @@ ConvPlan conv_plan(const Conv2dGeometry& g) {
   return pl;
 }
 
+// ---------------------------------------------------------------- Winograd F(2x2, 3x3)
+
+// The next loop carries no dependence through memory (its stores go to buffers
+// it does not read): lets the compiler vectorize it without checks.
+#if defined(__clang__)
+#define MS_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define MS_IVDEP _Pragma("GCC ivdep")
+#endif
+//
+// For 3x3 kernels at stride 1 without dilation or groups (most convolution
+// layers), each 2x2 block of outputs comes from a 4x4 input patch with 16
+// multiplications per (input, output) channel pair instead of 36 (Lavin and
+// Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016):
+//   Y = A^T [ (G k G^T) .* (B^T d B) ] A.
+// Summed over the input channels, the 16 elementwise products are 16 GEMMs
+// U[xi] [cout, cin] x V[xi] [cin, tiles]. Tiles are grouped by images into
+// chunks fixed by the shape, never by the thread count, and each chunk is
+// computed by one thread: bitwise the same results for any thread count.
+// Floating types only (the transforms halve values); the rounding differs
+// from im2col + GEMM's by a few units in the last place.
+
+// Worth it: enough channels for the GEMMs to dominate the transforms.
+bool winograd_fits(const Conv2dGeometry& g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+         g.groups == 1 && g.c >= 16 && g.o >= 16 && g.oh >= 2 && g.ow >= 2;
+}
+
+// U [16, rows, cols] of the kernels: kernel (r, s) is w[(r * cols + s) * 9 ..]
+// or, with `adjoint` (the input gradient's convolution: channels swapped,
+// kernel rotated by 180 degrees), w[(s * rows + r) * 9 + 8 - t].
+template <class T>
+void winograd_kernels(const T* w, std::int64_t rows, std::int64_t cols, bool adjoint, T* u) {
+  const std::int64_t mat = rows * cols;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t s = 0; s < cols; ++s) {
+      T k[9];
+      for (int t = 0; t < 9; ++t)
+        k[t] = adjoint ? w[(s * rows + r) * 9 + 8 - t] : w[(r * cols + s) * 9 + t];
+      T gk[4][3];  // G k
+      for (int j = 0; j < 3; ++j) {
+        gk[0][j] = k[j];
+        gk[1][j] = (k[j] + k[3 + j] + k[6 + j]) * T(0.5);
+        gk[2][j] = (k[j] - k[3 + j] + k[6 + j]) * T(0.5);
+        gk[3][j] = k[6 + j];
+      }
+      T* dst = u + r * cols + s;
+      for (int i = 0; i < 4; ++i) {  // (G k) G^T
+        dst[(i * 4 + 0) * mat] = gk[i][0];
+        dst[(i * 4 + 1) * mat] = (gk[i][0] + gk[i][1] + gk[i][2]) * T(0.5);
+        dst[(i * 4 + 2) * mat] = (gk[i][0] - gk[i][1] + gk[i][2]) * T(0.5);
+        dst[(i * 4 + 3) * mat] = gk[i][2];
+      }
+    }
+}
+
+struct WinogradPlan {
+  std::int64_t th, tw, tiles;            // tiles per image: th x tw
+  std::int64_t per_chunk, chunks, cols;  // images per chunk; chunks; tiles per chunk (max)
+};
+
+WinogradPlan winograd_plan(const Conv2dGeometry& g) {
+  WinogradPlan p{};
+  p.th = (g.oh + 1) / 2;
+  p.tw = (g.ow + 1) / 2;
+  p.tiles = p.th * p.tw;
+  // ~256 tiles per chunk, fewer when that makes the chunk count even (two
+  // threads then get the same work; by the shape only, as everything here).
+  p.per_chunk = std::max<std::int64_t>(1, 256 / p.tiles);
+  for (std::int64_t q = p.per_chunk; q > std::max<std::int64_t>(1, p.per_chunk / 2); --q)
+    if (ceil_div(g.n, q) % 2 == 0) {
+      p.per_chunk = q;
+      break;
+    }
+  p.chunks = ceil_div(g.n, p.per_chunk);
+  p.cols = p.per_chunk * p.tiles;
+  return p;
+}
+
+// dst[c * ldd + r] = f(c, src[r * lds + c]) for r < rows, c < cols, in 8 x 8
+// blocks (each touches 8 lines on both sides, instead of a line per element
+// on one side).
+template <class T, class F>
+void transpose_block(const T* src, std::int64_t lds, std::int64_t rows, std::int64_t cols, T* dst,
+                     std::int64_t ldd, F&& f) {
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 8)
+    for (std::int64_t c0 = 0; c0 < cols; c0 += 8) {
+      const std::int64_t r1 = std::min(rows, r0 + 8), c1 = std::min(cols, c0 + 8);
+      for (std::int64_t c = c0; c < c1; ++c)
+        for (std::int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = f(c, src[r * lds + c]);
+    }
+}
+
+// Sizes of one chunk's workspace, in elements.
+struct WinogradSpace {
+  std::int64_t v, m, in, out;  // V, M, the channels-last padded input, the channels-last output
+  std::int64_t total() const { return v + m + in + out; }
+};
+
+WinogradSpace winograd_space(const WinogradPlan& p, std::int64_t cin, std::int64_t cout) {
+  return {16 * cin * p.cols, 16 * cout * p.cols,
+          p.per_chunk * (2 * p.th + 2) * (2 * p.tw + 2) * cin,
+          p.per_chunk * (2 * p.th) * (2 * p.tw) * cout};
+}
+
+// y [n, cout, oh, ow] = the convolution of x [n, cin, h, w] by the kernels
+// transformed into u [16, cout, cin] (+ bias, then relu), for images
+// [i0, i1). The transforms run channels-last so that they vectorize over the
+// channels: the padded input is copied to [image, row, col, cin], V is
+// [16, tile, cin], M = V U^T is [16, tile, cout], and the output transform
+// writes [image, row, col, cout], copied back to NCHW at the end.
+template <class T>
+void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeometry& g,
+                    std::int64_t cin, std::int64_t cout, const WinogradPlan& p, std::int64_t i0,
+                    std::int64_t i1, bool relu, T* ws) {
+  const WinogradSpace sp = winograd_space(p, cin, cout);
+  const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
+  T* const v = ws;
+  T* const m = v + sp.v;
+  T* const in = m + sp.m;
+  T* const out = in + sp.in;
+  const std::int64_t ph = 2 * p.th + 2, pw = 2 * p.tw + 2;  // the padded plane
+  // The padded input, channels last (zeros outside the image): each input
+  // row read once, in order, scattered into the (cache-resident) buffer.
+  std::fill(in, in + imgs * ph * pw * cin, T(0));
+  const std::int64_t r0 = std::max<std::int64_t>(g.ph, 0), r1 = std::min(ph, g.h + g.ph);
+  const std::int64_t c1 = std::min(pw, g.w + g.pw);
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t ci = 0; ci < cin; ++ci) {
+      const T* xp = x + ((i0 + i) * cin + ci) * g.h * g.w;
+      T* dst = in + i * ph * pw * cin + ci;
+      for (std::int64_t r = r0; r < r1; ++r) {
+        const T* src = xp + (r - g.ph) * g.w;
+        for (std::int64_t c = g.pw; c < c1; ++c) dst[(r * pw + c) * cin] = src[c - g.pw];
+      }
+    }
+  // Input transform: V[xi][t] = (B^T d B)[xi] of tile t's 4x4 patch d, per channel.
+  const std::int64_t vstride = cols * cin;  // between xi planes of V
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t ty = 0; ty < p.th; ++ty)
+      for (std::int64_t tx = 0; tx < p.tw; ++tx) {
+        const std::int64_t t = i * p.tiles + ty * p.tw + tx;
+        const T* d = in + ((i * ph + 2 * ty) * pw + 2 * tx) * cin;
+        T* vt = v + t * cin;
+        const std::int64_t row = pw * cin;
+        MS_IVDEP  // V's 16 planes, and the padded input, are disjoint
+        for (std::int64_t ci = 0; ci < cin; ++ci) {
+          T b[4][4];  // B^T d
+          for (int j = 0; j < 4; ++j) {
+            const T d0 = d[j * cin + ci], d1 = d[row + j * cin + ci];
+            const T d2 = d[2 * row + j * cin + ci], d3 = d[3 * row + j * cin + ci];
+            b[0][j] = d0 - d2;
+            b[1][j] = d1 + d2;
+            b[2][j] = d2 - d1;
+            b[3][j] = d1 - d3;
+          }
+          for (int k = 0; k < 4; ++k) {  // (B^T d) B
+            vt[(k * 4 + 0) * vstride + ci] = b[k][0] - b[k][2];
+            vt[(k * 4 + 1) * vstride + ci] = b[k][1] + b[k][2];
+            vt[(k * 4 + 2) * vstride + ci] = b[k][2] - b[k][1];
+            vt[(k * 4 + 3) * vstride + ci] = b[k][1] - b[k][3];
+          }
+        }
+      }
+  // The 16 products M[xi] [tiles, cout] = V[xi] [tiles, cin] x U[xi]^T, summed over cin.
+  for (int xi = 0; xi < 16; ++xi)
+    gemm<T>(false, true, cols, cout, cin, T(1), v + xi * vstride, cin, u + xi * cout * cin, cin,
+            T(0), m + xi * cols * cout, cout);
+  // Output transform: Y = A^T M A per tile (+ bias, relu), channels last.
+  const std::int64_t mstride = cols * cout, oh2 = 2 * p.th, ow2 = 2 * p.tw;
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t ty = 0; ty < p.th; ++ty)
+      for (std::int64_t tx = 0; tx < p.tw; ++tx) {
+        const std::int64_t t = i * p.tiles + ty * p.tw + tx;
+        const T* e = m + t * cout;
+        T* o0 = out + ((i * oh2 + 2 * ty) * ow2 + 2 * tx) * cout;
+        T* o1 = o0 + ow2 * cout;
+        MS_IVDEP  // M's planes and the output are disjoint
+        for (std::int64_t co = 0; co < cout; ++co) {
+          T a[2][4];  // A^T M
+          for (int j = 0; j < 4; ++j) {
+            const T e0 = e[j * mstride + co], e1 = e[(4 + j) * mstride + co];
+            const T e2 = e[(8 + j) * mstride + co], e3 = e[(12 + j) * mstride + co];
+            a[0][j] = e0 + e1 + e2;
+            a[1][j] = e1 - e2 - e3;
+          }
+          o0[co] = a[0][0] + a[0][1] + a[0][2];
+          o0[cout + co] = a[0][1] - a[0][2] - a[0][3];
+          o1[co] = a[1][0] + a[1][1] + a[1][2];
+          o1[cout + co] = a[1][1] - a[1][2] - a[1][3];
+        }
+      }
+  // Back to NCHW, + bias, relu (the relu op's rule: x < 0 ? 0 : x): per
+  // output row, [ow, cout] transposed into [cout, ow] (row stride oh * ow); an
+  // odd last row or column of tiles writes its valid half only.
+  const auto finish = [&](std::int64_t co, T val) {
+    if (bias != nullptr) val += bias[co];
+    return relu && val < T(0) ? T(0) : val;
+  };
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t r = 0; r < g.oh; ++r)
+      transpose_block(out + ((i * oh2 + r) * ow2) * cout, cout, g.ow, cout,
+                      y + (i0 + i) * cout * g.oh * g.ow + r * g.ow, g.oh * g.ow, finish);
+}
+
+// The convolution of x [n, cin, ...] into y [n, cout, ...] by Winograd: the
+// forward (w [cout, cin, 3, 3]) or, with `adjoint`, the input gradient's
+// convolution (w [cin, cout, 3, 3], flipped). Allocates before the region.
+template <class T>
+void winograd_conv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g,
+                   std::int64_t cin, std::int64_t cout, bool adjoint, bool relu) {
+  const WinogradPlan p = winograd_plan(g);
+  const std::int64_t parts =
+      detail::in_parallel() ? 1 : std::min<std::int64_t>(get_num_threads(), p.chunks);
+  const std::int64_t per_part = winograd_space(p, cin, cout).total();
+  Tensor work = empty(Shape{16 * cout * cin + parts * per_part}, dtype_of<T>);
+  T* const u = work.data<T>();
+  winograd_kernels(w, cout, cin, adjoint, u);
+  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t part = q0; part < q1; ++part) {
+      const std::int64_t c0 = p.chunks * part / parts, c1 = p.chunks * (part + 1) / parts;
+      for (std::int64_t c = c0; c < c1; ++c)
+        winograd_chunk(x, u, bias, y, g, cin, cout, p, c * p.per_chunk,
+                       std::min(g.n, (c + 1) * p.per_chunk), relu,
+                       u + 16 * cout * cin + part * per_part);
+    }
+  });
+}
+
 }  // namespace
 
 template <class T>
@@ -233,9 +471,15 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 }
 
 template <class T>
-void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g) {
+void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, bool relu) {
   const ConvPlan pl = conv_plan(g);
   if (pl.items == 0 || pl.og == 0) return;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (winograd_fits(g)) {
+      winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu);
+      return;
+    }
+  }
   // One part per thread, even with fewer items than threads: GEMM runs on one
   // thread inside the region (with the "openblas" backend a threaded GEMM would
   // round the elements at its block edges differently, and results would
@@ -270,6 +514,11 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
     }
     gemm<T>(false, false, pl.og, width, pl.k, T(1), w + grp * pl.og * pl.k,
             std::max<std::int64_t>(pl.k, 1), b, ldb, beta, out, pl.p);
+    if (relu)  // while the tile is in cache; the relu op's rule: x < 0 ? 0 : x (NaN, -0 kept)
+      for (std::int64_t r = 0; r < pl.og; ++r) {
+        T* row = out + r * pl.p;
+        for (std::int64_t q = 0; q < width; ++q) row[q] = row[q] < T(0) ? T(0) : row[q];
+      }
   };
 
   // Contiguous runs of items per part; inside the region GEMM runs on one thread.
@@ -306,6 +555,15 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
   if (units == 0 || image_group == 0) return;
   if (pl.p == 0 || pl.og == 0 || pl.k == 0) {  // nothing reads the input
     std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
+    return;
+  }
+  if (winograd_fits(g) && g.ph <= 2 && g.pw <= 2) {
+    // dx is the convolution of gy by the flipped kernels with the channels
+    // swapped, padded by 2 - p: the forward's Winograd path with those sizes.
+    Conv2dGeometry a = g;
+    a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
+    a.ph = 2 - g.ph, a.pw = 2 - g.pw;
+    winograd_conv(gy, w, static_cast<const T*>(nullptr), dx, a, g.o, g.c, true, false);
     return;
   }
   const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
@@ -389,7 +647,7 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
 #define MS_CONV_INSTANTIATE(T)                                                         \
   template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t, \
                           std::int64_t, T*) noexcept;                                  \
-  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&);
+  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, bool);
 MS_CONV_INSTANTIATE(float)
 MS_CONV_INSTANTIATE(double)
 MS_CONV_INSTANTIATE(std::int32_t)

@@ -221,7 +221,7 @@ template <class T>
 template <class T>
 [[gnu::noinline]] void max_pool2x2_grad_row(const T* __restrict r0, const T* __restrict r1,
                                             const T* __restrict gy, T* __restrict d0,
-                                            T* __restrict d1, std::int64_t ow) {
+                                            T* __restrict d1, std::int64_t ow, bool positive_only) {
   bool nan = false;
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
@@ -232,7 +232,11 @@ template <class T>
       const __mmask16 kb = _mm512_mask_cmp_ps_mask(w.valid & ~ka, w.b, m, _CMP_EQ_OQ);
       const __mmask16 kc = _mm512_mask_cmp_ps_mask(w.valid & ~ka & ~kb, w.c, m, _CMP_EQ_OQ);
       const __mmask16 kd = w.valid & ~(ka | kb | kc);
-      const __m512 v = _mm512_maskz_loadu_ps(w.valid, gy + j);
+      // positive_only: a window whose maximum is not > 0 (0, negative or NaN) passes nothing.
+      const __mmask16 pass =
+          positive_only ? _mm512_mask_cmp_ps_mask(w.valid, m, _mm512_setzero_ps(), _CMP_GT_OQ)
+                        : w.valid;
+      const __m512 v = _mm512_maskz_loadu_ps(pass, gy + j);
       store_interleaved(d0 + 2 * j, _mm512_maskz_mov_ps(ka, v), _mm512_maskz_mov_ps(kb, v), w);
       store_interleaved(d1 + 2 * j, _mm512_maskz_mov_ps(kc, v), _mm512_maskz_mov_ps(kd, v), w);
     }
@@ -244,7 +248,7 @@ template <class T>
       const T m = m2 > m1 ? m2 : m1;
       nan |= s != s;
       const bool ka = a == m, kb = !ka & (b == m), kc = !ka & !kb & (c == m);
-      const T v = gy[j];
+      const T v = positive_only ? keep_if(gy[j], m > T(0)) : gy[j];
       d0[2 * j] = keep_if(v, ka);
       d0[2 * j + 1] = keep_if(v, kb);
       d1[2 * j] = keep_if(v, kc);
@@ -252,11 +256,13 @@ template <class T>
     }
   if (!nan) return;
   for (std::int64_t j = 0; j < ow; ++j) {
-    const int k = pick2x2(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]);
-    d0[2 * j] = k == 0 ? gy[j] : T(0);
-    d0[2 * j + 1] = k == 1 ? gy[j] : T(0);
-    d1[2 * j] = k == 2 ? gy[j] : T(0);
-    d1[2 * j + 1] = k == 3 ? gy[j] : T(0);
+    const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+    const int k = pick2x2(v[0], v[1], v[2], v[3]);
+    const T gv = !positive_only || v[k] > T(0) ? gy[j] : T(0);
+    d0[2 * j] = k == 0 ? gv : T(0);
+    d0[2 * j + 1] = k == 1 ? gv : T(0);
+    d1[2 * j] = k == 2 ? gv : T(0);
+    d1[2 * j + 1] = k == 3 ? gv : T(0);
   }
 }
 
@@ -376,7 +382,8 @@ void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pa
 }
 
 template <class T>
-void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) noexcept {
+void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g,
+                     bool positive_only) noexcept {
   if (is_pool2x2(g)) {
     for_planes(g, [&](std::int64_t p) {
       const T* xp = x + p * g.h * g.w;
@@ -384,7 +391,7 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) no
       for (std::int64_t oh = 0; oh < g.oh; ++oh) {
         const std::int64_t r = 2 * oh * g.w;
         max_pool2x2_grad_row(xp + r, xp + r + g.w, gy + (p * g.oh + oh) * g.ow, dp + r,
-                             dp + r + g.w, g.ow);
+                             dp + r + g.w, g.ow, positive_only);
         // an odd last column is in no window
         for (std::int64_t c = 2 * g.ow; c < g.w; ++c) dp[r + c] = dp[r + g.w + c] = T(0);
       }
@@ -409,7 +416,8 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) no
       const T* gr = gp + oh * g.ow;
       const auto one = [&](std::int64_t ow, TapRange rw) {
         if (rw.lo >= rw.hi) return;
-        dp[window_arg(xp, first + ow * g.sw - g.pw, rows, row_step, rw, g.dw)] += gr[ow];
+        const std::int64_t at = window_arg(xp, first + ow * g.sw - g.pw, rows, row_step, rw, g.dw);
+        if (!positive_only || xp[at] > T(0)) dp[at] += gr[ow];
       };
       for (std::int64_t ow = 0; ow < inner.lo; ++ow)
         one(ow, tap_range(ow * g.sw - g.pw, g.dw, g.kw, g.w));
@@ -458,10 +466,10 @@ template void max_pool2d<std::int64_t>(const std::int64_t*, std::int64_t*,
                                        const Pool2dGeometry&) noexcept;
 template void avg_pool2d<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
 template void avg_pool2d<double>(const double*, double*, const Pool2dGeometry&, bool) noexcept;
-template void max_pool2d_grad<float>(const float*, const float*, float*,
-                                     const Pool2dGeometry&) noexcept;
-template void max_pool2d_grad<double>(const double*, const double*, double*,
-                                      const Pool2dGeometry&) noexcept;
+template void max_pool2d_grad<float>(const float*, const float*, float*, const Pool2dGeometry&,
+                                     bool) noexcept;
+template void max_pool2d_grad<double>(const double*, const double*, double*, const Pool2dGeometry&,
+                                      bool) noexcept;
 template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
 template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&, bool) noexcept;
 

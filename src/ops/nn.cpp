@@ -123,6 +123,13 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
   MS_CHECK(conv_dtype_ok(in[0].dtype), TypeError, op, ": dtype ", in[0].dtype,
            " is not supported (float16, bfloat16, float32, float64, int32, int64)");
   const ConvAttrs a = conv_attrs(attrs, op);
+  // relu: set by the jit's activation fusion (relu(conv2d(...)) in one pass),
+  // only where the compute dtype is the output's: rounding to a half type after
+  // the relu would turn a tiny negative into -0 where relu of the rounded value
+  // keeps it.
+  if (attrs.get_or<bool>("relu", false, op))
+    MS_CHECK(half_to_float(in[0].dtype) == in[0].dtype, TypeError, op,
+             ": the fused relu needs a float32, float64, int32 or int64 input, got ", in[0].dtype);
   const Shape xs =
       in[0].shape.is_any_rank() ? Shape{kAnyDim, kAnyDim, kAnyDim, kAnyDim} : in[0].shape;
   const Shape& ws = in[1].shape;
@@ -172,6 +179,8 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
   const TensorType out_t = conv2d_infer(ops::types_of(in), attrs)[0];
   const ConvAttrs a = conv_attrs(attrs);
   const DType ct = half_to_float(out_t.dtype);
+  // relu: the jit's activation fusion (dtype checked by conv2d_infer)
+  const bool relu = attrs.get_or<bool>("relu", false, "conv2d");
   const Tensor x = in[0].to(ct), w = in[1].to(ct);  // dense (no copy when already so)
   const Tensor b = in.size() > 2 ? in[2].to(ct) : Tensor();
   Tensor out = empty(out_t.shape, ct);
@@ -187,7 +196,7 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                     std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>)
         kernels::conv2d<T>(x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr,
-                           out.data<T>(), g);
+                           out.data<T>(), g, relu);
     });
   }
   if (ct != out_t.dtype) out = out.to(out_t.dtype);
@@ -489,10 +498,13 @@ std::vector<Tensor> max_pool2d_grad_eval(std::span<const Tensor> in, const ops::
   if (dx.numel() > 0) {
     const kernels::Pool2dGeometry g =
         pool_geometry(t.shape, gy.shape(), pool_attrs(attrs, op, true));
+    // relu: set by the jit's activation fusion, x being relu(y), for
+    // relu_grad(max_pool2d_grad(relu(y), gy), y) in one pass.
+    const bool relu = attrs.get_or<bool>("relu", false, op);
     if (ct == DType::Float64)
-      kernels::max_pool2d_grad(x.data<double>(), gy.data<double>(), dx.data<double>(), g);
+      kernels::max_pool2d_grad(x.data<double>(), gy.data<double>(), dx.data<double>(), g, relu);
     else
-      kernels::max_pool2d_grad(x.data<float>(), gy.data<float>(), dx.data<float>(), g);
+      kernels::max_pool2d_grad(x.data<float>(), gy.data<float>(), dx.data<float>(), g, relu);
   }
   if (ct != t.dtype) dx = dx.to(t.dtype);
   return {dx};

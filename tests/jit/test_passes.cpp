@@ -2,6 +2,10 @@
 // valid graph, and the graph still computes the same values.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
 #include <ms/ms.hpp>
 
 using namespace ms;
@@ -28,6 +32,18 @@ bool same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
     if (!allclose(a[i], b[i], 1e-6, 1e-6)) return false;
   return true;
+}
+
+// The bits of each element (as double: a float's sign of zero is kept).
+std::vector<std::uint64_t> bits(const Tensor& t) {
+  std::vector<std::uint64_t> b;
+  for (double d : t.to_vector<double>()) b.push_back(std::bit_cast<std::uint64_t>(d));
+  return b;
+}
+
+std::int64_t nonzeros(const Tensor& t) {
+  const auto v = t.to_vector<double>();
+  return std::count_if(v.begin(), v.end(), [](double d) { return d != 0; });
 }
 }  // namespace
 
@@ -265,5 +281,78 @@ TEST_SUITE("jit") {
     CHECK_THROWS_WITH_AS(e.run(std::vector<Tensor>{zeros({5})}), doctest::Contains("compiled for"),
                          ShapeError);
     CHECK_THROWS_AS(e.run(std::vector<Tensor>{}), ValueError);
+  }
+  TEST_CASE("activation fusion: relu into conv2d, relu_grad into max_pool2d_grad") {
+    const Conv2dOptions o{.padding = {1}};
+    auto block = [&](const std::vector<Tensor>& in, DType dt) {
+      // conv -> relu -> pool and its gradient, as autodiff writes it
+      const Tensor x = in[0].to(dt), w = in[1].to(dt), g = in[2].to(dt);
+      const Tensor y = conv2d(x, w, std::nullopt, o), r = relu(y), p = max_pool2d(r, {2});
+      const Tensor dy = relu_grad(max_pool2d_grad(r, g, {2}), y);
+      return std::vector<Tensor>{p, dy};
+    };
+    const std::vector<Shape> shapes{{2, 3, 6, 8}, {4, 3, 3, 3}, {2, 4, 3, 4}};
+    // Inputs with exact zeros and ties: relu's 0 outputs tie in the windows.
+    auto ints = [](const Shape& shape, int period, double shift, double scale) {
+      std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = (static_cast<double>(static_cast<int>(i) % period) - shift) * scale;
+      return from_vector(v, shape).to(float32);
+    };
+    const std::vector<Tensor> x{ints(shapes[0], 7, 3, 1), ints(shapes[1], 3, 1, 1),
+                                ints(shapes[2], 11, 5, 0.25)};
+    for (DType dt : {float32, float64}) {
+      CAPTURE(dt);
+      ir::Graph g = trace([&](auto& in) { return block(in, dt); }, shapes);
+      const auto want = run(g, x);
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      CHECK(g.count_op("relu") == 0);
+      CHECK(g.count_op("relu_grad") == 0);
+      CHECK(g.count_op("conv2d") == 1);
+      CHECK(g.count_op("max_pool2d_grad") == 1);
+      const std::string d = ir::to_string(g);
+      CHECK(d.find("groups=1, relu=true} : (") != std::string::npos);
+      CHECK(d.find("ceil_mode=false, relu=true}") != std::string::npos);
+      const auto got = run(g, x);
+      REQUIRE(got.size() == 2);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
+      // some gradient passes, and some is masked by relu
+      const Tensor plain = max_pool2d_grad(relu(conv2d(x[0].to(dt), x[1].to(dt), std::nullopt, o)),
+                                           x[2].to(dt), {2});
+      CHECK(nonzeros(got[1]) > 0);
+      CHECK(nonzeros(got[1]) < nonzeros(plain));
+    }
+  }
+
+  TEST_CASE("activation fusion leaves what it cannot fuse exactly") {
+    const Conv2dOptions o{.padding = {1}};
+    const std::vector<Shape> shapes{{1, 2, 4, 4}, {2, 2, 3, 3}, {1, 2, 2, 2}};
+    // The conv output is also a result: relu(conv) stays, and so does the
+    // relu_grad (its y is read elsewhere, but the pattern itself is fine).
+    ir::Graph g = trace(
+        [&](auto& in) {
+          const Tensor y = conv2d(in[0], in[1], std::nullopt, o), r = relu(y);
+          return std::vector<Tensor>{y, relu_grad(max_pool2d_grad(r, in[2], {2}), y)};
+        },
+        shapes);
+    compiler::fuse_activations(g);
+    CHECK(g.count_op("relu") == 1);
+    CHECK(g.count_op("relu_grad") == 0);
+    // relu_grad against another tensor than relu's input; the pooled gradient
+    // read twice; float16 convolution (rounding after relu differs).
+    g = trace(
+        [&](auto& in) {
+          const Tensor y = conv2d(in[0], in[1], std::nullopt, o), r = relu(y);
+          const Tensor pg1 = max_pool2d_grad(r, in[2], {2});
+          const Tensor pg2 = max_pool2d_grad(r, in[2] * 3.f, {2});
+          return std::vector<Tensor>{relu_grad(pg1, y * 2.f), relu_grad(pg2, y) + pg2,
+                                     relu(conv2d(in[0].to(float16), in[1].to(float16)))};
+        },
+        shapes);
+    compiler::fuse_activations(g);
+    CHECK(g.count_op("relu_grad") == 2);
+    CHECK(g.count_op("relu") == 2);
+    CHECK(ir::to_string(g).find("relu=true") == std::string::npos);
   }
 }

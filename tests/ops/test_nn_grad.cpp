@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
 #include <vector>
 
+#include <ms/expr/expr.hpp>
 #include <ms/kernels/parallel.hpp>
 #include <ms/ops/layout.hpp>
 #include <ms/ops/nn.hpp>
@@ -260,6 +262,14 @@ void check_pool_grad(const Tensor& x, const Tensor& g, const PoolCase& c, bool i
   CAPTURE(Shape(c.kernel));
   CAPTURE(is_max);
   check_close(run_pool_grad(x, g, c, is_max), pool_grad_ref(x, g, c, is_max), c.x, x.dtype());
+}
+
+/// a and b hold the same bits (same dtype and shape; -0 differs from +0).
+template <class T>
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.data<T>(), cb.data<T>(), u(ca.numel()) * sizeof(T)) == 0;
 }
 
 // ---------------------------------------------------------------- indexing
@@ -657,5 +667,112 @@ TEST_SUITE("ops") {
                          IndexError);
     CHECK_THROWS_WITH_AS(index_select_grad(sg, 0, tensor({0, kI64Min, 0, 1}, int64), {3, 3}),
                          doctest::Contains("is out of range"), IndexError);
+  }
+
+  // ------------------------------------------------------------ fused activations
+  // (set by the jit's activation fusion, src/jit/passes.cpp: the fused forms
+  // must give the unfused ops' bits, ties, NaN and signed zeros included)
+
+  TEST_CASE_TEMPLATE("max_pool2d_grad with relu: relu_grad(max_pool2d_grad(relu(y), g), y) bitwise",
+                     T, float, double) {
+    static const ops::OpDef& def = ops::op("max_pool2d_grad");
+    std::vector<PoolCase> cases = kPoolStressCases;
+    cases.push_back({{1, 2, 6, 40}, {2}, {}, {0}, {1}, false, true});  // full 16-lane groups
+    std::uint32_t seed = 40;
+    for (const PoolCase& c : cases) {
+      CAPTURE(c.x);
+      const Tensor y = pool_stress_tensor(c.x, dtype_of<T>, seed++), x = relu(y);
+      const Tensor g = random_tensor(pool_out_shape(c, true), dtype_of<T>, seed++);
+      const Tensor want = relu_grad(run_pool_grad(x, g, c, true), y);
+      const ops::Attrs a{{"kernel_size", c.kernel},  {"stride", c.stride},
+                         {"padding", c.padding},     {"dilation", c.dilation},
+                         {"ceil_mode", c.ceil_mode}, {"relu", true}};
+      const Tensor got = ops::call1(def, {x, g}, a);
+      CHECK(same_bits<T>(got, want));
+      // and it differs from the plain gradient wherever a chosen input is 0
+      CHECK_FALSE(same_bits<T>(got, run_pool_grad(x, g, c, true)));
+    }
+  }
+
+  TEST_CASE("conv2d with relu: relu(conv2d(...)) bitwise; float16 is refused") {
+    static const ops::OpDef& def = ops::op("conv2d");
+    for (const ConvCase& c : kConvCases) {
+      CAPTURE(c.x);
+      CAPTURE(c.w);
+      const Ints bs{c.w[0]};
+      for (DType dt : {float32, float64, int32}) {
+        const Tensor x = Tensor(random_tensor(c.x, float64, 1) * 4.0).to(dt);
+        const Tensor w = Tensor(random_tensor(c.w, float64, 2) * 4.0).to(dt);
+        const Tensor b = Tensor(random_tensor(Shape(bs), float64, 3) * 4.0).to(dt);
+        const ops::Attrs a{{"stride", c.o.stride},
+                           {"padding", c.o.padding},
+                           {"dilation", c.o.dilation},
+                           {"groups", c.o.groups},
+                           {"relu", true}};
+        const Tensor want = relu(conv2d(x, w, b, c.o)), got = ops::call1(def, {x, w, b}, a);
+        if (dt == float32)
+          CHECK(same_bits<float>(got, want));
+        else if (dt == float64)
+          CHECK(same_bits<double>(got, want));
+        else
+          CHECK(same_bits<std::int32_t>(got, want));
+      }
+    }
+    const ConvCase& c = kConvCases[0];
+    const ops::Attrs a{{"relu", true}};
+    CHECK_THROWS_WITH_AS(
+        ops::call1(def, {random_tensor(c.x, float16, 1), random_tensor(c.w, float16, 2)}, a),
+        doctest::Contains("conv2d: the fused relu needs a float32"), TypeError);
+  }
+
+  // ------------------------------------------------------------ Winograd F(2x2, 3x3)
+
+  TEST_CASE("conv2d and its input gradient on the Winograd path (3x3, stride 1, >= 16 channels)") {
+    // Values against the double loops, with and without bias and relu, on
+    // paddings 0..2, odd and even sizes (partial edge tiles), a batch that
+    // does not fill its last chunk, a 2x2 output and a one-tile-wide plane.
+    const std::vector<ConvCase> cases = {
+        {{3, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},
+        {{2, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},
+        {{7, 24, 5, 6}, {16, 24, 3, 3}, {}},
+        {{2, 16, 6, 5}, {20, 16, 3, 3}, {.padding = {2}}},
+        {{2, 16, 4, 4}, {16, 16, 3, 3}, {.padding = {0, 1}}},
+        {{1, 17, 3, 40}, {18, 17, 3, 3}, {.padding = {1, 0}}},
+        {{12, 16, 2, 2}, {16, 16, 3, 3}, {.padding = {1}}},
+    };
+    for (const ConvCase& c : cases)
+      for (DType dt : {float32, float64}) {
+        CAPTURE(c.x);
+        CAPTURE(dt);
+        const Shape ys = conv_out_shape(c.x, c.w, c.o);
+        const Tensor x = random_tensor(c.x, dt, 11), w = random_tensor(c.w, dt, 12);
+        const Tensor b = random_tensor(Shape{c.w[0]}, dt, 13), g = random_tensor(ys, dt, 14);
+        // forward: y[n, q, a, b] = sum of x * w under the taps (+ bias)
+        Values want(u(shape_numel(ys)), 0.0);
+        const Values xv = x.to_vector<double>(), wv = w.to_vector<double>();
+        conv_taps(
+            c.x, c.w, c.o,
+            [&](auto n, auto q, auto a, auto bb, auto ci, auto, auto i, auto j, auto ih, auto iw) {
+              want[u(((n * ys[1] + q) * ys[2] + a) * ys[3] + bb)] +=
+                  xv[u(((n * c.x[1] + ci) * c.x[2] + ih) * c.x[3] + iw)] *
+                  wv[u(((q * c.w[1] + ci) * c.w[2] + i) * c.w[3] + j)];
+            });
+        check_close(conv2d(x, w, std::nullopt, c.o), want, ys, dt);
+        const Values bv = b.to_vector<double>();
+        Values with_bias = want, relu_bias = want;
+        for (std::size_t e = 0; e < want.size(); ++e) {
+          with_bias[e] += bv[(e / u(ys[2] * ys[3])) % u(ys[1])];
+          relu_bias[e] = with_bias[e] < 0 ? 0.0 : with_bias[e];
+        }
+        check_close(conv2d(x, w, b, c.o), with_bias, ys, dt);
+        const ops::Attrs a{{"stride", c.o.stride},
+                           {"padding", c.o.padding},
+                           {"dilation", c.o.dilation},
+                           {"groups", c.o.groups},
+                           {"relu", true}};
+        check_close(ops::call1(ops::op("conv2d"), {x, w, b}, a), relu_bias, ys, dt);
+        check_close(conv2d_grad_input(g, w, c.x, c.o), conv_grad_input_ref(g, w, c.x, c.o), c.x,
+                    dt);
+      }
   }
 }

@@ -49,6 +49,10 @@ void simplify(ir::Graph& g);
 /// Transpose(MatMul(Transpose(a), b)) -> MatMul(Transpose(b), a) (and the mirror
 /// form) for 2-D operands: weight gradients of x @ W^T come out contiguous.
 void fold_transposed_matmuls(ir::Graph& g);
+/// relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad(relu(y), gy){relu},
+/// then relu(conv2d(...)) -> conv2d(...){relu}: exact one-pass forms of the
+/// CNN pattern conv2d -> relu -> max_pool2d and of its gradient.
+void fuse_activations(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);
 /// Reorders nodes: "bfs" (level by level) or "dfs" (depth first from the outputs).

@@ -1,4 +1,8 @@
-// ms/kernels/conv.hpp — 2-D convolution by im2col + GEMM on NCHW buffers.
+// ms/kernels/conv.hpp — 2-D convolution by im2col + GEMM on NCHW buffers, and
+// by Winograd F(2x2, 3x3) for floating 3x3 kernels at stride 1 without
+// dilation or groups and with >= 16 input and output channels (conv2d and
+// conv2d_grad_input; rounding a few ulps from im2col's, still bitwise the same
+// for any thread count).
 //
 // Stage: kernels. Called by the conv2d op (src/ops/nn.cpp), which validates
 // every size first; these functions assume a consistent, overflow-free
@@ -41,9 +45,11 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 /// [c/groups*kh*kw, tile] written straight into y. Items are split over the
 /// threads in contiguous runs, so results are bitwise the same for any thread
 /// count. Allocates its buffers (may raise ms::MemoryError) before any parallel
-/// region.
+/// region. With `relu`, y = relu(conv2d(x, w) + bias), applied to each tile
+/// right after its GEMM (the relu op's values exactly, NaN and -0 included).
 template <class T>
-void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g);
+void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g,
+            bool relu = false);
 
 /// dx = the gradient of conv2d's input x [n, c, h, w] given the output's
 /// gradient gy [n, o, oh, ow] and the weight w [o, c / groups, kh, kw] (all
@@ -72,15 +78,15 @@ extern template void im2col<std::int32_t>(const std::int32_t*, std::int64_t, con
 extern template void im2col<std::int64_t>(const std::int64_t*, std::int64_t, const Conv2dGeometry&,
                                           std::int64_t, std::int64_t, std::int64_t*) noexcept;
 extern template void conv2d<float>(const float*, const float*, const float*, float*,
-                                   const Conv2dGeometry&);
+                                   const Conv2dGeometry&, bool);
 extern template void conv2d<double>(const double*, const double*, const double*, double*,
-                                    const Conv2dGeometry&);
+                                    const Conv2dGeometry&, bool);
 extern template void conv2d<std::int32_t>(const std::int32_t*, const std::int32_t*,
-                                          const std::int32_t*, std::int32_t*,
-                                          const Conv2dGeometry&);
+                                          const std::int32_t*, std::int32_t*, const Conv2dGeometry&,
+                                          bool);
 extern template void conv2d<std::int64_t>(const std::int64_t*, const std::int64_t*,
-                                          const std::int64_t*, std::int64_t*,
-                                          const Conv2dGeometry&);
+                                          const std::int64_t*, std::int64_t*, const Conv2dGeometry&,
+                                          bool);
 extern template void conv2d_grad_input<float>(const float*, const float*, float*,
                                               const Conv2dGeometry&);
 extern template void conv2d_grad_input<double>(const double*, const double*, double*,

@@ -39,9 +39,13 @@ void avg_pool2d(const T* x, T* y, const Pool2dGeometry& g, bool count_include_pa
 /// dx = the gradient of max_pool2d's input x given the output's gradient gy:
 /// each gy element goes to the position the forward chose in its window (the
 /// first maximum; the last NaN; the first element of an all -inf window) and
-/// overlapping windows add up. float, double.
+/// overlapping windows add up. With `positive_only`, a gy element whose chosen
+/// input is not > 0 (0, negative, NaN) is dropped: the gradient of
+/// max_pool2d(relu(y)) followed by relu's gradient in one pass (x = relu(y) is
+/// > 0 exactly where y is). float, double.
 template <class T>
-void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g) noexcept;
+void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g,
+                     bool positive_only = false) noexcept;
 
 /// dx = the gradient of avg_pool2d's input given the output's gradient gy:
 /// each gy element divided by its window's divisor (as the forward) is added to
@@ -59,9 +63,9 @@ extern template void avg_pool2d<float>(const float*, float*, const Pool2dGeometr
 extern template void avg_pool2d<double>(const double*, double*, const Pool2dGeometry&,
                                         bool) noexcept;
 extern template void max_pool2d_grad<float>(const float*, const float*, float*,
-                                            const Pool2dGeometry&) noexcept;
+                                            const Pool2dGeometry&, bool) noexcept;
 extern template void max_pool2d_grad<double>(const double*, const double*, double*,
-                                             const Pool2dGeometry&) noexcept;
+                                             const Pool2dGeometry&, bool) noexcept;
 extern template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGeometry&,
                                             bool) noexcept;
 extern template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&,
