@@ -990,9 +990,10 @@ void register_layout_ops() {
       {"gather", OpKind::Indexing, 2, 2, true, infer_gather, eval_gather},
       {"index_select", OpKind::Indexing, 2, 2, true, infer_index_select, eval_index_select},
       {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
-      // The gradients of gather and index_select (rules in src/ops/grad.cpp).
-      {"gather_grad", OpKind::Indexing, 2, 2, false, infer_gather_grad, eval_gather_grad},
-      {"index_select_grad", OpKind::Indexing, 2, 2, false, infer_index_select_grad,
+      // The gradients of gather and index_select (rules in src/ops/grad.cpp,
+      // differentiable again: their adjoints are gather and index_select).
+      {"gather_grad", OpKind::Indexing, 2, 2, true, infer_gather_grad, eval_gather_grad},
+      {"index_select_grad", OpKind::Indexing, 2, 2, true, infer_index_select_grad,
        eval_index_select_grad},
   };
   for (const Entry& e : entries)
@@ -1001,10 +1002,6 @@ void register_layout_ops() {
                   .min_inputs = e.min_inputs,
                   .max_inputs = e.max_inputs,
                   .differentiable = e.differentiable,
-                  .no_grad_reason = e.name.ends_with("_grad")
-                                        ? "it is a backward op (second-order gradients through "
-                                          "gather and index_select are not supported yet)"
-                                        : "",
                   .infer = e.infer,
                   .eval = e.eval});
 }

@@ -716,7 +716,7 @@ void register_nn_ops() {
             .eval = [](std::span<const Tensor> in, const Attrs& attrs) -> std::vector<Tensor> {
               return {pool_eval("avg_pool2d", false, in, attrs)};
             }});
-  // Gradients (rules in src/ops/grad.cpp); not differentiable themselves.
+  // Gradients (rules in src/ops/grad.cpp), differentiable again (grad of grad).
   const auto grad_op = [](std::string_view name, std::string_view ir, OpKind kind, int inputs,
                           InferFn infer, EvalFn eval) {
     registry_add(OpDef{.name = name,
@@ -724,9 +724,7 @@ void register_nn_ops() {
                        .kind = kind,
                        .min_inputs = inputs,
                        .max_inputs = inputs,
-                       .differentiable = false,
-                       .no_grad_reason = "it is a backward op (second-order gradients through "
-                                         "conv2d and pooling are not supported yet)",
+                       .differentiable = true,
                        .infer = std::move(infer),
                        .eval = std::move(eval)});
   };

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/ms.hpp>
 #include <random>
@@ -307,6 +309,121 @@ std::vector<GradCase> grad_cases() {
                "axis -1 of a 3-D tensor",
                [](const auto& x) { return index_select(x[0], -1, x[1]); },
                {rnd({2, 3, 4}, 57), tensor({3, 0, 3}, int32)}});
+  // The backward ops, differentiable again (grad of grad): each is linear in
+  // its gradient input (conv2d's bilinear), so central differences are exact up
+  // to rounding. A last input row no window reaches (9 rows, kernel 3, stride
+  // 3, padding 1: windows end at row 7) checks the transposes' edges.
+  const Conv2dOptions strided{.stride = {3, 2}, .padding = {1}, .groups = 2};
+  const Conv2dOptions dilated{.stride = {1, 2}, .padding = {2, 1}, .dilation = {2}};
+  c.push_back({"conv2d_grad_input",
+               "stride (3, 2), padding 1, groups 2, a row no window reaches",
+               [=](const auto& x) {
+                 return conv2d_grad_input(x[0], x[1], {2, 4, 9, 6}, strided);
+               },
+               {rnd({2, 6, 3, 3}, 70), rnd({6, 2, 3, 3}, 71)}});
+  c.push_back({"conv2d_grad_input",
+               "dilation 2, padding (2, 1), stride (1, 2)",
+               [=](const auto& x) {
+                 return conv2d_grad_input(x[0], x[1], {1, 3, 6, 7}, dilated);
+               },
+               {rnd({1, 2, 8, 3}, 72), rnd({2, 3, 2, 3}, 73)}});
+  c.push_back({"conv2d_grad_weight",
+               "stride (3, 2), padding 1, groups 2, a row no window reaches",
+               [=](const auto& x) {
+                 return conv2d_grad_weight(x[0], x[1], {6, 2, 3, 3}, strided);
+               },
+               {rnd({2, 4, 9, 6}, 74), rnd({2, 6, 3, 3}, 75)}});
+  c.push_back({"conv2d_grad_weight",
+               "dilation 2, padding (2, 1), stride (1, 2)",
+               [=](const auto& x) {
+                 return conv2d_grad_weight(x[0], x[1], {2, 3, 2, 3}, dilated);
+               },
+               {rnd({1, 3, 6, 7}, 76), rnd({1, 2, 8, 3}, 77)}});
+  // max_pool2d_grad(x, gy): linear in gy; in x a step function, 0 almost
+  // everywhere (distinct x: a step of 1e-6 never moves a window's maximum).
+  const auto pool_grad_case = [&](std::string what, std::vector<std::int64_t> k,
+                                  std::vector<std::int64_t> s, std::vector<std::int64_t> p,
+                                  std::vector<std::int64_t> d, bool ceil, Tensor x,
+                                  std::vector<int> skip = {}) {
+    const Tensor gy = rnd(max_pool2d(x, k, s, p, d, ceil).shape(), 78);
+    c.push_back({"max_pool2d_grad",
+                 what,
+                 [=](const auto& v) { return max_pool2d_grad(v[0], v[1], k, s, p, d, ceil); },
+                 {x, gy},
+                 skip});
+  };
+  pool_grad_case("2x2", {2, 2}, {}, {0, 0}, {1, 1}, false, distinct({2, 3, 4, 6}, 79));
+  pool_grad_case("3x3 stride 2 pad 1, ceil mode (overlapping windows)", {3}, {2}, {1}, {1}, true,
+                 distinct({1, 2, 6, 7}, 80));
+  pool_grad_case("2x3 dilation 2, 3-D input", {2, 3}, {1}, {0}, {2}, false,
+                 distinct({2, 6, 7}, 81));
+  // Ties (the first maximum), NaN (the last one), a window of -inf next to
+  // padding (its first tap inside the input), a window whose maximum 0 comes
+  // after padding taps (padding is never chosen), overlapping windows: only gy
+  // (x is not differentiable there).
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  pool_grad_case("ties, NaN, -inf, 3x3 stride 1 pad 1", {3}, {1}, {1}, {1}, false,
+                 tensor({{-1.0, 0.0, 2.0, 2.0, nan},
+                         {0.0, -3.0, 1.0, 2.0, nan},
+                         {0.5, 0.5, 3.0, 3.0, 1.0},
+                         {-inf, -inf, 3.0, 0.0, -1.0},
+                         {-inf, -inf, -2.0, 0.0, -1.0}})
+                     .reshape({1, 5, 5}),
+                 {0});
+  // The jit's activation fusion sets "relu" (x = relu(y)): a window whose
+  // chosen input is not > 0 passes nothing, in the gradient's gradient too.
+  c.push_back({"max_pool2d_grad",
+               "with the fused relu attribute, 3x3 stride 2 pad 1",
+               [](const auto& v) {
+                 return ops::call1(ops::op("max_pool2d_grad"), {v[0], v[1]},
+                                   {{"kernel_size", std::vector<std::int64_t>{3}},
+                                    {"stride", std::vector<std::int64_t>{2}},
+                                    {"padding", std::vector<std::int64_t>{1}},
+                                    {"relu", true}});
+               },
+               {distinct({1, 2, 6, 7}, 89), rnd({1, 2, 3, 4}, 90)}});
+  c.push_back({"avg_pool2d_grad",
+               "2x2",
+               [](const auto& x) {
+                 return avg_pool2d_grad(x[0], {2, 3, 4, 6}, {2, 2});
+               },
+               {rnd({2, 3, 2, 3}, 82)}});
+  c.push_back({"avg_pool2d_grad",
+               "3x3 stride 2 pad 1, ceil mode, padding not counted",
+               [](const auto& x) {
+                 return avg_pool2d_grad(x[0], {1, 2, 6, 7}, {3}, {2}, {1}, true, false);
+               },
+               {rnd({1, 2, 4, 4}, 83)}});
+  c.push_back({"avg_pool2d_grad",
+               "3x2 stride 1 pad 1, padding counted, 3-D input",
+               [](const auto& x) {
+                 return avg_pool2d_grad(x[0], {2, 5, 4}, {3, 2}, {1}, {1}, false, true);
+               },
+               {rnd({2, 5, 5}, 84)}});
+  c.push_back({"gather_grad",
+               "axis 1, repeated indices",
+               [](const auto& x) {
+                 return gather_grad(x[0], 1, x[1], {3, 5});
+               },
+               {rnd({3, 4}, 85), tensor({{0, 0, 4, 2}, {1, 3, 3, 3}, {4, 0, 1, 2}}, int64)}});
+  c.push_back({"gather_grad",
+               "axis 0, index smaller than x on the other axis",
+               [](const auto& x) {
+                 return gather_grad(x[0], 0, x[1], {3, 4});
+               },
+               {rnd({5, 2}, 86), tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)}});
+  c.push_back({"index_select_grad",
+               "axis 0, repeated indices",
+               [](const auto& x) {
+                 return index_select_grad(x[0], 0, x[1], {5, 3});
+               },
+               {rnd({5, 3}, 87), tensor({1, 1, 4, 0, 1}, int64)}});
+  c.push_back({"index_select_grad",
+               "axis -1 of a 3-D tensor",
+               [](const auto& x) {
+                 return index_select_grad(x[0], -1, x[1], {2, 3, 4});
+               },
+               {rnd({2, 3, 3}, 88), tensor({3, 0, 3}, int32)}});
   return c;
 }
 }  // namespace

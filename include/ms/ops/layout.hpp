@@ -93,7 +93,7 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 /// positions (repeated indices add up, in index order). Floating grad_out only
 /// (TypeError otherwise); index and input_size are checked as gather checks x
 /// and index (ShapeError, IndexError for values out of range), input_size
-/// sizes must be >= 0 (ValueError). Not differentiable.
+/// sizes must be >= 0 (ValueError). Differentiable in g (its adjoint is gather).
 /// `ms::gather_grad(g, 1, index, x.shape())`
 Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
                    const Shape& input_size);

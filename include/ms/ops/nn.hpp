@@ -72,7 +72,8 @@ Tensor avg_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
 // checks the forward op with its own rules and that grad_out has the forward
 // output's shape (ShapeError otherwise), and is floating only (float16 and
 // bfloat16 compute in float32; TypeError for other or mixed dtypes). They are
-// not differentiable themselves.
+// differentiable themselves (linear in grad_out; rules in src/ops/grad.cpp), so
+// grad(grad(f)) and gradient penalties go through them.
 
 /// The gradient of `conv2d`'s input [N, C, H, W] = input_size, given the
 /// output's gradient grad_out [N, O, OH, OW] and the weight: the transposed

@@ -103,8 +103,8 @@ struct OpDef {
   int min_inputs = 1;
   int max_inputs = 1;  ///< -1: variadic (concat, stack)
   bool differentiable = true;
-  /// For a non-differentiable op whose gradient is not zero (a backward op
-  /// such as conv2d_grad_input, linear in its gradient input): why ms cannot
+  /// For a non-differentiable op whose gradient is not zero (an op whose
+  /// rule is not written yet): why ms cannot
   /// differentiate through it. A gradient reaching it is then a ValueError
   /// with this text instead of a silent zero. Empty: the zero gradient is
   /// right (comparisons, argmax, floor, stop_gradient, ...).
