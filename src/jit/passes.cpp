@@ -382,7 +382,10 @@ void fold_transposed_matmuls(Graph& g) {
 //     (relu(y) > 0 exactly where y > 0: the pooled gradient keeps a window's
 //     value only when its chosen input is > 0, which is what relu_grad keeps);
 //   relu(conv2d(...)) -> conv2d(...){relu} (each output tile relu'd while in
-//     cache; float32/float64/int32/int64 only, see conv2d_infer).
+//     cache; float32/float64/int32/int64 only, see conv2d_infer);
+//   max_pool2d(conv2d(...), 2) -> the second output of conv2d(...){max_pool2x2}
+//     (the planes pooled right after they are written; the conv output itself
+//     stays, for the pooling's gradient).
 // The first rewrite comes first: it removes relu_grad's read of the conv
 // output, after which relu is that output's only reader. Each rewritten node
 // keeps its place (its new inputs precede the node it replaces); the node it
@@ -398,7 +401,23 @@ void fuse_activations(Graph& g) {
     a.set("relu", true);
     return a;
   };
-  for (int pass = 0; pass < 2; ++pass) {
+  auto fusable_dtype = [](DType dt) {
+    return dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int32 || dt == DType::Int64;
+  };
+  // max_pool2d with 2x2 windows at stride 2, no padding or dilation, floor.
+  auto pool_is_2x2 = [](const ops::Attrs& a) {
+    constexpr std::string_view op = "max_pool2d";
+    using Ints = std::vector<std::int64_t>;
+    const auto all = [](const Ints& v, std::int64_t x) {
+      return !v.empty() && v.size() <= 2 &&
+             std::all_of(v.begin(), v.end(), [&](std::int64_t e) { return e == x; });
+    };
+    const Ints k = a.get_or<Ints>("kernel_size", {}, op), s = a.get_or<Ints>("stride", {}, op);
+    return all(k, 2) && (s.empty() || all(s, 2)) && all(a.get_or<Ints>("padding", {0}, op), 0) &&
+           all(a.get_or<Ints>("dilation", {1}, op), 1) && !a.get_or<bool>("ceil_mode", false, op);
+  };
+  std::vector<int> repl;  // pass 2: old value -> the value replacing it
+  for (int pass = 0; pass < 3; ++pass) {
     const auto consumers = consumers_of(g);
     std::vector<bool> is_output(g.values.size(), false);
     for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
@@ -407,6 +426,7 @@ void fuse_activations(Graph& g) {
              !is_output[static_cast<std::size_t>(v)];
     };
     bool changed = false;
+    repl.assign(g.values.size(), -1);
     for (Node& n : g.nodes) {
       if (pass == 0 && is_op(n, "relu_grad") && n.inputs.size() == 2) {
         const int gv = n.inputs[0], y = n.inputs[1];
@@ -426,17 +446,34 @@ void fuse_activations(Graph& g) {
         const Node& c = g.producer(cv);
         const DType dt = g.value(cv).type.dtype;
         if (!is_op(c, "conv2d") || c.attrs.get_or<bool>("relu", false, "") || !only_reader(cv) ||
-            g.value(cv).type != g.value(n.outputs[0]).type ||
-            !(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int32 ||
-              dt == DType::Int64))
+            g.value(cv).type != g.value(n.outputs[0]).type || !fusable_dtype(dt))
           continue;
         n.def = &conv;
         n.ew_id = -1;
         n.attrs = with_relu(c.attrs);
         n.inputs = c.inputs;
         changed = true;
+      } else if (pass == 2 && is_op(n, "max_pool2d") && n.inputs.size() == 1 &&
+                 pool_is_2x2(n.attrs)) {
+        const int cv = n.inputs[0];
+        const int ci = g.value(cv).node;
+        Node& c = g.nodes[static_cast<std::size_t>(ci)];
+        const ops::TensorType& ct = g.value(cv).type;
+        if (!is_op(c, "conv2d") || c.attrs.get_or<bool>("max_pool2x2", false, "") ||
+            !fusable_dtype(ct.dtype) || ct.shape.rank() != 4 || ct.shape[2] < 2 || ct.shape[3] < 2)
+          continue;
+        // conv2d gets the pooled value as its second output; readers of the
+        // pool's value read that instead, and the pool becomes dead.
+        const int nv = static_cast<int>(g.values.size());
+        g.values.push_back(ir::Value{g.value(n.outputs[0]).type, ci, 1, false});
+        c.outputs.push_back(nv);
+        c.attrs.set("max_pool2x2", true);
+        repl.resize(g.values.size(), -1);
+        repl[static_cast<std::size_t>(n.outputs[0])] = nv;
+        changed = true;
       }
     }
+    if (pass == 2 && changed) g = rebuild(g, identity_order(g), repl);
     if (changed) eliminate_dead_code(g);
   }
 }

@@ -13,6 +13,7 @@
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
+#include "ms/kernels/pool.hpp"
 
 namespace ms::kernels {
 namespace {
@@ -233,6 +234,17 @@ ConvPlan conv_plan(const Conv2dGeometry& g) {
   return pl;
 }
 
+// max_pool2d with 2x2 windows at stride 2 (no padding, floor) of `planes`
+// [oh, ow] planes of y into pooled: the fused pooling of conv2d's second
+// output, run on planes the convolution has just written (still in cache).
+template <class T>
+void pool2x2_planes(const T* y, T* pooled, std::int64_t planes, const Conv2dGeometry& g) {
+  Pool2dGeometry pg;
+  pg.planes = planes, pg.h = g.oh, pg.w = g.ow, pg.kh = 2, pg.kw = 2;
+  pg.oh = g.oh / 2, pg.ow = g.ow / 2, pg.sh = 2, pg.sw = 2;
+  max_pool2d(y, pooled, pg);
+}
+
 // ---------------------------------------------------------------- Winograd F(2x2, 3x3)
 
 // The next loop carries no dependence through memory (its stores go to buffers
@@ -347,7 +359,7 @@ WinogradSpace winograd_space(const WinogradPlan& p, std::int64_t cin, std::int64
 template <class T>
 void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeometry& g,
                     std::int64_t cin, std::int64_t cout, const WinogradPlan& p, std::int64_t i0,
-                    std::int64_t i1, bool relu, T* ws) {
+                    std::int64_t i1, bool relu, T* pooled, T* ws) {
   const WinogradSpace sp = winograd_space(p, cin, cout);
   const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
   T* const v = ws;
@@ -436,6 +448,9 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
     for (std::int64_t r = 0; r < g.oh; ++r)
       transpose_block(out + ((i * oh2 + r) * ow2) * cout, cout, g.ow, cout,
                       y + (i0 + i) * cout * g.oh * g.ow + r * g.ow, g.oh * g.ow, finish);
+  if (pooled != nullptr)
+    pool2x2_planes(y + i0 * cout * g.oh * g.ow, pooled + i0 * cout * (g.oh / 2) * (g.ow / 2),
+                   imgs * cout, g);
 }
 
 // The convolution of x [n, cin, ...] into y [n, cout, ...] by Winograd: the
@@ -443,7 +458,7 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
 // convolution (w [cin, cout, 3, 3], flipped). Allocates before the region.
 template <class T>
 void winograd_conv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g,
-                   std::int64_t cin, std::int64_t cout, bool adjoint, bool relu) {
+                   std::int64_t cin, std::int64_t cout, bool adjoint, bool relu, T* pooled) {
   const WinogradPlan p = winograd_plan(g);
   const std::int64_t parts =
       detail::in_parallel() ? 1 : std::min<std::int64_t>(get_num_threads(), p.chunks);
@@ -456,7 +471,7 @@ void winograd_conv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeom
       const std::int64_t c0 = p.chunks * part / parts, c1 = p.chunks * (part + 1) / parts;
       for (std::int64_t c = c0; c < c1; ++c)
         winograd_chunk(x, u, bias, y, g, cin, cout, p, c * p.per_chunk,
-                       std::min(g.n, (c + 1) * p.per_chunk), relu,
+                       std::min(g.n, (c + 1) * p.per_chunk), relu, pooled,
                        u + 16 * cout * cin + part * per_part);
     }
   });
@@ -471,12 +486,13 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 }
 
 template <class T>
-void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, bool relu) {
+void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, bool relu,
+            T* pooled) {
   const ConvPlan pl = conv_plan(g);
   if (pl.items == 0 || pl.og == 0) return;
   if constexpr (std::is_floating_point_v<T>) {
     if (winograd_fits(g)) {
-      winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu);
+      winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu, pooled);
       return;
     }
   }
@@ -519,6 +535,8 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
         T* row = out + r * pl.p;
         for (std::int64_t q = 0; q < width; ++q) row[q] = row[q] < T(0) ? T(0) : row[q];
       }
+    if (pooled != nullptr && pl.tiles == 1)  // the item is whole planes: pool them now
+      pool2x2_planes(out, pooled + (img * g.o + grp * pl.og) * (g.oh / 2) * (g.ow / 2), pl.og, g);
   };
 
   // Contiguous runs of items per part; inside the region GEMM runs on one thread.
@@ -529,6 +547,7 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
         run_item(item, ws != nullptr ? ws + part * col_numel : nullptr);
     }
   });
+  if (pooled != nullptr && pl.tiles > 1) pool2x2_planes(y, pooled, g.n * g.o, g);
 }
 
 namespace {
@@ -563,7 +582,8 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
     Conv2dGeometry a = g;
     a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
     a.ph = 2 - g.ph, a.pw = 2 - g.pw;
-    winograd_conv(gy, w, static_cast<const T*>(nullptr), dx, a, g.o, g.c, true, false);
+    winograd_conv(gy, w, static_cast<const T*>(nullptr), dx, a, g.o, g.c, true, false,
+                  static_cast<T*>(nullptr));
     return;
   }
   const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
@@ -647,7 +667,7 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
 #define MS_CONV_INSTANTIATE(T)                                                         \
   template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t, \
                           std::int64_t, T*) noexcept;                                  \
-  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, bool);
+  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, bool, T*);
 MS_CONV_INSTANTIATE(float)
 MS_CONV_INSTANTIATE(double)
 MS_CONV_INSTANTIATE(std::int32_t)

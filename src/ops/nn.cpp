@@ -127,9 +127,13 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
   // only where the compute dtype is the output's: rounding to a half type after
   // the relu would turn a tiny negative into -0 where relu of the rounded value
   // keeps it.
-  if (attrs.get_or<bool>("relu", false, op))
+  // max_pool2x2: likewise, a second output max_pool2d(y, 2) (2x2 windows at
+  // stride 2, floor), pooled while the planes are in cache.
+  const bool pool2x2 = attrs.get_or<bool>("max_pool2x2", false, op);
+  if (attrs.get_or<bool>("relu", false, op) || pool2x2)
     MS_CHECK(half_to_float(in[0].dtype) == in[0].dtype, TypeError, op,
-             ": the fused relu needs a float32, float64, int32 or int64 input, got ", in[0].dtype);
+             ": the fused relu / max_pool2x2 needs a float32, float64, int32 or int64 input, got ",
+             in[0].dtype);
   const Shape xs =
       in[0].shape.is_any_rank() ? Shape{kAnyDim, kAnyDim, kAnyDim, kAnyDim} : in[0].shape;
   const Shape& ws = in[1].shape;
@@ -164,6 +168,13 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
   const std::int64_t ow =
       conv_out(w, kw, a.stride.w, a.padding.w, a.dilation.w, "width", xs, ws, op);
   Shape out{n, o, oh, ow};
+  std::vector<TensorType> result{{in[0].dtype, out}};
+  if (pool2x2) {
+    MS_CHECK((!known(oh) || oh >= 2) && (!known(ow) || ow >= 2), ShapeError, op,
+             ": the fused max_pool2x2 needs an output of at least 2x2, got ", out);
+    result.push_back(
+        {in[0].dtype, Shape{n, o, known(oh) ? oh / 2 : kAnyDim, known(ow) ? ow / 2 : kAnyDim}});
+  }
   if (out.is_static()) {
     shape_numel(out, std::string(op) + ": output");
     if (known(cg)) {  // the im2col buffer of one (image, group)
@@ -172,11 +183,12 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
       mul_checked(rows, mul_checked(oh, ow, op, "im2col columns"), op, "im2col buffer size");
     }
   }
-  return {{in[0].dtype, std::move(out)}};
+  return result;
 }
 
 std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
-  const TensorType out_t = conv2d_infer(ops::types_of(in), attrs)[0];
+  const std::vector<TensorType> types = conv2d_infer(ops::types_of(in), attrs);
+  const TensorType& out_t = types[0];
   const ConvAttrs a = conv_attrs(attrs);
   const DType ct = half_to_float(out_t.dtype);
   // relu: the jit's activation fusion (dtype checked by conv2d_infer)
@@ -184,6 +196,7 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
   const Tensor x = in[0].to(ct), w = in[1].to(ct);  // dense (no copy when already so)
   const Tensor b = in.size() > 2 ? in[2].to(ct) : Tensor();
   Tensor out = empty(out_t.shape, ct);
+  Tensor pooled = types.size() > 1 ? empty(types[1].shape, ct) : Tensor();
   if (out.numel() > 0) {
     kernels::Conv2dGeometry g;
     g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
@@ -196,10 +209,11 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                     std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>)
         kernels::conv2d<T>(x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr,
-                           out.data<T>(), g, relu);
+                           out.data<T>(), g, relu, pooled.defined() ? pooled.data<T>() : nullptr);
     });
   }
-  if (ct != out_t.dtype) out = out.to(out_t.dtype);
+  if (ct != out_t.dtype) out = out.to(out_t.dtype);  // (never with relu or max_pool2x2)
+  if (pooled.defined()) return {out, pooled};
   return {out};
 }
 

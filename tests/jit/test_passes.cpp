@@ -310,9 +310,10 @@ TEST_SUITE("jit") {
       CHECK(g.count_op("relu") == 0);
       CHECK(g.count_op("relu_grad") == 0);
       CHECK(g.count_op("conv2d") == 1);
+      CHECK(g.count_op("max_pool2d") == 0);  // conv2d's second output now
       CHECK(g.count_op("max_pool2d_grad") == 1);
       const std::string d = ir::to_string(g);
-      CHECK(d.find("groups=1, relu=true} : (") != std::string::npos);
+      CHECK(d.find("groups=1, relu=true, max_pool2x2=true} : (") != std::string::npos);
       CHECK(d.find("ceil_mode=false, relu=true}") != std::string::npos);
       const auto got = run(g, x);
       REQUIRE(got.size() == 2);
@@ -354,5 +355,25 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("relu_grad") == 2);
     CHECK(g.count_op("relu") == 2);
     CHECK(ir::to_string(g).find("relu=true") == std::string::npos);
+  }
+  TEST_CASE("a CNN's loss and gradients: O1 (fused activations, Winograd) == O0, bitwise") {
+    // conv(16->16, Winograd) -> relu -> pool -> conv(16->3, im2col) -> relu -> pool -> sum
+    Generator gen(3);
+    const Tensor x = uniform({3, 16, 10, 10}, -1, 1, gen), w1 = uniform({16, 16, 3, 3}, -1, 1, gen);
+    const Tensor b1 = uniform({16}, -1, 1, gen), w2 = uniform({3, 16, 3, 3}, -1, 1, gen);
+    auto loss = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
+      const Conv2dOptions o{.padding = {1}};
+      const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, o)), {2});
+      return sum(square(max_pool2d(relu(conv2d(h, w2, std::nullopt, o)), {2})));
+    };
+    auto vg = value_and_grad(loss, std::vector<int>{0, 1, 2, 3}, {});
+    auto f0 = jit(vg, {.jit_level = "O0", .verify = true});
+    auto f1 = jit(vg, {.jit_level = "O1", .verify = true});
+    const auto [l0, g0] = f0(x, w1, b1, w2);
+    const auto [l1, g1] = f1(x, w1, b1, w2);
+    CHECK(f1.dump().find("max_pool2x2=true") != std::string::npos);
+    CHECK(bits(l0) == bits(l1));
+    REQUIRE(g0.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(bits(g0[i]) == bits(g1[i]));
   }
 }

@@ -722,7 +722,52 @@ TEST_SUITE("ops") {
     const ops::Attrs a{{"relu", true}};
     CHECK_THROWS_WITH_AS(
         ops::call1(def, {random_tensor(c.x, float16, 1), random_tensor(c.w, float16, 2)}, a),
-        doctest::Contains("conv2d: the fused relu needs a float32"), TypeError);
+        doctest::Contains("conv2d: the fused relu / max_pool2x2 needs a float32"), TypeError);
+  }
+
+  TEST_CASE("conv2d with max_pool2x2: its second output is max_pool2d(y, 2), bitwise") {
+    static const ops::OpDef& def = ops::op("conv2d");
+    const std::vector<ConvCase> cases = {
+        {{2, 3, 7, 7}, {4, 3, 3, 3}, {}},                  // im2col, odd output (5x5)
+        {{3, 4, 6, 9}, {5, 4, 3, 3}, {.padding = {1}}},    // im2col, 6x9
+        {{1, 2, 40, 41}, {3, 2, 3, 3}, {.padding = {1}}},  // several column tiles
+        {{2, 6, 8, 8}, {9, 2, 3, 3}, {.padding = {1}, .groups = 3}},
+        {{5, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},  // Winograd
+        {{3, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},    // Winograd, odd sizes
+    };
+    for (const ConvCase& c : cases)
+      for (bool relu : {false, true})
+        for (DType dt : {float32, float64, int32}) {
+          CAPTURE(c.x);
+          CAPTURE(relu);
+          CAPTURE(dt);
+          const Tensor x = Tensor(random_tensor(c.x, float64, 1) * 4.0).to(dt);
+          const Tensor w = Tensor(random_tensor(c.w, float64, 2) * 4.0).to(dt);
+          const Tensor b = Tensor(random_tensor(Shape{c.w[0]}, float64, 3) * 4.0).to(dt);
+          const ops::Attrs a{
+              {"stride", c.o.stride}, {"padding", c.o.padding}, {"dilation", c.o.dilation},
+              {"groups", c.o.groups}, {"relu", relu},           {"max_pool2x2", true}};
+          const std::vector<Tensor> ins{x, w, b};
+          const std::vector<Tensor> got = ops::call(def, ins, a);
+          REQUIRE(got.size() == 2);
+          const Tensor y = relu ? Tensor(ms::relu(conv2d(x, w, b, c.o))) : conv2d(x, w, b, c.o);
+          const Tensor p = max_pool2d(y, {2});
+          if (dt == float32) {
+            CHECK(same_bits<float>(got[0], y));
+            CHECK(same_bits<float>(got[1], p));
+          } else if (dt == float64) {
+            CHECK(same_bits<double>(got[0], y));
+            CHECK(same_bits<double>(got[1], p));
+          } else {
+            CHECK(same_bits<std::int32_t>(got[0], y));
+            CHECK(same_bits<std::int32_t>(got[1], p));
+          }
+        }
+    const ops::Attrs a{{"max_pool2x2", true}};
+    const std::vector<Tensor> small{ones({1, 1, 3, 3}), ones({1, 1, 3, 3})};
+    CHECK_THROWS_WITH_AS(ops::call(def, small, a),
+                         doctest::Contains("max_pool2x2 needs an output of at least 2x2"),
+                         ShapeError);
   }
 
   // ------------------------------------------------------------ Winograd F(2x2, 3x3)

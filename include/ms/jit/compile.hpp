@@ -50,8 +50,9 @@ void simplify(ir::Graph& g);
 /// form) for 2-D operands: weight gradients of x @ W^T come out contiguous.
 void fold_transposed_matmuls(ir::Graph& g);
 /// relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad(relu(y), gy){relu},
-/// then relu(conv2d(...)) -> conv2d(...){relu}: exact one-pass forms of the
-/// CNN pattern conv2d -> relu -> max_pool2d and of its gradient.
+/// then relu(conv2d(...)) -> conv2d(...){relu}, then max_pool2d(conv2d(...), 2)
+/// -> conv2d's second output {max_pool2x2}: exact one-pass forms of the CNN
+/// pattern conv2d -> relu -> max_pool2d and of its gradient.
 void fuse_activations(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);
