@@ -194,6 +194,9 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
           s.def = n.def;
           s.attrs = n.attrs;
         }
+        // An output nothing reads (conv2d's pre-pool output in a forward-only
+        // graph, an unused draw) is released right after its own step.
+        for (int v : s.out) last_use[static_cast<std::size_t>(v)] = static_cast<int>(steps_.size());
         for (int v : s.in) last_use[static_cast<std::size_t>(v)] = static_cast<int>(steps_.size());
         steps_.push_back(std::move(s));
         break;

@@ -267,10 +267,14 @@ void pool2x2_planes(const T* y, T* pooled, std::int64_t planes, const Conv2dGeom
 // Floating types only (the transforms halve values); the rounding differs
 // from im2col + GEMM's by a few units in the last place.
 
-// Worth it: enough channels for the GEMMs to dominate the transforms.
+// Worth it: enough channels for the GEMMs to dominate the transforms. And
+// planes of at most 32 x 32 outputs (256 tiles): a chunk holds whole images,
+// so its workspace grows with the plane (larger planes take im2col + GEMM,
+// whose buffer is tiled; cutting images into tile rows would lift this).
 bool winograd_fits(const Conv2dGeometry& g) {
   return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
-         g.groups == 1 && g.c >= 16 && g.o >= 16 && g.oh >= 2 && g.ow >= 2;
+         g.groups == 1 && g.c >= 16 && g.o >= 16 && g.oh >= 2 && g.ow >= 2 &&
+         ((g.oh + 1) / 2) * ((g.ow + 1) / 2) <= 256;
 }
 
 // U [16, rows, cols] of the kernels: kernel (r, s) is w[(r * cols + s) * 9 ..]

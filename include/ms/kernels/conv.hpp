@@ -1,6 +1,7 @@
 // ms/kernels/conv.hpp — 2-D convolution by im2col + GEMM on NCHW buffers, and
 // by Winograd F(2x2, 3x3) for floating 3x3 kernels at stride 1 without
-// dilation or groups and with >= 16 input and output channels (conv2d and
+// dilation or groups, >= 16 input and output channels and outputs of at most
+// 32 x 32 (conv2d and
 // conv2d_grad_input; rounding a few ulps from im2col's, still bitwise the same
 // for any thread count).
 //
