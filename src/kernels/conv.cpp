@@ -25,21 +25,20 @@ constexpr std::int64_t kWeightChunks = 8;
 // ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
 
-// What the whole-row fast paths of im2col_cols / col2im_cols need about row
-// `row` of the im2col matrix (channel ci, kernel tap i, j) over the output rows
-// [p0 / ow, p1 / ow) at stride 1 along the width.
+// What the whole-row fast paths of im2col_cols / col2im_cols need about the
+// im2col rows of kernel tap `tap` = (i, j) (the same for every channel) over
+// the output rows [p0 / ow, p1 / ow) at stride 1 along the width.
 struct RowRuns {
-  std::int64_t ci, hoff, woff;
+  std::int64_t hoff, woff;
   std::int64_t lo, hi;  // output columns [lo, hi) read input columns c + woff inside [0, w)
   // Same width (sh == 1, ow == w) only: output q reads input q + shift; output
   // rows [v0, v1) lie inside the input, positions [q0, q1) of them read inside the plane.
   std::int64_t shift, v0, v1, q0, q1;
 };
 
-RowRuns row_runs(const Conv2dGeometry& g, std::int64_t row, std::int64_t p0, std::int64_t p1) {
-  const std::int64_t taps = g.kh * g.kw, i = (row % taps) / g.kw, j = row % g.kw;
+RowRuns row_runs(const Conv2dGeometry& g, std::int64_t tap, std::int64_t p0, std::int64_t p1) {
+  const std::int64_t i = tap / g.kw, j = tap % g.kw;
   RowRuns r{};
-  r.ci = row / taps;
   r.hoff = i * g.dh - g.ph;
   r.woff = j * g.dw - g.pw;
   r.hi = std::min(g.ow, std::max<std::int64_t>(g.w - r.woff, 0));
@@ -78,9 +77,9 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
     // division or library call per run (this loop was most of im2col's time).
     // The runs depend on the kernel tap only: computed once per tap (not per
     // row: its divisions were a visible share of small convolutions).
-    for (std::int64_t row = 0; row < std::min(rows, taps); ++row) {
-      const RowRuns r = row_runs(g, row, p0, p1);
-      for (std::int64_t ci = 0, rr = row; rr < rows; ++ci, rr += taps) {
+    for (std::int64_t tap = 0; tap < std::min(rows, taps); ++tap) {
+      const RowRuns r = row_runs(g, tap, p0, p1);
+      for (std::int64_t ci = 0, rr = tap; rr < rows; ++ci, rr += taps) {
         const T* xc = x + ci * plane;
         T* dst = col + rr * width;
         if (g.sh == 1 && g.ow == g.w) {
@@ -152,9 +151,9 @@ void col2im_cols(T* col, const Conv2dGeometry& g, std::int64_t rows, std::int64_
   const std::int64_t taps = g.kh * g.kw, plane = g.h * g.w, width = p1 - p0;
   if (g.sw == 1 && p0 % g.ow == 0 && width % g.ow == 0) {  // as im2col_cols's fast path
     // Per tap, as im2col_cols; each pixel still receives its taps in order.
-    for (std::int64_t row = 0; row < std::min(rows, taps); ++row) {
-      const RowRuns r = row_runs(g, row, p0, p1);
-      for (std::int64_t ci = 0, rr = row; rr < rows; ++ci, rr += taps) {
+    for (std::int64_t tap = 0; tap < std::min(rows, taps); ++tap) {
+      const RowRuns r = row_runs(g, tap, p0, p1);
+      for (std::int64_t ci = 0, rr = tap; rr < rows; ++ci, rr += taps) {
         T* xc = dx + ci * plane;
         T* src = col + rr * width;
         if (g.sh == 1 && g.ow == g.w) {
