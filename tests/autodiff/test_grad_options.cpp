@@ -82,4 +82,14 @@ TEST_SUITE("autodiff.options") {
     auto q = [](const Tensor& a) { return sum(ms::floor(a) + a); };
     CHECK(allclose(grad(q)(x), ones({1, 1, 4, 4}, float64), 0, 0));
   }
+
+  TEST_CASE("conv2d's fused relu form (the jit's) is refused by autodiff, naming it") {
+    const Tensor x = ones({1, 1, 4, 4}, float64);
+    auto f = [&](const Tensor& w) {
+      static const ops::OpDef& conv = ops::op("conv2d");
+      return sum(ops::call1(conv, {x, w}, {{"relu", true}}));
+    };
+    CHECK_THROWS_WITH_AS(grad(f)(ones({1, 1, 3, 3}, float64)),
+                         doctest::Contains("conv2d: the fused relu form"), ValueError);
+  }
 }
