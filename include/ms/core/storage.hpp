@@ -30,8 +30,14 @@ MemoryStats memory_stats();
 /// Sets peak_bytes to live_bytes.
 void memory_stats_reset_peak();
 
-/// Returns this thread's cache of freed blocks (kept to make small results
-/// cheap; at most 32 MiB per thread, blocks up to 1 MiB) to the system.
+/// Returns this thread's cache of freed blocks to the system. The cache keeps
+/// blocks for reuse by the next allocation of the same size: up to 32 blocks
+/// of at most 1 MiB (32 MiB), and up to 16 blocks of 1-64 MiB (128 MiB), per
+/// thread, so that results made every call (small ops, a jitted function's
+/// returned gradients, large eager outputs) do not each pay malloc and first
+/// page touches. Cached blocks do not count in memory_stats(). (Blocks of
+/// 2 MiB and more are mapped with transparent huge pages, their size rounded
+/// up to whole 2 MiB pages.)
 void storage_cache_clear();
 
 /// Caps a single allocation (bytes); a larger request raises ms::MemoryError.
