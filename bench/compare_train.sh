@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/compare_train.sh — training speed of ms against LibTorch (issues 5 and 7),
-# as in docs/benchmarks.md, section "Training (session 3)".
+# bench/compare_train.sh — training speed of ms against LibTorch (issues 4, 5 and 7),
+# as in docs/benchmarks.md, sections "Training (session 3)" and "Gradients only (session 8)".
 #
 # Builds bm_train, train_epoch and train_epoch_torch in build-bench
 # (-Dtorch=enabled -Dtests=false -Dexamples=false), then
@@ -9,13 +9,16 @@
 #     in one process per case with their repetitions interleaved, 1 and 2
 #     threads, and the cell-call overhead case; prints a markdown table of
 #     medians (steps/s) and the ratio ms / LibTorch;
-#  2. runs train_epoch: one epoch of Fashion-MNIST in ms and in LibTorch, each
+#  2. with PART=grad instead: bm_grad, forward + backward without the
+#     optimizer (the loss and every parameter's gradient), the same cases and table;
+#  3. runs train_epoch: one epoch of Fashion-MNIST in ms and in LibTorch, each
 #     in its own process, 1 and 2 threads; prints its table (s/epoch, test
 #     accuracy, peak RSS).
 #
 #   bench/compare_train.sh                   # both parts, MLP epochs only
 #   CNN=1 EPOCHS=1 bench/compare_train.sh    # the CNN epoch too
 #   PART=steps bench/compare_train.sh        # only bm_train (PART=epoch: only train_epoch)
+#   PART=grad bench/compare_train.sh         # only bm_grad
 #   REPS=7 MIN_TIME=1 NO_BUILD=1 bench/compare_train.sh
 #   REPORT_ONLY=1 bench/compare_train.sh     # the step table again from the last JSON
 #
@@ -28,8 +31,25 @@ reps=${REPS:-5}
 min_time=${MIN_TIME:-1}
 jobs=${JOBS:-2}
 part=${PART:-all}
-[ "${REPORT_ONLY:-0}" = 1 ] && part=steps  # nothing to report again for the epochs
+[ "${REPORT_ONLY:-0}" = 1 ] && [ "$part" != grad ] && part=steps  # nothing to report again for the epochs
+kind=Train
+bin=bm_train
 out="$build/bench-results-train"
+if [ "$part" = grad ]; then
+  kind=Grad
+  bin=bm_grad
+  out="$build/bench-results-grad"
+fi
+
+# LibTorch's best configuration on this kind of machine: glibc keeps freed
+# memory instead of returning it to the kernel (no mmap for large blocks, no
+# trimming of the heap). Without it LibTorch's tensors are fresh pages on
+# most calls, and a page fault costs ~20 µs on these VMs: LibTorch's 1-thread
+# CNN step fell to 11-13 steps/s (its "slow mode") against 38 with it
+# (session 8). Both sides run under the same setting (ms maps its own large
+# blocks and caches them, so it does not depend on it). GLIBC_TUNABLES= (empty)
+# measures glibc's defaults.
+export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296}
 
 load() { cut -d' ' -f1 /proc/loadavg; }
 
@@ -37,7 +57,7 @@ run() {
   local name=$1 filter=$2
   echo "running $name (load $(load))" >&2
   echo "$name start $(load)" >>"$out/load_samples"
-  "$build/bench/bm_train" \
+  "$build/bench/$bin" \
     --benchmark_filter="$filter" \
     --benchmark_repetitions="$reps" \
     --benchmark_enable_random_interleaving=true \
@@ -53,7 +73,7 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
       -Dbench=enabled >&2
   fi
   if [ "${NO_BUILD:-0}" != 1 ]; then
-    targets=(bench/bm_train bench/train_epoch)
+    targets=(bench/bm_train bench/bm_grad bench/train_epoch)
     # train_epoch_torch exists only when the build dir has LibTorch (-Dtorch=enabled).
     if ninja -C "$build" -t targets all 2>/dev/null | grep -q '^bench/train_epoch_torch:'; then
       targets+=(bench/train_epoch_torch)
@@ -68,16 +88,18 @@ if [ "$part" != epoch ]; then
     mkdir -p "$out"
     for nt in 1 2; do
       for b in 64 256; do
-        run "mlp_b${b}_nt$nt" "^BM_TrainMlp_(Ms|Torch)/batch:$b/nt:$nt/real_time\$"
+        run "mlp_b${b}_nt$nt" "^BM_${kind}Mlp_(Ms|Torch)/batch:$b/nt:$nt/real_time\$"
       done
-      run "cnn_b64_nt$nt" "^BM_TrainCnn_(Ms|Torch)/batch:64/nt:$nt/real_time\$"
+      run "cnn_b64_nt$nt" "^BM_${kind}Cnn_(Ms|Torch)/batch:64/nt:$nt/real_time\$"
     done
-    run "cell_call" "^BM_Cell(Call|Construct|CallHooked)_Dense/nt:1/real_time\$"
+    [ "$kind" = Train ] &&
+      run "cell_call" "^BM_Cell(Call|Construct|CallHooked)_Dense/nt:1/real_time\$"
   fi
-  python3 - "$out" "$reps" "$min_time" <<'PY'
+  python3 - "$out" "$reps" "$min_time" "$kind" <<'PY'
 import glob, json, os, re, statistics, sys
 
-out, reps, min_time = sys.argv[1:]
+out, reps, min_time, kind = sys.argv[1:]
+grad = kind == "Grad"
 loads = {}
 with open(os.path.join(out, "load_samples")) as f:
     for line in f:
@@ -117,18 +139,21 @@ def spread(name):
 # LibTorch steps/s measured on the issue's machine (issue 5, "Bench").
 issue = {("mlp", 64, 1): 477, ("mlp", 64, 2): 475, ("mlp", 256, 1): 149,
          ("mlp", 256, 2): 190, ("cnn", 64, 1): 27, ("cnn", 64, 2): 42}
+which = "issue 4" if grad else "issue 5"
+what = "forward + backward calls" if grad else "training steps"
 
 print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
-      "in one process per case; range = slowest-fastest repetition. Ratio = ms steps/s / "
-      "LibTorch steps/s (> 1: ms faster); target (issue 5) >= 1.2x.\n")
+      f"in one process per case; range = slowest-fastest repetition; steps/s = {what} per "
+      f"second. Ratio = ms steps/s / LibTorch steps/s (> 1: ms faster); target ({which}) "
+      ">= 1.2x.\n")
 print("| model | batch | threads | ms steps/s (range) | LibTorch steps/s (range) | ms / LibTorch | "
-      "issue 5's LibTorch | 1-min load (start-end) |")
-print("|---|---|---|---|---|---|---|---|")
+      + ("" if grad else "issue 5's LibTorch | ") + "1-min load (start-end) |")
+print("|---|---|---|---|---|---|---|" + ("" if grad else "---|"))
 checks = []
 for nt in (1, 2):
     for model, batch in (("mlp", 64), ("mlp", 256), ("cnn", 64)):
-        m = f"BM_Train{model.capitalize()}_Ms/batch:{batch}/nt:{nt}"
-        t = f"BM_Train{model.capitalize()}_Torch/batch:{batch}/nt:{nt}"
+        m = f"BM_{kind}{model.capitalize()}_Ms/batch:{batch}/nt:{nt}"
+        t = f"BM_{kind}{model.capitalize()}_Torch/batch:{batch}/nt:{nt}"
         ms_s, th_s = med(m, "steps_per_s"), med(t, "steps_per_s")
         ratio = None if not ms_s or not th_s else ms_s / th_s
         ld = loads.get(f"{model}_b{batch}_nt{nt}", [])
@@ -137,7 +162,7 @@ for nt in (1, 2):
         f = lambda v: "n/a" if v is None else f"{v:.1f}"
         rt = "n/a" if ratio is None else f"**{ratio:.2f}x**"
         print(f"| {name} | {batch} | {nt} | {f(ms_s)} ({spread(m)}) | {f(th_s)} ({spread(t)}) | "
-              f"{rt} | ~{issue[(model, batch, nt)]} | {ldt} |")
+              f"{rt} | " + ("" if grad else f"~{issue[(model, batch, nt)]} | ") + f"{ldt} |")
         checks.append((f"{name} batch {batch}, {nt} thread(s)", ratio))
 
 print()
@@ -149,14 +174,14 @@ if c and k:
           f"{(c - k) * 1e9:+.0f} ns ({100 * (c - k) / k:+.1f}%); with one no-op forward hook "
           f"{h * 1e6:.2f} µs ({(h - k) * 1e9:+.0f} ns)." if h else "")
 print()
-print("Targets of issue 5 (training step >= 1.2x LibTorch):")
+print(f"Targets of {which} ({what} >= 1.2x LibTorch's per second):")
 for what, r in checks:
     v = "n/a" if r is None else ("met" if r >= 1.2 else "NOT met")
     print(f"- {what}: {v} ({'n/a' if r is None else f'{r:.2f}x'})")
 PY
 fi
 
-if [ "$part" != steps ]; then
+if [ "$part" = all ] || [ "$part" = epoch ]; then
   echo >&2
   args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}")
   [ "${CNN:-0}" = 1 ] && args+=(--cnn)

@@ -1,0 +1,191 @@
+// bench/bm_grad.cpp — forward + backward without the optimizer (issue 4's
+// bench): the loss and the gradients of every parameter of the Fashion-MNIST
+// models, ms against LibTorch in the same binary.
+//
+//   BM_GradMlp_Ms/batch:B/nt:N     MLP 784-512-256-10, B = 64, 256:
+//                                  ms::jit(ms::value_and_grad(loss, nullopt, params))
+//   BM_GradMlp_Torch/batch:B/nt:N  zero_grad, forward, cross entropy, backward
+//   BM_GradCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), the same jitted call
+//   BM_GradCnn_Torch/batch:64/nt:N the same in LibTorch
+//
+// ms returns the gradients as fresh tensors each call (the caller owns them);
+// LibTorch accumulates them into each parameter's .grad, which
+// Module::zero_grad() (LibTorch 1.13's default: in place) zeroes first, as a
+// LibTorch training loop does. The weights do not change between calls:
+// every call computes the gradients at the same point, on a pool of kPool
+// synthetic batches (uniform images in [-1, 1), labels uniform in 0..9,
+// fixed seeds). Run it through bench/compare_train.sh, which gives LibTorch
+// its best glibc malloc setting (GLIBC_TUNABLES, see there).
+//
+// Before timing, each LibTorch benchmark computes the loss and every gradient
+// on both sides from the same weights and batch, and fails unless they agree
+// (relative to max(1, |LibTorch|), 1e-4); each ms benchmark checks after its
+// loop that the function compiled exactly once. The counter steps_per_s is
+// calls per second (real time). bench/compare_train.sh (PART=grad) prints the
+// ratios.
+#include "bench_common.hpp"
+#include "train_models.hpp"
+
+namespace {
+
+constexpr int kPool = 16;
+constexpr std::uint64_t kSeed = 1;
+
+struct Batches {
+  std::vector<ms::Tensor> x, y;
+  Batches(const ms::Shape& x_shape, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> cls(0, 9);
+    for (int i = 0; i < kPool; ++i) {
+      x.push_back(bench::random_tensor(x_shape, seed * 1000 + static_cast<std::uint32_t>(i)));
+      ms::Tensor lab = ms::empty({x_shape[0]}, ms::int32);
+      for (std::int64_t j = 0; j < x_shape[0]; ++j) lab.data<std::int32_t>()[j] = cls(gen);
+      y.push_back(lab);
+    }
+  }
+};
+
+ms::Shape input_shape(bool cnn, std::int64_t batch) {
+  return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
+}
+
+/// A model and its jitted gradients-only call: `grad(x, y)` returns the loss
+/// and the gradients of net.trainable_params(), in that order.
+template <class Net>
+struct MsGrad {
+  Net net;
+  std::vector<ms::Tensor> params;
+  std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> loss_fn;
+  decltype(ms::jit(ms::value_and_grad(loss_fn, std::nullopt, params))) grad;
+  MsGrad()
+      : params([this] {
+          std::vector<ms::Tensor> p;
+          for (const auto& q : net.trainable_params()) p.push_back(q);
+          return p;
+        }()),
+        loss_fn([this](const ms::Tensor& x, const ms::Tensor& y) {
+          return ms::nn::cross_entropy(net(x), y);
+        }),
+        grad(ms::jit(ms::value_and_grad(loss_fn, std::nullopt, params))) {}
+  MsGrad(const MsGrad&) = delete;
+  MsGrad& operator=(const MsGrad&) = delete;
+};
+
+void set_counters(benchmark::State& state, std::int64_t batch) {
+  state.counters["steps_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["samples_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * batch), benchmark::Counter::kIsRate);
+}
+
+template <class Net>
+void BM_Grad_Ms(benchmark::State& state) {
+  const bool cnn = std::is_same_v<Net, bench::MsCNN>;
+  const std::int64_t batch = state.range(0);
+  bench::set_threads(state.range(1));
+  const Batches data(input_shape(cnn, batch), 7);
+  ms::default_generator().manual_seed(kSeed);
+  MsGrad<Net> m;
+  // Warm-up: the first call traces and compiles, the second plans the arena.
+  m.grad(data.x[0], data.y[0]);
+  m.grad(data.x[1], data.y[1]);
+  int i = 2;
+  for (auto _ : state) {
+    auto [loss, grads] = m.grad(data.x[i % kPool], data.y[i % kPool]);
+    benchmark::DoNotOptimize(grads.back().raw_data());
+    ++i;
+  }
+  if (m.grad.compile_count() != 1)
+    state.SkipWithError(
+        ("expected 1 compile, got " + std::to_string(m.grad.compile_count())).c_str());
+  set_counters(state, batch);
+}
+
+#if MS_BENCH_TORCH
+torch::Tensor torch_labels(const ms::Tensor& y) {
+  torch::Tensor t = torch::empty({y.numel()}, torch::kInt64);
+  for (std::int64_t j = 0; j < y.numel(); ++j)
+    t.data_ptr<std::int64_t>()[j] = y.data<std::int32_t>()[j];
+  return t;
+}
+
+template <class TNet>
+torch::Tensor torch_grad(TNet& net, const torch::Tensor& x, const torch::Tensor& y) {
+  net->zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+  loss.backward();
+  return loss.detach();
+}
+
+template <class Net>
+void BM_Grad_Torch(benchmark::State& state) {
+  using TNet = typename bench::TorchTwin<Net>::type;
+  const bool cnn = std::is_same_v<Net, bench::MsCNN>;
+  const std::int64_t batch = state.range(0);
+  bench::set_threads(state.range(1));
+  const Batches data(input_shape(cnn, batch), 7);
+  std::vector<torch::Tensor> tx, ty;
+  for (int j = 0; j < kPool; ++j) {
+    tx.push_back(bench::to_torch(data.x[j]));
+    ty.push_back(torch_labels(data.y[j]));
+  }
+  ms::default_generator().manual_seed(kSeed);
+  TNet net;
+  {
+    // Same weights, same batch: the loss and every gradient must agree.
+    MsGrad<Net> m;
+    net->copy_from(m.net);
+    auto [lm, gm] = m.grad(data.x[0], data.y[0]);
+    const torch::Tensor lt = torch_grad(net, tx[0], ty[0]);
+    const std::vector<torch::Tensor> pt = net->parameters();
+    std::string bad;
+    if (gm.size() != pt.size())
+      bad = "gradient counts differ: " + std::to_string(gm.size()) + " vs " +
+            std::to_string(pt.size());
+    else if (bench::max_rel_diff(lm, lt) > 1e-4)
+      bad = "losses differ";
+    for (std::size_t k = 0; bad.empty() && k < gm.size(); ++k)
+      if (bench::max_rel_diff(gm[k], pt[k].grad()) > 1e-4)
+        bad = "the gradients of parameter " + std::to_string(k) + " differ";
+    if (!bad.empty()) {
+      state.SkipWithError(bad.c_str());
+      return;
+    }
+  }
+  int i = 1;
+  torch::Tensor loss;
+  for (auto _ : state) {
+    loss = torch_grad(net, tx[i % kPool], ty[i % kPool]);
+    benchmark::DoNotOptimize(net->parameters().back().grad().data_ptr());
+    ++i;
+  }
+  set_counters(state, batch);
+}
+#endif
+
+void grad_args(benchmark::internal::Benchmark* b, bool cnn) {
+  b->ArgNames({"batch", "nt"})->UseRealTime();
+  for (std::int64_t nt : {1, 2})
+    for (std::int64_t batch :
+         cnn ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256})
+      b->Args({batch, nt});
+}
+
+BENCHMARK(BM_Grad_Ms<bench::MsMLP>)
+    ->Name("BM_GradMlp_Ms")
+    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, false); });
+BENCHMARK(BM_Grad_Ms<bench::MsCNN>)
+    ->Name("BM_GradCnn_Ms")
+    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, true); });
+#if MS_BENCH_TORCH
+BENCHMARK(BM_Grad_Torch<bench::MsMLP>)
+    ->Name("BM_GradMlp_Torch")
+    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, false); });
+BENCHMARK(BM_Grad_Torch<bench::MsCNN>)
+    ->Name("BM_GradCnn_Torch")
+    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, true); });
+#endif
+
+}  // namespace
+
+MS_BENCH_MAIN()
