@@ -238,7 +238,7 @@ void add_all_ew_cases(std::vector<Case>& cases, ops::OpList<Ops...>) {
 }
 
 /// Op `Op` inside a chain with weak scalars before and after it, over
-/// [3, 1000] (more than one kernels::kTile of 2048 elements), so that the
+/// [3, 1000] (more than one kernels::kTile of 512 elements), so that the
 /// fused programs' registers are reused from tile to tile.
 template <class Op>
 void add_ew_multitile_case(std::vector<Case>& cases) {
