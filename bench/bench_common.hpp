@@ -257,6 +257,41 @@ inline void BM_Stream_Triad(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 3 * std::int64_t(sizeof(float)));
 }
 
+// ---------------------------------------------------------------- training inputs
+
+/// Inputs of the step benchmarks (bm_train, bm_grad): kBatchPool synthetic
+/// batches of shape `x_shape` (batch first; random_tensor images in [-1, 1)
+/// from fixed seeds) and int32 labels uniform in 0..9, cycled through.
+inline constexpr int kBatchPool = 16;
+struct Batches {
+  std::vector<ms::Tensor> x, y;
+  Batches(const ms::Shape& x_shape, std::uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> cls(0, 9);
+    for (int i = 0; i < kBatchPool; ++i) {
+      x.push_back(random_tensor(x_shape, seed * 1000 + static_cast<std::uint32_t>(i)));
+      ms::Tensor lab = ms::empty({x_shape[0]}, ms::int32);
+      for (std::int64_t j = 0; j < x_shape[0]; ++j) lab.data<std::int32_t>()[j] = cls(gen);
+      y.push_back(lab);
+    }
+  }
+};
+
+/// A Fashion-MNIST model's input shape at `batch`: [B, 1, 28, 28] (CNN) or [B, 784] (MLP).
+inline ms::Shape input_shape(bool cnn, std::int64_t batch) {
+  return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
+}
+
+#if MS_BENCH_TORCH
+/// int32 ms labels as LibTorch's int64 class indices.
+inline torch::Tensor torch_labels(const ms::Tensor& y) {
+  torch::Tensor t = torch::empty({y.numel()}, torch::kInt64);
+  for (std::int64_t j = 0; j < y.numel(); ++j)
+    t.data_ptr<std::int64_t>()[j] = y.data<std::int32_t>()[j];
+  return t;
+}
+#endif
+
 // ---------------------------------------------------------------- context
 
 /// Paths of the loaded BLAS libraries (to show in the run's context that ms

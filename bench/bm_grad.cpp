@@ -12,7 +12,7 @@
 // LibTorch accumulates them into each parameter's .grad, which
 // Module::zero_grad() (LibTorch 1.13's default: in place) zeroes first, as a
 // LibTorch training loop does. The weights do not change between calls:
-// every call computes the gradients at the same point, on a pool of kPool
+// every call computes the gradients at the same point, on a pool of bench::kBatchPool
 // synthetic batches (uniform images in [-1, 1), labels uniform in 0..9,
 // fixed seeds). Run it through bench/compare_train.sh, which gives LibTorch
 // its best glibc malloc setting (GLIBC_TUNABLES, see there).
@@ -28,26 +28,7 @@
 
 namespace {
 
-constexpr int kPool = 16;
 constexpr std::uint64_t kSeed = 1;
-
-struct Batches {
-  std::vector<ms::Tensor> x, y;
-  Batches(const ms::Shape& x_shape, std::uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> cls(0, 9);
-    for (int i = 0; i < kPool; ++i) {
-      x.push_back(bench::random_tensor(x_shape, seed * 1000 + static_cast<std::uint32_t>(i)));
-      ms::Tensor lab = ms::empty({x_shape[0]}, ms::int32);
-      for (std::int64_t j = 0; j < x_shape[0]; ++j) lab.data<std::int32_t>()[j] = cls(gen);
-      y.push_back(lab);
-    }
-  }
-};
-
-ms::Shape input_shape(bool cnn, std::int64_t batch) {
-  return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
-}
 
 /// A model and its jitted gradients-only call: `grad(x, y)` returns the loss
 /// and the gradients of net.trainable_params(), in that order.
@@ -83,7 +64,7 @@ void BM_Grad_Ms(benchmark::State& state) {
   const bool cnn = std::is_same_v<Net, bench::MsCNN>;
   const std::int64_t batch = state.range(0);
   bench::set_threads(state.range(1));
-  const Batches data(input_shape(cnn, batch), 7);
+  const bench::Batches data(bench::input_shape(cnn, batch), 7);
   ms::default_generator().manual_seed(kSeed);
   MsGrad<Net> m;
   // Warm-up: the first call traces and compiles, the second plans the arena.
@@ -91,7 +72,7 @@ void BM_Grad_Ms(benchmark::State& state) {
   m.grad(data.x[1], data.y[1]);
   int i = 2;
   for (auto _ : state) {
-    auto [loss, grads] = m.grad(data.x[i % kPool], data.y[i % kPool]);
+    auto [loss, grads] = m.grad(data.x[i % bench::kBatchPool], data.y[i % bench::kBatchPool]);
     benchmark::DoNotOptimize(grads.back().raw_data());
     ++i;
   }
@@ -102,12 +83,6 @@ void BM_Grad_Ms(benchmark::State& state) {
 }
 
 #if MS_BENCH_TORCH
-torch::Tensor torch_labels(const ms::Tensor& y) {
-  torch::Tensor t = torch::empty({y.numel()}, torch::kInt64);
-  for (std::int64_t j = 0; j < y.numel(); ++j)
-    t.data_ptr<std::int64_t>()[j] = y.data<std::int32_t>()[j];
-  return t;
-}
 
 template <class TNet>
 torch::Tensor torch_grad(TNet& net, const torch::Tensor& x, const torch::Tensor& y) {
@@ -123,11 +98,11 @@ void BM_Grad_Torch(benchmark::State& state) {
   const bool cnn = std::is_same_v<Net, bench::MsCNN>;
   const std::int64_t batch = state.range(0);
   bench::set_threads(state.range(1));
-  const Batches data(input_shape(cnn, batch), 7);
+  const bench::Batches data(bench::input_shape(cnn, batch), 7);
   std::vector<torch::Tensor> tx, ty;
-  for (int j = 0; j < kPool; ++j) {
+  for (int j = 0; j < bench::kBatchPool; ++j) {
     tx.push_back(bench::to_torch(data.x[j]));
-    ty.push_back(torch_labels(data.y[j]));
+    ty.push_back(bench::torch_labels(data.y[j]));
   }
   ms::default_generator().manual_seed(kSeed);
   TNet net;
@@ -155,7 +130,7 @@ void BM_Grad_Torch(benchmark::State& state) {
   int i = 1;
   torch::Tensor loss;
   for (auto _ : state) {
-    loss = torch_grad(net, tx[i % kPool], ty[i % kPool]);
+    loss = torch_grad(net, tx[i % bench::kBatchPool], ty[i % bench::kBatchPool]);
     benchmark::DoNotOptimize(net->parameters().back().grad().data_ptr());
     ++i;
   }

@@ -10,9 +10,9 @@
 //   BM_CellConstruct_Dense/nt:1     net.construct(x): the same without the cell call
 //   BM_CellCallHooked_Dense/nt:1    net(x) with one no-op forward hook (what a hook costs)
 //
-// Inputs are synthetic, from fixed seeds: a pool of kPool batches (uniform
-// images in [-1, 1), labels uniform in 0..9) cycled through, SGD lr 0.01,
-// momentum 0.9. The counter steps_per_s is training steps per second (real
+// Inputs are synthetic, from fixed seeds (bench::Batches: 16 batches of
+// uniform images in [-1, 1), labels uniform in 0..9, cycled through), SGD lr
+// 0.01, momentum 0.9. The counter steps_per_s is training steps per second (real
 // time). Each ms step benchmark checks after its loop that the step compiled
 // exactly once (the loop ran cache hits). Each LibTorch benchmark first runs
 // three steps of a fresh ms trainer and of LibTorch from the same weights and
@@ -25,28 +25,8 @@
 
 namespace {
 
-constexpr int kPool = 16;
 constexpr double kLr = 0.01;
 constexpr std::uint64_t kSeed = 1;
-
-/// kPool batches of inputs of shape `x_shape` (batch first) and int32 labels.
-struct Batches {
-  std::vector<ms::Tensor> x, y;
-  Batches(const ms::Shape& x_shape, std::uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> cls(0, 9);
-    for (int i = 0; i < kPool; ++i) {
-      x.push_back(bench::random_tensor(x_shape, seed * 1000 + static_cast<std::uint32_t>(i)));
-      ms::Tensor lab = ms::empty({x_shape[0]}, ms::int32);
-      for (std::int64_t j = 0; j < x_shape[0]; ++j) lab.data<std::int32_t>()[j] = cls(gen);
-      y.push_back(lab);
-    }
-  }
-};
-
-ms::Shape input_shape(bool cnn, std::int64_t batch) {
-  return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
-}
 
 void set_counters(benchmark::State& state, std::int64_t batch, double last_loss) {
   state.counters["steps_per_s"] =
@@ -61,7 +41,7 @@ void BM_Train_Ms(benchmark::State& state) {
   const bool cnn = std::is_same_v<Net, bench::MsCNN>;
   const std::int64_t batch = state.range(0);
   bench::set_threads(state.range(1));
-  const Batches data(input_shape(cnn, batch), 7);
+  const bench::Batches data(bench::input_shape(cnn, batch), 7);
   ms::default_generator().manual_seed(kSeed);
   bench::MsTrainer<Net> t(kLr);
   // Warm-up: the first call traces and compiles, the second plans the arena.
@@ -70,7 +50,7 @@ void BM_Train_Ms(benchmark::State& state) {
   int i = 2;
   ms::Tensor loss;
   for (auto _ : state) {
-    loss = t.step(data.x[i % kPool], data.y[i % kPool]);
+    loss = t.step(data.x[i % bench::kBatchPool], data.y[i % bench::kBatchPool]);
     benchmark::DoNotOptimize(loss.raw_data());
     ++i;
   }
@@ -81,12 +61,6 @@ void BM_Train_Ms(benchmark::State& state) {
 }
 
 #if MS_BENCH_TORCH
-torch::Tensor torch_labels(const ms::Tensor& y) {
-  torch::Tensor t = torch::empty({y.numel()}, torch::kInt64);
-  for (std::int64_t j = 0; j < y.numel(); ++j)
-    t.data_ptr<std::int64_t>()[j] = y.data<std::int32_t>()[j];
-  return t;
-}
 
 template <class Net>
 void BM_Train_Torch(benchmark::State& state) {
@@ -94,11 +68,11 @@ void BM_Train_Torch(benchmark::State& state) {
   const bool cnn = std::is_same_v<Net, bench::MsCNN>;
   const std::int64_t batch = state.range(0);
   bench::set_threads(state.range(1));
-  const Batches data(input_shape(cnn, batch), 7);
+  const bench::Batches data(bench::input_shape(cnn, batch), 7);
   std::vector<torch::Tensor> tx, ty;
-  for (int j = 0; j < kPool; ++j) {
+  for (int j = 0; j < bench::kBatchPool; ++j) {
     tx.push_back(bench::to_torch(data.x[j]));
-    ty.push_back(torch_labels(data.y[j]));
+    ty.push_back(bench::torch_labels(data.y[j]));
   }
   ms::default_generator().manual_seed(kSeed);
   bench::TorchTrainer<TNet> t(kLr);
@@ -120,7 +94,7 @@ void BM_Train_Torch(benchmark::State& state) {
   int i = 3;
   torch::Tensor loss;
   for (auto _ : state) {
-    loss = t.step(tx[i % kPool], ty[i % kPool]);
+    loss = t.step(tx[i % bench::kBatchPool], ty[i % bench::kBatchPool]);
     benchmark::DoNotOptimize(loss.data_ptr());
     ++i;
   }
