@@ -282,6 +282,16 @@ inline ms::Shape input_shape(bool cnn, std::int64_t batch) {
   return cnn ? ms::Shape{batch, 1, 28, 28} : ms::Shape{batch, 784};
 }
 
+/// The arguments of a step benchmark: batch 64 (CNN) or 64 and 256 (MLP),
+/// each with 1 and 2 threads, timed in real time.
+inline void model_step_args(benchmark::internal::Benchmark* b, bool cnn) {
+  b->ArgNames({"batch", "nt"})->UseRealTime();
+  for (std::int64_t nt : {1, 2})
+    for (std::int64_t batch :
+         cnn ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256})
+      b->Args({batch, nt});
+}
+
 #if MS_BENCH_TORCH
 /// int32 ms labels as LibTorch's int64 class indices.
 inline torch::Tensor torch_labels(const ms::Tensor& y) {

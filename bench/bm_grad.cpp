@@ -138,27 +138,19 @@ void BM_Grad_Torch(benchmark::State& state) {
 }
 #endif
 
-void grad_args(benchmark::internal::Benchmark* b, bool cnn) {
-  b->ArgNames({"batch", "nt"})->UseRealTime();
-  for (std::int64_t nt : {1, 2})
-    for (std::int64_t batch :
-         cnn ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256})
-      b->Args({batch, nt});
-}
-
 BENCHMARK(BM_Grad_Ms<bench::MsMLP>)
     ->Name("BM_GradMlp_Ms")
-    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, false); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
 BENCHMARK(BM_Grad_Ms<bench::MsCNN>)
     ->Name("BM_GradCnn_Ms")
-    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, true); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
 #if MS_BENCH_TORCH
 BENCHMARK(BM_Grad_Torch<bench::MsMLP>)
     ->Name("BM_GradMlp_Torch")
-    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, false); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
 BENCHMARK(BM_Grad_Torch<bench::MsCNN>)
     ->Name("BM_GradCnn_Torch")
-    ->Apply([](benchmark::internal::Benchmark* b) { grad_args(b, true); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
 #endif
 
 }  // namespace

@@ -141,27 +141,19 @@ void BM_CellCallHooked_Dense(benchmark::State& state) {
   h.remove();
 }
 
-void train_args(benchmark::internal::Benchmark* b, bool cnn) {
-  b->ArgNames({"batch", "nt"})->UseRealTime();
-  for (std::int64_t nt : {1, 2})
-    for (std::int64_t batch :
-         cnn ? std::vector<std::int64_t>{64} : std::vector<std::int64_t>{64, 256})
-      b->Args({batch, nt});
-}
-
 BENCHMARK(BM_Train_Ms<bench::MsMLP>)
     ->Name("BM_TrainMlp_Ms")
-    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, false); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
 BENCHMARK(BM_Train_Ms<bench::MsCNN>)
     ->Name("BM_TrainCnn_Ms")
-    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, true); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
 #if MS_BENCH_TORCH
 BENCHMARK(BM_Train_Torch<bench::MsMLP>)
     ->Name("BM_TrainMlp_Torch")
-    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, false); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
 BENCHMARK(BM_Train_Torch<bench::MsCNN>)
     ->Name("BM_TrainCnn_Torch")
-    ->Apply([](benchmark::internal::Benchmark* b) { train_args(b, true); });
+    ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
 #endif
 BENCHMARK(BM_CellCall_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
 BENCHMARK(BM_CellConstruct_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
