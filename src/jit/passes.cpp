@@ -384,8 +384,12 @@ void fold_transposed_matmuls(Graph& g) {
 //   relu(conv2d(...)) -> conv2d(...){relu} (each output tile relu'd while in
 //     cache; float32/float64/int32/int64 only, see conv2d_infer);
 //   max_pool2d(conv2d(...), 2) -> the second output of conv2d(...){max_pool2x2}
-//     (the planes pooled right after they are written; the conv output itself
-//     stays, for the pooling's gradient).
+//     (the planes pooled right after they are written);
+//   max_pool2d_grad(conv2d(...){max_pool2x2}, gy) ->
+//     max_pool2x2_grad_index(index, gy), index the third output of
+//     conv2d(...){max_pool2x2, max_pool2x2_index}: the tap each window chose,
+//     noted by the forward (float32, float64), so the backward does not read
+//     the conv output back (a quarter byte per output element instead of 4 or 8).
 // The first rewrite comes first: it removes relu_grad's read of the conv
 // output, after which relu is that output's only reader. Each rewritten node
 // keeps its place (its new inputs precede the node it replaces); the node it
@@ -393,6 +397,7 @@ void fold_transposed_matmuls(Graph& g) {
 void fuse_activations(Graph& g) {
   static const ops::OpDef& pool_grad = ops::op("max_pool2d_grad");
   static const ops::OpDef& conv = ops::op("conv2d");
+  static const ops::OpDef& pool_grad_index = ops::op("max_pool2x2_grad_index");
   auto is_op = [&](const Node& n, std::string_view name) {
     return n.kind == NodeKind::Op && n.def->name == name && n.outputs.size() == 1 &&
            !dump_enabled(name);
@@ -417,7 +422,7 @@ void fuse_activations(Graph& g) {
            all(a.get_or<Ints>("dilation", {1}, op), 1) && !a.get_or<bool>("ceil_mode", false, op);
   };
   std::vector<int> repl;  // pass 2: old value -> the value replacing it
-  for (int pass = 0; pass < 3; ++pass) {
+  for (int pass = 0; pass < 4; ++pass) {
     const auto consumers = consumers_of(g);
     std::vector<bool> is_output(g.values.size(), false);
     for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
@@ -470,6 +475,30 @@ void fuse_activations(Graph& g) {
         c.attrs.set("max_pool2x2", true);
         repl.resize(g.values.size(), -1);
         repl[static_cast<std::size_t>(n.outputs[0])] = nv;
+        changed = true;
+      } else if (pass == 3 && is_op(n, "max_pool2d_grad") && n.inputs.size() == 2 &&
+                 pool_is_2x2(n.attrs)) {
+        const ir::Value x = g.value(n.inputs[0]);  // a copy: values grow below
+        Node& c = g.nodes[static_cast<std::size_t>(x.node)];
+        if (c.kind != NodeKind::Op || c.def != &conv || x.index != 0 ||
+            !c.attrs.get_or<bool>("max_pool2x2", false, "") || dump_enabled("conv2d") ||
+            (x.type.dtype != DType::Float32 && x.type.dtype != DType::Float64))
+          continue;
+        if (!c.attrs.get_or<bool>("max_pool2x2_index", false, "")) {
+          // conv2d's pooled output (its second) has the index's shape
+          const ops::TensorType pooled = g.value(c.outputs[1]).type;
+          c.outputs.push_back(static_cast<int>(g.values.size()));
+          g.values.push_back(ir::Value{{DType::UInt8, pooled.shape}, x.node, 2, false});
+          c.attrs.set("max_pool2x2_index", true);
+        }
+        const Shape& xs = x.type.shape;
+        ops::Attrs a;
+        a.set("input_hw", std::vector<std::int64_t>{xs[2], xs[3]});
+        a.set("relu", n.attrs.get_or<bool>("relu", false, "max_pool2d_grad"));
+        n.def = &pool_grad_index;
+        n.ew_id = -1;
+        n.attrs = std::move(a);
+        n.inputs = {c.outputs[2], n.inputs[1]};
         changed = true;
       }
     }

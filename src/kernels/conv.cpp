@@ -233,15 +233,25 @@ ConvPlan conv_plan(const Conv2dGeometry& g) {
   return pl;
 }
 
-// max_pool2d with 2x2 windows at stride 2 (no padding, floor) of `planes`
-// [oh, ow] planes of y into pooled: the fused pooling of conv2d's second
-// output, run on planes the convolution has just written (still in cache).
+// max_pool2d with 2x2 windows at stride 2 (no padding, floor) of the
+// `planes` [oh, ow] planes of y from plane `first` on into pooled (and the
+// chosen taps into `index` when it is not null): the fused pooling of
+// conv2d's second (and third) output, run on planes the convolution has just
+// written (still in cache).
 template <class T>
-void pool2x2_planes(const T* y, T* pooled, std::int64_t planes, const Conv2dGeometry& g) {
+void pool2x2_planes(const T* y, T* pooled, std::uint8_t* index, std::int64_t first,
+                    std::int64_t planes, const Conv2dGeometry& g) {
   Pool2dGeometry pg;
   pg.planes = planes, pg.h = g.oh, pg.w = g.ow, pg.kh = 2, pg.kw = 2;
   pg.oh = g.oh / 2, pg.ow = g.ow / 2, pg.sh = 2, pg.sw = 2;
-  max_pool2d(y, pooled, pg);
+  const std::int64_t at = first * pg.oh * pg.ow;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (index != nullptr) {
+      max_pool2x2_index(y + first * g.oh * g.ow, pooled + at, index + at, pg);
+      return;
+    }
+  }
+  max_pool2d(y + first * g.oh * g.ow, pooled + at, pg);
 }
 
 // ---------------------------------------------------------------- Winograd F(2x2, 3x3)
@@ -353,22 +363,14 @@ WinogradSpace winograd_space(const WinogradPlan& p, std::int64_t cin, std::int64
           p.per_chunk * (2 * p.th) * (2 * p.tw) * cout};
 }
 
-// y [n, cout, oh, ow] = the convolution of x [n, cin, h, w] by the kernels
-// transformed into u [16, cout, cin] (+ bias, then relu), for images
-// [i0, i1). The transforms run channels-last so that they vectorize over the
-// channels: the padded input is copied to [image, row, col, cin], V is
-// [16, tile, cin], M = V U^T is [16, tile, cout], and the output transform
-// writes [image, row, col, cout], copied back to NCHW at the end.
+// The input side of a chunk, images [i0, i1): the padded input, channels
+// last, into `in` ([image, row, col, cin], zeros outside the image), and its
+// transform V[xi] [tiles, cin] = (B^T d B)[xi] of each tile's 4x4 patch d
+// into v (planes cols * cin apart, cols = the chunk's tiles).
 template <class T>
-void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeometry& g,
-                    std::int64_t cin, std::int64_t cout, const WinogradPlan& p, std::int64_t i0,
-                    std::int64_t i1, bool relu, T* pooled, T* ws) {
-  const WinogradSpace sp = winograd_space(p, cin, cout);
+void winograd_input(const T* x, const Conv2dGeometry& g, std::int64_t cin, const WinogradPlan& p,
+                    std::int64_t i0, std::int64_t i1, T* in, T* v) {
   const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
-  T* const v = ws;
-  T* const m = v + sp.v;
-  T* const in = m + sp.m;
-  T* const out = in + sp.in;
   const std::int64_t ph = 2 * p.th + 2, pw = 2 * p.tw + 2;  // the padded plane
   // The padded input, channels last (zeros outside the image): each input
   // row read once, in order, scattered into the (cache-resident) buffer.
@@ -412,6 +414,26 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
           }
         }
       }
+}
+
+// y [n, cout, oh, ow] = the convolution of x [n, cin, h, w] by the kernels
+// transformed into u [16, cout, cin] (+ bias, then relu), for images
+// [i0, i1). The transforms run channels-last so that they vectorize over the
+// channels: the padded input is copied to [image, row, col, cin], V is
+// [16, tile, cin], M = V U^T is [16, tile, cout], and the output transform
+// writes [image, row, col, cout], copied back to NCHW at the end.
+template <class T>
+void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeometry& g,
+                    std::int64_t cin, std::int64_t cout, const WinogradPlan& p, std::int64_t i0,
+                    std::int64_t i1, bool relu, T* pooled, std::uint8_t* pool_index, T* ws) {
+  const WinogradSpace sp = winograd_space(p, cin, cout);
+  const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
+  T* const v = ws;
+  T* const m = v + sp.v;
+  T* const in = m + sp.m;
+  T* const out = in + sp.in;
+  winograd_input(x, g, cin, p, i0, i1, in, v);
+  const std::int64_t vstride = cols * cin;  // between xi planes of V
   // The 16 products M[xi] [tiles, cout] = V[xi] [tiles, cin] x U[xi]^T, summed over cin.
   for (int xi = 0; xi < 16; ++xi)
     gemm<T>(false, true, cols, cout, cin, T(1), v + xi * vstride, cin, u + xi * cout * cin, cin,
@@ -451,9 +473,7 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
     for (std::int64_t r = 0; r < g.oh; ++r)
       transpose_block(out + ((i * oh2 + r) * ow2) * cout, cout, g.ow, cout,
                       y + (i0 + i) * cout * g.oh * g.ow + r * g.ow, g.oh * g.ow, finish);
-  if (pooled != nullptr)
-    pool2x2_planes(y + i0 * cout * g.oh * g.ow, pooled + i0 * cout * (g.oh / 2) * (g.ow / 2),
-                   imgs * cout, g);
+  if (pooled != nullptr) pool2x2_planes(y, pooled, pool_index, i0 * cout, imgs * cout, g);
 }
 
 // The convolution of x [n, cin, ...] into y [n, cout, ...] by Winograd: the
@@ -461,7 +481,8 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
 // convolution (w [cin, cout, 3, 3], flipped). Allocates before the region.
 template <class T>
 void winograd_conv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g,
-                   std::int64_t cin, std::int64_t cout, bool adjoint, bool relu, T* pooled) {
+                   std::int64_t cin, std::int64_t cout, bool adjoint, bool relu, T* pooled,
+                   std::uint8_t* pool_index) {
   const WinogradPlan p = winograd_plan(g);
   const std::int64_t parts =
       detail::in_parallel() ? 1 : std::min<std::int64_t>(get_num_threads(), p.chunks);
@@ -474,7 +495,7 @@ void winograd_conv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeom
       const std::int64_t c0 = p.chunks * part / parts, c1 = p.chunks * (part + 1) / parts;
       for (std::int64_t c = c0; c < c1; ++c)
         winograd_chunk(x, u, bias, y, g, cin, cout, p, c * p.per_chunk,
-                       std::min(g.n, (c + 1) * p.per_chunk), relu, pooled,
+                       std::min(g.n, (c + 1) * p.per_chunk), relu, pooled, pool_index,
                        u + 16 * cout * cin + part * per_part);
     }
   });
@@ -490,12 +511,12 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 
 template <class T>
 void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, bool relu,
-            T* pooled) {
+            T* pooled, std::uint8_t* pool_index) {
   const ConvPlan pl = conv_plan(g);
   if (pl.items == 0 || pl.og == 0) return;
   if constexpr (std::is_floating_point_v<T>) {
     if (winograd_fits(g)) {
-      winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu, pooled);
+      winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu, pooled, pool_index);
       return;
     }
   }
@@ -539,7 +560,7 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
         for (std::int64_t q = 0; q < width; ++q) row[q] = row[q] < T(0) ? T(0) : row[q];
       }
     if (pooled != nullptr && pl.tiles == 1)  // the item is whole planes: pool them now
-      pool2x2_planes(out, pooled + (img * g.o + grp * pl.og) * (g.oh / 2) * (g.ow / 2), pl.og, g);
+      pool2x2_planes(y, pooled, pool_index, img * g.o + grp * pl.og, pl.og, g);
   };
 
   // Contiguous runs of items per part; inside the region GEMM runs on one thread.
@@ -550,7 +571,7 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
         run_item(item, ws != nullptr ? ws + part * col_numel : nullptr);
     }
   });
-  if (pooled != nullptr && pl.tiles > 1) pool2x2_planes(y, pooled, g.n * g.o, g);
+  if (pooled != nullptr && pl.tiles > 1) pool2x2_planes(y, pooled, pool_index, 0, g.n * g.o, g);
 }
 
 namespace {
@@ -564,6 +585,108 @@ void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
     for (std::int64_t part = q0; part < q1; ++part) {
       const std::int64_t i0 = items * part / parts, i1 = items * (part + 1) / parts;
       for (std::int64_t item = i0; item < i1; ++item) fn(item, part);
+    }
+  });
+}
+
+// The weight gradient by Winograd F(3x3, 2x2) (Lavin and Gray, section 4):
+// per tile, dW = G^T [ (B^T d B) .* (A g A^T) ] G with d the tile's 4x4 input
+// patch (the forward's V) and g its 2x2 block of output gradient, so the sum
+// over tiles is 16 GEMMs M[xi] [cout, cin] = Y[xi]^T [cout, tiles] x V[xi]
+// [tiles, cin] (16 multiplications per tile and channel pair instead of 36),
+// then dW = G^T M G per (cout, cin) pair. The forward's chunks of images: each
+// chunk's M is computed by one thread into its own partial, and the partials
+// are added in chunk order, so results do not depend on the thread count.
+// The rounding differs from im2col + GEMM's by a few units in the last place.
+template <class T>
+void winograd_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g) {
+  const WinogradPlan p = winograd_plan(g);
+  const std::int64_t cin = g.c, cout = g.o, mat = cout * cin;
+  const std::int64_t parts =
+      detail::in_parallel() ? 1 : std::min<std::int64_t>(get_num_threads(), p.chunks);
+  // Per part: V [16, cols, cin], Y [16, cols, cout], the padded input, and
+  // the chunk's gy channels last [image, 2 th, 2 tw, cout] (the forward's
+  // output buffer); then each chunk's M [16, cout, cin].
+  const WinogradSpace sp = winograd_space(p, cin, cout);
+  const std::int64_t per_part = sp.total();
+  Tensor work = empty(Shape{parts * per_part + p.chunks * 16 * mat}, dtype_of<T>);
+  T* const partial = work.data<T>() + parts * per_part;
+  const std::int64_t oh2 = 2 * p.th, ow2 = 2 * p.tw;
+  for_items(p.chunks, parts, [&](std::int64_t c, std::int64_t part) {
+    T* const v = work.data<T>() + part * per_part;
+    T* const yt = v + sp.v;
+    T* const in = yt + sp.m;
+    T* const gl = in + sp.in;
+    const std::int64_t i0 = c * p.per_chunk, i1 = std::min(g.n, i0 + p.per_chunk);
+    const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
+    winograd_input(x, g, cin, p, i0, i1, in, v);
+    // gy channels last, an odd last row or column of tiles padded with zeros:
+    // each gy plane read once, in order, scattered into the (cache-resident)
+    // buffer, as the input.
+    if (oh2 != g.oh || ow2 != g.ow) std::fill(gl, gl + imgs * oh2 * ow2 * cout, T(0));
+    for (std::int64_t i = 0; i < imgs; ++i)
+      for (std::int64_t co = 0; co < cout; ++co) {
+        const T* src = gy + ((i0 + i) * cout + co) * g.oh * g.ow;
+        T* dst = gl + i * oh2 * ow2 * cout + co;
+        for (std::int64_t r = 0; r < g.oh; ++r)
+          for (std::int64_t q = 0; q < g.ow; ++q) dst[(r * ow2 + q) * cout] = src[r * g.ow + q];
+      }
+    // Y[xi][t] = (A g A^T)[xi] of tile t's 2x2 block g = [[a, b], [c, d]]:
+    // A g has the rows [a, b], [a + c, b + d], [a - c, b - d], [-c, -d], and
+    // each row [e, f] times A^T is [e, e + f, e - f, -f].
+    const std::int64_t ystride = cols * cout;
+    for (std::int64_t i = 0; i < imgs; ++i)
+      for (std::int64_t ty = 0; ty < p.th; ++ty)
+        for (std::int64_t tx = 0; tx < p.tw; ++tx) {
+          const std::int64_t t = i * p.tiles + ty * p.tw + tx;
+          const T* g0 = gl + ((i * oh2 + 2 * ty) * ow2 + 2 * tx) * cout;
+          const T* g1 = g0 + ow2 * cout;
+          T* yr = yt + t * cout;
+          MS_IVDEP  // Y's 16 planes and gy's buffer are disjoint
+          for (std::int64_t co = 0; co < cout; ++co) {
+            const T a = g0[co], b = g0[cout + co], cc = g1[co], d = g1[cout + co];
+            const T e[4] = {a, a + cc, a - cc, -cc}, f[4] = {b, b + d, b - d, -d};
+            for (int k = 0; k < 4; ++k) {
+              yr[(k * 4 + 0) * ystride + co] = e[k];
+              yr[(k * 4 + 1) * ystride + co] = e[k] + f[k];
+              yr[(k * 4 + 2) * ystride + co] = e[k] - f[k];
+              yr[(k * 4 + 3) * ystride + co] = -f[k];
+            }
+          }
+        }
+    // M[xi] [cout, cin] = Y[xi]^T x V[xi], summed over the chunk's tiles.
+    const std::int64_t vstride = cols * cin;
+    for (int xi = 0; xi < 16; ++xi)
+      gemm<T>(true, false, cout, cin, cols, T(1), yt + xi * ystride, cout, v + xi * vstride, cin,
+              T(0), partial + (c * 16 + xi) * mat, cin);
+  });
+  // The chunks' sum in chunk order (into the first chunk's M), then
+  // dW = G^T M G per (cout, cin) pair: G^T has the rows [1, 1/2, 1/2, 0],
+  // [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1].
+  parallel_for(16 * mat, std::int64_t{1} << 14, [&](std::int64_t e0, std::int64_t e1) {
+    for (std::int64_t c = 1; c < p.chunks; ++c) {
+      const T* src = partial + c * 16 * mat;
+      for (std::int64_t e = e0; e < e1; ++e) partial[e] += src[e];
+    }
+  });
+  parallel_for(mat, 256, [&](std::int64_t e0, std::int64_t e1) {
+    for (std::int64_t e = e0; e < e1; ++e) {
+      T m[16];
+      for (int xi = 0; xi < 16; ++xi) m[xi] = partial[xi * mat + e];
+      T r[3][4];  // G^T M
+      for (int j = 0; j < 4; ++j) {
+        const T h = (m[4 + j] + m[8 + j]) * T(0.5);
+        r[0][j] = m[j] + h;
+        r[1][j] = (m[4 + j] - m[8 + j]) * T(0.5);
+        r[2][j] = h + m[12 + j];
+      }
+      T* out = dw + e * 9;
+      for (int i = 0; i < 3; ++i) {  // (G^T M) G
+        const T h = (r[i][1] + r[i][2]) * T(0.5);
+        out[i * 3 + 0] = r[i][0] + h;
+        out[i * 3 + 1] = (r[i][1] - r[i][2]) * T(0.5);
+        out[i * 3 + 2] = h + r[i][3];
+      }
     }
   });
 }
@@ -586,7 +709,7 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
     a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
     a.ph = 2 - g.ph, a.pw = 2 - g.pw;
     winograd_conv(gy, w, static_cast<const T*>(nullptr), dx, a, g.o, g.c, true, false,
-                  static_cast<T*>(nullptr));
+                  static_cast<T*>(nullptr), nullptr);
     return;
   }
   const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
@@ -623,6 +746,10 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
   if (wnumel == 0) return;
   if (g.n == 0 || pl.p == 0) {
     std::fill(dw, dw + wnumel, T(0));
+    return;
+  }
+  if (winograd_fits(g)) {
+    winograd_grad_weight(x, gy, dw, g);
     return;
   }
   // The batch is cut into a fixed number of chunks (by the shape only); each
@@ -667,10 +794,11 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
     });
 }
 
-#define MS_CONV_INSTANTIATE(T)                                                         \
-  template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t, \
-                          std::int64_t, T*) noexcept;                                  \
-  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, bool, T*);
+#define MS_CONV_INSTANTIATE(T)                                                               \
+  template void im2col<T>(const T*, std::int64_t, const Conv2dGeometry&, std::int64_t,       \
+                          std::int64_t, T*) noexcept;                                        \
+  template void conv2d<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, bool, T*, \
+                          std::uint8_t*);
 MS_CONV_INSTANTIATE(float)
 MS_CONV_INSTANTIATE(double)
 MS_CONV_INSTANTIATE(std::int32_t)

@@ -144,11 +144,17 @@ struct Windows16 {
   __mmask16 valid, lo, hi;  // windows; the two 16-float halves of a row pair
 };
 
-inline Windows16 load_windows(const float* r0, const float* r1, std::int64_t n) {
+// The masks of n (>= 1) windows: a Windows16 whose values are unset.
+inline Windows16 window_masks(std::int64_t n) {
   Windows16 w;
   w.valid = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
   w.lo = static_cast<__mmask16>(n >= 8 ? 0xFFFFu : (1u << (2 * n)) - 1);
   w.hi = static_cast<__mmask16>(n <= 8 ? 0u : n >= 16 ? 0xFFFFu : (1u << (2 * n - 16)) - 1);
+  return w;
+}
+
+inline Windows16 load_windows(const float* r0, const float* r1, std::int64_t n) {
+  Windows16 w = window_masks(n);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 x0 = _mm512_maskz_loadu_ps(w.lo, r0), x1 = _mm512_maskz_loadu_ps(w.hi, r0 + 16);
@@ -169,6 +175,32 @@ inline __m512 windows_max(const Windows16& w, bool& nan) {
   return m;
 }
 
+// The n (>= 1) bytes at p (16 at most; the others 0) without reading past them.
+inline __m128i load_bytes16(const std::uint8_t* p, __mmask16 valid, std::int64_t n) {
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  (void)n;
+  return _mm_maskz_loadu_epi8(valid, p);
+#else
+  (void)valid;
+  if (n >= 16) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  alignas(16) std::uint8_t bytes[16] = {};
+  std::memcpy(bytes, p, static_cast<std::size_t>(n));
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+#endif
+}
+
+// The lanes whose window's maximum m is at tap a, b, c or d: the first tap
+// equal to m, else d (a NaN window, which the caller redoes).
+struct Taps16 {
+  __mmask16 a, b, c, d;
+};
+inline Taps16 first_max_taps(const Windows16& w, __m512 m) {
+  const __mmask16 ka = _mm512_mask_cmp_ps_mask(w.valid, w.a, m, _CMP_EQ_OQ);
+  const __mmask16 kb = _mm512_mask_cmp_ps_mask(w.valid & ~ka, w.b, m, _CMP_EQ_OQ);
+  const __mmask16 kc = _mm512_mask_cmp_ps_mask(w.valid & ~ka & ~kb, w.c, m, _CMP_EQ_OQ);
+  return {ka, kb, kc, static_cast<__mmask16>(w.valid & ~(ka | kb | kc))};
+}
+
 // Stores the lanes of e (even positions) and o (odd positions) interleaved
 // into the row pair's 2n floats at r.
 inline void store_interleaved(float* r, __m512 e, __m512 o, const Windows16& w) {
@@ -179,6 +211,16 @@ inline void store_interleaved(float* r, __m512 e, __m512 o, const Windows16& w) 
   _mm512_mask_storeu_ps(r + 16, w.hi, _mm512_permutex2var_ps(e, hi, o));
 }
 #endif
+
+// The maximum of a window a b / c d by plain selects (one maxss each, as the
+// AVX-512 lanes), noting in `nan` (bitwise or, no branch) a window whose sum
+// is NaN: the caller redoes such a row with pick2x2's exact rule.
+template <class T>
+[[gnu::always_inline]] inline T plain_window_max(T a, T b, T c, T d, bool& nan) {
+  const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
+  nan |= s != s;
+  return m2 > m1 ? m2 : m1;
+}
 
 // One output row of 2x2 max pooling. The loop takes plain maxima (one maxss
 // each, vectorizable) and notes whether any window may hold a NaN (its sum is
@@ -199,10 +241,7 @@ template <class T>
     } else  // NOLINT(readability/braces): the scalar loop below
 #endif
       for (std::int64_t j = 0; j < ow; ++j) {
-        const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-        const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
-        y[j] = m2 > m1 ? m2 : m1;
-        nan |= s != s;
+        y[j] = plain_window_max(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1], nan);
       }
     if (!nan) return;
     for (std::int64_t j = 0; j < ow; ++j) {
@@ -228,10 +267,7 @@ template <class T>
     for (std::int64_t j = 0; j < ow; j += 16) {
       const Windows16 w = load_windows(r0 + 2 * j, r1 + 2 * j, ow - j);
       const __m512 m = windows_max(w, nan);
-      const __mmask16 ka = _mm512_mask_cmp_ps_mask(w.valid, w.a, m, _CMP_EQ_OQ);
-      const __mmask16 kb = _mm512_mask_cmp_ps_mask(w.valid & ~ka, w.b, m, _CMP_EQ_OQ);
-      const __mmask16 kc = _mm512_mask_cmp_ps_mask(w.valid & ~ka & ~kb, w.c, m, _CMP_EQ_OQ);
-      const __mmask16 kd = w.valid & ~(ka | kb | kc);
+      const auto [ka, kb, kc, kd] = first_max_taps(w, m);
       // positive_only: a window whose maximum is not > 0 (0, negative or NaN) passes nothing.
       const __mmask16 pass =
           positive_only ? _mm512_mask_cmp_ps_mask(w.valid, m, _mm512_setzero_ps(), _CMP_GT_OQ)
@@ -244,9 +280,7 @@ template <class T>
 #endif
     for (std::int64_t j = 0; j < ow; ++j) {
       const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-      const T m1 = b > a ? b : a, m2 = d > c ? d : c, s = a + b + c + d;
-      const T m = m2 > m1 ? m2 : m1;
-      nan |= s != s;
+      const T m = plain_window_max(a, b, c, d, nan);
       const bool ka = a == m, kb = !ka & (b == m), kc = !ka & !kb & (c == m);
       const T v = positive_only ? keep_if(gy[j], m > T(0)) : gy[j];
       d0[2 * j] = keep_if(v, ka);
@@ -263,6 +297,88 @@ template <class T>
     d0[2 * j + 1] = k == 1 ? gv : T(0);
     d1[2 * j] = k == 2 ? gv : T(0);
     d1[2 * j + 1] = k == 3 ? gv : T(0);
+  }
+}
+
+// One output row of 2x2 max pooling that also notes each window's tap (see
+// max_pool2x2_index): the values of max_pool2x2_row, the taps of
+// max_pool2x2_grad_row (the first maximum; a row that may hold a NaN is redone
+// with pick2x2's exact rule).
+template <class T>
+[[gnu::noinline]] void max_pool2x2_index_row(const T* __restrict r0, const T* __restrict r1,
+                                             T* __restrict y, std::uint8_t* __restrict idx,
+                                             std::int64_t ow) {
+  bool nan = false;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2);
+    const __m512i three = _mm512_set1_epi32(3), not_positive = _mm512_set1_epi32(4);
+    for (std::int64_t j = 0; j < ow; j += 16) {
+      const Windows16 w = load_windows(r0 + 2 * j, r1 + 2 * j, ow - j);
+      const __m512 m = windows_max(w, nan);
+      const auto [ka, kb, kc, kd] = first_max_taps(w, m);
+      const __mmask16 positive = _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ);
+      __m512i k = _mm512_maskz_mov_epi32(kb, one);
+      k = _mm512_mask_mov_epi32(k, kc, two);
+      k = _mm512_mask_mov_epi32(k, kd, three);
+      k = _mm512_mask_or_epi32(k, static_cast<__mmask16>(~positive), k, not_positive);
+      _mm512_mask_storeu_ps(y + j, w.valid, m);
+      _mm512_mask_cvtepi32_storeu_epi8(idx + j, w.valid, k);
+    }
+  } else  // NOLINT(readability/braces): the scalar loop below
+#endif
+    for (std::int64_t j = 0; j < ow; ++j) {
+      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+      const T m = plain_window_max(a, b, c, d, nan);
+      const int k = a == m ? 0 : b == m ? 1 : c == m ? 2 : 3;
+      y[j] = m;
+      idx[j] = static_cast<std::uint8_t>(k | (m > T(0) ? 0 : kPoolIndexNotPositive));
+    }
+  if (!nan) return;
+  for (std::int64_t j = 0; j < ow; ++j) {
+    const T v[4] = {r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1]};
+    const int k = pick2x2(v[0], v[1], v[2], v[3]);
+    y[j] = v[k];
+    idx[j] = static_cast<std::uint8_t>(k | (v[k] > T(0) ? 0 : kPoolIndexNotPositive));
+  }
+}
+
+// The gradient of one output row from its taps (max_pool2x2_index_row's):
+// what max_pool2x2_grad_row writes, without reading the pooled input.
+template <class T>
+[[gnu::noinline]] void max_pool2x2_grad_index_row(const std::uint8_t* __restrict idx,
+                                                  const T* __restrict gy, T* __restrict d0,
+                                                  T* __restrict d1, std::int64_t ow,
+                                                  bool positive_only) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512i tap = _mm512_set1_epi32(kPoolIndexTap);
+    const __m512i not_positive = _mm512_set1_epi32(kPoolIndexNotPositive);
+    for (std::int64_t j = 0; j < ow; j += 16) {
+      const Windows16 w = window_masks(ow - j);
+      const __m512i k = _mm512_cvtepu8_epi32(load_bytes16(idx + j, w.valid, ow - j));
+      const __mmask16 pass =
+          positive_only ? _mm512_mask_testn_epi32_mask(w.valid, k, not_positive) : w.valid;
+      const __m512 v = _mm512_maskz_loadu_ps(pass, gy + j);
+      const __m512i t = _mm512_and_si512(k, tap);
+      const __mmask16 ka = _mm512_cmpeq_epi32_mask(t, _mm512_setzero_si512());
+      const __mmask16 kb = _mm512_cmpeq_epi32_mask(t, _mm512_set1_epi32(1));
+      const __mmask16 kc = _mm512_cmpeq_epi32_mask(t, _mm512_set1_epi32(2));
+      const __mmask16 kd = _mm512_cmpeq_epi32_mask(t, tap);
+      store_interleaved(d0 + 2 * j, _mm512_maskz_mov_ps(ka, v), _mm512_maskz_mov_ps(kb, v), w);
+      store_interleaved(d1 + 2 * j, _mm512_maskz_mov_ps(kc, v), _mm512_maskz_mov_ps(kd, v), w);
+    }
+    return;
+  }
+#endif
+  for (std::int64_t j = 0; j < ow; ++j) {
+    const int k = idx[j];
+    const T v = positive_only ? keep_if(gy[j], (k & kPoolIndexNotPositive) == 0) : gy[j];
+    const int t = k & kPoolIndexTap;
+    d0[2 * j] = keep_if(v, t == 0);
+    d0[2 * j + 1] = keep_if(v, t == 1);
+    d1[2 * j] = keep_if(v, t == 2);
+    d1[2 * j + 1] = keep_if(v, t == 3);
   }
 }
 
@@ -429,6 +545,32 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g,
 }
 
 template <class T>
+void max_pool2x2_index(const T* x, T* y, std::uint8_t* index, const Pool2dGeometry& g) noexcept {
+  for_planes(g, [&](std::int64_t p) {
+    const T* xp = x + p * g.h * g.w;
+    for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+      const std::int64_t o = (p * g.oh + oh) * g.ow;
+      max_pool2x2_index_row(xp + 2 * oh * g.w, xp + (2 * oh + 1) * g.w, y + o, index + o, g.ow);
+    }
+  });
+}
+
+template <class T>
+void max_pool2x2_grad_index(const std::uint8_t* index, const T* gy, T* dx, const Pool2dGeometry& g,
+                            bool positive_only) noexcept {
+  for_planes(g, [&](std::int64_t p) {
+    T* dp = dx + p * g.h * g.w;
+    for (std::int64_t oh = 0; oh < g.oh; ++oh) {
+      const std::int64_t r = 2 * oh * g.w, o = (p * g.oh + oh) * g.ow;
+      max_pool2x2_grad_index_row(index + o, gy + o, dp + r, dp + r + g.w, g.ow, positive_only);
+      // an odd last column is in no window
+      for (std::int64_t c = 2 * g.ow; c < g.w; ++c) dp[r + c] = dp[r + g.w + c] = T(0);
+    }
+    std::fill(dp + 2 * g.oh * g.w, dp + g.h * g.w, T(0));  // an odd last row likewise
+  });
+}
+
+template <class T>
 void avg_pool2d_grad(const T* gy, T* dx, const Pool2dGeometry& g, bool count_include_pad) noexcept {
   for_planes(g, [&](std::int64_t p) {
     const T* gp = gy + p * g.oh * g.ow;
@@ -472,5 +614,13 @@ template void max_pool2d_grad<double>(const double*, const double*, double*, con
                                       bool) noexcept;
 template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGeometry&, bool) noexcept;
 template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&, bool) noexcept;
+template void max_pool2x2_index<float>(const float*, float*, std::uint8_t*,
+                                       const Pool2dGeometry&) noexcept;
+template void max_pool2x2_index<double>(const double*, double*, std::uint8_t*,
+                                        const Pool2dGeometry&) noexcept;
+template void max_pool2x2_grad_index<float>(const std::uint8_t*, const float*, float*,
+                                            const Pool2dGeometry&, bool) noexcept;
+template void max_pool2x2_grad_index<double>(const std::uint8_t*, const double*, double*,
+                                             const Pool2dGeometry&, bool) noexcept;
 
 }  // namespace ms::kernels

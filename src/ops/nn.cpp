@@ -129,7 +129,18 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
   // keeps it.
   // max_pool2x2: likewise, a second output max_pool2d(y, 2) (2x2 windows at
   // stride 2, floor), pooled while the planes are in cache.
+  // max_pool2x2_index: a third output, uint8 [n, o, oh / 2, ow / 2], the tap
+  // each pooling window chose (kernels::max_pool2x2_index), from which
+  // max_pool2x2_grad_index computes the pooling's gradient without the conv
+  // output. Set by the jit with max_pool2x2, for float32 and float64.
   const bool pool2x2 = attrs.get_or<bool>("max_pool2x2", false, op);
+  const bool pool_index = attrs.get_or<bool>("max_pool2x2_index", false, op);
+  if (pool_index) {
+    MS_CHECK(pool2x2, ValueError, op,
+             ": max_pool2x2_index needs max_pool2x2 (the pooling it indexes)");
+    MS_CHECK(in[0].dtype == DType::Float32 || in[0].dtype == DType::Float64, TypeError, op,
+             ": max_pool2x2_index needs a float32 or float64 input, got ", in[0].dtype);
+  }
   if (attrs.get_or<bool>("relu", false, op) || pool2x2)
     MS_CHECK(half_to_float(in[0].dtype) == in[0].dtype, TypeError, op,
              ": the fused relu / max_pool2x2 needs a float32, float64, int32 or int64 input, got ",
@@ -172,8 +183,9 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const ops::
   if (pool2x2) {
     MS_CHECK((!known(oh) || oh >= 2) && (!known(ow) || ow >= 2), ShapeError, op,
              ": the fused max_pool2x2 needs an output of at least 2x2, got ", out);
-    result.push_back(
-        {in[0].dtype, Shape{n, o, known(oh) ? oh / 2 : kAnyDim, known(ow) ? ow / 2 : kAnyDim}});
+    const Shape pooled{n, o, known(oh) ? oh / 2 : kAnyDim, known(ow) ? ow / 2 : kAnyDim};
+    result.push_back({in[0].dtype, pooled});
+    if (pool_index) result.push_back({DType::UInt8, pooled});
   }
   if (out.is_static()) {
     shape_numel(out, std::string(op) + ": output");
@@ -197,6 +209,7 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
   const Tensor b = in.size() > 2 ? in[2].to(ct) : Tensor();
   Tensor out = empty(out_t.shape, ct);
   Tensor pooled = types.size() > 1 ? empty(types[1].shape, ct) : Tensor();
+  Tensor index = types.size() > 2 ? empty(types[2].shape, DType::UInt8) : Tensor();
   if (out.numel() > 0) {
     kernels::Conv2dGeometry g;
     g.n = x.dim(0), g.c = x.dim(1), g.h = x.dim(2), g.w = x.dim(3);
@@ -209,10 +222,12 @@ std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const ops::Attrs& at
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
                     std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>)
         kernels::conv2d<T>(x.data<T>(), w.data<T>(), b.defined() ? b.data<T>() : nullptr,
-                           out.data<T>(), g, relu, pooled.defined() ? pooled.data<T>() : nullptr);
+                           out.data<T>(), g, relu, pooled.defined() ? pooled.data<T>() : nullptr,
+                           index.defined() ? index.data<std::uint8_t>() : nullptr);
     });
   }
   if (ct != out_t.dtype) out = out.to(out_t.dtype);  // (never with relu or max_pool2x2)
+  if (index.defined()) return {out, pooled, index};
   if (pooled.defined()) return {out, pooled};
   return {out};
 }
@@ -543,6 +558,69 @@ std::vector<Tensor> avg_pool2d_grad_eval(std::span<const Tensor> in, const ops::
   return {dx};
 }
 
+// max_pool2x2_grad_index(index, grad_out){input_hw, relu}: max_pool2d_grad of
+// a 2x2, stride-2 pooling from the taps conv2d{max_pool2x2_index} noted (the
+// jit's rewrite of max_pool2d_grad(conv output, grad_out) in the CNN pattern:
+// the conv output is then never read back). input_hw: the pooled input's
+// [H, W] (H / 2 and W / 2 are grad_out's last two dims); relu: drop the
+// elements whose tap held a value that is not > 0 (max_pool2d_grad{relu}).
+// Every index byte is safe: only its tap bits and its not-positive bit are read.
+std::vector<TensorType> max_pool2x2_grad_index_infer(std::span<const TensorType> in,
+                                                     const ops::Attrs& attrs) {
+  constexpr std::string_view op = "max_pool2x2_grad_index";
+  MS_CHECK(in[0].dtype == DType::UInt8, TypeError, op, ": index dtype ", in[0].dtype,
+           " must be uint8 (conv2d's max_pool2x2_index output)");
+  MS_CHECK(grad_dtype_ok(in[1].dtype), TypeError, op, ": grad_out dtype ", in[1].dtype,
+           " is not supported (float16, bfloat16, float32, float64: gradients are floating)");
+  const Shape& is = in[0].shape;
+  const Shape& gs = in[1].shape;
+  const std::vector<std::int64_t> hw = attrs.get<std::vector<std::int64_t>>("input_hw", op);
+  MS_CHECK(hw.size() == 2, ShapeError, op, ": input_hw must be [H, W], got ", Shape(hw));
+  MS_CHECK(hw[0] >= 2 && hw[1] >= 2, ValueError, op, ": input_hw ", Shape(hw),
+           " must be at least [2, 2] (one 2x2 window)");
+  MS_CHECK(gs.is_any_rank() || gs.rank() == 3 || gs.rank() == 4, ShapeError, op, ": grad_out ", gs,
+           " must be 3-D or 4-D [(N,) C, H / 2, W / 2]");
+  bool same = is.is_any_rank() || gs.is_any_rank() || is.rank() == gs.rank();
+  for (std::size_t d = 0; same && !is.is_any_rank() && !gs.is_any_rank() && d < gs.size(); ++d)
+    same = !known(is[d]) || !known(gs[d]) || is[d] == gs[d];
+  MS_CHECK(same, ShapeError, op, ": index ", is, " and grad_out ", gs,
+           " must have one shape (one tap per pooled element)");
+  if (gs.is_any_rank()) return {{in[1].dtype, gs}};
+  Shape out = gs;
+  for (std::size_t a = 0; a < 2; ++a) {
+    std::int64_t& d = out[out.size() - 2 + a];
+    MS_CHECK(!known(d) || d == hw[a] / 2, ShapeError, op, ": grad_out ", gs, " must end in [",
+             hw[0] / 2, ", ", hw[1] / 2, "] for input_hw ", Shape(hw), " (2x2 windows, stride 2)");
+    d = hw[a];
+  }
+  if (out.is_static()) shape_numel(out, std::string(op) + ": output");
+  return {{in[1].dtype, out}};
+}
+
+std::vector<Tensor> max_pool2x2_grad_index_eval(std::span<const Tensor> in,
+                                                const ops::Attrs& attrs) {
+  constexpr std::string_view op = "max_pool2x2_grad_index";
+  const TensorType t = max_pool2x2_grad_index_infer(ops::types_of(in), attrs)[0];
+  const DType ct = half_to_float(t.dtype);
+  const Tensor index = in[0].contiguous(), gy = in[1].to(ct);  // dense
+  Tensor dx = empty(t.shape, ct);
+  if (dx.numel() > 0) {
+    const std::size_t r = t.shape.size();
+    kernels::Pool2dGeometry g;
+    g.h = t.shape[r - 2], g.w = t.shape[r - 1];
+    g.planes = shape_numel(t.shape) / (g.h * g.w);
+    g.oh = g.h / 2, g.ow = g.w / 2, g.kh = 2, g.kw = 2, g.sh = 2, g.sw = 2;
+    const bool relu = attrs.get_or<bool>("relu", false, op);
+    const std::uint8_t* k = index.data<std::uint8_t>();
+    if (ct == DType::Float64)
+      kernels::max_pool2x2_grad_index(k, gy.data<double>(), dx.data<double>(), g, relu);
+    else
+      kernels::max_pool2x2_grad_index(k, gy.data<float>(), dx.data<float>(), g, relu);
+  }
+  if (ct != t.dtype) dx = dx.to(t.dtype);
+  return {dx};
+}
+
 // ---------------------------------------------------------------- softmax_cross_entropy
 
 std::vector<TensorType> sce_infer(std::span<const TensorType> in, const ops::Attrs&) {
@@ -750,6 +828,16 @@ void register_nn_ops() {
           max_pool2d_grad_eval);
   grad_op("avg_pool2d_grad", "AvgPool2DGrad", OpKind::Pool, 1, avg_pool2d_grad_infer,
           avg_pool2d_grad_eval);
+  registry_add(OpDef{.name = "max_pool2x2_grad_index",
+                     .ir_name = "MaxPool2x2GradIndex",
+                     .kind = OpKind::Pool,
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .differentiable = false,
+                     .no_grad_reason = "max_pool2x2_grad_index is the jit's compiled form of "
+                                       "max_pool2d_grad; differentiate max_pool2d_grad instead",
+                     .infer = max_pool2x2_grad_index_infer,
+                     .eval = max_pool2x2_grad_index_eval});
 }
 
 }  // namespace ops::detail

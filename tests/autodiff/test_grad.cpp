@@ -532,9 +532,10 @@ TEST_SUITE("autodiff") {
       CHECK(eager[1].shape() == w1.shape());
     }
     CHECK(jdf.compile_count() == 1);
-    // The backward graph holds the backward ops.
+    // The backward graph holds the backward ops (max_pool2d_grad in its
+    // compiled form: from the taps the fused conv2d + relu + pool noted).
     for (const char* node :
-         {"Conv2DGradInput(", "Conv2DGradWeight(", "MaxPool2DGrad(", "AvgPool2DGrad("})
+         {"Conv2DGradInput(", "Conv2DGradWeight(", "MaxPool2x2GradIndex(", "AvgPool2DGrad("})
       CHECK_MESSAGE(jdf.dump().find(node) != std::string::npos, node, "\n", jdf.dump());
   }
 

@@ -488,6 +488,15 @@ std::vector<Case> make_cases() {
   c.push_back(
       {"max_pool2d_grad", "3x3 stride 2 pad 1 ceil", two({2, 3, 7, 7}, {2, 3, 4, 4}),
        f2([](auto& x, auto& g) { return max_pool2d_grad(x, g, {3}, {2}, {1}, {1}, true); })});
+  c.push_back({"max_pool2x2_grad_index", "odd input, relu",
+               [](unsigned s) {
+                 return Tensors{idx({2, 3, 3, 4}, s, 8).to(uint8), rnd({2, 3, 3, 4}, s + 1)};
+               },
+               [](const Tensors& xs) {
+                 return Tensors{
+                     ops::call1(ops::op("max_pool2x2_grad_index"), {xs[0], xs[1]},
+                                {{"input_hw", std::vector<std::int64_t>{7, 8}}, {"relu", true}})};
+               }});
   c.push_back({"avg_pool2d_grad", "3x3 stride 1 pad 1 exclude pad, f64", one({1, 2, 5, 5}, float64),
                f1([](auto& g) {
                  return avg_pool2d_grad(g, {1, 2, 5, 5}, {3}, {1}, {1}, false, false);

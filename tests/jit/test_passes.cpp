@@ -317,7 +317,6 @@ TEST_SUITE("jit") {
       const Tensor dy = relu_grad(max_pool2d_grad(r, g, {2}), y);
       return std::vector<Tensor>{p, dy};
     };
-    const std::vector<Shape> shapes{{2, 3, 6, 8}, {4, 3, 3, 3}, {2, 4, 3, 4}};
     // Inputs with exact zeros and ties: relu's 0 outputs tie in the windows.
     auto ints = [](const Shape& shape, int period, double shift, double scale) {
       std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
@@ -325,31 +324,39 @@ TEST_SUITE("jit") {
         v[i] = (static_cast<double>(static_cast<int>(i) % period) - shift) * scale;
       return from_vector(v, shape).to(float32);
     };
-    const std::vector<Tensor> x{ints(shapes[0], 7, 3, 1), ints(shapes[1], 3, 1, 1),
-                                ints(shapes[2], 11, 5, 0.25)};
-    for (DType dt : {float32, float64}) {
-      CAPTURE(dt);
-      ir::Graph g = trace([&](auto& in) { return block(in, dt); }, shapes);
-      const auto want = run(g, x);
-      compiler::fuse_activations(g);
-      ir::verify(g);
-      CHECK(g.count_op("relu") == 0);
-      CHECK(g.count_op("relu_grad") == 0);
-      CHECK(g.count_op("conv2d") == 1);
-      CHECK(g.count_op("max_pool2d") == 0);  // conv2d's second output now
-      CHECK(g.count_op("max_pool2d_grad") == 1);
-      const std::string d = ir::to_string(g);
-      CHECK(d.find("groups=1, relu=true, max_pool2x2=true} : (") != std::string::npos);
-      CHECK(d.find("ceil_mode=false, relu=true}") != std::string::npos);
-      const auto got = run(g, x);
-      REQUIRE(got.size() == 2);
-      for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
-      // some gradient passes, and some is masked by relu
-      const Tensor plain = max_pool2d_grad(relu(conv2d(x[0].to(dt), x[1].to(dt), std::nullopt, o)),
-                                           x[2].to(dt), {2});
-      CHECK(nonzeros(got[1]) > 0);
-      CHECK(nonzeros(got[1]) < nonzeros(plain));
-    }
+    // 6x8 planes, and 7x9 (a last row and column in no window)
+    for (const std::int64_t odd : {0, 1})
+      for (DType dt : {float32, float64}) {
+        CAPTURE(odd);
+        CAPTURE(dt);
+        const std::vector<Shape> shapes{{2, 3, 6 + odd, 8 + odd}, {4, 3, 3, 3}, {2, 4, 3, 4}};
+        const std::vector<Tensor> x{ints(shapes[0], 7, 3, 1), ints(shapes[1], 3, 1, 1),
+                                    ints(shapes[2], 11, 5, 0.25)};
+        ir::Graph g = trace([&](auto& in) { return block(in, dt); }, shapes);
+        const auto want = run(g, x);
+        compiler::fuse_activations(g);
+        ir::verify(g);
+        CHECK(g.count_op("relu") == 0);
+        CHECK(g.count_op("relu_grad") == 0);
+        CHECK(g.count_op("conv2d") == 1);
+        CHECK(g.count_op("max_pool2d") == 0);  // conv2d's second output now
+        // the pooling's gradient reads the taps conv2d noted, not its output
+        CHECK(g.count_op("max_pool2d_grad") == 0);
+        CHECK(g.count_op("max_pool2x2_grad_index") == 1);
+        const std::string d = ir::to_string(g);
+        CHECK(d.find("groups=1, relu=true, max_pool2x2=true, max_pool2x2_index=true} : (") !=
+              std::string::npos);
+        CHECK(d.find(odd ? "{input_hw=[7, 9], relu=true}" : "{input_hw=[6, 8], relu=true}") !=
+              std::string::npos);
+        const auto got = run(g, x);
+        REQUIRE(got.size() == 2);
+        for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
+        // some gradient passes, and some is masked by relu
+        const Tensor plain = max_pool2d_grad(
+            relu(conv2d(x[0].to(dt), x[1].to(dt), std::nullopt, o)), x[2].to(dt), {2});
+        CHECK(nonzeros(got[1]) > 0);
+        CHECK(nonzeros(got[1]) < nonzeros(plain));
+      }
   }
 
   TEST_CASE("activation fusion leaves what it cannot fuse exactly") {
@@ -398,6 +405,7 @@ TEST_SUITE("jit") {
     const auto [l0, g0] = f0(x, w1, b1, w2);
     const auto [l1, g1] = f1(x, w1, b1, w2);
     CHECK(f1.dump().find("max_pool2x2=true") != std::string::npos);
+    CHECK(f1.dump().find("MaxPool2x2GradIndex(") != std::string::npos);
     CHECK(bits(l0) == bits(l1));
     REQUIRE(g0.size() == 4);
     for (std::size_t i = 0; i < 4; ++i) CHECK(bits(g0[i]) == bits(g1[i]));

@@ -762,22 +762,87 @@ TEST_SUITE("ops") {
             CHECK(same_bits<std::int32_t>(got[0], y));
             CHECK(same_bits<std::int32_t>(got[1], p));
           }
+          if (dt == int32) continue;
+          // With max_pool2x2_index: a third output, the taps, from which
+          // max_pool2x2_grad_index gives max_pool2d_grad's result bitwise,
+          // with relu's gradient folded in or not.
+          ops::Attrs ai = a;
+          ai.set("max_pool2x2_index", true);
+          const std::vector<Tensor> got3 = ops::call(def, ins, ai);
+          REQUIRE(got3.size() == 3);
+          CHECK(got3[2].dtype() == uint8);
+          CHECK(got3[2].shape() == p.shape());
+          const Tensor gp = Tensor(random_tensor(p.shape(), float64, 4) * 4.0).to(dt);
+          for (bool fold_relu : {false, true}) {
+            CAPTURE(fold_relu);
+            const Tensor want = ops::call1(ops::op("max_pool2d_grad"), {y, gp},
+                                           {{"kernel_size", Ints{2}}, {"relu", fold_relu}});
+            const Tensor dx =
+                ops::call1(ops::op("max_pool2x2_grad_index"), {got3[2], gp},
+                           {{"input_hw", Ints{y.dim(2), y.dim(3)}}, {"relu", fold_relu}});
+            if (dt == float32) {
+              CHECK(same_bits<float>(got3[1], p));
+              CHECK(same_bits<float>(dx, want));
+            } else {
+              CHECK(same_bits<double>(got3[1], p));
+              CHECK(same_bits<double>(dx, want));
+            }
+          }
         }
     const ops::Attrs a{{"max_pool2x2", true}};
     const std::vector<Tensor> small{ones({1, 1, 3, 3}), ones({1, 1, 3, 3})};
     CHECK_THROWS_WITH_AS(ops::call(def, small, a),
                          doctest::Contains("max_pool2x2 needs an output of at least 2x2"),
                          ShapeError);
+    const std::vector<Tensor> four{ones({1, 1, 4, 4}), ones({1, 1, 3, 3})};
+    CHECK_THROWS_WITH_AS(ops::call(def, four, {{"max_pool2x2_index", true}}),
+                         doctest::Contains("conv2d: max_pool2x2_index needs max_pool2x2"),
+                         ValueError);
+    const std::vector<Tensor> four_i{four[0].to(int32), four[1].to(int32)};
+    CHECK_THROWS_WITH_AS(
+        ops::call(def, four_i, {{"max_pool2x2", true}, {"max_pool2x2_index", true}}),
+        doctest::Contains("max_pool2x2_index needs a float32 or float64 input, got Int32"),
+        TypeError);
+  }
+
+  TEST_CASE("max_pool2x2_grad_index: bad input") {
+    static const ops::OpDef& def = ops::op("max_pool2x2_grad_index");
+    const Tensor index = zeros({2, 3, 2, 4}, uint8), g = zeros({2, 3, 2, 4});
+    const ops::Attrs a{{"input_hw", Ints{4, 9}}};
+    CHECK(ops::call1(def, {index, g}, a).shape() == Shape{2, 3, 4, 9});
+    CHECK(ops::call1(def, {index, g.to(float16)}, a).dtype() == float16);
+    CHECK_THROWS_WITH_AS(
+        ops::call1(def, {index.to(int32), g}, a),
+        doctest::Contains("max_pool2x2_grad_index: index dtype Int32 must be uint8"), TypeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g.to(int32)}, a),
+                         doctest::Contains("grad_out dtype Int32 is not supported"), TypeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {zeros({2, 3, 2, 3}, uint8), g}, a),
+                         doctest::Contains("index [2, 3, 2, 3] and grad_out [2, 3, 2, 4] must "
+                                           "have one shape"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{6, 8}}}),
+                         doctest::Contains("grad_out [2, 3, 2, 4] must end in [3, 4] for "
+                                           "input_hw [6, 8]"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{4}}}),
+                         doctest::Contains("input_hw must be [H, W], got [4]"), ShapeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{4, 1}}}),
+                         doctest::Contains("must be at least [2, 2]"), ValueError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {zeros({8}, uint8), zeros({8})}, a),
+                         doctest::Contains("grad_out [8] must be 3-D or 4-D"), ShapeError);
+    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {}), doctest::Contains("input_hw"),
+                         ValueError);
   }
 
   // ------------------------------------------------------------ Winograd F(2x2, 3x3)
 
-  TEST_CASE("conv2d and its input gradient on the Winograd path (3x3, stride 1, >= 16 channels)") {
+  TEST_CASE("conv2d and its gradients on the Winograd path (3x3, stride 1, >= 16 channels)") {
     // Values against the double loops, with and without bias and relu, on
     // paddings 0..2, odd and even sizes (partial edge tiles), a batch that
     // does not fill its last chunk, a 2x2 output and a one-tile-wide plane.
     const std::vector<ConvCase> cases = {
         {{3, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},
+        {{9, 16, 14, 14}, {16, 16, 3, 3}, {.padding = {1}}},  // two chunks, the last partial
         {{2, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},
         {{7, 24, 5, 6}, {16, 24, 3, 3}, {}},
         {{2, 16, 6, 5}, {20, 16, 3, 3}, {.padding = {2}}},
@@ -817,6 +882,8 @@ TEST_SUITE("ops") {
                            {"relu", true}};
         check_close(ops::call1(ops::op("conv2d"), {x, w, b}, a), relu_bias, ys, dt);
         check_close(conv2d_grad_input(g, w, c.x, c.o), conv_grad_input_ref(g, w, c.x, c.o), c.x,
+                    dt);
+        check_close(conv2d_grad_weight(x, g, c.w, c.o), conv_grad_weight_ref(x, g, c.w, c.o), c.w,
                     dt);
       }
   }

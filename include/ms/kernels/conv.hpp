@@ -50,10 +50,12 @@ void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0
 /// right after its GEMM (the relu op's values exactly, NaN and -0 included).
 /// With `pooled` (size [n, o, oh / 2, ow / 2]), also pooled = max_pool2d(y)
 /// with 2x2 windows at stride 2 (max_pool2d's values exactly), computed on the
-/// planes just written while they are in cache (requires oh, ow >= 2).
+/// planes just written while they are in cache (requires oh, ow >= 2). With
+/// `pool_index` too (float and double; size [n, o, oh / 2, ow / 2]), the tap
+/// each window chose, as max_pool2x2_index (kernels/pool.hpp) writes it.
 template <class T>
 void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, bool relu = false,
-            T* pooled = nullptr);
+            T* pooled = nullptr, std::uint8_t* pool_index = nullptr);
 
 /// dx = the gradient of conv2d's input x [n, c, h, w] given the output's
 /// gradient gy [n, o, oh, ow] and the weight w [o, c / groups, kh, kw] (all
@@ -82,15 +84,15 @@ extern template void im2col<std::int32_t>(const std::int32_t*, std::int64_t, con
 extern template void im2col<std::int64_t>(const std::int64_t*, std::int64_t, const Conv2dGeometry&,
                                           std::int64_t, std::int64_t, std::int64_t*) noexcept;
 extern template void conv2d<float>(const float*, const float*, const float*, float*,
-                                   const Conv2dGeometry&, bool, float*);
+                                   const Conv2dGeometry&, bool, float*, std::uint8_t*);
 extern template void conv2d<double>(const double*, const double*, const double*, double*,
-                                    const Conv2dGeometry&, bool, double*);
+                                    const Conv2dGeometry&, bool, double*, std::uint8_t*);
 extern template void conv2d<std::int32_t>(const std::int32_t*, const std::int32_t*,
                                           const std::int32_t*, std::int32_t*, const Conv2dGeometry&,
-                                          bool, std::int32_t*);
+                                          bool, std::int32_t*, std::uint8_t*);
 extern template void conv2d<std::int64_t>(const std::int64_t*, const std::int64_t*,
                                           const std::int64_t*, std::int64_t*, const Conv2dGeometry&,
-                                          bool, std::int64_t*);
+                                          bool, std::int64_t*, std::uint8_t*);
 extern template void conv2d_grad_input<float>(const float*, const float*, float*,
                                               const Conv2dGeometry&);
 extern template void conv2d_grad_input<double>(const double*, const double*, double*,

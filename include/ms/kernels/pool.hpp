@@ -53,6 +53,29 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g,
 template <class T>
 void avg_pool2d_grad(const T* gy, T* dx, const Pool2dGeometry& g, bool count_include_pad) noexcept;
 
+/// Bits of a max_pool2x2_index entry: bits 0-1 the tap the window's maximum
+/// came from (0 top left, 1 top right, 2 bottom left, 3 bottom right), and
+/// kPoolIndexNotPositive when that value is not > 0 (0, negative or NaN).
+inline constexpr std::uint8_t kPoolIndexTap = 3, kPoolIndexNotPositive = 4;
+
+/// y = max_pool2d(x) with 2x2 windows at stride 2 (g must be that pooling:
+/// no padding or dilation, oh = h / 2, ow = w / 2), bitwise max_pool2d's
+/// values, and `index` [planes, oh, ow] names the tap each window chose, the
+/// one max_pool2d_grad sends its gradient to (the first maximum; the last NaN).
+/// With it, the gradient needs neither x nor y (max_pool2x2_grad_index).
+/// float, double.
+template <class T>
+void max_pool2x2_index(const T* x, T* y, std::uint8_t* index, const Pool2dGeometry& g) noexcept;
+
+/// dx = max_pool2d_grad(x, gy) for the pooling that max_pool2x2_index ran,
+/// from its index alone: each gy element goes to the tap the index names, the
+/// three others and an odd last row or column get 0. With `positive_only`, an
+/// element whose index has kPoolIndexNotPositive passes nothing (max_pool2d_grad's
+/// positive_only). Bitwise max_pool2d_grad's result. float, double.
+template <class T>
+void max_pool2x2_grad_index(const std::uint8_t* index, const T* gy, T* dx, const Pool2dGeometry& g,
+                            bool positive_only) noexcept;
+
 extern template void max_pool2d<float>(const float*, float*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<double>(const double*, double*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<std::int32_t>(const std::int32_t*, std::int32_t*,
@@ -70,5 +93,13 @@ extern template void avg_pool2d_grad<float>(const float*, float*, const Pool2dGe
                                             bool) noexcept;
 extern template void avg_pool2d_grad<double>(const double*, double*, const Pool2dGeometry&,
                                              bool) noexcept;
+extern template void max_pool2x2_index<float>(const float*, float*, std::uint8_t*,
+                                              const Pool2dGeometry&) noexcept;
+extern template void max_pool2x2_index<double>(const double*, double*, std::uint8_t*,
+                                               const Pool2dGeometry&) noexcept;
+extern template void max_pool2x2_grad_index<float>(const std::uint8_t*, const float*, float*,
+                                                   const Pool2dGeometry&, bool) noexcept;
+extern template void max_pool2x2_grad_index<double>(const std::uint8_t*, const double*, double*,
+                                                    const Pool2dGeometry&, bool) noexcept;
 
 }  // namespace ms::kernels
