@@ -17,6 +17,8 @@
 #
 #   bench/compare_train.sh                   # both parts, MLP epochs only
 #   CNN=1 EPOCHS=1 bench/compare_train.sh    # the CNN epoch too
+#   PART=epoch CNN=1 PAIRS=5 bench/compare_train.sh  # 5 alternated (ms, LibTorch) runs per row
+#   PART=epoch CNN=only bench/compare_train.sh       # the CNN epoch alone
 #   PART=steps bench/compare_train.sh        # only bm_train (PART=epoch: only train_epoch)
 #   PART=grad bench/compare_train.sh         # only bm_grad
 #   REPS=7 MIN_TIME=1 NO_BUILD=1 bench/compare_train.sh
@@ -183,8 +185,9 @@ fi
 
 if [ "$part" = all ] || [ "$part" = epoch ]; then
   echo >&2
-  args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}")
+  args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}" --pairs "${PAIRS:-1}")
   [ "${CNN:-0}" = 1 ] && args+=(--cnn)
+  [ "${CNN:-0}" = only ] && args+=(--cnn-only)
   echo
   "$build/bench/train_epoch" "${args[@]}"
 fi

@@ -5,6 +5,7 @@
 //   train_epoch                       # MLP, 1 epoch, 1 and 2 threads
 //   train_epoch --cnn --epochs 1      # the CNN too
 //   train_epoch --threads 1 --seed 3 --data-dir /usr/share/datasets/fashion-mnist
+//   train_epoch --cnn-only --threads 1 --pairs 5   # 5 alternated pairs, median ratio
 //
 // Each measurement runs in its own child process, so each one's peak resident
 // memory (getrusage) is its own: the ms children are this program re-executed
@@ -21,6 +22,7 @@
 // last batch of 32 has another shape).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -131,7 +133,7 @@ Result run_child(const std::string& cmd) {
 int usage() {
   std::fprintf(stderr,
                "usage: train_epoch [--cnn] [--cnn-only] [--epochs N] [--threads 1,2] [--seed S] "
-               "[--data-dir DIR]\n");
+               "[--pairs N] [--data-dir DIR]\n");
   return 2;
 }
 
@@ -152,6 +154,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models{"mlp"};
   std::vector<int> threads{1, 2};
   int epochs = 1;
+  int pairs = 1;  // alternated (ms, LibTorch) runs per cell: this VM's speed drifts by minutes
   std::uint64_t seed = 1;
   std::string data_dir(ms::data::FashionMNIST::kDefaultDir);
   for (int i = 1; i < argc; ++i) {
@@ -163,6 +166,8 @@ int main(int argc, char** argv) {
       models = {"cnn"};
     } else if (k == "--epochs" && has_value) {
       epochs = std::atoi(argv[++i]);
+    } else if (k == "--pairs" && has_value) {
+      pairs = std::atoi(argv[++i]);
     } else if (k == "--seed" && has_value) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (k == "--data-dir" && has_value) {
@@ -178,7 +183,7 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (epochs < 1 || threads.empty()) return usage();
+  if (epochs < 1 || pairs < 1 || threads.empty()) return usage();
 
   const std::string self = self_path();
   const std::string dir = self.substr(0, self.rfind('/') + 1);
@@ -190,7 +195,10 @@ int main(int argc, char** argv) {
   struct Row {
     std::string model;
     int nt;
-    Result ms, torch;
+    Result ms, torch;                   // the first pair (accuracy, RSS, compiles)
+    std::vector<double> ms_s, torch_s;  // s/epoch of every pair that ran
+    std::vector<double> ratios;         // LibTorch / ms per pair
+    double load_lo = 1e9, load_hi = 0;
   };
   std::vector<Row> rows;
   for (const std::string& m : models)
@@ -198,26 +206,47 @@ int main(int argc, char** argv) {
       const std::string args = " --model " + m + " --threads " + std::to_string(nt) + " --epochs " +
                                std::to_string(epochs) + " --seed " + std::to_string(seed) +
                                " --data-dir '" + data_dir + "'";
-      Row r{m, nt, {}, {}};
-      // OMP_WAIT_POLICY unset in both: each library's default spinning.
-      r.ms = run_child("'" + self + "' --child" + args);
-      if (have_torch) r.torch = run_child("'" + twin + "'" + args);
+      Row r{m, nt, {}, {}, {}, {}, {}};
+      for (int k = 0; k < pairs; ++k) {
+        // OMP_WAIT_POLICY unset in both: each library's default spinning.
+        const Result ms = run_child("'" + self + "' --child" + args);
+        const Result torch = have_torch ? run_child("'" + twin + "'" + args) : Result{};
+        if (k == 0) r.ms = ms, r.torch = torch;
+        r.ms.ok = r.ms.ok && ms.ok;
+        if (have_torch) r.torch.ok = r.torch.ok && torch.ok;
+        for (const Result* x : {&ms, &torch})
+          if (x->ok) {
+            r.load_lo = std::min({r.load_lo, x->load_before, x->load_after});
+            r.load_hi = std::max({r.load_hi, x->load_before, x->load_after});
+          }
+        if (ms.ok) r.ms_s.push_back(ms.num("sec_per_epoch"));
+        if (torch.ok) r.torch_s.push_back(torch.num("sec_per_epoch"));
+        if (ms.ok && torch.ok && ms.num("sec_per_epoch") > 0)
+          r.ratios.push_back(torch.num("sec_per_epoch") / ms.num("sec_per_epoch"));
+      }
       rows.push_back(r);
     }
 
   std::printf(
       "Fashion-MNIST, batch 64, SGD lr 0.05 momentum 0.9, %d epoch(s), seed %llu; one child "
-      "process "
-      "per cell. Speed-up = LibTorch s/epoch / ms s/epoch (> 1: ms faster). RSS: peak (getrusage) "
-      "and, in brackets, at the start of main (libraries loaded, no data).\n\n",
-      epochs, static_cast<unsigned long long>(seed));
+      "process per run, %d alternated (ms, LibTorch) pair(s) per row: s/epoch are medians, the "
+      "speed-up is the median of the pairs' LibTorch s/epoch / ms s/epoch (> 1: ms faster; their "
+      "range in brackets). RSS: peak (getrusage) and, in brackets, at the start of main "
+      "(libraries loaded, no data), first pair.\n\n",
+      epochs, static_cast<unsigned long long>(seed), pairs);
   std::printf(
       "| model | threads | ms s/epoch | LibTorch s/epoch | speed-up | ms test acc | LibTorch test "
       "acc | ms peak RSS | LibTorch peak RSS | load (1 min) |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
-  auto cell_s = [](const Result& r) {
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+  };
+  auto cell_s = [&](const Result& r, const std::vector<double>& s) {
     char b[64];
-    std::snprintf(b, sizeof b, r.ok ? "%.2f" : "failed", r.num("sec_per_epoch"));
+    std::snprintf(b, sizeof b, r.ok ? "%.2f" : "failed", median(s));
     return std::string(b);
   };
   auto cell_acc = [](const Result& r) {
@@ -233,19 +262,19 @@ int main(int argc, char** argv) {
   };
   for (const Row& r : rows) {
     std::string ratio = "—";
-    if (r.ms.ok && r.torch.ok && r.ms.num("sec_per_epoch") > 0) {
-      char b[64];
-      std::snprintf(b, sizeof b, "**%.2fx**",
-                    r.torch.num("sec_per_epoch") / r.ms.num("sec_per_epoch"));
+    if (r.ms.ok && r.torch.ok && !r.ratios.empty()) {
+      char b[96];
+      const auto [lo, hi] = std::minmax_element(r.ratios.begin(), r.ratios.end());
+      if (r.ratios.size() > 1)
+        std::snprintf(b, sizeof b, "**%.2fx** (%.2f-%.2f)", median(r.ratios), *lo, *hi);
+      else
+        std::snprintf(b, sizeof b, "**%.2fx**", r.ratios[0]);
       ratio = b;
     }
     char load[64];
-    std::snprintf(
-        load, sizeof load, "%.1f-%.1f",
-        std::min({r.ms.load_before, r.ms.load_after, r.torch.ok ? r.torch.load_before : 1e9}),
-        std::max({r.ms.load_before, r.ms.load_after, r.torch.load_after}));
+    std::snprintf(load, sizeof load, "%.1f-%.1f", r.load_lo, r.load_hi);
     std::printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.model.c_str(), r.nt,
-                cell_s(r.ms).c_str(), cell_s(r.torch).c_str(), ratio.c_str(),
+                cell_s(r.ms, r.ms_s).c_str(), cell_s(r.torch, r.torch_s).c_str(), ratio.c_str(),
                 cell_acc(r.ms).c_str(), cell_acc(r.torch).c_str(), cell_rss(r.ms).c_str(),
                 cell_rss(r.torch).c_str(), load);
   }

@@ -213,7 +213,7 @@ std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource>
   return prev;
 }
 
-Storage::Storage(std::byte* data, std::int64_t nbytes)
+Storage::Storage(Key, std::byte* data, std::int64_t nbytes)
     : data_(data), nbytes_(nbytes), serial_(g_serial.fetch_add(1, std::memory_order_relaxed)) {}
 
 std::uint64_t Storage::next_serial() { return g_serial.load(std::memory_order_relaxed); }
@@ -230,7 +230,7 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
     if (std::byte* mem = source->acquire(nbytes, token)) {
       std::shared_ptr<Storage> s;
       try {
-        s.reset(new Storage(mem, nbytes));
+        s = std::make_shared<Storage>(Key{}, mem, nbytes);
       } catch (...) {
         source->release(token, true);
         throw;
@@ -248,7 +248,7 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
            " bytes");
   std::shared_ptr<Storage> s;
   try {
-    s.reset(new Storage(static_cast<std::byte*>(p), nbytes));
+    s = std::make_shared<Storage>(Key{}, static_cast<std::byte*>(p), nbytes);
   } catch (...) {
     free_block(p, rounded);
     if (source) source->release(token, false);

@@ -44,6 +44,31 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   return r;
 }
 
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out) {
+  // ew_run's grain: up to it, the interpreter runs on one thread too.
+  constexpr std::int64_t kMaxDense = std::int64_t{1} << 16;
+  const Tensor& a = *operands[0];
+  if (!a.defined() || a.is_symbolic() || !a.is_contiguous()) return false;
+  const DType t = a.dtype();
+  const std::int64_t n = a.numel();
+  if (n == 0 || n > kMaxDense) return false;
+  for (const Tensor* b : operands.subspan(1))
+    if (!b->defined() || b->is_symbolic() || b->dtype() != t || b->shape() != a.shape() ||
+        !b->is_contiguous())
+      return false;
+  const kernels::EwDenseFn fn = kernels::ew_dense_kernel(op_id, t);
+  if (fn == nullptr) return false;
+  const kernels::EwOperand types_in[2] = {{t, false, ScalarKind::Float},
+                                          {t, false, ScalarKind::Float}};
+  const kernels::EwTypes types = kernels::ew_infer_types(
+      op_id, std::span<const kernels::EwOperand>(types_in, operands.size()));
+  if (types.out != t || types.compute != t || types.operand != t) return false;
+  out = empty(a.shape(), t);
+  const void* in[2] = {a.raw_data(), operands.size() > 1 ? operands[1]->raw_data() : nullptr};
+  fn(in, out.raw_data(), n);
+  return true;
+}
+
 Tensor evaluate(Lowering& L, const Lowered& root) {
   const kernels::EwProgram prog = L.builder.finish(root.reg, root.shape, root.dtype);
   return kernels::ew_eval(prog, L.inputs);

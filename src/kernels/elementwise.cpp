@@ -592,6 +592,12 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   });
 }
 
+EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {
+  const int r = reg_index(t);
+  if (op_id < 0 || static_cast<std::size_t>(op_id) >= kApply.size() || r < 0) return nullptr;
+  return kApply[static_cast<std::size_t>(op_id)][static_cast<std::size_t>(r)];
+}
+
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs) {
   Tensor out = empty(prog.shape, prog.dtype);
   ew_run(prog, inputs, out);

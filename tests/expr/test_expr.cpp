@@ -2,6 +2,7 @@
 // promotion of trees, operand lifetimes, assignment in place.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <ms/ms.hpp>
 #include <random>
 
@@ -17,6 +18,89 @@ Tensor rand_f32(const Shape& s, unsigned seed) {
 }  // namespace
 
 TEST_SUITE("expr") {
+  TEST_CASE("small ops: the dense path computes the interpreter's values, bitwise") {
+    // Every unary and binary op in every register dtype: expr::eval_dense
+    // (what `a + b` or `relu(x)` on dense tensors of one shape and dtype runs)
+    // against the op table's entry (the program interpreter), bit for bit,
+    // on values with zeros, ties and negatives (and NaN and infinities in floats).
+    int taken = 0;
+    for (int id = 0; id < ops::ElementwiseOps::size; ++id) {
+      const ops::EwOpInfo& info = ops::ew_op_info(id);
+      if (info.arity > 2) continue;
+      for (DType dt : {bool_, int32, int64, float32, float64}) {
+        CAPTURE(info.name);
+        CAPTURE(dt);
+        std::vector<double> va(1000), vb(1000);
+        for (std::size_t i = 0; i < va.size(); ++i) {
+          va[i] = static_cast<double>(static_cast<int>(i % 7) - 3) * 0.5;
+          vb[i] = static_cast<double>(static_cast<int>(i % 5) - 2);
+        }
+        if (dtype_is_float(dt)) va[3] = std::nan(""), va[10] = INFINITY, vb[11] = -INFINITY;
+        const Tensor a = from_vector(va, {10, 100}).to(dt), b = from_vector(vb, {10, 100}).to(dt);
+        const std::vector<Tensor> in =
+            info.arity == 1 ? std::vector<Tensor>{a} : std::vector<Tensor>{a, b};
+        const std::vector<const Tensor*> ptrs =
+            info.arity == 1 ? std::vector<const Tensor*>{&a} : std::vector<const Tensor*>{&a, &b};
+        Tensor fast, slow;
+        bool took = false, slow_threw = false;
+        try {
+          slow = ops::call1(ops::op(info.name), in);
+        } catch (const Error&) {
+          slow_threw = true;
+        }
+        if (slow_threw) {  // a dtype the op refuses: the dense path refuses it as well
+          CHECK_THROWS_AS(expr::eval_dense(id, ptrs, fast), Error);
+          continue;
+        }
+        took = expr::eval_dense(id, ptrs, fast);
+        // It takes every op whose value keeps the operands' dtype (bool
+        // operands: only where the op also computes in bool, as logical_and).
+        if (dt != bool_)
+          CHECK(took == (slow.dtype() == dt));
+        else
+          CHECK((!took || slow.dtype() == dt));
+        if (!took) continue;
+        ++taken;
+        REQUIRE(fast.dtype() == slow.dtype());
+        REQUIRE(fast.shape() == slow.shape());
+        CHECK(std::memcmp(fast.raw_data(), slow.raw_data(),
+                          static_cast<std::size_t>(fast.numel() * dtype_itemsize(dt))) == 0);
+      }
+    }
+    CHECK(taken > 60);
+    MESSAGE(taken, " (op, dtype) pairs on the dense path");
+  }
+
+  TEST_CASE("small ops: the dense path declines what the interpreter must do") {
+    const Tensor a = ones({4, 8}), b = ones({4, 8});
+    Tensor out;
+    const int add = ops::ew_op_find("add");
+    const Tensor* two[] = {&a, &b};
+    CHECK(expr::eval_dense(add, two, out));
+    CHECK(out.to_vector<float>() == std::vector<float>(32, 2.f));
+    const Tensor d = ones({4, 8}, float64), bc = ones({8}), t = ones({8, 4}).transpose(0, 1);
+    const Tensor big = ones({(1 << 16) + 1}), big2 = ones({(1 << 16) + 1}), i = ones({4, 8}, int32);
+    for (const auto& [x, y] : std::vector<std::pair<const Tensor*, const Tensor*>>{
+             {&a, &d},       // dtypes differ (promotion)
+             {&a, &bc},      // shapes differ (broadcasting)
+             {&a, &t},       // a strided operand
+             {&big, &big2},  // over 2^16 elements: the threaded interpreter
+         }) {
+      const Tensor* ops2[] = {x, y};
+      Tensor r;
+      CHECK_FALSE(expr::eval_dense(add, ops2, r));
+      CHECK_FALSE(r.defined());
+    }
+    const Tensor* ints[] = {&i, &i};
+    Tensor r;
+    CHECK_FALSE(expr::eval_dense(ops::ew_op_find("div"), ints, r));  // int / int is float
+    CHECK_FALSE(expr::eval_dense(ops::ew_op_find("lt"), two, r));    // a bool result
+    // The interpreter still computes them, with the same values a + b has.
+    CHECK(allclose(Tensor(a + d), full({4, 8}, 2.0, float64)));
+    CHECK(allclose(Tensor(a + t), full({4, 8}, 2.f)));
+    CHECK(Tensor(big + big2).to_vector<float>() == std::vector<float>((1 << 16) + 1, 2.f));
+  }
+
   TEST_CASE("expressions are types, not computations") {
     const Tensor a = ones({3}), b = ones({3});
     static_assert(TensorExpr<decltype(a + b)>);

@@ -65,6 +65,10 @@ std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource>
 
 /// A block of aligned bytes. Created only through `Storage::allocate`.
 class Storage {
+  struct Key {  // only allocate() can name it, so only allocate() can construct
+    explicit Key() = default;
+  };
+
  public:
   /// Allocates `nbytes` (uninitialized), 64-byte aligned. `what` names the API
   /// for the error message when the request is over the cap or refused.
@@ -73,6 +77,8 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
+  /// For allocate (through std::make_shared: the storage and its count in one allocation).
+  Storage(Key, std::byte* data, std::int64_t nbytes);
 
   std::byte* data() const { return data_; }
   std::int64_t nbytes() const { return nbytes_; }
@@ -86,7 +92,6 @@ class Storage {
   void set_label(std::string label) { label_ = std::move(label); }
 
  private:
-  Storage(std::byte* data, std::int64_t nbytes);
   std::byte* data_;
   std::int64_t nbytes_;
   std::uint64_t serial_;

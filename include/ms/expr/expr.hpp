@@ -124,6 +124,20 @@ struct ScalarVal {
   }
 };
 
+/// The tensor of a tensor leaf.
+inline const Tensor* leaf_tensor(const TensorRef& r) { return r.t; }
+inline const Tensor* leaf_tensor(const TensorVal& v) { return &v.t; }
+template <class C>
+inline constexpr bool is_tensor_leaf = std::is_same_v<C, TensorRef> || std::is_same_v<C, TensorVal>;
+
+/// The small-op path of Expr::eval: one op applied to one or two dense
+/// tensors of one shape and one dtype, whose value has that dtype (`a + b`,
+/// `relu(x)` in float32, ...), up to 2^16 elements: the op's dense kernel
+/// writes a new tensor, without building a program (the values ew_run would
+/// compute, with the same kernel; larger tensors take the tiled, threaded
+/// interpreter). Returns false, doing nothing, for anything else.
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out);
+
 /// A subexpression as ms::jit traces it: a (symbolic) tensor or a weak number.
 struct Traced {
   Tensor t;
@@ -173,6 +187,16 @@ class Expr {
   /// ms::jit traces, records its ops instead (the jit fuses them again).
   Tensor eval() const {
     if (ops::active_tracer() != nullptr) return trace();
+    if constexpr (sizeof...(Children) <= 2 && (expr::is_tensor_leaf<Children> && ...)) {
+      Tensor out;
+      const bool done = std::apply(
+          [&](const auto&... c) {
+            const Tensor* operands[] = {expr::leaf_tensor(c)...};
+            return expr::eval_dense(ops::ew_op_id<Op>, operands, out);
+          },
+          children_);
+      if (done) return out;
+    }
     expr::Lowering L;
     const expr::Lowered root = lower(L);
     return expr::evaluate(L, root);

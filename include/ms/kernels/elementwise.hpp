@@ -101,4 +101,11 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
 /// Allocates the output (the only allocation) and runs the program.
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
 
+/// The dense kernel of one op (ElementwiseOps id) on `arity` buffers of the
+/// register type t: fn(in, out, n) computes out[i] = op(in[0][i], ...) for
+/// i < n, the values ew_run computes (the same kernel). Null when the op has
+/// none for t (bool, int32, int64, float32 or float64) or t is no register type.
+using EwDenseFn = void (*)(const void* const* in, void* out, std::int64_t n);
+EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept;
+
 }  // namespace ms::kernels
