@@ -532,14 +532,30 @@ Tensor tensor(std::initializer_list<Scalar> values) {
 Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> rows, DType dtype) {
   const std::int64_t r = static_cast<std::int64_t>(rows.size());
   const std::int64_t c = r ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
-  Tensor out = empty({r, c}, dtype);
   std::int64_t i = 0;
   for (const auto& row : rows) {
     MS_CHECK(static_cast<std::int64_t>(row.size()) == c, ShapeError, "tensor: row ", i, " has ",
              row.size(), " values but row 0 has ", c, " (rows must have equal lengths)");
-    out.select(0, i).copy_(tensor(row, dtype));
     ++i;
   }
+  // The values in an exact carrier (int64 for integer and bool targets, above
+  // 2^53 too; complex128 otherwise), converted straight into the result: a
+  // literal is a constant, also while ms::jit traces (no in-place row copies,
+  // which a trace would record as writes into a value of the graph).
+  const bool ints = dtype_is_int(dtype) || dtype == bool_ || dtype == int4;
+  Tensor carrier = empty({r, c}, ints ? int64 : complex128);
+  if (ints) {
+    auto* q = carrier.data<std::int64_t>();
+    for (const auto& row : rows)
+      for (const Scalar& s : row) *q++ = s.to<std::int64_t>();
+  } else {
+    auto* p = carrier.data<complex128_t>();
+    for (const auto& row : rows)
+      for (const Scalar& s : row) *p++ = s.to<complex128_t>();
+  }
+  if (carrier.dtype() == dtype) return carrier;
+  Tensor out = empty({r, c}, dtype);
+  detail::copy_convert(carrier, out);
   return out;
 }
 Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> rows) {

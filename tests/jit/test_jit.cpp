@@ -89,6 +89,33 @@ TEST_SUITE("jit") {
     CHECK(f.dump().find("Mul") == std::string::npos);  // ones * 2 folded
   }
 
+  TEST_CASE("literals inside the function: 1-D and 2-D, every kind of value") {
+    // A 2-D literal used to be built by row copies, which a trace records as
+    // writes into graph values (an error); it is a constant like the 1-D one.
+    auto f = jit(
+        [](const auto& x) {
+          return std::make_tuple(Tensor(x + tensor({{1.f, 2.f}, {3.f, 4.f}})),
+                                 Tensor(x * tensor({{1, -2}, {3, 4}}, float64)),
+                                 Tensor(x + tensor({0.5, 1.5})));
+        },
+        kTest);
+    const Tensor x = full({2, 2}, 1.0, float64);
+    const auto [a, b, c] = f(x);
+    CHECK(a.dtype() == float64);
+    CHECK(a.to_vector<double>() == std::vector<double>{2, 3, 4, 5});
+    CHECK(b.to_vector<double>() == std::vector<double>{1, -2, 3, 4});
+    CHECK(c.to_vector<double>() == std::vector<double>{1.5, 2.5, 1.5, 2.5});
+    // the same values eagerly; integers above 2^53 stay exact; ragged rows are refused
+    CHECK(tensor({{1.f, 2.f}, {3.f, 4.f}}).shape() == Shape{2, 2});
+    CHECK(tensor({{std::int64_t{1} << 60, 1}}).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{std::int64_t{1} << 60, 1});
+    CHECK(tensor({{true, false}}).dtype() == bool_);
+    CHECK_THROWS_WITH_AS(tensor({{1, 2}, {3}}), doctest::Contains("tensor: row 1 has 1 values"),
+                         ShapeError);
+    auto g = jit([](const auto& x) { return x + tensor({{1, 2}, {3}}); }, kTest);
+    CHECK_THROWS_WITH_AS(g(x), doctest::Contains("tensor: row 1 has 1 values"), ShapeError);
+  }
+
   TEST_CASE("updates of captured parameters are side effects of the graph") {
     Tensor w = full({2}, 1.f);
     auto step = jit(
