@@ -512,18 +512,27 @@ DType literal_dtype(std::initializer_list<Scalar> values) {
 Tensor tensor(const Scalar& value) { return full({}, value); }
 Tensor tensor(const Scalar& value, DType dtype) { return full({}, value, dtype); }
 
-Tensor tensor(std::initializer_list<Scalar> values, DType dtype) {
-  Tensor t = empty({static_cast<std::int64_t>(values.size())}, complex128);
+namespace {
+// A literal's values (row-major) as a `shape` tensor in an exact carrier:
+// int64 for integer and bool targets (complex128 would round integers above
+// 2^53), complex128 otherwise.
+Tensor literal_carrier(std::span<const Scalar> values, const Shape& shape, DType dtype) {
+  if (dtype_is_int(dtype) || dtype == bool_ || dtype == int4) {
+    Tensor t = empty(shape, int64);
+    auto* q = t.data<std::int64_t>();
+    for (const Scalar& s : values) *q++ = s.to<std::int64_t>();
+    return t;
+  }
+  Tensor t = empty(shape, complex128);
   auto* p = t.data<complex128_t>();
   for (const Scalar& s : values) *p++ = s.to<complex128_t>();
-  // Integers above 2^53 would lose precision through complex128; store them exactly.
-  if (dtype_is_int(dtype) || dtype == bool_ || dtype == int4) {
-    Tensor i = empty({static_cast<std::int64_t>(values.size())}, int64);
-    auto* q = i.data<std::int64_t>();
-    for (const Scalar& s : values) *q++ = s.to<std::int64_t>();
-    return i.to(dtype);
-  }
-  return t.to(dtype);
+  return t;
+}
+}  // namespace
+
+Tensor tensor(std::initializer_list<Scalar> values, DType dtype) {
+  const std::int64_t n = static_cast<std::int64_t>(values.size());
+  return literal_carrier({values.begin(), values.size()}, {n}, dtype).to(dtype);
 }
 Tensor tensor(std::initializer_list<Scalar> values) {
   return tensor(values, literal_dtype(values));
@@ -538,21 +547,13 @@ Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> rows, DType d
              row.size(), " values but row 0 has ", c, " (rows must have equal lengths)");
     ++i;
   }
-  // The values in an exact carrier (int64 for integer and bool targets, above
-  // 2^53 too; complex128 otherwise), converted straight into the result: a
+  // The values in an exact carrier, converted straight into the result: a
   // literal is a constant, also while ms::jit traces (no in-place row copies,
   // which a trace would record as writes into a value of the graph).
-  const bool ints = dtype_is_int(dtype) || dtype == bool_ || dtype == int4;
-  Tensor carrier = empty({r, c}, ints ? int64 : complex128);
-  if (ints) {
-    auto* q = carrier.data<std::int64_t>();
-    for (const auto& row : rows)
-      for (const Scalar& s : row) *q++ = s.to<std::int64_t>();
-  } else {
-    auto* p = carrier.data<complex128_t>();
-    for (const auto& row : rows)
-      for (const Scalar& s : row) *p++ = s.to<complex128_t>();
-  }
+  std::vector<Scalar> flat;
+  flat.reserve(static_cast<std::size_t>(r * c));
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  const Tensor carrier = literal_carrier(flat, {r, c}, dtype);
   if (carrier.dtype() == dtype) return carrier;
   Tensor out = empty({r, c}, dtype);
   detail::copy_convert(carrier, out);

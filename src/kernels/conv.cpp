@@ -241,9 +241,7 @@ ConvPlan conv_plan(const Conv2dGeometry& g) {
 template <class T>
 void pool2x2_planes(const T* y, T* pooled, std::uint8_t* index, std::int64_t first,
                     std::int64_t planes, const Conv2dGeometry& g) {
-  Pool2dGeometry pg;
-  pg.planes = planes, pg.h = g.oh, pg.w = g.ow, pg.kh = 2, pg.kw = 2;
-  pg.oh = g.oh / 2, pg.ow = g.ow / 2, pg.sh = 2, pg.sw = 2;
+  const Pool2dGeometry pg = pool2x2_geometry(planes, g.oh, g.ow);
   const std::int64_t at = first * pg.oh * pg.ow;
   if constexpr (std::is_floating_point_v<T>) {
     if (index != nullptr) {
@@ -363,6 +361,28 @@ WinogradSpace winograd_space(const WinogradPlan& p, std::int64_t cin, std::int64
           p.per_chunk * (2 * p.th) * (2 * p.tw) * cout};
 }
 
+// Planes x [imgs, ch, h, w] into dst [imgs, bh, bw, ch] (channels last), at
+// row and column offsets top, left >= 0, clipped to the buffer, zeros
+// elsewhere: each plane row read once, in order, scattered into the
+// (cache-resident) buffer.
+template <class T>
+void to_channels_last(const T* x, std::int64_t imgs, std::int64_t ch, std::int64_t h,
+                      std::int64_t w, T* dst, std::int64_t bh, std::int64_t bw, std::int64_t top,
+                      std::int64_t left) {
+  const std::int64_t r1 = std::min(bh, h + top), c1 = std::min(bw, w + left);
+  if (top > 0 || left > 0 || r1 < bh || c1 < bw)  // not every element is written below
+    std::fill(dst, dst + imgs * bh * bw * ch, T(0));
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t c = 0; c < ch; ++c) {
+      const T* xp = x + (i * ch + c) * h * w;
+      T* d = dst + i * bh * bw * ch + c;
+      for (std::int64_t r = top; r < r1; ++r) {
+        const T* src = xp + (r - top) * w;
+        for (std::int64_t q = left; q < c1; ++q) d[(r * bw + q) * ch] = src[q - left];
+      }
+    }
+}
+
 // The input side of a chunk, images [i0, i1): the padded input, channels
 // last, into `in` ([image, row, col, cin], zeros outside the image), and its
 // transform V[xi] [tiles, cin] = (B^T d B)[xi] of each tile's 4x4 patch d
@@ -372,20 +392,8 @@ void winograd_input(const T* x, const Conv2dGeometry& g, std::int64_t cin, const
                     std::int64_t i0, std::int64_t i1, T* in, T* v) {
   const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
   const std::int64_t ph = 2 * p.th + 2, pw = 2 * p.tw + 2;  // the padded plane
-  // The padded input, channels last (zeros outside the image): each input
-  // row read once, in order, scattered into the (cache-resident) buffer.
-  std::fill(in, in + imgs * ph * pw * cin, T(0));
-  const std::int64_t r0 = std::max<std::int64_t>(g.ph, 0), r1 = std::min(ph, g.h + g.ph);
-  const std::int64_t c1 = std::min(pw, g.w + g.pw);
-  for (std::int64_t i = 0; i < imgs; ++i)
-    for (std::int64_t ci = 0; ci < cin; ++ci) {
-      const T* xp = x + ((i0 + i) * cin + ci) * g.h * g.w;
-      T* dst = in + i * ph * pw * cin + ci;
-      for (std::int64_t r = r0; r < r1; ++r) {
-        const T* src = xp + (r - g.ph) * g.w;
-        for (std::int64_t c = g.pw; c < c1; ++c) dst[(r * pw + c) * cin] = src[c - g.pw];
-      }
-    }
+  // The padded input, channels last (zeros outside the image).
+  to_channels_last(x + i0 * cin * g.h * g.w, imgs, cin, g.h, g.w, in, ph, pw, g.ph, g.pw);
   // Input transform: V[xi][t] = (B^T d B)[xi] of tile t's 4x4 patch d, per channel.
   const std::int64_t vstride = cols * cin;  // between xi planes of V
   for (std::int64_t i = 0; i < imgs; ++i)
@@ -620,17 +628,8 @@ void winograd_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& 
     const std::int64_t i0 = c * p.per_chunk, i1 = std::min(g.n, i0 + p.per_chunk);
     const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
     winograd_input(x, g, cin, p, i0, i1, in, v);
-    // gy channels last, an odd last row or column of tiles padded with zeros:
-    // each gy plane read once, in order, scattered into the (cache-resident)
-    // buffer, as the input.
-    if (oh2 != g.oh || ow2 != g.ow) std::fill(gl, gl + imgs * oh2 * ow2 * cout, T(0));
-    for (std::int64_t i = 0; i < imgs; ++i)
-      for (std::int64_t co = 0; co < cout; ++co) {
-        const T* src = gy + ((i0 + i) * cout + co) * g.oh * g.ow;
-        T* dst = gl + i * oh2 * ow2 * cout + co;
-        for (std::int64_t r = 0; r < g.oh; ++r)
-          for (std::int64_t q = 0; q < g.ow; ++q) dst[(r * ow2 + q) * cout] = src[r * g.ow + q];
-      }
+    // gy channels last, an odd last row or column of tiles padded with zeros.
+    to_channels_last(gy + i0 * cout * g.oh * g.ow, imgs, cout, g.oh, g.ow, gl, oh2, ow2, 0, 0);
     // Y[xi][t] = (A g A^T)[xi] of tile t's 2x2 block g = [[a, b], [c, d]]:
     // A g has the rows [a, b], [a + c, b + d], [a - c, b - d], [-c, -d], and
     // each row [e, f] times A^T is [e, e + f, e - f, -f].

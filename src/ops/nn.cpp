@@ -268,16 +268,19 @@ Shape size_attr(const ops::Attrs& attrs, std::string_view name, std::string_view
 }
 
 // grad_out must have the forward's output shape `want` (unknown dims match).
+// a and b can be one shape: an unknown rank or dim matches anything.
+bool shapes_may_match(const Shape& a, const Shape& b) {
+  if (a.is_any_rank() || b.is_any_rank()) return true;
+  if (a.rank() != b.rank()) return false;
+  for (std::size_t d = 0; d < a.size(); ++d)
+    if (known(a[d]) && known(b[d]) && a[d] != b[d]) return false;
+  return true;
+}
+
 void check_grad_shape(const Shape& got, const Shape& want, std::string_view op,
                       std::string_view forward) {
-  if (got.is_any_rank() || want.is_any_rank()) return;
-  bool same = got.rank() == want.rank();
-  for (std::int64_t d = 0; same && d < got.rank(); ++d) {
-    const auto u = static_cast<std::size_t>(d);
-    same = !known(got[u]) || !known(want[u]) || got[u] == want[u];
-  }
-  MS_CHECK(same, ShapeError, op, ": grad_out ", got, " must have the shape of the ", forward,
-           " output ", want);
+  MS_CHECK(shapes_may_match(got, want), ShapeError, op, ": grad_out ", got,
+           " must have the shape of the ", forward, " output ", want);
 }
 
 kernels::Conv2dGeometry conv_geometry(const Shape& xs, const Shape& ws, const Shape& ys,
@@ -580,10 +583,7 @@ std::vector<TensorType> max_pool2x2_grad_index_infer(std::span<const TensorType>
            " must be at least [2, 2] (one 2x2 window)");
   MS_CHECK(gs.is_any_rank() || gs.rank() == 3 || gs.rank() == 4, ShapeError, op, ": grad_out ", gs,
            " must be 3-D or 4-D [(N,) C, H / 2, W / 2]");
-  bool same = is.is_any_rank() || gs.is_any_rank() || is.rank() == gs.rank();
-  for (std::size_t d = 0; same && !is.is_any_rank() && !gs.is_any_rank() && d < gs.size(); ++d)
-    same = !known(is[d]) || !known(gs[d]) || is[d] == gs[d];
-  MS_CHECK(same, ShapeError, op, ": index ", is, " and grad_out ", gs,
+  MS_CHECK(shapes_may_match(is, gs), ShapeError, op, ": index ", is, " and grad_out ", gs,
            " must have one shape (one tap per pooled element)");
   if (gs.is_any_rank()) return {{in[1].dtype, gs}};
   Shape out = gs;
@@ -606,10 +606,9 @@ std::vector<Tensor> max_pool2x2_grad_index_eval(std::span<const Tensor> in,
   Tensor dx = empty(t.shape, ct);
   if (dx.numel() > 0) {
     const std::size_t r = t.shape.size();
-    kernels::Pool2dGeometry g;
-    g.h = t.shape[r - 2], g.w = t.shape[r - 1];
-    g.planes = shape_numel(t.shape) / (g.h * g.w);
-    g.oh = g.h / 2, g.ow = g.w / 2, g.kh = 2, g.kw = 2, g.sh = 2, g.sw = 2;
+    const std::int64_t h = t.shape[r - 2], w = t.shape[r - 1];
+    const kernels::Pool2dGeometry g =
+        kernels::pool2x2_geometry(shape_numel(t.shape) / (h * w), h, w);
     const bool relu = attrs.get_or<bool>("relu", false, op);
     const std::uint8_t* k = index.data<std::uint8_t>();
     if (ct == DType::Float64)

@@ -38,20 +38,13 @@ std::vector<T> plane_values(std::size_t n, std::uint32_t seed, bool nans) {
   return v;
 }
 
-Pool2dGeometry pool2x2(std::int64_t planes, std::int64_t h, std::int64_t w) {
-  Pool2dGeometry g;
-  g.planes = planes, g.h = h, g.w = w, g.kh = 2, g.kw = 2;
-  g.oh = h / 2, g.ow = w / 2, g.sh = 2, g.sw = 2;
-  return g;
-}
-
 template <class T>
 void check_against_max_pool(std::int64_t planes, std::int64_t h, std::int64_t w, bool nans,
                             std::uint32_t seed) {
   CAPTURE(h);
   CAPTURE(w);
   CAPTURE(nans);
-  const Pool2dGeometry g = pool2x2(planes, h, w);
+  const Pool2dGeometry g = ms::kernels::pool2x2_geometry(planes, h, w);
   const auto in_n = static_cast<std::size_t>(planes * h * w);
   const auto out_n = static_cast<std::size_t>(planes * g.oh * g.ow);
   const std::vector<T> x = plane_values<T>(in_n, seed, nans);
@@ -108,7 +101,7 @@ TEST_SUITE("kernels") {
 
   TEST_CASE("max_pool2x2_grad_index reads only the tap and flag bits of an index byte") {
     // Hostile index bytes (from a tensor a user built) stay inside their window.
-    const Pool2dGeometry g = pool2x2(1, 2, 4);
+    const Pool2dGeometry g = ms::kernels::pool2x2_geometry(1, 2, 4);
     const std::vector<std::uint8_t> index{0xFF, 0xFC};  // tap 3 + flag; tap 0 + flag
     const std::vector<float> gy{2.f, 3.f};
     std::vector<float> dx(8, 7.f);

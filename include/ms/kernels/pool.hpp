@@ -53,6 +53,20 @@ void max_pool2d_grad(const T* x, const T* gy, T* dx, const Pool2dGeometry& g,
 template <class T>
 void avg_pool2d_grad(const T* gy, T* dx, const Pool2dGeometry& g, bool count_include_pad) noexcept;
 
+/// The geometry of 2x2 windows at stride 2 (no padding, floor) over `planes`
+/// [h, w] planes: what max_pool2x2_index and max_pool2x2_grad_index take.
+inline Pool2dGeometry pool2x2_geometry(std::int64_t planes, std::int64_t h, std::int64_t w) {
+  return {.planes = planes,
+          .h = h,
+          .w = w,
+          .kh = 2,
+          .kw = 2,
+          .oh = h / 2,
+          .ow = w / 2,
+          .sh = 2,
+          .sw = 2};
+}
+
 /// Bits of a max_pool2x2_index entry: bits 0-1 the tap the window's maximum
 /// came from (0 top left, 1 top right, 2 bottom left, 3 bottom right), and
 /// kPoolIndexNotPositive when that value is not > 0 (0, negative or NaN).
