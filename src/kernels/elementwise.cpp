@@ -5,6 +5,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 #include <array>
 #include <cstring>
 #include <unsupported/Eigen/SpecialFunctions>  // erf for gelu
@@ -260,6 +263,129 @@ std::byte* scratch(std::size_t bytes) {
   return buf.data() + ((64 - p % 64) % 64);
 }
 
+// Everything one instruction needs at run time, resolved before any thread starts.
+struct Step {
+  GatherPlan plan;
+  GatherFn gather = nullptr;
+  ApplyFn apply = nullptr;
+  ConvertFn convert = nullptr;
+};
+
+// Copies `bytes` from a 64-byte aligned slot to `dst` with non-temporal stores
+// where `dst` is aligned to the vector width (memcpy for the rest, and on CPUs
+// without SSE2). Callers fence (stream_fence) before the data is read.
+void stream_store(std::byte* dst, const std::byte* src, std::int64_t bytes) {
+  std::int64_t done = 0;
+#if defined(__AVX512F__)
+  constexpr std::int64_t kVec = 64;
+  if (reinterpret_cast<std::uintptr_t>(dst) % kVec == 0)
+    for (; done + kVec <= bytes; done += kVec)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + done), _mm512_load_si512(src + done));
+#elif defined(__AVX__)
+  constexpr std::int64_t kVec = 32;
+  if (reinterpret_cast<std::uintptr_t>(dst) % kVec == 0)
+    for (; done + kVec <= bytes; done += kVec)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + done),
+                          _mm256_load_si256(reinterpret_cast<const __m256i*>(src + done)));
+#elif defined(__SSE2__)
+  constexpr std::int64_t kVec = 16;
+  if (reinterpret_cast<std::uintptr_t>(dst) % kVec == 0)
+    for (; done + kVec <= bytes; done += kVec)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + done),
+                       _mm_load_si128(reinterpret_cast<const __m128i*>(src + done)));
+#endif
+  if (done < bytes) std::memcpy(dst + done, src + done, static_cast<std::size_t>(bytes - done));
+}
+
+// Orders this thread's non-temporal stores before what follows (the end of
+// the parallel region, after which other threads read the output).
+void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// A straight program: every load a dense input of its register type, every
+// other instruction a constant or an op, the last op writing the output (the
+// caller checked that). It runs as a flat list of calls whose operands sit at
+// base + t0 * step (step 0 for a register slot). Returns false, having done
+// nothing, for any other program.
+bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
+  struct Src {
+    const std::byte* base = nullptr;  // an input's data; nullptr for a slot (or no operand)
+    std::int64_t step = 0;            // bytes per element for an input, 0 for a slot
+    int slot = -1;
+  };
+  struct Call {
+    ApplyFn fn = nullptr;
+    std::array<Src, 3> in{};
+    int dst = -1;  // slot, or -1 for the output
+  };
+  constexpr std::size_t kMaxCalls = 24, kMaxSlots = 64;
+  if (steps.size() > kMaxCalls || prog.num_regs > static_cast<int>(kMaxSlots)) return false;
+  std::array<Src, kMaxSlots> held{};  // what each slot holds at this point of the program
+  std::array<Call, kMaxCalls> calls{};
+  std::size_t ncalls = 0;
+  std::int64_t bytes_per_elem = out.itemsize();
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const EwInstr& i = prog.instrs[k];
+    if (i.kind == EwInstr::Kind::Load && steps[k].plan.direct) {
+      const GatherPlan& g = steps[k].plan;
+      const std::int64_t item = dtype_itemsize(g.src);
+      held[static_cast<std::size_t>(i.dst)] = Src{g.base + g.offset * item, item, -1};
+      bytes_per_elem += item;
+    } else if (i.kind == EwInstr::Kind::Const || i.kind == EwInstr::Kind::Apply) {
+      if (i.kind == EwInstr::Kind::Apply) {
+        Call& c = calls[ncalls++];
+        c.fn = steps[k].apply;
+        const int operands[3] = {i.a, i.b, i.c};
+        for (std::size_t j = 0; j < 3; ++j)
+          if (operands[j] >= 0) c.in[j] = held[static_cast<std::size_t>(operands[j])];
+        c.dst = k + 1 == steps.size() ? -1 : i.dst;
+      }
+      held[static_cast<std::size_t>(i.dst)] = Src{nullptr, 0, i.dst};
+    } else {
+      return false;
+    }
+  }
+  const std::int64_t numel = out.numel();
+  const std::int64_t tile = numel * bytes_per_elem > kStreamBytes ? kStreamTile : kTile;
+  std::byte* out_base = out.raw_data();
+  const std::int64_t out_item = out.itemsize();
+  const bool nt_out = numel * out_item >= kStreamOutBytes;
+  const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
+  kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
+    // One slot past the program's: the last op's tile when it is streamed out.
+    std::byte* regs = scratch((nregs + 1) * kTile * 8);
+    std::byte* staged = regs + nregs * kTile * 8;
+    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
+    for (const EwInstr& i : prog.instrs)
+      if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
+    // This thread's slot addresses; an absent operand points at the slots, unread.
+    std::array<Call, kMaxCalls> local = calls;
+    std::array<std::byte*, kMaxCalls> dst{};
+    for (std::size_t c = 0; c < ncalls; ++c) {
+      for (Src& src : local[c].in)
+        if (src.base == nullptr) src.base = src.slot >= 0 ? slot(src.slot) : regs;
+      dst[c] = local[c].dst >= 0 ? slot(local[c].dst) : nullptr;
+    }
+    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
+      const std::int64_t n = std::min(tile, e - t0);
+      for (std::size_t c = 0; c < ncalls; ++c) {
+        const std::array<Src, 3>& in = local[c].in;
+        const void* args[3] = {in[0].base + t0 * in[0].step, in[1].base + t0 * in[1].step,
+                               in[2].base + t0 * in[2].step};
+        std::byte* to = dst[c];
+        if (to == nullptr) to = nt_out ? staged : out_base + t0 * out_item;
+        local[c].fn(args, to, n);
+      }
+      if (nt_out) stream_store(out_base + t0 * out_item, staged, n * out_item);
+    }
+    if (nt_out) stream_fence();
+  });
+  return true;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- dtype rules
@@ -453,12 +579,6 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   // Everything each instruction needs at run time, resolved before any thread
   // starts (all checks happen here). Small programs keep it on the stack.
   const std::size_t ninstr = prog.instrs.size();
-  struct Step {
-    GatherPlan plan;
-    GatherFn gather = nullptr;
-    ApplyFn apply = nullptr;
-    ConvertFn convert = nullptr;
-  };
   constexpr std::size_t kInlineSteps = 24;
   std::array<Step, kInlineSteps> inline_steps;
   std::vector<Step> heap_steps;
@@ -545,6 +665,8 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   std::byte* out_base = out.raw_data();
   const std::int64_t out_item = out.itemsize();
   const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
+
+  if (direct_out && run_straight(prog, {steps, ninstr}, out)) return;
 
   kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
     std::byte* regs = scratch(nregs * kTile * 8);
