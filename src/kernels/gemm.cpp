@@ -115,9 +115,10 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
                 std::int64_t ldc) {
 #if MS_HAVE_BLAS
   if constexpr (std::is_floating_point_v<T>) {
-    // A matrix-vector product (a batch of one, a column) goes to BLAS's gemv
-    // with either backend: Eigen's GEMV is slower than OpenBLAS's here (MLP at
-    // batch 1: 37.8 vs 33.6 us). The rule reads the shape only.
+    // The matrix-vector products gemm() leaves here (a column of C, or a row
+    // whose x is strided while B is stored [n, k]) go to BLAS's gemv with
+    // either backend: Eigen's GEMV is slower than OpenBLAS's (MLP at batch 1:
+    // 37.8 vs 33.6 us). The rule reads the shape only.
     if (m == 1 || n == 1) {
       const auto i = [](std::int64_t v) { return static_cast<int>(v); };
       if (beta == T(0))  // gemv scales y by beta: never read what is there
@@ -209,6 +210,121 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
   gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// ---------------------------------------------------------------- row vector x matrix
+
+// y = alpha * x op(B) + beta * y for one row x (a batch of one): the product
+// reads every element of B once, so its speed is how fast B streams in. Own
+// kernels instead of BLAS's gemv, so that two threads can share it by blocks
+// of y fixed by the shape (each thread reads its own part of B, from its own
+// L2 once warm) and every y[j] is summed in the same order for any thread count.
+template <class T>
+using Packet = typename Eigen::internal::packet_traits<T>::type;
+template <class T>
+constexpr int kPacketSize = Eigen::internal::unpacket_traits<Packet<T>>::size;
+// Columns of y per block of the "axpy" form: as many packets of accumulators
+// as the registers hold beside x[i] and a row's packet (32 with AVX-512, 16
+// otherwise). A block of 256 floats reads 1 KiB of each row of B in one
+// stretch: the MLP's [784, 512] product at batch 1 runs in 16.1 us on one
+// thread with 16 packets, 18.7 us with 8 (an ad-hoc timing loop, session 10).
+#if defined(EIGEN_VECTORIZE_AVX512)
+constexpr int kVecMatPackets = 16;
+#else
+constexpr int kVecMatPackets = 8;
+#endif
+// Below this many multiply-adds per thread a product runs on one thread: an
+// OpenMP parallel region costs ~3 us on the 2-core VMs this project is
+// measured on, as long as the MLP's [512, 256] product takes on one thread.
+constexpr double kVecMatFlopsPerThread = 1 << 17;
+
+template <class T>
+T finish(T acc, T alpha, T beta, const T* y) {
+  return beta == T(0) ? alpha * acc : alpha * acc + beta * *y;
+}
+
+// B is [k, n] (row stride ldb): y[c0, c0 + NP packets) accumulates x[i] * B[i, :]
+// row after row (one fused multiply-add per element and row).
+template <class T, int NP>
+void vecmat_columns(std::int64_t k, T alpha, const T* x, std::int64_t incx, const T* b,
+                    std::int64_t ldb, T beta, T* y) {
+  using P = Packet<T>;
+  constexpr int PS = kPacketSize<T>;
+  P acc[NP];
+  for (int p = 0; p < NP; ++p) acc[p] = Eigen::internal::pset1<P>(T(0));
+  for (std::int64_t i = 0; i < k; ++i) {
+    const P xi = Eigen::internal::pset1<P>(x[i * incx]);
+    const T* row = b + i * ldb;
+    for (int p = 0; p < NP; ++p)
+      acc[p] = Eigen::internal::pmadd(xi, Eigen::internal::ploadu<P>(row + p * PS), acc[p]);
+  }
+  alignas(64) T sums[NP * PS];
+  for (int p = 0; p < NP; ++p) Eigen::internal::pstoreu(sums + p * PS, acc[p]);
+  for (int j = 0; j < NP * PS; ++j) y[j] = finish(sums[j], alpha, beta, y + j);
+}
+
+template <class T>
+void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx, const T* b,
+                 std::int64_t ldb, T beta, T* y) {
+  constexpr std::int64_t kBlock = kVecMatPackets * kPacketSize<T>;
+  constexpr std::int64_t PS = kPacketSize<T>;
+  const std::int64_t blocks = n / kBlock;
+  const double flops = static_cast<double>(k) * static_cast<double>(kBlock);
+  const auto grain = static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / flops));
+  parallel_for(blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t i = b0; i < b1; ++i)
+      vecmat_columns<T, kVecMatPackets>(k, alpha, x, incx, b + i * kBlock, ldb, beta,
+                                        y + i * kBlock);
+  });
+  std::int64_t j = blocks * kBlock;
+  for (; j + PS <= n; j += PS) vecmat_columns<T, 1>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  // Fewer than a packet of columns left: row after row, each column its own sum.
+  const std::int64_t rest = n - j;
+  if (rest == 0) return;
+  T acc[PS] = {};
+  for (std::int64_t i = 0; i < k; ++i) {
+    const T xi = x[i * incx];
+    const T* row = b + i * ldb + j;
+    for (std::int64_t c = 0; c < rest; ++c) acc[c] += xi * row[c];
+  }
+  for (std::int64_t c = 0; c < rest; ++c) y[j + c] = finish(acc[c], alpha, beta, y + j + c);
+}
+
+// B is [n, k] (row stride ldb), x dense: y[r0, r0 + NR) are dot products of
+// rows of B with x, each summed in packets, then across the packet, then the
+// tail (the same order whether a row is computed alone or beside others).
+template <class T, int NR>
+void vecmat_rows(std::int64_t k, T alpha, const T* x, const T* b, std::int64_t ldb, T beta, T* y) {
+  using P = Packet<T>;
+  constexpr int PS = kPacketSize<T>;
+  P acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = Eigen::internal::pset1<P>(T(0));
+  std::int64_t i = 0;
+  for (; i + PS <= k; i += PS) {
+    const P xv = Eigen::internal::ploadu<P>(x + i);
+    for (int r = 0; r < NR; ++r)
+      acc[r] = Eigen::internal::pmadd(Eigen::internal::ploadu<P>(b + r * ldb + i), xv, acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) {
+    T sum = Eigen::internal::predux(acc[r]);
+    for (std::int64_t t = i; t < k; ++t) sum += b[r * ldb + t] * x[t];
+    y[r] = finish(sum, alpha, beta, y + r);
+  }
+}
+
+template <class T>
+void vecmat_dot(std::int64_t n, std::int64_t k, T alpha, const T* x, const T* b, std::int64_t ldb,
+                T beta, T* y) {
+  constexpr std::int64_t kRows = 4;
+  const std::int64_t groups = n / kRows;
+  const double flops = static_cast<double>(k) * static_cast<double>(kRows);
+  const auto grain = static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / flops));
+  parallel_for(groups, grain, [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t g = g0; g < g1; ++g)
+      vecmat_rows<T, kRows>(k, alpha, x, b + g * kRows * ldb, ldb, beta, y + g * kRows);
+  });
+  for (std::int64_t r = groups * kRows; r < n; ++r)
+    vecmat_rows<T, 1>(k, alpha, x, b + r * ldb, ldb, beta, y + r);
+}
+
 // Float products above kSplitFlops multiply-adds are cut into at most
 // kMaxColumnBlocks blocks of at least kMinColumnBlock columns of C (each
 // block packs A again, so blocks stay wide).
@@ -242,6 +358,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
         for (std::int64_t j = 0; j < n; ++j) row[j] *= beta;
     }
     return;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    // A row vector times a matrix (batch 1): x is op(A), stored [1, k] or [k, 1].
+    if (m == 1) {
+      const std::int64_t incx = trans_a ? lda : 1;
+      if (!trans_b) return vecmat_axpy(n, k, alpha, a, incx, b, ldb, beta, c);
+      if (incx == 1 || k == 1) return vecmat_dot(n, k, alpha, a, b, ldb, beta, c);
+    }
   }
   if constexpr (std::is_floating_point_v<T>) {
     // Eigen's kernels run on one thread: a large product is cut into column

@@ -25,6 +25,10 @@ namespace ms::kernels {
 /// reading it (NaNs in C do not propagate). Any m, n, k >= 0 (zero sizes are
 /// no-ops, k == 0 scales C by beta).
 ///
+/// One row (m == 1, a batch of one) runs on ms's own kernels with either
+/// backend (faster than OpenBLAS's gemv here, and shared by two threads in
+/// blocks fixed by the shape, so bitwise the same for any thread count).
+///
 /// Requires: buffers valid for the given sizes; never throws, so it may be
 /// called from inside a parallel region (where it runs on one thread). Called
 /// outside one, it uses the threads of `ms::set_num_threads`.
