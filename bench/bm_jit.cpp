@@ -10,6 +10,7 @@
 //   BM_Mlp_TorchAddmm/nt:N      addmm(b, x, w) then relu_ in place, LibTorch eager
 //   BM_Mlp_TorchLinear/nt:N     linear(x, w^T, b) then relu_ in place (weights [out, in])
 //   BM_Mlp_TorchAddmv/nt:N      addmv(b, w^T, x) then relu_ in place (x as a vector: gemv)
+//   BM_Mlp_ReadWeights/nt:1     one pass reading the MLP's weights (the floor of batch 1)
 //   BM_JitChain_Ms/nt:N         ms::jit(relu(a * b + c) * 0.5) on 16M floats (GB/s)
 //   BM_JitChain_MsInto/nt:N     the same pass assigned into an existing y (no fresh result)
 //   BM_JitChain_Torch/nt:N      the same, 4 LibTorch eager ops
@@ -23,6 +24,7 @@
 // exactly once, so the loop measures cache hits only. Results are checked
 // against the eager ms form and, in the LibTorch twins, against LibTorch.
 #include <cstdlib>
+#include <cstring>
 
 #include "bench_common.hpp"
 
@@ -244,6 +246,36 @@ void BM_Mlp_Torch(benchmark::State& state) {
 }
 #endif
 
+/// BM_Mlp_ReadWeights: one pass reading the MLP's weights (2.1 MB: more than
+/// one core's L2, so they come from L3 on every call), summed in 128 lanes:
+/// the floor of any batch-1 forward pass that multiplies by them, whatever
+/// its arithmetic.
+void BM_Mlp_ReadWeights(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const Mlp m;
+  std::int64_t bytes = 0;
+  for (auto _ : state) {
+    // 8 independent sums of 16 lanes (GCC vectors: one AVX-512 register each
+    // here), so the loads, not the additions, set the pace.
+    using V = float __attribute__((vector_size(64)));
+    V acc[8] = {};
+    bytes = 0;
+    for (const ms::Tensor* w : {&m.w1, &m.w2, &m.w3}) {
+      const float* p = w->data<float>();
+      const std::int64_t n = w->numel() / 128 * 128;  // all of it: each size is a multiple of 128
+      for (std::int64_t i = 0; i < n; i += 128)
+        for (int j = 0; j < 8; ++j) {
+          V v;
+          std::memcpy(&v, p + i + 16 * j, sizeof(V));
+          acc[j] += v;
+        }
+      bytes += n * std::int64_t(sizeof(float));
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 // ---------------------------------------------------------------- trace + compile of the MLP
 
 // The first call of a fresh jit object: trace, optimize, build the
@@ -381,6 +413,7 @@ void register_all() {
 #endif
     reg("BM_Mlp_Ms", BM_Mlp_Ms, nt);
     reg("BM_Mlp_MsEager", BM_Mlp_MsEager, nt);
+    if (nt == 1) reg("BM_Mlp_ReadWeights", BM_Mlp_ReadWeights, nt);
 #if MS_BENCH_TORCH
     reg("BM_Mlp_TorchAddmm", BM_Mlp_Torch<TorchMlp::Form::Addmm>, nt);
     reg("BM_Mlp_TorchLinear", BM_Mlp_Torch<TorchMlp::Form::Linear>, nt);

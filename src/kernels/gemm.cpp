@@ -231,10 +231,13 @@ constexpr int kVecMatPackets = 16;
 #else
 constexpr int kVecMatPackets = 8;
 #endif
-// Below this many multiply-adds per thread a product runs on one thread: an
+// Below this many multiply-adds per thread a product runs on one thread. An
 // OpenMP parallel region costs ~3 us on the 2-core VMs this project is
-// measured on, as long as the MLP's [512, 256] product takes on one thread.
-constexpr double kVecMatFlopsPerThread = 1 << 17;
+// measured on, and sharing the MLP's [784, 512] product (2 x 200k) made its
+// batch-1 forward with 2 threads slower (bm_jit: 30.6-31.8 us against
+// 28.9-29.0 us on one core: the second core's half of the weights does not
+// stay in its L2 beside the rest); 4096 x 4096 is shared.
+constexpr double kVecMatFlopsPerThread = 1 << 19;
 
 template <class T>
 T finish(T acc, T alpha, T beta, const T* y) {

@@ -81,7 +81,7 @@ TEST_SUITE("kernels") {
     std::mt19937 gen(3);
     std::uniform_real_distribution<double> val(-1, 1);
     for (const auto& [n, k] :
-         {std::pair<std::int64_t, std::int64_t>{512, 784}, {1000, 300}, {4099, 64}}) {
+         {std::pair<std::int64_t, std::int64_t>{2048, 2048}, {1000, 1100}, {4099, 300}}) {
       for (const bool tb : {false, true}) {
         std::vector<T> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(n * k));
         for (T& e : x) e = static_cast<T>(val(gen));
