@@ -311,39 +311,53 @@ void stream_fence() {
 // base + t0 * step (step 0 for a register slot). Returns false, having done
 // nothing, for any other program.
 bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
+  // Trivial types, filled only as far as used (a short program's run must not
+  // pay for zeroing the room of a long one).
   struct Src {
-    const std::byte* base = nullptr;  // an input's data; nullptr for a slot (or no operand)
-    std::int64_t step = 0;            // bytes per element for an input, 0 for a slot
-    int slot = -1;
+    const std::byte* base;  // an input's data; nullptr for a slot or no operand
+    std::int64_t step;      // bytes per element for an input, 0 otherwise
+    int slot;               // -1 unless a slot
   };
   struct Call {
-    ApplyFn fn = nullptr;
-    std::array<Src, 3> in{};
-    int dst = -1;  // slot, or -1 for the output
+    ApplyFn fn;
+    Src in[3];
+    int dst;  // slot, or -1 for the output
   };
   constexpr std::size_t kMaxCalls = 24, kMaxSlots = 64;
   if (steps.size() > kMaxCalls || prog.num_regs > static_cast<int>(kMaxSlots)) return false;
-  std::array<Src, kMaxSlots> held{};  // what each slot holds at this point of the program
-  std::array<Call, kMaxCalls> calls{};
+  // What each slot holds at this point of the program (kept as separate
+  // scalars: copying a whole Src just after writing it stalls store forwarding).
+  std::array<const std::byte*, kMaxSlots> held_base;
+  std::array<std::int64_t, kMaxSlots> held_step;
+  std::array<int, kMaxSlots> held_slot;
+  std::array<Call, kMaxCalls> calls;
   std::size_t ncalls = 0;
   std::int64_t bytes_per_elem = out.itemsize();
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const EwInstr& i = prog.instrs[k];
+    const auto d = static_cast<std::size_t>(i.dst);
     if (i.kind == EwInstr::Kind::Load && steps[k].plan.direct) {
       const GatherPlan& g = steps[k].plan;
       const std::int64_t item = dtype_itemsize(g.src);
-      held[static_cast<std::size_t>(i.dst)] = Src{g.base + g.offset * item, item, -1};
+      held_base[d] = g.base + g.offset * item;
+      held_step[d] = item;
+      held_slot[d] = -1;
       bytes_per_elem += item;
     } else if (i.kind == EwInstr::Kind::Const || i.kind == EwInstr::Kind::Apply) {
       if (i.kind == EwInstr::Kind::Apply) {
         Call& c = calls[ncalls++];
         c.fn = steps[k].apply;
         const int operands[3] = {i.a, i.b, i.c};
-        for (std::size_t j = 0; j < 3; ++j)
-          if (operands[j] >= 0) c.in[j] = held[static_cast<std::size_t>(operands[j])];
+        for (std::size_t j = 0; j < 3; ++j) {
+          const auto r = static_cast<std::size_t>(operands[j]);
+          c.in[j] = operands[j] >= 0 ? Src{held_base[r], held_step[r], held_slot[r]}
+                                     : Src{nullptr, 0, -1};
+        }
         c.dst = k + 1 == steps.size() ? -1 : i.dst;
       }
-      held[static_cast<std::size_t>(i.dst)] = Src{nullptr, 0, i.dst};
+      held_base[d] = nullptr;
+      held_step[d] = 0;
+      held_slot[d] = i.dst;
     } else {
       return false;
     }
@@ -361,23 +375,34 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
     auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
     for (const EwInstr& i : prog.instrs)
       if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
-    // This thread's slot addresses; an absent operand points at the slots, unread.
-    std::array<Call, kMaxCalls> local = calls;
-    std::array<std::byte*, kMaxCalls> dst{};
+    // This thread's operand addresses: base + t0 * step (an absent operand
+    // points at the slots, unread); dst nullptr for the output.
+    struct Bound {
+      ApplyFn fn;
+      const std::byte* base[3];
+      std::int64_t step[3];
+      std::byte* dst;
+    };
+    std::array<Bound, kMaxCalls> bound;
     for (std::size_t c = 0; c < ncalls; ++c) {
-      for (Src& src : local[c].in)
-        if (src.base == nullptr) src.base = src.slot >= 0 ? slot(src.slot) : regs;
-      dst[c] = local[c].dst >= 0 ? slot(local[c].dst) : nullptr;
+      Bound& bc = bound[c];
+      bc.fn = calls[c].fn;
+      for (std::size_t j = 0; j < 3; ++j) {
+        const Src& src = calls[c].in[j];
+        bc.base[j] = src.base != nullptr ? src.base : src.slot >= 0 ? slot(src.slot) : regs;
+        bc.step[j] = src.step;
+      }
+      bc.dst = calls[c].dst >= 0 ? slot(calls[c].dst) : nullptr;
     }
     for (std::int64_t t0 = b; t0 < e; t0 += tile) {
       const std::int64_t n = std::min(tile, e - t0);
       for (std::size_t c = 0; c < ncalls; ++c) {
-        const std::array<Src, 3>& in = local[c].in;
-        const void* args[3] = {in[0].base + t0 * in[0].step, in[1].base + t0 * in[1].step,
-                               in[2].base + t0 * in[2].step};
-        std::byte* to = dst[c];
+        const Bound& bc = bound[c];
+        const void* args[3] = {bc.base[0] + t0 * bc.step[0], bc.base[1] + t0 * bc.step[1],
+                               bc.base[2] + t0 * bc.step[2]};
+        std::byte* to = bc.dst;
         if (to == nullptr) to = nt_out ? staged : out_base + t0 * out_item;
-        local[c].fn(args, to, n);
+        bc.fn(args, to, n);
       }
       if (nt_out) stream_store(out_base + t0 * out_item, staged, n * out_item);
     }
