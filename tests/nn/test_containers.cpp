@@ -137,6 +137,30 @@ TEST_SUITE("nn") {
     CHECK(child_names(seq) == Names{"0", "1", "2", "3"});
   }
 
+  TEST_CASE("containers nest: names as MindSpore's, forward through the inner cells") {
+    // A SequentialCell inside a SequentialCell runs; a CellList holds a
+    // CellList and a SequentialCell. (Holding a CellList in an AnyCell did not
+    // compile: Cell::operator() was not constrained to what construct takes.)
+    auto inner = std::make_shared<ms::nn::SequentialCell>(
+        std::initializer_list<AnyCell>{dense(4, 8), std::make_shared<ReLU>(), dense(8, 4)});
+    ms::nn::SequentialCell outer{inner, dense(4, 2)};
+    const ms::Tensor x = randn({3, 4}, 5);
+    const ms::Tensor want = (*outer[1].as<Dense>())((*inner)(x));
+    CHECK(ms::allclose(outer(x), want, 0, 0));
+    CHECK(param_names(outer) ==
+          Names{"0.0.weight", "0.0.bias", "0.2.weight", "0.2.bias", "1.weight", "1.bias"});
+
+    auto sub = std::make_shared<ms::nn::CellList>(std::initializer_list<AnyCell>{dense(2, 2)});
+    ms::nn::CellList list{sub, inner};
+    CHECK(param_names(list) ==
+          Names{"0.0.weight", "0.0.bias", "1.0.weight", "1.0.bias", "1.2.weight", "1.2.bias"});
+    CHECK(list[0].as<ms::nn::CellList>() == sub.get());
+    CHECK(list[1](x).shape() == ms::Shape{3, 4});
+    // A CellList is not callable: through an AnyCell that is a TypeError naming it.
+    CHECK_THROWS_WITH_AS(list[0](x), doctest::Contains("CellList is not callable with one tensor"),
+                         ms::TypeError);
+  }
+
   TEST_CASE("CellList and SequentialCell: bad indices and cells") {
     ms::nn::CellList list{dense(2, 2), dense(2, 2), dense(2, 2)};
     CHECK_THROWS_WITH_AS(list[3],

@@ -317,8 +317,11 @@ template <class Derived>
 class Cell : public CellBase {
  public:
   /// Runs pre-hooks, `construct`, hooks. The result of an expression-returning
-  /// construct is materialized (a Tensor).
+  /// construct is materialized (a Tensor). Only for arguments `construct`
+  /// takes, so that a cell without one (CellList) is not callable, and
+  /// containers can tell (std::is_invocable) instead of failing to compile.
   template <class... A>
+  requires requires(Derived& d, const A&... a) { d.construct(a...); }
   auto operator()(const A&... a) {
     using R = decltype(derived().construct(a...));
     using Out = compiler::detail::OutTraits<std::remove_cvref_t<R>>;
