@@ -277,7 +277,13 @@ void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64
       vecmat_columns<T, kVecMatPackets>(k, alpha, x, incx, b + i * kBlock, ldb, beta,
                                         y + i * kBlock);
   });
+  // The rest of the packets four, two, one at a time (each packet's sum is a
+  // chain of k multiply-adds: several in flight keep the FMA units busy).
   std::int64_t j = blocks * kBlock;
+  for (; j + 4 * PS <= n; j += 4 * PS)
+    vecmat_columns<T, 4>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  for (; j + 2 * PS <= n; j += 2 * PS)
+    vecmat_columns<T, 2>(k, alpha, x, incx, b + j, ldb, beta, y + j);
   for (; j + PS <= n; j += PS) vecmat_columns<T, 1>(k, alpha, x, incx, b + j, ldb, beta, y + j);
   // Fewer than a packet of columns left: row after row, each column its own sum.
   const std::int64_t rest = n - j;
@@ -364,10 +370,13 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   }
   if constexpr (std::is_floating_point_v<T>) {
     // A row vector times a matrix (batch 1): x is op(A), stored [1, k] or [k, 1].
+    // Fewer columns than a packet ([1, k] x [k, 1], a 10-class head) stay with
+    // gemm_small: one column's sum would be a single chain of k multiply-adds.
     if (m == 1) {
       const std::int64_t incx = trans_a ? lda : 1;
-      if (!trans_b) return vecmat_axpy(n, k, alpha, a, incx, b, ldb, beta, c);
-      if (incx == 1 || k == 1) return vecmat_dot(n, k, alpha, a, b, ldb, beta, c);
+      if (!trans_b && n >= kPacketSize<T>)
+        return vecmat_axpy(n, k, alpha, a, incx, b, ldb, beta, c);
+      if (trans_b && (incx == 1 || k == 1)) return vecmat_dot(n, k, alpha, a, b, ldb, beta, c);
     }
   }
   if constexpr (std::is_floating_point_v<T>) {
