@@ -305,6 +305,12 @@ void stream_fence() {
 #endif
 }
 
+// Elements per tile of a run that moves `bytes_per_elem` bytes per element
+// of its output: kStreamTile when it streams from memory, else kTile.
+std::int64_t run_tile(std::int64_t numel, std::int64_t bytes_per_elem) {
+  return numel * bytes_per_elem > kStreamBytes ? kStreamTile : kTile;
+}
+
 // A straight program: every load a dense input of its register type, every
 // other instruction a constant or an op, the last op writing the output (the
 // caller checked that). It runs as a flat list of calls whose operands sit at
@@ -363,7 +369,7 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
     }
   }
   const std::int64_t numel = out.numel();
-  const std::int64_t tile = numel * bytes_per_elem > kStreamBytes ? kStreamTile : kTile;
+  const std::int64_t tile = run_tile(numel, bytes_per_elem);
   std::byte* out_base = out.raw_data();
   const std::int64_t out_item = out.itemsize();
   const bool nt_out = numel * out_item >= kStreamOutBytes;
@@ -693,6 +699,11 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
 
   if (direct_out && run_straight(prog, {steps, ninstr}, out)) return;
 
+  std::int64_t bytes_per_elem = out_item;  // broadcast inputs counted in full: an upper bound
+  for (std::size_t k = 0; k < ninstr; ++k)
+    if (prog.instrs[k].kind == EwInstr::Kind::Load)
+      bytes_per_elem += dtype_itemsize(steps[k].plan.src);
+  const std::int64_t tile = run_tile(numel, bytes_per_elem);
   kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
     std::byte* regs = scratch(nregs * kTile * 8);
     auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
@@ -707,8 +718,8 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
       const EwInstr& i = prog.instrs[k];
       if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
     }
-    for (std::int64_t t0 = b; t0 < e; t0 += kTile) {
-      const std::int64_t n = std::min(kTile, e - t0);
+    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
+      const std::int64_t n = std::min(tile, e - t0);
       for (std::size_t k = 0; k < ninstr; ++k) {
         const EwInstr& i = prog.instrs[k];
         void* dst = slot(i.dst);
