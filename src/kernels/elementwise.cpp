@@ -1,6 +1,8 @@
 // The fused tile loop: dtype rules, the per-op SIMD kernels (Eigen array
 // expressions over one tile), gathers for broadcast / strided / converted
-// inputs, and the interpreter that runs an EwProgram tile by tile.
+// inputs, and the interpreter that runs an EwProgram tile by tile (a straight
+// program, dense inputs only, as a flat list of kernel calls; runs that
+// stream from memory in short tiles, large outputs with non-temporal stores).
 #include "ms/kernels/elementwise.hpp"
 
 #include <Eigen/Core>
