@@ -265,6 +265,19 @@ std::byte* scratch(std::size_t bytes) {
   return buf.data() + ((64 - p % 64) % 64);
 }
 
+// One register slot: kTile elements of the widest register type (8 bytes).
+constexpr std::size_t kSlotBytes = static_cast<std::size_t>(kTile) * 8;
+
+// This thread's `count` register slots, the program's constants filled in
+// (once per chunk: nothing writes a constant's slot).
+std::byte* thread_slots(const EwProgram& prog, std::size_t count) {
+  std::byte* regs = scratch(count * kSlotBytes);
+  for (const EwInstr& i : prog.instrs)
+    if (i.kind == EwInstr::Kind::Const)
+      fill_const(regs + static_cast<std::size_t>(i.dst) * kSlotBytes, i.type, i.value, kTile);
+  return regs;
+}
+
 // Everything one instruction needs at run time, resolved before any thread starts.
 struct Step {
   GatherPlan plan;
@@ -378,11 +391,9 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
   const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
   kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
     // One slot past the program's: the last op's tile when it is streamed out.
-    std::byte* regs = scratch((nregs + 1) * kTile * 8);
-    std::byte* staged = regs + nregs * kTile * 8;
-    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
-    for (const EwInstr& i : prog.instrs)
-      if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
+    std::byte* regs = thread_slots(prog, nregs + 1);
+    std::byte* staged = regs + nregs * kSlotBytes;
+    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
     // This thread's operand addresses: base + t0 * step (an absent operand
     // points at the slots, unread); dst nullptr for the output.
     struct Bound {
@@ -707,18 +718,14 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
       bytes_per_elem += dtype_itemsize(steps[k].plan.src);
   const std::int64_t tile = run_tile(numel, bytes_per_elem);
   kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
-    std::byte* regs = scratch(nregs * kTile * 8);
-    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kTile * 8; };
+    std::byte* regs = thread_slots(prog, nregs);
+    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
     std::array<const void*, 64> small_ptrs{};
     std::vector<const void*> big_ptrs;
     const void** ptr = small_ptrs.data();
     if (nregs > small_ptrs.size()) {
       big_ptrs.resize(nregs);
       ptr = big_ptrs.data();
-    }
-    for (std::size_t k = 0; k < ninstr; ++k) {
-      const EwInstr& i = prog.instrs[k];
-      if (i.kind == EwInstr::Kind::Const) fill_const(slot(i.dst), i.type, i.value, kTile);
     }
     for (std::int64_t t0 = b; t0 < e; t0 += tile) {
       const std::int64_t n = std::min(tile, e - t0);

@@ -239,6 +239,11 @@ constexpr int kVecMatPackets = 8;
 // stay in its L2 beside the rest); 4096 x 4096 is shared.
 constexpr double kVecMatFlopsPerThread = 1 << 19;
 
+// The grain of parallel_for over blocks of `per_block` multiply-adds each.
+std::int64_t vecmat_grain(double per_block) {
+  return static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / per_block));
+}
+
 template <class T>
 T finish(T acc, T alpha, T beta, const T* y) {
   return beta == T(0) ? alpha * acc : alpha * acc + beta * *y;
@@ -270,8 +275,7 @@ void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64
   constexpr std::int64_t kBlock = kVecMatPackets * kPacketSize<T>;
   constexpr std::int64_t PS = kPacketSize<T>;
   const std::int64_t blocks = n / kBlock;
-  const double flops = static_cast<double>(k) * static_cast<double>(kBlock);
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / flops));
+  const std::int64_t grain = vecmat_grain(static_cast<double>(k) * static_cast<double>(kBlock));
   parallel_for(blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
     for (std::int64_t i = b0; i < b1; ++i)
       vecmat_columns<T, kVecMatPackets>(k, alpha, x, incx, b + i * kBlock, ldb, beta,
@@ -324,8 +328,7 @@ void vecmat_dot(std::int64_t n, std::int64_t k, T alpha, const T* x, const T* b,
                 T beta, T* y) {
   constexpr std::int64_t kRows = 4;
   const std::int64_t groups = n / kRows;
-  const double flops = static_cast<double>(k) * static_cast<double>(kRows);
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / flops));
+  const std::int64_t grain = vecmat_grain(static_cast<double>(k) * static_cast<double>(kRows));
   parallel_for(groups, grain, [&](std::int64_t g0, std::int64_t g1) {
     for (std::int64_t g = g0; g < g1; ++g)
       vecmat_rows<T, kRows>(k, alpha, x, b + g * kRows * ldb, ldb, beta, y + g * kRows);

@@ -3,6 +3,8 @@
 // on large samples (tolerance: 5 standard errors), bounds and errors.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -66,10 +68,7 @@ std::array<std::uint32_t, 4> block(std::uint64_t seed, std::uint64_t index) {
       {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
 }
 
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 }  // namespace
 

@@ -8,6 +8,8 @@
 // the general path (a broadcast input) at the same sizes.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -84,14 +86,11 @@ std::vector<std::int64_t> sizes() {
           kernels::kStreamOutBytes / item + 5};
 }
 
-struct ThreadsGuard {
-  int saved = get_num_threads();
-  ~ThreadsGuard() { set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 template <class T>
 void check_chain(DType dt) {
-  ThreadsGuard guard;
+  ThreadGuard guard;
   for (std::int64_t n : sizes<T>()) {
     const Tensor a = random_values<T>(n, 1, dt), b = random_values<T>(n, 2, dt),
                  c = random_values<T>(n, 3, dt);
@@ -140,7 +139,7 @@ TEST_SUITE("kernels") {
 
   TEST_CASE("a program with a broadcast input takes the general path at the same sizes") {
     // b is one element broadcast over n: no straight program, the same values.
-    ThreadsGuard guard;
+    ThreadGuard guard;
     for (std::int64_t n : sizes<float>()) {
       const Tensor a = random_values<float>(n, 4, float32), b = random_values<float>(1, 5, float32),
                    c = random_values<float>(n, 6, float32);

@@ -7,6 +7,8 @@
 // that 1 and 2 threads give the same bits.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -18,10 +20,7 @@
 
 namespace {
 
-struct ThreadsGuard {
-  int saved = ms::get_num_threads();
-  ~ThreadsGuard() { ms::set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 // One row x (stored [1, k], or [k, 1] with row stride lda when ta) times B
 // (stored [k, n], or [n, k] when tb, row stride ldb), alpha 2: y (beta 0, 1
@@ -64,7 +63,7 @@ void check_row_product(std::int64_t n, std::int64_t k, bool ta, bool tb, std::ui
 TEST_SUITE("kernels") {
   TEST_CASE_TEMPLATE("gemm of one row: every column and row form against a double loop", T, float,
                      double) {
-    ThreadsGuard guard;
+    ThreadGuard guard;
     std::uint32_t seed = 1;
     for (int nt : {1, 2})
       for (std::int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 255, 256, 257, 529})
@@ -77,7 +76,7 @@ TEST_SUITE("kernels") {
 
   TEST_CASE_TEMPLATE("gemm of one row: the same bits for 1 and 2 threads", T, float, double) {
     // Sizes over the threshold where the product is shared by two threads.
-    ThreadsGuard guard;
+    ThreadGuard guard;
     std::mt19937 gen(3);
     std::uniform_real_distribution<double> val(-1, 1);
     for (const auto& [n, k] :

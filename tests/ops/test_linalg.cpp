@@ -1,6 +1,8 @@
 // matmul and the GEMM kernel against naive double-precision loops written here.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -145,10 +147,7 @@ Tensor absolute(const Tensor& t) {
   return from_vector(v, t.shape());
 }
 
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 }  // namespace
 

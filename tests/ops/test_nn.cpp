@@ -2,6 +2,8 @@
 // plus a few outputs recorded from LibTorch 1.13 (Debian libtorch-dev).
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -143,10 +145,7 @@ const std::vector<ConvCase> kConvCases = {
     {{2, 4, 5, 5}, {0, 4, 3, 3}, {}, false},  // no output channels
 };
 
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 // ---------------------------------------------------------------- pooling
 

@@ -4,6 +4,8 @@
 // written here from the forward's definition, plus threads, layouts, errors.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -60,10 +62,7 @@ struct Hw {
 };
 Hw hw(const Ints& v) { return {v[0], v.size() > 1 ? v[1] : v[0]}; }
 
-struct ThreadGuard {
-  int saved = get_num_threads();
-  ~ThreadGuard() { set_num_threads(saved); }
-};
+using ms::test::ThreadGuard;
 
 // A strided view with the same values: the transpose of a transposed copy.
 Tensor strided(const Tensor& t) {
