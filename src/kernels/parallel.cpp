@@ -1,8 +1,29 @@
+// ms's thread pool (see ms/kernels/parallel.hpp).
+//
+// One job at a time: the caller writes the job, then publishes it by bumping
+// `word_` (generation in the high 32 bits, the number of chunks in the low
+// 32); worker i runs chunk i when i < chunks, and the caller runs chunk 0,
+// then waits until `pending_` (the workers' chunks still running) is zero.
+// Workers that are not needed read nothing but the word, so the next job may
+// overwrite the job fields as soon as `pending_` is zero. A worker spins on
+// the word for kSpin after its last chunk, then sleeps on it (atomic wait);
+// the caller wakes sleepers only when `sleepers_` says there are some (the
+// store of the word and the load of the count, like the worker's increment
+// and its load of the word, are sequentially consistent, so one of the two
+// sides always sees the other).
 #include "ms/kernels/parallel.hpp"
 
 #include <omp.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "ms/core/error.hpp"
 
@@ -22,6 +43,155 @@ int initial_threads() {
   }
   return n;
 }
+
+thread_local bool t_in_parallel = false;
+
+// Sets this thread's in-parallel flag for a scope (nested parallel_for runs inline).
+struct InParallel {
+  bool saved = t_in_parallel;
+  InParallel() { t_in_parallel = true; }
+  ~InParallel() { t_in_parallel = saved; }
+  InParallel(const InParallel&) = delete;
+  InParallel& operator=(const InParallel&) = delete;
+};
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+using Clock = std::chrono::steady_clock;
+// How long a worker spins after its last chunk before it sleeps: long enough
+// to bridge the gaps between the ops of a step, short enough not to hold a
+// core once the program does something else.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Chunk `part` of [0, n) in chunks of `chunk` items (possibly empty at the end).
+void run_part(kernels::detail::ChunkBody body, void* ctx, std::int64_t n, std::int64_t chunk,
+              int part) noexcept {
+  const std::int64_t b = static_cast<std::int64_t>(part) * chunk;
+  const std::int64_t e = std::min(n, b + chunk);
+  if (b < e) body(ctx, b, e);
+}
+
+class Pool {
+ public:
+  // Runs the job on the pool; false (nothing run) when another thread holds it
+  // or no worker could be started.
+  bool run(std::int64_t n, int parts, kernels::detail::ChunkBody body, void* ctx) noexcept {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock() || !grow(parts - 1)) return false;
+    n_ = n;
+    chunk_ = (n + parts - 1) / parts;
+    body_ = body;
+    ctx_ = ctx;
+    pending_.store(parts - 1, std::memory_order_relaxed);
+    const std::uint64_t gen = (word_.load(std::memory_order_relaxed) >> 32) + 1;
+    word_.store((gen << 32) | static_cast<std::uint32_t>(parts), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) word_.notify_all();
+    {
+      const InParallel flag;
+      run_part(body, ctx, n, chunk_, 0);
+    }
+    const Clock::time_point start = Clock::now();
+    for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
+      cpu_relax();
+      // A worker that lost its core (other programs): give ours away meanwhile.
+      if ((i & 1023) == 0 && Clock::now() - start > 10 * kSpin) std::this_thread::yield();
+    }
+    return true;
+  }
+
+  // Makes the spinning workers sleep at their next check (a few microseconds).
+  void park() noexcept { park_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  // Starts workers until there are `count` (under mutex_). Workers are never
+  // stopped: the pool lives as long as the process.
+  bool grow(int count) noexcept {
+    if (static_cast<int>(threads_.size()) >= count) return true;
+    try {
+      while (static_cast<int>(threads_.size()) < count) {
+        const int index = static_cast<int>(threads_.size()) + 1;
+        const std::uint64_t seen = word_.load(std::memory_order_relaxed);
+        threads_.emplace_back([this, index, seen] { work(index, seen); });
+      }
+      // More threads than cores: a spinning worker would hold a core another needs.
+      spin_ = static_cast<unsigned>(threads_.size()) + 1 <= std::thread::hardware_concurrency();
+      return true;
+    } catch (...) {  // no thread could be started (resource limits): run on the caller
+      return false;
+    }
+  }
+
+  [[noreturn]] void work(int index, std::uint64_t seen) noexcept {
+    t_in_parallel = true;
+    for (;;) {
+      seen = next_word(seen);
+      const int parts = static_cast<int>(seen & 0xffffffffu);
+      if (index < parts) {
+        run_part(body_, ctx_, n_, chunk_, index);
+        pending_.fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+
+  // Waits until the word differs from `seen`: spinning first, then asleep.
+  std::uint64_t next_word(std::uint64_t seen) noexcept {
+    if (spin_.load(std::memory_order_relaxed)) {
+      const std::uint32_t park = park_.load(std::memory_order_relaxed);
+      const Clock::time_point start = Clock::now();
+      for (int i = 1;; ++i) {
+        const std::uint64_t w = word_.load(std::memory_order_acquire);
+        if (w != seen) return w;
+        cpu_relax();
+        if ((i & 255) == 0 &&
+            (park_.load(std::memory_order_relaxed) != park || Clock::now() - start > kSpin))
+          break;
+      }
+    }
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    std::uint64_t w;
+    while ((w = word_.load(std::memory_order_seq_cst)) == seen)
+      word_.wait(seen, std::memory_order_seq_cst);
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    return w;
+  }
+
+  std::mutex mutex_;  // held by the thread whose job the pool runs
+  std::vector<std::thread> threads_;
+  std::atomic<bool> spin_{true};
+  // The word and the job share a cache line: a worker that sees the word has
+  // the job too. The job is written by the holder of mutex_ before it
+  // publishes the word.
+  alignas(64) std::atomic<std::uint64_t> word_{0};
+  std::int64_t n_ = 0;
+  std::int64_t chunk_ = 0;
+  kernels::detail::ChunkBody body_ = nullptr;
+  void* ctx_ = nullptr;
+  alignas(64) std::atomic<int> pending_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  alignas(64) std::atomic<std::uint32_t> park_{0};
+};
+
+// The process's pool. Never destroyed (workers may still be spinning while
+// static destructors run). A child process made by fork() has none of the
+// parent's workers: it starts a fresh pool (the old one is dropped as is).
+std::atomic<Pool*> g_pool{nullptr};
+
+Pool& pool() {
+  Pool* p = g_pool.load(std::memory_order_acquire);
+  if (p != nullptr) return *p;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_pool.store(new Pool, std::memory_order_release);
+    pthread_atfork(nullptr, nullptr, [] { g_pool.store(new Pool, std::memory_order_release); });
+  });
+  return *g_pool.load(std::memory_order_acquire);
+}
 }  // namespace
 
 void set_num_threads(int n) {
@@ -37,14 +207,26 @@ int get_num_threads() { return initial_threads(); }
 
 namespace kernels::detail {
 
-bool in_parallel() { return omp_in_parallel() != 0; }
+bool in_parallel() { return t_in_parallel; }
 
-int omp_threads_for(std::int64_t n, std::int64_t grain) {
-  if (in_parallel()) return 1;
+int threads_for(std::int64_t n, std::int64_t grain) {
+  if (t_in_parallel) return 1;
   const int nt = initial_threads();
   if (nt <= 1 || n <= grain) return 1;
   const std::int64_t by_grain = (n + grain - 1) / (grain > 0 ? grain : 1);
   return static_cast<int>(by_grain < nt ? by_grain : nt);
+}
+
+void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
+  if (pool().run(n, parts, body, ctx)) return;
+  // The pool is busy with another thread's job: the same chunks, here.
+  const InParallel flag;
+  const std::int64_t chunk = (n + parts - 1) / parts;
+  for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
+}
+
+void park_pool() {
+  if (Pool* p = g_pool.load(std::memory_order_acquire)) p->park();
 }
 
 }  // namespace kernels::detail

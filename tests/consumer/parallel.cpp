@@ -1,6 +1,7 @@
-// A user kernel on ms's thread pool: the OpenMP region of kernels::parallel_for
-// is instantiated in this program, so it must link with `pkg-config --libs ms`
-// alone (the install test compiles and links in separate steps, as build systems do).
+// A user kernel on ms's thread pool: kernels::parallel_for is instantiated in
+// this program and hands its chunks to libms's pool, so it must link with
+// `pkg-config --libs ms` alone (the install test compiles and links in
+// separate steps, as build systems do).
 #include <cstdint>
 #include <iostream>
 #include <ms/ms.hpp>

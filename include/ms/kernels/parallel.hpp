@@ -1,18 +1,24 @@
-// ms/kernels/parallel.hpp — intra-op threading on one pool shared with BLAS.
+// ms/kernels/parallel.hpp — intra-op threading on ms's own thread pool.
 //
-// Stage: kernels. ms runs its kernels on the OpenMP pool, and links the OpenMP
-// build of OpenBLAS, so ms and its GEMM share one set of worker threads (two
-// pools spinning against each other on a 2-core machine make everything
-// slower). `ms::set_num_threads` sets both.
+// Stage: kernels. Every ms kernel that uses more than one thread goes through
+// `parallel_for`, which runs on a pool of `get_num_threads() - 1` workers kept
+// by libms (the calling thread does the first chunk). A worker that has just
+// finished a chunk spins for a short while before it sleeps, so the next call
+// of a chain of small ops reaches it in well under a microsecond: an OpenMP
+// parallel region (libgomp) cost ~2.4 us and an OpenMP barrier ~1.2 us on the
+// 2-core VMs this project is measured on, which kept small products on one
+// thread. OpenBLAS (the `MS_GEMM=openblas` backend) keeps its own OpenMP
+// threads; ms's workers stop spinning before each call into it, so the two do
+// not compete for the cores. `ms::set_num_threads` sets both.
 #pragma once
 
-#include <omp.h>
-
 #include <cstdint>
+#include <type_traits>
 
 namespace ms {
 
-/// Sets the number of threads ms kernels and BLAS use (>= 1).
+/// Sets the number of threads ms kernels and BLAS use (>= 1). The default is
+/// OpenMP's (`OMP_NUM_THREADS`, else the number of cores).
 /// Example: `ms::set_num_threads(2);`
 void set_num_threads(int n);
 /// The number of threads kernels use.
@@ -21,35 +27,41 @@ int get_num_threads();
 namespace kernels {
 
 /// Splits [0, n) into contiguous chunks of at least `grain` items and calls
-/// `fn(begin, end)` for each, on the shared pool. Chunk boundaries depend only
-/// on n, grain and the thread count, and every item is computed by exactly one
-/// call, so elementwise results are bitwise identical for any thread count.
-/// Runs inline (no pool) when n <= grain or one thread is set, or when called
-/// from inside a parallel region. `fn` must not throw: validate before.
+/// `fn(begin, end)` for each, on ms's pool. Chunk boundaries depend only on n,
+/// grain and the thread count, and every item is computed by exactly one call,
+/// so elementwise results are bitwise identical for any thread count. Runs
+/// inline (one call `fn(0, n)`) when n <= grain or one thread is set, or when
+/// called from inside another `parallel_for`. When another thread of the
+/// program holds the pool, the caller computes the same chunks itself, one
+/// after the other. `fn` must not throw: validate before.
 template <class F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn);
 
 namespace detail {
-int omp_threads_for(std::int64_t n, std::int64_t grain);
+/// The number of chunks `parallel_for(n, grain, ...)` uses from this thread.
+int threads_for(std::int64_t n, std::int64_t grain);
+/// True on a pool worker, and on a thread running chunks for `parallel_for`.
 bool in_parallel();
+/// Runs `body(ctx, begin, end)` for the `parts` chunks of [0, n) (parts >= 2).
+using ChunkBody = void (*)(void* ctx, std::int64_t begin, std::int64_t end);
+void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx);
+/// Puts the pool's spinning workers to sleep now (before OpenBLAS's own
+/// threads take the cores). They wake with the next `parallel_for`.
+void park_pool();
 }  // namespace detail
 
 template <class F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn) {
   if (n <= 0) return;
-  const int nt = detail::omp_threads_for(n, grain);
-  if (nt <= 1) {
+  const int parts = detail::threads_for(n, grain);
+  if (parts <= 1) {
     fn(std::int64_t{0}, n);
     return;
   }
-#pragma omp parallel num_threads(nt)
-  {
-    const int t = omp_get_thread_num();
-    const std::int64_t chunk = (n + nt - 1) / nt;
-    const std::int64_t b = static_cast<std::int64_t>(t) * chunk;
-    const std::int64_t e = b + chunk < n ? b + chunk : n;
-    if (b < e) fn(b, e);
-  }
+  using Fn = std::remove_reference_t<F>;
+  detail::run_chunks(
+      n, parts, [](void* ctx, std::int64_t b, std::int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
 }  // namespace kernels

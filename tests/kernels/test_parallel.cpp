@@ -1,0 +1,183 @@
+// kernels/parallel.hpp: parallel_for on ms's thread pool. Every item is
+// computed by exactly one call, in the documented chunks (ceil(n / parts)
+// items each, parts = min(threads, ceil(n / grain))), whoever runs them: the
+// pool's workers, the caller when another thread holds the pool, a worker
+// woken from sleep, a pool grown by set_num_threads, a child after fork().
+#include <doctest/doctest.h>
+
+#include "thread_guard.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <ms/kernels/parallel.hpp>
+
+namespace {
+
+using ms::test::ThreadGuard;
+using Chunks = std::set<std::pair<std::int64_t, std::int64_t>>;
+
+// The chunks parallel_for documents for n items, grain and nt threads.
+Chunks expected_chunks(std::int64_t n, std::int64_t grain, int nt) {
+  Chunks c;
+  if (n <= 0) return c;
+  const std::int64_t by_grain = (n + grain - 1) / grain;
+  const std::int64_t parts = n <= grain ? 1 : std::min<std::int64_t>(nt, by_grain);
+  const std::int64_t chunk = (n + parts - 1) / parts;
+  for (std::int64_t b = 0; b < n; b += chunk) c.insert({b, std::min(n, b + chunk)});
+  return c;
+}
+
+// Runs parallel_for and checks the chunks it called and that every item was
+// written once; returns the number of distinct threads that ran chunks.
+int check_cover(std::int64_t n, std::int64_t grain, int nt) {
+  std::vector<int> hits(static_cast<std::size_t>(n), 0);
+  std::mutex m;
+  Chunks seen;
+  std::set<std::thread::id> threads;
+  ms::kernels::parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+    const std::lock_guard lock(m);
+    seen.insert({b, e});
+    threads.insert(std::this_thread::get_id());
+  });
+  CHECK(seen == expected_chunks(n, grain, nt));
+  CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+  return static_cast<int>(threads.size());
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for: documented chunks, each item once, for 1 to 4 threads") {
+  const ThreadGuard guard;
+  for (int nt = 1; nt <= 4; ++nt) {
+    ms::set_num_threads(nt);
+    for (std::int64_t n : {0, 1, 2, 3, 7, 100, 1000, 1001, 4099})
+      for (std::int64_t grain : {1, 2, 10, 1000, 5000}) {
+        CAPTURE(nt);
+        CAPTURE(n);
+        CAPTURE(grain);
+        const int used = check_cover(n, grain, nt);
+        if (n > 0) CHECK(used <= static_cast<int>(expected_chunks(n, grain, nt).size()));
+      }
+  }
+}
+
+TEST_CASE("parallel_for: chunks run on the pool's workers, nested calls inline") {
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  std::atomic<int> outer_calls{0}, nested_calls{0}, flagged{0};
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  CHECK_FALSE(ms::kernels::detail::in_parallel());
+  ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+    ++outer_calls;
+    if (ms::kernels::detail::in_parallel()) ++flagged;
+    {
+      const std::lock_guard lock(m);
+      threads.insert(std::this_thread::get_id());
+    }
+    // A parallel_for inside a chunk is one call on this thread.
+    ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+      CHECK(b == 0);
+      CHECK(e == 1000);
+      ++nested_calls;
+    });
+  });
+  CHECK(outer_calls == 2);
+  CHECK(flagged == 2);
+  CHECK(nested_calls == 2);
+  CHECK(threads.size() == 2);  // the caller and one worker
+  CHECK_FALSE(ms::kernels::detail::in_parallel());
+}
+
+TEST_CASE("parallel_for: many calls in a row, and calls after the workers went to sleep") {
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  std::vector<std::int64_t> v(4096);
+  for (int round = 0; round < 2000; ++round) {
+    ms::kernels::parallel_for(4096, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) v[static_cast<std::size_t>(i)] += i;
+    });
+  }
+  bool all = true;
+  for (std::int64_t i = 0; i < 4096; ++i) all = all && v[static_cast<std::size_t>(i)] == 2000 * i;
+  CHECK(all);
+  for (int round = 0; round < 3; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the workers' spinning
+    CHECK(check_cover(1000, 10, 2) == 2);
+    ms::kernels::detail::park_pool();  // asleep at once
+    CHECK(check_cover(1000, 10, 2) == 2);
+  }
+}
+
+TEST_CASE("parallel_for: two threads of the program calling at once") {
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  constexpr std::int64_t n = 20000;
+  std::atomic<int> failures{0};
+  auto caller = [&](std::int64_t mul) {
+    std::vector<std::int64_t> out(n);
+    for (int round = 0; round < 300; ++round) {
+      std::fill(out.begin(), out.end(), -1);
+      ms::kernels::parallel_for(n, 100, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) out[static_cast<std::size_t>(i)] = mul * i + round;
+      });
+      for (std::int64_t i = 0; i < n; ++i)
+        if (out[static_cast<std::size_t>(i)] != mul * i + round) {
+          ++failures;
+          break;
+        }
+    }
+  };
+  std::thread a(caller, 3), b(caller, 5);
+  a.join();
+  b.join();
+  CHECK(failures == 0);
+}
+
+TEST_CASE("parallel_for: more threads set later grow the pool") {
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  CHECK(check_cover(64, 1, 2) == 2);
+  ms::set_num_threads(4);
+  CHECK(check_cover(64, 1, 4) == 4);
+  ms::set_num_threads(3);
+  CHECK(check_cover(64, 1, 3) == 3);
+}
+
+TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  CHECK(check_cover(1000, 1, 2) == 2);  // the parent's workers exist
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // No doctest assertion here: the child reports through its exit status.
+    std::vector<int> hits(1000, 0);
+    std::mutex m;
+    std::set<std::thread::id> threads;
+    ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
+      const std::lock_guard lock(m);
+      threads.insert(std::this_thread::get_id());
+    });
+    const bool ok =
+        threads.size() == 2 && std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; });
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
