@@ -115,11 +115,12 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
                 std::int64_t ldc) {
 #if MS_HAVE_BLAS
   if constexpr (std::is_floating_point_v<T>) {
-    // The matrix-vector products gemm() leaves here (a column of C, or a row
-    // whose x is strided while B is stored [n, k]) go to BLAS's gemv with
-    // either backend: Eigen's GEMV is slower than OpenBLAS's (MLP at batch 1:
-    // 37.8 vs 33.6 us). The rule reads the shape only.
-    if (m == 1 || n == 1) {
+    // The matrix-vector products gemm() leaves here (a column of C, a row of
+    // fewer columns than a packet, or a row whose x is strided while B is
+    // stored [n, k]) go to BLAS's gemv with the openblas backend. With eigen
+    // they stay with Eigen: no OpenBLAS call, so OpenBLAS's OpenMP threads
+    // never spin beside ms's pool (see parallel.cpp).
+    if (use_blas() && (m == 1 || n == 1)) {
       const auto i = [](std::int64_t v) { return static_cast<int>(v); };
       if (beta == T(0))  // gemv scales y by beta: never read what is there
         for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));

@@ -1,6 +1,11 @@
 // ms's thread pool (see ms/kernels/parallel.hpp).
 //
-// One job at a time: the caller writes the job, then publishes it by bumping
+// Which threads: OpenMP's when the GEMM backend is OpenBLAS (its OpenMP
+// threads run the products; a second set of spinning workers beside them made
+// 2-thread training steps 2.5-15x slower on 2 cores), ms's pool otherwise
+// (then no OpenBLAS call is made at all: see gemm.cpp). One set per process.
+//
+// The pool runs one job at a time: the caller writes the job, then publishes it by bumping
 // `word_` (generation in the high 32 bits, the number of chunks in the low
 // 32); worker i runs chunk i when i < chunks, and the caller runs chunk 0,
 // then waits until `pending_` (the workers' chunks still running) is zero.
@@ -20,12 +25,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "ms/core/error.hpp"
+#include "ms/kernels/gemm.hpp"
 
 #if defined(MS_HAVE_BLAS)
 extern "C" void openblas_set_num_threads(int);
@@ -105,9 +112,6 @@ class Pool {
     return true;
   }
 
-  // Makes the spinning workers sleep at their next check (a few microseconds).
-  void park() noexcept { park_.fetch_add(1, std::memory_order_relaxed); }
-
  private:
   // Starts workers until there are `count` (under mutex_). Workers are never
   // stopped: the pool lives as long as the process.
@@ -142,15 +146,12 @@ class Pool {
   // Waits until the word differs from `seen`: spinning first, then asleep.
   std::uint64_t next_word(std::uint64_t seen) noexcept {
     if (spin_.load(std::memory_order_relaxed)) {
-      const std::uint32_t park = park_.load(std::memory_order_relaxed);
       const Clock::time_point start = Clock::now();
       for (int i = 1;; ++i) {
         const std::uint64_t w = word_.load(std::memory_order_acquire);
         if (w != seen) return w;
         cpu_relax();
-        if ((i & 255) == 0 &&
-            (park_.load(std::memory_order_relaxed) != park || Clock::now() - start > kSpin))
-          break;
+        if ((i & 255) == 0 && Clock::now() - start > kSpin) break;
       }
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -174,7 +175,6 @@ class Pool {
   void* ctx_ = nullptr;
   alignas(64) std::atomic<int> pending_{0};
   alignas(64) std::atomic<int> sleepers_{0};
-  alignas(64) std::atomic<std::uint32_t> park_{0};
 };
 
 // The process's pool. Never destroyed (workers may still be spinning while
@@ -207,26 +207,36 @@ int get_num_threads() { return initial_threads(); }
 
 namespace kernels::detail {
 
-bool in_parallel() { return t_in_parallel; }
+bool in_parallel() { return t_in_parallel || omp_in_parallel() != 0; }
 
 int threads_for(std::int64_t n, std::int64_t grain) {
-  if (t_in_parallel) return 1;
+  if (in_parallel()) return 1;
   const int nt = initial_threads();
   if (nt <= 1 || n <= grain) return 1;
   const std::int64_t by_grain = (n + grain - 1) / (grain > 0 ? grain : 1);
   return static_cast<int>(by_grain < nt ? by_grain : nt);
 }
 
+bool runs_on_openmp() noexcept {
+  static const bool b = std::strcmp(gemm_backend().name, "openblas") == 0;
+  return b;
+}
+
 void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
+  const std::int64_t chunk = (n + parts - 1) / parts;
+  if (runs_on_openmp()) {
+#pragma omp parallel num_threads(parts)
+    {
+      const InParallel flag;
+      for (int part = omp_get_thread_num(); part < parts; part += omp_get_num_threads())
+        run_part(body, ctx, n, chunk, part);
+    }
+    return;
+  }
   if (pool().run(n, parts, body, ctx)) return;
   // The pool is busy with another thread's job: the same chunks, here.
   const InParallel flag;
-  const std::int64_t chunk = (n + parts - 1) / parts;
   for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
-}
-
-void park_pool() {
-  if (Pool* p = g_pool.load(std::memory_order_acquire)) p->park();
 }
 
 }  // namespace kernels::detail

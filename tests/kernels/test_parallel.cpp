@@ -116,7 +116,6 @@ TEST_CASE("parallel_for: many calls in a row, and calls after the workers went t
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the workers' spinning
     CHECK(check_cover(1000, 10, 2) == 2);
-    ms::kernels::detail::park_pool();  // asleep at once
     CHECK(check_cover(1000, 10, 2) == 2);
   }
 }
@@ -157,6 +156,9 @@ TEST_CASE("parallel_for: more threads set later grow the pool") {
 }
 
 TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
+  // (With the openblas backend parallel_for runs on OpenMP, which makes no
+  // such promise after fork().)
+  if (ms::kernels::detail::runs_on_openmp()) return;
   const ThreadGuard guard;
   ms::set_num_threads(2);
   CHECK(check_cover(1000, 1, 2) == 2);  // the parent's workers exist

@@ -5,11 +5,13 @@
 // by libms (the calling thread does the first chunk). A worker that has just
 // finished a chunk spins for a short while before it sleeps, so the next call
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
-// parallel region (libgomp) cost ~2.4 us and an OpenMP barrier ~1.2 us on the
-// 2-core VMs this project is measured on, which kept small products on one
-// thread. OpenBLAS (the `MS_GEMM=openblas` backend) keeps its own OpenMP
-// threads; ms's workers stop spinning before each call into it, so the two do
-// not compete for the cores. `ms::set_num_threads` sets both.
+// parallel region (libgomp) costs ~2.4 us and an OpenMP barrier ~1.2 us on
+// the 2-core VMs this project is measured on, which kept small products on one
+// thread. One set of threads per process: with the `openblas` GEMM backend
+// (`gemm_backend()`), whose products run on OpenBLAS's OpenMP threads,
+// `parallel_for` opens OpenMP regions on those same threads instead (two sets
+// spinning against each other on 2 cores made training steps several times
+// slower). `ms::set_num_threads` sets both.
 #pragma once
 
 #include <cstdint>
@@ -40,14 +42,14 @@ void parallel_for(std::int64_t n, std::int64_t grain, F&& fn);
 namespace detail {
 /// The number of chunks `parallel_for(n, grain, ...)` uses from this thread.
 int threads_for(std::int64_t n, std::int64_t grain);
-/// True on a pool worker, and on a thread running chunks for `parallel_for`.
+/// True on a pool worker, on a thread running chunks for `parallel_for`, and
+/// inside an OpenMP parallel region.
 bool in_parallel();
 /// Runs `body(ctx, begin, end)` for the `parts` chunks of [0, n) (parts >= 2).
 using ChunkBody = void (*)(void* ctx, std::int64_t begin, std::int64_t end);
 void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx);
-/// Puts the pool's spinning workers to sleep now (before OpenBLAS's own
-/// threads take the cores). They wake with the next `parallel_for`.
-void park_pool();
+/// True when `parallel_for` runs on OpenMP's threads (the `openblas` backend).
+bool runs_on_openmp() noexcept;
 }  // namespace detail
 
 template <class F>
