@@ -18,6 +18,10 @@
 //   BM_Stream_Triad/nt:N        the bandwidth reference (bench_common.hpp)
 //   BM_JitCompile_Mlp/nt:N      the first call of a fresh ms::jit of the MLP:
 //                               trace + optimize + first run (report only)
+//   BM_Dispatch_Ms/nt:2         an empty ms::kernels::parallel_for of 2 chunks (what
+//                               sharing one op over the threads costs at least)
+//   BM_Dispatch_Torch/nt:2      the same with at::parallel_for (LibTorch's OpenMP)
+//   BM_Dispatch_Omp/nt:2        a bare `#pragma omp parallel` of 2 threads (libgomp)
 //
 // Each jitted benchmark warms up (first call compiles and records, the second
 // plans the arena) and checks after its loop that the function compiled
@@ -397,6 +401,44 @@ void BM_JitChain_Torch(benchmark::State& state) {
 }
 #endif
 
+// ---------------------------------------------------------------- dispatch of 2 chunks
+
+// Each chunk adds its length to its own slot (no shared line written twice).
+struct alignas(64) Slot {
+  std::int64_t v = 0;
+};
+
+void BM_Dispatch_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  Slot slots[2];
+  for (auto _ : state)
+    ms::kernels::parallel_for(2, 1, [&](std::int64_t b, std::int64_t e) { slots[b].v += e - b; });
+  if (slots[0].v + slots[1].v != 2 * state.iterations()) state.SkipWithError("chunks lost");
+}
+
+void BM_Dispatch_Omp(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  Slot slots[2];
+  const int nt = static_cast<int>(state.range(0));
+  for (auto _ : state) {
+#pragma omp parallel num_threads(nt)
+    slots[omp_get_thread_num()].v += 1;
+  }
+  if (slots[0].v + slots[1].v != 2 * state.iterations()) state.SkipWithError("chunks lost");
+}
+
+#if MS_BENCH_TORCH
+void BM_Dispatch_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  Slot slots[2];
+  for (auto _ : state)
+    at::parallel_for(0, 2, 1, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) slots[i].v += 1;
+    });
+  if (slots[0].v + slots[1].v != 2 * state.iterations()) state.SkipWithError("chunks lost");
+}
+#endif
+
 // ---------------------------------------------------------------- registration
 
 void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
@@ -428,6 +470,11 @@ void register_all() {
 #endif
   }
   reg("BM_FreshPages", BM_FreshPages, 1);
+  reg("BM_Dispatch_Ms", BM_Dispatch_Ms, 2);
+#if MS_BENCH_TORCH
+  reg("BM_Dispatch_Torch", BM_Dispatch_Torch, 2);
+#endif
+  reg("BM_Dispatch_Omp", BM_Dispatch_Omp, 2);
 }
 
 const int registered = (register_all(), 0);

@@ -215,9 +215,9 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 
 // y = alpha * x op(B) + beta * y for one row x (a batch of one): the product
 // reads every element of B once, so its speed is how fast B streams in. Own
-// kernels instead of BLAS's gemv, so that two threads can share it by blocks
-// of y fixed by the shape (each thread reads its own part of B, from its own
-// L2 once warm) and every y[j] is summed in the same order for any thread count.
+// kernels instead of BLAS's gemv, so that the threads can share it by parts of
+// y (each thread reads its own part of B) while every y[j] is summed in the
+// same order for any thread count and any split.
 template <class T>
 using Packet = typename Eigen::internal::packet_traits<T>::type;
 template <class T>
@@ -232,17 +232,15 @@ constexpr int kVecMatPackets = 16;
 #else
 constexpr int kVecMatPackets = 8;
 #endif
-// Below this many multiply-adds per thread a product runs on one thread. An
-// OpenMP parallel region costs ~3 us on the 2-core VMs this project is
-// measured on, and sharing the MLP's [784, 512] product (2 x 200k) made its
-// batch-1 forward with 2 threads slower (bm_jit: 30.6-31.8 us against
-// 28.9-29.0 us on one core: the second core's half of the weights does not
-// stay in its L2 beside the rest); 4096 x 4096 is shared.
-constexpr double kVecMatFlopsPerThread = 1 << 19;
+// Below this many multiply-adds per thread a product runs on one thread (about
+// a microsecond of work; handing a part to a pool worker costs a few tenths).
+// MLP 784-512-256-10 at batch 1 with 2 threads: both large products shared,
+// each core streams half of the 2.1 MB of weights.
+constexpr double kVecMatFlopsPerThread = 1 << 15;
 
-// The grain of parallel_for over blocks of `per_block` multiply-adds each.
-std::int64_t vecmat_grain(double per_block) {
-  return static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / per_block));
+// The grain of parallel_for over items of `per_item` multiply-adds each.
+std::int64_t vecmat_grain(double per_item) {
+  return static_cast<std::int64_t>(std::max(1.0, kVecMatFlopsPerThread / per_item));
 }
 
 template <class T>
@@ -270,27 +268,38 @@ void vecmat_columns(std::int64_t k, T alpha, const T* x, std::int64_t incx, cons
   for (int j = 0; j < NP * PS; ++j) y[j] = finish(sums[j], alpha, beta, y + j);
 }
 
+// Columns [c0, c1) of y, a whole number of packets: blocks of kVecMatPackets
+// packets, then the rest eight, four, two, one at a time (each packet's sum is a
+// chain of k multiply-adds: several in flight keep the FMA units busy). Every
+// column is summed row after row whichever group it falls in.
+template <class T>
+void vecmat_packets(std::int64_t c0, std::int64_t c1, std::int64_t k, T alpha, const T* x,
+                    std::int64_t incx, const T* b, std::int64_t ldb, T beta, T* y) {
+  constexpr std::int64_t PS = kPacketSize<T>;
+  std::int64_t j = c0;
+  for (; j + kVecMatPackets * PS <= c1; j += kVecMatPackets * PS)
+    vecmat_columns<T, kVecMatPackets>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  if constexpr (kVecMatPackets > 8)
+    for (; j + 8 * PS <= c1; j += 8 * PS)
+      vecmat_columns<T, 8>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  for (; j + 4 * PS <= c1; j += 4 * PS)
+    vecmat_columns<T, 4>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  for (; j + 2 * PS <= c1; j += 2 * PS)
+    vecmat_columns<T, 2>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+  for (; j + PS <= c1; j += PS) vecmat_columns<T, 1>(k, alpha, x, incx, b + j, ldb, beta, y + j);
+}
+
 template <class T>
 void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx, const T* b,
                  std::int64_t ldb, T beta, T* y) {
-  constexpr std::int64_t kBlock = kVecMatPackets * kPacketSize<T>;
   constexpr std::int64_t PS = kPacketSize<T>;
-  const std::int64_t blocks = n / kBlock;
-  const std::int64_t grain = vecmat_grain(static_cast<double>(k) * static_cast<double>(kBlock));
-  parallel_for(blocks, grain, [&](std::int64_t b0, std::int64_t b1) {
-    for (std::int64_t i = b0; i < b1; ++i)
-      vecmat_columns<T, kVecMatPackets>(k, alpha, x, incx, b + i * kBlock, ldb, beta,
-                                        y + i * kBlock);
+  const std::int64_t packets = n / PS;
+  const std::int64_t grain = vecmat_grain(static_cast<double>(k) * static_cast<double>(PS));
+  parallel_for(packets, grain, [&](std::int64_t p0, std::int64_t p1) {
+    vecmat_packets(p0 * PS, p1 * PS, k, alpha, x, incx, b, ldb, beta, y);
   });
-  // The rest of the packets four, two, one at a time (each packet's sum is a
-  // chain of k multiply-adds: several in flight keep the FMA units busy).
-  std::int64_t j = blocks * kBlock;
-  for (; j + 4 * PS <= n; j += 4 * PS)
-    vecmat_columns<T, 4>(k, alpha, x, incx, b + j, ldb, beta, y + j);
-  for (; j + 2 * PS <= n; j += 2 * PS)
-    vecmat_columns<T, 2>(k, alpha, x, incx, b + j, ldb, beta, y + j);
-  for (; j + PS <= n; j += PS) vecmat_columns<T, 1>(k, alpha, x, incx, b + j, ldb, beta, y + j);
   // Fewer than a packet of columns left: row after row, each column its own sum.
+  const std::int64_t j = packets * PS;
   const std::int64_t rest = n - j;
   if (rest == 0) return;
   T acc[PS] = {};

@@ -26,8 +26,10 @@ namespace ms::kernels {
 /// no-ops, k == 0 scales C by beta).
 ///
 /// One row (m == 1, a batch of one) runs on ms's own kernels with either
-/// backend (faster than OpenBLAS's gemv here, and shared by two threads in
-/// blocks fixed by the shape, so bitwise the same for any thread count).
+/// backend (faster than OpenBLAS's gemv here, and shared by the threads by
+/// parts of the row from ~32k multiply-adds per thread on; each element is
+/// summed in the same order however the row is cut, so the result is bitwise
+/// the same for any thread count).
 ///
 /// Requires: buffers valid for the given sizes; never throws, so it may be
 /// called from inside a parallel region (where it runs on one thread). Called
