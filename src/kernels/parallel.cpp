@@ -5,17 +5,17 @@
 // 2-thread training steps 2.5-15x slower on 2 cores), ms's pool otherwise
 // (then no OpenBLAS call is made at all: see gemm.cpp). One set per process.
 //
-// The pool runs one job at a time: the caller writes the job, then publishes it by bumping
-// `word_` (generation in the high 32 bits, the number of chunks in the low
-// 32); worker i runs chunk i when i < chunks, and the caller runs chunk 0,
-// then waits until `pending_` (the workers' chunks still running) is zero.
-// Workers that are not needed read nothing but the word, so the next job may
-// overwrite the job fields as soon as `pending_` is zero. A worker spins on
-// the word for kSpin after its last chunk, then sleeps on it (atomic wait);
-// the caller wakes sleepers only when `sleepers_` says there are some (the
-// store of the word and the load of the count, like the worker's increment
-// and its load of the word, are sequentially consistent, so one of the two
-// sides always sees the other).
+// The pool runs one job at a time: the caller writes the job, then publishes
+// it by bumping `word_` (generation in the high 32 bits, the number of chunks
+// in the low 32); worker i runs chunk i when i < chunks, and the caller runs
+// chunk 0, then waits until `pending_` (the workers' chunks still running) is
+// zero. Workers that are not needed read nothing but the word, so the next job
+// may overwrite the job fields as soon as `pending_` is zero. A worker spins
+// on the word for kSpin after its last chunk, then sleeps on `wake_` (a 32-bit
+// atomic wait: a futex); the caller bumps and notifies `wake_` only when
+// `sleepers_` says someone sleeps. The store of the word and the load of the
+// count, like the worker's increment and its load of the word, are
+// sequentially consistent, so one of the two sides always sees the other.
 #include "ms/kernels/parallel.hpp"
 
 #include <omp.h>
@@ -98,7 +98,10 @@ class Pool {
     pending_.store(parts - 1, std::memory_order_relaxed);
     const std::uint64_t gen = (word_.load(std::memory_order_relaxed) >> 32) + 1;
     word_.store((gen << 32) | static_cast<std::uint32_t>(parts), std::memory_order_seq_cst);
-    if (sleepers_.load(std::memory_order_seq_cst) > 0) word_.notify_all();
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+      wake_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.notify_all();
+    }
     {
       const InParallel flag;
       run_part(body, ctx, n, chunk_, 0);
@@ -156,8 +159,11 @@ class Pool {
     }
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     std::uint64_t w;
-    while ((w = word_.load(std::memory_order_seq_cst)) == seen)
-      word_.wait(seen, std::memory_order_seq_cst);
+    for (;;) {
+      const std::uint32_t wake = wake_.load(std::memory_order_seq_cst);
+      if ((w = word_.load(std::memory_order_seq_cst)) != seen) break;
+      wake_.wait(wake, std::memory_order_seq_cst);
+    }
     sleepers_.fetch_sub(1, std::memory_order_relaxed);
     return w;
   }
@@ -175,6 +181,7 @@ class Pool {
   void* ctx_ = nullptr;
   alignas(64) std::atomic<int> pending_{0};
   alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<std::uint32_t> wake_{0};
 };
 
 // The process's pool. Never destroyed (workers may still be spinning while
