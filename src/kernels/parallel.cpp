@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -96,6 +95,11 @@ class Pool {
     body_ = body;
     ctx_ = ctx;
     pending_.store(parts - 1, std::memory_order_relaxed);
+    // More chunks than cores: a spinning worker would hold a core another needs.
+    // (Stored only when it changes: the workers read its cache line.)
+    if (const bool spin = static_cast<unsigned>(parts) <= cores_;
+        spin_.load(std::memory_order_relaxed) != spin)
+      spin_.store(spin, std::memory_order_relaxed);
     const std::uint64_t gen = (word_.load(std::memory_order_relaxed) >> 32) + 1;
     word_.store((gen << 32) | static_cast<std::uint32_t>(parts), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
@@ -126,8 +130,6 @@ class Pool {
         const std::uint64_t seen = word_.load(std::memory_order_relaxed);
         threads_.emplace_back([this, index, seen] { work(index, seen); });
       }
-      // More threads than cores: a spinning worker would hold a core another needs.
-      spin_ = static_cast<unsigned>(threads_.size()) + 1 <= std::thread::hardware_concurrency();
       return true;
     } catch (...) {  // no thread could be started (resource limits): run on the caller
       return false;
@@ -136,19 +138,23 @@ class Pool {
 
   [[noreturn]] void work(int index, std::uint64_t seen) noexcept {
     t_in_parallel = true;
+    bool used = true;
     for (;;) {
-      seen = next_word(seen);
+      seen = next_word(seen, used);
       const int parts = static_cast<int>(seen & 0xffffffffu);
-      if (index < parts) {
+      used = index < parts;
+      if (used) {
         run_part(body_, ctx_, n_, chunk_, index);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
       }
     }
   }
 
-  // Waits until the word differs from `seen`: spinning first, then asleep.
-  std::uint64_t next_word(std::uint64_t seen) noexcept {
-    if (spin_.load(std::memory_order_relaxed)) {
+  // Waits until the word differs from `seen`: spinning first (only a worker
+  // the last job used, and only when that job had no more chunks than
+  // cores), then asleep.
+  std::uint64_t next_word(std::uint64_t seen, bool used) noexcept {
+    if (used && spin_.load(std::memory_order_relaxed)) {
       const Clock::time_point start = Clock::now();
       for (int i = 1;; ++i) {
         const std::uint64_t w = word_.load(std::memory_order_acquire);
@@ -170,6 +176,7 @@ class Pool {
 
   std::mutex mutex_;  // held by the thread whose job the pool runs
   std::vector<std::thread> threads_;
+  const unsigned cores_ = std::max(1u, std::thread::hardware_concurrency());
   std::atomic<bool> spin_{true};
   // The word and the job share a cache line: a worker that sees the word has
   // the job too. The job is written by the holder of mutex_ before it

@@ -115,8 +115,8 @@ TEST_CASE("parallel_for: many calls in a row, and calls after the workers went t
   CHECK(all);
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the workers' spinning
-    CHECK(check_cover(1000, 10, 2) == 2);
-    CHECK(check_cover(1000, 10, 2) == 2);
+    CHECK(check_cover(1000, 10, 2) == 2);                       // woken from sleep
+    CHECK(check_cover(1000, 10, 2) == 2);                       // still spinning
   }
 }
 
@@ -145,7 +145,7 @@ TEST_CASE("parallel_for: two threads of the program calling at once") {
   CHECK(failures == 0);
 }
 
-TEST_CASE("parallel_for: more threads set later grow the pool") {
+TEST_CASE("parallel_for: more threads set later grow the pool, fewer leave workers idle") {
   const ThreadGuard guard;
   ms::set_num_threads(2);
   CHECK(check_cover(64, 1, 2) == 2);
@@ -153,6 +153,10 @@ TEST_CASE("parallel_for: more threads set later grow the pool") {
   CHECK(check_cover(64, 1, 4) == 4);
   ms::set_num_threads(3);
   CHECK(check_cover(64, 1, 3) == 3);
+  ms::set_num_threads(2);
+  for (int round = 0; round < 100; ++round) CHECK(check_cover(64, 1, 2) == 2);
+  ms::set_num_threads(4);  // the idle workers, asleep, take part again
+  CHECK(check_cover(64, 1, 4) == 4);
 }
 
 TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
