@@ -289,34 +289,6 @@ void vecmat_packets(std::int64_t c0, std::int64_t c1, std::int64_t k, T alpha, c
   for (; j + PS <= c1; j += PS) vecmat_columns<T, 1>(k, alpha, x, incx, b + j, ldb, beta, y + j);
 }
 
-// From this many multiply-adds on, a [k, n] product of at most
-// kVecMatHalvesMaxCols columns is summed in two halves of B's rows (each half
-// in order, then the two added), for any thread count: two threads then each
-// stream one contiguous half of B instead of every other stretch of each row.
-constexpr double kVecMatHalvesFlops = 1 << 17;
-constexpr std::int64_t kVecMatHalvesMaxCols = 1024;
-
-template <class T>
-void vecmat_axpy_cols(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx,
-                      const T* b, std::int64_t ldb, T beta, T* y);
-
-template <class T>
-void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx, const T* b,
-                 std::int64_t ldb, T beta, T* y) {
-  if (k < 2 || n > kVecMatHalvesMaxCols ||
-      static_cast<double>(k) * static_cast<double>(n) < kVecMatHalvesFlops)
-    return vecmat_axpy_cols(n, k, alpha, x, incx, b, ldb, beta, y);
-  alignas(64) T half[2][kVecMatHalvesMaxCols];
-  const std::int64_t k0 = k / 2;
-  parallel_for(2, 1, [&](std::int64_t h0, std::int64_t h1) {
-    for (std::int64_t h = h0; h < h1; ++h) {
-      const std::int64_t r0 = h == 0 ? 0 : k0, r1 = h == 0 ? k0 : k;
-      vecmat_axpy_cols(n, r1 - r0, T(1), x + r0 * incx, incx, b + r0 * ldb, ldb, T(0), half[h]);
-    }
-  });
-  for (std::int64_t j = 0; j < n; ++j) y[j] = finish(half[0][j] + half[1][j], alpha, beta, y + j);
-}
-
 template <class T>
 void vecmat_axpy_cols(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx,
                       const T* b, std::int64_t ldb, T beta, T* y) {
@@ -337,6 +309,30 @@ void vecmat_axpy_cols(std::int64_t n, std::int64_t k, T alpha, const T* x, std::
     for (std::int64_t c = 0; c < rest; ++c) acc[c] += xi * row[c];
   }
   for (std::int64_t c = 0; c < rest; ++c) y[j + c] = finish(acc[c], alpha, beta, y + j + c);
+}
+
+// From this many multiply-adds on, a [k, n] product of at most
+// kVecMatHalvesMaxCols columns is summed in two halves of B's rows (each half
+// in order, then the two added), for any thread count: two threads then each
+// stream one contiguous half of B instead of every other stretch of each row.
+constexpr double kVecMatHalvesFlops = 1 << 17;
+constexpr std::int64_t kVecMatHalvesMaxCols = 1024;
+
+template <class T>
+void vecmat_axpy(std::int64_t n, std::int64_t k, T alpha, const T* x, std::int64_t incx, const T* b,
+                 std::int64_t ldb, T beta, T* y) {
+  if (k < 2 || n > kVecMatHalvesMaxCols ||
+      static_cast<double>(k) * static_cast<double>(n) < kVecMatHalvesFlops)
+    return vecmat_axpy_cols(n, k, alpha, x, incx, b, ldb, beta, y);
+  alignas(64) T half[2][kVecMatHalvesMaxCols];
+  const std::int64_t k0 = k / 2;
+  parallel_for(2, 1, [&](std::int64_t h0, std::int64_t h1) {
+    for (std::int64_t h = h0; h < h1; ++h) {
+      const std::int64_t r0 = h == 0 ? 0 : k0, r1 = h == 0 ? k0 : k;
+      vecmat_axpy_cols(n, r1 - r0, T(1), x + r0 * incx, incx, b + r0 * ldb, ldb, T(0), half[h]);
+    }
+  });
+  for (std::int64_t j = 0; j < n; ++j) y[j] = finish(half[0][j] + half[1][j], alpha, beta, y + j);
 }
 
 // B is [n, k] (row stride ldb), x dense: y[r0, r0 + NR) are dot products of

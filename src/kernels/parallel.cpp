@@ -87,11 +87,12 @@ class Pool {
  public:
   // Runs the job on the pool; false (nothing run) when another thread holds it
   // or no worker could be started.
-  bool run(std::int64_t n, int parts, kernels::detail::ChunkBody body, void* ctx) noexcept {
+  bool run(std::int64_t n, int parts, std::int64_t chunk, kernels::detail::ChunkBody body,
+           void* ctx) noexcept {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock() || !grow(parts - 1)) return false;
     n_ = n;
-    chunk_ = (n + parts - 1) / parts;
+    chunk_ = chunk;
     body_ = body;
     ctx_ = ctx;
     pending_.store(parts - 1, std::memory_order_relaxed);
@@ -239,15 +240,12 @@ bool runs_on_openmp() noexcept {
 void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
   const std::int64_t chunk = (n + parts - 1) / parts;
   if (runs_on_openmp()) {
-#pragma omp parallel num_threads(parts)
-    {
-      const InParallel flag;
-      for (int part = omp_get_thread_num(); part < parts; part += omp_get_num_threads())
-        run_part(body, ctx, n, chunk, part);
-    }
+#pragma omp parallel num_threads(parts)  // in_parallel() sees omp_in_parallel()
+    for (int part = omp_get_thread_num(); part < parts; part += omp_get_num_threads())
+      run_part(body, ctx, n, chunk, part);
     return;
   }
-  if (pool().run(n, parts, body, ctx)) return;
+  if (pool().run(n, parts, chunk, body, ctx)) return;
   // The pool is busy with another thread's job: the same chunks, here.
   const InParallel flag;
   for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
