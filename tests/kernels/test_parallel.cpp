@@ -16,10 +16,12 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include <ms/core/error.hpp>
 #include <ms/kernels/parallel.hpp>
 
 namespace {
@@ -186,4 +188,21 @@ TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("set_num_threads: fewer than one thread is a ValueError naming the API and the value") {
+  const ThreadGuard guard;
+  for (int bad : {0, -3}) {
+    CAPTURE(bad);
+    try {
+      ms::set_num_threads(bad);
+      FAIL("no error");
+    } catch (const ms::ValueError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("set_num_threads") != std::string::npos);
+      CHECK(what.find(">= 1") != std::string::npos);
+      CHECK(what.find(std::to_string(bad)) != std::string::npos);
+    }
+  }
+  CHECK(ms::get_num_threads() == guard.saved);  // unchanged
 }
