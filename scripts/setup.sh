@@ -4,6 +4,9 @@
 #   bash scripts/setup.sh               # packages + configure + build build/
 #   bash scripts/setup.sh --with-torch  # also libtorch-dev (for the side-by-side benchmarks)
 #   bash scripts/setup.sh --no-build    # packages only
+#   bash scripts/setup.sh --target examples/fashion_mnist_mlp   # build only that target
+#                                       # (repeatable; ninja's target names:
+#                                       # `ninja -C build -t targets all`)
 #
 # Idempotent and fast when nothing changed: packages are checked with one dpkg-query
 # call, `apt-get update` runs only when something is missing, build/ is configured only
@@ -19,19 +22,30 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 with_torch=0
 do_build=1
-for arg in "$@"; do
-  case "$arg" in
+targets=() # empty: everything (ninja's default)
+while (($# > 0)); do
+  case "$1" in
     --with-torch) with_torch=1 ;;
     --no-build) do_build=0 ;;
+    --target)
+      if (($# < 2)) || [[ -z "$2" || "$2" == -* ]]; then
+        echo "setup.sh: --target needs a ninja target name, e.g. --target examples/fashion_mnist_mlp" >&2
+        exit 2
+      fi
+      targets+=("$2")
+      shift
+      ;;
+    --target=*) targets+=("${1#--target=}") ;;
     -h | --help)
-      sed -n '2,16p' "$0"
+      sed -n '2,18p' "$0"
       exit 0
       ;;
     *)
-      echo "setup.sh: unknown argument '$arg' (try --help)" >&2
+      echo "setup.sh: unknown argument '$1' (try --help)" >&2
       exit 2
       ;;
   esac
+  shift
 done
 
 # ------------------------------------------------------------------ packages
@@ -108,4 +122,6 @@ if [[ ! -f "$build_dir/meson-private/coredata.dat" ]]; then
 fi
 ninja_args=(-C "$build_dir")
 [[ -n "${MS_JOBS:-}" ]] && ninja_args+=(-j "$MS_JOBS")
-ninja "${ninja_args[@]}"
+# With --target: only those targets (and what they need, e.g. libms), not the
+# tests and benchmarks.
+ninja "${ninja_args[@]}" "${targets[@]}"
