@@ -238,7 +238,7 @@ inline void BM_Peak_Fma(benchmark::State& state) {
 /// 2 reads + 1 write, as STREAM does): the memory bandwidth a fused
 /// elementwise pass can hope for. The arrays are ms tensors, so they sit in
 /// the same memory as the chain's operands (2 MiB pages: with a std::vector's
-/// 4 KiB pages the triad moved between 20 and 41 GB/s on these VMs, session 8).
+/// 4 KiB pages the triad moved between 20 and 41 GB/s on these VMs).
 inline void BM_Stream_Triad(benchmark::State& state) {
   const int nt = static_cast<int>(state.range(0));
   set_threads(nt);

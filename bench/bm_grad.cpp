@@ -1,6 +1,6 @@
-// bench/bm_grad.cpp — forward + backward without the optimizer (issue 4's
-// bench): the loss and the gradients of every parameter of the Fashion-MNIST
-// models, ms against LibTorch in the same binary.
+// bench/bm_grad.cpp — forward + backward without the optimizer (PART=grad
+// bench/compare_train.sh): the loss and the gradients of every parameter of
+// the Fashion-MNIST models, ms against LibTorch in the same binary.
 //
 //   BM_GradMlp_Ms/batch:B/nt:N     MLP 784-512-256-10, B = 64, 256:
 //                                  ms::jit(ms::value_and_grad(loss, nullopt, params))

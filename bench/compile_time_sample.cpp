@@ -1,8 +1,8 @@
 // bench/compile_time_sample.cpp — a typical user translation unit, timed by
-// bench/compile_time.sh (issue 5, "Compile time": under 15 s at -O2 on one
-// core): it includes <ms/cell.hpp>, defines a 3-layer Cell and a jitted
-// training step (forward, backward, Momentum update in one graph), and a main
-// that runs a few steps on random data.
+// bench/compile_time.sh (budget: under 15 s at -O2 on one core): it
+// includes <ms/cell.hpp>, defines a 3-layer Cell and a jitted training step
+// (forward, backward, Momentum update in one graph), and a main that runs a
+// few steps on random data.
 #include <ms/cell.hpp>
 
 #include <cstdio>

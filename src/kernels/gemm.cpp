@@ -226,7 +226,7 @@ constexpr int kPacketSize = Eigen::internal::unpacket_traits<Packet<T>>::size;
 // as the registers hold beside x[i] and a row's packet (32 with AVX-512, 16
 // otherwise). A block of 256 floats reads 1 KiB of each row of B in one
 // stretch: the MLP's [784, 512] product at batch 1 runs in 16.1 us on one
-// thread with 16 packets, 18.7 us with 8 (an ad-hoc timing loop, session 10).
+// thread with 16 packets, 18.7 us with 8 (an ad-hoc timing loop).
 #if defined(EIGEN_VECTORIZE_AVX512)
 constexpr int kVecMatPackets = 16;
 #else

@@ -373,7 +373,7 @@ Tensor Sparse::generate(const Shape& shape, DType dtype, Generator& gen) const {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T>) {
       T* o = data.data<T>();
-      for (std::int64_t c = 0; c < cols; ++c) {  // a fresh permutation per column, as the seeds
+      for (std::int64_t c = 0; c < cols; ++c) {  // a fresh permutation per column, as MindSpore
         const Tensor perm = randperm(rows, gen);
         const std::int64_t* r = perm.data<std::int64_t>();
         for (std::int64_t k = 0; k < zero_num; ++k) o[r[k] * cols + c] = T(0);
@@ -389,7 +389,7 @@ std::shared_ptr<const Initializer> from_name(std::string_view name) {
   using Factory = std::function<std::shared_ptr<const Initializer>()>;
   static const std::map<std::string, Factory, std::less<>> table = [] {
     std::map<std::string, Factory, std::less<>> t;
-    // The seeds' _register: the lower-cased class name plus the listed aliases.
+    // MindSpore's _register: the lower-cased class name plus the listed aliases.
     const auto add = [&t]<class I>(std::initializer_list<const char*> names,
                                    std::type_identity<I>) {
       for (const char* n : names) t[n] = [] { return std::make_shared<const I>(); };

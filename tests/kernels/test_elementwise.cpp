@@ -38,7 +38,8 @@ Tensor random_values(std::int64_t n, std::uint32_t seed, DType dt) {
   return t;
 }
 
-// relu(a * b + c) * 0.5 in `dt` (inputs 0, 1, 2), as issue 2's chain.
+// relu(a * b + c) * 0.5 in `dt` (inputs 0, 1, 2), the chain of BM_Chain_Ms
+// (bench/bm_elementwise.cpp).
 EwProgram chain_program(std::int64_t n, DType dt) {
   EwBuilder b;
   const int id_mul = ops::ew_op_find("mul"), id_add = ops::ew_op_find("add"),

@@ -78,7 +78,7 @@ std::vector<double> transpose(const std::vector<double>& m, std::int64_t rows, s
 }  // namespace
 
 TEST_SUITE("nn") {
-  TEST_CASE("fan rules and gains (the seeds' _calculate_fan_in_and_fan_out / _calculate_gain)") {
+  TEST_CASE("fan rules and gains (MindSpore's _calculate_fan_in_and_fan_out / _calculate_gain)") {
     using init::calculate_correct_fan;
     using init::calculate_fan_in_and_fan_out;
     using init::calculate_gain;
@@ -87,7 +87,7 @@ TEST_SUITE("nn") {
           std::pair<std::int64_t, std::int64_t>{27, 576});
     CHECK(calculate_fan_in_and_fan_out({8, 4, 5}) == std::pair<std::int64_t, std::int64_t>{20, 40});
     CHECK(calculate_correct_fan({64, 3, 3, 3}, "fan_in") == 27);
-    CHECK(calculate_correct_fan({64, 3, 3, 3}, "FAN_OUT") == 576);  // lower-cased, as the seeds
+    CHECK(calculate_correct_fan({64, 3, 3, 3}, "FAN_OUT") == 576);  // lower-cased, as MindSpore
     CHECK(calculate_gain("linear") == 1.0);
     CHECK(calculate_gain("conv_transpose2d") == 1.0);
     CHECK(calculate_gain("sigmoid") == 1.0);
@@ -316,7 +316,7 @@ TEST_SUITE("nn") {
     CHECK(initializer(0, {2}).to_vector<float>() == std::vector<float>{0, 0});
     CHECK(initializer(2.5, {2}, float64).to_vector<double>() == std::vector<double>{2.5, 2.5});
     CHECK(initializer(true, {1}, bool_).item<bool>());
-    // every alias of the seeds' table builds with its defaults
+    // every alias of MindSpore's table builds with its defaults
     for (const char* name : {"zero", "zeros", "one", "ones", "xavier_normal", "xaviernormal",
                              "xavier_uniform", "xavieruniform", "he_uniform", "heuniform",
                              "he_normal", "henormal", "identity", "orthogonal", "variancescaling",

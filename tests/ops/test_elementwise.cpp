@@ -245,7 +245,7 @@ TEST_SUITE("ops") {
         ops::op("where").infer(
             std::vector<ops::TensorType>{{bool_, {3}}, {float32, {4}}, {float32, {3}}}, {}),
         ShapeError);
-    // relu_grad (session 5): shapes, dtype, input count
+    // relu_grad: shapes, dtype, input count
     CHECK_THROWS_WITH_AS(Tensor(ms::relu_grad(zeros({3, 4}), zeros({5}))),
                          doctest::Contains("relu_grad: shapes do not broadcast"), ShapeError);
     CHECK_THROWS_WITH_AS(Tensor(ms::relu_grad(zeros({2}, complex64), zeros({2}, complex64))),

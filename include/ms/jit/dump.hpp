@@ -1,6 +1,6 @@
 // ms/jit/dump.hpp — dumping the tensors of marked ops in compiled graphs.
 //
-// Stage: jit. As MindSpore's `set_dump` (the seeds): ops marked with
+// Stage: jit. As MindSpore's `set_dump`: ops marked with
 // `ms::set_dump("matmul")` write their inputs and outputs as .npy files, one
 // set per call, into the dump directory, when they run inside a compiled graph.
 // Marking bumps the hook version, so graphs compiled before recompile; marked

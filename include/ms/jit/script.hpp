@@ -1,7 +1,7 @@
 // ms/jit/script.hpp — front-end graphs, graph split, and jit_begin / jit_end.
 //
 // Stage: jit. As MindSpore's `_frontend_compile`, `_graph_split` and
-// `jit_begin` / `jit_end` (the seeds):
+// `jit_begin` / `jit_end`:
 //
 //   ms::ScriptGraph sg = ms::frontend_compile(fn)(x, y);   // traced, not optimized
 //   sg.print();

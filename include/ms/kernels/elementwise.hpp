@@ -21,22 +21,23 @@ namespace ms::kernels {
 
 /// Elements per tile: 2 KiB of float32 (register slots are sized for 8-byte
 /// types, 4 KiB each), so a program's registers and the tiles of its inputs
-/// and output stay in L1 together: the 4-op chain of issue 2 on 16M floats
-/// runs ~12% faster than with 2048 (docs/benchmarks.md, session 8).
+/// and output stay in L1 together: the 4-op chain relu(a * b + c) * 0.5 on
+/// 16M floats runs ~12% faster than with 2048 (BM_Chain_MsInto in
+/// bench/bm_elementwise.cpp).
 inline constexpr std::int64_t kTile = 512;
 /// Elements per tile when a run streams from memory (more than kStreamBytes
 /// of inputs and output, both counted over the whole run): short bursts per
-/// stream keep every stream in flight. The 4-op chain of issue 2 on 16M
-/// floats moves 0.92-0.98x the STREAM triad's bandwidth with 128 (64 and 96
-/// alike), 0.64-0.73x with 512; programs on data in cache lose up to 20% per
-/// element with 128, so they keep kTile (docs/benchmarks.md, session 10).
+/// stream keep every stream in flight. The 4-op chain above on 16M floats
+/// moves 0.92-0.98x the STREAM triad's bandwidth with 128 (64 and 96 alike),
+/// 0.64-0.73x with 512 (bench/chain_vs_triad.sh); programs on data in cache
+/// lose up to 20% per element with 128, so they keep kTile.
 inline constexpr std::int64_t kStreamTile = 128;
 inline constexpr std::int64_t kStreamBytes = std::int64_t{8} << 20;
 /// Outputs of at least this many bytes are written with non-temporal stores
 /// (past the caches, without reading the lines first): larger than the
 /// last-level cache of most CPUs, so whatever reads them next could not have
 /// found them cached. The chain above, 2 threads: 1.05-1.12x the triad with
-/// them, 0.89-0.96x without (docs/benchmarks.md, session 10).
+/// them, 0.89-0.96x without (bench/chain_vs_triad.sh).
 inline constexpr std::int64_t kStreamOutBytes = std::int64_t{32} << 20;
 /// Highest rank a fused program's inputs may have.
 inline constexpr int kMaxEwRank = 16;

@@ -11,7 +11,7 @@
 //   ms::Generator g(1);
 //   ms::Tensor k = ms::init::XavierNormal()({64, 3, 3, 3}, ms::float32, g);
 //
-// Fan rules (as the seeds' `_calculate_fan_in_and_fan_out`): for [out, in],
+// Fan rules (as MindSpore's `_calculate_fan_in_and_fan_out`): for [out, in],
 // fan_in = in and fan_out = out; for [out, in, k...], both are multiplied by
 // the receptive field size prod(k...). Rank < 2 is an ms::ShapeError.
 #pragma once
@@ -288,7 +288,7 @@ class Sparse final : public InitializerImpl<Sparse> {
   double sparsity_, sigma_;
 };
 
-/// The initializer registered under `name` in the seeds' alias table
+/// The initializer registered under `name` in MindSpore's alias table
 /// (case-insensitive), made with its default arguments. ValueError when unknown.
 /// Example: `ms::init::from_name("he_uniform")`.
 std::shared_ptr<const Initializer> from_name(std::string_view name);
