@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# bench/compare_dynamic.sh — the bench of the dynamic-shape issue, as in
-# docs/benchmarks.md, section "Dynamic shapes (session 4)".
+# bench/compare_dynamic.sh — dynamic shapes: one jitted training step over a
+# stream of batch sizes; owns the table of the section
+# "bench/compare_dynamic.sh" of docs/benchmarks.md.
 #
 # Builds bm_dynamic in build-bench (-Dtorch=enabled -Dtests=false
 # -Dexamples=false), then runs the MLP training step over a stream of 512
 # random batch sizes in [1, 256] (bench/bm_dynamic.cpp): ms with auto-dynamic
 # (JitConfig::dynamic = 1), ms with a static graph per size, and LibTorch, in
 # one process per thread count (1, 2) with their repetitions interleaved.
-# Prints a markdown table of medians (samples/s, ms/step) and the ratios
-# ms_dynamic / ms_static (target >= 0.95) and ms_dynamic / LibTorch (>= 1.2).
+# Prints the Markdown table of docs/benchmarks.md on stdout: medians
+# (samples/s, ms/step) and the ratios ms_dynamic / ms_static (target >= 0.95)
+# and ms_dynamic / LibTorch (>= 1.2); progress goes to stderr.
 #
 #   bench/compare_dynamic.sh                   # 3 repetitions
+#   bench/compare_dynamic.sh --markdown        # the same (the default output)
 #   REPS=5 NO_BUILD=1 bench/compare_dynamic.sh
 #   BUILD_DIR=build-bench-dyn JOBS=1 bench/compare_dynamic.sh
 #   REPORT_ONLY=1 bench/compare_dynamic.sh     # the table again from the last JSON
 #
 # Raw Google Benchmark JSON goes to $BUILD_DIR/bench-results-dynamic/.
 set -euo pipefail
+
+for arg in "$@"; do
+  case "$arg" in
+    --markdown) ;;
+    -h | --help)
+      sed -n '2,21p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "compare_dynamic.sh: unknown argument '$arg' (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -36,6 +53,13 @@ if [ "${REPORT_ONLY:-0}" != 1 ]; then
   [ "${NO_BUILD:-0}" = 1 ] || ninja -C "$build" -j "$jobs" bench/bm_dynamic >&2
   rm -rf "$out"
   mkdir -p "$out"
+  # What the table was measured on: the commit and the CPU.
+  {
+    printf 'commit %s' "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    git -C "$root" diff --quiet HEAD 2>/dev/null || printf ' (with uncommitted changes)'
+    printf ', %s, %s CPUs, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+      "$(nproc)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
+  } >"$out/meta"
   for nt in 1 2; do
     echo "running stream_nt$nt (load $(load))" >&2
     echo "$nt start $(load)" >>"$out/load_samples"
@@ -54,6 +78,11 @@ python3 - "$out" "$reps" <<'PY'
 import glob, json, os, re, statistics, sys
 
 out, reps = sys.argv[1:]
+try:
+    with open(os.path.join(out, "meta")) as f:
+        meta = f.read().strip()
+except OSError:
+    meta = "an unrecorded commit and CPU"
 loads = {}
 with open(os.path.join(out, "load_samples")) as f:
     for line in f:
@@ -90,6 +119,7 @@ def cell(name):
 def ratio(a, b):
     return None if not a or not b else a / b
 
+print(f"Measured at {meta}.\n")
 print(f"Medians of {reps} repetitions, the three variants interleaved in one process per "
       "thread count; samples/s (slowest-fastest repetition); ms/step = mean time of one step "
       "over the stream (512 steps, batch sizes uniform in [1, 256]).\n")
@@ -107,7 +137,7 @@ for nt in (1, 2):
           f"{f(rs)} | {f(rt)} | {ld} |")
     checks.append((nt, rs, rt))
 print()
-print("Targets of the dynamic-shape issue:")
+print("Targets:")
 v = lambda r, goal: "n/a" if r is None else ("met" if r >= goal else "NOT met") + f" ({r:.2f}x)"
 for nt, rs, rt in checks:
     print(f"- {nt} thread(s): dynamic >= 0.95x static {v(rs, 0.95)}; "

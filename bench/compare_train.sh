@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# bench/compare_train.sh — training speed of ms against LibTorch (issues 4, 5 and 7),
-# as in docs/benchmarks.md, sections "Training (session 3)" and "Gradients only (session 8)".
+# bench/compare_train.sh — training speed of ms against LibTorch; owns the
+# tables of the section "bench/compare_train.sh" of docs/benchmarks.md.
 #
 # Builds bm_train, train_epoch and train_epoch_torch in build-bench
 # (-Dtorch=enabled -Dtests=false -Dexamples=false), then
 #  1. runs bm_train: one training step (forward, backward, momentum update) of
 #     the MLP at batch 64 and 256 and of the CNN at batch 64, ms and LibTorch
 #     in one process per case with their repetitions interleaved, 1 and 2
-#     threads, and the cell-call overhead case; prints a markdown table of
+#     threads, and the cell-call overhead case; prints a Markdown table of
 #     medians (steps/s) and the ratio ms / LibTorch;
 #  2. with PART=grad instead: bm_grad, forward + backward without the
 #     optimizer (the loss and every parameter's gradient), the same cases and table;
 #  3. runs train_epoch: one epoch of Fashion-MNIST in ms and in LibTorch, each
 #     in its own process, 1 and 2 threads; prints its table (s/epoch, test
 #     accuracy, peak RSS).
+# The tables go to stdout in the Markdown form of docs/benchmarks.md; progress
+# goes to stderr.
 #
 #   bench/compare_train.sh                   # both parts, MLP epochs only
+#   bench/compare_train.sh --markdown        # the same (the default output)
 #   CNN=1 EPOCHS=1 bench/compare_train.sh    # the CNN epoch too
 #   PART=epoch CNN=1 PAIRS=5 bench/compare_train.sh  # 5 alternated (ms, LibTorch) runs per row
 #   PART=epoch CNN=only bench/compare_train.sh       # the CNN epoch alone
@@ -26,6 +29,20 @@
 #
 # Raw Google Benchmark JSON goes to $BUILD_DIR/bench-results-train/.
 set -euo pipefail
+
+for arg in "$@"; do
+  case "$arg" in
+    --markdown) ;;
+    -h | --help)
+      sed -n '2,31p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "compare_train.sh: unknown argument '$arg' (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -48,12 +65,20 @@ fi
 # trimming of the heap). Without it LibTorch's tensors are fresh pages on
 # most calls, and a page fault costs ~20 µs on these VMs: LibTorch's 1-thread
 # CNN step fell to 11-13 steps/s (its "slow mode") against 38 with it
-# (session 8). Both sides run under the same setting (ms maps its own large
+# (bm_train). Both sides run under the same setting (ms maps its own large
 # blocks and caches them, so it does not depend on it). GLIBC_TUNABLES= (empty)
 # measures glibc's defaults.
 export GLIBC_TUNABLES=${GLIBC_TUNABLES-glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296}
 
 load() { cut -d' ' -f1 /proc/loadavg; }
+
+# What a table was measured on: the commit and the CPU.
+meta() {
+  printf 'commit %s' "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  git -C "$root" diff --quiet HEAD 2>/dev/null || printf ' (with uncommitted changes)'
+  printf ', %s, %s CPUs, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+    "$(nproc)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
+}
 
 run() {
   local name=$1 filter=$2
@@ -88,6 +113,7 @@ if [ "$part" != epoch ]; then
   if [ "${REPORT_ONLY:-0}" != 1 ]; then
     rm -rf "$out"
     mkdir -p "$out"
+    meta >"$out/meta"
     for nt in 1 2; do
       for b in 64 256; do
         run "mlp_b${b}_nt$nt" "^BM_${kind}Mlp_(Ms|Torch)/batch:$b/nt:$nt/real_time\$"
@@ -102,6 +128,11 @@ import glob, json, os, re, statistics, sys
 
 out, reps, min_time, kind = sys.argv[1:]
 grad = kind == "Grad"
+try:
+    with open(os.path.join(out, "meta")) as f:
+        meta = f.read().strip()
+except OSError:
+    meta = "an unrecorded commit and CPU"
 loads = {}
 with open(os.path.join(out, "load_samples")) as f:
     for line in f:
@@ -138,19 +169,15 @@ def spread(name):
     v = [r["steps_per_s"] for r in rs]
     return f"{min(v):.0f}-{max(v):.0f}"
 
-# LibTorch steps/s measured on the issue's machine (issue 5, "Bench").
-issue = {("mlp", 64, 1): 477, ("mlp", 64, 2): 475, ("mlp", 256, 1): 149,
-         ("mlp", 256, 2): 190, ("cnn", 64, 1): 27, ("cnn", 64, 2): 42}
-which = "issue 4" if grad else "issue 5"
 what = "forward + backward calls" if grad else "training steps"
 
+print(f"Measured at {meta}.\n")
 print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
       f"in one process per case; range = slowest-fastest repetition; steps/s = {what} per "
-      f"second. Ratio = ms steps/s / LibTorch steps/s (> 1: ms faster); target ({which}) "
-      ">= 1.2x.\n")
+      f"second. Ratio = ms steps/s / LibTorch steps/s (> 1: ms faster); target >= 1.2x.\n")
 print("| model | batch | threads | ms steps/s (range) | LibTorch steps/s (range) | ms / LibTorch | "
-      + ("" if grad else "issue 5's LibTorch | ") + "1-min load (start-end) |")
-print("|---|---|---|---|---|---|---|" + ("" if grad else "---|"))
+      "1-min load (start-end) |")
+print("|---|---|---|---|---|---|---|")
 checks = []
 for nt in (1, 2):
     for model, batch in (("mlp", 64), ("mlp", 256), ("cnn", 64)):
@@ -164,7 +191,7 @@ for nt in (1, 2):
         f = lambda v: "n/a" if v is None else f"{v:.1f}"
         rt = "n/a" if ratio is None else f"**{ratio:.2f}x**"
         print(f"| {name} | {batch} | {nt} | {f(ms_s)} ({spread(m)}) | {f(th_s)} ({spread(t)}) | "
-              f"{rt} | " + ("" if grad else f"~{issue[(model, batch, nt)]} | ") + f"{ldt} |")
+              f"{rt} | {ldt} |")
         checks.append((f"{name} batch {batch}, {nt} thread(s)", ratio))
 
 print()
@@ -176,7 +203,7 @@ if c and k:
           f"{(c - k) * 1e9:+.0f} ns ({100 * (c - k) / k:+.1f}%); with one no-op forward hook "
           f"{h * 1e6:.2f} µs ({(h - k) * 1e9:+.0f} ns)." if h else "")
 print()
-print(f"Targets of {which} ({what} >= 1.2x LibTorch's per second):")
+print(f"Target ({what} per second >= 1.2x LibTorch's):")
 for what, r in checks:
     v = "n/a" if r is None else ("met" if r >= 1.2 else "NOT met")
     print(f"- {what}: {v} ({'n/a' if r is None else f'{r:.2f}x'})")
@@ -188,6 +215,8 @@ if [ "$part" = all ] || [ "$part" = epoch ]; then
   args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}" --pairs "${PAIRS:-1}")
   [ "${CNN:-0}" = 1 ] && args+=(--cnn)
   [ "${CNN:-0}" = only ] && args+=(--cnn-only)
+  echo
+  echo "Measured at $(meta)."
   echo
   "$build/bench/train_epoch" "${args[@]}"
 fi

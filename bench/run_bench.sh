@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# bench/run_bench.sh — ms against LibTorch, side by side, as in docs/benchmarks.md.
+# bench/run_bench.sh — ms against LibTorch, op by op, side by side; owns the
+# tables of the section "bench/run_bench.sh" of docs/benchmarks.md.
 #
 # Builds build-bench (-Dtorch=enabled -Dtests=false), then runs every case with
-# 1 and 2 threads: GEMM, elementwise and conv (issue 2), ms::jit (issue 3).
+# 1 and 2 threads: GEMM, elementwise chains, conv2d, and ms::jit.
 # One process per case: ms, LibTorch and the machine reference
 # of that case (FMA peak for GEMM, STREAM triad for the fused chain) are
 # registered together and their repetitions interleaved
 # (--benchmark_enable_random_interleaving), so a change of load on this shared
-# machine hits both sides alike. Prints a markdown table of medians.
+# machine hits both sides alike. Prints the Markdown tables of
+# docs/benchmarks.md (medians) on stdout; progress goes to stderr.
 #
 #   bench/run_bench.sh                  # 7 repetitions of 0.5 s each
+#   bench/run_bench.sh --markdown       # the same (the default output)
 #   REPS=11 MIN_TIME=1 bench/run_bench.sh > table.md
 #   BUILD_DIR=/tmp/b bench/run_bench.sh
 #   REPORT_ONLY=1 bench/run_bench.sh    # the table again from the last run's JSON
@@ -17,6 +20,20 @@
 #
 # Raw Google Benchmark JSON is kept in $BUILD_DIR/bench-results/.
 set -euo pipefail
+
+for arg in "$@"; do
+  case "$arg" in
+    --markdown) ;;
+    -h | --help)
+      sed -n '2,21p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "run_bench.sh: unknown argument '$arg' (try --help)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-bench}
@@ -50,6 +67,13 @@ run_all() {
   fi
   rm -rf "$out"
   mkdir -p "$out"
+  # What the table was measured on: the commit and the CPU.
+  {
+    printf 'commit %s' "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    git -C "$root" diff --quiet HEAD 2>/dev/null || printf ' (with uncommitted changes)'
+    printf ', %s, %s CPUs, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+      "$(nproc)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
+  } >"$out/meta"
   local nt n
   for nt in 1 2; do
     for n in 256 512 1024; do
@@ -80,6 +104,11 @@ import glob, json, os, re, statistics, sys
 out, reps, min_time = sys.argv[1:]
 with open(os.path.join(out, "load_samples")) as f:
     loads = [float(x) for x in f.read().split()]
+try:
+    with open(os.path.join(out, "meta")) as f:
+        meta = f.read().strip()
+except OSError:
+    meta = "an unrecorded commit and CPU"
 
 # case (JSON file stem) -> name (without repetition suffix) -> per-repetition
 # results. A name measured in several cases (the triad) is looked up in the
@@ -189,7 +218,7 @@ for nt in (1, 2):
     row("conv2d [64,32,28,28]x[64,32,3,3] pad 1", nt, f"BM_Conv2d_Ms/nt:{nt}",
         f"BM_Conv2d_Torch/nt:{nt}", f"{g(ms_f)} / {g(t_f)} GFLOP/s")
 
-# ---------------------------------------------------------------- ms::jit (issue 3)
+# ---------------------------------------------------------------- ms::jit
 jit_rows_start = len(rows)
 jit = {}
 for nt in (1, 2):
@@ -233,6 +262,8 @@ for nt in (1, 2):
                  f"first call of a fresh ms::jit object |")
 fresh = med("BM_FreshPages/nt:1", "time")
 
+print(f"Measured at {meta}.")
+print()
 print(f"Medians of {reps} repetitions (min time {min_time} s each), ms and LibTorch interleaved "
       f"in one process per case. Speed-up = LibTorch time / ms time (> 1: ms faster). "
       f"FMA peak and triad: best repetition, measured in the same process as the case. "
@@ -244,7 +275,7 @@ print("| case | threads | ms | LibTorch | speed-up | throughput ms / LibTorch |"
 print("|---|---|---|---|---|---|")
 print("\n".join(rows[:jit_rows_start]))
 print()
-print("ms::jit (issue 3):")
+print("ms::jit:")
 print()
 print("| case | threads | ms | LibTorch | speed-up | notes |")
 print("|---|---|---|---|---|---|")
@@ -253,7 +284,7 @@ print()
 print(f"A fresh 64 MiB block (aligned_alloc, first touch of each 4 KiB page, free) costs "
       f"{fmt_time(fresh)} on this machine (`BM_FreshPages`).")
 print()
-print("Targets of issue 2:")
+print("Targets (eager):")
 ok = all(r is not None and r >= 0.95 for _, _, r in gemm_ratios)
 print(f"- GEMM >= 0.95x LibTorch at every size and thread count: {verdict(ok)} "
       f"({', '.join(f'n={n}/{nt}t {r2s(r)}' for n, nt, r in gemm_ratios)})")
@@ -267,7 +298,7 @@ for what, nt, r in small_ratios:
     print(f"- 32x32 {what}, {nt} thread(s): >= 3x lower latency than LibTorch "
           f"{verdict(r is not None and r >= 3)} ({r2s(r)})")
 print()
-print("Targets of issue 3 (ms::jit):")
+print("Targets (ms::jit):")
 for nt in (1, 2):
     r = jit[("chain20", nt)]
     print(f"- jitted 20-op chain, {nt} thread(s): >= 8x faster than LibTorch eager "
