@@ -1,4 +1,4 @@
-// bench/bm_dynamic.cpp — the bench of the dynamic-shape issue: throughput of
+// bench/bm_dynamic.cpp — dynamic shapes (bench/compare_dynamic.sh): throughput of
 // the jitted MLP training step (train_models.hpp: 784-512-256-10, forward,
 // cross entropy, backward, Momentum update in one graph) over a stream of
 // random batch sizes, auto-dynamic against static graphs and LibTorch.
