@@ -41,6 +41,11 @@ build=${BUILD_DIR:-$root/build-bench}
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 runs=${RUNS:-5}
 reps=${REPS:-3}
+if ! [[ "$runs" =~ ^[0-9]+$ && "$reps" =~ ^[0-9]+$ ]] || ((runs < 1 || reps < 2)); then
+  # Google Benchmark reports medians only for 2 repetitions or more.
+  echo "chain_vs_triad.sh: RUNS must be >= 1 and REPS >= 2 (given RUNS=$runs REPS=$reps)" >&2
+  exit 2
+fi
 
 # ratios <binary> <into case> <fresh case>: one line per thread count,
 # "nt:N into R fresh R triad GiB/s".
