@@ -14,6 +14,7 @@
 #include <ms/data/gzip.hpp>
 #include <ms/data/idx.hpp>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -227,11 +228,15 @@ TEST_SUITE("data") {
     // With 64 MiB of address space to spare, allocating what the trailer says
     // (or 1 GB by any "plausible ratio") fails with std::bad_alloc.
     const int end = io_test::run_with_address_limit(std::uint64_t{64} << 20, [&] {
-      (void)data::gunzip(noise, std::size_t{8} << 30, "noise.gz");
+      try {
+        (void)data::gunzip(noise, std::size_t{8} << 30, "noise.gz");
+      } catch (const ValueError& e) {
+        if (std::string(e.what()).find("noise.gz: corrupt gzip data at byte") != std::string::npos)
+          throw;
+        throw std::logic_error(e.what());
+      }
     });
     CHECK(end == io_test::kMsError);
-    CHECK_THROWS_WITH_AS(data::gunzip(noise, std::size_t{8} << 30, "noise.gz"),
-                         has("noise.gz: corrupt gzip data at byte"), ValueError);
   }
 
   TEST_CASE("read_file, read_idx: a FIFO is an error naming it, not a wait for a writer") {
@@ -239,7 +244,6 @@ TEST_SUITE("data") {
     io_test::check_fifo_refused(dir.file("fifo"), [&] { (void)data::read_file(dir.file("fifo")); });
     io_test::check_fifo_refused(dir.file("fifo.idx"),
                                 [&] { (void)data::read_idx(dir.file("fifo.idx")); });
-    CHECK_THROWS_WITH_AS(data::read_idx(dir.file("fifo.idx")), has("(it is a FIFO)"), ValueError);
   }
 
   TEST_CASE("read_file: contents, cap, missing file, directory") {

@@ -126,7 +126,8 @@ void check_fifo_refused(const std::string& path, F load) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
-  CHECK_THROWS_WITH_AS(load(), doctest::Contains((path + "' is not a regular file").c_str()),
+  CHECK_THROWS_WITH_AS(load(),
+                       doctest::Contains((path + "' is not a regular file (it is a FIFO").c_str()),
                        ms::ValueError);
   done = true;
   guard.join();

@@ -9,6 +9,7 @@
 #include <ms/io/npy.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io_test_util.hpp"
@@ -582,12 +583,18 @@ TEST_SUITE("io") {
       f.seekp(static_cast<std::streamoff>(size - 22));
       f.write(reinterpret_cast<const char*>(end.data()), 22);
     }
-    CHECK_THROWS_WITH_AS(io::load_npz(empty_npz),
-                         doctest::Contains("the central directory has 3221225350 bytes, over the "
-                                           "limit"),
-                         ValueError);
-    CHECK(run_with_address_limit(std::uint64_t{256} << 20, [&] { io::load_npz(empty_npz); }) ==
-          kMsError);
+    // (In the child too: a regression would read the 3 GB here.)
+    CHECK(run_with_address_limit(std::uint64_t{256} << 20, [&] {
+            try {
+              io::load_npz(empty_npz);
+            } catch (const ValueError& e) {
+              if (std::string_view(e.what()).find(
+                      "the central directory has 3221225350 bytes, over the limit") !=
+                  std::string_view::npos)
+                throw;
+              throw std::logic_error(e.what());
+            }
+          }) == kMsError);
   }
 
   TEST_CASE("npz bad file: a bad npy member names the member") {
