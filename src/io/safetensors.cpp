@@ -150,8 +150,18 @@ bool json_u64(const json& v, std::uint64_t& out) {
   return true;
 }
 
+/// "<what>: tensor '<name>'" in messages, formatted only when one is raised (a
+/// header of a million tensors would otherwise format a million strings).
+struct TensorWho {
+  const std::string& what;
+  const std::string& name;
+};
+std::ostream& operator<<(std::ostream& os, const TensorWho& w) {
+  return os << w.what << ": tensor '" << w.name << "'";
+}
+
 Entry parse_entry(const std::string& name, const json& info, const std::string& what) {
-  const std::string who = detail::str_cat(what, ": tensor ", squote(name));
+  const TensorWho who{what, name};
   MS_CHECK(info.is_object(), ValueError, who, ": expected an object with dtype, shape and ",
            "data_offsets, got ", info.type_name());
   for (const auto& [k, v] : info.items()) {
