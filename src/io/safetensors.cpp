@@ -250,6 +250,7 @@ Plan parse_header(std::span<const std::uint8_t> header, std::uint64_t data_size,
   MS_CHECK(j.is_object(), ValueError, what, ": header must be a JSON object, got ", j.type_name());
 
   Plan plan;
+  plan.entries.reserve(j.size());
   for (const auto& [name, info] : j.items()) {
     if (name == "__metadata__") {
       MS_CHECK(info.is_object(), ValueError, what,
