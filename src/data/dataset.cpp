@@ -65,6 +65,9 @@ TensorDataset load_fashion_mnist(const std::string& dir, Split split) {
            ": expected uint8 labels [N], got ", labels.dtype(), " ", labels.shape());
   MS_CHECK(images.dim(0) == labels.dim(0), ValueError, "FashionMNIST: ", images_path, " holds ",
            images.dim(0), " images but ", labels_path, " holds ", labels.dim(0), " labels");
+  // Zero samples would "train" on nothing and exit successfully.
+  MS_CHECK(images.dim(0) > 0, ValueError, "FashionMNIST: '", images_path,
+           "' holds no images (an empty data set) in directory '", dir, "'");
   const std::int64_t n = labels.dim(0);
   Tensor y = empty({n}, int32);
   const std::uint8_t* src = labels.data<std::uint8_t>();

@@ -24,16 +24,6 @@ struct InflateGuard {
   ~InflateGuard() { inflateEnd(zs); }
 };
 
-/// The ISIZE field of the last member (uncompressed size mod 2^32): a hint for
-/// the first allocation only, never trusted.
-std::size_t isize_hint(std::span<const std::uint8_t> bytes) {
-  const std::size_t n = bytes.size();
-  if (n < 18) return 0;
-  return static_cast<std::size_t>(bytes[n - 4]) | static_cast<std::size_t>(bytes[n - 3]) << 8 |
-         static_cast<std::size_t>(bytes[n - 2]) << 16 |
-         static_cast<std::size_t>(bytes[n - 1]) << 24;
-}
-
 }  // namespace
 
 bool is_gzip(std::span<const std::uint8_t> bytes) {
@@ -56,10 +46,11 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::size_
   const std::size_t n = bytes.size();
   // One past the cap: producing that byte proves the output is over it.
   const std::size_t limit = max_out == SIZE_MAX ? SIZE_MAX : max_out + 1;
-  // A first allocation from the trailer's size hint, bounded by the cap and by
-  // deflate's maximal ratio (1032:1) so that a lying trailer costs nothing.
-  const std::size_t plausible = n > (SIZE_MAX - 65536) / 1032 ? SIZE_MAX : n * 1032 + 65536;
-  std::vector<std::uint8_t> out(std::min({isize_hint(bytes) + 1, plausible, limit}));
+  // The output grows (doubling) as zlib produces it: the trailer's ISIZE is
+  // never trusted for an allocation (it is checked by zlib only at the end), so
+  // noise with a trailer claiming 4 GiB costs a few times its own size.
+  const std::size_t first = n > SIZE_MAX / 2 ? SIZE_MAX : std::max<std::size_t>(2 * n, 65536);
+  std::vector<std::uint8_t> out(std::min(first, limit));
   std::size_t produced = 0;
   std::size_t fed = 0;                            // bytes handed to zlib so far
   zs.next_in = const_cast<Bytef*>(bytes.data());  // zlib's API is not const-correct
@@ -144,7 +135,9 @@ std::vector<std::uint8_t> gzip(std::span<const std::uint8_t> bytes, int level) {
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path, std::size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever; the
+  // type is checked before any read and the flag cleared for regular files.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   MS_CHECK(fd >= 0, ValueError, "cannot open '", path, "': ", errno_text(errno));
   struct Closer {
     int fd;
@@ -152,7 +145,14 @@ std::vector<std::uint8_t> read_file(const std::string& path, std::size_t max_byt
   } closer{fd};
   struct stat st {};
   MS_CHECK(::fstat(fd, &st) == 0, ValueError, "cannot stat '", path, "': ", errno_text(errno));
-  MS_CHECK(S_ISREG(st.st_mode), ValueError, "'", path, "' is not a regular file");
+  MS_CHECK(S_ISREG(st.st_mode), ValueError, "'", path, "' is not a regular file (it is ",
+           S_ISFIFO(st.st_mode)  ? "a FIFO"
+           : S_ISDIR(st.st_mode) ? "a directory"
+                                 : "a device, socket or other special file",
+           ")");
+  const int flags = ::fcntl(fd, F_GETFL);
+  MS_CHECK(flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0, ValueError,
+           "cannot read '", path, "': fcntl: ", errno_text(errno));
   const auto size = static_cast<std::size_t>(st.st_size);
   MS_CHECK(size <= max_bytes, ValueError, "'", path, "' has ", size, " bytes, over the limit of ",
            max_bytes, " bytes");

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <system_error>
 
 #include "ms/core/error.hpp"
@@ -128,14 +129,23 @@ Tensor parse_idx(std::span<const std::uint8_t> bytes, std::string_view what) {
 
 Tensor read_idx_bytes(std::span<const std::uint8_t> bytes, std::string_view what,
                       std::size_t max_bytes) {
-  if (!is_gzip(bytes)) return parse_idx(bytes, what);
-  const std::vector<std::uint8_t> raw = gunzip(bytes, max_bytes, what);
-  return parse_idx(raw, what);
+  try {
+    if (!is_gzip(bytes)) return parse_idx(bytes, what);
+    const std::vector<std::uint8_t> raw = gunzip(bytes, max_bytes, what);
+    return parse_idx(raw, what);
+  } catch (const std::bad_alloc&) {
+    // The sizes were checked against the cap; the system refused memory anyway.
+    detail::raise<MemoryError>(what, ": out of memory reading IDX data");
+  }
 }
 
 Tensor read_idx(const std::string& path, std::size_t max_bytes) {
-  const std::vector<std::uint8_t> bytes = read_file(path, max_bytes);
-  return read_idx_bytes(bytes, path, max_bytes);
+  try {
+    const std::vector<std::uint8_t> bytes = read_file(path, max_bytes);
+    return read_idx_bytes(bytes, path, max_bytes);
+  } catch (const std::bad_alloc&) {
+    detail::raise<MemoryError>("read_idx: '", path, "': out of memory");
+  }
 }
 
 std::vector<std::uint8_t> encode_idx(const Tensor& t) {

@@ -1,9 +1,12 @@
 // ms/io/file.hpp: atomic writes (temp file + fsync + rename) and bounded reads.
 #include "ms/io/file.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -69,6 +72,45 @@ std::string base_of(const std::string& path) {
 
 std::atomic<std::uint64_t> g_temp_counter{0};
 
+/// The pid in a temporary file name of write_file_atomic (`.<name>.tmp.<pid>.<n>`),
+/// or 0 when `entry` is not such a name.
+pid_t temp_file_pid(std::string_view entry) {
+  const auto all_digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 18 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (entry.size() < 2 || entry[0] != '.') return 0;
+  const auto dot_n = entry.rfind('.');
+  const auto dot_pid = dot_n == 0 ? std::string_view::npos : entry.rfind('.', dot_n - 1);
+  if (dot_pid == std::string_view::npos || dot_pid < 5) return 0;
+  const std::string_view pid = entry.substr(dot_pid + 1, dot_n - dot_pid - 1);
+  if (!all_digits(pid) || !all_digits(entry.substr(dot_n + 1))) return 0;
+  // ".tmp" ends where the pid begins, after a non-empty name.
+  if (entry.substr(dot_pid - 4, 4) != ".tmp" || dot_pid - 4 < 2) return 0;
+  const long long v = std::stoll(std::string(pid));
+  return v > 0 && v <= std::numeric_limits<pid_t>::max() ? static_cast<pid_t>(v) : 0;
+}
+
+/// Removes from `dir` the temporary files of saves whose process no longer exists
+/// (killed mid-save: nothing else removes them). Files of a live process, of this
+/// one (a save in progress on another thread) and of a pid this process may not
+/// signal (EPERM: it exists) are kept. Best effort: a failure removes nothing more.
+void remove_stale_temporaries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const pid_t self = ::getpid();
+  while (const dirent* e = ::readdir(d)) {
+    const pid_t pid = temp_file_pid(e->d_name);
+    if (pid == 0 || pid == self) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    struct stat st {};
+    // Regular files only (lstat: a symlink is not followed).
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      (void)::unlinkat(::dirfd(d), e->d_name, 0);
+  }
+  ::closedir(d);
+}
+
 }  // namespace
 
 void VectorSink::write(const void* data, std::size_t n) {
@@ -83,6 +125,7 @@ void write_file_atomic(const std::string& path, const std::function<void(ByteSin
   MS_CHECK(!base.empty() && base != "." && base != "..", ValueError, kWhat, ": '", path,
            "' does not name a file");
   const std::string dir = dir_of(path);
+  remove_stale_temporaries(dir);
 
   // A fresh name in the same directory (rename is atomic only within one file system).
   std::string tmp;
@@ -125,21 +168,50 @@ void write_file_atomic(const std::string& path, std::span<const std::uint8_t> by
   write_file_atomic(path, [&](ByteSink& sink) { sink.write(bytes.data(), bytes.size()); });
 }
 
-InputFile::InputFile(const std::string& path) : path_(path) {
-  constexpr std::string_view kWhat = "read";
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) raise_os(kWhat, path, "open", errno);
+namespace {
+
+/// What a file that is not regular is, for messages.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of another kind";
+}
+
+/// Opens `path` for reading and checks it is a regular file, without blocking;
+/// `size` receives its size.
+int open_regular_file(const std::string& path, std::string_view what, std::uint64_t& size) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
+  // forever; the type is checked first and the flag cleared before any read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) raise_os(what, path, "open", errno);
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
+  if (::fstat(fd, &st) != 0) {
     const int err = errno;
-    close_fd(fd_);
-    raise_os(kWhat, path, "fstat", err);
+    close_fd(fd);
+    raise_os(what, path, "fstat", err);
   }
   if (!S_ISREG(st.st_mode)) {
-    close_fd(fd_);
-    detail::raise<ValueError>(kWhat, ": '", path, "' is not a regular file");
+    close_fd(fd);
+    detail::raise<ValueError>(what, ": '", path, "' is not a regular file (it is ",
+                              file_kind(st.st_mode), ")");
   }
-  size_ = static_cast<std::uint64_t>(st.st_size);
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    close_fd(fd);
+    raise_os(what, path, "fcntl", err);
+  }
+  size = static_cast<std::uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+InputFile::InputFile(const std::string& path) : path_(path) {
+  fd_ = open_regular_file(path, "read", size_);
 }
 
 InputFile::~InputFile() {

@@ -388,16 +388,57 @@ std::uint32_t crc32_of(const std::uint8_t* p, std::uint64_t n) {
   return static_cast<std::uint32_t>(crc);
 }
 
-/// Bounds-checked view of the archive: every access goes through here.
+/// Bounds-checked reads of the archive: every access goes through here.
 struct Zip {
-  std::span<const std::uint8_t> b;
+  const ByteSource& src;
   const std::string& what;
-  /// Pointer to [off, off + n) or an error naming `part`.
-  const std::uint8_t* at(std::uint64_t off, std::uint64_t n, std::string_view part) const {
-    MS_CHECK(off <= b.size() && n <= b.size() - off, ValueError, what, ": zip ", part, " (bytes ",
-             off, " to ", off + n, ") lies past the end of the archive (", b.size(), " bytes)");
-    return b.data() + off;
+  /// The bytes [off, off + n), or an error naming `part` when they are not all there.
+  std::vector<std::uint8_t> read(std::uint64_t off, std::uint64_t n, std::string_view part) const {
+    MS_CHECK(off <= src.size() && n <= src.size() - off, ValueError, what, ": zip ", part,
+             " (bytes ", off, " to ", off + n, ") lies past the end of the archive (", src.size(),
+             " bytes)");
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(n));
+    if (n > 0) src.read(off, out.data(), out.size());
+    return out;
   }
+};
+
+/// The bytes [begin, begin + size) of another source, read front to back exactly
+/// once (as load_npy_from does), their CRC-32 checked against `crc` at the end.
+class CrcSource final : public ByteSource {
+ public:
+  CrcSource(const ByteSource& src, std::uint64_t begin, std::uint64_t size, std::uint32_t crc,
+            const std::string& who)
+      : src_(src), begin_(begin), size_(size), crc_(crc), who_(who) {}
+  std::uint64_t size() const override { return size_; }
+  void read(std::uint64_t offset, void* dst, std::size_t n) const override {
+    MS_CHECK(offset == next_ && n <= size_ - offset, ValueError, who_, ": reading ", n,
+             " bytes at offset ", offset, " of a member of ", size_, " bytes out of order");
+    src_.read(begin_ + offset, dst, n);
+    const auto* p = static_cast<const Bytef*>(dst);
+    for (std::size_t left = n; left > 0;) {
+      const auto chunk = static_cast<uInt>(std::min<std::size_t>(left, 1u << 30));
+      running_ = ::crc32(running_, p, chunk);
+      p += chunk;
+      left -= chunk;
+    }
+    next_ += n;
+  }
+  void finish() const override {
+    MS_CHECK(next_ == size_, ValueError, who_, ": ", size_ - next_,
+             " bytes of the member were not read");
+    MS_CHECK(static_cast<std::uint32_t>(running_) == crc_, ValueError, who_,
+             ": CRC-32 mismatch (data ", running_, ", header ", crc_, ")");
+    src_.finish();
+  }
+
+ private:
+  const ByteSource& src_;
+  std::uint64_t begin_, size_;
+  std::uint32_t crc_;
+  const std::string& who_;
+  mutable std::uint64_t next_ = 0;
+  mutable uLong running_ = ::crc32(0L, Z_NULL, 0);
 };
 
 /// Finds the zip64 extended-information field (id 1) in an extra block and
@@ -425,8 +466,12 @@ void apply_zip64_extra(const std::uint8_t* extra, std::size_t n,
              ": a zip size or offset is 0xFFFFFFFF but there is no zip64 extra field");
 }
 
-std::vector<std::uint8_t> inflate_member(const std::uint8_t* in, std::uint64_t csize,
-                                         std::uint64_t usize, const std::string& who) {
+/// Inflates the `csize` bytes at `begin` of `src`, which must give exactly `usize`
+/// bytes. The input is read in chunks and the output grows with what zlib
+/// produces, never past `usize`.
+std::vector<std::uint8_t> inflate_member(const ByteSource& src, std::uint64_t begin,
+                                         std::uint64_t csize, std::uint64_t usize,
+                                         const std::string& who) {
   z_stream zs{};
   MS_CHECK(inflateInit2(&zs, -MAX_WBITS) == Z_OK, ValueError, who, ": zlib inflateInit2 failed");
   struct End {
@@ -436,11 +481,15 @@ std::vector<std::uint8_t> inflate_member(const std::uint8_t* in, std::uint64_t c
   // Grows with the actual output, never to a declared size not yet reached.
   std::vector<std::uint8_t> out(
       static_cast<std::size_t>(std::min<std::uint64_t>(usize, (1u << 16) + 4 * csize)));
-  std::uint64_t produced = 0, consumed = 0;
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(std::min<std::uint64_t>(csize, 1u << 20)));
+  std::uint64_t produced = 0, consumed = 0, fed = 0;
   for (;;) {
-    if (zs.avail_in == 0 && consumed < csize) {
-      zs.next_in = const_cast<Bytef*>(in + consumed);
-      zs.avail_in = static_cast<uInt>(std::min<std::uint64_t>(csize - consumed, 1u << 30));
+    if (zs.avail_in == 0 && fed < csize) {
+      const auto chunk = static_cast<uInt>(std::min<std::uint64_t>(csize - fed, in.size()));
+      src.read(begin + fed, in.data(), chunk);
+      fed += chunk;
+      zs.next_in = in.data();
+      zs.avail_in = chunk;
     }
     std::uint8_t probe = 0;
     const bool full = produced == out.size();
@@ -473,6 +522,14 @@ std::vector<std::uint8_t> inflate_member(const std::uint8_t* in, std::uint64_t c
   return out;
 }
 
+/// The most bytes `compressed` bytes may declare under `limits`' ratio rule.
+std::uint64_t ratio_bound(std::uint64_t compressed, const NpzLimits& limits) {
+  const double bound = limits.max_ratio * static_cast<double>(compressed);
+  const auto free = static_cast<std::uint64_t>(limits.ratio_free_bytes);
+  if (bound >= 0x1p63) return std::numeric_limits<std::uint64_t>::max();
+  return std::max(free, static_cast<std::uint64_t>(bound));
+}
+
 struct Member {
   std::string name;
   std::uint16_t flags = 0, method = 0;
@@ -481,36 +538,49 @@ struct Member {
   std::uint64_t data_begin = 0, data_end = 0;
 };
 
-NamedTensors load_npz_from(std::span<const std::uint8_t> bytes, std::int64_t max_bytes,
+NamedTensors load_npz_from(const ByteSource& src, const NpzLimits& limits,
                            const std::string& what) {
-  const Zip z{bytes, what};
-  const std::uint64_t size = bytes.size();
+  MS_CHECK(limits.max_bytes >= 0, ValueError, what, ": NpzLimits::max_bytes must be >= 0, got ",
+           limits.max_bytes);
+  MS_CHECK(limits.max_ratio >= 1, ValueError, what, ": NpzLimits::max_ratio must be >= 1, got ",
+           limits.max_ratio);
+  MS_CHECK(limits.ratio_free_bytes >= 0, ValueError, what,
+           ": NpzLimits::ratio_free_bytes must be >= 0, got ", limits.ratio_free_bytes);
+  const auto max_bytes = static_cast<std::uint64_t>(limits.max_bytes);
+  const Zip z{src, what};
+  const std::uint64_t size = src.size();
   MS_CHECK(size >= 22, ValueError, what, ": not a zip archive (", size,
            " bytes, less than an end of central directory record)");
-  // The end record: the last signature whose comment reaches exactly to the end.
-  std::optional<std::uint64_t> eocd;
+  // The end record: the last signature whose comment reaches exactly to the end
+  // (only the last 22 + 65535 bytes can hold it).
   const std::uint64_t lowest = size > 22 + 0xFFFF ? size - 22 - 0xFFFF : 0;
+  const std::vector<std::uint8_t> tail = z.read(lowest, size - lowest, "end records");
+  std::optional<std::uint64_t> eocd;
   for (std::uint64_t p = size - 22 + 1; p-- > lowest;) {
-    if (rd32(bytes.data() + p) == kEndSig && p + 22 + rd16(bytes.data() + p + 20) == size) {
+    const std::uint8_t* q = tail.data() + (p - lowest);
+    if (rd32(q) == kEndSig && p + 22 + rd16(q + 20) == size) {
       eocd = p;
       break;
     }
   }
   MS_CHECK(eocd.has_value(), ValueError, what,
            ": not a zip archive (no end of central directory record at its end)");
-  const std::uint8_t* e = bytes.data() + *eocd;
+  const std::uint8_t* e = tail.data() + (*eocd - lowest);
   std::uint64_t disk = rd16(e + 4), cd_disk = rd16(e + 6), n_disk = rd16(e + 8),
                 n_total = rd16(e + 10), cd_size = rd32(e + 12), cd_offset = rd32(e + 16);
   std::uint64_t cd_end = *eocd;  // the central directory must end where the end records begin
   if (n_disk == 0xFFFF || n_total == 0xFFFF || cd_size == kU32Max || cd_offset == kU32Max) {
     MS_CHECK(*eocd >= 20, ValueError, what, ": zip64 end of central directory locator is missing");
-    const std::uint8_t* loc = z.at(*eocd - 20, 20, "zip64 locator");
+    const std::vector<std::uint8_t> locator = z.read(*eocd - 20, 20, "zip64 locator");
+    const std::uint8_t* loc = locator.data();
     MS_CHECK(rd32(loc) == kZip64LocatorSig, ValueError, what,
              ": zip64 end of central directory locator is missing");
     const std::uint64_t z64 = rd64(loc + 8);
     MS_CHECK(rd32(loc + 4) == 0 && rd32(loc + 16) == 1, ValueError, what,
              ": multi-disk zip archives are not supported");
-    const std::uint8_t* r = z.at(z64, 56, "zip64 end of central directory record");
+    const std::vector<std::uint8_t> record =
+        z.read(z64, 56, "zip64 end of central directory record");
+    const std::uint8_t* r = record.data();
     MS_CHECK(rd32(r) == kZip64EndSig, ValueError, what,
              ": bad zip64 end of central directory signature");
     MS_CHECK(z64 + 56 <= *eocd - 20, ValueError, what,
@@ -531,12 +601,18 @@ NamedTensors load_npz_from(std::span<const std::uint8_t> bytes, std::int64_t max
   // Each central entry takes at least 46 bytes.
   MS_CHECK(n_total <= cd_size / 46, ValueError, what, ": the central directory declares ", n_total,
            " entries, more than its ", cd_size, " bytes can hold");
+  // Read whole; its size is checked first (it is held in memory).
+  MS_CHECK(cd_size <= kNpzMaxCentralDirBytes, ValueError, what, ": the central directory has ",
+           cd_size, " bytes, over the limit of ", kNpzMaxCentralDirBytes);
+  const std::vector<std::uint8_t> cd = z.read(cd_offset, cd_size, "central directory");
 
   std::vector<Member> members;
   std::set<std::string> names;
   std::uint64_t pos = cd_offset, total_usize = 0;
   for (std::uint64_t k = 0; k < n_total; ++k) {
-    const std::uint8_t* c = z.at(pos, 46, "central directory entry");
+    MS_CHECK(pos + 46 <= cd_end, ValueError, what, ": central directory entry ", k,
+             " runs past the central directory");
+    const std::uint8_t* c = cd.data() + (pos - cd_offset);
     MS_CHECK(rd32(c) == kCentralSig, ValueError, what,
              ": bad signature of central directory entry ", k);
     Member m;
@@ -564,21 +640,30 @@ NamedTensors load_npz_from(std::span<const std::uint8_t> bytes, std::int64_t max
              " is not supported (0 stored, 8 deflate)");
     MS_CHECK(m.method != 0 || m.csize == m.usize, ValueError, who, ": stored member has size ",
              m.csize, " but declares ", m.usize, " uncompressed");
-    MS_CHECK(m.usize <= static_cast<std::uint64_t>(max_bytes) &&
-                 total_usize <= static_cast<std::uint64_t>(max_bytes) - m.usize,
-             ValueError, who, ": the archive's decompressed size exceeds the limit of ", max_bytes,
-             " bytes");
+    MS_CHECK(m.usize <= max_bytes && total_usize <= max_bytes - m.usize, ValueError, who,
+             ": the archive's decompressed size exceeds the limit of ", max_bytes,
+             " bytes (NpzLimits::max_bytes)");
+    // Declared sizes are binding (inflating past them is an error), so a bomb
+    // is refused here, before anything is allocated.
+    MS_CHECK(m.usize <= ratio_bound(m.csize, limits), ValueError, who, ": ", m.csize,
+             " compressed bytes declare ", m.usize, " decompressed, a ratio over the limit of ",
+             limits.max_ratio, ":1 for members over ", limits.ratio_free_bytes,
+             " bytes (a decompression bomb? NpzLimits::max_ratio raises the limit)");
     total_usize += m.usize;
 
     // The local header must agree with the central directory.
-    const std::uint8_t* l = z.at(m.local, 30, "local header of " + squote(m.name));
+    const std::vector<std::uint8_t> local =
+        z.read(m.local, 30, "local header of " + squote(m.name));
+    const std::uint8_t* l = local.data();
     MS_CHECK(rd32(l) == kLocalSig, ValueError, who, ": bad local header signature at byte ",
              m.local);
     const std::uint16_t lflags = rd16(l + 6), lmethod = rd16(l + 8);
     const std::uint32_t lcrc = rd32(l + 14);
     std::uint64_t lcsize = rd32(l + 18), lusize = rd32(l + 22);
     const std::uint16_t lnlen = rd16(l + 26), lxlen = rd16(l + 28);
-    const std::uint8_t* lname = z.at(m.local + 30, std::uint64_t{lnlen} + lxlen, "local header");
+    const std::vector<std::uint8_t> local_rest =
+        z.read(m.local + 30, std::uint64_t{lnlen} + lxlen, "local header");
+    const std::uint8_t* lname = local_rest.data();
     MS_CHECK(lnlen == nlen && std::memcmp(lname, name, nlen) == 0, ValueError, who,
              ": local header names a different file");
     MS_CHECK(lmethod == m.method && (lflags & 0x0009) == (m.flags & 0x0009), ValueError, who,
@@ -602,6 +687,10 @@ NamedTensors load_npz_from(std::span<const std::uint8_t> bytes, std::int64_t max
   }
   MS_CHECK(pos == cd_end, ValueError, what, ": ", cd_end - pos,
            " unexplained bytes at the end of the central directory");
+  MS_CHECK(total_usize <= ratio_bound(size, limits), ValueError, what, ": ", size,
+           " bytes of archive declare ", total_usize, " decompressed, a ratio over the limit of ",
+           limits.max_ratio, ":1 beyond the first ", limits.ratio_free_bytes,
+           " bytes (a decompression bomb? NpzLimits::max_ratio raises the limit)");
 
   // Members may not share bytes (the trick of zip bombs that reuse one stream).
   std::vector<const Member*> by_offset;
@@ -615,18 +704,20 @@ NamedTensors load_npz_from(std::span<const std::uint8_t> bytes, std::int64_t max
   NamedTensors out;
   for (const auto& m : members) {
     const std::string who = what + ": member " + squote(m.name);
-    const std::uint8_t* data = bytes.data() + m.data_begin;
-    std::vector<std::uint8_t> inflated;
-    std::span<const std::uint8_t> npy(data, static_cast<std::size_t>(m.csize));
-    if (m.method == 8) {
-      inflated = inflate_member(data, m.csize, m.usize, who);
-      npy = inflated;
+    if (m.method == 0) {  // stored: the tensor's bytes are read straight into its storage
+      const CrcSource member(src, m.data_begin, m.csize, m.crc, who);
+      out.emplace_back(m.name.substr(0, m.name.size() - 4), load_npy_from(member, who));
+      continue;
     }
-    const std::uint32_t crc = crc32_of(npy.data(), npy.size());
+    const std::vector<std::uint8_t> inflated =
+        inflate_member(src, m.data_begin, m.csize, m.usize, who);
+    const std::uint32_t crc = crc32_of(inflated.data(), inflated.size());
     MS_CHECK(crc == m.crc, ValueError, who, ": CRC-32 mismatch (data ", crc, ", header ", m.crc,
              ")");
-    out.emplace_back(m.name.substr(0, m.name.size() - 4), load_npy_from(SpanSource(npy, who), who));
+    out.emplace_back(m.name.substr(0, m.name.size() - 4),
+                     load_npy_from(SpanSource(inflated, who), who));
   }
+  src.finish();
   return out;
 }
 
@@ -785,12 +876,17 @@ void save_npy(const std::string& path, const Tensor& tensor) {
 }
 
 Tensor from_npy_bytes(std::span<const std::uint8_t> bytes) {
-  return load_npy_from(SpanSource(bytes, "from_npy_bytes"), "from_npy_bytes");
+  return memory_error_as("from_npy_bytes", [&] {
+    return load_npy_from(SpanSource(bytes, "from_npy_bytes"), "from_npy_bytes");
+  });
 }
 
 Tensor load_npy(const std::string& path) {
-  const InputFile file(path);
-  return load_npy_from(FileSource(file), "load_npy: '" + path + "'");
+  const std::string what = "load_npy: '" + path + "'";
+  return memory_error_as(what, [&] {
+    const InputFile file(path);
+    return load_npy_from(FileSource(file), what);
+  });
 }
 
 std::vector<std::uint8_t> to_npz_bytes(const NamedTensors& tensors, NpzCompression compression) {
@@ -805,16 +901,27 @@ void save_npz(const std::string& path, const NamedTensors& tensors, NpzCompressi
   write_file_atomic(path, [&](ByteSink& sink) { write_npz(sink, tensors, compression, what); });
 }
 
+NamedTensors from_npz_bytes(std::span<const std::uint8_t> bytes, const NpzLimits& limits) {
+  constexpr std::string_view kWhat = "from_npz_bytes";
+  return memory_error_as(kWhat, [&] {
+    return load_npz_from(SpanSource(bytes, std::string(kWhat)), limits, std::string(kWhat));
+  });
+}
+
 NamedTensors from_npz_bytes(std::span<const std::uint8_t> bytes, std::int64_t max_bytes) {
-  MS_CHECK(max_bytes >= 0, ValueError, "from_npz_bytes: max_bytes must be >= 0, got ", max_bytes);
-  return load_npz_from(bytes, max_bytes, "from_npz_bytes");
+  return from_npz_bytes(bytes, NpzLimits{.max_bytes = max_bytes});
+}
+
+NamedTensors load_npz(const std::string& path, const NpzLimits& limits) {
+  const std::string what = "load_npz: '" + path + "'";
+  return memory_error_as(what, [&] {
+    const InputFile file(path);  // positioned reads: the archive is never held whole in memory
+    return load_npz_from(FileSource(file), limits, what);
+  });
 }
 
 NamedTensors load_npz(const std::string& path, std::int64_t max_bytes) {
-  const std::string what = "load_npz: '" + path + "'";
-  MS_CHECK(max_bytes >= 0, ValueError, what, ": max_bytes must be >= 0, got ", max_bytes);
-  const std::vector<std::uint8_t> bytes = read_file(path);
-  return load_npz_from(bytes, max_bytes, what);
+  return load_npz(path, NpzLimits{.max_bytes = max_bytes});
 }
 
 }  // namespace ms::io

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include "ms/io/file.hpp"
 
@@ -66,37 +67,71 @@ std::string shape_text(const std::vector<std::uint64_t>& dims) {
   return os.str();
 }
 
-/// Parses the JSON text, rejecting duplicate keys (at any depth) and nesting
-/// deeper than a valid header has (root object > tensor object > shape array).
-json parse_json_strict(std::string_view text, const std::string& what) {
-  std::vector<std::set<std::string>> keys;  // one key set per open object
-  int nesting = 0;
-  const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event,
-                                         json& parsed) -> bool {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        MS_CHECK(++nesting <= 3, ValueError, what,
-                 ": header JSON is nested deeper than a safetensors header can be");
-        if (event == json::parse_event_t::object_start) keys.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        keys.pop_back();
-        --nesting;
-        break;
-      case json::parse_event_t::array_end: --nesting; break;
-      case json::parse_event_t::key: {
-        const auto& k = parsed.get_ref<const std::string&>();
-        MS_CHECK(keys.back().insert(k).second, ValueError, what, ": header has the key ", squote(k),
-                 " twice in one object (duplicate keys are ambiguous)");
-        break;
-      }
-      case json::parse_event_t::value: break;
-    }
+/// What json::parse does not check, found in one streaming (SAX) pass: no key
+/// twice in one object (at any depth) and no nesting deeper than a valid header
+/// has (root object > tensor object > shape array). Linear in the header's size:
+/// a DOM parse with a callback rescans the parent object after each child and
+/// takes quadratic time on a header of many tensors.
+class HeaderKeyCheck final : public nlohmann::json_sax<json> {
+ public:
+  explicit HeaderKeyCheck(const std::string& what) : what_(what) {}
+
+  bool null() override { return true; }
+  bool boolean(bool /*val*/) override { return true; }
+  bool number_integer(number_integer_t /*val*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*val*/) override { return true; }
+  bool number_float(number_float_t /*val*/, const string_t& /*text*/) override { return true; }
+  bool string(string_t& /*val*/) override { return true; }
+  bool binary(binary_t& /*val*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    open();
+    // One key set per open object, kept by depth and reused (cleared, not reallocated).
+    if (keys_.size() < depth_) keys_.resize(depth_);
+    keys_[depth_ - 1].clear();
+    objects_.push_back(depth_ - 1);
     return true;
-  };
+  }
+  bool key(string_t& k) override {
+    MS_CHECK(keys_[objects_.back()].insert(k).second, ValueError, what_, ": header has the key '",
+             k, "' twice in one object (duplicate keys are ambiguous)");
+    return true;
+  }
+  bool end_object() override {
+    objects_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override {
+    open();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& e) override {
+    detail::raise<ValueError>(what_, ": header is not valid JSON: ", e.what());
+  }
+
+ private:
+  void open() {
+    MS_CHECK(++depth_ <= 3, ValueError, what_,
+             ": header JSON is nested deeper than a safetensors header can be");
+  }
+
+  const std::string& what_;
+  std::size_t depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_;  // by depth
+  std::vector<std::size_t> objects_;                   // depth index of each open object
+};
+
+/// Parses the JSON text after HeaderKeyCheck accepted it (two linear passes).
+json parse_json_strict(std::string_view text, const std::string& what) {
+  HeaderKeyCheck check(what);
+  (void)json::sax_parse(text.begin(), text.end(), &check);
   try {
-    return json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true);
+    return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     detail::raise<ValueError>(what, ": header is not valid JSON: ", e.what());
   }
@@ -115,8 +150,18 @@ bool json_u64(const json& v, std::uint64_t& out) {
   return true;
 }
 
+/// "<what>: tensor '<name>'" in messages, formatted only when one is raised (a
+/// header of a million tensors would otherwise format a million strings).
+struct TensorWho {
+  const std::string& what;
+  const std::string& name;
+};
+std::ostream& operator<<(std::ostream& os, const TensorWho& w) {
+  return os << w.what << ": tensor '" << w.name << "'";
+}
+
 Entry parse_entry(const std::string& name, const json& info, const std::string& what) {
-  const std::string who = detail::str_cat(what, ": tensor ", squote(name));
+  const TensorWho who{what, name};
   MS_CHECK(info.is_object(), ValueError, who, ": expected an object with dtype, shape and ",
            "data_offsets, got ", info.type_name());
   for (const auto& [k, v] : info.items()) {
@@ -194,11 +239,18 @@ Plan parse_header(std::span<const std::uint8_t> header, std::uint64_t data_size,
   const auto bad = utf8_invalid_at(header);
   MS_CHECK(!bad, ValueError, what, ": header is not valid UTF-8 (byte ", bad.value_or(0),
            " of the header)");
+  // The JSON parser would stop at a NUL as at the end of its input, accepting
+  // "{}\0..." whatever follows; the reference reader rejects NUL anywhere.
+  const auto nul = std::find(header.begin(), header.end(), std::uint8_t{0});
+  MS_CHECK(nul == header.end(), ValueError, what, ": header holds a NUL byte at byte ",
+           nul - header.begin(), " of ", header.size(),
+           " (a header is JSON, padded with trailing spaces only)");
   const std::string_view text(reinterpret_cast<const char*>(header.data()), header.size());
   const json j = parse_json_strict(text, what);
   MS_CHECK(j.is_object(), ValueError, what, ": header must be a JSON object, got ", j.type_name());
 
   Plan plan;
+  plan.entries.reserve(j.size());
   for (const auto& [name, info] : j.items()) {
     if (name == "__metadata__") {
       MS_CHECK(info.is_object(), ValueError, what,
@@ -255,8 +307,8 @@ SafetensorsFile load_from(const ByteSource& src, const std::string& what) {
   src.read(0, len_bytes, 8);
   std::uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
-  MS_CHECK(n >= 8, ValueError, what, ": header length ", n,
-           " is too small (at least 8: a header is a JSON object padded to 8 bytes)");
+  MS_CHECK(n >= 2, ValueError, what, ": header length ", n,
+           " is too small (at least 2: a header is a JSON object, '{}' when empty)");
   MS_CHECK(n <= kSafetensorsMaxHeaderBytes, ValueError, what, ": header length ", n,
            " is over the limit of ", kSafetensorsMaxHeaderBytes, " bytes");
   MS_CHECK(n <= size - 8, ValueError, what, ": header length ", n, " is past the end of the file (",
@@ -383,12 +435,17 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 }
 
 SafetensorsFile from_safetensors_bytes(std::span<const std::uint8_t> bytes) {
-  return load_from(SpanSource(bytes, "from_safetensors_bytes"), "from_safetensors_bytes");
+  return memory_error_as("from_safetensors_bytes", [&] {
+    return load_from(SpanSource(bytes, "from_safetensors_bytes"), "from_safetensors_bytes");
+  });
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  const InputFile file(path);
-  return load_from(FileSource(file), "load_safetensors: '" + path + "'");
+  const std::string what = "load_safetensors: '" + path + "'";
+  return memory_error_as(what, [&] {
+    const InputFile file(path);
+    return load_from(FileSource(file), what);
+  });
 }
 
 }  // namespace ms::io

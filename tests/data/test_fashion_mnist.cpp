@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include "io/io_test_util.hpp"  // check_fifo_refused
+
 using namespace ms;
 
 namespace {
@@ -142,6 +144,28 @@ TEST_SUITE("data") {
       CHECK(s.x.to_vector<std::uint8_t>()[5] == 18);
       CHECK(test.labels().to_vector<std::int32_t>()[19] == 9);
     }
+  }
+
+  TEST_CASE("FashionMNIST: an empty data set is an error naming the directory and the file") {
+    TempDir dir;
+    write_split(dir, "t10k", 0, true);
+    const std::string images = dir.file("t10k-images-idx3-ubyte.gz");
+    CHECK_THROWS_WITH_AS(
+        data::FashionMNIST(dir.path.string(), data::Split::Test),
+        has("FashionMNIST: '" + images + "' holds no images (an empty data set) in directory '" +
+            dir.path.string() + "'"),
+        ValueError);
+    write_split(dir, "train", 0, false);
+    CHECK_THROWS_WITH_AS(data::FashionMNIST(dir.path.string()),
+                         has("train-images-idx3-ubyte' holds no images"), ValueError);
+  }
+
+  TEST_CASE("FashionMNIST: a FIFO in place of a file is an error naming it, not a hang") {
+    TempDir dir;
+    write_split(dir, "train", 3, false);
+    std::filesystem::remove(dir.file("train-images-idx3-ubyte"));
+    io_test::check_fifo_refused(dir.file("train-images-idx3-ubyte"),
+                                [&] { data::FashionMNIST ds(dir.path.string()); });
   }
 
   TEST_CASE("FashionMNIST: missing files, mismatched counts, bad labels and shapes") {

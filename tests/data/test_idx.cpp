@@ -14,10 +14,13 @@
 #include <ms/data/gzip.hpp>
 #include <ms/data/idx.hpp>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
+
+#include "io/io_test_util.hpp"  // check_fifo_refused, run_with_address_limit
 
 using namespace ms;
 using Bytes = std::vector<std::uint8_t>;
@@ -208,6 +211,39 @@ TEST_SUITE("data") {
     Bytes liar = data::gzip(str_bytes("tiny"));
     std::fill(liar.end() - 4, liar.end(), 0xFF);
     CHECK_THROWS_WITH_AS(data::gunzip(liar, 100, "liar.gz"), has("corrupt gzip data"), ValueError);
+  }
+
+  TEST_CASE("gunzip: noise with a trailer claiming 4 GiB allocates as data arrives") {
+    if (io_test::kAddressSanitizer) {
+      MESSAGE("skipped under AddressSanitizer (an address-space limit cannot bound memory)");
+      return;
+    }
+    // A gzip header, 1 MB of noise, and an ISIZE trailer of 4 GiB - 1: the
+    // stream is corrupt within its first bytes.
+    std::mt19937 rng(7);
+    Bytes noise = random_values<std::uint8_t>(1 << 20, rng);
+    const Bytes header = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+    std::copy(header.begin(), header.end(), noise.begin());
+    std::fill(noise.end() - 4, noise.end(), 0xFF);
+    // With 64 MiB of address space to spare, allocating what the trailer says
+    // (or 1 GB by any "plausible ratio") fails with std::bad_alloc.
+    const int end = io_test::run_with_address_limit(std::uint64_t{64} << 20, [&] {
+      try {
+        (void)data::gunzip(noise, std::size_t{8} << 30, "noise.gz");
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("noise.gz: corrupt gzip data at byte") != std::string::npos)
+          throw;
+        throw std::logic_error(e.what());
+      }
+    });
+    CHECK(end == io_test::kMsError);
+  }
+
+  TEST_CASE("read_file, read_idx: a FIFO is an error naming it, not a wait for a writer") {
+    TempDir dir;
+    io_test::check_fifo_refused(dir.file("fifo"), [&] { (void)data::read_file(dir.file("fifo")); });
+    io_test::check_fifo_refused(dir.file("fifo.idx"),
+                                [&] { (void)data::read_idx(dir.file("fifo.idx")); });
   }
 
   TEST_CASE("read_file: contents, cap, missing file, directory") {

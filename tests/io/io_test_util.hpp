@@ -3,7 +3,14 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <complex>
 #include <cstdint>
 #include <cstdlib>
@@ -11,8 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <ms/core/error.hpp>
 #include <ms/core/tensor.hpp>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace io_test {
@@ -95,6 +105,86 @@ inline std::uint64_t get_le(const std::vector<std::uint8_t>& b, std::size_t at, 
   std::uint64_t v = 0;
   for (int i = n - 1; i >= 0; --i) v = (v << 8) | b[at + i];
   return v;
+}
+
+/// Makes a FIFO at `path` and calls `load` on it, which must throw an ms::ValueError
+/// naming the path without blocking. A regression fails instead of hanging the
+/// suite: after 5 s a guard thread opens the FIFO's write end, which releases an
+/// `open` blocked on it, and the test fails for the wait.
+template <class F>
+void check_fifo_refused(const std::string& path, F load) {
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  std::atomic<bool> done{false}, rescued{false};
+  std::thread guard([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    while (!done) {  // a blocked reader lets a non-blocking writer open
+      rescued = true;
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  CHECK_THROWS_WITH_AS(load(),
+                       doctest::Contains((path + "' is not a regular file (it is a FIFO").c_str()),
+                       ms::ValueError);
+  done = true;
+  guard.join();
+  CHECK_MESSAGE(!rescued, "opening the FIFO '", path, "' blocked until a writer came");
+}
+
+/// How a child of run_with_address_limit ended.
+enum ChildEnd : int { kReturned = 0, kMsError = 10, kBadAlloc = 20, kOtherException = 30 };
+
+/// True when AddressSanitizer is on (it reserves terabytes of address space, so an
+/// address-space limit cannot be used to bound memory).
+constexpr bool kAddressSanitizer =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
+/// Runs `body` in a child process whose address space may grow by at most `extra`
+/// bytes over what this process maps now, and returns how it ended (a ChildEnd,
+/// or -1 when it crashed). An allocation the size of what a hostile header claims
+/// fails there with std::bad_alloc instead of taking the machine's memory.
+template <class F>
+int run_with_address_limit(std::uint64_t extra, F body) {
+  std::uint64_t pages = 0;
+  {
+    std::ifstream statm("/proc/self/statm");
+    statm >> pages;
+  }
+  const auto mapped = pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = mapped + extra;
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(99);
+    int end = kReturned;
+    try {
+      body();
+    } catch (const ms::Error&) {
+      end = kMsError;
+    } catch (const std::bad_alloc&) {
+      end = kBadAlloc;
+    } catch (...) {
+      end = kOtherException;
+    }
+    ::_exit(end);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 }  // namespace io_test

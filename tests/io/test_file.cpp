@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -170,6 +171,56 @@ TEST_SUITE("io") {
                          ValueError);
     write_all(path, std::vector<std::uint8_t>(50, 3));  // shrinks under the open file
     CHECK_THROWS_WITH_AS(f.check_unchanged(), doctest::Contains("changed size"), ValueError);
+  }
+
+  TEST_CASE("loaders refuse a FIFO at once, naming it, instead of waiting for a writer") {
+    TempDir dir;
+    check_fifo_refused(dir.file("a.safetensors"),
+                       [&] { io::load_safetensors(dir.file("a.safetensors")); });
+    check_fifo_refused(dir.file("a.npy"), [&] { io::load_npy(dir.file("a.npy")); });
+    check_fifo_refused(dir.file("a.npz"), [&] { io::load_npz(dir.file("a.npz")); });
+    check_fifo_refused(dir.file("a.bin"), [&] { io::read_file(dir.file("a.bin")); });
+    // (load_checkpoint opens its file through load_safetensors.)
+    CHECK_THROWS_WITH_AS(io::load_npy(dir.path.string()), doctest::Contains("it is a directory"),
+                         ValueError);
+  }
+
+  TEST_CASE("write_file_atomic removes temporary files of dead processes, never of live ones") {
+    TempDir dir;
+    // A pid that no longer exists: a child that has exited and been reaped.
+    const pid_t dead = ::fork();
+    REQUIRE(dead >= 0);
+    if (dead == 0) ::_exit(0);
+    REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+    const pid_t live = ::getppid();  // the test's parent runs as long as the test does
+    const std::string d = std::to_string(dead), l = std::to_string(live);
+    const std::vector<std::string> stale = {".model.safetensors.tmp." + d + ".0",
+                                            ".other.npz.tmp." + d + ".17"};
+    const std::vector<std::string> kept = {
+        ".model.safetensors.tmp." + l + ".3",                             // a live process's save
+        ".model.safetensors.tmp." + std::to_string(::getpid()) + ".999",  // this process's
+        "model.safetensors.tmp." + d + ".0",                              // not hidden: not ours
+        ".model.safetensors.tmp." + d,                                    // no counter
+        ".model.safetensors.tmp.x" + d + ".0",                            // not a pid
+        ".tmp." + d + ".0",                                               // no name
+        "keep.bin"};
+    for (const auto& n : stale) write_all(dir.file(n), bytes_of("half a save"));
+    for (const auto& n : kept) write_all(dir.file(n), bytes_of("x"));
+    std::filesystem::create_directory(dir.file(".dir.tmp." + d + ".1"));  // not a regular file
+
+    io::save_safetensors(dir.file("model.safetensors"), {{"w", ms::ones({2})}});
+    for (const auto& n : stale) CHECK_MESSAGE(!std::filesystem::exists(dir.file(n)), n);
+    for (const auto& n : kept) CHECK_MESSAGE(std::filesystem::exists(dir.file(n)), n);
+    CHECK(std::filesystem::exists(dir.file(".dir.tmp." + d + ".1")));
+    CHECK(io::load_safetensors(dir.file("model.safetensors")).at("w").numel() == 2);
+    CHECK(dir.entries() == kept.size() + 2);
+  }
+
+  TEST_CASE("memory_error_as: a refused allocation is an ms::MemoryError naming the API") {
+    CHECK(io::memory_error_as("x", [] { return 3; }) == 3);
+    CHECK_THROWS_WITH_AS(
+        io::memory_error_as("load_npz: 'a.npz'", []() -> int { throw std::bad_alloc(); }),
+        doctest::Contains("load_npz: 'a.npz': out of memory"), MemoryError);
   }
 
   TEST_CASE("SpanSource reads within bounds only") {

@@ -3,9 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <ms/core/tensor.hpp>
 #include <ms/io/npy.hpp>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io_test_util.hpp"
@@ -473,6 +477,124 @@ TEST_SUITE("io") {
     put_le(t, cd + 20, cut, 4);
     put_le(t, t.size() - 22 + 16, cd, 4);
     CHECK_BAD_NPZ(t, "deflate data is truncated");
+  }
+
+  TEST_CASE("npz bomb: a member's compression ratio is limited (NpzLimits)") {
+    // 4 MiB of zeros deflate to ~4 kB, a ratio near deflate's maximum (1032:1).
+    const auto bomb =
+        io::to_npz_bytes({{"z", zeros({1 << 20}, float32)}}, io::NpzCompression::Deflate);
+    CHECK(io::from_npz_bytes(bomb).size() == 1);  // under the default ratio-free 64 MiB
+    const io::NpzLimits strict{.ratio_free_bytes = 1 << 20};
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(bomb, strict), doctest::Contains("member 'z.npy': "),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(bomb, strict),
+                         doctest::Contains("a ratio over the limit of 100:1 for members over "
+                                           "1048576 bytes"),
+                         ValueError);
+    CHECK(io::from_npz_bytes(bomb, {.max_ratio = 2000, .ratio_free_bytes = 1 << 20}).size() == 1);
+    // Real data compresses far less (weights ~1.1:1, class labels in int64 under
+    // 20:1): it loads under the strict limits.
+    std::vector<double> w(1 << 18), y(1 << 18);
+    std::uint64_t state = 12345;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      w[i] = static_cast<double>(state >> 11) * 0x1p-53 - 0.5;
+      y[i] = static_cast<double>((state >> 33) % 10);
+    }
+    const io::NamedTensors real = {{"w", from_vector(w, {1 << 18}).to(float32)},
+                                   {"y", from_vector(y, {1 << 18}).to(int64)}};
+    CHECK(io::from_npz_bytes(io::to_npz_bytes(real, io::NpzCompression::Deflate), strict).size() ==
+          2);
+    // Bad limits are named.
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(bomb, {.max_ratio = 0.5}),
+                         doctest::Contains("NpzLimits::max_ratio must be >= 1, got 0.5"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(bomb, {.max_bytes = -1}),
+                         doctest::Contains("NpzLimits::max_bytes must be >= 0"), ValueError);
+  }
+
+  TEST_CASE("npz bomb: 1 GiB declared by a few kB is refused by default, before inflating") {
+    // A member of 1 MiB of zeros whose headers declare 1 GiB (the sizes bind:
+    // inflating is refused past them, so a declared size is what a bomb costs).
+    auto b = io::to_npz_bytes({{"z", zeros({1 << 20}, uint8)}}, io::NpzCompression::Deflate);
+    const std::uint64_t gib = std::uint64_t{1} << 30;
+    put_le(b, central_entry(b, 0) + 24, gib, 4);
+    put_le(b, local_of(b, 0) + 22, gib, 4);
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(b), doctest::Contains("member 'z.npy': "), ValueError);
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(b),
+                         doctest::Contains(" compressed bytes declare 1073741824 decompressed"),
+                         ValueError);
+    // Three such members: the first is refused.
+    auto three = io::to_npz_bytes({{"a", zeros({1 << 20}, uint8)},
+                                   {"b", zeros({1 << 20}, uint8)},
+                                   {"c", zeros({1 << 20}, uint8)}},
+                                  io::NpzCompression::Deflate);
+    for (int k = 0; k < 3; ++k) {
+      put_le(three, central_entry(three, k) + 24, gib, 4);
+      put_le(three, local_of(three, k) + 22, gib, 4);
+    }
+    CHECK_THROWS_WITH_AS(io::from_npz_bytes(three), doctest::Contains("member 'a.npy'"),
+                         ValueError);
+  }
+
+  TEST_CASE("npz bomb: the archive's total is limited relative to its size") {
+    // Members each under the ratio-free size, together far over 100x the archive.
+    const io::NamedTensors many = {{"m0", zeros({2 << 20}, uint8)},
+                                   {"m1", zeros({2 << 20}, uint8)},
+                                   {"m2", zeros({2 << 20}, uint8)}};
+    const auto b = io::to_npz_bytes(many, io::NpzCompression::Deflate);
+    const io::NpzLimits limits{.ratio_free_bytes = 3 << 20};
+    CHECK_THROWS_WITH_AS(
+        io::from_npz_bytes(b, limits),
+        doctest::Contains((std::to_string(b.size()) + " bytes of archive declare 6291").c_str()),
+        ValueError);
+    CHECK(io::from_npz_bytes(b, {.ratio_free_bytes = 7 << 20}).size() == 3);
+  }
+
+  TEST_CASE("npz: a 3 GB file is not read into memory; sizes are checked before reading") {
+    if (kAddressSanitizer) {
+      MESSAGE("skipped under AddressSanitizer (an address-space limit cannot bound memory)");
+      return;
+    }
+    TempDir dir;
+    // A sparse 3 GB file ending in an empty archive's end record: valid, and
+    // loading it needs the end record, not the 3 GB.
+    const std::uint64_t size = std::uint64_t{3} << 30;
+    std::vector<std::uint8_t> end(22, 0);
+    put_le(end, 0, 0x06054b50, 4);
+    put_le(end, 16, size - 22, 4);  // the (empty) central directory starts at the end record
+    const std::string empty_npz = dir.file("sparse.npz");
+    write_all(empty_npz, {});
+    std::filesystem::resize_file(empty_npz, size - 22);
+    {
+      std::ofstream f(empty_npz, std::ios::binary | std::ios::app);
+      f.write(reinterpret_cast<const char*>(end.data()), 22);
+    }
+    REQUIRE(std::filesystem::file_size(empty_npz) == size);
+    // 256 MiB more address space than the test maps now: reading the file whole fails.
+    CHECK(run_with_address_limit(std::uint64_t{256} << 20, [&] {
+            if (!io::load_npz(empty_npz).empty()) throw std::logic_error("not empty");
+          }) == kReturned);
+    // The end record declares a central directory of almost 3 GB: refused unread.
+    put_le(end, 12, size - 22 - 100, 4);
+    put_le(end, 16, 100, 4);
+    {
+      std::fstream f(empty_npz, std::ios::binary | std::ios::in | std::ios::out);
+      f.seekp(static_cast<std::streamoff>(size - 22));
+      f.write(reinterpret_cast<const char*>(end.data()), 22);
+    }
+    // (In the child too: a regression would read the 3 GB here.)
+    CHECK(run_with_address_limit(std::uint64_t{256} << 20, [&] {
+            try {
+              io::load_npz(empty_npz);
+            } catch (const Error& e) {  // a MemoryError from reading it whole is a regression
+              if (std::string_view(e.what()).find(
+                      "the central directory has 3221225350 bytes, over the limit") !=
+                  std::string_view::npos)
+                throw;
+              throw std::logic_error(e.what());
+            }
+          }) == kMsError);
   }
 
   TEST_CASE("npz bad file: a bad npy member names the member") {

@@ -2,6 +2,7 @@
 // and one test per class of bad file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <ms/core/tensor.hpp>
@@ -213,15 +214,69 @@ TEST_SUITE("io") {
     }
   }
 
-  TEST_CASE("safetensors bad file: header length 0-7") {
-    for (std::uint64_t n = 0; n < 8; ++n) {
+  TEST_CASE("safetensors bad file: header length 0-1") {
+    for (std::uint64_t n = 0; n < 2; ++n) {
       CAPTURE(n);
       std::vector<std::uint8_t> b(8 + 16, ' ');
       put_le(b, 0, n, 8);
       b[8] = '{';
       b[9] = '}';
-      CHECK_BAD(b, "is too small", ValueError);
+      CHECK_BAD(b, "is too small (at least 2", ValueError);
     }
+  }
+
+  TEST_CASE("safetensors: the 2-byte header {} is an empty file, as for the reference reader") {
+    for (const bool pad : {false, true}) {
+      CAPTURE(pad);
+      const auto b = craft("{}", {}, pad);
+      CHECK(b.size() == (pad ? 16u : 10u));
+      const auto f = io::from_safetensors_bytes(b);
+      CHECK(f.tensors.empty());
+      CHECK(f.metadata.empty());
+    }
+    // Lengths 2-7 with spaces after "{}" (an unpadded writer's trailing spaces).
+    for (std::size_t spaces = 0; spaces < 6; ++spaces)
+      CHECK(io::from_safetensors_bytes(craft("{}" + std::string(spaces, ' '), {}, false))
+                .tensors.empty());
+  }
+
+  TEST_CASE("safetensors bad file: NUL bytes (padding is trailing spaces only)") {
+    // Padded with NULs instead of spaces: the reference reader refuses it.
+    std::vector<std::uint8_t> b = craft("{}");
+    std::fill(b.begin() + 10, b.end(), 0);
+    CHECK_BAD(b, "header holds a NUL byte at byte 2 of 8", ValueError);
+    // A NUL would end the JSON text early for a parser that stops there: what
+    // follows it must not be ignored.
+    b = craft(std::string("{}\0{\"x\": 1}", 11));
+    CHECK_BAD(b, "header holds a NUL byte at byte 2", ValueError);
+    const std::string t = R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+    b = craft(t + std::string(1, '\0'), {7});
+    CHECK_BAD(b, (std::string("NUL byte at byte ") + std::to_string(t.size())).c_str(), ValueError);
+    // Spaces (and JSON's other whitespace, which the reference reader allows) are fine.
+    CHECK(io::from_safetensors_bytes(craft(t + "  \n\t ", {7}, false)).at("a").numel() == 1);
+  }
+
+  TEST_CASE("safetensors: a header of 100,000 tensors loads, in order, with every check") {
+    // The header parse is linear (bench/bm_io.cpp: BM_Safetensors_LoadHeader
+    // measures 10k to 1M tensors); here the large header's contents are checked.
+    constexpr int kTensors = 100'000;
+    std::string h = "{";
+    for (int i = 0; i < kTensors; ++i) {
+      if (i > 0) h += ",";
+      h += "\"t" + std::to_string(i) + "\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[" +
+           std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+    }
+    std::vector<std::uint8_t> data(kTensors);
+    for (int i = 0; i < kTensors; ++i) data[i] = static_cast<std::uint8_t>(i % 251);
+    const auto f = io::from_safetensors_bytes(craft(h + "}", data));
+    REQUIRE(f.tensors.size() == kTensors);
+    for (int i : {0, 1, 12'345, kTensors - 1}) {
+      CHECK(f.tensors[i].first == "t" + std::to_string(i));
+      CHECK(f.tensors[i].second.item<std::uint8_t>() == i % 251);
+    }
+    // A duplicate as the last of 100,000 keys is still found.
+    const std::string dup = h + ",\"t7\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    CHECK_BAD(craft(dup, data), "header has the key 't7' twice", ValueError);
   }
 
   TEST_CASE("safetensors bad file: header length over 100 MB") {

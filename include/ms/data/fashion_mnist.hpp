@@ -28,8 +28,9 @@ enum class Split { Train, Test };
 /// Fashion-MNIST in memory: `images()` uint8 [N, 28, 28], `labels()` int32 [N]
 /// with values 0..9 (N = 60000 for Split::Train, 10000 for Split::Test).
 /// Files: `{train,t10k}-{images-idx3,labels-idx1}-ubyte` with or without `.gz`.
-/// ms::ValueError naming the file when one is missing or malformed, when the
-/// image and label counts differ, or when a label is not in 0..9.
+/// ms::ValueError naming the file when one is missing or malformed, when it holds
+/// no images (an empty data set), when the image and label counts differ, or when
+/// a label is not in 0..9.
 /// Example: `ms::data::FashionMNIST test(dir, ms::data::Split::Test);`
 class FashionMNIST : public TensorDataset {
  public:

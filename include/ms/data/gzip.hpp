@@ -33,7 +33,8 @@ bool is_gzip(std::span<const std::uint8_t> bytes);
 /// start with the gzip magic are returned unchanged, so uncompressed files pass
 /// through. ms::ValueError naming `what` (a file name, for messages) when the
 /// output would exceed `max_out` bytes, when the stream is truncated or corrupt,
-/// or when bytes other than another gzip member follow a member.
+/// or when bytes other than another gzip member follow a member. The output grows
+/// as zlib produces it; the size a trailer claims is never allocated up front.
 /// Example: `auto idx = ms::data::gunzip(raw, 64 << 20, "t10k-labels-idx1-ubyte.gz");`
 std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::size_t max_out,
                                  std::string_view what);
@@ -44,8 +45,9 @@ std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::size_
 std::vector<std::uint8_t> gzip(std::span<const std::uint8_t> bytes, int level = 6);
 
 /// The whole content of the regular file at `path`. ms::ValueError naming the
-/// path when it is missing, unreadable, not a regular file or larger than
-/// `max_bytes`, or when it shrinks while being read.
+/// path when it is missing, unreadable, not a regular file (a FIFO is an error,
+/// not a wait for a writer) or larger than `max_bytes`, or when it shrinks while
+/// being read.
 /// Example: `auto raw = ms::data::read_file("/tmp/x.idx", ms::data::kDefaultMaxBytes);`
 std::vector<std::uint8_t> read_file(const std::string& path,
                                     std::size_t max_bytes = kDefaultMaxBytes);

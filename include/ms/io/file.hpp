@@ -20,9 +20,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -59,6 +61,10 @@ class VectorSink final : public ByteSink {
 /// rename fails — the temporary file is removed, `path` keeps its previous
 /// contents (or stays absent), and the exception propagates (OS failures as
 /// ms::ValueError naming the path). A symlink at `path` is replaced, not followed.
+/// A process killed mid-save leaves its temporary file behind: each save first
+/// removes from the directory the regular files named `.<name>.tmp.<pid>.<n>`
+/// whose process no longer exists (never those of a live process; pids are those
+/// of this machine's pid namespace, so do not share a directory across machines).
 /// Example: `write_file_atomic("a.bin", [](ms::io::ByteSink& s) { s.write("x", 1); });`
 void write_file_atomic(const std::string& path, const std::function<void(ByteSink&)>& produce);
 
@@ -81,7 +87,8 @@ std::vector<std::uint8_t> read_file(const std::string& path,
 /// Example: `ms::io::InputFile f("x.npy"); std::uint8_t magic[6]; f.read_at(0, magic, 6);`
 class InputFile {
  public:
-  /// Opens `path`; ValueError naming it when it cannot be opened or is not a regular file.
+  /// Opens `path` without blocking (a FIFO is an error, not a wait for a writer);
+  /// ValueError naming it when it cannot be opened or is not a regular file.
   explicit InputFile(const std::string& path);
   ~InputFile();
   InputFile(const InputFile&) = delete;
@@ -140,6 +147,20 @@ class FileSource final : public ByteSource {
  private:
   const InputFile& file_;
 };
+
+/// Runs `load` and turns a std::bad_alloc (the system refusing memory that the
+/// checked sizes allowed) into an ms::MemoryError naming `what`, so that every
+/// loader fails with an ms::Error. Example:
+/// `return ms::io::memory_error_as("load_npy: 'x.npy'", [&] { return parse(bytes); });`
+template <class F>
+auto memory_error_as(std::string_view what, F&& load) -> decltype(load()) {
+  try {
+    return std::forward<F>(load)();
+  } catch (const std::bad_alloc&) {
+    detail::raise<MemoryError>(what, ": out of memory (the system refused an allocation; ",
+                               "ms::set_max_alloc_bytes caps what ms asks for)");
+  }
+}
 
 /// The offset of the first byte of `bytes` that is not well-formed UTF-8
 /// (overlong forms, surrogates and code points over U+10FFFF are ill-formed),

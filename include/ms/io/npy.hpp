@@ -28,9 +28,11 @@
 // stored and deflated members; zip64 records (NumPy writes them); every bound
 // checked; each local header must agree with its central directory entry
 // (name, method, flags, CRC-32, sizes), members may not overlap, names must end
-// in ".npy" and be unique, CRC-32 verified, and the total decompressed size is
-// capped (a zip bomb is an error, not an allocation). Every failure is an
-// ms::ValueError (ms::TypeError for dtypes) naming the API, file and member.
+// in ".npy" and be unique, CRC-32 verified, and the decompressed sizes are
+// capped, in total and in ratio to the compressed sizes (NpzLimits: a zip bomb is
+// an error, not an allocation). Every failure is an ms::ValueError
+// (ms::TypeError for dtypes, ms::MemoryError when the system refuses memory)
+// naming the API, file and member.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +75,29 @@ enum class NpzCompression { Stored, Deflate };
 /// The default cap on the total decompressed size of an archive's members: 4 GiB.
 inline constexpr std::int64_t kNpzDefaultMaxBytes = std::int64_t{1} << 32;
 
+/// The largest central directory read (it is held in memory): 64 MiB, some
+/// 500,000 members of NumPy's archives.
+inline constexpr std::uint64_t kNpzMaxCentralDirBytes = std::uint64_t{64} << 20;
+
+/// What loading an archive may cost, checked on the declared sizes before anything
+/// is inflated (a member inflating past its declared size is an error, so they bind).
+/// A deflated member may declare at most `max_ratio` times its compressed size,
+/// and the archive's members together at most `max_ratio` times the archive's
+/// size; sizes up to `ratio_free_bytes` are exempt from the ratio. The defaults:
+/// real tensors compress at most a few times (float weights ~1.1:1, labels and
+/// images under 10:1), a bomb near deflate's maximum of 1032:1; only a tensor of
+/// over 64 MiB that is almost all one byte value (zeros) compresses past 100:1,
+/// and loading one needs a larger `max_ratio`.
+/// Example: `ms::io::load_npz("big.npz", {.max_bytes = 16LL << 30, .max_ratio = 2000});`
+struct NpzLimits {
+  /// Cap on the total decompressed size of the members, in bytes.
+  std::int64_t max_bytes = kNpzDefaultMaxBytes;
+  /// Cap on decompressed / compressed size, per member and for the whole archive.
+  double max_ratio = 100;
+  /// Decompressed sizes up to this many bytes are never refused for their ratio.
+  std::int64_t ratio_free_bytes = std::int64_t{64} << 20;
+};
+
 /// The .npz archive for `tensors`, member "NAME.npy" per entry, in order.
 /// ValueError for duplicate names, an archive over 4 GiB, undefined tensors.
 /// Example: `auto b = ms::io::to_npz_bytes({{"x", x}}, ms::io::NpzCompression::Deflate);`
@@ -85,13 +110,23 @@ void save_npz(const std::string& path, const NamedTensors& tensors,
               NpzCompression compression = NpzCompression::Stored);
 
 /// Parses and validates an archive in memory; the names lose their ".npy", in the
-/// order of the central directory. `max_bytes` caps the total decompressed size.
-/// Example: `ms::io::NamedTensors s = ms::io::from_npz_bytes(bytes);`
-NamedTensors from_npz_bytes(std::span<const std::uint8_t> bytes,
-                            std::int64_t max_bytes = kNpzDefaultMaxBytes);
+/// order of the central directory. `limits` bound what it may decompress (a
+/// ValueError naming the member when exceeded; ms::MemoryError when the system
+/// refuses memory). Example: `ms::io::NamedTensors s = ms::io::from_npz_bytes(bytes);`
+NamedTensors from_npz_bytes(std::span<const std::uint8_t> bytes, const NpzLimits& limits = {});
 
-/// Loads the archive `path` (see from_npz_bytes).
-/// Example: `ms::Tensor w = ms::io::load_npz("state.npz")[0].second;`
-NamedTensors load_npz(const std::string& path, std::int64_t max_bytes = kNpzDefaultMaxBytes);
+/// from_npz_bytes with the default limits but a total of `max_bytes`.
+/// Example: `auto s = ms::io::from_npz_bytes(bytes, std::int64_t{1} << 20);`
+NamedTensors from_npz_bytes(std::span<const std::uint8_t> bytes, std::int64_t max_bytes);
+
+/// Loads the archive `path` (see from_npz_bytes). The file is read where needed
+/// (its central directory, then each member), never whole into memory, and only
+/// after the sizes it declares were checked; opening does not block (a FIFO is
+/// an error). Example: `ms::Tensor w = ms::io::load_npz("state.npz")[0].second;`
+NamedTensors load_npz(const std::string& path, const NpzLimits& limits = {});
+
+/// load_npz with the default limits but a total of `max_bytes`.
+/// Example: `auto s = ms::io::load_npz("state.npz", std::int64_t{1} << 30);`
+NamedTensors load_npz(const std::string& path, std::int64_t max_bytes);
 
 }  // namespace ms::io

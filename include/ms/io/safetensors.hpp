@@ -23,14 +23,16 @@
 // padded with spaces to 8 bytes. Non-contiguous tensors are written contiguous.
 //
 // Loading checks everything before returning anything: header length (8 bytes
-// present, not 0-7 [a valid header is at least "{}"], at most 100,000,000,
-// within the file), UTF-8, a JSON object, no duplicate keys at any depth,
+// present, at least 2 [the empty header "{}" is valid], at most 100,000,000,
+// within the file), UTF-8, no NUL byte (padding is trailing spaces only, as the
+// reference reader requires), a JSON object, no duplicate keys at any depth,
 // known dtypes, non-negative integer shapes whose byte size does not overflow,
 // data_offsets = [begin, end] integers with end - begin = numel * itemsize, the
 // tensors tiling the data exactly (no overlap, no gap, nothing past the end, no
 // trailing bytes), "__metadata__" string -> string, and BOOL bytes 0 or 1.
 // Every failure is an ms::ValueError (ms::TypeError for a dtype ms lacks) whose
-// message names the API, the file and the offending key.
+// message names the API, the file and the offending key. The header is parsed in
+// time linear in its size (bench/bm_io.cpp: BM_Safetensors_LoadHeader).
 #pragma once
 
 #include <cstdint>
