@@ -29,37 +29,6 @@ const Tensor& gout(const GradContext& c) { return c.out_grads[0]; }
 
 void rule(std::string_view name, GradFn fn) { set_grad(name, std::move(fn)); }
 
-// Axes a reduction reduced, normalized (all when "axes" is empty or absent).
-std::vector<std::int64_t> reduced_axes(const GradContext& c, std::string_view op) {
-  const std::int64_t r = in(c, 0).rank();
-  std::vector<std::int64_t> axes;
-  if (c.attrs.has("axis")) {
-    axes.push_back(axis_normalize(c.attrs.get<std::int64_t>("axis", op), r, op));
-  } else if (c.attrs.has("axes") && !c.attrs.get<std::vector<std::int64_t>>("axes", op).empty()) {
-    for (std::int64_t a : c.attrs.get<std::vector<std::int64_t>>("axes", op))
-      axes.push_back(axis_normalize(a, r, op));
-  } else {
-    for (std::int64_t a = 0; a < r; ++a) axes.push_back(a);
-  }
-  return axes;
-}
-
-// `t` (a reduction's output or its gradient) with the reduced axes kept as size 1,
-// broadcast back to the input's shape.
-Tensor expand_back(const Tensor& t, const GradContext& c, std::string_view op) {
-  const Shape& xs = in(c, 0).shape();
-  std::vector<std::int64_t> kept = xs.dims();
-  for (std::int64_t a : reduced_axes(c, op)) kept[static_cast<std::size_t>(a)] = 1;
-  return broadcast_to(reshape(t, Shape(kept)), xs);
-}
-
-// Number of elements each output element of a reduction reads.
-double reduced_count(const GradContext& c, std::string_view op) {
-  double n = 1;
-  for (std::int64_t a : reduced_axes(c, op)) n *= static_cast<double>(in(c, 0).dim(a));
-  return n;
-}
-
 // Pads for ms::pad (PyTorch order: last axis first) that put a [start, start+len)
 // window of an axis of size n back in place.
 std::vector<std::int64_t> window_pads(std::int64_t rank, std::int64_t axis, std::int64_t start,
@@ -71,50 +40,10 @@ std::vector<std::int64_t> window_pads(std::int64_t rank, std::int64_t axis, std:
 }
 
 void reduction_rules() {
-  rule("sum", [](const GradContext& c) -> Grads { return {expand_back(gout(c), c, "sum")}; });
-  rule("mean", [](const GradContext& c) -> Grads {
-    return {Tensor(expand_back(gout(c), c, "mean") / reduced_count(c, "mean"))};
-  });
-  for (std::string_view name : {"max", "min"})
-    rule(name, [name](const GradContext& c) -> Grads {
-      // Ties share the gradient equally.
-      const Tensor& x = in(c, 0);
-      const Tensor hit = cast(x == expand_back(out(c), c, name), x.dtype());
-      const Tensor count = expand_back(sum(hit, reduced_axes(c, name), true), c, name);
-      return {Tensor(expand_back(gout(c), c, name) * hit / count)};
-    });
-  rule("prod", [](const GradContext& c) -> Grads {
-    // prod / x: exact away from zeros (a zero input gets NaN or Inf).
-    return {Tensor(expand_back(gout(c), c, "prod") * expand_back(out(c), c, "prod") / in(c, 0))};
-  });
-  for (std::string_view name : {"var", "std"})
-    rule(name, [name](const GradContext& c) -> Grads {
-      const Tensor& x = in(c, 0);
-      const double n = reduced_count(c, name) -
-                       static_cast<double>(c.attrs.get_or<std::int64_t>("ddof", 0, name));
-      const Tensor centered = x - expand_back(mean(x, reduced_axes(c, name), true), c, name);
-      const Tensor g = expand_back(gout(c), c, name);
-      if (name == "var") return {Tensor(g * centered * (2.0 / n))};
-      return {Tensor(g * centered / (expand_back(out(c), c, name) * n))};
-    });
-  rule("logsumexp", [](const GradContext& c) -> Grads {
-    return {Tensor(expand_back(gout(c), c, "logsumexp") *
-                   exp(in(c, 0) - expand_back(out(c), c, "logsumexp")))};
-  });
-  rule("softmax", [](const GradContext& c) -> Grads {
-    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "softmax");
-    const Tensor &o = out(c), &g = gout(c);
-    return {Tensor(o * (g - sum(Tensor(g * o), {axis}, true)))};
-  });
   rule("softmax_cross_entropy", [](const GradContext& c) -> Grads {
     const Tensor& x = in(c, 0);
     const Tensor target = one_hot(in(c, 1), x.dim(1), x.dtype());
     return {Tensor((softmax(x, 1) - target) * unsqueeze(gout(c), 1)), Tensor()};
-  });
-  rule("log_softmax", [](const GradContext& c) -> Grads {
-    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "log_softmax");
-    const Tensor &o = out(c), &g = gout(c);
-    return {Tensor(g - exp(o) * sum(g, {axis}, true))};
   });
 }
 

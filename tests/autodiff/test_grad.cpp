@@ -81,22 +81,7 @@ std::vector<GradCase> grad_cases() {
                "clamp(x, lo, hi)",
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
-  // Reductions.
   const Tensor r34 = rnd({3, 4}, 12);
-  c.push_back({"sum", "axis 1", [](const auto& x) { return sum(x[0], {1}); }, {r34}});
-  c.push_back({"sum", "all, keepdims", [](const auto& x) { return sum(x[0], {}, true); }, {r34}});
-  c.push_back({"mean", "axis 0", [](const auto& x) { return mean(x[0], {0}); }, {r34}});
-  c.push_back({"max", "axis 1", [](const auto& x) { return ms::max(x[0], {1}); }, {r34}});
-  c.push_back({"min", "all", [](const auto& x) { return ms::min(x[0]); }, {r34}});
-  c.push_back({"prod",
-               "axis 1",
-               [](const auto& x) { return prod(x[0], {1}); },
-               {rnd({3, 4}, 13, 0.5, 1.5)}});
-  c.push_back({"var", "axis 1, ddof 1", [](const auto& x) { return var(x[0], {1}, 1); }, {r34}});
-  c.push_back({"std", "axis 0", [](const auto& x) { return ms::std(x[0], {0}); }, {r34}});
-  c.push_back({"logsumexp", "axis 1", [](const auto& x) { return logsumexp(x[0], {1}); }, {r34}});
-  c.push_back({"softmax", "axis -1", [](const auto& x) { return softmax(x[0], -1); }, {r34}});
-  c.push_back({"log_softmax", "axis 0", [](const auto& x) { return log_softmax(x[0], 0); }, {r34}});
   // Linear algebra.
   c.push_back({"matmul",
                "2-D",

@@ -70,15 +70,19 @@ TEST_SUITE("ops") {
     for (const ops::OpDef* d : sampled_ops())
       for (const ops::Sample& c : d->samples().cases) {
         INFO(d->name, " [", c.label, "]");
+        // Strided inputs may be read in another order (float sums round
+        // differently): the 3rd call compares with eager on the same layout.
         const Tensors want = ops::call(*d, c.inputs, c.attrs);
+        const Tensors want_strided = ops::call(*d, strided(c.inputs), c.attrs);
         for (const char* level : {"O0", "O1"}) {
           CAPTURE(level);
           auto f = jit([d, &c](const Tensors& xs) { return ops::call(*d, xs, c.attrs); },
                        {.jit_level = level, .verify = true});
           for (int call = 0; call < 3; ++call) {  // the 3rd with strided inputs
             const Tensors got = f(call < 2 ? c.inputs : strided(c.inputs));
-            REQUIRE(got.size() == want.size());
-            for (std::size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], want[k]));
+            const Tensors& w = call < 2 ? want : want_strided;
+            REQUIRE(got.size() == w.size());
+            for (std::size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], w[k]));
           }
           CHECK(f.compile_count() == 1);
           if (std::string_view(level) == "O0")

@@ -35,6 +35,7 @@
 
 #include <concepts>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -87,13 +88,31 @@ concept OpEntry = requires {
   E::Attrs::fields();
 };
 
-/// The serialized form of typed attributes: every field, in declaration order.
+namespace detail {
+template <class T>
+struct optional_of {
+  using type = void;
+};
+template <class T>
+struct optional_of<std::optional<T>> {
+  using type = T;
+};
+}  // namespace detail
+
+/// The serialized form of typed attributes: every field, in declaration order
+/// (a `std::optional` field only when it holds a value).
 template <class A>
 Attrs attrs_to(const A& a) {
   Attrs out;
-  std::apply(
-      [&](const auto&... f) { (out.set(std::string(f.name), AttrValue(a.*(f.member))), ...); },
-      A::fields());
+  const auto put = [&](const auto& f) {
+    const auto& v = a.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    if constexpr (std::is_void_v<typename detail::optional_of<T>::type>)
+      out.set(std::string(f.name), AttrValue(v));
+    else if (v.has_value())
+      out.set(std::string(f.name), AttrValue(*v));
+  };
+  std::apply([&](const auto&... f) { (put(f), ...); }, A::fields());
   return out;
 }
 
@@ -102,14 +121,17 @@ Attrs attrs_to(const A& a) {
 template <class A>
 A attrs_from(const Attrs& s, std::string_view op) {
   A a{};
-  std::apply(
-      [&](const auto&... f) {
-        ((s.has(f.name) ? void(a.*(f.member) =
-                                   s.get<std::remove_cvref_t<decltype(a.*(f.member))>>(f.name, op))
-                        : void()),
-         ...);
-      },
-      A::fields());
+  const auto take = [&](const auto& f) {
+    if (!s.has(f.name)) return;
+    auto& v = a.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    using U = typename detail::optional_of<T>::type;
+    if constexpr (std::is_void_v<U>)
+      v = s.get<T>(f.name, op);
+    else
+      v = s.get<U>(f.name, op);
+  };
+  std::apply([&](const auto&... f) { (take(f), ...); }, A::fields());
   return a;
 }
 

@@ -10,6 +10,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ms/ops/entry.hpp"
@@ -44,6 +47,21 @@ OpDef entry_def() {
 template <OpEntry... Es>
 void register_entries() {
   (registry_add(entry_def<Es>()), ...);
+}
+
+/// A sample of an entry with typed attributes `a`.
+template <class A>
+Sample sample(std::string label, std::vector<Tensor> inputs, const A& a,
+              std::vector<Tensor> expected = {}, std::vector<int> grad_inputs = {}) {
+  return {std::move(label),      std::move(inputs), attrs_to(a), std::move(expected), 0,
+          std::move(grad_inputs)};
+}
+
+/// An error sample of an entry with typed attributes `a`.
+template <class A>
+ErrorSample error_sample(std::string label, std::vector<Tensor> inputs, const A& a,
+                         std::string_view kind, std::string message) {
+  return {std::move(label), std::move(inputs), attrs_to(a), kind, std::move(message)};
 }
 
 /// Values for samples: a fixed pseudo-random sequence in [lo, hi] (rounded to
