@@ -326,6 +326,14 @@ std::int64_t run_tile(std::int64_t numel, std::int64_t bytes_per_elem) {
   return numel * bytes_per_elem > kStreamBytes ? kStreamTile : kTile;
 }
 
+// Threads take whole tiles, counted from element 0: every element is computed
+// at the same place in its tile (the same SIMD packet or scalar remainder, the
+// same alignment) whatever the thread count, so results are bitwise the same
+// (transcendental functions round differently in scalar and packet code).
+std::int64_t tiles_of(std::int64_t numel, std::int64_t tile) { return (numel + tile - 1) / tile; }
+// Tiles per chunk: about 2^16 elements.
+std::int64_t tile_grain(std::int64_t tile) { return std::max<std::int64_t>(1, (1 << 16) / tile); }
+
 // A straight program: every load a dense input of its register type, every
 // other instruction a constant or an op, the last op writing the output (the
 // caller checked that). It runs as a flat list of calls whose operands sit at
@@ -389,44 +397,46 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
   const std::int64_t out_item = out.itemsize();
   const bool nt_out = numel * out_item >= kStreamOutBytes;
   const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
-  kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
-    // One slot past the program's: the last op's tile when it is streamed out.
-    std::byte* regs = thread_slots(prog, nregs + 1);
-    std::byte* staged = regs + nregs * kSlotBytes;
-    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
-    // This thread's operand addresses: base + t0 * step (an absent operand
-    // points at the slots, unread); dst nullptr for the output.
-    struct Bound {
-      ApplyFn fn;
-      const std::byte* base[3];
-      std::int64_t step[3];
-      std::byte* dst;
-    };
-    std::array<Bound, kMaxCalls> bound;
-    for (std::size_t c = 0; c < ncalls; ++c) {
-      Bound& bc = bound[c];
-      bc.fn = calls[c].fn;
-      for (std::size_t j = 0; j < 3; ++j) {
-        const Src& src = calls[c].in[j];
-        bc.base[j] = src.base != nullptr ? src.base : src.slot >= 0 ? slot(src.slot) : regs;
-        bc.step[j] = src.step;
-      }
-      bc.dst = calls[c].dst >= 0 ? slot(calls[c].dst) : nullptr;
-    }
-    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
-      const std::int64_t n = std::min(tile, e - t0);
-      for (std::size_t c = 0; c < ncalls; ++c) {
-        const Bound& bc = bound[c];
-        const void* args[3] = {bc.base[0] + t0 * bc.step[0], bc.base[1] + t0 * bc.step[1],
-                               bc.base[2] + t0 * bc.step[2]};
-        std::byte* to = bc.dst;
-        if (to == nullptr) to = nt_out ? staged : out_base + t0 * out_item;
-        bc.fn(args, to, n);
-      }
-      if (nt_out) stream_store(out_base + t0 * out_item, staged, n * out_item);
-    }
-    if (nt_out) stream_fence();
-  });
+  kernels::parallel_for(
+      tiles_of(numel, tile), tile_grain(tile), [&](std::int64_t tb, std::int64_t te) {
+        const std::int64_t b = tb * tile, e = std::min(te * tile, numel);
+        // One slot past the program's: the last op's tile when it is streamed out.
+        std::byte* regs = thread_slots(prog, nregs + 1);
+        std::byte* staged = regs + nregs * kSlotBytes;
+        auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
+        // This thread's operand addresses: base + t0 * step (an absent operand
+        // points at the slots, unread); dst nullptr for the output.
+        struct Bound {
+          ApplyFn fn;
+          const std::byte* base[3];
+          std::int64_t step[3];
+          std::byte* dst;
+        };
+        std::array<Bound, kMaxCalls> bound;
+        for (std::size_t c = 0; c < ncalls; ++c) {
+          Bound& bc = bound[c];
+          bc.fn = calls[c].fn;
+          for (std::size_t j = 0; j < 3; ++j) {
+            const Src& src = calls[c].in[j];
+            bc.base[j] = src.base != nullptr ? src.base : src.slot >= 0 ? slot(src.slot) : regs;
+            bc.step[j] = src.step;
+          }
+          bc.dst = calls[c].dst >= 0 ? slot(calls[c].dst) : nullptr;
+        }
+        for (std::int64_t t0 = b; t0 < e; t0 += tile) {
+          const std::int64_t n = std::min(tile, e - t0);
+          for (std::size_t c = 0; c < ncalls; ++c) {
+            const Bound& bc = bound[c];
+            const void* args[3] = {bc.base[0] + t0 * bc.step[0], bc.base[1] + t0 * bc.step[1],
+                                   bc.base[2] + t0 * bc.step[2]};
+            std::byte* to = bc.dst;
+            if (to == nullptr) to = nt_out ? staged : out_base + t0 * out_item;
+            bc.fn(args, to, n);
+          }
+          if (nt_out) stream_store(out_base + t0 * out_item, staged, n * out_item);
+        }
+        if (nt_out) stream_fence();
+      });
   return true;
 }
 
@@ -717,46 +727,48 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
     if (prog.instrs[k].kind == EwInstr::Kind::Load)
       bytes_per_elem += dtype_itemsize(steps[k].plan.src);
   const std::int64_t tile = run_tile(numel, bytes_per_elem);
-  kernels::parallel_for(numel, 1 << 16, [&](std::int64_t b, std::int64_t e) {
-    std::byte* regs = thread_slots(prog, nregs);
-    auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
-    std::array<const void*, 64> small_ptrs{};
-    std::vector<const void*> big_ptrs;
-    const void** ptr = small_ptrs.data();
-    if (nregs > small_ptrs.size()) {
-      big_ptrs.resize(nregs);
-      ptr = big_ptrs.data();
-    }
-    for (std::int64_t t0 = b; t0 < e; t0 += tile) {
-      const std::int64_t n = std::min(tile, e - t0);
-      for (std::size_t k = 0; k < ninstr; ++k) {
-        const EwInstr& i = prog.instrs[k];
-        void* dst = slot(i.dst);
-        switch (i.kind) {
-          case EwInstr::Kind::Load: {
-            const GatherPlan& g = steps[k].plan;
-            if (g.direct) {
-              ptr[i.dst] = g.base + (g.offset + t0) * dtype_itemsize(g.src);
-              continue;
-            }
-            steps[k].gather(g, t0, n, dst);
-            break;
-          }
-          case EwInstr::Kind::Const: break;
-          case EwInstr::Kind::Convert: steps[k].convert(ptr[i.a], dst, n); break;
-          case EwInstr::Kind::Apply: {
-            const void* args[3] = {i.a >= 0 ? ptr[i.a] : nullptr, i.b >= 0 ? ptr[i.b] : nullptr,
-                                   i.c >= 0 ? ptr[i.c] : nullptr};
-            if (direct_out && k + 1 == ninstr) dst = out_base + t0 * out_item;
-            steps[k].apply(args, dst, n);
-            break;
-          }
+  kernels::parallel_for(
+      tiles_of(numel, tile), tile_grain(tile), [&](std::int64_t tb, std::int64_t te) {
+        const std::int64_t b = tb * tile, e = std::min(te * tile, numel);
+        std::byte* regs = thread_slots(prog, nregs);
+        auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
+        std::array<const void*, 64> small_ptrs{};
+        std::vector<const void*> big_ptrs;
+        const void** ptr = small_ptrs.data();
+        if (nregs > small_ptrs.size()) {
+          big_ptrs.resize(nregs);
+          ptr = big_ptrs.data();
         }
-        ptr[i.dst] = dst;
-      }
-      if (!direct_out) store(ptr[prog.result], out_base + t0 * out_item, n);
-    }
-  });
+        for (std::int64_t t0 = b; t0 < e; t0 += tile) {
+          const std::int64_t n = std::min(tile, e - t0);
+          for (std::size_t k = 0; k < ninstr; ++k) {
+            const EwInstr& i = prog.instrs[k];
+            void* dst = slot(i.dst);
+            switch (i.kind) {
+              case EwInstr::Kind::Load: {
+                const GatherPlan& g = steps[k].plan;
+                if (g.direct) {
+                  ptr[i.dst] = g.base + (g.offset + t0) * dtype_itemsize(g.src);
+                  continue;
+                }
+                steps[k].gather(g, t0, n, dst);
+                break;
+              }
+              case EwInstr::Kind::Const: break;
+              case EwInstr::Kind::Convert: steps[k].convert(ptr[i.a], dst, n); break;
+              case EwInstr::Kind::Apply: {
+                const void* args[3] = {i.a >= 0 ? ptr[i.a] : nullptr, i.b >= 0 ? ptr[i.b] : nullptr,
+                                       i.c >= 0 ? ptr[i.c] : nullptr};
+                if (direct_out && k + 1 == ninstr) dst = out_base + t0 * out_item;
+                steps[k].apply(args, dst, n);
+                break;
+              }
+            }
+            ptr[i.dst] = dst;
+          }
+          if (!direct_out) store(ptr[prog.result], out_base + t0 * out_item, n);
+        }
+      });
 }
 
 EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {

@@ -287,6 +287,62 @@ void one_hot(const Tensor& indices, const Tensor& out) {
   });
 }
 
+namespace {
+
+// One block of lines of a running sum: `lines` lines of `n` elements `inner`
+// apart, starting at x and out; acc holds one accumulator per line.
+template <class T, class Acc>
+void cumsum_lines(const T* x, T* out, std::int64_t n, std::int64_t inner, std::int64_t lines,
+                  bool exclusive, bool reverse, Acc* acc) {
+  std::fill(acc, acc + lines, Acc{});
+  for (std::int64_t step = 0; step < n; ++step) {
+    const std::int64_t k = reverse ? n - 1 - step : step;
+    const T* xr = x + k * inner;
+    T* orow = out + k * inner;
+    for (std::int64_t i = 0; i < lines; ++i) {
+      const Acc before = acc[i];
+      acc[i] = static_cast<Acc>(acc[i] + scalar_cast<Acc>(xr[i]));
+      orow[i] = scalar_cast<T>(exclusive ? before : acc[i]);
+    }
+  }
+}
+
+}  // namespace
+
+void cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, const Tensor& out) {
+  if (out.numel() == 0) return;
+  const Shape& s = x.shape();
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= s[static_cast<std::size_t>(d)];
+  for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < s.size(); ++d) inner *= s[d];
+  const std::int64_t n = s.rank() == 0 ? 1 : s[static_cast<std::size_t>(axis)];
+  // Work items: (outer position, block of up to kBlock lines).
+  constexpr std::int64_t kBlock = 256;
+  const std::int64_t blocks = (inner + kBlock - 1) / kBlock;
+  dtype_dispatch(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_integral_v<T>, std::uint64_t, double>;
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, complex64_t> ||
+                  std::is_same_v<T, complex128_t>) {
+      MS_ASSERT(false);
+    } else {
+      const T* xp = x.data<T>();
+      T* op = out.data<T>();
+      parallel_for(outer * blocks,
+                   std::max<std::int64_t>(1, (std::int64_t{1} << 14) / (n * kBlock)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     Acc acc[kBlock];
+                     for (std::int64_t item = b; item < e; ++item) {
+                       const std::int64_t o = item / blocks, i0 = (item % blocks) * kBlock;
+                       const std::int64_t base = o * n * inner + i0;
+                       cumsum_lines(xp + base, op + base, n, inner, std::min(kBlock, inner - i0),
+                                    exclusive, reverse, acc);
+                     }
+                   });
+    }
+  });
+}
+
 void pad(const Tensor& x, std::span<const std::int64_t> before, PadMode mode, const Tensor& fill,
          const Tensor& out) {
   const std::int64_t total = out.numel();

@@ -10,6 +10,7 @@
 #include <numbers>
 
 #include "ms/expr/expr.hpp"
+#include "ms/ops/detail/entry_impl.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
 #include "ms/ops/nn.hpp"
@@ -21,71 +22,12 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-/// Sums `g` over the axes that broadcasting added or stretched, to `shape`.
-Tensor sum_to(const Tensor& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  const std::int64_t lead = g.rank() - shape.rank();
-  std::vector<std::int64_t> axes;
-  for (std::int64_t i = 0; i < g.rank(); ++i)
-    if (i < lead || (shape[static_cast<std::size_t>(i - lead)] == 1 && g.dim(i) != 1))
-      axes.push_back(i);
-  const Tensor r = axes.empty() ? g : sum(g, axes, true);
-  return reshape(r, shape);
-}
-
 // Shorthands for the rules.
 const Tensor& in(const GradContext& c, std::size_t i) { return c.inputs[i]; }
 const Tensor& out(const GradContext& c) { return c.outputs[0]; }
 const Tensor& gout(const GradContext& c) { return c.out_grads[0]; }
 
 void rule(std::string_view name, GradFn fn) { set_grad(name, std::move(fn)); }
-
-// Unary elementwise: dx = f(x, o, g).
-template <class F>
-void unary(std::string_view name, F f) {
-  rule(name, [f](const GradContext& c) -> Grads { return {Tensor(f(in(c, 0), out(c), gout(c)))}; });
-}
-
-// Binary elementwise: (dx, dy) before un-broadcasting.
-template <class F>
-void binary(std::string_view name, F f) {
-  rule(name, [f](const GradContext& c) -> Grads {
-    const Tensor &x = in(c, 0), &y = in(c, 1);
-    auto [dx, dy] = f(x, y, out(c), gout(c));
-    return {sum_to(dx, x.shape()), sum_to(dy, y.shape())};
-  });
-}
-
-// Axes a reduction reduced, normalized (all when "axes" is empty or absent).
-std::vector<std::int64_t> reduced_axes(const GradContext& c, std::string_view op) {
-  const std::int64_t r = in(c, 0).rank();
-  std::vector<std::int64_t> axes;
-  if (c.attrs.has("axis")) {
-    axes.push_back(axis_normalize(c.attrs.get<std::int64_t>("axis", op), r, op));
-  } else if (c.attrs.has("axes") && !c.attrs.get<std::vector<std::int64_t>>("axes", op).empty()) {
-    for (std::int64_t a : c.attrs.get<std::vector<std::int64_t>>("axes", op))
-      axes.push_back(axis_normalize(a, r, op));
-  } else {
-    for (std::int64_t a = 0; a < r; ++a) axes.push_back(a);
-  }
-  return axes;
-}
-
-// `t` (a reduction's output or its gradient) with the reduced axes kept as size 1,
-// broadcast back to the input's shape.
-Tensor expand_back(const Tensor& t, const GradContext& c, std::string_view op) {
-  const Shape& xs = in(c, 0).shape();
-  std::vector<std::int64_t> kept = xs.dims();
-  for (std::int64_t a : reduced_axes(c, op)) kept[static_cast<std::size_t>(a)] = 1;
-  return broadcast_to(reshape(t, Shape(kept)), xs);
-}
-
-// Number of elements each output element of a reduction reads.
-double reduced_count(const GradContext& c, std::string_view op) {
-  double n = 1;
-  for (std::int64_t a : reduced_axes(c, op)) n *= static_cast<double>(in(c, 0).dim(a));
-  return n;
-}
 
 // Pads for ms::pad (PyTorch order: last axis first) that put a [start, start+len)
 // window of an axis of size n back in place.
@@ -97,124 +39,11 @@ std::vector<std::int64_t> window_pads(std::int64_t rank, std::int64_t axis, std:
   return pads;
 }
 
-void elementwise_rules() {
-  constexpr double kSqrt2 = std::numbers::sqrt2;
-  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi)
-  unary("neg", [](auto&, auto&, auto& g) { return -g; });
-  unary("abs", [](auto& x, auto&, auto& g) { return g * sign(x); });
-  unary("exp", [](auto&, auto& o, auto& g) { return g * o; });
-  unary("log", [](auto& x, auto&, auto& g) { return g / x; });
-  unary("log1p", [](auto& x, auto&, auto& g) { return g / (x + 1.0); });
-  unary("sqrt", [](auto&, auto& o, auto& g) { return g / (o * 2.0); });
-  unary("rsqrt", [](auto&, auto& o, auto& g) { return g * o * o * o * -0.5; });
-  unary("square", [](auto& x, auto&, auto& g) { return g * x * 2.0; });
-  unary("reciprocal", [](auto&, auto& o, auto& g) { return -(g * o * o); });
-  unary("sin", [](auto& x, auto&, auto& g) { return g * cos(x); });
-  unary("cos", [](auto& x, auto&, auto& g) { return -(g * sin(x)); });
-  unary("tanh", [](auto&, auto& o, auto& g) { return g * (1.0 - o * o); });
-  unary("sigmoid", [](auto&, auto& o, auto& g) { return g * o * (1.0 - o); });
-  unary("relu", [](auto& x, auto&, auto& g) { return relu_grad(g, x); });
-  // relu_grad(g, x) is linear in g; in x it is a step (zero gradient).
-  rule("relu_grad", [](const GradContext& c) -> Grads {
-    return {sum_to(relu_grad(gout(c), in(c, 1)), in(c, 0).shape()), Tensor()};
-  });
-  unary("erf", [](auto& x, auto&, auto& g) {
-    return g * exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi));
-  });
-  unary("gelu", [=](auto& x, auto&, auto& g) {
-    return g * ((erf(x / kSqrt2) + 1.0) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
-  });
-  unary("gelu_tanh", [](auto& x, auto&, auto& g) {
-    constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
-    const Tensor t = tanh((x + x * x * x * 0.044715) * k);
-    return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (3 * 0.044715) + 1.0) * (0.5 * k));
-  });
-  unary("silu", [](auto& x, auto&, auto& g) {
-    const Tensor s = sigmoid(x);
-    return g * s * (x * (1.0 - s) + 1.0);
-  });
-  unary("softplus", [](auto& x, auto&, auto& g) { return g * sigmoid(x); });
-
-  binary("add", [](auto&, auto&, auto&, auto& g) { return std::pair{g, g}; });
-  binary("sub", [](auto&, auto&, auto&, auto& g) { return std::pair<Tensor, Tensor>{g, -g}; });
-  binary("mul", [](auto& x, auto& y, auto&, auto& g) {
-    return std::pair<Tensor, Tensor>{g * y, g * x};
-  });
-  binary("div", [](auto&, auto& y, auto& o, auto& g) {
-    return std::pair<Tensor, Tensor>{g / y, -(g * o / y)};
-  });
-  binary("pow", [](auto& x, auto& y, auto& o, auto& g) {
-    // d/dy x^y = x^y log x, taken as 0 where x <= 0 (as PyTorch at x = 0).
-    return std::pair<Tensor, Tensor>{g * y * pow(x, y - 1.0), where(x > 0, g * o * log(x), 0)};
-  });
-  // Ties share the gradient equally (as PyTorch).
-  binary("maximum", [](auto& x, auto& y, auto&, auto& g) {
-    const Tensor tie = where(x == y, g * 0.5, 0);
-    return std::pair<Tensor, Tensor>{where(x > y, g, tie), where(y > x, g, tie)};
-  });
-  binary("minimum", [](auto& x, auto& y, auto&, auto& g) {
-    const Tensor tie = where(x == y, g * 0.5, 0);
-    return std::pair<Tensor, Tensor>{where(x < y, g, tie), where(y < x, g, tie)};
-  });
-  rule("where", [](const GradContext& c) -> Grads {
-    const Tensor &cond = in(c, 0), &g = gout(c);
-    return {Tensor(), sum_to(where(cond, g, 0), in(c, 1).shape()),
-            sum_to(where(cond, 0, g), in(c, 2).shape())};
-  });
-  rule("clamp", [](const GradContext& c) -> Grads {
-    const Tensor &x = in(c, 0), &lo = in(c, 1), &hi = in(c, 2), &g = gout(c);
-    // NaN bounds propagate to the output; the gradient goes where the value came from.
-    const Tensor below = x < lo, above = logical_and(x > hi, !below);
-    return {sum_to(where(logical_or(below, above), 0, g), x.shape()),
-            sum_to(where(below, g, 0), lo.shape()), sum_to(where(above, g, 0), hi.shape())};
-  });
-}
-
 void reduction_rules() {
-  rule("sum", [](const GradContext& c) -> Grads { return {expand_back(gout(c), c, "sum")}; });
-  rule("mean", [](const GradContext& c) -> Grads {
-    return {Tensor(expand_back(gout(c), c, "mean") / reduced_count(c, "mean"))};
-  });
-  for (std::string_view name : {"max", "min"})
-    rule(name, [name](const GradContext& c) -> Grads {
-      // Ties share the gradient equally.
-      const Tensor& x = in(c, 0);
-      const Tensor hit = cast(x == expand_back(out(c), c, name), x.dtype());
-      const Tensor count = expand_back(sum(hit, reduced_axes(c, name), true), c, name);
-      return {Tensor(expand_back(gout(c), c, name) * hit / count)};
-    });
-  rule("prod", [](const GradContext& c) -> Grads {
-    // prod / x: exact away from zeros (a zero input gets NaN or Inf).
-    return {Tensor(expand_back(gout(c), c, "prod") * expand_back(out(c), c, "prod") / in(c, 0))};
-  });
-  for (std::string_view name : {"var", "std"})
-    rule(name, [name](const GradContext& c) -> Grads {
-      const Tensor& x = in(c, 0);
-      const double n = reduced_count(c, name) -
-                       static_cast<double>(c.attrs.get_or<std::int64_t>("ddof", 0, name));
-      const Tensor centered = x - expand_back(mean(x, reduced_axes(c, name), true), c, name);
-      const Tensor g = expand_back(gout(c), c, name);
-      if (name == "var") return {Tensor(g * centered * (2.0 / n))};
-      return {Tensor(g * centered / (expand_back(out(c), c, name) * n))};
-    });
-  rule("logsumexp", [](const GradContext& c) -> Grads {
-    return {Tensor(expand_back(gout(c), c, "logsumexp") *
-                   exp(in(c, 0) - expand_back(out(c), c, "logsumexp")))};
-  });
-  rule("softmax", [](const GradContext& c) -> Grads {
-    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "softmax");
-    const Tensor &o = out(c), &g = gout(c);
-    return {Tensor(o * (g - sum(Tensor(g * o), {axis}, true)))};
-  });
   rule("softmax_cross_entropy", [](const GradContext& c) -> Grads {
     const Tensor& x = in(c, 0);
     const Tensor target = one_hot(in(c, 1), x.dim(1), x.dtype());
     return {Tensor((softmax(x, 1) - target) * unsqueeze(gout(c), 1)), Tensor()};
-  });
-  rule("log_softmax", [](const GradContext& c) -> Grads {
-    const std::int64_t axis = c.attrs.get_or<std::int64_t>("axis", -1, "log_softmax");
-    const Tensor &o = out(c), &g = gout(c);
-    return {Tensor(g - exp(o) * sum(g, {axis}, true))};
   });
 }
 
@@ -502,39 +331,14 @@ void nn_backward_rules() {
   });
 }
 
-// gather / index_select: scatter-add into zeros of the input's shape; the
-// index gets no gradient.
-void indexing_rules() {
-  rule("gather", [](const GradContext& c) -> Grads {
-    return {gather_grad(gout(c), c.attrs.get<std::int64_t>("axis", "gather"), in(c, 1),
-                        in(c, 0).shape()),
-            Tensor()};
-  });
-  rule("index_select", [](const GradContext& c) -> Grads {
-    return {index_select_grad(gout(c), c.attrs.get<std::int64_t>("axis", "index_select"), in(c, 1),
-                              in(c, 0).shape()),
-            Tensor()};
-  });
-  // gather_grad / index_select_grad scatter-add: their adjoints gather.
-  rule("gather_grad", [](const GradContext& c) -> Grads {
-    return {gather(gout(c), c.attrs.get<std::int64_t>("axis", "gather_grad"), in(c, 1)), Tensor()};
-  });
-  rule("index_select_grad", [](const GradContext& c) -> Grads {
-    return {index_select(gout(c), c.attrs.get<std::int64_t>("axis", "index_select_grad"), in(c, 1)),
-            Tensor()};
-  });
-}
-
 }  // namespace
 
 void register_grads() {
-  elementwise_rules();
   reduction_rules();
   linalg_rules();
   layout_rules();
   nn_rules();
   nn_backward_rules();
-  indexing_rules();
 }
 
 }  // namespace ms::ops::detail

@@ -16,6 +16,7 @@
 
 #include "ms/kernels/layout.hpp"
 #include "ms/kernels/parallel.hpp"
+#include "ms/ops/detail/entry_impl.hpp"
 #include "ms/ops/op.hpp"
 
 namespace ms {
@@ -475,67 +476,6 @@ TensorList eval_split(Inputs in, const Attrs& a) {
 
 // ---------------------------------------------------------------- gather, index_select
 
-TypeList infer_gather(Types in, const Attrs& a) {
-  const TensorType &x = in[0], &index = in[1];
-  check_packed(x.dtype, "gather", "x");
-  check_index_dtype(index.dtype, "gather", "index");
-  const std::int64_t r = x.shape.rank();
-  MS_CHECK(index.shape.rank() == r, ShapeError, "gather: index of shape ", index.shape,
-           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
-           "; they must match");
-  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "gather"), r, "gather");
-  for (std::int64_t d = 0; d < r; ++d)
-    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "gather: index of shape ",
-             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
-             index.shape[u(d)], " > ", x.shape[u(d)], "); only the gather axis ", ax,
-             " may be larger");
-  TensorType t{x.dtype, index.shape};
-  check_out_size(t, "gather");
-  return {t};
-}
-
-TensorList eval_gather(Inputs in, const Attrs& a) {
-  const TypeList t = infer_gather(ops::types_of(in), a);
-  Tensor out = alloc(t[0], "gather");  // first: over the cap fails before any scan
-  const Tensor &x = in[0], index = in[1].contiguous();
-  const std::int64_t r = x.rank();
-  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "gather"), r, "gather");
-  const std::int64_t limit = r == 0 ? 1 : x.shape()[u(ax)];
-  check_index_values(index, limit, "gather", "index",
-                     detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
-  kernels::gather(x, ax, index, out);
-  return {out};
-}
-
-TypeList infer_index_select(Types in, const Attrs& a) {
-  const TensorType &x = in[0], &index = in[1];
-  check_packed(x.dtype, "index_select", "x");
-  check_index_dtype(index.dtype, "index_select", "index");
-  MS_CHECK(x.shape.rank() > 0, ShapeError,
-           "index_select: x must have rank >= 1, got a rank-0 tensor");
-  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select: index must be 1-D, got shape ",
-           index.shape);
-  const std::int64_t ax =
-      axis_normalize(a.get<std::int64_t>("axis", "index_select"), x.shape.rank(), "index_select");
-  Shape out = x.shape;
-  out[u(ax)] = index.shape[0];
-  TensorType t{x.dtype, std::move(out)};
-  check_out_size(t, "index_select");
-  return {t};
-}
-
-TensorList eval_index_select(Inputs in, const Attrs& a) {
-  const TypeList t = infer_index_select(ops::types_of(in), a);
-  Tensor out = alloc(t[0], "index_select");  // first: over the cap fails before any scan
-  const Tensor &x = in[0], index = in[1].contiguous();
-  const std::int64_t ax =
-      axis_normalize(a.get<std::int64_t>("axis", "index_select"), x.rank(), "index_select");
-  check_index_values(index, x.shape()[u(ax)], "index_select", "index",
-                     detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
-  kernels::index_select(x, ax, index, out);
-  return {out};
-}
-
 // ---------------------------------------------------------------- gather_grad, index_select_grad
 //
 // The gradients of gather and index_select: grad_out added into zeros of x's
@@ -551,8 +491,8 @@ void check_grad_dtype(DType t, std::string_view op) {
            " is not supported (float16, bfloat16, float32, float64: gradients are floating)");
 }
 
-Shape input_size_attr(const Attrs& a, std::string_view op) {
-  const Shape s(a.get<Dims>("input_size", op));
+Shape input_size_attr(const ops::ScatterGradAttrs& a, std::string_view op) {
+  const Shape s(a.input_size);
   for (std::int64_t d : s)
     MS_CHECK(d >= 0, ValueError, op, ": input_size ", s, " has a negative size ", d);
   return s;
@@ -637,71 +577,6 @@ Tensor scatter_grad(const TensorType& t, const Tensor& grad_out, const Tensor& i
   }
   if (ct != t.dtype) out = out.to(t.dtype);
   return out;
-}
-
-TypeList infer_gather_grad(Types in, const Attrs& a) {
-  constexpr std::string_view op = "gather_grad";
-  const TensorType &g = in[0], &index = in[1];
-  check_grad_dtype(g.dtype, op);
-  check_index_dtype(index.dtype, op, "index");
-  const Shape xs = input_size_attr(a, op);
-  const std::int64_t r = xs.rank();
-  MS_CHECK(g.shape == index.shape, ShapeError, "gather_grad: grad_out of shape ", g.shape,
-           " must have index's shape ", index.shape);
-  MS_CHECK(index.shape.rank() == r, ShapeError, "gather_grad: index of shape ", index.shape,
-           " has rank ", index.shape.rank(), " but input_size ", xs, " has rank ", r,
-           "; they must match");
-  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", op), r, op);
-  for (std::int64_t d = 0; d < r; ++d)
-    MS_CHECK(d == ax || index.shape[u(d)] <= xs[u(d)], ShapeError, "gather_grad: index of shape ",
-             index.shape, " is larger than input_size ", xs, " on axis ", d, " (",
-             index.shape[u(d)], " > ", xs[u(d)], "); only the gather axis ", ax, " may be larger");
-  TensorType t{g.dtype, xs};
-  check_out_size(t, op);
-  return {t};
-}
-
-TensorList eval_gather_grad(Inputs in, const Attrs& a) {
-  const TypeList t = infer_gather_grad(ops::types_of(in), a);
-  const Tensor index = in[1].contiguous();
-  const Shape& xs = t[0].shape;
-  const std::int64_t r = xs.rank();
-  const std::int64_t ax =
-      axis_normalize(a.get<std::int64_t>("axis", "gather_grad"), r, "gather_grad");
-  check_index_values(index, r == 0 ? 1 : xs[u(ax)], "gather_grad", "index",
-                     detail::str_cat("axis ", ax, " of input_size ", xs));
-  return {scatter_grad(t[0], in[0], index, ax, false)};
-}
-
-TypeList infer_index_select_grad(Types in, const Attrs& a) {
-  constexpr std::string_view op = "index_select_grad";
-  const TensorType &g = in[0], &index = in[1];
-  check_grad_dtype(g.dtype, op);
-  check_index_dtype(index.dtype, op, "index");
-  const Shape xs = input_size_attr(a, op);
-  MS_CHECK(xs.rank() > 0, ShapeError, "index_select_grad: input_size must have rank >= 1, got []");
-  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select_grad: index must be 1-D, got shape ",
-           index.shape);
-  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", op), xs.rank(), op);
-  Shape want = xs;
-  want[u(ax)] = index.shape[0];
-  MS_CHECK(g.shape == want, ShapeError, "index_select_grad: grad_out of shape ", g.shape,
-           " must have the index_select output shape ", want, " (input_size ", xs, ", index ",
-           index.shape, ", axis ", ax, ")");
-  TensorType t{g.dtype, xs};
-  check_out_size(t, op);
-  return {t};
-}
-
-TensorList eval_index_select_grad(Inputs in, const Attrs& a) {
-  const TypeList t = infer_index_select_grad(ops::types_of(in), a);
-  const Tensor index = in[1].contiguous();
-  const Shape& xs = t[0].shape;
-  const std::int64_t ax = axis_normalize(a.get<std::int64_t>("axis", "index_select_grad"),
-                                         xs.rank(), "index_select_grad");
-  check_index_values(index, xs[u(ax)], "index_select_grad", "index",
-                     detail::str_cat("axis ", ax, " of input_size ", xs));
-  return {scatter_grad(t[0], in[0], index, ax, true)};
 }
 
 // ---------------------------------------------------------------- one_hot
@@ -835,6 +710,361 @@ TensorList eval_cast(Inputs in, const Attrs& a) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- indexing entries
+
+namespace ops {
+
+TypeList Gather::infer(const Attrs& a, Types in) {
+  const TensorType &x = in[0], &index = in[1];
+  check_packed(x.dtype, "gather", "x");
+  check_index_dtype(index.dtype, "gather", "index");
+  const std::int64_t r = x.shape.rank();
+  MS_CHECK(index.shape.rank() == r, ShapeError, "gather: index of shape ", index.shape,
+           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
+           "; they must match");
+  const std::int64_t ax = axis_normalize(a.axis, r, "gather");
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "gather: index of shape ",
+             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
+             index.shape[u(d)], " > ", x.shape[u(d)], "); only the gather axis ", ax,
+             " may be larger");
+  TensorType t{x.dtype, index.shape};
+  check_out_size(t, "gather");
+  return {t};
+}
+
+TensorList Gather::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "gather");  // first: over the cap fails before any scan
+  const Tensor &x = in[0], index = in[1].contiguous();
+  const std::int64_t r = x.rank();
+  const std::int64_t ax = axis_normalize(a.axis, r, "gather");
+  const std::int64_t limit = r == 0 ? 1 : x.shape()[u(ax)];
+  check_index_values(index, limit, "gather", "index",
+                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  kernels::gather(x, ax, index, out);
+  return {out};
+}
+
+TypeList IndexSelect::infer(const Attrs& a, Types in) {
+  const TensorType &x = in[0], &index = in[1];
+  check_packed(x.dtype, "index_select", "x");
+  check_index_dtype(index.dtype, "index_select", "index");
+  MS_CHECK(x.shape.rank() > 0, ShapeError,
+           "index_select: x must have rank >= 1, got a rank-0 tensor");
+  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select: index must be 1-D, got shape ",
+           index.shape);
+  const std::int64_t ax = axis_normalize(a.axis, x.shape.rank(), "index_select");
+  Shape out = x.shape;
+  out[u(ax)] = index.shape[0];
+  TensorType t{x.dtype, std::move(out)};
+  check_out_size(t, "index_select");
+  return {t};
+}
+
+TensorList IndexSelect::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "index_select");  // first: over the cap fails before any scan
+  const Tensor &x = in[0], index = in[1].contiguous();
+  const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_select");
+  check_index_values(index, x.shape()[u(ax)], "index_select", "index",
+                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  kernels::index_select(x, ax, index, out);
+  return {out};
+}
+
+TypeList GatherGrad::infer(const Attrs& a, Types in) {
+  constexpr std::string_view op = "gather_grad";
+  const TensorType &g = in[0], &index = in[1];
+  check_grad_dtype(g.dtype, op);
+  check_index_dtype(index.dtype, op, "index");
+  const Shape xs = input_size_attr(a, op);
+  const std::int64_t r = xs.rank();
+  MS_CHECK(g.shape == index.shape, ShapeError, "gather_grad: grad_out of shape ", g.shape,
+           " must have index's shape ", index.shape);
+  MS_CHECK(index.shape.rank() == r, ShapeError, "gather_grad: index of shape ", index.shape,
+           " has rank ", index.shape.rank(), " but input_size ", xs, " has rank ", r,
+           "; they must match");
+  const std::int64_t ax = axis_normalize(a.axis, r, op);
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index.shape[u(d)] <= xs[u(d)], ShapeError, "gather_grad: index of shape ",
+             index.shape, " is larger than input_size ", xs, " on axis ", d, " (",
+             index.shape[u(d)], " > ", xs[u(d)], "); only the gather axis ", ax, " may be larger");
+  TensorType t{g.dtype, xs};
+  check_out_size(t, op);
+  return {t};
+}
+
+TensorList GatherGrad::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  const Tensor index = in[1].contiguous();
+  const Shape& xs = t[0].shape;
+  const std::int64_t r = xs.rank();
+  const std::int64_t ax = axis_normalize(a.axis, r, "gather_grad");
+  check_index_values(index, r == 0 ? 1 : xs[u(ax)], "gather_grad", "index",
+                     ::ms::detail::str_cat("axis ", ax, " of input_size ", xs));
+  return {scatter_grad(t[0], in[0], index, ax, false)};
+}
+
+TypeList IndexSelectGrad::infer(const Attrs& a, Types in) {
+  constexpr std::string_view op = "index_select_grad";
+  const TensorType &g = in[0], &index = in[1];
+  check_grad_dtype(g.dtype, op);
+  check_index_dtype(index.dtype, op, "index");
+  const Shape xs = input_size_attr(a, op);
+  MS_CHECK(xs.rank() > 0, ShapeError, "index_select_grad: input_size must have rank >= 1, got []");
+  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_select_grad: index must be 1-D, got shape ",
+           index.shape);
+  const std::int64_t ax = axis_normalize(a.axis, xs.rank(), op);
+  Shape want = xs;
+  want[u(ax)] = index.shape[0];
+  MS_CHECK(g.shape == want, ShapeError, "index_select_grad: grad_out of shape ", g.shape,
+           " must have the index_select output shape ", want, " (input_size ", xs, ", index ",
+           index.shape, ", axis ", ax, ")");
+  TensorType t{g.dtype, xs};
+  check_out_size(t, op);
+  return {t};
+}
+
+TensorList IndexSelectGrad::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  const Tensor index = in[1].contiguous();
+  const Shape& xs = t[0].shape;
+  const std::int64_t ax = axis_normalize(a.axis, xs.rank(), "index_select_grad");
+  check_index_values(index, xs[u(ax)], "index_select_grad", "index",
+                     ::ms::detail::str_cat("axis ", ax, " of input_size ", xs));
+  return {scatter_grad(t[0], in[0], index, ax, true)};
+}
+
+// Gradients: scatter-add into zeros of the input's shape (the index gets none);
+// the scatter-adds' adjoints gather.
+
+TensorList Gather::vjp(const Attrs& a, const GradContext& c) {
+  return {gather_grad(c.out_grads[0], a.axis, c.inputs[1], c.inputs[0].shape()), Tensor()};
+}
+TensorList IndexSelect::vjp(const Attrs& a, const GradContext& c) {
+  return {index_select_grad(c.out_grads[0], a.axis, c.inputs[1], c.inputs[0].shape()), Tensor()};
+}
+TensorList GatherGrad::vjp(const Attrs& a, const GradContext& c) {
+  return {gather(c.out_grads[0], a.axis, c.inputs[1]), Tensor()};
+}
+TensorList IndexSelectGrad::vjp(const Attrs& a, const GradContext& c) {
+  return {index_select(c.out_grads[0], a.axis, c.inputs[1]), Tensor()};
+}
+
+using detail::sample_tensor;
+
+Samples Gather::samples() {
+  const Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}});
+  return {
+      .cases = {{"torch's example, axis 1",
+                 {x, tensor({{0, 0}, {1, 0}})},
+                 attrs_to(Attrs{.axis = 1}),
+                 {tensor({{1.0, 1.0}, {4.0, 3.0}})}},
+                {"axis 1, repeated indices",
+                 {sample_tensor({3, 5}, 54), tensor({{0, 0, 4, 2}, {1, 3, 3, 3}, {4, 0, 1, 2}})},
+                 attrs_to(Attrs{.axis = 1}),
+                 {},
+                 0,
+                 {0}},
+                {"axis 0, int32 index smaller than x on the other axis",
+                 {sample_tensor({3, 4}, 55),
+                  tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)},
+                 attrs_to(Attrs{.axis = 0}),
+                 {},
+                 0,
+                 {0}},
+                {"axis -1, int64 data",
+                 {sample_tensor({2, 3}, 56, -9, 9, int64), tensor({{2, 2, 0, 1}, {0, 1, 1, 2}})},
+                 attrs_to(Attrs{.axis = -1})},
+                {"bool data",
+                 {sample_tensor({2, 3}, 57, -1, 1, int8).to(bool_),
+                  from_vector(std::vector<std::int64_t>{1, 2}, {2, 1})},
+                 attrs_to(Attrs{.axis = 1})},
+                {"rank 0", {tensor(7.0), tensor(0)}, {}, {tensor(7.0)}}},
+      .errors = {{"float index",
+                  {x, zeros({2, 2})},
+                  {},
+                  "ms::TypeError",
+                  "gather: index must have dtype Int32 or Int64, got Float32"},
+                 {"ranks differ",
+                  {x, zeros({2}, int64)},
+                  {},
+                  "ms::ShapeError",
+                  "index of shape [2] has rank 1 but x of shape [2, 2] has rank 2"},
+                 {"axis out of range",
+                  {x, zeros({2, 2}, int64)},
+                  attrs_to(Attrs{.axis = 2}),
+                  "ms::IndexError",
+                  "gather: axis"},
+                 {"index value out of range",
+                  {x, tensor({{0, 1}, {-1, 0}})},
+                  attrs_to(Attrs{.axis = 1}),
+                  "ms::IndexError",
+                  "gather: index[1, 0] = -1 is out of range"}}};
+}
+
+Samples IndexSelect::samples() {
+  return {
+      .cases =
+          {{"rows 1, 1, 0",
+            {tensor({{1.0, 2.0}, {3.0, 4.0}}), tensor({1, 1, 0})},
+            {},
+            {tensor({{3.0, 4.0}, {3.0, 4.0}, {1.0, 2.0}})}},
+           {"axis 0, repeated", {sample_tensor({5, 3}, 60), tensor({4, 0, 4, 2})}, {}, {}, 0, {0}},
+           {"axis -1, int32 index",
+            {sample_tensor({2, 3, 4}, 61), tensor({3, 0, 3}, int32)},
+            attrs_to(Attrs{.axis = -1}),
+            {},
+            0,
+            {0}}},
+      .errors = {{"2-D index",
+                  {zeros({3, 4}), zeros({2, 2}, int64)},
+                  {},
+                  "ms::ShapeError",
+                  "index_select: index must be 1-D, got shape [2, 2]"},
+                 {"index value out of range",
+                  {zeros({3, 4}), tensor({0, 3})},
+                  {},
+                  "ms::IndexError",
+                  "is out of range"}}};
+}
+
+Samples GatherGrad::samples() {
+  const Attrs a{.axis = 1, .input_size = {2, 2}};
+  return {
+      .cases = {{"repeated indices add up",
+                 {tensor({{1.0, 2.0}, {3.0, 4.0}}), tensor({{0, 0}, {1, 0}})},
+                 attrs_to(a),
+                 {tensor({{3.0, 0.0}, {4.0, 3.0}})}},
+                {"axis 1",
+                 {sample_tensor({3, 4}, 62), tensor({{0, 0, 4, 2}, {1, 3, 3, 3}, {4, 0, 1, 2}})},
+                 attrs_to(Attrs{.axis = 1, .input_size = {3, 5}}),
+                 {},
+                 0,
+                 {0}},
+                {"axis 0, int32 index",
+                 {sample_tensor({5, 2}, 63),
+                  tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)},
+                 attrs_to(Attrs{.axis = 0, .input_size = {3, 4}}),
+                 {},
+                 0,
+                 {0}}},
+      .errors = {{"integer grad_out",
+                  {zeros({2, 2}, int64), zeros({2, 2}, int64)},
+                  attrs_to(a),
+                  "ms::TypeError",
+                  "gather_grad: grad_out dtype Int64 is not supported"},
+                 {"negative input_size",
+                  {zeros({2, 2}), zeros({2, 2}, int64)},
+                  attrs_to(Attrs{.axis = 1, .input_size = {2, -2}}),
+                  "ms::ValueError",
+                  "gather_grad: input_size [2, -2] has a negative size -2"}}};
+}
+
+Samples IndexSelectGrad::samples() {
+  return {.cases = {{"rows 1, 1, 0",
+                     {tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}), tensor({1, 1, 0})},
+                     attrs_to(Attrs{.axis = 0, .input_size = {2, 2}}),
+                     {tensor({{5.0, 6.0}, {4.0, 6.0}})}},
+                    {"axis -1, int32 index",
+                     {sample_tensor({2, 3, 3}, 64), tensor({3, 0, 3}, int32)},
+                     attrs_to(Attrs{.axis = -1, .input_size = {2, 3, 4}}),
+                     {},
+                     0,
+                     {0}}},
+          .errors = {{"grad_out of another shape",
+                      {zeros({2, 2}), tensor({1, 1, 0})},
+                      attrs_to(Attrs{.axis = 0, .input_size = {2, 2}}),
+                      "ms::ShapeError",
+                      "must have the index_select output shape [3, 2]"}}};
+}
+
+// ---------------------------------------------------------------- cumsum
+
+TypeList Cumsum::infer(const Attrs& a, Types in) {
+  const TensorType& x = in[0];
+  MS_CHECK(x.dtype != bool_ && !dtype_is_complex(x.dtype) && x.dtype != DType::Int4, TypeError,
+           "cumsum: x has dtype ", x.dtype,
+           ", expected a real number dtype (cast bool to an integer dtype first)");
+  axis_normalize(a.axis, x.shape.rank(), "cumsum");
+  return {x};
+}
+
+TensorList Cumsum::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "cumsum");
+  const std::int64_t ax = axis_normalize(a.axis, in[0].rank(), "cumsum");
+  kernels::cumsum(in[0].contiguous(), ax, a.exclusive, a.reverse, out);
+  return {out};
+}
+
+// Each input element adds to the outputs after it (before it, reversed):
+// its gradient sums the output gradients the other way.
+TensorList Cumsum::vjp(const Attrs& a, const GradContext& c) {
+  return {
+      cumsum(c.out_grads[0], {.axis = a.axis, .exclusive = a.exclusive, .reverse = !a.reverse})};
+}
+
+Samples Cumsum::samples() {
+  const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  return {
+      .cases = {{"axis 0", {x}, {}, {tensor({{1.0, 2.0, 3.0}, {5.0, 7.0, 9.0}})}},
+                {"axis 1",
+                 {x},
+                 attrs_to(Attrs{.axis = 1}),
+                 {tensor({{1.0, 3.0, 6.0}, {4.0, 9.0, 15.0}})}},
+                {"axis -1, exclusive",
+                 {x},
+                 attrs_to(Attrs{.axis = -1, .exclusive = true}),
+                 {tensor({{0.0, 1.0, 3.0}, {0.0, 4.0, 9.0}})}},
+                {"axis 1, reverse",
+                 {x},
+                 attrs_to(Attrs{.axis = 1, .reverse = true}),
+                 {tensor({{6.0, 5.0, 3.0}, {15.0, 11.0, 6.0}})}},
+                {"int32, exclusive and reverse",
+                 {tensor({1, 2, 3}, int32)},
+                 attrs_to(Attrs{.exclusive = true, .reverse = true}),
+                 {tensor({5, 3, 0}, int32)}},
+                {"int64 wraps around",
+                 {tensor({std::int64_t{9223372036854775807}, std::int64_t{1}})},
+                 {},
+                 {tensor({std::int64_t{9223372036854775807},
+                          std::numeric_limits<std::int64_t>::min()})}},
+                {"rank 0", {tensor(2.5)}, {}, {tensor(2.5)}},
+                {"gradient, axis 1 of [3, 300] (more than one block of lines)",
+                 {sample_tensor({3, 300}, 70)},
+                 attrs_to(Attrs{.axis = 1}),
+                 {},
+                 0,
+                 {0}},
+                {"gradient, axis 0 of [4, 2, 3], exclusive, reverse",
+                 {sample_tensor({4, 2, 3}, 71)},
+                 attrs_to(Attrs{.exclusive = true, .reverse = true}),
+                 {},
+                 0,
+                 {0}},
+                {"gradient, float32 axis 2",
+                 {sample_tensor({2, 3, 5}, 72)},
+                 attrs_to(Attrs{.axis = 2}),
+                 {},
+                 0,
+                 {0}}},
+      .errors = {{"bool", {tensor({true, false})}, {}, "ms::TypeError", "cumsum: x has dtype Bool"},
+                 {"complex",
+                  {zeros({2}, complex64)},
+                  {},
+                  "ms::TypeError",
+                  "cumsum: x has dtype Complex64"},
+                 {"axis out of range",
+                  {x},
+                  attrs_to(Attrs{.axis = 2}),
+                  "ms::IndexError",
+                  "cumsum: axis"}}};
+}
+
+}  // namespace ops
+
 // ---------------------------------------------------------------- public API
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
@@ -901,28 +1131,6 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
   return ops::call(def, std::span<const Tensor>(&x, 1), {{"sizes", sizes}, {"axis", axis}});
 }
 
-Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index) {
-  static const OpDef& def = ops::op("gather");
-  return ops::call1(def, {x, index}, {{"axis", axis}});
-}
-
-Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
-  static const OpDef& def = ops::op("index_select");
-  return ops::call1(def, {x, index}, {{"axis", axis}});
-}
-
-Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
-                   const Shape& input_size) {
-  static const OpDef& def = ops::op("gather_grad");
-  return ops::call1(def, {grad_out, index}, {{"axis", axis}, {"input_size", input_size.dims()}});
-}
-
-Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
-                         const Shape& input_size) {
-  static const OpDef& def = ops::op("index_select_grad");
-  return ops::call1(def, {grad_out, index}, {{"axis", axis}, {"input_size", input_size.dims()}});
-}
-
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
   static const OpDef& def = ops::op("one_hot");
   if (num_classes == -1) {
@@ -987,14 +1195,7 @@ void register_layout_ops() {
       {"split", OpKind::Layout, 1, 1, true, infer_split, eval_split},
       {"pad", OpKind::Layout, 1, 1, true, infer_pad, eval_pad},
       {"cast", OpKind::Layout, 1, 1, true, infer_cast, eval_cast},
-      {"gather", OpKind::Indexing, 2, 2, true, infer_gather, eval_gather},
-      {"index_select", OpKind::Indexing, 2, 2, true, infer_index_select, eval_index_select},
       {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
-      // The gradients of gather and index_select (rules in src/ops/grad.cpp,
-      // differentiable again: their adjoints are gather and index_select).
-      {"gather_grad", OpKind::Indexing, 2, 2, true, infer_gather_grad, eval_gather_grad},
-      {"index_select_grad", OpKind::Indexing, 2, 2, true, infer_index_select_grad,
-       eval_index_select_grad},
   };
   for (const Entry& e : entries)
     registry_add({.name = e.name,
@@ -1004,6 +1205,7 @@ void register_layout_ops() {
                   .differentiable = e.differentiable,
                   .infer = e.infer,
                   .eval = e.eval});
+  register_entries<Gather, IndexSelect, GatherGrad, IndexSelectGrad, Cumsum>();
 }
 
 }  // namespace ops::detail

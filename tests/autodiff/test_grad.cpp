@@ -30,53 +30,45 @@ struct GradCase {
   double eps = 1e-6, atol = 1e-5;
 };
 
+/// Operand `i` of elementwise op Op, from its domain (ops::ew_domain).
+template <class Op>
+Tensor ew_operand(int i, const Shape& s, unsigned seed) {
+  const ops::Domain d = ops::ew_domain<Op>(i);
+  Tensor t = rnd(s, seed, d.lo, d.hi);
+  if (d.avoid_zero) t = where(ms::abs(t) < 0.25, where(t < 0.0, -0.25, 0.25), t);
+  return t;
+}
+
+template <class Op>
+void add_ew_cases(std::vector<GradCase>& c) {
+  if constexpr (ops::EwDifferentiable<Op> && Op::arity == 1) {
+    c.push_back({std::string(Op::name),
+                 "[3,4]",
+                 [](const auto& x) { return Tensor(EwFunction<Op>{}(x[0])); },
+                 {ew_operand<Op>(0, {3, 4}, 1)}});
+  } else if constexpr (ops::EwDifferentiable<Op> && Op::arity == 2) {
+    const Fn f = [](const auto& x) { return Tensor(EwFunction<Op>{}(x[0], x[1])); };
+    c.push_back({std::string(Op::name),
+                 "[3,4] with [4] (broadcast)",
+                 f,
+                 {ew_operand<Op>(0, {3, 4}, 2), ew_operand<Op>(1, {4}, 3)}});
+    c.push_back({std::string(Op::name),
+                 "[2,1,3] with [4,1]",
+                 f,
+                 {ew_operand<Op>(0, {2, 1, 3}, 4), ew_operand<Op>(1, {4, 1}, 5)}});
+  }
+}
+
+template <class... Ops>
+void add_all_ew_cases(std::vector<GradCase>& c, ops::OpList<Ops...>) {
+  (add_ew_cases<Ops>(c), ...);
+}
+
 std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c;
-  auto un = [&](std::string op, Fn f, double lo = -2, double hi = 2) {
-    c.push_back({op, "[3,4]", f, {rnd({3, 4}, 1, lo, hi)}});
-  };
-  auto bin = [&](std::string op, Fn f, double lo = -2, double hi = 2) {
-    c.push_back(
-        {op, "[3,4] with [4] (broadcast)", f, {rnd({3, 4}, 2, lo, hi), rnd({4}, 3, lo, hi)}});
-    c.push_back({op, "[2,1,3] with [4,1]", f, {rnd({2, 1, 3}, 4, lo, hi), rnd({4, 1}, 5, lo, hi)}});
-  };
-#define MS_UN(name, expr, ...) \
-  un(                          \
-      name, [](const auto& x) { return Tensor(expr); }, ##__VA_ARGS__)
-  MS_UN("neg", -x[0]);
-  MS_UN("abs", ms::abs(x[0]));
-  MS_UN("exp", ms::exp(x[0]));
-  MS_UN("log", ms::log(x[0]), 0.2, 3);
-  MS_UN("log1p", ms::log1p(x[0]), -0.5, 3);
-  MS_UN("sqrt", ms::sqrt(x[0]), 0.2, 3);
-  MS_UN("rsqrt", ms::rsqrt(x[0]), 0.2, 3);
-  MS_UN("square", ms::square(x[0]));
-  MS_UN("reciprocal", ms::reciprocal(x[0]), 0.3, 3);
-  MS_UN("sin", ms::sin(x[0]));
-  MS_UN("cos", ms::cos(x[0]));
-  MS_UN("tanh", ms::tanh(x[0]));
-  MS_UN("sigmoid", ms::sigmoid(x[0]));
-  MS_UN("relu", ms::relu(x[0]));
-  MS_UN("gelu", ms::gelu(x[0]));
-  MS_UN("erf", ms::erf(x[0]));
-  MS_UN("gelu_tanh", ms::gelu_tanh(x[0]));
-  MS_UN("silu", ms::silu(x[0]));
-  MS_UN("softplus", ms::softplus(x[0]));
-#undef MS_UN
-#define MS_BIN(name, expr, ...) \
-  bin(                          \
-      name, [](const auto& x) { return Tensor(expr); }, ##__VA_ARGS__)
-  MS_BIN("add", x[0] + x[1]);
-  MS_BIN("sub", x[0] - x[1]);
-  MS_BIN("mul", x[0] * x[1]);
-  MS_BIN("div", x[0] / x[1], 0.5, 2);
-  MS_BIN("pow", ms::pow(x[0], x[1]), 0.5, 2);
-  MS_BIN("maximum", ms::maximum(x[0], x[1]));
-  MS_BIN("minimum", ms::minimum(x[0], x[1]));
-  // relu_grad(g, x): linear in g, a step in x (inputs in [-2, 2] stay away from
-  // the step at 0 by more than gradcheck's eps)
-  MS_BIN("relu_grad", ms::relu_grad(x[0], x[1]));
-#undef MS_BIN
+  // Every differentiable elementwise op, unary and binary (where and clamp below),
+  // on operands from its domain.
+  add_all_ew_cases(c, ops::ElementwiseOps{});
   c.push_back({"mul",
                "with weak scalars",
                [](const auto& x) { return Tensor(x[0] * 3.f - 1.f); },
@@ -89,22 +81,7 @@ std::vector<GradCase> grad_cases() {
                "clamp(x, lo, hi)",
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
-  // Reductions.
   const Tensor r34 = rnd({3, 4}, 12);
-  c.push_back({"sum", "axis 1", [](const auto& x) { return sum(x[0], {1}); }, {r34}});
-  c.push_back({"sum", "all, keepdims", [](const auto& x) { return sum(x[0], {}, true); }, {r34}});
-  c.push_back({"mean", "axis 0", [](const auto& x) { return mean(x[0], {0}); }, {r34}});
-  c.push_back({"max", "axis 1", [](const auto& x) { return ms::max(x[0], {1}); }, {r34}});
-  c.push_back({"min", "all", [](const auto& x) { return ms::min(x[0]); }, {r34}});
-  c.push_back({"prod",
-               "axis 1",
-               [](const auto& x) { return prod(x[0], {1}); },
-               {rnd({3, 4}, 13, 0.5, 1.5)}});
-  c.push_back({"var", "axis 1, ddof 1", [](const auto& x) { return var(x[0], {1}, 1); }, {r34}});
-  c.push_back({"std", "axis 0", [](const auto& x) { return ms::std(x[0], {0}); }, {r34}});
-  c.push_back({"logsumexp", "axis 1", [](const auto& x) { return logsumexp(x[0], {1}); }, {r34}});
-  c.push_back({"softmax", "axis -1", [](const auto& x) { return softmax(x[0], -1); }, {r34}});
-  c.push_back({"log_softmax", "axis 0", [](const auto& x) { return log_softmax(x[0], 0); }, {r34}});
   // Linear algebra.
   c.push_back({"matmul",
                "2-D",
@@ -288,27 +265,10 @@ std::vector<GradCase> grad_cases() {
                  return avg_pool2d(x[0], {3, 2}, {1}, {1}, false, true);
                },
                {rnd({2, 5, 4}, 53)}});
-  // Indexing (repeated indices add up; the index input gets no gradient).
-  c.push_back({"gather",
-               "axis 1, repeated indices",
-               [](const auto& x) { return gather(x[0], 1, x[1]); },
-               {rnd({3, 5}, 54), tensor({{0, 0, 4, 2}, {1, 3, 3, 3}, {4, 0, 1, 2}}, int64)}});
-  c.push_back({"gather",
-               "axis 0, index smaller than x on the other axis",
-               [](const auto& x) { return gather(x[0], 0, x[1]); },
-               {rnd({3, 4}, 55), tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)}});
   c.push_back({"softmax_cross_entropy",
                "int64 labels",
                [](const auto& x) { return softmax_cross_entropy(x[0], x[1]); },
                {rnd({4, 5}, 58), tensor({0, 4, 2, 4}, int64)}});
-  c.push_back({"index_select",
-               "axis 0, repeated indices",
-               [](const auto& x) { return index_select(x[0], 0, x[1]); },
-               {rnd({5, 3}, 56), tensor({1, 1, 4, 0, 1}, int64)}});
-  c.push_back({"index_select",
-               "axis -1 of a 3-D tensor",
-               [](const auto& x) { return index_select(x[0], -1, x[1]); },
-               {rnd({2, 3, 4}, 57), tensor({3, 0, 3}, int32)}});
   // The backward ops, differentiable again (grad of grad): each is linear in
   // its gradient input (conv2d's bilinear), so central differences are exact up
   // to rounding. A last input row no window reaches (9 rows, kernel 3, stride
@@ -400,30 +360,6 @@ std::vector<GradCase> grad_cases() {
                  return avg_pool2d_grad(x[0], {2, 5, 4}, {3, 2}, {1}, {1}, false, true);
                },
                {rnd({2, 5, 5}, 84)}});
-  c.push_back({"gather_grad",
-               "axis 1, repeated indices",
-               [](const auto& x) {
-                 return gather_grad(x[0], 1, x[1], {3, 5});
-               },
-               {rnd({3, 4}, 85), tensor({{0, 0, 4, 2}, {1, 3, 3, 3}, {4, 0, 1, 2}}, int64)}});
-  c.push_back({"gather_grad",
-               "axis 0, index smaller than x on the other axis",
-               [](const auto& x) {
-                 return gather_grad(x[0], 0, x[1], {3, 4});
-               },
-               {rnd({5, 2}, 86), tensor({{2, 0}, {2, 1}, {0, 0}, {1, 2}, {2, 2}}, int32)}});
-  c.push_back({"index_select_grad",
-               "axis 0, repeated indices",
-               [](const auto& x) {
-                 return index_select_grad(x[0], 0, x[1], {5, 3});
-               },
-               {rnd({5, 3}, 87), tensor({1, 1, 4, 0, 1}, int64)}});
-  c.push_back({"index_select_grad",
-               "axis -1 of a 3-D tensor",
-               [](const auto& x) {
-                 return index_select_grad(x[0], -1, x[1], {2, 3, 4});
-               },
-               {rnd({2, 3, 3}, 88), tensor({3, 0, 3}, int32)}});
   return c;
 }
 }  // namespace
@@ -444,6 +380,7 @@ TEST_SUITE("autodiff") {
       if (!d->differentiable) continue;
       CHECK_MESSAGE(static_cast<bool>(d->grad), "op '", d->name,
                     "' is differentiable but has no gradient rule (src/ops/grad.cpp)");
+      if (d->samples != nullptr) continue;  // its entry's samples: tests/ops/test_entries.cpp
       CHECK_MESSAGE(covered.count(std::string(d->name)) == 1, "op '", d->name,
                     "' has no gradcheck case");
     }

@@ -32,15 +32,16 @@ struct Case {
 };
 
 /// Uniform values in [lo, hi] (multiples of 0.5 when `halves`: ties and equal
-/// elements for comparisons and rounding), converted to `dt`.
+/// elements for comparisons and rounding; |x| >= 0.25 when `avoid_zero`), converted to `dt`.
 Tensor rnd(const Shape& s, unsigned seed, double lo = -2, double hi = 2, DType dt = float32,
-           bool halves = false) {
+           bool halves = false, bool avoid_zero = false) {
   std::mt19937 rng(seed);
   std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
   for (double& x : v) {
     x = std::uniform_real_distribution<double>(lo, hi)(rng);
     if (halves) x = std::clamp(std::round(x * 2) / 2, lo, hi);
     if (dtype_is_int(dt)) x = std::round(x);
+    if (avoid_zero && std::fabs(x) < 0.25) x = dtype_is_int(dt) ? 1 : x < 0 ? -0.25 : 0.25;
   }
   return from_vector(v, s).to(dt);
 }
@@ -67,40 +68,33 @@ Tensor noncontig(const Tensor& x) {
 
 // ---------------------------------------------------------------- elementwise cases
 
-/// Input domain of operand `i` of elementwise op `name`.
+/// Where operand `i` of elementwise op Op is drawn (its entry's ops::Domain).
 struct Domain {
   double lo = -2, hi = 2;
   bool halves = false;
+  bool avoid_zero = false;
 };
-Domain ew_domain(std::string_view name, int i, bool integer) {
-  static const std::set<std::string_view> positive = {"log",   "log1p",      "sqrt",
-                                                      "rsqrt", "reciprocal", "pow"};
-  static const std::set<std::string_view> discrete = {
-      "eq",    "ne",   "lt",    "le",   "gt",          "ge",         "maximum",     "minimum",
-      "round", "sign", "floor", "ceil", "logical_and", "logical_or", "logical_not", "where"};
-  if (integer && (positive.contains(name) || (name == "div" && i == 1))) return {1, 4, false};
-  if (integer && name == "pow" && i == 1) return {0, 3, false};
-  if (positive.contains(name) || (name == "div" && i == 1)) return {0.5, 2, false};
-  if (name == "clamp" && i == 1) return {-2, -0.25, false};
-  if (name == "clamp" && i == 2) return {0.25, 2, false};
-  if (integer) return {-3, 3, false};  // unsigned: clamped to >= 0 by ew_inputs
-  return {-2, 2, discrete.contains(name)};
+template <class Op>
+Domain ew_domain(int i, bool integer) {
+  const ops::Domain d = ops::ew_domain<Op>(i);
+  if (integer) return {d.int_lo, d.int_hi, false, d.avoid_zero};  // unsigned: clamped to >= 0
+  return {d.lo, d.hi, d.halves, d.avoid_zero};
 }
 
-/// Inputs of elementwise op `name` (arity n) with the given shapes and dtype;
-/// `where`'s condition is bool.
-Tensors ew_inputs(std::string_view name, const std::vector<Shape>& shapes, DType dt,
-                  unsigned seed) {
+/// Inputs of elementwise op Op with the given shapes and dtype; `where`'s
+/// condition is bool.
+template <class Op>
+Tensors ew_inputs(const std::vector<Shape>& shapes, DType dt, unsigned seed) {
   Tensors in;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const unsigned s = seed * 31 + static_cast<unsigned>(i);
-    if (name == "where" && i == 0) {
+    if (Op::rule == ops::EwRule::Select && i == 0) {
       in.push_back(rnd_bool(shapes[i], s));
       continue;
     }
-    const Domain d = ew_domain(name, static_cast<int>(i), dtype_is_int(dt));
+    const Domain d = ew_domain<Op>(static_cast<int>(i), dtype_is_int(dt));
     const double lo = dtype_is_unsigned_int(dt) ? std::max(d.lo, 0.0) : d.lo;
-    in.push_back(rnd(shapes[i], s, lo, d.hi, dt, d.halves));
+    in.push_back(rnd(shapes[i], s, lo, d.hi, dt, d.halves, d.avoid_zero));
   }
   return in;
 }
@@ -121,7 +115,7 @@ void add_ew_cases(std::vector<Case>& cases) {
   // Through the op table, float32, broadcasting [3,4] with [4] (and [1]).
   auto via_table = [def](const Tensors& xs) { return ops::call(*def, xs); };
   cases.push_back({name, "op table, f32 [3,4] with [4]",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, false), float32, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, false), float32, s); },
                    via_table});
   // Through the expression function (ms::exp, ms::add, ...), float64, 3-d broadcasting.
   auto via_expr = [](const Tensors& xs) -> Tensors {
@@ -133,51 +127,51 @@ void add_ew_cases(std::vector<Case>& cases) {
       return {EwFunction<Op>{}(xs[0], xs[1], xs[2])};
   };
   cases.push_back({name, "expression, f64 broadcast to [2,3,4]",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, true), float64, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, true), float64, s); },
                    via_expr});
   // Integer dtype (float-rule ops compute as float32; pow of ints stays int).
   cases.push_back({name, "op table, i32",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, false), int32, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, false), int32, s); },
                    via_table});
   // float16 / bfloat16: computed in float32, rounded once on store, as eager.
   cases.push_back({name, "expression, f16",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, false), float16, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, false), float16, s); },
                    via_expr});
   cases.push_back({name, "op table, bf16",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, false), bfloat16, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, false), bfloat16, s); },
                    via_table});
   // Unsigned (values >= 0), empty and rank-0 operands.
   cases.push_back({name, "op table, u8",
-                   [name](unsigned s) { return ew_inputs(name, ew_shapes(n, false), uint8, s); },
+                   [](unsigned s) { return ew_inputs<Op>(ew_shapes(n, false), uint8, s); },
                    via_table});
   cases.push_back({name, "op table, empty [0,4] with [4]",
-                   [name](unsigned s) {
+                   [](unsigned s) {
                      std::vector<Shape> sh = ew_shapes(n, false);
                      sh[0] = Shape{0, 4};
-                     return ew_inputs(name, sh, float32, s);
+                     return ew_inputs<Op>(sh, float32, s);
                    },
                    via_table});
   cases.push_back(
       {name, "expression, rank 0",
-       [name](unsigned s) { return ew_inputs(name, std::vector<Shape>(n, Shape{}), float32, s); },
+       [](unsigned s) { return ew_inputs<Op>(std::vector<Shape>(n, Shape{}), float32, s); },
        via_expr});
   // Mixed dtypes: an int32 tensor with a float32 one promotes.
   if constexpr (n >= 2) {
     cases.push_back({name, "expression, i32 with f32",
                      [name](unsigned s) {
-                       Tensors in = ew_inputs(name, ew_shapes(n, false), float32, s);
+                       Tensors in = ew_inputs<Op>(ew_shapes(n, false), float32, s);
                        if (name != "where")
-                         in[0] = ew_inputs(name, ew_shapes(n, false), int32, s)[0];
+                         in[0] = ew_inputs<Op>(ew_shapes(n, false), int32, s)[0];
                        else
-                         in[1] = ew_inputs(name, ew_shapes(n, false), int32, s)[1];
+                         in[1] = ew_inputs<Op>(ew_shapes(n, false), int32, s)[1];
                        return in;
                      },
                      via_expr});
   }
   // Weak scalar operands through the expression templates, and the op inside a
   // fused chain of weak-scalar arithmetic (one tree eagerly, one Fused node at O1).
-  auto in1 = [name](unsigned s) {
-    const Domain d = ew_domain(name, 0, false);
+  auto in1 = [](unsigned s) {
+    const Domain d = ew_domain<Op>(0, false);
     return Tensors{rnd({3, 4}, s, d.lo, d.hi, float32, d.halves)};
   };
   if constexpr (n == 1) {
@@ -186,8 +180,8 @@ void add_ew_cases(std::vector<Case>& cases) {
                      }});
     cases.push_back(
         {name, "in a chain with weak scalars, i32",
-         [name](unsigned s) {
-           const Domain d = ew_domain(name, 0, true);
+         [](unsigned s) {
+           const Domain d = ew_domain<Op>(0, true);
            return Tensors{rnd({3, 4}, s, d.lo, d.hi, int32)};
          },
          [](const Tensors& xs) { return Tensors{EwFunction<Op>{}(xs[0] * 2 + 1) - 3}; }});
@@ -199,8 +193,8 @@ void add_ew_cases(std::vector<Case>& cases) {
                      }});
     cases.push_back(
         {name, "weak int scalar with i64 and f64",
-         [name](unsigned s) {
-           const Domain d = ew_domain(name, 0, true);
+         [](unsigned s) {
+           const Domain d = ew_domain<Op>(0, true);
            return Tensors{rnd({3, 4}, s, d.lo, d.hi, int64), rnd({4}, s + 1, 0.5, 2, float64)};
          },
          [](const Tensors& xs) {
@@ -246,9 +240,9 @@ void add_ew_multitile_case(std::vector<Case>& cases) {
   constexpr int n = Op::arity;
   cases.push_back(
       {name, "in a weak-scalar chain over [3, 1000]",
-       [name](unsigned s) {
+       [](unsigned s) {
          const std::vector<Shape> sh = {{3, 1000}, {1000}, {1}};
-         return ew_inputs(name, std::vector<Shape>(sh.begin(), sh.begin() + n), float32, s);
+         return ew_inputs<Op>(std::vector<Shape>(sh.begin(), sh.begin() + n), float32, s);
        },
        [](const Tensors& xs) -> Tensors {
          if constexpr (n == 1)
@@ -289,49 +283,15 @@ std::vector<Case> make_cases() {
                f1([](const Tensor& x) { return Tensor(ms::exp(x * 0.7f + 0.1f) * x - 0.3f); }),
                4e-3, 0});
 
-  // Reductions.
+  // Reductions inside expressions (their entries' samples cover the op alone).
   const Shape r3{3, 4, 5};
-  c.push_back({"sum", "axes {1} keepdims", one(r3), f1([](auto& x) { return sum(x, {1}, true); })});
-  c.push_back({"sum", "all, i32 -> i64", one(r3, int32), f1([](auto& x) { return sum(x); })});
-  c.push_back({"sum", "axes {0, 2}, f64", one(r3, float64), f1([](auto& x) {
-                 return sum(x, {0, -1});
-               })});
   c.push_back({"sum", "of an expression, f16", one(r3, float16),
                f1([](auto& x) { return sum(x * 2.f + 1.f, {2}); })});
-  c.push_back({"mean", "axes {2}", one(r3), f1([](auto& x) { return mean(x, {2}); })});
-  c.push_back({"mean", "all, f64", one(r3, float64), f1([](auto& x) { return mean(x); })});
-  c.push_back(
-      {"prod", "axes {1}", one(r3, float32, 0.5, 1.5), f1([](auto& x) { return prod(x, {1}); })});
-  c.push_back({"prod", "i64 keepdims", one({3, 4}, int64, -2, 2),
-               f1([](auto& x) { return prod(x, {0}, true); })});
-  c.push_back({"max", "axes {0}", one(r3), f1([](auto& x) { return max(x, {0}); })});
-  c.push_back({"max", "all, i32", one(r3, int32), f1([](auto& x) { return max(x); })});
-  c.push_back(
-      {"min", "axes {-1} keepdims", one(r3), f1([](auto& x) { return min(x, {-1}, true); })});
   c.push_back({"all", "axes {1}", one(r3), f1([](auto& x) { return all(x > -1.5f, {1}); })});
   c.push_back({"any", "all axes", one(r3), f1([](auto& x) { return any(x > 1.9f); })});
   c.push_back({"any", "axes {0, 1} of bool", one(r3), f1([](auto& x) {
                  return any(x < 0.f, {0, 1});
                })});
-  c.push_back({"argmax", "axis 1", one(r3), f1([](auto& x) { return argmax(x, 1); })});
-  c.push_back({"argmax", "flat", one(r3, int32), f1([](auto& x) { return argmax(x); })});
-  c.push_back(
-      {"argmin", "axis -1 keepdims", one(r3), f1([](auto& x) { return argmin(x, -1, true); })});
-  c.push_back({"argmin", "flat", one(r3), f1([](auto& x) { return argmin(x); })});
-  c.push_back({"var", "axes {1} ddof 1", one(r3), f1([](auto& x) { return var(x, {1}, 1); })});
-  c.push_back({"var", "all, f64", one(r3, float64), f1([](auto& x) { return var(x); })});
-  c.push_back({"std", "axes {0, 2} keepdims", one(r3), f1([](auto& x) {
-                 return ms::std(x, {0, 2}, 0, true);
-               })});
-  c.push_back({"logsumexp", "axes {2}", one(r3), f1([](auto& x) { return logsumexp(x, {2}); })});
-  c.push_back({"logsumexp", "i32 -> f32", one(r3, int32),
-               f1([](auto& x) { return logsumexp(x, {0}, true); })});
-  c.push_back({"softmax", "axis -1", one(r3), f1([](auto& x) { return softmax(x); })});
-  c.push_back(
-      {"softmax", "axis 0, f64", one(r3, float64), f1([](auto& x) { return softmax(x, 0); })});
-  c.push_back({"log_softmax", "axis 1", one(r3), f1([](auto& x) { return log_softmax(x, 1); })});
-  c.push_back(
-      {"log_softmax", "f16", one({4, 6}, float16), f1([](auto& x) { return log_softmax(x); })});
 
   // matmul.
   auto two = [](Shape a, Shape b, DType dt = float32) {
@@ -445,16 +405,6 @@ std::vector<Case> make_cases() {
                }});
   c.push_back({"cast", "i64 -> f64 method", one({3, 4}, int64),
                [](const Tensors& xs) { return Tensors{xs[0].to(float64) * 0.5f}; }});
-  c.push_back({"gather", "axis 1",
-               [](unsigned s) {
-                 return Tensors{rnd({3, 5}, s), idx({3, 4}, s + 1, 5)};
-               },
-               [](const Tensors& xs) { return Tensors{gather(xs[0], 1, xs[1])}; }});
-  c.push_back({"gather", "axis 0, i32 index, i64 data",
-               [](unsigned s) {
-                 return Tensors{rnd({4, 3}, s, -9, 9, int64), idx({2, 3}, s + 1, 4, int32)};
-               },
-               [](const Tensors& xs) { return Tensors{gather(xs[0], 0, xs[1])}; }});
   c.push_back({"softmax_cross_entropy", "f32, int64 labels",
                [](unsigned s) {
                  return Tensors{rnd({6, 5}, s, -4, 4), idx({6}, s + 1, 5)};
@@ -465,16 +415,6 @@ std::vector<Case> make_cases() {
                  return Tensors{rnd({3, 7}, s, -4, 4, float64), idx({3}, s + 1, 7, int32)};
                },
                [](const Tensors& xs) { return Tensors{softmax_cross_entropy(xs[0], xs[1])}; }});
-  c.push_back({"index_select", "axis 0",
-               [](unsigned s) {
-                 return Tensors{rnd({5, 3}, s), idx({4}, s + 1, 5)};
-               },
-               [](const Tensors& xs) { return Tensors{index_select(xs[0], 0, xs[1])}; }});
-  c.push_back({"index_select", "axis -1, f64",
-               [](unsigned s) {
-                 return Tensors{rnd({2, 5}, s, -2, 2, float64), idx({3}, s + 1, 5, int32)};
-               },
-               [](const Tensors& xs) { return Tensors{index_select(xs[0], -1, xs[1])}; }});
   c.push_back(
       {"conv2d_grad_input", "stride 2, padding 1, groups 2", two({2, 4, 4, 4}, {4, 2, 3, 3}),
        f2([](auto& g, auto& w) {
@@ -501,20 +441,6 @@ std::vector<Case> make_cases() {
                f1([](auto& g) {
                  return avg_pool2d_grad(g, {1, 2, 5, 5}, {3}, {1}, {1}, false, false);
                })});
-  c.push_back({"gather_grad", "axis 1",
-               [](unsigned s) {
-                 return Tensors{rnd({3, 4}, s), idx({3, 4}, s + 1, 5)};
-               },
-               [](const Tensors& xs) {
-                 return Tensors{gather_grad(xs[0], 1, xs[1], {3, 5})};
-               }});
-  c.push_back({"index_select_grad", "axis 0, repeated indices",
-               [](unsigned s) {
-                 return Tensors{rnd({6, 3}, s), idx({6}, s + 1, 4)};
-               },
-               [](const Tensors& xs) {
-                 return Tensors{index_select_grad(xs[0], 0, xs[1], {4, 3})};
-               }});
   // Host callbacks run the same C++ at run time as eagerly.
   c.push_back({"host_callback", "scales by 2 on the host", one({3, 4}), f1([](auto& x) {
                  auto twice = [](std::vector<Tensor> v) {
@@ -579,11 +505,6 @@ std::vector<Case> make_cases() {
       {"pad", "f16 constant, bool replicate", one({2, 3}, float16), [](const Tensors& xs) {
          return Tensors{pad(xs[0], {1, 1}, "constant", 0.25), pad(xs[0] > 0, {1, 0}, "replicate")};
        }});
-  c.push_back({"gather", "bool data",
-               [](unsigned s) {
-                 return Tensors{rnd({3, 4}, s), idx({3, 2}, s + 1, 4)};
-               },
-               [](const Tensors& xs) { return Tensors{gather(xs[0] > 0.f, 1, xs[1])}; }});
   c.push_back({"cast", "bool -> f32, f16 -> bf16, f64 -> u8", one({3, 4}, float64, 0, 9),
                [](const Tensors& xs) {
                  return Tensors{cast(xs[0] > 4.0, float32), cast(cast(xs[0], float16), bfloat16),
@@ -592,8 +513,6 @@ std::vector<Case> make_cases() {
   c.push_back({"max_pool2d", "f16", one({1, 2, 4, 4}, float16), f1([](auto& x) {
                  return max_pool2d(x, {2, 2});
                })});
-  c.push_back(
-      {"softmax", "bf16", one({2, 5}, bfloat16), f1([](auto& x) { return softmax(x, 1); })});
   // Outputs that alias each other or the input: an op returning a view, twice.
   c.push_back({"split", "outputs next to the input they view", one({4, 2}), [](const Tensors& xs) {
                  Tensors p = split(xs[0], 2, 0);
@@ -602,18 +521,14 @@ std::vector<Case> make_cases() {
                  return p;
                }});
   // Empty and rank-0 operands of other ops.
-  c.push_back(
-      {"sum", "empty [0,4] over axis 0", one({0, 4}), f1([](auto& x) { return sum(x, {0}); })});
   c.push_back({"matmul", "empty [0,4] x [4,2]", two({0, 4}, {4, 2}),
                f2([](auto& a, auto& b) { return matmul(a, b); })});
   c.push_back({"concat", "an empty part", two({0, 3}, {2, 3}),
                [](const Tensors& xs) { return Tensors{concat(xs, 0)}; }});
-  c.push_back({"softmax", "empty rows", one({0, 5}), f1([](auto& x) { return softmax(x); })});
   c.push_back({"unsqueeze", "rank 0", one({}), f1([](auto& x) { return unsqueeze(x, 0); })});
   c.push_back({"reshape", "rank 0 to [1, 1]", one({}), f1([](auto& x) {
                  return reshape(x, {1, 1});
                })});
-  c.push_back({"max", "rank 0", one({}), f1([](auto& x) { return max(x); })});
   return c;
 }
 
@@ -715,6 +630,7 @@ TEST_SUITE("jit") {
     for (const ops::OpDef* def : ops::registry()) {
       ++ops_seen;
       const std::string name(def->name);
+      if (def->samples != nullptr) continue;  // its entry's samples: tests/ops/test_entries.cpp
       CHECK_MESSAGE(covered.contains(name), "op '", name,
                     "' has no sample case in tests/jit/test_ops_jit.cpp (or its case records no '",
                     name, "' node): add one");

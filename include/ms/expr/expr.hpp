@@ -290,6 +290,8 @@ inline constexpr EwFunction<ops::Erf> erf{};
 inline constexpr EwFunction<ops::GeluTanh> gelu_tanh{};
 /// x * sigmoid(x)
 inline constexpr EwFunction<ops::Silu> silu{};
+/// x * relu6(x + 3) / 6: `ms::hardswish(x)`
+inline constexpr EwFunction<ops::Hardswish> hardswish{};
 /// log(1 + e^x)
 inline constexpr EwFunction<ops::Softplus> softplus{};
 inline constexpr EwFunction<ops::LogicalNot> logical_not{};

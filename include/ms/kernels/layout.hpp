@@ -45,6 +45,14 @@ void index_select(const Tensor& x, std::int64_t axis, const Tensor& index, const
 /// dense Int32/Int64 with values in [0, C); out is dense, shape indices + [C].
 void one_hot(const Tensor& indices, const Tensor& out);
 
+/// Running sums of dense `x` along `axis` into dense `out` (x's shape and
+/// dtype): out[.., i, ..] = sum of x[.., j, ..] for j <= i (j < i when
+/// `exclusive`; j >= i, or j > i, when `reverse`). Floating dtypes sum in
+/// double, integers in 64 bits with wrap-around; each sum is converted to the dtype.
+/// Lines are independent, so the result does not depend on the thread count.
+/// Bool, complex and Int4 are not supported (the op checks).
+void cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, const Tensor& out);
+
 /// How `pad` fills positions outside the input.
 enum class PadMode : std::uint8_t { Constant, Reflect, Replicate };
 

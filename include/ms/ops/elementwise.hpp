@@ -2,9 +2,12 @@
 //
 // Stage: ops. One struct per op: its name, arity, dtype rule, evaluation as
 // an Eigen array expression (so it runs with SIMD packets in the fused tile
-// loop of kernels/elementwise), and a double-precision reference used by the
-// table-driven tests. Nothing here includes Eigen's heavy modules: `eval` is a
-// generic function instantiated only in src/.
+// loop of kernels/elementwise), a double-precision reference, its
+// vector-Jacobian product (`vjp`, defined in src/ops/elementwise.cpp; an op
+// without one is not differentiable) and the domain tests draw its operands
+// from. The op table, the public functions (ms/expr/expr.hpp) and the
+// table-driven tests derive from ElementwiseOps below. Nothing here includes
+// Eigen's heavy modules: `eval` is a generic function instantiated only in src/.
 //
 //   struct Exp {
 //     static constexpr std::string_view name = "exp";
@@ -12,16 +15,20 @@
 //     static constexpr EwRule rule = EwRule::Float;      // ints compute as float32
 //     static auto eval(const auto& x) { return x.exp(); }
 //     static double ref(double x) { return std::exp(x); }
+//     static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);  // g * out
 //   };
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "ms/core/dtype.hpp"
+#include "ms/core/tensor.hpp"
 
 namespace ms::ops {
 
@@ -32,6 +39,17 @@ enum class EwRule : std::uint8_t {
   Compare,  ///< compute in the promoted type, output bool
   Logical,  ///< inputs read as `!= 0`, output bool
   Select,   ///< where(cond, x, y): cond read as bool, output = promoted x, y
+};
+
+/// Where tests draw an operand's values: uniform in [lo, hi] for floating
+/// dtypes, whole numbers in [int_lo, int_hi] for integer ones; `halves` rounds
+/// floats to multiples of 0.5 (ties for comparisons and rounding),
+/// `avoid_zero` keeps |x| >= 0.25.
+struct Domain {
+  double lo = -2, hi = 2;
+  double int_lo = -3, int_hi = 3;
+  bool halves = false;
+  bool avoid_zero = false;
 };
 
 namespace detail {
@@ -49,6 +67,7 @@ struct Neg {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& x) { return -x; }
   static double ref(double x) { return -x; }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Abs {
@@ -57,6 +76,7 @@ struct Abs {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& x) { return x.abs(); }
   static double ref(double x) { return std::fabs(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Exp {
@@ -65,6 +85,7 @@ struct Exp {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.exp(); }
   static double ref(double x) { return std::exp(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Log {
@@ -73,6 +94,8 @@ struct Log {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.log(); }
   static double ref(double x) { return std::log(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
 struct Log1p {
@@ -81,6 +104,8 @@ struct Log1p {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.log1p(); }
   static double ref(double x) { return std::log1p(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = -0.5, .hi = 3, .int_lo = 0, .int_hi = 4}};
 };
 
 struct Sqrt {
@@ -89,6 +114,8 @@ struct Sqrt {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.sqrt(); }
   static double ref(double x) { return std::sqrt(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
 struct Rsqrt {
@@ -97,6 +124,8 @@ struct Rsqrt {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.rsqrt(); }
   static double ref(double x) { return 1.0 / std::sqrt(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
 struct Square {
@@ -105,6 +134,7 @@ struct Square {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& x) { return x.square(); }
   static double ref(double x) { return x * x; }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Reciprocal {
@@ -113,6 +143,8 @@ struct Reciprocal {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.inverse(); }
   static double ref(double x) { return 1.0 / x; }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = -3, .hi = 3, .avoid_zero = true}};
 };
 
 struct Sign {
@@ -125,6 +157,7 @@ struct Sign {
     return (x > T(0)).select(T(1), (x < T(0)).select(T(-1), x * T(0)));
   }
   static double ref(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x * 0.0; }
+  static constexpr Domain domain[] = {{.halves = true}};
 };
 
 struct Floor {
@@ -138,6 +171,7 @@ struct Floor {
       return x.floor();
   }
   static double ref(double x) { return std::floor(x); }
+  static constexpr Domain domain[] = {{.halves = true}};
 };
 
 struct Ceil {
@@ -151,6 +185,7 @@ struct Ceil {
       return x.ceil();
   }
   static double ref(double x) { return std::ceil(x); }
+  static constexpr Domain domain[] = {{.halves = true}};
 };
 
 /// Rounds half to even, as NumPy, PyTorch and MindSpore.
@@ -165,6 +200,7 @@ struct Round {
       return x.rint();
   }
   static double ref(double x) { return std::nearbyint(x); }
+  static constexpr Domain domain[] = {{.halves = true}};
 };
 
 struct Sin {
@@ -173,6 +209,7 @@ struct Sin {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.sin(); }
   static double ref(double x) { return std::sin(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Cos {
@@ -181,6 +218,7 @@ struct Cos {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.cos(); }
   static double ref(double x) { return std::cos(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Tanh {
@@ -189,6 +227,7 @@ struct Tanh {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.tanh(); }
   static double ref(double x) { return std::tanh(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Sigmoid {
@@ -197,6 +236,7 @@ struct Sigmoid {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.logistic(); }
   static double ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// max(x, 0); NaN stays NaN, as PyTorch.
@@ -209,6 +249,7 @@ struct Relu {
     return (x < T(0)).select(T(0), x);
   }
   static double ref(double x) { return x < 0 ? 0.0 : x; }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// relu's gradient: relu_grad(g, x) = g where x > 0, else 0 (NaN x gives 0),
@@ -222,6 +263,8 @@ struct ReluGrad {
     return (x > T(0)).select(g, T(0));
   }
   static double ref(double g, double x) { return x > 0 ? g : 0.0; }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
 };
 
 /// x * Phi(x) with the exact (erf) form, PyTorch's default gelu.
@@ -234,6 +277,7 @@ struct Gelu {
     return T(0.5) * x * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf());
   }
   static double ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// The error function (used by gelu's gradient).
@@ -243,6 +287,7 @@ struct Erf {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x.erf(); }
   static double ref(double x) { return std::erf(x); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// The tanh approximation of gelu (PyTorch's approximate="tanh", MindSpore's default).
@@ -259,6 +304,7 @@ struct GeluTanh {
     return 0.5 * x *
            (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
   }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 struct Silu {
@@ -267,6 +313,7 @@ struct Silu {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& x) { return x * x.logistic(); }
   static double ref(double x) { return x / (1.0 + std::exp(-x)); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// log(1 + exp(x)), linear above 20 as PyTorch (threshold=20) to avoid overflow.
@@ -279,6 +326,22 @@ struct Softplus {
     return (x > T(20)).select(x, x.exp().log1p());
   }
   static double ref(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+};
+
+/// x * relu6(x + 3) / 6 (MindSpore's HSwish, PyTorch's hardswish).
+struct Hardswish {
+  static constexpr std::string_view name = "hardswish";
+  static constexpr int arity = 1;
+  static constexpr EwRule rule = EwRule::Float;
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    const auto r = x + T(3);
+    return x * (r < T(0)).select(T(0), (r > T(6)).select(T(6), r)) * T(1.0 / 6);
+  }
+  static double ref(double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }
+  static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = -4, .hi = 4, .int_lo = -5, .int_hi = 5}};
 };
 
 struct LogicalNot {
@@ -287,6 +350,7 @@ struct LogicalNot {
   static constexpr EwRule rule = EwRule::Logical;
   static auto eval(const auto& x) { return !x; }
   static double ref(double x) { return x == 0 ? 1.0 : 0.0; }
+  static constexpr Domain domain[] = {{.halves = true}};
 };
 
 // ---------------------------------------------------------------- binary
@@ -297,6 +361,8 @@ struct Add {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& a, const auto& b) { return a + b; }
   static double ref(double a, double b) { return a + b; }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
 };
 
 struct Sub {
@@ -305,6 +371,8 @@ struct Sub {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& a, const auto& b) { return a - b; }
   static double ref(double a, double b) { return a - b; }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
 };
 
 struct Mul {
@@ -313,6 +381,8 @@ struct Mul {
   static constexpr EwRule rule = EwRule::Same;
   static auto eval(const auto& a, const auto& b) { return a * b; }
   static double ref(double a, double b) { return a * b; }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
 };
 
 /// True division: integers divide as float32 (as PyTorch's `/`).
@@ -322,6 +392,9 @@ struct Div {
   static constexpr EwRule rule = EwRule::Float;
   static auto eval(const auto& a, const auto& b) { return a / b; }
   static double ref(double a, double b) { return a / b; }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
+  static constexpr Domain domain[] = {{}, {.lo = -3, .hi = 3, .avoid_zero = true}};
 };
 
 /// a ** b. Integer powers of integers stay integers (negative exponents give
@@ -346,6 +419,10 @@ struct Pow {
     }
   }
   static double ref(double a, double b) { return std::pow(a, b); }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
+  static constexpr Domain domain[] = {{.lo = 0.5, .hi = 2, .int_lo = 1, .int_hi = 4},
+                                      {.lo = -2, .hi = 2, .int_lo = 0, .int_hi = 3}};
 };
 
 /// Elementwise max; NaN propagates (as PyTorch's maximum).
@@ -357,6 +434,9 @@ struct Maximum {
   static double ref(double a, double b) {
     return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
   }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 /// Elementwise min; NaN propagates (as PyTorch's minimum).
@@ -368,6 +448,9 @@ struct Minimum {
   static double ref(double a, double b) {
     return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
   }
+  static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
+                                       const Tensor& g);
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Eq {
@@ -376,6 +459,7 @@ struct Eq {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a == b; }
   static double ref(double a, double b) { return a == b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Ne {
@@ -384,6 +468,7 @@ struct Ne {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a != b; }
   static double ref(double a, double b) { return a != b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Lt {
@@ -392,6 +477,7 @@ struct Lt {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a < b; }
   static double ref(double a, double b) { return a < b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Le {
@@ -400,6 +486,7 @@ struct Le {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a <= b; }
   static double ref(double a, double b) { return a <= b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Gt {
@@ -408,6 +495,7 @@ struct Gt {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a > b; }
   static double ref(double a, double b) { return a > b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct Ge {
@@ -416,6 +504,7 @@ struct Ge {
   static constexpr EwRule rule = EwRule::Compare;
   static auto eval(const auto& a, const auto& b) { return a >= b; }
   static double ref(double a, double b) { return a >= b; }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct LogicalAnd {
@@ -424,6 +513,7 @@ struct LogicalAnd {
   static constexpr EwRule rule = EwRule::Logical;
   static auto eval(const auto& a, const auto& b) { return a && b; }
   static double ref(double a, double b) { return (a != 0) && (b != 0); }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 struct LogicalOr {
@@ -432,6 +522,7 @@ struct LogicalOr {
   static constexpr EwRule rule = EwRule::Logical;
   static auto eval(const auto& a, const auto& b) { return a || b; }
   static double ref(double a, double b) { return (a != 0) || (b != 0); }
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 // ---------------------------------------------------------------- ternary
@@ -443,6 +534,9 @@ struct Where {
   static constexpr EwRule rule = EwRule::Select;
   static auto eval(const auto& c, const auto& x, const auto& y) { return c.select(x, y); }
   static double ref(double c, double x, double y) { return c != 0 ? x : y; }
+  static std::array<Tensor, 3> vjp(const Tensor& x, const Tensor& y, const Tensor& z,
+                                   const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{.halves = true}, {.halves = true}, {.halves = true}};
 };
 
 /// clamp(x, lo, hi) = min(max(x, lo), hi); NaN in x propagates.
@@ -457,6 +551,11 @@ struct Clamp {
   static double ref(double x, double lo, double hi) {
     return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
   }
+  static std::array<Tensor, 3> vjp(const Tensor& x, const Tensor& y, const Tensor& z,
+                                   const Tensor& out, const Tensor& g);
+  static constexpr Domain domain[] = {{},
+                                      {.lo = -2, .hi = -0.25, .int_lo = -3, .int_hi = -1},
+                                      {.lo = 0.25, .hi = 2, .int_lo = 1, .int_hi = 3}};
 };
 
 /// Every elementwise op, in one list: the kernels, the op table and the
@@ -468,9 +567,9 @@ struct OpList {
 
 using ElementwiseOps =
     OpList<Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sign, Floor, Ceil, Round,
-           Sin, Cos, Tanh, Sigmoid, Relu, ReluGrad, Gelu, Erf, GeluTanh, Silu, Softplus, LogicalNot,
-           Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
-           Where, Clamp>;
+           Sin, Cos, Tanh, Sigmoid, Relu, ReluGrad, Gelu, Erf, GeluTanh, Silu, Softplus, Hardswish,
+           LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
+           LogicalAnd, LogicalOr, Where, Clamp>;
 
 namespace detail {
 template <class Op, class List>
@@ -489,6 +588,21 @@ struct op_index<Op, OpList<Ops...>> {
 /// Position of an op in ElementwiseOps (its id in fused programs).
 template <class Op>
 inline constexpr int ew_op_id = detail::op_index<Op, ElementwiseOps>::value;
+
+/// True for the elementwise ops with a gradient (a `vjp`).
+template <class Op>
+concept EwDifferentiable = requires {
+  &Op::vjp;
+};
+
+/// The domain tests draw operand `i` of Op from.
+template <class Op>
+constexpr Domain ew_domain(int i) {
+  if constexpr (requires { Op::domain; })
+    return Op::domain[i];
+  else
+    return Domain{};
+}
 
 /// Static facts about an elementwise op, by id.
 struct EwOpInfo {

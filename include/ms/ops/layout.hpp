@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/ops/entry.hpp"
 
 namespace ms {
 
@@ -77,16 +78,53 @@ std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
                           std::int64_t axis = 0);
 
+}  // namespace ms
+
+namespace ms::ops {
+
 /// torch.gather: out[i][j][k] = x[index[i][j][k]][j][k] for axis 0 (likewise
 /// for other axes). `index` (Int32/Int64) has x's rank and, on every other
 /// axis, a size <= x's; out has index's shape and x's dtype.
 /// `ms::gather(x, 1, ms::tensor({{0, 0}, {1, 0}}))`
-Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
+struct Gather {
+  static constexpr std::string_view name = "gather";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis = 0;
+    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
 
 /// The slices of x at positions `index` (1-D Int32/Int64, values in
 /// [0, x.dim(axis)), negative ones out of range) along `axis`.
 /// `ms::index_select(embedding, 0, ids)`
-Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+struct IndexSelect {
+  static constexpr std::string_view name = "index_select";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = Gather::Attrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Attributes of the indexing gradients: the axis and the input's shape.
+struct ScatterGradAttrs {
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> input_size = {};
+  static constexpr auto fields() {
+    return std::tuple{field("axis", &ScatterGradAttrs::axis),
+                      field("input_size", &ScatterGradAttrs::input_size)};
+  }
+};
 
 /// The gradient of `gather(x, axis, index)` for x of shape input_size: zeros
 /// of that shape with grad_out (index's shape) added at the gathered
@@ -95,16 +133,92 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 /// and index (ShapeError, IndexError for values out of range), input_size
 /// sizes must be >= 0 (ValueError). Differentiable in g (its adjoint is gather).
 /// `ms::gather_grad(g, 1, index, x.shape())`
-Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
-                   const Shape& input_size);
+struct GatherGrad {
+  static constexpr std::string_view name = "gather_grad";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = ScatterGradAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
 
 /// The gradient of `index_select(x, axis, index)` for x of shape input_size:
 /// zeros with the slices of grad_out added at positions `index` along `axis`
 /// (repeated indices add up, in index order). Errors as gather_grad, and
 /// ShapeError when grad_out is not index_select's output shape.
 /// `ms::index_select_grad(g, 0, ids, embedding.shape())`
-Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
-                         const Shape& input_size);
+struct IndexSelectGrad {
+  static constexpr std::string_view name = "index_select_grad";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = ScatterGradAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Inclusive (or exclusive) running sums along `axis`, front to back (or back
+/// to front with `reverse`), as MindSpore's CumSum: out[i] = x[0] + ... + x[i]
+/// (exclusive: up to x[i - 1], so out[0] = 0). The output has x's shape and
+/// dtype; floating dtypes sum in float64 and integers in 64 bits (wrapping
+/// as NumPy), each sum converted to the dtype. Bool, complex and Int4 inputs
+/// are a TypeError. Its gradient is the cumsum of the gradient in the other
+/// direction. `ms::cumsum(ms::tensor({1, 2, 3}))` is [1, 3, 6].
+struct Cumsum {
+  static constexpr std::string_view name = "cumsum";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis = 0;
+    bool exclusive = false;
+    bool reverse = false;
+    static constexpr auto fields() {
+      return std::tuple{field("axis", &Attrs::axis), field("exclusive", &Attrs::exclusive),
+                        field("reverse", &Attrs::reverse)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+}  // namespace ms::ops
+
+namespace ms {
+
+// The public functions of the entries above.
+
+/// torch.gather along `axis` (ms::ops::Gather).
+inline Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index) {
+  return ops::invoke1<ops::Gather>({x, index}, {.axis = axis});
+}
+/// Slices along `axis` at positions `index` (ms::ops::IndexSelect).
+inline Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
+  return ops::invoke1<ops::IndexSelect>({x, index}, {.axis = axis});
+}
+/// The gradient of gather (ms::ops::GatherGrad).
+inline Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                          const Shape& input_size) {
+  return ops::invoke1<ops::GatherGrad>({grad_out, index},
+                                       {.axis = axis, .input_size = input_size.dims()});
+}
+/// The gradient of index_select (ms::ops::IndexSelectGrad).
+inline Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
+                                const Shape& input_size) {
+  return ops::invoke1<ops::IndexSelectGrad>({grad_out, index},
+                                            {.axis = axis, .input_size = input_size.dims()});
+}
+/// Running sums along an axis (ms::ops::Cumsum): `ms::cumsum(x, {.axis = 1, .reverse = true})`.
+inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {
+  return ops::invoke1<ops::Cumsum>({x}, a);
+}
 
 /// One-hot encoding (MindSpore's OneHot with on=1, off=0): out has shape
 /// indices.shape + [num_classes] and dtype `dtype`. num_classes -1 infers

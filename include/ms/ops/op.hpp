@@ -94,6 +94,36 @@ struct GradContext {
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
 
+/// One sample of an op, for the table-driven tests (tests/ops/test_entries.cpp):
+/// inputs and attributes, and what the test checks of them.
+struct Sample {
+  std::string label;
+  std::vector<Tensor> inputs;
+  Attrs attrs = {};
+  /// The outputs' values (compared to `tol`, 0: bitwise); empty: not compared.
+  std::vector<Tensor> expected = {};
+  double tol = 0;
+  /// Inputs the finite-difference gradient check differentiates (floating
+  /// inputs, run in float64); empty: no gradient check of this sample.
+  std::vector<int> grad_inputs = {};
+};
+
+/// A bad call of an op and the error it must raise.
+struct ErrorSample {
+  std::string label;
+  std::vector<Tensor> inputs;
+  Attrs attrs = {};
+  std::string_view kind;  ///< Error::kind() of the error, e.g. "ms::ShapeError"
+  std::string message;    ///< a part of its message
+};
+
+/// An op's samples: calls that must work (checked forward, eagerly against
+/// `ms::jit` at O0 and O1, and by gradcheck) and calls that must fail.
+struct Samples {
+  std::vector<Sample> cases;
+  std::vector<ErrorSample> errors = {};
+};
+
 /// One entry of the op table.
 struct OpDef {
   std::string_view name;
@@ -114,8 +144,10 @@ struct OpDef {
   InferFn infer;
   /// Computes the outputs (calls kernels/).
   EvalFn eval;
-  /// Gradient rule (src/ops/grad.cpp); empty for non-differentiable ops.
+  /// Gradient rule (an entry's `vjp`, or src/ops/grad.cpp); empty for non-differentiable ops.
   GradFn grad = {};
+  /// The op's samples (an entry's `samples`); null where the test tables hold them.
+  Samples (*samples)() = nullptr;
 };
 
 /// Every registered op, in registration order.

@@ -1,8 +1,9 @@
 // ms/ops/reduce.hpp — reductions over any axes (sum, mean, max, ..., argmax, var, logsumexp,
 // all, any) and the softmax family.
 //
-// Stage: ops. Each function is one entry of the op table (`ms::ops::op("sum")`, ...); the
-// kernels live in src/kernels/reduce.cpp. Conventions shared by the reductions:
+// Stage: ops. One entry per op (ms/ops/entry.hpp), defined in src/ops/reduce.cpp with
+// its gradient and samples; the kernels live in src/kernels/reduce.cpp. Conventions shared by the
+// reductions:
 //  - `axes` empty means every axis; negative axes count from the end; a repeated axis is a
 //    ValueError, an out-of-range one an IndexError. A rank-0 tensor accepts axis 0 / -1.
 //  - `keepdims` keeps each reduced axis as a size-1 dim.
@@ -25,58 +26,305 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/ops/entry.hpp"
+
+namespace ms::ops {
+
+/// Attributes of the reductions over a list of axes (empty: every axis).
+struct AxesAttrs {
+  std::vector<std::int64_t> axes = {};
+  bool keepdims = false;
+  static constexpr auto fields() {
+    return std::tuple{field("axes", &AxesAttrs::axes), field("keepdims", &AxesAttrs::keepdims)};
+  }
+};
+/// Attributes of argmax and argmin: one axis, or none (the flattened tensor).
+struct ArgAttrs {
+  std::optional<std::int64_t> axis = {};
+  bool keepdims = false;
+  static constexpr auto fields() {
+    return std::tuple{field("axis", &ArgAttrs::axis), field("keepdims", &ArgAttrs::keepdims)};
+  }
+};
+/// Attributes of var and std: axes, the correction `ddof` (>= 0), keepdims.
+struct VarAttrs {
+  std::vector<std::int64_t> axes = {};
+  std::int64_t ddof = 0;
+  bool keepdims = false;
+  static constexpr auto fields() {
+    return std::tuple{field("axes", &VarAttrs::axes), field("ddof", &VarAttrs::ddof),
+                      field("keepdims", &VarAttrs::keepdims)};
+  }
+};
+/// Attributes of softmax and log_softmax: the axis.
+struct SoftmaxAttrs {
+  std::int64_t axis = -1;
+  static constexpr auto fields() { return std::tuple{field("axis", &SoftmaxAttrs::axis)}; }
+};
+
+/// Sum over `axes` (all when empty).
+struct Sum {
+  static constexpr std::string_view name = "sum";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Arithmetic mean; floating inputs only.
+struct Mean {
+  static constexpr std::string_view name = "mean";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Product over `axes`.
+struct Prod {
+  static constexpr std::string_view name = "prod";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Maximum (NaN-propagating) over `axes`; the dtype is kept.
+struct Max {
+  static constexpr std::string_view name = "max";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Minimum (NaN-propagating) over `axes`.
+struct Min {
+  static constexpr std::string_view name = "min";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// True where every element over `axes` is nonzero.
+struct All {
+  static constexpr std::string_view name = "all";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.differentiable = false};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
+};
+
+/// True where some element over `axes` is nonzero.
+struct Any {
+  static constexpr std::string_view name = "any";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.differentiable = false};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
+};
+
+/// Index (int64) of the first maximum along `axis` (absent: of the flattened tensor); NaN counts as
+/// the maximum.
+struct Argmax {
+  static constexpr std::string_view name = "argmax";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.differentiable = false};
+  using Attrs = ArgAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
+};
+
+/// Index (int64) of the first minimum along `axis` (absent: flattened); NaN counts as the minimum.
+struct Argmin {
+  static constexpr std::string_view name = "argmin";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.differentiable = false};
+  using Attrs = ArgAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
+};
+
+/// Variance over `axes` with `ddof` (see ms::var).
+struct Var {
+  static constexpr std::string_view name = "var";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = VarAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Standard deviation, sqrt of ms::ops::Var.
+struct Std {
+  static constexpr std::string_view name = "std";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = VarAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// log(sum(exp(x))) over `axes`, computed stably.
+struct Logsumexp {
+  static constexpr std::string_view name = "logsumexp";
+  static constexpr OpKind kind = OpKind::Reduction;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AxesAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// exp(x - max) / sum(exp(x - max)) along `axis`, one fused kernel.
+struct Softmax {
+  static constexpr std::string_view name = "softmax";
+  static constexpr OpKind kind = OpKind::Composite;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = SoftmaxAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// x - max - log(sum(exp(x - max))) along `axis`, one fused kernel.
+struct LogSoftmax {
+  static constexpr std::string_view name = "log_softmax";
+  static constexpr OpKind kind = OpKind::Composite;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = SoftmaxAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+}  // namespace ms::ops
 
 namespace ms {
 
 /// Sum over `axes` (all when empty). Example: `ms::sum(x, {0, 2}, true)`.
-Tensor sum(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor sum(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Sum>({x}, {std::move(axes), keepdims});
+}
 /// Arithmetic mean; floating inputs only. Example: `ms::mean(x, {-1})`.
-Tensor mean(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor mean(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Mean>({x}, {std::move(axes), keepdims});
+}
 /// Product over `axes`. Example: `ms::prod(x, {1})`.
-Tensor prod(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor prod(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Prod>({x}, {std::move(axes), keepdims});
+}
 /// Maximum (NaN-propagating) over `axes`; the dtype is kept. Example: `ms::max(x, {1}, true)`.
-Tensor max(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor max(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Max>({x}, {std::move(axes), keepdims});
+}
 /// Minimum (NaN-propagating) over `axes`. Example: `ms::min(x)`.
-Tensor min(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor min(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Min>({x}, {std::move(axes), keepdims});
+}
 /// True where every element over `axes` is nonzero. Example: `ms::all(mask, {1})`.
-Tensor all(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor all(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::All>({x}, {std::move(axes), keepdims});
+}
 /// True where some element over `axes` is nonzero. Example: `ms::any(mask)`.
-Tensor any(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor any(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false) {
+  return ops::invoke1<ops::Any>({x}, {std::move(axes), keepdims});
+}
 
 /// Index (int64) of the first maximum along `axis`; NaN counts as the maximum.
 /// Example: `ms::argmax(logits, 1)` gives the predicted class per row.
-Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false);
+inline Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdims = false) {
+  return ops::invoke1<ops::Argmax>({x}, {axis, keepdims});
+}
 /// Index of the first maximum of the flattened tensor (a rank-0 int64 tensor).
 /// Example: `ms::argmax(x).item<std::int64_t>()`.
-Tensor argmax(const Tensor& x);
+inline Tensor argmax(const Tensor& x) { return ops::invoke1<ops::Argmax>({x}, {}); }
 /// Index (int64) of the first minimum along `axis`; NaN counts as the minimum.
 /// Example: `ms::argmin(dist, -1)`.
-Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims = false);
+inline Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdims = false) {
+  return ops::invoke1<ops::Argmin>({x}, {axis, keepdims});
+}
 /// Index of the first minimum of the flattened tensor. Example: `ms::argmin(x)`.
-Tensor argmin(const Tensor& x);
+inline Tensor argmin(const Tensor& x) { return ops::invoke1<ops::Argmin>({x}, {}); }
 
 /// Variance sum((x - mean)^2) / (N - ddof) over `axes`; `ddof` >= 0 is PyTorch's
 /// `correction` (default 0, as MindSpore). N - ddof <= 0 gives inf (or NaN when every
 /// deviation is 0), as PyTorch. Two passes (mean, then squared deviations) for accuracy.
 /// Example: `ms::var(x, {0}, 1)` is the unbiased variance of each column.
-Tensor var(const Tensor& x, std::vector<std::int64_t> axes = {}, std::int64_t ddof = 0,
-           bool keepdims = false);
+inline Tensor var(const Tensor& x, std::vector<std::int64_t> axes = {}, std::int64_t ddof = 0,
+                  bool keepdims = false) {
+  return ops::invoke1<ops::Var>({x}, {std::move(axes), ddof, keepdims});
+}
 /// Standard deviation, sqrt(var(x, axes, ddof, keepdims)). `ms::std` does not clash with
 /// the namespace `std` (a nested-name lookup ignores functions). Example: `ms::std(x, {1})`.
-Tensor std(const Tensor& x, std::vector<std::int64_t> axes = {}, std::int64_t ddof = 0,
-           bool keepdims = false);
+inline Tensor std(const Tensor& x, std::vector<std::int64_t> axes = {}, std::int64_t ddof = 0,
+                  bool keepdims = false) {
+  return ops::invoke1<ops::Std>({x}, {std::move(axes), ddof, keepdims});
+}
 /// log(sum(exp(x))) over `axes`, computed stably as m + log(sum(exp(x - m))) with m the
 /// maximum. Bool and integer inputs are promoted to float32. Example: `ms::logsumexp(x, {1})`.
-Tensor logsumexp(const Tensor& x, std::vector<std::int64_t> axes = {}, bool keepdims = false);
+inline Tensor logsumexp(const Tensor& x, std::vector<std::int64_t> axes = {},
+                        bool keepdims = false) {
+  return ops::invoke1<ops::Logsumexp>({x}, {std::move(axes), keepdims});
+}
 
 /// exp(x - max) / sum(exp(x - max)) along `axis`; floating inputs only.
 /// A row of all -inf (or holding NaN or +inf) gives NaN, as PyTorch. Example:
 /// `ms::softmax(logits)`.
-Tensor softmax(const Tensor& x, std::int64_t axis = -1);
+inline Tensor softmax(const Tensor& x, std::int64_t axis = -1) {
+  return ops::invoke1<ops::Softmax>({x}, {axis});
+}
 /// x - max - log(sum(exp(x - max))) along `axis`. Example: `ms::log_softmax(logits, 1)`.
-Tensor log_softmax(const Tensor& x, std::int64_t axis = -1);
+inline Tensor log_softmax(const Tensor& x, std::int64_t axis = -1) {
+  return ops::invoke1<ops::LogSoftmax>({x}, {axis});
+}
 
 }  // namespace ms

@@ -1,0 +1,81 @@
+// ms/ops/detail/entry_impl.hpp — how the registry derives a row from an entry.
+//
+// Stage: ops, internal to libms: src/ops/ lists each family's entries once
+// with `register_entries<...>()`; users include <ms/ops/entry.hpp>.
+#pragma once
+
+#ifndef MS_BUILDING_LIBRARY
+#error "ms/ops/detail/entry_impl.hpp is internal to libms; include <ms/ops/entry.hpp> instead"
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ms/ops/entry.hpp"
+
+namespace ms::ops::detail {
+
+/// `g` summed over the axes that broadcasting added or stretched, to `shape`:
+/// a gradient always has its input's shape.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+/// The registry row of entry E: every function reads E's typed attributes.
+template <OpEntry E>
+OpDef entry_def() {
+  using A = typename E::Attrs;
+  OpDef d{.name = E::name,
+          .kind = E::kind,
+          .min_inputs = E::arity.min,
+          .max_inputs = E::arity.max,
+          .differentiable = E::props.differentiable,
+          .no_grad_reason = E::props.no_grad_reason,
+          .infer = [](std::span<const TensorType> in,
+                      const Attrs& a) { return E::infer(attrs_from<A>(a, E::name), in); },
+          .eval = [](std::span<const Tensor> in,
+                     const Attrs& a) { return E::eval(attrs_from<A>(a, E::name), in); }};
+  if constexpr (requires(const A& a, const GradContext& c) { E::vjp(a, c); })
+    d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
+  if constexpr (requires { E::samples(); }) d.samples = &E::samples;
+  return d;
+}
+
+/// Adds the rows of a family's entries, in order.
+template <OpEntry... Es>
+void register_entries() {
+  (registry_add(entry_def<Es>()), ...);
+}
+
+/// A sample of an entry with typed attributes `a`.
+template <class A>
+Sample sample(std::string label, std::vector<Tensor> inputs, const A& a,
+              std::vector<Tensor> expected = {}, std::vector<int> grad_inputs = {}) {
+  return {std::move(label),      std::move(inputs), attrs_to(a), std::move(expected), 0,
+          std::move(grad_inputs)};
+}
+
+/// An error sample of an entry with typed attributes `a`.
+template <class A>
+ErrorSample error_sample(std::string label, std::vector<Tensor> inputs, const A& a,
+                         std::string_view kind, std::string message) {
+  return {std::move(label), std::move(inputs), attrs_to(a), kind, std::move(message)};
+}
+
+/// Values for samples: a fixed pseudo-random sequence in [lo, hi] (rounded to
+/// integers for integer dtypes), the same on every machine.
+inline Tensor sample_tensor(const Shape& s, unsigned seed, double lo = -2, double hi = 2,
+                            DType dt = float32) {
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
+  std::uint64_t state = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (double& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    x = lo + (hi - lo) * static_cast<double>(state >> 11) * 0x1.0p-53;
+    if (dtype_is_int(dt)) x = std::round(x);
+  }
+  return from_vector(v, s).to(dt);
+}
+
+}  // namespace ms::ops::detail

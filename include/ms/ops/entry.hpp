@@ -1,0 +1,156 @@
+// ms/ops/entry.hpp — op entries: one typed struct holds everything about an op.
+//
+// Stage: ops. An entry has the op's name, kind and arity; a typed `Attrs`
+// struct whose member initializers are the defaults (written only there) and
+// whose `fields()` names each member, so that attributes serialize as
+// (name, value) pairs for dumps and export; shape and dtype inference;
+// evaluation (a call into kernels/); its vector-Jacobian product beside the
+// evaluation, written with ops so that gradients are graphs and differentiable
+// again; its properties; and its samples for the table-driven tests. The
+// registry row (OpDef), tracing, printing, autodiff and the tests are derived
+// from it; the public function beside it is one `invoke` line that states the
+// signature users call. Entries are listed once per family in src/ops/
+// (`register_entries<...>`).
+//
+//   struct Cumsum {
+//     static constexpr std::string_view name = "cumsum";
+//     static constexpr OpKind kind = OpKind::Reduction;
+//     static constexpr Arity arity{1, 1};
+//     static constexpr Props props{};
+//     struct Attrs {
+//       std::int64_t axis = 0;
+//       static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+//     };
+//     static std::vector<TensorType> infer(const Attrs&, std::span<const TensorType>);
+//     static std::vector<Tensor> eval(const Attrs&, std::span<const Tensor>);
+//     static std::vector<Tensor> vjp(const Attrs&, const GradContext&);
+//     static Samples samples();
+//   };
+//   inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {  // in ms::
+//     return ops::invoke1<ops::Cumsum>({x}, a);                               // {.axis = 1}
+//   }
+//
+// docs/adding_an_op.md walks through adding one.
+#pragma once
+
+#include <concepts>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "ms/ops/op.hpp"
+
+namespace ms::ops {
+
+/// How many inputs an op takes (`max` -1: any number from `min`).
+struct Arity {
+  int min = 1;
+  int max = 1;
+};
+
+/// What passes and tests may assume of an op.
+struct Props {
+  bool differentiable = true;
+  /// For a non-differentiable op whose gradient is not zero: why ms cannot
+  /// differentiate through it (a gradient reaching it is then a ValueError).
+  std::string_view no_grad_reason = {};
+};
+
+/// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.
+template <class A, class T>
+struct Field {
+  std::string_view name;
+  T A::*member;
+};
+template <class A, class T>
+constexpr Field<A, T> field(std::string_view name, T A::*member) {
+  return {name, member};
+}
+
+/// An entry's attributes with no members.
+struct NoAttrs {
+  static constexpr auto fields() { return std::tuple<>{}; }
+};
+
+/// What the registry derives a row from.
+template <class E>
+concept OpEntry = requires {
+  { E::name } -> std::convertible_to<std::string_view>;
+  { E::kind } -> std::convertible_to<OpKind>;
+  { E::arity } -> std::convertible_to<Arity>;
+  { E::props } -> std::convertible_to<Props>;
+  E::Attrs::fields();
+};
+
+namespace detail {
+template <class T>
+struct optional_of {
+  using type = void;
+};
+template <class T>
+struct optional_of<std::optional<T>> {
+  using type = T;
+};
+}  // namespace detail
+
+/// The serialized form of typed attributes: every field, in declaration order
+/// (a `std::optional` field only when it holds a value).
+template <class A>
+Attrs attrs_to(const A& a) {
+  Attrs out;
+  const auto put = [&](const auto& f) {
+    const auto& v = a.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    if constexpr (std::is_void_v<typename detail::optional_of<T>::type>)
+      out.set(std::string(f.name), AttrValue(v));
+    else if (v.has_value())
+      out.set(std::string(f.name), AttrValue(*v));
+  };
+  std::apply([&](const auto&... f) { (put(f), ...); }, A::fields());
+  return out;
+}
+
+/// Typed attributes from their serialized form: a field that is absent keeps
+/// its default; one of another type is a ValueError naming `op`.
+template <class A>
+A attrs_from(const Attrs& s, std::string_view op) {
+  A a{};
+  const auto take = [&](const auto& f) {
+    if (!s.has(f.name)) return;
+    auto& v = a.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    using U = typename detail::optional_of<T>::type;
+    if constexpr (std::is_void_v<U>)
+      v = s.get<T>(f.name, op);
+    else
+      v = s.get<U>(f.name, op);
+  };
+  std::apply([&](const auto&... f) { (take(f), ...); }, A::fields());
+  return a;
+}
+
+/// The registry row of entry E (listed in its family in src/ops/).
+template <class E>
+const OpDef& def_of() {
+  static const OpDef& d = op(E::name);
+  return d;
+}
+
+/// Runs entry E on `inputs` (or records it while tracing) through its row.
+template <class E>
+std::vector<Tensor> invoke(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
+  return call(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs_to(a));
+}
+/// `invoke` for an op with one output.
+template <class E>
+Tensor invoke1(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
+  return call1(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs_to(a));
+}
+
+}  // namespace ms::ops

@@ -1,0 +1,175 @@
+// The table-driven tests derived from op entries' samples: for every row of
+// the op table that has samples, each case's outputs against its expected
+// values, eagerly and under ms::jit at O0 and O1 (bitwise the same), its
+// gradient against central differences, and each error sample's ms::Error.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ms/autodiff/gradcheck.hpp>
+#include <ms/ms.hpp>
+#include <string>
+#include <vector>
+
+#include "thread_guard.hpp"
+
+using namespace ms;
+
+namespace {
+
+using Tensors = std::vector<Tensor>;
+
+std::vector<const ops::OpDef*> sampled_ops() {
+  std::vector<const ops::OpDef*> out;
+  for (const ops::OpDef* d : ops::registry())
+    if (d->samples != nullptr) out.push_back(d);
+  return out;
+}
+
+/// The same values with non-unit strides and a non-zero offset.
+Tensors strided(const Tensors& xs) {
+  Tensors out;
+  for (const Tensor& x : xs) {
+    std::vector<std::int64_t> d = x.shape().dims();
+    d.push_back(2);
+    Tensor v = zeros(Shape(d), x.dtype()).select(-1, 1);
+    v.copy_(x);
+    out.push_back(v);
+  }
+  return out;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && allclose(a, b, 0, 0, true);
+}
+
+}  // namespace
+
+TEST_SUITE("ops") {
+  TEST_CASE("op entries: samples, forward against expected values") {
+    const auto defs = sampled_ops();
+    CHECK(defs.size() >= 5);
+    for (const ops::OpDef* d : defs) {
+      const ops::Samples s = d->samples();
+      CHECK_MESSAGE(!s.cases.empty(), d->name, ": no sample case");
+      for (const ops::Sample& c : s.cases) {
+        INFO(d->name, " [", c.label, "]");
+        const Tensors out = ops::call(*d, c.inputs, c.attrs);
+        if (c.expected.empty()) continue;
+        REQUIRE(out.size() == c.expected.size());
+        for (std::size_t k = 0; k < out.size(); ++k) {
+          CHECK(out[k].dtype() == c.expected[k].dtype());
+          CHECK(out[k].shape() == c.expected[k].shape());
+          CHECK(allclose(out[k], c.expected[k], c.tol, c.tol, true));
+        }
+      }
+    }
+  }
+
+  TEST_CASE("op entries: eager == jit O0 == jit O1, bitwise") {
+    for (const ops::OpDef* d : sampled_ops())
+      for (const ops::Sample& c : d->samples().cases) {
+        INFO(d->name, " [", c.label, "]");
+        // Strided inputs may be read in another order (float sums round
+        // differently): the 3rd call compares with eager on the same layout.
+        const Tensors want = ops::call(*d, c.inputs, c.attrs);
+        const Tensors want_strided = ops::call(*d, strided(c.inputs), c.attrs);
+        for (const char* level : {"O0", "O1"}) {
+          CAPTURE(level);
+          auto f = jit([d, &c](const Tensors& xs) { return ops::call(*d, xs, c.attrs); },
+                       {.jit_level = level, .verify = true});
+          for (int call = 0; call < 3; ++call) {  // the 3rd with strided inputs
+            const Tensors got = f(call < 2 ? c.inputs : strided(c.inputs));
+            const Tensors& w = call < 2 ? want : want_strided;
+            REQUIRE(got.size() == w.size());
+            for (std::size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], w[k]));
+          }
+          CHECK(f.compile_count() == 1);
+          if (std::string_view(level) == "O0")
+            CHECK_MESSAGE(f.dump().find(" = " + ops::ir_name(*d) + "(") != std::string::npos,
+                          "the graph has no '", d->name, "' node:\n", f.dump());
+        }
+      }
+  }
+
+  TEST_CASE("op entries: gradients against central differences") {
+    for (const ops::OpDef* d : sampled_ops()) {
+      int checked = 0;
+      for (const ops::Sample& c : d->samples().cases) {
+        if (c.grad_inputs.empty()) continue;
+        INFO(d->name, " [", c.label, "]");
+        std::vector<int> skip;
+        for (int i = 0; i < static_cast<int>(c.inputs.size()); ++i)
+          if (std::find(c.grad_inputs.begin(), c.grad_inputs.end(), i) == c.grad_inputs.end())
+            skip.push_back(i);
+        const auto r =
+            testing::gradcheck([d, &c](const Tensors& xs) { return ops::call1(*d, xs, c.attrs); },
+                               c.inputs, {.skip = skip});
+        CHECK_MESSAGE(r.ok, r.message);
+        ++checked;
+      }
+      if (d->differentiable)
+        CHECK_MESSAGE(checked > 0, d->name, " is differentiable but no sample checks its gradient");
+      CHECK_MESSAGE(static_cast<bool>(d->grad) == d->differentiable, d->name,
+                    ": a gradient rule exactly when differentiable");
+    }
+  }
+
+  TEST_CASE("op entries: each error sample raises its ms::Error") {
+    for (const ops::OpDef* d : sampled_ops())
+      for (const ops::ErrorSample& e : d->samples().errors) {
+        INFO(d->name, " [", e.label, "]");
+        bool thrown = false;
+        try {
+          (void)ops::call(*d, e.inputs, e.attrs);
+        } catch (const Error& err) {
+          thrown = true;
+          CHECK(std::string_view(err.kind()) == e.kind);
+          CHECK_MESSAGE(std::string_view(err.what()).find(e.message) != std::string_view::npos,
+                        "message: ", err.what());
+        }
+        CHECK_MESSAGE(thrown, "no ms::Error");
+      }
+  }
+
+  TEST_CASE("op entries: typed attributes serialize by name, defaults fill what is absent") {
+    const ops::Cumsum::Attrs a{.axis = -1, .reverse = true};
+    const ops::Attrs s = ops::attrs_to(a);
+    CHECK(s.to_string() == "axis=-1, exclusive=false, reverse=true");
+    const auto back = ops::attrs_from<ops::Cumsum::Attrs>(s, "cumsum");
+    CHECK(back.axis == -1);
+    CHECK(back.reverse);
+    CHECK_FALSE(back.exclusive);
+    const auto defaults = ops::attrs_from<ops::Cumsum::Attrs>(ops::Attrs{}, "cumsum");
+    CHECK(defaults.axis == 0);
+    CHECK_THROWS_WITH_AS(ops::attrs_from<ops::Cumsum::Attrs>(ops::Attrs{{"axis", true}}, "cumsum"),
+                         doctest::Contains("cumsum: attribute 'axis' has the wrong type"),
+                         ValueError);
+    CHECK(&ops::def_of<ops::Cumsum>() == &ops::op("cumsum"));
+  }
+
+  TEST_CASE("cumsum: a long axis against a running double sum, 1 and 2 threads alike") {
+    std::vector<double> v(3 * 1000);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<double>(i));
+    const Tensor x = from_vector(v, {3, 1000});
+    const Tensor y = cumsum(x, {.axis = 1});
+    const std::vector<double> got = y.to_vector<double>();
+    int wrong = 0;
+    for (std::size_t r = 0; r < 3; ++r) {
+      double acc = 0;
+      for (std::size_t k = 0; k < 1000; ++k) {
+        acc += v[r * 1000 + k];
+        wrong += got[r * 1000 + k] != acc;
+      }
+    }
+    CHECK(wrong == 0);
+    const Tensor t = x.transpose(0, 1);  // strided input
+    CHECK(allclose(cumsum(t, {.axis = 0}), y.transpose(0, 1), 0, 0));
+    const test::ThreadGuard guard;
+    set_num_threads(1);
+    const Tensor one = cumsum(from_vector(v, {1000, 3}));
+    set_num_threads(2);
+    const Tensor two = cumsum(from_vector(v, {1000, 3}));
+    CHECK(allclose(one, two, 0, 0));
+  }
+}
