@@ -97,10 +97,9 @@ FitResult fit(Step&& step, data::DataLoader& loader, const FitOptions& o = {}) {
 
 // ------------------------------------------------------------------ callbacks
 
-/// (Rank 0 only in data-parallel runs: FitOptions::rank.)
 /// A progress bar on a terminal (epoch, step/total, loss, samples/s, ETA),
 /// redrawn in place; plain lines (every `every` steps and at each epoch's end)
-/// when stdout is not a terminal.
+/// when stdout is not a terminal. On rank 0 only (FitOptions::rank).
 class ProgressBar : public Callback {
  public:
   explicit ProgressBar(std::int64_t every = 100);
