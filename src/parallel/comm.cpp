@@ -176,24 +176,28 @@ void raise_timeout(std::string_view api) {
       "ms::parallel::set_timeout (or MS_PARALLEL_TIMEOUT)");
 }
 
-void poll_pause(int polls) {
-  // A rank waiting for a slow one must not take the CPU from it: ranks often
-  // share cores.
-  if (polls < 200) return;
-  if (polls < 2000)
+void poll_pause(std::chrono::steady_clock::time_point since) {
+  // Non-blocking collectives advance only inside MPI calls, so the wait keeps
+  // polling; but a rank waiting for a slow one must not take the CPU from it
+  // (ranks often share cores): spin for 50 us (a collective between ranks of
+  // one machine takes microseconds), then yield the core between polls, and
+  // after 20 ms (a rank that is far behind or gone) sleep 50 us between them.
+  const auto waited = std::chrono::steady_clock::now() - since;
+  if (waited < std::chrono::microseconds(50)) return;
+  if (waited < std::chrono::milliseconds(20))
     std::this_thread::yield();
   else
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 void wait_all(std::span<MPI_Request> reqs, std::string_view api) {
   using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                           std::chrono::duration<double>(ctx().timeout));
-  for (int polls = 0;; ++polls) {
-    if (test_all(reqs, api)) return;
+  const auto start = clock::now();
+  const auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                    std::chrono::duration<double>(ctx().timeout));
+  while (!test_all(reqs, api)) {
     if (clock::now() > deadline) raise_timeout(api);
-    poll_pause(polls);
+    poll_pause(start);
   }
 }
 

@@ -203,15 +203,16 @@ struct ReducerState {
   std::vector<Tensor> finish(std::vector<Tensor> grads) {
     constexpr std::string_view api = "DistributedGradReducer";
     using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
-                                             std::chrono::duration<double>(timeout()));
-    for (int polls = 0;; ++polls) {
+    const auto start = clock::now();
+    const auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                      std::chrono::duration<double>(timeout()));
+    for (;;) {
       progress();
       bool done = true;
       for (const Bucket& b : buckets) done = done && b.phase == 5;
       if (done) break;
       if (clock::now() > deadline) raise_timeout(api);
-      poll_pause(polls);
+      poll_pause(start);
     }
     for (std::size_t i = 0; i < params.size(); ++i) {
       const Bucket& b = buckets[bucket_of[i]];

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -33,9 +34,9 @@ void wait_all(std::span<MPI_Request> reqs, std::string_view api);
 bool test_all(std::span<MPI_Request> reqs, std::string_view api);
 /// Marks the communicator broken and raises the TimeoutError of `api`.
 [[noreturn]] void raise_timeout(std::string_view api);
-/// Gives the core away between polls: nothing for the first polls (a
-/// collective on one machine takes microseconds), then a yield, then sleeps.
-void poll_pause(int polls);
+/// What a wait does between two polls, by the time it has waited `since`:
+/// nothing, then a yield of the core, then a short sleep.
+void poll_pause(std::chrono::steady_clock::time_point since);
 
 /// The MPI datatype of one element of `t` (a registered 2-byte type for the half types).
 MPI_Datatype mpi_type(DType t);
