@@ -300,6 +300,7 @@ Tensor all_reduce(const Tensor& x, ReduceOp op) {
 
 Tensor broadcast(const Tensor& x, int root) {
   check_input(x, "broadcast");
+  MS_CHECK(x.dtype() != DType::Int4, TypeError, "broadcast: Int4 tensors are packed; cast first");
   const int p = world_size();
   MS_CHECK(root >= 0 && root < p, IndexError, "broadcast: root ", root,
            " is not a rank of this run (world_size ", p, ")");

@@ -195,7 +195,7 @@ TEST_SUITE("parallel") {
     CHECK(f.compile_count() == 1);
   }
 
-  TEST_CASE("bad dtypes for a reduction are TypeErrors on every rank count") {
+  TEST_CASE("bad dtypes are TypeErrors on every rank count") {
     CHECK_THROWS_WITH_AS(ms::parallel::all_reduce(ms::ones({2}, ms::bool_)),
                          doctest::Contains("all_reduce: cannot reduce Bool tensors"),
                          ms::TypeError);
@@ -203,6 +203,15 @@ TEST_SUITE("parallel") {
                          doctest::Contains("max of Complex64 tensors is undefined"), ms::TypeError);
     CHECK_THROWS_WITH_AS(ms::parallel::all_reduce(ms::ones({2}, ms::int32), ReduceOp::Mean),
                          doctest::Contains("mean of Int32 tensors would round"), ms::TypeError);
+    CHECK_THROWS_WITH_AS(ms::parallel::all_reduce(ms::zeros({4}, ms::int4)),
+                         doctest::Contains("all_reduce: cannot reduce Int4 tensors"),
+                         ms::TypeError);
+    CHECK_THROWS_WITH_AS(ms::parallel::broadcast(ms::zeros({4}, ms::int4)),
+                         doctest::Contains("broadcast: Int4 tensors are packed; cast first"),
+                         ms::TypeError);
+    CHECK_THROWS_WITH_AS(ms::parallel::all_gather(ms::zeros({4}, ms::int4)),
+                         doctest::Contains("all_gather: Int4 tensors are packed; cast first"),
+                         ms::TypeError);
     CHECK_THROWS_WITH_AS(ms::parallel::all_reduce(ms::Tensor()),
                          doctest::Contains("all_reduce: the tensor is undefined"), ms::ValueError);
   }

@@ -31,7 +31,7 @@ enum class ReduceOp : std::uint8_t { Sum, Mean, Max };
 Tensor all_reduce(const Tensor& x, ReduceOp op = ReduceOp::Sum);
 /// Every rank gets rank `root`'s `x` (root in [0, world_size()), else
 /// IndexError; every rank passes a tensor of the same dtype and shape and the
-/// same root). Any dtype.
+/// same root). Any dtype but int4.
 Tensor broadcast(const Tensor& x, int root = 0);
 /// The ranks' `x` stacked along axis 0 in rank order: [p * n, ...] for x of
 /// shape [n, ...], [p] for a 0-d x. Any dtype but int4.

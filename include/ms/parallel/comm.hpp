@@ -3,10 +3,10 @@
 // Stage: parallel (above nn/, beside train/; built into libms_parallel when MPI
 // is found). A program started by `mpirun -np N` is one of N ranks that talk
 // through MPI (OpenMPI); a program started without mpirun is rank 0 of 1 and
-// needs no MPI at run time (init() does not call MPI_Init then, and every
-// collective is a copy). Every blocking step polls non-blocking MPI requests
-// against a deadline (`set_timeout`, default 300 s, or MS_PARALLEL_TIMEOUT in
-// seconds): a rank that dies or stops answering makes the others raise
+// needs no mpirun (init() does not call MPI_Init then, and every collective is
+// a copy; libmpi is still loaded, as libms_parallel links it). Every blocking step polls
+// non-blocking MPI requests against a deadline (`set_timeout`, default 300 s, or
+// MS_PARALLEL_TIMEOUT in seconds): a rank that dies or stops answering makes the others raise
 // ms::parallel::TimeoutError instead of hanging. After a timeout the
 // communicator is broken: later collectives raise at once and the process
 // exits without MPI_Finalize (mpirun then stops the other ranks).

@@ -69,6 +69,7 @@ class DistributedGradReducer {
 
   /// The buckets in reduction order, each the indices of its parameters.
   const std::vector<std::vector<std::size_t>>& buckets() const;
+  /// The options it was made with.
   const GradReducerOptions& options() const;
 
  private:

@@ -71,7 +71,7 @@ struct FitOptions {
   /// rank must take the same steps: a callback that sets `stop` must do so on
   /// every rank.
   std::int64_t rank = 0;
-  std::int64_t world_size = 1;
+  std::int64_t world_size = 1;  ///< the number of ranks (>= 1)
 };
 
 /// Per-epoch results of fit().
