@@ -137,6 +137,8 @@ struct ReducerState {
   // order on every rank, whatever order the phases of different buckets interleave in.
   MPI_Comm rs_comm = MPI_COMM_NULL, ag_comm = MPI_COMM_NULL;
   std::size_t next_rs = 0, next_ag = 0;
+  std::size_t arrived = 0;  // gradients marked this step
+  std::int64_t steps = 0, early_starts = 0;
   int p = 1, r = 0;
 
   ~ReducerState() {
@@ -168,7 +170,10 @@ struct ReducerState {
       std::memcpy(b.data.raw_data() + off * b.data.itemsize(), src.raw_data(),
                   static_cast<std::size_t>(src.nbytes()));
     if (++b.filled == b.params.size()) b.phase = 1;
+    ++arrived;
+    const std::size_t started = next_rs;
     progress();
+    if (arrived < params.size()) early_starts += static_cast<std::int64_t>(next_rs - started);
   }
 
   // Starts what can start (in bucket order) and collects what has finished.
@@ -230,6 +235,8 @@ struct ReducerState {
     }
     marked.assign(marked.size(), false);
     next_rs = next_ag = 0;
+    arrived = 0;
+    ++steps;
     return grads;
   }
 };
@@ -309,7 +316,8 @@ std::vector<Tensor> DistributedGradReducer::operator()(const std::vector<Tensor>
   if (!mpi_active() || s.params.empty()) return grads;
   const std::shared_ptr<detail::ReducerState> st = state_;
   std::vector<Tensor> marked(grads.size());
-  for (std::size_t i = 0; i < grads.size(); ++i)
+  // Last parameter first: eagerly, the buckets then fill (and start) in order.
+  for (std::size_t i = grads.size(); i-- > 0;)
     marked[i] = ops::host_call(
         [st, i](std::vector<Tensor> v) {
           st->mark(i, v[0]);
@@ -326,5 +334,9 @@ const std::vector<std::vector<std::size_t>>& DistributedGradReducer::buckets() c
 }
 
 const GradReducerOptions& DistributedGradReducer::options() const { return state_->options; }
+
+std::int64_t DistributedGradReducer::steps() const { return state_->steps; }
+
+std::int64_t DistributedGradReducer::early_starts() const { return state_->early_starts; }
 
 }  // namespace ms::parallel

@@ -101,6 +101,15 @@ void check_equivalence(bool jitted, std::int64_t bucket_bytes, std::int64_t step
     }
   }
   if (jitted) CHECK(jit_dp.compile_count() == 1);
+  if (ms::parallel::mpi_active()) {
+    CHECK(reducer.steps() == steps);
+    // Buckets start while backward still computes the first layers' gradients.
+    if (reducer.buckets().size() > 1) {
+      MESSAGE("buckets started early: " << reducer.early_starts() << " in " << steps << " steps of "
+                                        << reducer.buckets().size() << " buckets");
+      CHECK(reducer.early_starts() >= steps);
+    }
+  }
   const ms::ParameterList a = dp.opt.parameters(), b = single.opt.parameters();
   for (std::size_t i = 0; i < a.size(); ++i) {
     CAPTURE(a[i].name());

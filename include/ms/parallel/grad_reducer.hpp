@@ -71,6 +71,10 @@ class DistributedGradReducer {
   const std::vector<std::vector<std::size_t>>& buckets() const;
   /// The options it was made with.
   const GradReducerOptions& options() const;
+  /// Steps reduced so far, and how many buckets started their reduction
+  /// before the step's last gradient arrived (overlapping the rest of backward).
+  std::int64_t steps() const;
+  std::int64_t early_starts() const;
 
  private:
   std::shared_ptr<detail::ReducerState> state_;
