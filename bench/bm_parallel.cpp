@@ -19,6 +19,8 @@
 // The fraction of the all-reduce hidden behind backward is
 // 1 - (DataParallel - Local) / AllReduce (docs/distributed.md).
 #include <benchmark/benchmark.h>
+// MPI's C API only: OpenMPI's mpi.h would also pull in the deprecated C++ bindings.
+#define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cstdio>

@@ -3,6 +3,8 @@
 // header exchange that turns mismatched calls into errors).
 #pragma once
 
+// MPI's C API only: OpenMPI's mpi.h would also pull in the deprecated C++ bindings.
+#define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <chrono>
