@@ -1,8 +1,12 @@
 // examples/fashion_mnist_common.hpp — what the Fashion-MNIST examples share:
 // flags (CLI11), data, the jitted training step, evaluation, checkpoints, curves.
+// Built with MPI (MS_HAVE_MPI), `mpirun -np N <example>` trains data-parallel:
+// each rank reads its shard of every epoch with --batch-size samples a step,
+// the gradients are averaged across ranks in the step, rank 0 prints and saves.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +16,11 @@
 #include <ms/kernels/parallel.hpp>
 #include <ms/train/checkpoint.hpp>
 #include <ms/train/fit.hpp>
+#include <thread>
+#if MS_HAVE_MPI
+#include <ms/parallel/collective.hpp>
+#include <ms/parallel/grad_reducer.hpp>
+#endif
 
 namespace examples {
 
@@ -74,6 +83,17 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
   CLI11_PARSE(app, argc, argv);
 
   try {
+    // Data parallel (mpirun): this rank, the number of ranks; 0 of 1 otherwise.
+    int rank = 0, world = 1;
+#if MS_HAVE_MPI
+    ms::parallel::init();
+    rank = ms::parallel::rank();
+    world = ms::parallel::world_size();
+    if (rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;  // rank 0 prints
+    // Ranks on one machine share its cores.
+    if (threads == 0 && world > 1)
+      threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / world);
+#endif
     if (threads > 0) ms::set_num_threads(threads);
     ms::default_generator().manual_seed(static_cast<std::uint64_t>(seed));
     ms::data::FashionMNIST train_set(data_dir, ms::data::Split::Train);
@@ -83,7 +103,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
                                            .shuffle = true,
                                            .seed = static_cast<std::uint64_t>(seed),
                                            .normalize = norm,
-                                           .flatten = flatten});
+                                           .flatten = flatten,
+                                           .num_shards = world,
+                                           .shard_id = rank});
     ms::data::DataLoader test(
         test_set, {.batch_size = 1000, .shuffle = false, .normalize = norm, .flatten = flatten});
 
@@ -95,9 +117,16 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
       std::cout << "resumed from " << resume << " at epoch " << at.epoch + 1 << ", step " << at.step
                 << "\n";
     }
+#if MS_HAVE_MPI
+    // Rank 0's weights on every rank; the gradients averaged across ranks in the step.
+    ms::parallel::DistributedGradReducer reducer(opt.parameters());
+#endif
     std::cout << net << "\n";
     std::cout << "train: " << train_set.size() << " images, test: " << test_set.size() << ", batch "
               << batch << ", " << train.size() << " steps per epoch\n";
+    if (world > 1)
+      std::cout << "data parallel: " << world << " ranks, " << batch * world
+                << " samples per step in all\n";
 
     auto loss_fn = [&](const ms::Tensor& x, const ms::Tensor& y) {
       return ms::nn::cross_entropy(net(x), y);
@@ -110,8 +139,13 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     auto step = ms::jit(
         [&](const ms::Tensor& x, const ms::Tensor& y) {
           auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+#if MS_HAVE_MPI
+          opt.apply(reducer(grads));
+          return ms::parallel::all_reduce(loss, ms::parallel::ReduceOp::Mean);  // global loss
+#else
           opt.apply(grads);
           return loss;
+#endif
         },
         {.input_signature = {x_spec, ms::TensorSpec({batch_dim}, ms::int32)}});
     auto forward = ms::jit([&](const ms::Tensor& x) { return net(x); });
@@ -146,6 +180,7 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     if (!checkpoint.empty()) {
       auto cb = std::make_shared<SaveEachEpoch>();
       cb->save = [&](const ms::train::TrainState& s) {
+        if (s.rank != 0) return;
         ms::save_checkpoint(checkpoint, net, &opt,
                             {.epoch = s.epoch + 1, .step = 0, .global_step = s.global_step});
       };
@@ -155,7 +190,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
                                     {.epochs = epochs,
                                      .callbacks = callbacks,
                                      .initial_epoch = std::min(at.epoch, epochs),
-                                     .initial_step = at.step});
+                                     .initial_step = at.step,
+                                     .rank = rank,
+                                     .world_size = world});
     double total = 0;
     for (double s : res.epoch_seconds) total += s;
     std::printf("compiled train-step graphs: %d (generalized over the batch size: %s)\n",

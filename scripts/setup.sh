@@ -55,6 +55,7 @@ required=(
   libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )
 # Used by the tests when present (libFuzzer targets with clang, NumPy interop checks).

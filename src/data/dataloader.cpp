@@ -68,6 +68,11 @@ DataLoader::DataLoader(const TensorDataset& dataset, DataLoaderOptions options)
            options_.batch_size);
   MS_CHECK(options_.prefetch >= 0, ValueError, "DataLoader: prefetch must be >= 0, got ",
            options_.prefetch);
+  MS_CHECK(options_.num_shards >= 1, ValueError, "DataLoader: num_shards must be >= 1, got ",
+           options_.num_shards);
+  MS_CHECK(options_.shard_id >= 0 && options_.shard_id < options_.num_shards, ValueError,
+           "DataLoader: shard_id must be in [0, num_shards = ", options_.num_shards, "), got ",
+           options_.shard_id);
   if (options_.normalize) {
     const Normalize& nz = *options_.normalize;
     MS_CHECK(std::isfinite(nz.mean) && std::isfinite(nz.std) && nz.std > 0, ValueError,
@@ -96,13 +101,18 @@ DataLoader::DataLoader(const TensorDataset& dataset, DataLoaderOptions options)
 
 DataLoader::~DataLoader() { stop_epoch(); }
 
+std::int64_t DataLoader::shard_size() const {
+  const std::int64_t n = dataset_.size(), s = options_.num_shards;
+  return options_.drop_last ? n / s : n / s + (n % s != 0);
+}
+
 std::int64_t DataLoader::size() const {
-  const std::int64_t n = dataset_.size(), b = options_.batch_size;
+  const std::int64_t n = shard_size(), b = options_.batch_size;
   return options_.drop_last ? n / b : n / b + (n % b != 0);
 }
 
 std::int64_t DataLoader::num_samples() const {
-  return options_.drop_last ? size() * options_.batch_size : dataset_.size();
+  return options_.drop_last ? size() * options_.batch_size : shard_size();
 }
 
 void DataLoader::set_epoch(std::int64_t e) {
@@ -114,9 +124,19 @@ std::vector<std::int64_t> DataLoader::order(std::int64_t e) const {
   MS_CHECK(e >= 0, ValueError, "DataLoader::order: epoch must be >= 0, got ", e);
   const std::int64_t n = dataset_.size();
   std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  // Shard `shard_id` of the whole order: positions shard_id + k * S, wrapping
+  // past N (the padding; with drop_last no position reaches N).
+  auto shard = [&](std::vector<std::int64_t> all) {
+    if (options_.num_shards == 1) return all;
+    std::vector<std::int64_t> mine(static_cast<std::size_t>(shard_size()));
+    for (std::size_t k = 0; k < mine.size(); ++k)
+      mine[k] = all[static_cast<std::size_t>(
+          (options_.shard_id + static_cast<std::int64_t>(k) * options_.num_shards) % n)];
+    return mine;
+  };
   if (!options_.shuffle) {
     std::iota(out.begin(), out.end(), std::int64_t{0});
-    return out;
+    return shard(std::move(out));
   }
   // Epoch e draws the (e+1)-th permutation of a generator seeded with `seed`.
   std::uint64_t skip = 0;
@@ -126,7 +146,7 @@ std::vector<std::int64_t> DataLoader::order(std::int64_t e) const {
   (void)gen.step(skip);
   const Tensor perm = randperm(n, gen);
   std::copy_n(perm.data<std::int64_t>(), n, out.begin());
-  return out;
+  return shard(std::move(out));
 }
 
 Batch DataLoader::collate(std::span<const std::int64_t> indices) const {

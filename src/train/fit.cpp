@@ -26,7 +26,12 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
   MS_CHECK(o.initial_step >= 0 && o.initial_step <= loader.size(), ValueError,
            "fit: initial_step must be in [0, ", loader.size(), "], got ", o.initial_step);
   for (const auto& cb : o.callbacks) MS_CHECK(cb != nullptr, ValueError, "fit: a callback is null");
+  MS_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, ValueError,
+           "fit: rank must be in [0, world_size) and world_size >= 1, got rank ", o.rank,
+           " and world_size ", o.world_size);
   TrainState s;
+  s.rank = o.rank;
+  s.world_size = o.world_size;
   s.epochs = o.epochs;
   s.steps_per_epoch = loader.size();
   s.global_step = o.initial_epoch * s.steps_per_epoch + o.initial_step;
@@ -53,7 +58,7 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
       ++s.step;
       ++s.global_step;
       ++counted;
-      s.samples += batch.x.dim(0);
+      s.samples += batch.x.dim(0) * s.world_size;
       sum += s.loss;
       s.epoch_loss = sum / static_cast<double>(counted);
       s.epoch_seconds =
@@ -109,6 +114,7 @@ ProgressBar::ProgressBar(std::int64_t every) : every_(every), tty_(::isatty(1) !
 void ProgressBar::on_epoch_begin(TrainState&) { last_draw_ = {}; }
 
 void ProgressBar::on_step_end(TrainState& s) {
+  if (s.rank != 0) return;
   if (tty_) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last_draw_ < std::chrono::milliseconds(100) && s.step != s.steps_per_epoch) return;
@@ -125,6 +131,7 @@ void ProgressBar::on_step_end(TrainState& s) {
 }
 
 void ProgressBar::on_epoch_end(TrainState& s) {
+  if (s.rank != 0) return;
   if (tty_) std::cout << "\r\033[K";
   std::ostringstream os;
   os << "epoch " << s.epoch + 1 << "/" << s.epochs << " done: mean loss " << std::fixed
@@ -143,7 +150,7 @@ LossMonitor::LossMonitor(std::int64_t every, bool print) : every_(every), print_
 void LossMonitor::on_step_end(TrainState& s) {
   MS_CHECK(std::isfinite(s.loss), ValueError, "LossMonitor: the loss is ", s.loss, " at epoch ",
            s.epoch + 1, " step ", s.step, "; training stops");
-  if (print_ && s.step % every_ == 0)
+  if (print_ && s.rank == 0 && s.step % every_ == 0)
     std::cout << "epoch: " << s.epoch + 1 << " step: " << s.step << ", loss is " << s.loss << "\n";
 }
 
@@ -153,6 +160,7 @@ Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent)
 }
 
 void Evaluate::on_epoch_end(TrainState& s) {
+  if (s.rank != 0) return;
   const double v = eval_();
   s.metrics[name_] = v;
   if (percent_) {
@@ -192,11 +200,11 @@ void Checkpoint::save(const TrainState& s) {
 }
 
 void Checkpoint::on_step_end(TrainState& s) {
-  if (s.global_step % every_ == 0) save(s);
+  if (s.rank == 0 && s.global_step % every_ == 0) save(s);
 }
 
 void Checkpoint::on_train_end(TrainState& s) {
-  if (s.global_step > 0) save(s);
+  if (s.rank == 0 && s.global_step > 0) save(s);
 }
 
 CurveWriter::CurveWriter(std::string stem) : stem_(std::move(stem)) {
@@ -204,6 +212,7 @@ CurveWriter::CurveWriter(std::string stem) : stem_(std::move(stem)) {
 }
 
 void CurveWriter::on_epoch_end(TrainState& s) {
+  if (s.rank != 0) return;
   loss_.push_back(s.epoch_loss);
   metrics_.push_back(s.metrics);
   seconds_.push_back(s.epoch_seconds);

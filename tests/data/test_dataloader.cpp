@@ -1,7 +1,8 @@
 // DataLoader: batch counts and shapes, every sample once per epoch, orders that
 // depend only on (seed, epoch) and match ms::randperm drawn in sequence,
 // normalization values, the prefetch thread (same batches as without it,
-// exceptions rethrown, early destruction joins), and its option checks.
+// exceptions rethrown, early destruction joins), its option checks, and
+// sharding by rank (every sample of an epoch in one shard, equal step counts).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -309,5 +310,65 @@ TEST_SUITE("data") {
     const double var = sum_sq / static_cast<double>(count) - mean * mean;
     CHECK(std::abs(mean) < 0.02);
     CHECK(std::abs(std::sqrt(var) - 1.0) < 0.02);
+  }
+
+  TEST_CASE("DataLoader: shards split every epoch's order; equal steps; pad or drop") {
+    for (const bool shuffle : {false, true})
+      for (const std::int64_t n : {12, 13, 2})
+        for (const std::int64_t shards : {1, 2, 3, 5})
+          for (const bool drop : {false, true}) {
+            CAPTURE(shuffle);
+            CAPTURE(n);
+            CAPTURE(shards);
+            CAPTURE(drop);
+            const data::TensorDataset ds = indexed_dataset(n);
+            const std::int64_t per_shard = drop ? n / shards : (n + shards - 1) / shards;
+            std::vector<std::int64_t> all;  // every shard's samples of epoch 1
+            std::vector<std::int64_t> steps;
+            for (std::int64_t id = 0; id < shards; ++id) {
+              data::DataLoader loader(ds, {.batch_size = 2,
+                                           .shuffle = shuffle,
+                                           .drop_last = drop,
+                                           .seed = 9,
+                                           .num_shards = shards,
+                                           .shard_id = id});
+              data::DataLoader whole(ds, {.batch_size = 2, .shuffle = shuffle, .seed = 9});
+              CHECK(loader.shard_size() == per_shard);
+              CHECK(loader.size() == (drop ? per_shard / 2 : (per_shard + 1) / 2));
+              // Shard id of the whole order: positions id, id + S, ..., wrapping past N.
+              const std::vector<std::int64_t> order = whole.order(1);
+              std::vector<std::int64_t> want;
+              for (std::int64_t k = 0; k < per_shard; ++k)
+                want.push_back(order[static_cast<std::size_t>((id + k * shards) % n)]);
+              CHECK(loader.order(1) == want);
+              loader.set_epoch(1);
+              std::vector<std::int64_t> sizes;
+              const std::vector<std::int64_t> seen = run_epoch(loader, &sizes);
+              if (!drop) CHECK(seen == want);
+              all.insert(all.end(), seen.begin(), seen.end());
+              steps.push_back(static_cast<std::int64_t>(sizes.size()));
+              CHECK(static_cast<std::int64_t>(seen.size()) == loader.num_samples());
+            }
+            // Every rank runs the same number of steps.
+            CHECK(std::count(steps.begin(), steps.end(), steps[0]) == shards);
+            std::set<std::int64_t> distinct(all.begin(), all.end());
+            if (!drop) {
+              // Padding: every sample at least once, at most shards - 1 of them twice.
+              CHECK(static_cast<std::int64_t>(distinct.size()) == n);
+              CHECK(static_cast<std::int64_t>(all.size()) == per_shard * shards);
+              CHECK(per_shard * shards - n < shards);
+            } else {
+              // Dropping: no sample twice, at most shards - 1 (plus short batches) left out.
+              CHECK(distinct.size() == all.size());
+            }
+          }
+    const data::TensorDataset ds = indexed_dataset(10);
+    CHECK_THROWS_WITH_AS(data::DataLoader(ds, {.num_shards = 0}),
+                         doctest::Contains("DataLoader: num_shards must be >= 1, got 0"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(data::DataLoader(ds, {.num_shards = 2, .shard_id = 2}),
+                         doctest::Contains("shard_id must be in [0, num_shards = 2), got 2"),
+                         ValueError);
+    CHECK_THROWS_AS(data::DataLoader(ds, {.num_shards = 2, .shard_id = -1}), ValueError);
   }
 }

@@ -249,4 +249,44 @@ TEST_SUITE("train") {
     CHECK_THROWS_AS(ms::train::fit(nan_step, loader, {.epochs = 1, .callbacks = {nullptr}}),
                     ms::ValueError);
   }
+
+  TEST_CASE("data parallel: reporting callbacks act on rank 0 only; samples count every rank") {
+    const auto ds = toy();
+    ms::data::DataLoader loader(ds, {.batch_size = 50});
+    auto one = [](const ms::Tensor&, const ms::Tensor&) { return ms::full({}, 1.0); };
+    struct Record : ms::train::Callback {
+      std::vector<std::int64_t> samples, ranks;
+      void on_epoch_end(ms::train::TrainState& s) override {
+        samples.push_back(s.samples);
+        ranks.push_back(s.rank);
+      }
+    };
+    for (const std::int64_t rank : {0, 1}) {
+      CAPTURE(rank);
+      const fs::path dir = temp_dir("rank" + std::to_string(rank));
+      int saves = 0, evals = 0;
+      auto ck = std::make_shared<ms::train::Checkpoint>(
+          [&](const std::string&, const ms::train::TrainState&) { ++saves; }, dir.string(), "net",
+          1, 2);
+      auto curves = std::make_shared<ms::train::CurveWriter>((dir / "curves").string());
+      auto ev = std::make_shared<ms::train::Evaluate>([&] { return static_cast<double>(++evals); },
+                                                      "acc", false);
+      auto rec = std::make_shared<Record>();
+      const auto res = ms::train::fit(
+          one, loader,
+          {.epochs = 2, .callbacks = {ev, ck, curves, rec}, .rank = rank, .world_size = 3});
+      CHECK(res.step_loss.size() == 4);
+      CHECK(saves == (rank == 0 ? 4 : 0));
+      CHECK(evals == (rank == 0 ? 2 : 0));
+      CHECK(fs::exists(dir / "curves.csv") == (rank == 0));
+      // Other callbacks run on every rank; 100 samples per rank per epoch, 3 ranks.
+      CHECK(rec->samples == std::vector<std::int64_t>{300, 300});
+      CHECK(rec->ranks == std::vector<std::int64_t>{rank, rank});
+      fs::remove_all(dir);
+    }
+    CHECK_THROWS_WITH_AS(ms::train::fit(one, loader, {.rank = 2, .world_size = 2}),
+                         doctest::Contains("fit: rank must be in [0, world_size) and world_size "
+                                           ">= 1, got rank 2 and world_size 2"),
+                         ms::ValueError);
+  }
 }

@@ -8,6 +8,19 @@
 // into a bounded queue of `prefetch` batches, so the training step does not wait
 // on decoding; an exception on that thread is rethrown by the iterator.
 //
+// Sharding (data-parallel training, MindSpore's `num_shards` / `shard_id`,
+// PyTorch's DistributedSampler): with `num_shards = S` each loader reads shard
+// `shard_id` of every epoch's order, the samples at positions shard_id,
+// shard_id + S, shard_id + 2S, ... Every rank draws the same order (same
+// seed), so the S shards together visit every sample of the epoch, and every
+// shard holds ceil(N / S) samples: the order is padded by wrapping to its
+// start, so the last S*ceil(N/S) - N samples (at most S - 1) are visited twice
+// and every rank runs the same number of steps with the same batch sizes.
+// With `drop_last` the order is cut to S*floor(N/S) samples instead (at most
+// S - 1 are left out of the epoch), then each shard drops its short last batch.
+// The data stage knows nothing of MPI: pass the rank and the world size, e.g.
+// `.num_shards = ms::parallel::world_size(), .shard_id = ms::parallel::rank()`.
+//
 //   ms::data::FashionMNIST train;
 //   ms::data::DataLoader loader(train, {.batch_size = 64, .seed = 1,
 //                                       .normalize = ms::data::Normalize{0.2860, 0.3530}});
@@ -42,7 +55,8 @@ struct DataLoaderOptions {
   std::int64_t batch_size = 64;
   /// Visit the samples in a new random order each epoch (else in index order).
   bool shuffle = true;
-  /// Drop the last batch when it has fewer than batch_size samples.
+  /// Drop the last batch when it has fewer than batch_size samples (and, when
+  /// sharded, the samples past S*floor(N/S) instead of padding).
   bool drop_last = false;
   /// Seed of the ms::Generator the orders are drawn from.
   std::uint64_t seed = 0;
@@ -52,6 +66,11 @@ struct DataLoaderOptions {
   bool flatten = false;
   /// Batches made ahead on a background thread (0: made on the caller's thread).
   std::int64_t prefetch = 2;
+  /// The number of shards the epoch's order is split into (>= 1): the ranks of
+  /// a data-parallel run (see the header comment).
+  std::int64_t num_shards = 1;
+  /// The shard this loader reads, in [0, num_shards).
+  std::int64_t shard_id = 0;
 };
 
 /// One batch: `x` float32 [B, ...], `y` int32 [B]. Binds as `auto& [x, y]`.
@@ -73,16 +92,21 @@ class DataLoader {
   using Options = DataLoaderOptions;
 
   /// ms::ValueError for batch_size <= 0, prefetch < 0, a normalize std <= 0 or
-  /// a non-finite mean/std; ms::Error from converting labels that do not fit int32.
+  /// a non-finite mean/std, num_shards < 1 or shard_id outside [0, num_shards);
+  /// ms::Error from converting labels that do not fit int32.
   explicit DataLoader(const TensorDataset& dataset, DataLoaderOptions options = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  /// Batches per epoch: ceil(N / batch_size), or floor with drop_last.
+  /// Batches per epoch: ceil(M / batch_size), or floor with drop_last, where M
+  /// is the shard's sample count (N unsharded: see shard_size()).
   std::int64_t size() const;
-  /// Samples per epoch (N, or size() * batch_size with drop_last).
+  /// Samples per epoch this loader yields (M, or size() * batch_size with drop_last).
   std::int64_t num_samples() const;
+  /// Samples in this loader's shard of an epoch: N unsharded, else ceil(N / S)
+  /// (floor with drop_last); the same for every shard.
+  std::int64_t shard_size() const;
   const DataLoaderOptions& options() const { return options_; }
   const TensorDataset& dataset() const { return dataset_; }
 
@@ -90,7 +114,8 @@ class DataLoader {
   std::int64_t epoch() const { return epoch_; }
   /// Makes the next `begin()` run epoch `e` (>= 0), e.g. to resume training.
   void set_epoch(std::int64_t e);
-  /// The sample order of epoch `e`: N indices (0..N-1 in order without shuffle).
+  /// The sample order of epoch `e` this loader reads: N indices unsharded
+  /// (0..N-1 in order without shuffle), else shard_size() indices of this shard.
   std::vector<std::int64_t> order(std::int64_t e) const;
   /// The batch of the samples at `indices` (each in [0, N), else ms::IndexError),
   /// made on the caller's thread.

@@ -39,6 +39,8 @@ struct TrainState {
   double epoch_seconds = 0.0;             ///< time spent in this epoch so far
   std::map<std::string, double> metrics;  ///< set by callbacks (e.g. "test_accuracy")
   bool stop = false;                      ///< a callback may end training early
+  std::int64_t rank = 0;                  ///< FitOptions::rank (data-parallel runs)
+  std::int64_t world_size = 1;            ///< FitOptions::world_size
 };
 
 /// Base of the callbacks; every method does nothing by default.
@@ -60,6 +62,16 @@ struct FitOptions {
   /// same batches as an uninterrupted one).
   std::int64_t initial_epoch = 0;
   std::int64_t initial_step = 0;
+  /// Data-parallel training: this process's rank and the number of ranks
+  /// (ms::parallel::rank() and world_size(); the train stage knows no MPI).
+  /// The reporting callbacks (ProgressBar, Evaluate, CurveWriter, Checkpoint,
+  /// LossMonitor's printing) act on rank 0 only; other callbacks run on every
+  /// rank and read TrainState::rank. TrainState::samples counts the samples of
+  /// all ranks (world_size x this rank's batch), so rates are global. Every
+  /// rank must take the same steps: a callback that sets `stop` must do so on
+  /// every rank.
+  std::int64_t rank = 0;
+  std::int64_t world_size = 1;  ///< the number of ranks (>= 1)
 };
 
 /// Per-epoch results of fit().
@@ -87,7 +99,7 @@ FitResult fit(Step&& step, data::DataLoader& loader, const FitOptions& o = {}) {
 
 /// A progress bar on a terminal (epoch, step/total, loss, samples/s, ETA),
 /// redrawn in place; plain lines (every `every` steps and at each epoch's end)
-/// when stdout is not a terminal.
+/// when stdout is not a terminal. On rank 0 only (FitOptions::rank).
 class ProgressBar : public Callback {
  public:
   explicit ProgressBar(std::int64_t every = 100);
