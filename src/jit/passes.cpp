@@ -9,6 +9,7 @@
 #include "ms/expr/expr.hpp"
 #include "ms/jit/compile.hpp"
 #include "ms/jit/dump.hpp"
+#include "ms/ops/linalg.hpp"
 
 namespace ms::compiler {
 namespace {
@@ -338,7 +339,7 @@ void fold_transposed_matmuls(Graph& g) {
            n.attrs.get<std::int64_t>("axis0", "transpose") !=
                n.attrs.get<std::int64_t>("axis1", "transpose");
   };
-  static const ops::OpDef& mm = ops::op("matmul");
+  static const ops::OpDef& mm = ops::def_of<ops::Matmul>();
   static const ops::OpDef& tr = ops::op("transpose");
   const ops::Attrs swap{{"axis0", std::int64_t{0}}, {"axis1", std::int64_t{1}}};
   for (Node& t : g.nodes) {

@@ -47,21 +47,6 @@ void reduction_rules() {
   });
 }
 
-void linalg_rules() {
-  rule("matmul", [](const GradContext& c) -> Grads {
-    const Tensor &a = in(c, 0), &b = in(c, 1);
-    // As 2-D (or batched) operands: a vector is a row (lhs) or a column (rhs).
-    const Tensor A = a.rank() == 1 ? unsqueeze(a, 0) : a;
-    const Tensor B = b.rank() == 1 ? unsqueeze(b, -1) : b;
-    Tensor G = gout(c);
-    if (a.rank() == 1) G = unsqueeze(G, G.rank() == 0 ? 0 : -2);
-    if (b.rank() == 1) G = unsqueeze(G, -1);
-    const Tensor dA = sum_to(matmul(G, transpose(B, -1, -2)), A.shape());
-    const Tensor dB = sum_to(matmul(transpose(A, -1, -2), G), B.shape());
-    return {reshape(dA, a.shape()), reshape(dB, b.shape())};
-  });
-}
-
 void layout_rules() {
   for (std::string_view name : {"reshape", "flatten", "squeeze", "unsqueeze"})
     rule(name, [](const GradContext& c) -> Grads { return {reshape(gout(c), in(c, 0).shape())}; });
@@ -335,7 +320,6 @@ void nn_backward_rules() {
 
 void register_grads() {
   reduction_rules();
-  linalg_rules();
   layout_rules();
   nn_rules();
   nn_backward_rules();

@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ms/expr/expr.hpp"
 #include "ms/kernels/gemm.hpp"
+#include "ms/ops/detail/entry_impl.hpp"
+#include "ms/ops/layout.hpp"
 #include "ms/ops/op.hpp"
 
 namespace ms {
@@ -76,7 +79,7 @@ Shape matmul_batch(const Shape& a, const Shape& b, const Shape& ba, const Shape&
   return Shape(std::move(out));
 }
 
-std::vector<TensorType> matmul_infer(std::span<const TensorType> in, const ops::Attrs&) {
+std::vector<TensorType> matmul_infer(std::span<const TensorType> in) {
   const TensorType& a = in[0];
   const TensorType& b = in[1];
   MS_CHECK(a.dtype == b.dtype, TypeError, "matmul: lhs dtype ", a.dtype, " and rhs dtype ", b.dtype,
@@ -240,9 +243,9 @@ Tensor matmul_compute(const Tensor& a_in, const Tensor& b_in, const Shape& out_s
   return out;
 }
 
-std::vector<Tensor> matmul_eval(std::span<const Tensor> in, const ops::Attrs& attrs) {
+std::vector<Tensor> matmul_eval(std::span<const Tensor> in) {
   const std::vector<TensorType> types = ops::types_of(in);
-  const TensorType out = matmul_infer(types, attrs)[0];
+  const TensorType out = matmul_infer(types)[0];
   const DType ct = matmul_compute_dtype(out.dtype);
   if (ct == out.dtype) return {matmul_compute(in[0], in[1], out.shape)};
   return {matmul_compute(in[0].to(ct), in[1].to(ct), out.shape).to(out.dtype)};
@@ -250,23 +253,67 @@ std::vector<Tensor> matmul_eval(std::span<const Tensor> in, const ops::Attrs& at
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  static const ops::OpDef& def = ops::op("matmul");
-  return ops::call1(def, {a, b});
+namespace ops {
+
+std::vector<TensorType> Matmul::infer(const Attrs&, std::span<const TensorType> in) {
+  return matmul_infer(in);
 }
+std::vector<Tensor> Matmul::eval(const Attrs&, std::span<const Tensor> in) {
+  return matmul_eval(in);
+}
+
+// As 2-D (or batched) operands: a vector is a row (lhs) or a column (rhs);
+// batch dims that broadcast are summed back.
+std::vector<Tensor> Matmul::vjp(const Attrs&, const GradContext& c) {
+  const Tensor &a = c.inputs[0], &b = c.inputs[1];
+  const Tensor A = a.rank() == 1 ? unsqueeze(a, 0) : a;
+  const Tensor B = b.rank() == 1 ? unsqueeze(b, -1) : b;
+  Tensor G = c.out_grads[0];
+  if (a.rank() == 1) G = unsqueeze(G, G.rank() == 0 ? 0 : -2);
+  if (b.rank() == 1) G = unsqueeze(G, -1);
+  const Tensor dA = detail::sum_to(matmul(G, transpose(B, -1, -2)), A.shape());
+  const Tensor dB = detail::sum_to(matmul(transpose(A, -1, -2), G), B.shape());
+  return {reshape(dA, a.shape()), reshape(dB, b.shape())};
+}
+
+Samples Matmul::samples() {
+  using detail::error_sample;
+  using detail::sample;
+  using detail::sample_tensor;
+  const Attrs none;
+  const auto pair = [](Shape a, Shape b, unsigned seed, DType dt = float32) {
+    return std::vector<Tensor>{sample_tensor(a, seed, -2, 2, dt),
+                               sample_tensor(b, seed + 9, -2, 2, dt)};
+  };
+  return {
+      .cases =
+          {sample("[[1, 2], [3, 4]] x [[5], [6]]",
+                  {tensor({{1.0, 2.0}, {3.0, 4.0}}), from_vector(std::vector<float>{5, 6}, {2, 1})},
+                  none, {from_vector(std::vector<float>{17, 39}, {2, 1})}),
+           sample("dot product", {tensor({1.0, 2.0}), tensor({3.0, 4.0})}, none, {tensor(11.0)}),
+           sample("[3,4] x [4,5]", pair({3, 4}, {4, 5}, 1), none),
+           sample("batched [2,3,4] x [4,5], f64", pair({2, 3, 4}, {4, 5}, 2, float64), none),
+           sample("vector x matrix, i32", pair({4}, {4, 3}, 3, int32), none),
+           sample("f16", pair({3, 4}, {4, 2}, 4, float16), none),
+           sample("empty [0,4] x [4,2]", pair({0, 4}, {4, 2}, 5), none),
+           sample("gradient, 2-D", pair({3, 4}, {4, 2}, 6, float64), none, {}, {0, 1}),
+           sample("gradient, vector x matrix", pair({4}, {4, 3}, 7, float64), none, {}, {0, 1}),
+           sample("gradient, matrix x vector", pair({3, 4}, {4}, 8, float64), none, {}, {0, 1}),
+           sample("gradient, broadcast batch [2,1,3,4] x [3,4,2]",
+                  pair({2, 1, 3, 4}, {3, 4, 2}, 9, float64), none, {}, {0, 1})},
+      .errors = {
+          error_sample("inner dims differ", {zeros({2, 3}), zeros({4, 5})}, none, "ms::ShapeError",
+                       "matmul"),
+          error_sample("mixed dtypes", {zeros({2, 3}), zeros({3, 2}, float64)}, none,
+                       "ms::TypeError", "matmul"),
+          error_sample("rank 0", {zeros({}), zeros({3})}, none, "ms::ShapeError", "matmul")}};
+}
+
+}  // namespace ops
 
 namespace ops::detail {
 
-void register_linalg_ops() {
-  registry_add(OpDef{.name = "matmul",
-                     .ir_name = "MatMul",
-                     .kind = OpKind::Linalg,
-                     .min_inputs = 2,
-                     .max_inputs = 2,
-                     .differentiable = true,
-                     .infer = matmul_infer,
-                     .eval = matmul_eval});
-}
+void register_linalg_ops() { register_entries<Matmul>(); }
 
 }  // namespace ops::detail
 }  // namespace ms

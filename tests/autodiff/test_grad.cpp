@@ -82,27 +82,6 @@ std::vector<GradCase> grad_cases() {
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
   const Tensor r34 = rnd({3, 4}, 12);
-  // Linear algebra.
-  c.push_back({"matmul",
-               "2-D",
-               [](const auto& x) { return matmul(x[0], x[1]); },
-               {rnd({3, 4}, 14), rnd({4, 2}, 15)}});
-  c.push_back({"matmul",
-               "batched, broadcast",
-               [](const auto& x) { return matmul(x[0], x[1]); },
-               {rnd({2, 3, 4}, 16), rnd({4, 2}, 17)}});
-  c.push_back({"matmul",
-               "vector @ matrix",
-               [](const auto& x) { return matmul(x[0], x[1]); },
-               {rnd({4}, 18), rnd({4, 2}, 19)}});
-  c.push_back({"matmul",
-               "matrix @ vector",
-               [](const auto& x) { return matmul(x[0], x[1]); },
-               {rnd({3, 4}, 20), rnd({4}, 21)}});
-  c.push_back({"matmul",
-               "vector @ vector",
-               [](const auto& x) { return matmul(x[0], x[1]); },
-               {rnd({4}, 22), rnd({4}, 23)}});
   // Layout.
   c.push_back({"reshape", "", [](const auto& x) { return reshape(x[0], {2, 6}); }, {r34}});
   c.push_back({"flatten", "", [](const auto& x) { return flatten(x[0]); }, {r34}});

@@ -1,14 +1,15 @@
 // ms/ops/linalg.hpp — linear algebra ops (group `linalg`): matmul.
 //
-// Stage: ops. Each op here is one entry of the op table (src/ops/linalg.cpp),
-// evaluated by the GEMM kernel of ms/kernels/gemm.hpp.
+// Stage: ops. One entry per op (ms/ops/entry.hpp), defined in src/ops/linalg.cpp
+// with its gradient and samples, evaluated by the GEMM kernel of ms/kernels/gemm.hpp.
 //
 //   ms::Tensor y = ms::matmul(x, w);   // [64, 784] x [784, 512] -> [64, 512]
 #pragma once
 
 #include "ms/core/tensor.hpp"
+#include "ms/ops/entry.hpp"
 
-namespace ms {
+namespace ms::ops {
 
 /// Matrix product with NumPy / PyTorch `matmul` semantics:
 /// - 1-D x 1-D: the dot product, a rank-0 tensor;
@@ -24,6 +25,27 @@ namespace ms {
 /// Errors: TypeError for mixed or other dtypes; ShapeError for rank-0 inputs,
 /// inner dims that differ and batch dims that do not broadcast.
 /// Example: `ms::matmul(ms::ones({2, 3}), ms::ones({3, 4}))` is a [2, 4] tensor of 3s.
-Tensor matmul(const Tensor& a, const Tensor& b);
+struct Matmul {
+  static constexpr std::string_view name = "matmul";
+  static constexpr std::string_view ir_name = "MatMul";
+  static constexpr OpKind kind = OpKind::Linalg;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = NoAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+}  // namespace ms::ops
+
+namespace ms {
+
+/// Matrix product with NumPy / PyTorch `matmul` semantics (ms::ops::Matmul).
+/// Example: `ms::matmul(ms::ones({2, 3}), ms::ones({3, 4}))` is a [2, 4] tensor of 3s.
+inline Tensor matmul(const Tensor& a, const Tensor& b) {
+  return ops::invoke1<ops::Matmul>({a, b}, {});
+}
 
 }  // namespace ms

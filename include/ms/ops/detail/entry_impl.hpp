@@ -40,6 +40,7 @@ OpDef entry_def() {
   if constexpr (requires(const A& a, const GradContext& c) { E::vjp(a, c); })
     d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
+  if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
   return d;
 }
 
