@@ -1,6 +1,6 @@
-// float32 GEMM on libxsmm's JIT batch-reduce micro-kernels: ms packs the
-// operands into L1/L2-sized blocks and libxsmm's generated kernel (AVX-512 or
-// AVX2, chosen by libxsmm for the CPU it runs on) multiplies them.
+// float32 GEMM on libxsmm's JIT micro-kernels: ms packs the operands into
+// L1/L2-sized blocks and libxsmm's generated kernel (AVX-512 or AVX2, chosen
+// by libxsmm for the CPU it runs on) multiplies them.
 //
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so libxsmm
 // (column-major) sees C's columns as its M, C's rows as its N: its "A" operand
@@ -11,12 +11,15 @@
 //     unit of work handed to a thread, and one thread computes the whole tile
 //     in one fixed order, so the thread count never changes a sum's order;
 //   - the inner dimension k is cut into chunks of at most kChunk (equal sizes,
-//     the last one zero-padded), and chunks are grouped by kChunksPerCall into
-//     one batch-reduce call, which keeps a register block of C in registers
-//     across the chunks of the group;
-//   - per tile and group, op(A)'s rows are packed once (alpha folded in) and
-//     op(B) once per kPanel-wide panel: a chunk of either is 64 KiB at most,
-//     so the kernel streams them from L2 while its C block stays in registers.
+//     the last one zero-padded); per tile, op(A)'s rows are packed once per
+//     group of kChunksPerPack chunks (alpha folded in) and op(B) once per
+//     kPanel-wide panel and group: a packed chunk is 32 KiB at most (L1), a
+//     group 128 KiB (L2);
+//   - each chunk's product is summed by the kernel into a kPanel x kTileRows
+//     block (in L1) from zero and then added to C, chunk after chunk: C's
+//     element is a sum of chunk sums, whose rounding error grows with
+//     kChunk + k / kChunk rather than with k (libxsmm's batch-reduce kernels
+//     would keep one chain of k terms, so plain kernels are used).
 //
 // libxsmm's core library starts no threads (Debian builds it without OpenMP;
 // libxsmmext is not linked): the tiles run on ms's pool (parallel_for).
@@ -45,22 +48,23 @@ namespace {
 constexpr std::int64_t kTileRows = 64;
 constexpr std::int64_t kPanel = 64;
 constexpr std::int64_t kTileCols = 2 * kPanel;
-// Inner-dimension chunk of one batch-reduce step and chunks per call.
-constexpr std::int64_t kChunk = 256;
-constexpr std::int64_t kChunksPerCall = 2;
+// Inner-dimension chunk of one kernel call, and chunks packed at a time.
+constexpr std::int64_t kChunk = 128;
+constexpr std::int64_t kChunksPerPack = 4;
 // Below this many multiply-adds per tile the tiles of a product are grouped
 // (a thread's share should be a few microseconds at least).
 constexpr double kFlopsPerThread = 1 << 17;
 
-using Kernel = libxsmm_smmfunction_reducebatch_strd;
+using Kernel = libxsmm_smmfunction;
 
 // The JIT kernels one product needs, generated before C is touched: full and
-// edge panel widths x full and edge tile heights x (beta 0 | beta 1).
+// edge panel widths x full and edge tile heights x (into C | into the block).
+// All overwrite their output (beta 0).
 struct Kernels {
   Kernel k[2][2][2] = {};
   // M = columns of the panel, N = rows of the tile.
-  Kernel get(std::int64_t cols, std::int64_t rows, bool overwrite) const {
-    return k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][overwrite ? 1 : 0];
+  Kernel get(std::int64_t cols, std::int64_t rows, bool into_c) const {
+    return k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][into_c ? 1 : 0];
   }
 };
 
@@ -68,42 +72,39 @@ bool make_kernels(Kernels& ks, std::int64_t n, std::int64_t m, std::int64_t chun
                   std::int64_t ldc) {
   const std::int64_t col_sizes[2] = {std::min(n, kPanel), n % kPanel};
   const std::int64_t row_sizes[2] = {std::min(m, kTileRows), m % kTileRows};
-  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(chunk),
-                        ldc_ = static_cast<libxsmm_blasint>(ldc);
-  const auto stride_a = static_cast<libxsmm_blasint>(kPanel * chunk * sizeof(float));
-  const auto stride_b = static_cast<libxsmm_blasint>(kTileRows * chunk * sizeof(float));
-  const float alpha = 1.f;
-  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(chunk);
+  const float alpha = 1.f, beta = 0.f;
+  const int flags = LIBXSMM_GEMM_FLAG_BETA_0, prefetch = LIBXSMM_PREFETCH_NONE;
   for (int ci = 0; ci < 2; ++ci)
     for (int ri = 0; ri < 2; ++ri)
-      for (int ow = 0; ow < 2; ++ow) {
+      for (int into_c = 0; into_c < 2; ++into_c) {
         const std::int64_t cols = col_sizes[ci], rows = row_sizes[ri];
         if (cols == 0 || rows == 0 || (ci == 1 && cols == col_sizes[0]) ||
             (ri == 1 && rows == row_sizes[0]))
           continue;
-        const float beta = ow ? 0.f : 1.f;
-        const int flags = ow ? LIBXSMM_GEMM_FLAG_BETA_0 : LIBXSMM_GEMM_FLAG_NONE;
-        Kernel f = libxsmm_smmdispatch_reducebatch_strd(
-            static_cast<libxsmm_blasint>(cols), static_cast<libxsmm_blasint>(rows),
-            static_cast<libxsmm_blasint>(chunk), stride_a, stride_b, &lda, &ldb, &ldc_, &alpha,
-            &beta, &flags, &prefetch);
+        const auto ldc_ = static_cast<libxsmm_blasint>(into_c ? ldc : kPanel);
+        Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols),
+                                       static_cast<libxsmm_blasint>(rows),
+                                       static_cast<libxsmm_blasint>(chunk), &lda, &ldb, &ldc_,
+                                       &alpha, &beta, &flags, &prefetch);
         if (f == nullptr) return false;
         // A size that is both the full and the edge one (n < kPanel) is stored
         // under the index get() computes for it.
-        ks.k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][ow] = f;
+        ks.k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][into_c] = f;
       }
   return true;
 }
 
-// Packing buffers of one thread, grown on demand (a chunk group of a tile:
-// kTileRows x kChunksPerCall * kChunk floats of A, the same of one B panel).
+// Buffers of one thread, grown on demand: packed A and B (a group of chunks)
+// and the block a chunk's product is summed into.
 struct Buffers {
-  std::unique_ptr<float[]> a, b;
+  std::unique_ptr<float[]> a, b, sum;
   std::int64_t size = 0;
   void reserve(std::int64_t floats) {
     if (floats <= size) return;
     a.reset(new float[static_cast<std::size_t>(floats)]);
     b.reset(new float[static_cast<std::size_t>(floats)]);
+    if (!sum) sum.reset(new float[static_cast<std::size_t>(kPanel * kTileRows)]);
     size = floats;
   }
 };
@@ -183,22 +184,34 @@ void pack_b(const Problem& pr, std::int64_t j0, std::int64_t cols, std::int64_t 
 void run_tile(const Problem& pr, const Kernels& ks, std::int64_t i0, std::int64_t rows,
               std::int64_t j0, std::int64_t cols) {
   Buffers& buf = thread_buffers();
-  buf.reserve(kTileRows * kChunksPerCall * pr.chunk);
+  buf.reserve(kTileRows * kChunksPerPack * pr.chunk);
   if (pr.beta != 0.f && pr.beta != 1.f)
     for (std::int64_t r = 0; r < rows; ++r) {
       float* row = pr.c + (i0 + r) * pr.ldc + j0;
       for (std::int64_t j = 0; j < cols; ++j) row[j] *= pr.beta;
     }
-  for (std::int64_t q0 = 0; q0 < pr.chunks; q0 += kChunksPerCall) {
-    const std::int64_t count = std::min(kChunksPerCall, pr.chunks - q0);
-    const std::int64_t p0 = q0 * pr.chunk;
-    const bool overwrite = q0 == 0 && pr.beta == 0.f;
-    pack_a(pr, i0, rows, p0, count, buf.a.get());
+  for (std::int64_t q0 = 0; q0 < pr.chunks; q0 += kChunksPerPack) {
+    const std::int64_t count = std::min(kChunksPerPack, pr.chunks - q0);
+    pack_a(pr, i0, rows, q0 * pr.chunk, count, buf.a.get());
     for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
       const std::int64_t w = std::min(kPanel, j0 + cols - jp);
-      pack_b(pr, jp, w, p0, count, buf.b.get());
-      const auto n_batch = static_cast<unsigned long long>(count);
-      ks.get(w, rows, overwrite)(buf.b.get(), buf.a.get(), pr.c + i0 * pr.ldc + jp, &n_batch);
+      pack_b(pr, jp, w, q0 * pr.chunk, count, buf.b.get());
+      float* c = pr.c + i0 * pr.ldc + jp;
+      for (std::int64_t q = 0; q < count; ++q) {
+        const float* pa = buf.a.get() + q * kTileRows * pr.chunk;
+        const float* pb = buf.b.get() + q * kPanel * pr.chunk;
+        if (q0 + q == 0 && pr.beta == 0.f) {  // the first chunk sum is C
+          ks.get(w, rows, true)(pb, pa, c);
+          continue;
+        }
+        float* sum = buf.sum.get();
+        ks.get(w, rows, false)(pb, pa, sum);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          float* crow = c + r * pr.ldc;
+          const float* srow = sum + r * kPanel;
+          for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
+        }
+      }
     }
   }
 }
@@ -218,8 +231,7 @@ bool libxsmm_usable(std::string& why) noexcept {
     const libxsmm_blasint ld = 16;
     const float one = 1.f;
     const int flags = LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
-    if (libxsmm_smmdispatch_reducebatch_strd(16, 16, 16, 1024, 1024, &ld, &ld, &ld, &one, &one,
-                                             &flags, &prefetch) == nullptr)
+    if (libxsmm_smmdispatch(16, 16, 16, &ld, &ld, &ld, &one, &one, &flags, &prefetch) == nullptr)
       return {false, "libxsmm generated no kernel for its target '" + name + "'"};
     return {true, name};
   }();

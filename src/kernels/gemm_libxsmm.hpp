@@ -1,5 +1,5 @@
 // src/kernels/gemm_libxsmm.hpp — private to src/kernels: float32 GEMM on
-// libxsmm's JIT batch-reduce micro-kernels (src/kernels/gemm_libxsmm.cpp),
+// libxsmm's JIT micro-kernels (src/kernels/gemm_libxsmm.cpp),
 // called by gemm() in src/kernels/gemm.cpp when the "libxsmm" backend runs.
 #pragma once
 
