@@ -208,7 +208,7 @@ TEST_SUITE("kernels") {
     ThreadGuard guard;
     const auto backends = available_backends();
     REQUIRE(!backends.empty());
-    MESSAGE("backends: " << backends.size() << " (" << ms::kernels::gemm_backend().name
+    MESSAGE("backends: " << backends.size() << " (" << std::string(ms::kernels::gemm_backend().name)
                          << " is this process's default)");
     // Each of 1, 7, 17, 33, 127, 255, 1000 in each of m, n and k.
     const std::array<std::array<std::int64_t, 3>, 10> shapes{{{1, 1, 1},
