@@ -7,7 +7,10 @@
 //   BM_Peak_Fma/nt:2           the AVX-512 (or AVX2) FMA peak of 2 threads
 //   BM_Sgemm_libxsmm/m:64/n:512/k:784/ta:0/tb:1/nt:1
 //                              gemm_on("libxsmm", ...) on raw buffers (also
-//                              _eigen, and _openblas when built with it)
+//                              _eigen)
+//   BM_Bgemm/m:512/n:512/k:512/ta:0/tb:0/nt:1
+//                              gemm_bf16 (bfloat16 A and B, float32 C) on
+//                              the process's backend (the label)
 //
 // items_per_second is flop/s (2 m n k per product): GFLOP/s = items/s / 1e9.
 // The backend rows also report `of_peak`: their flop/s over the FMA peak of
@@ -97,6 +100,31 @@ void BM_Sgemm_Backend(benchmark::State& state, const char* backend) {
       benchmark::Counter(double(state.iterations()) * per / peak, benchmark::Counter::kIsRate);
 }
 
+// gemm_bf16 on the process's backend (bfloat16 A and B, float32 C): compare
+// with BM_Sgemm_<backend> of the same shape.
+void BM_Bgemm(benchmark::State& state) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int nt = static_cast<int>(state.range(5));
+  const double peak = fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor a = bench::random_tensor({m * k}, 1).to(ms::bfloat16),
+                   b = bench::random_tensor({k * n}, 2).to(ms::bfloat16);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const auto* pa = a.data<ms::bfloat16_t>();
+  const auto* pb = b.data<ms::bfloat16_t>();
+  for (auto _ : state) {
+    ms::kernels::gemm_bf16(ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, 0.f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  const double per = 2.0 * double(m) * double(n) * double(k);
+  state.SetItemsProcessed(static_cast<std::int64_t>(double(state.iterations()) * per));
+  state.counters["of_peak"] =
+      benchmark::Counter(double(state.iterations()) * per / peak, benchmark::Counter::kIsRate);
+  state.SetLabel(ms::kernels::gemm_backend().name);
+}
+
 // Interleaved registration: for each (n, threads), ms then LibTorch.
 void register_all() {
   for (std::int64_t nt : {1, 2}) {
@@ -129,6 +157,11 @@ void register_all() {
             ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
             ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
             ->UseRealTime();
+    for (const auto& sh : shapes)
+      benchmark::RegisterBenchmark("BM_Bgemm", BM_Bgemm)
+          ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
+          ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
+          ->UseRealTime();
   }
 }
 

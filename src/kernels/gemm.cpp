@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "gemm_libxsmm.hpp"
 #include "ms/core/warning.hpp"
@@ -517,6 +518,28 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
   if (backend != "libxsmm" && backend != "openblas" && backend != "eigen") return false;
   gemm_impl(route_of(backend), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   return true;
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0) return;
+  if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm &&
+      detail::libxsmm_bgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
+  // op(A) [m, k] and op(B) [k, n] in float32, then the float product.
+  std::vector<float> fa(static_cast<std::size_t>(m * std::max<std::int64_t>(k, 0))),
+      fb(static_cast<std::size_t>(std::max<std::int64_t>(k, 0) * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t p = 0; p < k; ++p)
+      fa[static_cast<std::size_t>(i * k + p)] =
+          static_cast<float>(trans_a ? a[p * lda + i] : a[i * lda + p]);
+  for (std::int64_t p = 0; p < k; ++p)
+    for (std::int64_t j = 0; j < n; ++j)
+      fb[static_cast<std::size_t>(p * n + j)] =
+          static_cast<float>(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+  gemm<float>(false, false, m, n, k, alpha, fa.data(), std::max<std::int64_t>(k, 1), fb.data(), n,
+              beta, c, ldc);
 }
 
 template <class T>

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -298,6 +299,166 @@ bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
   return true;
 }
 
+// ---------------------------------------------------------------- bfloat16
+
+namespace {
+
+// A bfloat16 product: the same tasks as the float one; per chunk, op(B)'s
+// panels are packed in libxsmm's VNNI layout (pairs of consecutive inner
+// indices side by side: the operand of the CPU's BF16 dot-product
+// instruction) and op(A)'s rows as they are; libxsmm's bf16 kernel sums the
+// pairs' products in float32 into the block, which is added to C as above.
+// Chunks have an even size; an odd last chunk is padded with a zero pair half.
+struct BProblem {
+  bool ta, tb;
+  std::int64_t m, n, k;
+  float alpha;
+  const void* a;
+  std::int64_t lda;
+  const void* b;
+  std::int64_t ldb;
+  float beta;
+  float* c;
+  std::int64_t ldc;
+  std::int64_t chunk, chunks;
+  std::int64_t chunk_size(std::int64_t q) const { return std::min(chunk, k - q * chunk); }
+  static std::uint16_t load(const void* base, std::int64_t at) {
+    std::uint16_t v;
+    std::memcpy(&v, static_cast<const char*>(base) + at * 2, 2);
+    return v;
+  }
+  std::uint16_t op_a(std::int64_t i, std::int64_t p) const {
+    return load(a, ta ? p * lda + i : i * lda + p);
+  }
+  std::uint16_t op_b(std::int64_t p, std::int64_t j) const {
+    return load(b, tb ? j * ldb + p : p * ldb + j);
+  }
+};
+
+std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
+
+using BKernel = libxsmm_bsmmfunction;
+
+struct BKernels {
+  BKernel k[2][2][2] = {};
+  BKernel get(std::int64_t cols, std::int64_t rows, std::int64_t depth, const BProblem& pr) const {
+    return k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][depth == pr.chunk ? 0 : 1];
+  }
+};
+
+bool make_bkernels(BKernels& ks, const BProblem& pr) {
+  const std::int64_t cols[2] = {std::min(pr.n, kPanel), pr.n % kPanel};
+  const std::int64_t rows[2] = {std::min(pr.m, kTileRows), pr.m % kTileRows};
+  const std::int64_t depths[2] = {pr.chunk, pr.chunk_size(pr.chunks - 1)};
+  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(pr.chunk), ldc = kPanel;
+  const float alpha = 1.f, beta = 0.f;
+  const int flags = LIBXSMM_GEMM_FLAG_BETA_0 | LIBXSMM_GEMM_FLAG_VNNI_A;
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  for (int ci = 0; ci < 2; ++ci)
+    for (int ri = 0; ri < 2; ++ri)
+      for (int di = 0; di < 2; ++di) {
+        const std::int64_t mm = cols[ci], nn = rows[ri], kk = depths[di];
+        if (mm == 0 || nn == 0 || (ci == 1 && mm == cols[0]) || (ri == 1 && nn == rows[0]) ||
+            (di == 1 && kk == depths[0]))
+          continue;
+        BKernel f =
+            libxsmm_bsmmdispatch(static_cast<libxsmm_blasint>(mm), static_cast<libxsmm_blasint>(nn),
+                                 static_cast<libxsmm_blasint>(round_even(kk)), &lda, &ldb, &ldc,
+                                 &alpha, &beta, &flags, &prefetch);
+        if (f == nullptr) return false;
+        ks.k[mm == kPanel ? 0 : 1][nn == kTileRows ? 0 : 1][kk == pr.chunk ? 0 : 1] = f;
+      }
+  return true;
+}
+
+struct BBuffers {
+  std::unique_ptr<libxsmm_bfloat16[]> b, a;
+  std::unique_ptr<float[]> sum;
+  BBuffers()
+      : b(new libxsmm_bfloat16[static_cast<std::size_t>(kTaskCols * kChunk)]),
+        a(new libxsmm_bfloat16[static_cast<std::size_t>(kTaskRows * kChunk)]),
+        sum(new float[static_cast<std::size_t>(kPanel * kTileRows)]) {}
+};
+
+BBuffers& thread_bbuffers() {
+  thread_local BBuffers buffers;
+  return buffers;
+}
+
+void run_btask(const BProblem& pr, const BKernels& ks, std::int64_t i0, std::int64_t rows,
+               std::int64_t j0, std::int64_t cols) {
+  BBuffers& buf = thread_bbuffers();
+  if (pr.beta != 0.f && pr.beta != 1.f)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float* row = pr.c + (i0 + r) * pr.ldc + j0;
+      for (std::int64_t j = 0; j < cols; ++j) row[j] *= pr.beta;
+    }
+  for (std::int64_t q = 0; q < pr.chunks; ++q) {
+    const std::int64_t p0 = q * pr.chunk, depth = pr.chunk_size(q), even = round_even(depth);
+    // Panel jp of op(B): [even / 2][kPanel][2] at (jp - j0) / kPanel * kPanel * kChunk.
+    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
+      const std::int64_t w = std::min(kPanel, j0 + cols - jp);
+      libxsmm_bfloat16* blk = buf.b.get() + (jp - j0) / kPanel * kPanel * kChunk;
+      for (std::int64_t p = 0; p < even; ++p)
+        for (std::int64_t j = 0; j < w; ++j)
+          blk[(p / 2) * kPanel * 2 + j * 2 + (p & 1)] = p < depth ? pr.op_b(p0 + p, jp + j) : 0;
+    }
+    // Rows of op(A): rows x even row-major (ld chunk).
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t p = 0; p < even; ++p)
+        buf.a[static_cast<std::size_t>(r * pr.chunk + p)] =
+            p < depth ? pr.op_a(i0 + r, p0 + p) : std::uint16_t{0};
+    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
+      const std::int64_t w = std::min(kPanel, j0 + cols - jp);
+      const libxsmm_bfloat16* ka = buf.b.get() + (jp - j0) / kPanel * kPanel * kChunk;
+      for (std::int64_t it = i0; it < i0 + rows; it += kTileRows) {
+        const std::int64_t h = std::min(kTileRows, i0 + rows - it);
+        float* sum = buf.sum.get();
+        ks.get(w, h, depth, pr)(ka, buf.a.get() + (it - i0) * pr.chunk, sum);
+        const bool first = q == 0 && pr.beta == 0.f;
+        for (std::int64_t r = 0; r < h; ++r) {
+          float* crow = pr.c + (it + r) * pr.ldc + jp;
+          const float* srow = sum + r * kPanel;
+          if (first)
+            for (std::int64_t j = 0; j < w; ++j) crow[j] = pr.alpha * srow[j];
+          else
+            for (std::int64_t j = 0; j < w; ++j) crow[j] += pr.alpha * srow[j];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept {
+  std::string why;
+  if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
+  if (m == 1) ldc = n;
+  if (m > INT_MAX || n > INT_MAX || ldc > INT_MAX) return false;
+  const std::int64_t chunks = (k + kChunk - 1) / kChunk;
+  const std::int64_t chunk = round_even((k + chunks - 1) / chunks);
+  const BProblem pr{trans_a, trans_b, m,   n,     k,
+                    alpha,   a,       lda, b,     ldb,
+                    beta,    c,       ldc, chunk, (k + chunk - 1) / chunk};
+  BKernels ks;
+  if (!make_bkernels(ks, pr)) return false;
+  const std::int64_t row_tasks = (m + kTaskRows - 1) / kTaskRows;
+  const std::int64_t col_tasks = (n + kTaskCols - 1) / kTaskCols;
+  const double task_flops = static_cast<double>(std::min(m, kTaskRows)) *
+                            static_cast<double>(std::min(n, kTaskCols)) * static_cast<double>(k);
+  const auto grain = static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / task_flops));
+  parallel_for(row_tasks * col_tasks, grain, [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t i0 = t / col_tasks * kTaskRows, j0 = t % col_tasks * kTaskCols;
+      run_btask(pr, ks, i0, std::min(kTaskRows, m - i0), j0, std::min(kTaskCols, n - j0));
+    }
+  });
+  return true;
+}
+
 #else  // libxsmm not linked in
 
 bool libxsmm_usable(std::string& why) noexcept {
@@ -307,6 +468,11 @@ bool libxsmm_usable(std::string& why) noexcept {
 
 bool libxsmm_sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                    std::int64_t, const float*, std::int64_t, float, float*, std::int64_t) noexcept {
+  return false;
+}
+
+bool libxsmm_bgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
+                   std::int64_t, const void*, std::int64_t, float, float*, std::int64_t) noexcept {
   return false;
 }
 

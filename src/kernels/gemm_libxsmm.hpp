@@ -23,4 +23,12 @@ bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                    float beta, float* c, std::int64_t ldc) noexcept;
 
+/// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 (raw bits,
+/// row-major) and C in float32, on libxsmm's bf16 kernels (pairs of products
+/// summed in float32: the CPU's BF16 dot-product instructions where it has
+/// them). Returns false, with C untouched, as `libxsmm_sgemm` does.
+bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept;
+
 }  // namespace ms::kernels::detail

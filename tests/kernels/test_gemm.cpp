@@ -12,6 +12,9 @@
 // and 0.5, exactly against a double loop on small integers; libxsmm's tiles
 // give the same bits on 1 and 2 threads; libxsmm and Eigen agree on random
 // values within the rounding of a k-term sum; libxsmm starts no threads.
+// bfloat16 products (gemm_bf16) against float64 sums of the bfloat16 values
+// within float32 rounding, and of the unrounded values within what an 8-bit
+// mantissa allows; 1 and 2 threads bitwise.
 #include <doctest/doctest.h>
 
 #include "thread_guard.hpp"
@@ -21,12 +24,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <ms/core/dtype.hpp>
 #include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
 
@@ -354,5 +359,71 @@ TEST_SUITE("kernels") {
         ms::kernels::gemm_on("mkl", false, false, 1, 1, 1, 1.f, &one, 1, &one, 1, 0.f, &c, 1));
     CHECK(ms::kernels::gemm_on("eigen", false, false, 1, 1, 1, 1.f, &one, 1, &one, 1, 0.f, &c, 1));
     CHECK(c == 1.f);
+  }
+
+  TEST_CASE("gemm_bf16: bfloat16 inputs, float32 sums, against float64 references") {
+    ThreadGuard guard;
+    std::mt19937 gen(21);
+    std::uniform_real_distribution<double> val(-1, 1);
+    const double eps32 = std::numeric_limits<float>::epsilon();
+    const double half_ulp_bf16 = std::ldexp(1.0, -8);  // 8-bit significand: 2^-8 relative
+    for (const Product& p :
+         {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
+          Product{33, 7, 17, true, false}, Product{127, 255, 1000, true, true},
+          Product{64, 512, 784, false, true}, Product{255, 33, 127, false, false}})
+      for (const float beta : {0.f, 1.f}) {
+        const Operand oa = p.a(), ob = p.b();
+        std::vector<double> xa(oa.size()), xb(ob.size());
+        for (double& e : xa) e = val(gen);
+        for (double& e : xb) e = val(gen);
+        std::vector<ms::bfloat16_t> a(xa.size()), b(xb.size());
+        std::vector<float> ra(xa.size()), rb(xb.size()), aa(xa.size()), ab(xb.size());
+        for (std::size_t i = 0; i < xa.size(); ++i) {
+          a[i] = ms::bfloat16_t(static_cast<float>(xa[i]));
+          ra[i] = static_cast<float>(a[i]);
+          aa[i] = std::abs(ra[i]);
+        }
+        for (std::size_t i = 0; i < xb.size(); ++i) {
+          b[i] = ms::bfloat16_t(static_cast<float>(xb[i]));
+          rb[i] = static_cast<float>(b[i]);
+          ab[i] = std::abs(rb[i]);
+        }
+        const std::vector<double> rounded = reference(p, ra, rb), bound = reference(p, aa, ab);
+        std::vector<float> c0 = uniform(p.c_size(), gen);
+        if (beta == 0.f) c0.assign(c0.size(), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> c[2];
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          c[nt - 1] = c0;
+          ms::kernels::gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, 2.f, a.data(), oa.ld(), b.data(),
+                                 ob.ld(), beta, c[nt - 1].data(), p.ldc());
+        }
+        std::int64_t far_rounded = 0, far_exact = 0;
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < p.n; ++j) {
+            const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+            const auto e = static_cast<std::size_t>(i * p.n + j);
+            double exact = 0;
+            for (std::int64_t q = 0; q < p.k; ++q) exact += xa[oa.at(i, q)] * xb[ob.at(q, j)];
+            const double old = beta == 0.f ? 0.0 : double(c0[at]);
+            const double got = double(c[0][at]);
+            // float32 sums of exact bfloat16 products (and 2 * + old, rounded)
+            const double tol32 = 2 * (double(p.k) + 2) * eps32 * (bound[e] + std::abs(old));
+            far_rounded += !(std::abs(got - (2 * rounded[e] + old)) <= tol32);
+            // each input within 2^-9 of its value: each product within ~2^-8
+            far_exact +=
+                !(std::abs(got - (2 * exact + old)) <= 2 * half_ulp_bf16 * 1.01 * bound[e] + tol32);
+          }
+        CAPTURE(p.m);
+        CAPTURE(p.n);
+        CAPTURE(p.k);
+        CAPTURE(p.ta);
+        CAPTURE(p.tb);
+        CAPTURE(beta);
+        CHECK(far_rounded == 0);
+        CHECK(far_exact == 0);
+        // bitwise (the NaNs of C's padding compare unequal as floats)
+        CHECK(std::memcmp(c[0].data(), c[1].data(), c[0].size() * sizeof(float)) == 0);
+      }
   }
 }

@@ -18,6 +18,10 @@
 #include <string>
 #include <string_view>
 
+namespace Eigen {
+struct bfloat16;  // ms::bfloat16_t (ms/core/dtype.hpp)
+}  // namespace Eigen
+
 namespace ms::kernels {
 
 /// C = alpha * op(A) * op(B) + beta * C on row-major matrices, as BLAS's xGEMM:
@@ -77,6 +81,22 @@ const GemmBackend& gemm_backend() noexcept;
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
              std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
              std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
+
+/// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 and C in
+/// float32, with the conventions of `gemm` (row-major, `lda`, `ldb`, `ldc` row
+/// strides, beta == 0 never reads C). With the "libxsmm" backend on a CPU
+/// libxsmm has bf16 kernels for, pairs of bfloat16 products are summed in
+/// float32 by those kernels (the BF16 dot-product instructions where the CPU
+/// has them), without a float32 copy of A and B; otherwise op(A) and op(B) are
+/// converted to float32 and multiplied by `gemm<float>`. Either way the
+/// result is bitwise the same for any thread count. On this project's Intel
+/// Xeon VM libxsmm 1.17's bf16 kernels run slower than its float32 ones
+/// (BM_Bgemm against BM_Sgemm_libxsmm in bench/bm_gemm.cpp).
+///
+///   ms::kernels::gemm_bf16(false, false, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
 
 /// One operand of a batched product: a base pointer, one element offset per
 /// batch entry, and the layout of each matrix (row stride `ld`, transposed or not).
