@@ -361,27 +361,6 @@ TEST_SUITE("kernels") {
     CHECK(c == 1.f);
   }
 
-  TEST_CASE("gemm under the libxsmm backend: C = A B^T is Eigen's, the other forms libxsmm's") {
-    if (ms::kernels::gemm_backend().name != std::string("libxsmm")) return;
-    ThreadGuard guard;
-    ms::set_num_threads(1);
-    std::mt19937 gen(4);
-    for (int flags = 0; flags < 4; ++flags) {
-      const Product p{64, 300, 200, (flags & 1) != 0, (flags & 2) != 0};
-      const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen);
-      std::vector<float> c(p.c_size(), 0.f);
-      ms::kernels::gemm<float>(p.ta, p.tb, p.m, p.n, p.k, 1.f, a.data(), p.a().ld(), b.data(),
-                               p.b().ld(), 0.f, c.data(), p.ldc());
-      const bool eigen = p.tb && !p.ta;
-      CAPTURE(p.ta);
-      CAPTURE(p.tb);
-      CHECK(c == run_on(eigen ? "eigen" : "libxsmm", p, 1.f, a, b, 0.f,
-                        std::vector<float>(p.c_size(), 0.f)));
-      CHECK(c != run_on(eigen ? "libxsmm" : "eigen", p, 1.f, a, b, 0.f,
-                        std::vector<float>(p.c_size(), 0.f)));
-    }
-  }
-
   TEST_CASE("gemm_bf16: bfloat16 inputs, float32 sums, against float64 references") {
     ThreadGuard guard;
     std::mt19937 gen(21);
