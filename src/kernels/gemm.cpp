@@ -504,13 +504,7 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc) noexcept {
-  Route route = default_route();
-  // C = A B^T (a dense layer's forward pass) stays with Eigen under "libxsmm":
-  // libxsmm's kernels need B transposed while it is packed, Eigen's packing
-  // reads it as it is (BM_Sgemm_eigen/m:64/n:512/k:784/ta:0/tb:1 ran ~1.3x
-  // BM_Sgemm_libxsmm on the same shape, 1 thread).
-  if (route == Route::libxsmm && trans_b && !trans_a) route = Route::eigen;
-  gemm_impl(route, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl(default_route(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,

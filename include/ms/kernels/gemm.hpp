@@ -54,9 +54,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// Default: "libxsmm" when libms was built with libxsmm (meson option
 /// `libxsmm`, Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with
 /// AVX2 or better (decided at run time, so a portable build uses it too);
-/// float products then run on its kernels, except C = A B^T (B transposed, A
-/// not: measured faster on Eigen's, see src/kernels/gemm.cpp), and double ones
-/// on Eigen's. Otherwise
+/// float products then run on its kernels, double ones on Eigen's. Otherwise
 /// "eigen" when libms was compiled with AVX-512 (Eigen's AVX-512 kernels beat
 /// OpenBLAS 0.3.21 pinned to its "Haswell" kernels by the environment's
 /// OPENBLAS_CORETYPE), else "openblas" when it was found at build time, else
