@@ -361,6 +361,52 @@ TEST_SUITE("kernels") {
     CHECK(c == 1.f);
   }
 
+  TEST_CASE("gemm: the same bits whichever operand is stored transposed") {
+    // A product reached through a transposed view (trans flag) and through a
+    // copy (no flag) must agree: eager and jitted calls may differ there.
+    ThreadGuard guard;
+    std::mt19937 gen(8);
+    for (const auto& [m, n, k] :
+         {std::array<std::int64_t, 3>{64, 512, 784}, std::array<std::int64_t, 3>{127, 255, 1000},
+          std::array<std::int64_t, 3>{300, 200, 129}}) {
+      const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
+                               b = uniform(static_cast<std::size_t>(k * n), gen);
+      std::vector<float> at(a.size()), bt(b.size());
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t p = 0; p < k; ++p)
+          at[static_cast<std::size_t>(p * m + i)] = a[static_cast<std::size_t>(i * k + p)];
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t j = 0; j < n; ++j)
+          bt[static_cast<std::size_t>(j * k + p)] = b[static_cast<std::size_t>(p * n + j)];
+      for (const std::string& backend : available_backends())
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          std::vector<float> c[4];
+          for (int flags = 0; flags < 4; ++flags) {
+            const bool ta = (flags & 1) != 0, tb = (flags & 2) != 0;
+            c[flags].assign(static_cast<std::size_t>(m * n), 0.f);
+            REQUIRE(ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, ta ? at.data() : a.data(),
+                                         ta ? m : k, tb ? bt.data() : b.data(), tb ? k : n, 0.f,
+                                         c[flags].data(), n));
+          }
+          // and the process's default, as matmul calls it
+          std::vector<float> d(static_cast<std::size_t>(m * n));
+          ms::kernels::gemm<float>(false, true, m, n, k, 1.f, a.data(), k, bt.data(), k, 0.f,
+                                   d.data(), n);
+          CAPTURE(backend);
+          CAPTURE(nt);
+          CAPTURE(m);
+          CHECK(c[0] == c[1]);
+          CHECK(c[0] == c[2]);
+          CHECK(c[0] == c[3]);
+          std::vector<float> d0(d.size());
+          ms::kernels::gemm<float>(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f,
+                                   d0.data(), n);
+          CHECK(d == d0);
+        }
+    }
+  }
+
   TEST_CASE("gemm_bf16: bfloat16 inputs, float32 sums, against float64 references") {
     ThreadGuard guard;
     std::mt19937 gen(21);
