@@ -1,12 +1,26 @@
 // bench/bm_gemm.cpp — sgemm n x n x n, ms::matmul against torch::mm, with the
-// FMA peak of this machine measured in the same binary.
+// FMA peak of this machine measured in the same binary; and each GEMM backend
+// of this build (ms::kernels::gemm_on) on square and training shapes.
 //
 //   BM_Sgemm_Ms/n:512/nt:2     ms::matmul(a, b), float32, 2 threads
 //   BM_Sgemm_Torch/n:512/nt:2  torch::mm(a, b) on the same numbers
 //   BM_Peak_Fma/nt:2           the AVX-512 (or AVX2) FMA peak of 2 threads
+//   BM_Sgemm_libxsmm/m:64/n:512/k:784/ta:0/tb:1/nt:1
+//                              gemm_on("libxsmm", ...) on raw buffers (also
+//                              _eigen)
+//   BM_Bgemm/m:512/n:512/k:512/ta:0/tb:0/nt:1
+//                              gemm_bf16 (bfloat16 A and B, float32 C) on
+//                              the process's backend (the label)
 //
-// items_per_second is flop/s (2 n^3 per product): GFLOP/s = items/s / 1e9.
+// items_per_second is flop/s (2 m n k per product): GFLOP/s = items/s / 1e9.
+// The backend rows also report `of_peak`: their flop/s over the FMA peak of
+// the same thread count, measured once in the process (best of 20 runs of
+// bench::fma_kernel) when the first such row starts.
 #include "bench_common.hpp"
+
+#include <chrono>
+#include <string>
+#include <vector>
 #include "ms/ops/linalg.hpp"
 
 namespace {
@@ -40,6 +54,77 @@ void BM_Sgemm_Torch(benchmark::State& state) {
 }
 #endif
 
+// The FMA peak of nt threads in flop/s: the best of 20 runs of the kernel of
+// BM_Peak_Fma, measured once per thread count.
+double fma_peak(int nt) {
+  static double peak[3] = {0, 0, 0};
+  if (nt < 1 || nt > 2) return 0;
+  if (peak[nt] == 0)
+    for (int rep = 0; rep < 20; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      float r = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : r)
+      r += bench::fma_kernel(1.f + float(omp_get_thread_num()));
+      benchmark::DoNotOptimize(r);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      peak[nt] = std::max(peak[nt], nt * 2.0 * bench::kLanes * bench::kAcc * bench::kSteps / s);
+    }
+  return peak[nt];
+}
+
+// One backend on C[m, n] = op(A) op(B), random values, beta 0.
+void BM_Sgemm_Backend(benchmark::State& state, const char* backend) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int nt = static_cast<int>(state.range(5));
+  const double peak = fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor a = bench::random_tensor({m * k}, 1), b = bench::random_tensor({k * n}, 2);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  if (!ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, 0.f,
+                            c.data(), n)) {
+    state.SkipWithError("backend not available in this build or on this CPU");
+    return;
+  }
+  for (auto _ : state) {
+    ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, 0.f,
+                         c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  const double per = 2.0 * double(m) * double(n) * double(k);
+  state.SetItemsProcessed(static_cast<std::int64_t>(double(state.iterations()) * per));
+  state.counters["of_peak"] =
+      benchmark::Counter(double(state.iterations()) * per / peak, benchmark::Counter::kIsRate);
+}
+
+// gemm_bf16 on the process's backend (bfloat16 A and B, float32 C): compare
+// with BM_Sgemm_<backend> of the same shape.
+void BM_Bgemm(benchmark::State& state) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
+  const int nt = static_cast<int>(state.range(5));
+  const double peak = fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor a = bench::random_tensor({m * k}, 1).to(ms::bfloat16),
+                   b = bench::random_tensor({k * n}, 2).to(ms::bfloat16);
+  std::vector<float> c(static_cast<std::size_t>(m * n));
+  const auto* pa = a.data<ms::bfloat16_t>();
+  const auto* pb = b.data<ms::bfloat16_t>();
+  for (auto _ : state) {
+    ms::kernels::gemm_bf16(ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, 0.f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  const double per = 2.0 * double(m) * double(n) * double(k);
+  state.SetItemsProcessed(static_cast<std::int64_t>(double(state.iterations()) * per));
+  state.counters["of_peak"] =
+      benchmark::Counter(double(state.iterations()) * per / peak, benchmark::Counter::kIsRate);
+  state.SetLabel(ms::kernels::gemm_backend().name);
+}
+
 // Interleaved registration: for each (n, threads), ms then LibTorch.
 void register_all() {
   for (std::int64_t nt : {1, 2}) {
@@ -59,6 +144,24 @@ void register_all() {
           ->UseRealTime();
 #endif
     }
+    // Square products, then MLP 784-512-256-10 at batch 64 (forward x W^T,
+    // input gradient, weight gradient) and 256x512x256, on each backend.
+    const std::int64_t shapes[][5] = {{256, 256, 256, 0, 0},    {512, 512, 512, 0, 0},
+                                      {1024, 1024, 1024, 0, 0}, {64, 512, 784, 0, 1},
+                                      {64, 784, 512, 0, 0},     {784, 512, 64, 1, 0},
+                                      {256, 512, 256, 0, 0}};
+    for (const auto& sh : shapes)
+      for (const char* backend : {"libxsmm", "eigen"})
+        benchmark::RegisterBenchmark((std::string("BM_Sgemm_") + backend).c_str(), BM_Sgemm_Backend,
+                                     backend)
+            ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
+            ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
+            ->UseRealTime();
+    for (const auto& sh : shapes)
+      benchmark::RegisterBenchmark("BM_Bgemm", BM_Bgemm)
+          ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
+          ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
+          ->UseRealTime();
   }
 }
 

@@ -52,7 +52,7 @@ done
 # Needed to build and test ms.
 required=(
   meson ninja-build g++ pkg-config
-  libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
+  libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev libxsmm-dev
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format
   libopenmpi-dev openmpi-bin

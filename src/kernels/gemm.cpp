@@ -1,10 +1,11 @@
 // GEMM on Eigen maps of row-major buffers: Eigen's own product kernels (a
 // transposed operand or one with a row stride is just another map), or, for
 // float and double with the "openblas" backend, cblas_?gemm with transpose
-// flags and leading dimensions. libms is compiled with EIGEN_DONT_PARALLELIZE
-// (meson.build): gemm() splits large products over the threads itself, by
-// blocks of C's columns (integers: by rows), so that the thread count never
-// changes a sum's order.
+// flags and leading dimensions, or, for float with the "libxsmm" backend,
+// libxsmm's JIT kernels (src/kernels/gemm_libxsmm.cpp). libms is compiled
+// with EIGEN_DONT_PARALLELIZE (meson.build): gemm() splits large products over
+// the threads itself, by blocks of C's columns (integers: by rows; libxsmm: by
+// tiles), so that the thread count never changes a sum's order.
 #include "ms/kernels/gemm.hpp"
 
 // Eigen's AVX-512 transposes start from _mm512_undefined_ps(), which g++ 12
@@ -17,8 +18,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
+#include "gemm_libxsmm.hpp"
 #include "ms/core/warning.hpp"
 #include "ms/kernels/parallel.hpp"
 
@@ -42,6 +46,15 @@ char* openblas_get_corename(void) __attribute__((weak));
 namespace ms::kernels {
 namespace {
 
+// A warning from a noexcept caller: a throwing warning handler must not end
+// the program here.
+void warn_quietly(const std::string& message) noexcept {
+  try {
+    warn(message);
+  } catch (...) {
+  }
+}
+
 GemmBackend choose_backend() {
 #if defined(EIGEN_VECTORIZE_AVX512)
   const char* simd = "AVX-512";
@@ -54,32 +67,54 @@ GemmBackend choose_backend() {
   const bool eigen_first = false;
 #endif
   const std::string eigen = std::string("Eigen's product kernels (") + simd + ")";
+  std::string xsmm_why;
+  const bool xsmm = detail::libxsmm_usable(xsmm_why);
+  const std::string xsmm_desc = "libxsmm's JIT kernels for float (target " + xsmm_why + "), " +
+                                eigen + " for double and integers";
+  const char* env = std::getenv("MS_GEMM");
+  const std::string_view choice = env != nullptr ? env : "";
+  if (choice == "libxsmm") {
+    if (xsmm) return {"libxsmm", xsmm_desc + ", MS_GEMM=libxsmm"};
+    warn_quietly("MS_GEMM=libxsmm, but " + xsmm_why + "; using the default");
+  } else if (choice == "eigen") {
+    return {"eigen", eigen + ", MS_GEMM=eigen"};
+  } else if (choice == "openblas") {
+#if !MS_HAVE_BLAS
+    warn_quietly("MS_GEMM=openblas, but libms was built without OpenBLAS; using the default");
+#endif
+  } else if (env != nullptr) {
+    warn_quietly(std::string("MS_GEMM='") + env +
+                 "' is neither 'libxsmm', 'eigen' nor 'openblas'; using the default");
+  }
 #if MS_HAVE_BLAS
   std::string blas = "OpenBLAS";
   if (openblas_get_corename != nullptr)
     blas += std::string(" (core ") + openblas_get_corename() + ")";
-  const char* env = std::getenv("MS_GEMM");
-  if (env != nullptr && std::strcmp(env, "openblas") == 0)
-    return {"openblas", blas + ", MS_GEMM=openblas"};
-  if (env != nullptr && std::strcmp(env, "eigen") == 0) return {"eigen", eigen + ", MS_GEMM=eigen"};
-  if (env != nullptr) {
-    try {  // a throwing warning handler must not end the program here (noexcept caller)
-      warn(std::string("MS_GEMM='") + env +
-           "' is neither 'eigen' nor 'openblas'; using the default");
-    } catch (...) {
-    }
-  }
-  if (eigen_first) return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512)"};
-  return {"openblas", blas + " (default without AVX-512)"};
+  if (choice == "openblas") return {"openblas", blas + ", MS_GEMM=openblas"};
+#endif
+  if (xsmm) return {"libxsmm", xsmm_desc + " (default when libxsmm targets this CPU)"};
+#if MS_HAVE_BLAS
+  if (eigen_first)
+    return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512); " + xsmm_why};
+  return {"openblas", blas + " (default without AVX-512); " + xsmm_why};
 #else
   (void)eigen_first;
-  return {"eigen", eigen + " (no BLAS found at build time)"};
+  return {"eigen", eigen + " (no BLAS found at build time); " + xsmm_why};
 #endif
 }
 
-bool use_blas() noexcept {
-  static const bool b = std::strcmp(gemm_backend().name, "openblas") == 0;
-  return b;
+// Which kernels a float or double product runs on.
+enum class Route { eigen, openblas, libxsmm };
+
+Route route_of(std::string_view name) noexcept {
+  if (name == "openblas") return Route::openblas;
+  if (name == "libxsmm") return Route::libxsmm;
+  return Route::eigen;
+}
+
+Route default_route() noexcept {
+  static const Route r = route_of(gemm_backend().name);
+  return r;
 }
 
 template <class T>
@@ -110,8 +145,8 @@ void product(MutMap<T>& c, const L& a, const R& b, T alpha, T beta) {
 
 // One product whose sizes and leading dimensions all fit in an int.
 template <class T>
-void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
-                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+void gemm_small(Route route, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                 std::int64_t ldc) {
 #if MS_HAVE_BLAS
   if constexpr (std::is_floating_point_v<T>) {
@@ -120,7 +155,7 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
     // stored [n, k]) go to BLAS's gemv with the openblas backend. With eigen
     // they stay with Eigen: no OpenBLAS call, so OpenBLAS's OpenMP threads
     // never spin beside ms's pool (see parallel.cpp).
-    if (use_blas() && (m == 1 || n == 1)) {
+    if (route == Route::openblas && (m == 1 || n == 1)) {
       const auto i = [](std::int64_t v) { return static_cast<int>(v); };
       if (beta == T(0))  // gemv scales y by beta: never read what is there
         for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
@@ -139,7 +174,7 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
         gemv(ta, ta ? k : m, ta ? m : k, a, lda, b, tb ? 1 : ldb, c, ldc);
       return;
     }
-    if (use_blas()) {
+    if (route == Route::openblas) {
       const int ta_ = ta ? 112 : 111, tb_ = tb ? 112 : 111;
       const auto i = [](std::int64_t v) { return static_cast<int>(v); };
       if constexpr (std::is_same_v<T, float>)
@@ -149,6 +184,8 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
       return;
     }
   }
+#else
+  (void)route;
 #endif
   MutMap<T> cm(c, m, n, Eigen::OuterStride<>(ldc));
   const ConstMap<T> am(a, ta ? k : m, ta ? m : k, Eigen::OuterStride<>(lda));
@@ -166,8 +203,8 @@ void gemm_small(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
 // Splits a product until every size and leading dimension fits BLAS's int
 // (only absurdly large problems get here; each split is exact).
 template <class T>
-void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
-                const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+void gemm_split(Route route, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                 std::int64_t ldc) {
   // A matrix with a single stored row has no meaningful leading dimension.
   const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
@@ -182,8 +219,8 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
     const std::int64_t step = (ldc > kBlasMax || a_rows_by_m) ? 1 : kBlasMax;
     for (std::int64_t i = 0; i < m; i += step) {
       const std::int64_t mb = std::min(step, m - i);
-      gemm_split(ta, tb, mb, n, k, alpha, ta ? a + i : a + i * lda, lda, b, ldb, beta, c + i * ldc,
-                 ldc);
+      gemm_split(route, ta, tb, mb, n, k, alpha, ta ? a + i : a + i * lda, lda, b, ldb, beta,
+                 c + i * ldc, ldc);
     }
     return;
   }
@@ -193,7 +230,8 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
     const std::int64_t step = b_rows_by_n ? 1 : kBlasMax;
     for (std::int64_t j = 0; j < n; j += step) {
       const std::int64_t nb = std::min(step, n - j);
-      gemm_split(ta, tb, m, nb, k, alpha, a, lda, tb ? b + j * ldb : b + j, ldb, beta, c + j, ldc);
+      gemm_split(route, ta, tb, m, nb, k, alpha, a, lda, tb ? b + j * ldb : b + j, ldb, beta, c + j,
+                 ldc);
     }
     return;
   }
@@ -203,12 +241,12 @@ void gemm_split(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k
     const std::int64_t step = k_rows ? 1 : kBlasMax;
     for (std::int64_t p = 0; p < k; p += step) {
       const std::int64_t kb = std::min(step, k - p);
-      gemm_split(ta, tb, m, n, kb, alpha, ta ? a + p * lda : a + p, lda, tb ? b + p : b + p * ldb,
-                 ldb, p == 0 ? beta : T(1), c, ldc);
+      gemm_split(route, ta, tb, m, n, kb, alpha, ta ? a + p * lda : a + p, lda,
+                 tb ? b + p : b + p * ldb, ldb, p == 0 ? beta : T(1), c, ldc);
     }
     return;
   }
-  gemm_small(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_small(route, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // ---------------------------------------------------------------- row vector x matrix
@@ -383,17 +421,10 @@ constexpr double kFlopsPerThread = 1 << 16;
 // stays single-threaded below 64^3, and a batch splits more evenly above it).
 constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
 
-}  // namespace
-
-const GemmBackend& gemm_backend() noexcept {
-  static const GemmBackend b = choose_backend();
-  return b;
-}
-
 template <class T>
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
-          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
-          std::int64_t ldc) noexcept {
+void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+               std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
+               T beta, T* c, std::int64_t ldc) noexcept {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == T(0)) {  // C = beta * C, no product
     for (std::int64_t i = 0; i < m; ++i) {
@@ -416,6 +447,12 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       if (trans_b && (incx == 1 || k == 1)) return vecmat_dot(n, k, alpha, a, b, ldb, beta, c);
     }
   }
+  if constexpr (std::is_same_v<T, float>) {
+    // libxsmm declines only sizes beyond its int (then Eigen takes the product).
+    if (route == Route::libxsmm &&
+        detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+      return;
+  }
   if constexpr (std::is_floating_point_v<T>) {
     // Eigen's kernels run on one thread: a large product is cut into column
     // blocks of C by its shape alone (never by the thread count) and the
@@ -424,7 +461,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
     // count. (Eigen's row blocking inside a product depends on its column
     // count, so any thread-dependent cut would change roundings.)
     const double flops = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (!use_blas() && flops > kSplitFlops && n >= 2 * kMinColumnBlock) {
+    if (route != Route::openblas && flops > kSplitFlops && n >= 2 * kMinColumnBlock) {
       std::int64_t blocks = std::min<std::int64_t>(kMaxColumnBlocks, n / kMinColumnBlock);
       blocks -= blocks % 2;  // an even count splits evenly over two threads
       // Block i is columns [edge(i), edge(i + 1)), edges on multiples of 16.
@@ -432,7 +469,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
       parallel_for(blocks, 1, [&](std::int64_t b0, std::int64_t b1) {
         for (std::int64_t i = b0; i < b1; ++i) {
           const std::int64_t c0 = edge(i), c1 = edge(i + 1);
-          gemm_split(trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
+          gemm_split(route, trans_a, trans_b, m, c1 - c0, k, alpha, a, lda,
                      trans_b ? b + c0 * ldb : b + c0, ldb, beta, c + c0, ldc);
         }
       });
@@ -447,13 +484,62 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
         std::max(1.0, kFlopsPerThread * 4 / (static_cast<double>(n) * static_cast<double>(k))));
     if (flops > kFlopsPerThread * 4 && m > grain) {
       parallel_for(m, grain, [&](std::int64_t r0, std::int64_t r1) {
-        gemm_split(trans_a, trans_b, r1 - r0, n, k, alpha, trans_a ? a + r0 : a + r0 * lda, lda, b,
-                   ldb, beta, c + r0 * ldc, ldc);
+        gemm_split(route, trans_a, trans_b, r1 - r0, n, k, alpha, trans_a ? a + r0 : a + r0 * lda,
+                   lda, b, ldb, beta, c + r0 * ldc, ldc);
       });
       return;
     }
   }
-  gemm_split(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_split(route, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+const GemmBackend& gemm_backend() noexcept {
+  static const GemmBackend b = choose_backend();
+  return b;
+}
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+          const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+          std::int64_t ldc) noexcept {
+  gemm_impl(default_route(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+             std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+             std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {
+  std::string why;
+  if (backend == "libxsmm" && !detail::libxsmm_usable(why)) return false;
+#if !MS_HAVE_BLAS
+  if (backend == "openblas") return false;
+#endif
+  if (backend != "libxsmm" && backend != "openblas" && backend != "eigen") return false;
+  gemm_impl(route_of(backend), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  return true;
+}
+
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0) return;
+  if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm &&
+      detail::libxsmm_bgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
+    return;
+  // op(A) [m, k] and op(B) [k, n] in float32, then the float product.
+  std::vector<float> fa(static_cast<std::size_t>(m * std::max<std::int64_t>(k, 0))),
+      fb(static_cast<std::size_t>(std::max<std::int64_t>(k, 0) * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t p = 0; p < k; ++p)
+      fa[static_cast<std::size_t>(i * k + p)] =
+          static_cast<float>(trans_a ? a[p * lda + i] : a[i * lda + p]);
+  for (std::int64_t p = 0; p < k; ++p)
+    for (std::int64_t j = 0; j < n; ++j)
+      fb[static_cast<std::size_t>(p * n + j)] =
+          static_cast<float>(trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+  gemm<float>(false, false, m, n, k, alpha, fa.data(), std::max<std::int64_t>(k, 1), fb.data(), n,
+              beta, c, ldc);
 }
 
 template <class T>

@@ -5,16 +5,33 @@
 // padded, alpha and beta. Small integer values make every sum exact, so each
 // element is compared for equality with a double loop; random values check
 // that 1 and 2 threads give the same bits.
+//
+// Then whole products on every backend this build and CPU offer (`gemm_on`):
+// odd sizes (1, 7, ..., 1000) in each of m, n, k, both transposes, padded row
+// strides, alpha, and beta 0 (C never read), 1 (accumulate, as gradients do)
+// and 0.5, exactly against a double loop on small integers; libxsmm's tiles
+// give the same bits on 1 and 2 threads; libxsmm and Eigen agree on random
+// values within the rounding of a k-term sum; libxsmm starts no threads.
+// bfloat16 products (gemm_bf16) against float64 sums of the bfloat16 values
+// within float32 rounding, and of the unrounded values within what an 8-bit
+// mantissa allows; 1 and 2 threads bitwise.
 #include <doctest/doctest.h>
 
 #include "thread_guard.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
+#include <ms/core/dtype.hpp>
 #include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
 
@@ -56,6 +73,88 @@ void check_row_product(std::int64_t n, std::int64_t k, bool ta, bool tb, std::ui
     CAPTURE(beta);
     CHECK(wrong == 0);
   }
+}
+
+// A stored matrix: op(X) is rows x cols; stored transposed when `trans`, each
+// stored row padded by 3 elements (ld > stored columns).
+struct Operand {
+  std::int64_t rows, cols;
+  bool trans;
+  std::int64_t ld() const { return (trans ? rows : cols) + 3; }
+  std::int64_t stored_rows() const { return trans ? cols : rows; }
+  std::size_t size() const { return static_cast<std::size_t>(stored_rows() * ld()); }
+  std::size_t at(std::int64_t i, std::int64_t j) const {
+    return static_cast<std::size_t>(trans ? j * ld() + i : i * ld() + j);
+  }
+};
+
+struct Product {
+  std::int64_t m, n, k;
+  bool ta, tb;
+  Operand a() const { return {m, k, ta}; }
+  Operand b() const { return {k, n, tb}; }
+  std::int64_t ldc() const { return n + 5; }
+  std::size_t c_size() const { return static_cast<std::size_t>(m * ldc()); }
+};
+
+// Small integers: every float sum and product below is exact.
+std::vector<float> small_ints(std::size_t size, std::mt19937& gen) {
+  std::uniform_int_distribution<int> val(-3, 3);
+  std::vector<float> v(size);
+  for (float& e : v) e = static_cast<float>(val(gen));
+  return v;
+}
+
+std::vector<float> uniform(std::size_t size, std::mt19937& gen) {
+  std::uniform_real_distribution<float> val(-1.f, 1.f);
+  std::vector<float> v(size);
+  for (float& e : v) e = val(gen);
+  return v;
+}
+
+// op(A) op(B) in double, m x n dense.
+std::vector<double> reference(const Product& p, const std::vector<float>& a,
+                              const std::vector<float>& b) {
+  std::vector<double> r(static_cast<std::size_t>(p.m * p.n));
+  const Operand oa = p.a(), ob = p.b();
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      double s = 0;
+      for (std::int64_t q = 0; q < p.k; ++q)
+        s += static_cast<double>(a[oa.at(i, q)]) * static_cast<double>(b[ob.at(q, j)]);
+      r[static_cast<std::size_t>(i * p.n + j)] = s;
+    }
+  return r;
+}
+
+std::vector<std::string> available_backends() {
+  std::vector<std::string> out;
+  const float one = 1.f;
+  float c = 0.f;
+  for (const char* name : {"libxsmm", "eigen", "openblas"})
+    if (ms::kernels::gemm_on(name, false, false, 1, 1, 1, 1.f, &one, 1, &one, 1, 0.f, &c, 1))
+      out.emplace_back(name);
+  return out;
+}
+
+bool has_libxsmm() {
+  const auto names = available_backends();
+  return std::find(names.begin(), names.end(), "libxsmm") != names.end();
+}
+
+std::vector<float> run_on(const std::string& backend, const Product& p, float alpha,
+                          const std::vector<float>& a, const std::vector<float>& b, float beta,
+                          std::vector<float> c) {
+  REQUIRE(ms::kernels::gemm_on(backend, p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), p.a().ld(),
+                               b.data(), p.b().ld(), beta, c.data(), p.ldc()));
+  return c;
+}
+
+int process_threads() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
 }
 
 }  // namespace
@@ -108,5 +207,269 @@ TEST_SUITE("kernels") {
         CHECK(worst < (sizeof(T) == 4 ? 1e-3 : 1e-11));
       }
     }
+  }
+
+  TEST_CASE("gemm on every backend: odd sizes, transposes, strides, alpha and beta, exactly") {
+    ThreadGuard guard;
+    const auto backends = available_backends();
+    REQUIRE(!backends.empty());
+    MESSAGE("backends: " << backends.size() << " (" << std::string(ms::kernels::gemm_backend().name)
+                         << " is this process's default)");
+    // Each of 1, 7, 17, 33, 127, 255, 1000 in each of m, n and k.
+    const std::array<std::array<std::int64_t, 3>, 10> shapes{{{1, 1, 1},
+                                                              {7, 17, 33},
+                                                              {17, 33, 7},
+                                                              {33, 7, 17},
+                                                              {127, 255, 1000},
+                                                              {1000, 33, 7},
+                                                              {7, 1000, 127},
+                                                              {255, 127, 1},
+                                                              {1, 255, 127},
+                                                              {33, 1, 255}}};
+    std::mt19937 gen(11);
+    for (const auto& [m, n, k] : shapes)
+      for (int flags = 0; flags < 4; ++flags) {
+        const Product p{m, n, k, (flags & 1) != 0, (flags & 2) != 0};
+        const std::vector<float> a = small_ints(p.a().size(), gen),
+                                 b = small_ints(p.b().size(), gen),
+                                 c0 = small_ints(p.c_size(), gen);
+        const std::vector<double> ab = reference(p, a, b);
+        for (const float beta : {0.f, 1.f, 0.5f}) {
+          // beta 0 never reads C: NaNs there must not reach the result.
+          std::vector<float> c_in = c0;
+          if (beta == 0.f) c_in.assign(c_in.size(), std::numeric_limits<float>::quiet_NaN());
+          for (const std::string& backend : backends)
+            for (int nt : {1, 2}) {
+              ms::set_num_threads(nt);
+              const std::vector<float> c = run_on(backend, p, 2.f, a, b, beta, c_in);
+              std::int64_t wrong = 0, padding_changed = 0;
+              for (std::int64_t i = 0; i < m; ++i) {
+                for (std::int64_t j = 0; j < n; ++j) {
+                  const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+                  const double want = 2 * ab[static_cast<std::size_t>(i * n + j)] +
+                                      (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
+                  wrong += static_cast<double>(c[at]) != want;
+                }
+                for (std::int64_t j = n; j < p.ldc(); ++j) {
+                  const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+                  padding_changed +=
+                      !(c[at] == c_in[at] || (std::isnan(c[at]) && std::isnan(c_in[at])));
+                }
+              }
+              CAPTURE(backend);
+              CAPTURE(nt);
+              CAPTURE(m);
+              CAPTURE(n);
+              CAPTURE(k);
+              CAPTURE(p.ta);
+              CAPTURE(p.tb);
+              CAPTURE(beta);
+              CHECK(wrong == 0);
+              CHECK(padding_changed == 0);
+            }
+        }
+      }
+  }
+
+  TEST_CASE("gemm on libxsmm: the same bits for 1 and 2 threads on training shapes") {
+    if (!has_libxsmm()) return;  // a build without libxsmm or a CPU below AVX2
+    ThreadGuard guard;
+    std::mt19937 gen(5);
+    // MLP 784-512 at batch 64 (forward, input gradient, weight gradient), a
+    // square one, a large odd one and an accumulating gradient.
+    const std::array<Product, 6> shapes{{{64, 512, 784, false, true},
+                                         {64, 784, 512, false, false},
+                                         {512, 784, 64, true, false},
+                                         {256, 256, 512, false, false},
+                                         {1000, 255, 127, true, true},
+                                         {255, 1000, 33, false, true}}};
+    for (const Product& p : shapes)
+      for (const float beta : {0.f, 1.f}) {
+        const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen),
+                                 c0 = uniform(p.c_size(), gen);
+        ms::set_num_threads(1);
+        const std::vector<float> one = run_on("libxsmm", p, 1.f, a, b, beta, c0);
+        ms::set_num_threads(2);
+        const std::vector<float> two = run_on("libxsmm", p, 1.f, a, b, beta, c0);
+        CAPTURE(p.m);
+        CAPTURE(p.n);
+        CAPTURE(p.k);
+        CAPTURE(beta);
+        CHECK(one == two);
+      }
+  }
+
+  TEST_CASE("gemm: libxsmm and Eigen agree within the rounding of a k-term sum") {
+    if (!has_libxsmm()) return;
+    ThreadGuard guard;
+    ms::set_num_threads(2);
+    std::mt19937 gen(9);
+    for (const Product& p :
+         {Product{127, 255, 1000, false, false}, Product{64, 512, 784, false, true},
+          Product{512, 784, 64, true, false}, Product{33, 1000, 17, true, true}}) {
+      const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen),
+                               c0(p.c_size(), 0.f);
+      const std::vector<float> x = run_on("libxsmm", p, 1.f, a, b, 0.f, c0),
+                               e = run_on("eigen", p, 1.f, a, b, 0.f, c0);
+      // Each differs from the exact sum by at most k * eps * sum |a_i b_i|.
+      std::vector<float> abs_a(a.size()), abs_b(b.size());
+      std::transform(a.begin(), a.end(), abs_a.begin(), [](float v) { return std::abs(v); });
+      std::transform(b.begin(), b.end(), abs_b.begin(), [](float v) { return std::abs(v); });
+      const std::vector<double> bound = reference(p, abs_a, abs_b);
+      const double eps = std::numeric_limits<float>::epsilon();
+      std::int64_t far = 0, differ = 0;
+      for (std::int64_t i = 0; i < p.m; ++i)
+        for (std::int64_t j = 0; j < p.n; ++j) {
+          const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+          const double d = std::abs(double(x[at]) - double(e[at]));
+          far += d > 2 * double(p.k) * eps * bound[static_cast<std::size_t>(i * p.n + j)];
+          differ += d != 0;
+        }
+      CAPTURE(p.m);
+      CAPTURE(p.n);
+      CAPTURE(p.k);
+      CHECK(far == 0);
+      MESSAGE("elements where libxsmm and Eigen round differently: " << differ);
+    }
+  }
+
+  TEST_CASE("gemm on libxsmm starts no threads of its own") {
+    if (!has_libxsmm()) return;
+    ThreadGuard guard;
+    ms::set_num_threads(1);
+    std::mt19937 gen(2);
+    const int before = process_threads();
+    // A shape no other test uses: libxsmm generates new kernels for it.
+    const Product p{91, 149, 301, false, false};
+    const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen);
+    run_on("libxsmm", p, 1.f, a, b, 0.f, std::vector<float>(p.c_size()));
+    CHECK(process_threads() == before);
+  }
+
+  TEST_CASE("gemm_backend: libxsmm is the default where it runs, and gemm_on knows the names") {
+    const std::string name = ms::kernels::gemm_backend().name;
+    const char* env = std::getenv("MS_GEMM");
+    if (env == nullptr && has_libxsmm()) {
+      CHECK(name == "libxsmm");
+      CHECK(std::string(ms::kernels::gemm_backend().detail).find("libxsmm") != std::string::npos);
+    }
+    const float one = 1.f;
+    float c = 0.f;
+    CHECK_FALSE(
+        ms::kernels::gemm_on("mkl", false, false, 1, 1, 1, 1.f, &one, 1, &one, 1, 0.f, &c, 1));
+    CHECK(ms::kernels::gemm_on("eigen", false, false, 1, 1, 1, 1.f, &one, 1, &one, 1, 0.f, &c, 1));
+    CHECK(c == 1.f);
+  }
+
+  TEST_CASE("gemm: the same bits whichever operand is stored transposed") {
+    // A product reached through a transposed view (trans flag) and through a
+    // copy (no flag) must agree: eager and jitted calls may differ there.
+    ThreadGuard guard;
+    std::mt19937 gen(8);
+    for (const auto& [m, n, k] :
+         {std::array<std::int64_t, 3>{64, 512, 784}, std::array<std::int64_t, 3>{127, 255, 1000},
+          std::array<std::int64_t, 3>{300, 200, 129}}) {
+      const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
+                               b = uniform(static_cast<std::size_t>(k * n), gen);
+      std::vector<float> at(a.size()), bt(b.size());
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t p = 0; p < k; ++p)
+          at[static_cast<std::size_t>(p * m + i)] = a[static_cast<std::size_t>(i * k + p)];
+      for (std::int64_t p = 0; p < k; ++p)
+        for (std::int64_t j = 0; j < n; ++j)
+          bt[static_cast<std::size_t>(j * k + p)] = b[static_cast<std::size_t>(p * n + j)];
+      for (const std::string& backend : available_backends())
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          std::vector<float> c[4];
+          for (int flags = 0; flags < 4; ++flags) {
+            const bool ta = (flags & 1) != 0, tb = (flags & 2) != 0;
+            c[flags].assign(static_cast<std::size_t>(m * n), 0.f);
+            REQUIRE(ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, ta ? at.data() : a.data(),
+                                         ta ? m : k, tb ? bt.data() : b.data(), tb ? k : n, 0.f,
+                                         c[flags].data(), n));
+          }
+          // and the process's default, as matmul calls it
+          std::vector<float> d(static_cast<std::size_t>(m * n));
+          ms::kernels::gemm<float>(false, true, m, n, k, 1.f, a.data(), k, bt.data(), k, 0.f,
+                                   d.data(), n);
+          CAPTURE(backend);
+          CAPTURE(nt);
+          CAPTURE(m);
+          CHECK(c[0] == c[1]);
+          CHECK(c[0] == c[2]);
+          CHECK(c[0] == c[3]);
+          std::vector<float> d0(d.size());
+          ms::kernels::gemm<float>(false, false, m, n, k, 1.f, a.data(), k, b.data(), n, 0.f,
+                                   d0.data(), n);
+          CHECK(d == d0);
+        }
+    }
+  }
+
+  TEST_CASE("gemm_bf16: bfloat16 inputs, float32 sums, against float64 references") {
+    ThreadGuard guard;
+    std::mt19937 gen(21);
+    std::uniform_real_distribution<double> val(-1, 1);
+    const double eps32 = std::numeric_limits<float>::epsilon();
+    const double half_ulp_bf16 = std::ldexp(1.0, -8);  // 8-bit significand: 2^-8 relative
+    for (const Product& p :
+         {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
+          Product{33, 7, 17, true, false}, Product{127, 255, 1000, true, true},
+          Product{64, 512, 784, false, true}, Product{255, 33, 127, false, false}})
+      for (const float beta : {0.f, 1.f}) {
+        const Operand oa = p.a(), ob = p.b();
+        std::vector<double> xa(oa.size()), xb(ob.size());
+        for (double& e : xa) e = val(gen);
+        for (double& e : xb) e = val(gen);
+        std::vector<ms::bfloat16_t> a(xa.size()), b(xb.size());
+        std::vector<float> ra(xa.size()), rb(xb.size()), aa(xa.size()), ab(xb.size());
+        for (std::size_t i = 0; i < xa.size(); ++i) {
+          a[i] = ms::bfloat16_t(static_cast<float>(xa[i]));
+          ra[i] = static_cast<float>(a[i]);
+          aa[i] = std::abs(ra[i]);
+        }
+        for (std::size_t i = 0; i < xb.size(); ++i) {
+          b[i] = ms::bfloat16_t(static_cast<float>(xb[i]));
+          rb[i] = static_cast<float>(b[i]);
+          ab[i] = std::abs(rb[i]);
+        }
+        const std::vector<double> rounded = reference(p, ra, rb), bound = reference(p, aa, ab);
+        std::vector<float> c0 = uniform(p.c_size(), gen);
+        if (beta == 0.f) c0.assign(c0.size(), std::numeric_limits<float>::quiet_NaN());
+        std::vector<float> c[2];
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          c[nt - 1] = c0;
+          ms::kernels::gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, 2.f, a.data(), oa.ld(), b.data(),
+                                 ob.ld(), beta, c[nt - 1].data(), p.ldc());
+        }
+        std::int64_t far_rounded = 0, far_exact = 0;
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < p.n; ++j) {
+            const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+            const auto e = static_cast<std::size_t>(i * p.n + j);
+            double exact = 0;
+            for (std::int64_t q = 0; q < p.k; ++q) exact += xa[oa.at(i, q)] * xb[ob.at(q, j)];
+            const double old = beta == 0.f ? 0.0 : double(c0[at]);
+            const double got = double(c[0][at]);
+            // float32 sums of exact bfloat16 products (and 2 * + old, rounded)
+            const double tol32 = 2 * (double(p.k) + 2) * eps32 * (bound[e] + std::abs(old));
+            far_rounded += !(std::abs(got - (2 * rounded[e] + old)) <= tol32);
+            // each input within 2^-9 of its value: each product within ~2^-8
+            far_exact +=
+                !(std::abs(got - (2 * exact + old)) <= 2 * half_ulp_bf16 * 1.01 * bound[e] + tol32);
+          }
+        CAPTURE(p.m);
+        CAPTURE(p.n);
+        CAPTURE(p.k);
+        CAPTURE(p.ta);
+        CAPTURE(p.tb);
+        CAPTURE(beta);
+        CHECK(far_rounded == 0);
+        CHECK(far_exact == 0);
+        // bitwise (the NaNs of C's padding compare unequal as floats)
+        CHECK(std::memcmp(c[0].data(), c[1].data(), c[0].size() * sizeof(float)) == 0);
+      }
   }
 }

@@ -2,11 +2,12 @@
 //
 // Stage: kernels. The one entry every matrix product in ms goes through:
 // matmul, conv2d (im2col + GEMM) and the JIT executor. float and double run on
-// one of two backends, chosen once per process (see `gemm_backend()`): Eigen's
-// own product kernels (AVX-512 when built with -march=native on such a CPU) or
+// one of three backends, chosen once per process (see `gemm_backend()`):
+// libxsmm's JIT micro-kernels (float only; double on Eigen), Eigen's own
+// product kernels (AVX-512 when built with -march=native on such a CPU) or
 // OpenBLAS called directly (cblas). int32 and int64 always run on Eigen's
-// product. The Eigen instantiations live in src/kernels/gemm.cpp, so including
-// this header costs nothing.
+// product. The instantiations live in src/kernels/gemm.cpp, so including this
+// header costs nothing.
 //
 //   // C[2x4] = A[2x3] * B[3x4], all row-major and dense
 //   ms::kernels::gemm<float>(false, false, 2, 4, 3, 1.f, a, 3, b, 4, 0.f, c, 4);
@@ -15,6 +16,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+
+namespace Eigen {
+struct bfloat16;  // ms::bfloat16_t (ms/core/dtype.hpp)
+}  // namespace Eigen
 
 namespace ms::kernels {
 
@@ -41,23 +47,56 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           std::int64_t ldc) noexcept;
 
 /// The backend of float and double GEMM in this process, for reports and
-/// benchmarks: `name` is "eigen" or "openblas"; `detail` says which kernels
-/// (Eigen's SIMD level, or OpenBLAS's core name) and why they were chosen.
+/// benchmarks: `name` is "libxsmm", "eigen" or "openblas"; `detail` says which
+/// kernels (libxsmm's target, Eigen's SIMD level, or OpenBLAS's core name) and
+/// why they were chosen.
 ///
-/// Default: "eigen" when libms was compiled with AVX-512 (Eigen's AVX-512
-/// kernels reach 125-140 GFLOP/s per core on this project's machines, where
+/// Default: "libxsmm" when libms was built with libxsmm (meson option
+/// `libxsmm`, Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with
+/// AVX2 or better (decided at run time, so a portable build uses it too);
+/// float products then run on its kernels, double ones on Eigen's. Otherwise
+/// "eigen" when libms was compiled with AVX-512 (Eigen's AVX-512 kernels beat
 /// OpenBLAS 0.3.21 pinned to its "Haswell" kernels by the environment's
-/// OPENBLAS_CORETYPE reaches ~95), else "openblas" when it was found at build
-/// time, else "eigen". `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
-/// environment overrides the default (read once, at the first product).
-/// With "eigen", a large product outside a parallel region is split over the
-/// threads by blocks of C's columns, so each element is summed in the same
-/// order for any thread count.
+/// OPENBLAS_CORETYPE), else "openblas" when it was found at build time, else
+/// "eigen". `MS_GEMM=libxsmm`, `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
+/// environment overrides the default (read once, at the first product; an
+/// unavailable choice warns and keeps the default). With "libxsmm" and
+/// "eigen", a large product outside a parallel region is shared by the threads
+/// by blocks of C fixed by the shape, so each element is summed in the same
+/// order for any thread count. libxsmm starts no threads of its own.
 struct GemmBackend {
   const char* name;
   std::string detail;
 };
 const GemmBackend& gemm_backend() noexcept;
+
+/// `gemm<float>` on the named backend ("libxsmm", "eigen" or "openblas")
+/// whatever `gemm_backend()` chose, for tests and benchmarks that compare the
+/// backends in one process. Returns false, computing nothing, when that
+/// backend is not available in this build or on this CPU.
+///
+///   std::vector<float> c1(4), c2(4);
+///   ms::kernels::gemm_on("eigen", false, false, 2, 2, 3, 1.f, a, 3, b, 2, 0.f, c1.data(), 2);
+///   ms::kernels::gemm_on("libxsmm", false, false, 2, 2, 3, 1.f, a, 3, b, 2, 0.f, c2.data(), 2);
+bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+             std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
+             std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
+
+/// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 and C in
+/// float32, with the conventions of `gemm` (row-major, `lda`, `ldb`, `ldc` row
+/// strides, beta == 0 never reads C). With the "libxsmm" backend on a CPU
+/// libxsmm has bf16 kernels for, pairs of bfloat16 products are summed in
+/// float32 by those kernels (the BF16 dot-product instructions where the CPU
+/// has them), without a float32 copy of A and B; otherwise op(A) and op(B) are
+/// converted to float32 and multiplied by `gemm<float>`. Either way the
+/// result is bitwise the same for any thread count. On this project's Intel
+/// Xeon VM libxsmm 1.17's bf16 kernels run slower than its float32 ones
+/// (BM_Bgemm against BM_Sgemm_libxsmm in bench/bm_gemm.cpp).
+///
+///   ms::kernels::gemm_bf16(false, false, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
+void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
 
 /// One operand of a batched product: a base pointer, one element offset per
 /// batch entry, and the layout of each matrix (row stride `ld`, transposed or not).

@@ -1,0 +1,34 @@
+// src/kernels/gemm_libxsmm.hpp — private to src/kernels: float32 GEMM on
+// libxsmm's JIT micro-kernels (src/kernels/gemm_libxsmm.cpp),
+// called by gemm() in src/kernels/gemm.cpp when the "libxsmm" backend runs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ms::kernels::detail {
+
+/// True when libxsmm was linked in and its JIT targets this CPU with AVX2 or
+/// better (a test kernel is generated); `why` then names libxsmm's target
+/// ("cpx", "hsw", ...), else says why not. Initializes libxsmm on first call.
+bool libxsmm_usable(std::string& why) noexcept;
+
+/// C = alpha * op(A) * op(B) + beta * C on row-major float32 matrices, with the
+/// contract of `ms::kernels::gemm` (beta == 0 never reads C). Returns false,
+/// with C untouched, when libxsmm is absent, a size or leading dimension does
+/// not fit libxsmm's int, or a kernel cannot be generated. Tiles of C are fixed
+/// by the shape and each is computed by one thread in one order, so the result
+/// is bitwise the same for any thread count.
+bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept;
+
+/// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 (raw bits,
+/// row-major) and C in float32, on libxsmm's bf16 kernels (pairs of products
+/// summed in float32: the CPU's BF16 dot-product instructions where it has
+/// them). Returns false, with C untouched, as `libxsmm_sgemm` does.
+bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept;
+
+}  // namespace ms::kernels::detail
