@@ -92,7 +92,9 @@ GemmBackend choose_backend() {
     blas += std::string(" (core ") + openblas_get_corename() + ")";
   if (choice == "openblas") return {"openblas", blas + ", MS_GEMM=openblas"};
 #endif
-  if (xsmm) return {"libxsmm", xsmm_desc + " (default when libxsmm targets this CPU)"};
+  // libxsmm is chosen only by MS_GEMM=libxsmm until it beats the kernels below
+  // on the training shapes of bm_gemm (BM_Sgemm_libxsmm against BM_Sgemm_eigen).
+  if (xsmm) xsmm_why = "libxsmm available (MS_GEMM=libxsmm), not the default";
 #if MS_HAVE_BLAS
   if (eigen_first)
     return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512); " + xsmm_why};

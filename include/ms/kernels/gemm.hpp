@@ -51,11 +51,13 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// kernels (libxsmm's target, Eigen's SIMD level, or OpenBLAS's core name) and
 /// why they were chosen.
 ///
-/// Default: "libxsmm" when libms was built with libxsmm (meson option
-/// `libxsmm`, Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with
-/// AVX2 or better (decided at run time, so a portable build uses it too);
-/// float products then run on its kernels, double ones on Eigen's. Otherwise
-/// "eigen" when libms was compiled with AVX-512 (Eigen's AVX-512 kernels beat
+/// "libxsmm" only with `MS_GEMM=libxsmm`, when libms was built with libxsmm
+/// (meson option `libxsmm`, Debian's libxsmm-dev) and libxsmm's JIT targets
+/// this CPU with AVX2 or better (decided at run time, so a portable build can
+/// use it too); float products then run on its kernels, double ones on
+/// Eigen's. It is not the default until it beats the kernels below on the
+/// training shapes of bench/bm_gemm.cpp. Default: "eigen" when libms was
+/// compiled with AVX-512 (Eigen's AVX-512 kernels beat
 /// OpenBLAS 0.3.21 pinned to its "Haswell" kernels by the environment's
 /// OPENBLAS_CORETYPE), else "openblas" when it was found at build time, else
 /// "eigen". `MS_GEMM=libxsmm`, `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
