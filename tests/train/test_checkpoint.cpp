@@ -173,7 +173,7 @@ TEST_SUITE("train") {
         if (k == key) t = ms::full(ms::Shape{}, value, ms::float32);
       ms::io::save_safetensors(bad, f.tensors, f.metadata);
       CHECK_THROWS_WITH_AS(ms::load_checkpoint(bad, live.net, &live.opt),
-                           doctest::Contains("'" + key + "' = "), ms::ValueError);
+                           doctest::Contains(("'" + key + "' = ").c_str()), ms::ValueError);
     }
     // An entry the optimizer does not have.
     {
