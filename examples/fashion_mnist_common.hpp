@@ -48,7 +48,11 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
   int threads = 0;
   std::string data_dir(ms::data::FashionMNIST::kDefaultDir), checkpoint = name + ".safetensors",
                                                              resume, curves = name;
-  app.add_option("--epochs", epochs, "epochs to train (in all, counting resumed ones)")
+  app.add_option("--epochs", epochs,
+                 "epochs to train (in all, counting resumed ones). The cosine schedule spans "
+                 "them; with --resume and another count than the checkpoint's, the new count "
+                 "sets the schedule's length and a warning names both counts and the rate that "
+                 "changes (pass the saved count to continue the saved schedule)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
   app.add_option("--batch-size", batch, "samples per training step")
@@ -154,24 +158,14 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
         std::make_shared<ms::train::ProgressBar>(200),
         std::make_shared<ms::train::Evaluate>([&] { return accuracy(forward, test); })};
     if (!curves.empty()) callbacks.push_back(std::make_shared<ms::train::CurveWriter>(curves));
-    // The rate follows the schedule by global step (a resumed run continues it).
-    struct Schedule : ms::train::Callback {
-      ms::optim::Optimizer* opt = nullptr;
-      double base = 0;
-      std::int64_t total = 1;
-      void set(std::int64_t step) {
-        const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
-        opt->set_lr(0.5 * base * (1.0 + std::cos(3.14159265358979323846 * t)));
-      }
-      void on_train_begin(ms::train::TrainState& s) override { set(s.global_step); }
-      void on_step_end(ms::train::TrainState& s) override { set(s.global_step); }
-    };
+    // The rate follows the schedule by global step (a resumed run continues
+    // it). Its length is saved with each checkpoint; a resumed run with
+    // another --epochs keeps the new length and prints a warning naming both.
+    std::shared_ptr<ms::train::CosineSchedule> cosine;
     if (schedule == "cosine") {
-      auto sc = std::make_shared<Schedule>();
-      sc->opt = &opt;
-      sc->base = lr;
-      sc->total = std::max<std::int64_t>(1, epochs * train.size());
-      callbacks.insert(callbacks.begin(), sc);
+      cosine = std::make_shared<ms::train::CosineSchedule>(opt, lr, epochs, train.size());
+      if (!resume.empty()) cosine->resume_from(at.extra, at.global_step);
+      callbacks.insert(callbacks.begin(), cosine);
     }
     struct SaveEachEpoch : ms::train::Callback {
       std::function<void(const ms::train::TrainState&)> save;
@@ -181,8 +175,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
       auto cb = std::make_shared<SaveEachEpoch>();
       cb->save = [&](const ms::train::TrainState& s) {
         if (s.rank != 0) return;
-        ms::save_checkpoint(checkpoint, net, &opt,
-                            {.epoch = s.epoch + 1, .step = 0, .global_step = s.global_step});
+        ms::CheckpointInfo info{.epoch = s.epoch + 1, .step = 0, .global_step = s.global_step};
+        if (cosine) cosine->save_to(info.extra);
+        ms::save_checkpoint(checkpoint, net, &opt, info);
       };
       callbacks.push_back(cb);
     }

@@ -481,14 +481,39 @@ Tensor arange(double start, double stop, double step, DType dtype) {
            "arange: step must be finite and non-zero, got ", step);
   MS_CHECK(std::isfinite(start) && std::isfinite(stop), ValueError,
            "arange: start and stop must be finite, got ", start, " and ", stop);
-  const double count = std::ceil((stop - start) / step);
+  // NumPy's length: ceil((stop - start) / step), where a quotient that
+  // underflows to 0 from a non-zero distance counts 1 element when the signs
+  // agree (arange(0, 1e-300, 1e300) has one element).
+  const double delta = stop - start;
+  const double q = delta / step;
+  const double count = (q == 0.0 && delta != 0.0) ? (std::signbit(q) ? 0.0 : 1.0) : std::ceil(q);
   MS_CHECK(count < 9.2e18, ValueError, "arange: [", start, ", ", stop, ") with step ", step,
            " has too many elements");
   const auto n = static_cast<std::int64_t>(std::max(0.0, count));
-  Tensor t = empty({n}, float64);
-  double* p = t.data<double>();
-  for (std::int64_t i = 0; i < n; ++i) p[i] = start + static_cast<double>(i) * step;
-  return t.to(dtype);
+  if (dtype == int4 || dtype == bool_)  // tiny ranges of values: exact through int64
+    return arange(start, stop, step, int64).to(dtype);
+  // Built in its own dtype (a float32 range takes no float64 buffer).
+  Tensor t = empty({n}, dtype);
+  dtype_dispatch(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = t.data<T>();
+    if constexpr (std::is_integral_v<T>) {
+      if (std::trunc(start) == start && std::trunc(step) == step && std::fabs(start) < 0x1p63 &&
+          std::fabs(step) < 0x1p63) {
+        // Integral start and step: exact integer arithmetic, wrapping like
+        // NumPy's integer fill (unsigned: no UB), also above 2^53.
+        const auto a = static_cast<std::uint64_t>(static_cast<std::int64_t>(start));
+        const auto d = static_cast<std::uint64_t>(static_cast<std::int64_t>(step));
+        for (std::int64_t i = 0; i < n; ++i)
+          p[i] = static_cast<T>(a + static_cast<std::uint64_t>(i) * d);
+        return;
+      }
+    }
+    // Each element start + i * step in double, rounded (or truncated) once.
+    for (std::int64_t i = 0; i < n; ++i)
+      p[i] = scalar_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
 }
 
 Tensor eye(std::int64_t n, std::int64_t m, DType dtype) {

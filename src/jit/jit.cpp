@@ -198,6 +198,29 @@ std::string changes(const Generalized& call, const Generalized& ref) {
 
 using Lru = std::list<std::pair<std::string, std::shared_ptr<const Compiled>>>;
 
+// The hook version a key was built with (KeyBuilder::finish ends every key
+// with 'H' and its 8 bytes).
+std::uint64_t key_hook_version(const std::string& key) {
+  std::uint64_t v = 0;
+  if (key.size() >= 9 && key[key.size() - 9] == 'H')
+    std::memcpy(&v, key.data() + key.size() - 8, sizeof v);
+  return v;
+}
+
+// Drops the graphs keyed with a hook version older than `now`: the version
+// only grows, so no later call can build their key again.
+void lru_evict_stale(Lru& lru, std::unordered_map<std::string, Lru::iterator>& index,
+                     std::uint64_t now) {
+  for (auto it = lru.begin(); it != lru.end();) {
+    if (key_hook_version(it->first) < now) {
+      index.erase(it->first);
+      it = lru.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 }  // namespace
 
 /// A generalized graph: its symbolic forms (one per rank of its any-rank
@@ -290,11 +313,13 @@ std::shared_ptr<const Compiled> FunctionCache::get(const std::string& key,
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& m = *impl_;
   if (const std::uint64_t hv = hook_version(); hv != m.hook_seen) {
-    // Hooks changed: generalized graphs traced before are stale (static ones
-    // are keyed by the hook version already).
+    // Hooks changed: every graph traced before is stale. Generalized graphs
+    // are dropped; static ones, keyed by the old version, can never be hit
+    // again, so they go too instead of filling the cache (hook churn).
     m.hook_seen = hv;
     m.gens.clear();
     if (m.spec) m.spec = nullptr;
+    lru_evict_stale(m.lru, m.index, hv);
   }
   auto found = [&](std::shared_ptr<const Compiled> c) {
     m.last = std::move(c);
@@ -331,7 +356,9 @@ std::shared_ptr<const Compiled> FunctionCache::get(const std::string& key,
     log_compile(cfg_, [&] {
       return ::ms::detail::str_cat("compile #", m.compiles, ": static graph ", c->phase, ": ", why);
     });
-    lru_put(m.lru, m.index, key, c, cfg_.cache_capacity);
+    // A key built before a hook change that this call already saw is never
+    // built again: run its graph, keep it out of the cache.
+    if (key_hook_version(key) >= m.hook_seen) lru_put(m.lru, m.index, key, c, cfg_.cache_capacity);
     return found(std::move(c));
   };
 

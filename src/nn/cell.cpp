@@ -20,6 +20,8 @@ std::uint64_t new_hook_id() {
 
 void hook_removed() { compiler::bump_hook_version(); }
 
+void hook_changed() { compiler::bump_hook_version(); }
+
 std::string short_type_name(const std::type_info& t) {
   int status = 0;
   char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
@@ -287,10 +289,9 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
 
 namespace {
 template <class L>
-HookHandle add_hook(std::unique_ptr<detail::StateHooks>& sh,
-                    std::shared_ptr<L> detail::StateHooks::*m, typename L::value_type fn) {
-  if (!sh) sh = std::make_unique<detail::StateHooks>();
-  auto& list = detail::lazy((*sh).*m);
+HookHandle add_hook(detail::LazyOnce<detail::StateHooks>& sh,
+                    const std::shared_ptr<L> detail::StateHooks::*m, typename L::value_type fn) {
+  const std::shared_ptr<L>& list = sh.get_or_make().*m;
   return HookHandle(list, list->add(std::move(fn)));
 }
 }  // namespace

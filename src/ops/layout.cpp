@@ -599,11 +599,13 @@ TypeList infer_one_hot(Types in, const Attrs& a) {
 TensorList eval_one_hot(Inputs in, const Attrs& a) {
   const TypeList t = infer_one_hot(ops::types_of(in), a);
   Tensor out = alloc(t[0], "one_hot");
-  if (out.numel() == 0) return {out};
   const Tensor index = in[0].contiguous();
   const std::int64_t classes = t[0].shape.dims().back();
+  // Before the empty-output return: with num_classes 0 every index is out of
+  // range (PyTorch: "Class values must be smaller than num_classes").
   check_index_values(index, classes, "one_hot", "indices",
                      detail::str_cat("num_classes ", classes));
+  if (out.numel() == 0) return {out};
   kernels::one_hot(index, out);
   return {out};
 }

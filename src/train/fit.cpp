@@ -4,15 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
+#include <numbers>
 #include <sstream>
 
 #include "ms/core/error.hpp"
+#include "ms/core/warning.hpp"
 #include "ms/io/file.hpp"
 
 namespace ms::train {
@@ -243,6 +247,88 @@ void CurveWriter::on_epoch_end(TrainState& s) {
       curves_svg(loss_, acc.size() == loss_.size() ? acc : std::vector<double>{});
   io::write_file_atomic(stem_ + ".svg",
                         std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
+}
+
+// ------------------------------------------------------------------ CosineSchedule
+
+namespace {
+constexpr const char* kSchedKind = "lr_schedule";
+constexpr const char* kSchedEpochs = "lr_schedule_epochs";
+constexpr const char* kSchedSteps = "lr_schedule_steps";
+
+std::int64_t meta_count(const std::map<std::string, std::string>& m, const char* key) {
+  const std::string& s = m.at(key);
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  MS_CHECK(ec == std::errc() && p == s.data() + s.size() && v >= 0, ValueError,
+           "CosineSchedule::resume_from: checkpoint metadata '", key, "' = '", s,
+           "' is not a non-negative integer");
+  return v;
+}
+
+double cosine_lr(double base, std::int64_t step, std::int64_t total) {
+  const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
+  return 0.5 * base * (1.0 + std::cos(std::numbers::pi * t));
+}
+}  // namespace
+
+CosineSchedule::CosineSchedule(optim::Optimizer& opt, double base_lr, std::int64_t epochs,
+                               std::int64_t steps_per_epoch)
+    : opt_(opt), base_(base_lr), epochs_(epochs) {
+  MS_CHECK(std::isfinite(base_lr) && base_lr >= 0.0, ValueError,
+           "CosineSchedule: base_lr must be finite and >= 0, got ", base_lr);
+  MS_CHECK(epochs >= 0, ValueError, "CosineSchedule: epochs must be >= 0, got ", epochs);
+  MS_CHECK(steps_per_epoch >= 1, ValueError, "CosineSchedule: steps_per_epoch must be >= 1, got ",
+           steps_per_epoch);
+  MS_CHECK(epochs <= std::numeric_limits<std::int64_t>::max() / steps_per_epoch, ValueError,
+           "CosineSchedule: ", epochs, " epochs of ", steps_per_epoch, " steps overflow int64");
+  total_ = std::max<std::int64_t>(1, epochs * steps_per_epoch);
+}
+
+double CosineSchedule::lr_at(std::int64_t global_step) const {
+  return cosine_lr(base_, global_step, total_);
+}
+
+void CosineSchedule::on_train_begin(TrainState& s) { opt_.set_lr(lr_at(s.global_step)); }
+void CosineSchedule::on_step_end(TrainState& s) { opt_.set_lr(lr_at(s.global_step)); }
+
+void CosineSchedule::save_to(std::map<std::string, std::string>& extra) const {
+  extra[kSchedKind] = "cosine";
+  extra[kSchedEpochs] = std::to_string(epochs_);
+  extra[kSchedSteps] = std::to_string(total_);
+}
+
+std::string CosineSchedule::resume_from(const std::map<std::string, std::string>& extra,
+                                        std::int64_t global_step) const {
+  std::ostringstream w;
+  w << "resume: ";
+  auto kind = extra.find(kSchedKind);
+  if (kind == extra.end() || !extra.count(kSchedEpochs) || !extra.count(kSchedSteps)) {
+    w << "the checkpoint does not record a learning-rate schedule (saved with a constant rate, "
+         "or by an older version), so its length cannot be checked; the cosine schedule now "
+         "spans "
+      << epochs_ << " epochs (" << total_ << " steps), and the rate at global step " << global_step
+      << " is " << lr_at(global_step);
+    ms::warn(w.str());
+    return w.str();
+  }
+  MS_CHECK(kind->second == "cosine", ValueError,
+           "CosineSchedule::resume_from: checkpoint "
+           "metadata 'lr_schedule' = '",
+           kind->second, "' is not \"cosine\"");
+  const std::int64_t epochs = meta_count(extra, kSchedEpochs);
+  const std::int64_t steps = meta_count(extra, kSchedSteps);
+  MS_CHECK(steps >= 1, ValueError,
+           "CosineSchedule::resume_from: checkpoint metadata 'lr_schedule_steps' = 0 (at least 1)");
+  if (epochs == epochs_ && steps == total_) return {};
+  w << "the checkpoint's cosine learning-rate schedule spans " << epochs << " epochs (" << steps
+    << " steps), this run's spans " << epochs_ << " epochs (" << total_
+    << " steps); the new length is used: at global step " << global_step << " the rate is "
+    << lr_at(global_step) << " instead of " << cosine_lr(base_, global_step, steps)
+    << ", and every later rate follows the new length (resume with " << epochs
+    << " epochs to continue the saved schedule)";
+  ms::warn(w.str());
+  return w.str();
 }
 
 std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy) {

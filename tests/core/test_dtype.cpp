@@ -3,6 +3,10 @@
 #include <ms/core/dtype.hpp>
 #include <ms/core/tensor.hpp>
 
+#include <cmath>
+#include <limits>
+#include <vector>
+
 using namespace ms;
 
 TEST_SUITE("core") {
@@ -53,6 +57,49 @@ TEST_SUITE("core") {
     const auto v = a.to(float64).template to_vector<double>();
     for (std::size_t i = 0; i < v.size(); ++i)
       CHECK(v[i] == (std::is_same_v<T, bool> ? (i != 0 ? 1.0 : 0.0) : static_cast<double>(i)));
+  }
+
+  // NumPy's `np.array(values).astype(dtype)` on x86-64: the C conversion its
+  // Linux builds compile for the SSE2 baseline. In C++ these conversions of
+  // NaN, infinities and out-of-range values are undefined; ms gives the same
+  // values by construction (the sanitizer build runs this test under UBSan).
+  TEST_CASE_TEMPLATE("NaN, infinities and out-of-range floats cast to integers as NumPy's", T,
+                     std::int8_t, std::int16_t, std::int32_t, std::int64_t, std::uint8_t,
+                     std::uint16_t, std::uint32_t, std::uint64_t) {
+    const double inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> in{NAN, inf, -inf, 1e20, -1e20, -1.0, 300.0, 2.5, -2.5, 5e9, -3e9};
+    constexpr std::int64_t i32min = std::numeric_limits<std::int32_t>::min();
+    constexpr std::int64_t i64min = std::numeric_limits<std::int64_t>::min();
+    std::vector<T> want;
+    auto from = [&](std::initializer_list<std::int64_t> v) {
+      for (std::int64_t e : v) want.push_back(static_cast<T>(e));  // modular: the bit pattern
+    };
+    constexpr std::int64_t big = 5000000000, neg = -3000000000;
+    if constexpr (std::is_same_v<T, std::int8_t>) from({0, 0, 0, 0, 0, -1, 44, 2, -2, 0, 0});
+    if constexpr (std::is_same_v<T, std::int16_t>) from({0, 0, 0, 0, 0, -1, 300, 2, -2, 0, 0});
+    if constexpr (std::is_same_v<T, std::int32_t>)
+      from({i32min, i32min, i32min, i32min, i32min, -1, 300, 2, -2, i32min, i32min});
+    if constexpr (std::is_same_v<T, std::int64_t>)
+      from({i64min, i64min, i64min, i64min, i64min, -1, 300, 2, -2, big, neg});
+    if constexpr (std::is_same_v<T, std::uint8_t>) from({0, 0, 0, 0, 0, 255, 44, 2, 254, 0, 0});
+    if constexpr (std::is_same_v<T, std::uint16_t>)
+      from({0, 0, 0, 0, 0, 65535, 300, 2, 65534, 0, 0});
+    if constexpr (std::is_same_v<T, std::uint32_t>)
+      from({0, 0, 0, 0, 0, 4294967295, 300, 2, 4294967294, 705032704, 1294967296});
+    if constexpr (std::is_same_v<T, std::uint64_t>)  // 2^63 = the bits of i64min
+      from({i64min, 0, i64min, 0, i64min, -1, 300, 2, -2, big, neg});
+    const Tensor x = from_vector(in);
+    CHECK(x.to(dtype_of<T>).template to_vector<T>() == want);
+    // The same from float32, float16 and bfloat16 for the values they hold exactly.
+    for (DType src : {float32, float16, bfloat16}) {
+      CAPTURE(src);
+      const Tensor y = from_vector(std::vector<double>(in.begin(), in.begin() + 3)).to(src);
+      CHECK(y.to(dtype_of<T>).template to_vector<T>() ==
+            std::vector<T>(want.begin(), want.begin() + 3));
+    }
+    // A scalar fill converts the same way.
+    CHECK(full({1}, NAN, dtype_of<T>).template to_vector<T>() == std::vector<T>{want[0]});
+    CHECK(full({1}, -inf, dtype_of<T>).template to_vector<T>() == std::vector<T>{want[2]});
   }
 
   TEST_CASE("complex casts drop the imaginary part toward reals") {

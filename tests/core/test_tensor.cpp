@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cmath>
+#include <ms/core/storage.hpp>
 #include <ms/core/tensor.hpp>
+#include <vector>
 
 using namespace ms;
 
@@ -25,6 +29,52 @@ TEST_SUITE("core") {
     CHECK(tensor(3.5).rank() == 0);
     CHECK(tensor(3.5).item<double>() == 3.5);
     CHECK(from_vector(std::vector<double>{1, 2, 3, 4}, {2, 2}).dtype() == float64);
+  }
+
+  TEST_CASE("arange builds its own dtype: NumPy's length, values against a reference") {
+    // Length: ceil((stop - start) / step) in double, as NumPy computes it.
+    CHECK(arange(1, 1.3, 0.1, float64).numel() == 4);  // 0.3000000000000000444 / 0.1 > 3
+    CHECK(arange(0, 1, 0.1, float32).numel() == 10);
+    CHECK(arange(0, 1e-300, 1e300, float64).numel() == 1);   // the quotient underflows to 0
+    CHECK(arange(0, -1e-300, 1e300, float64).numel() == 0);  // ... with the signs apart
+    CHECK(arange(5, 5, 1, int64).numel() == 0);
+    CHECK(arange(3, 0, 1, float32).numel() == 0);
+    // float32: element i is start + i * step in double, rounded once to float32.
+    for (const std::array<double, 3>& r : std::vector<std::array<double, 3>>{
+             {0, 1, 0.1}, {-3.7, 11.2, 0.37}, {1e7, 1e7 + 40, 0.3}, {2.0, -5.0, -0.7}}) {
+      const double start = r[0], stop = r[1], step = r[2];
+      CAPTURE(start);
+      const Tensor t = arange(start, stop, step, float32);
+      CHECK(t.dtype() == float32);
+      const auto n = static_cast<std::int64_t>(std::ceil((stop - start) / step));
+      REQUIRE(t.numel() == n);
+      std::vector<float> want;
+      for (std::int64_t i = 0; i < n; ++i)
+        want.push_back(static_cast<float>(start + static_cast<double>(i) * step));
+      CHECK(t.to_vector<float>() == want);
+    }
+    // int64: exact integers, also where doubles are not (2^53 + 3 is not a double).
+    constexpr std::int64_t p53 = std::int64_t{1} << 53;
+    const Tensor big = arange(static_cast<double>(p53), static_cast<double>(p53) + 10, 3, int64);
+    CHECK(big.to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{p53, p53 + 3, p53 + 6, p53 + 9});
+    CHECK(arange(-5, 10, 3, int64).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{-5, -2, 1, 4, 7});
+    CHECK(arange(10, -5, -4, int64).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{10, 6, 2, -2});
+    CHECK(arange(0, 5, 1.5, int64).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{0, 1, 3, 4});  // a fractional step: truncated values
+    CHECK(arange(125, 130, 1, int8).to_vector<std::int8_t>() ==
+          std::vector<std::int8_t>{125, 126, 127, -128, -127});  // wraps as NumPy's int8
+    CHECK(arange(0, 3, 1, bool_).to_vector<bool>() == std::vector<bool>{false, true, true});
+    // A float32 range takes its own bytes only: no float64 buffer of twice the size.
+    memory_stats_reset_peak();
+    const auto before = memory_stats();
+    const Tensor r = arange(0, 1 << 20, 1, float32);
+    const auto after = memory_stats();
+    CHECK(after.alloc_count - before.alloc_count == 1);
+    CHECK(after.peak_bytes - before.live_bytes <= (4 << 20));  // float64 first: 12 MiB
+    CHECK(r.to_vector<float>()[(1 << 20) - 1] == static_cast<float>((1 << 20) - 1));
   }
 
   TEST_CASE("creation errors") {

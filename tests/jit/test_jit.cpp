@@ -272,6 +272,23 @@ TEST_SUITE("jit") {
     CHECK(f.compile_count() == 2);
   }
 
+  TEST_CASE("hook churn: graphs keyed with an old hook version are dropped") {
+    auto f = jit([](const auto& x) { return x * 2.f; }, kTest);
+    f(ones({2}));
+    f(ones({3}));
+    CHECK(f.cache_size() == 2);
+    for (int i = 0; i < 100; ++i) {
+      compiler::bump_hook_version();  // as registering or removing any hook does
+      f(ones({2}));
+      CHECK(f.cache_size() == 1);  // not 2, 3, ... up to the capacity of 64
+    }
+    CHECK(f.compile_count() == 102);
+    f(ones({3}));
+    CHECK(f.cache_size() == 2);  // graphs of the current version stay
+    f(ones({2}));
+    CHECK(f.compile_count() == 103);
+  }
+
   TEST_CASE("two threads calling at once: one compile, both correct") {
     const Tensor w = rand_t({64, 64}, 3);
     auto f = jit([&](const auto& x) { return relu(matmul(x, w)) * 0.5f; }, kTest);

@@ -1,7 +1,9 @@
 // Cell, Parameter, registration, names, state dicts and hooks (eager and under ms::jit).
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <ms/cell.hpp>
+#include <thread>
 
 namespace {
 
@@ -249,6 +251,70 @@ TEST_SUITE("nn") {
     h.remove();
     CHECK(ms::allclose(f(x), eager * 2.0f, 1e-5, 1e-5));
     CHECK(f.compile_count() == 3);
+  }
+
+  TEST_CASE("hook churn under ms::jit: the cache keeps only graphs of the current hooks") {
+    MLP net;
+    auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
+    const ms::Tensor x = input();
+    const ms::Tensor plain = f(x);
+    for (int i = 0; i < 80; ++i) {
+      auto h =
+          net.fc1.register_forward_hook([](ms::nn::Dense&, const ms::Args&, const ms::Tensor& y) {
+            return ms::Tensor(y * 2.0f);
+          });
+      CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
+      CHECK(f.cache_size() == 1);
+      h.remove();
+      CHECK(ms::allclose(f(x), plain, 1e-6, 1e-6));
+      CHECK(f.cache_size() == 1);
+    }
+    CHECK(f.compile_count() == 161);  // each change recompiles once; none stays behind
+  }
+
+  TEST_CASE("registering and removing hooks while other threads call and trace the cell") {
+    MLP net;  // no hook list yet: the first registrations race with calls too
+    const ms::Tensor x = input();
+    const ms::Tensor plain = net(x);
+    auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
+    std::atomic<int> churning{2}, bad{0}, calls{0};
+    std::atomic<std::int64_t> ran{0};
+    auto churn = [&] {
+      for (int i = 0; i < 150; ++i) {
+        ms::HookHandle h1 = net.fc1.register_forward_hook(
+            [&](ms::nn::Dense&, const ms::Args&, const ms::Tensor&) { ++ran; });
+        ms::HookHandle h2 = net.register_forward_pre_hook([&](MLP&, const ms::Args&) { ++ran; });
+        ms::HookHandle h3 = net.register_state_dict_pre_hook(
+            [](ms::CellBase&, ms::StateDict&, const std::string&) {});
+        h2.remove();
+        h1.remove();
+        h3.remove();
+      }
+      --churning;
+    };
+    auto call = [&](bool jitted) {
+      do {
+        const ms::Tensor y = jitted ? f(x) : net(x);
+        if (!ms::allclose(y, plain, 1e-6, 1e-6)) ++bad;
+        if (net.state_dict().size() != 4) ++bad;
+        ++calls;
+      } while (churning > 0);
+    };
+    std::thread c1(churn), c2(churn), eager(call, false), traced(call, true);
+    c1.join();
+    c2.join();
+    eager.join();
+    traced.join();
+    CHECK(bad == 0);
+    CHECK(calls >= 2);
+    CHECK_FALSE(net.has_hooks());
+    // Every hook is gone: a new one runs alone, eagerly and in a fresh graph.
+    ran = 0;
+    auto h = net.fc1.register_forward_hook(
+        [&](ms::nn::Dense&, const ms::Args&, const ms::Tensor&) { ++ran; });
+    net(x);
+    f(x);
+    CHECK(ran == 2);
   }
 
   TEST_CASE("backward hooks, eagerly and under jit") {

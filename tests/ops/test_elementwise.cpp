@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <ms/ms.hpp>
 #include <random>
@@ -217,6 +218,28 @@ TEST_SUITE("ops") {
       CHECK(allclose(ms::clamp(a, -1.0, 1.0), ms::minimum(ms::maximum(a, -1.0), 1.0), 0, 0));
       CHECK(allclose(ms::where(a > b, a, b), ms::maximum(a, b), 0, 0));
     }
+  }
+
+  // NumPy: -INT64_MIN and abs(INT64_MIN) are INT64_MIN (two's complement
+  // wraps). In C++ they overflow (undefined); ms wraps by construction (the
+  // sanitizer build runs this test under UBSan).
+  TEST_CASE("neg and abs of the smallest integer wrap to itself, as NumPy's") {
+    constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+    constexpr std::int64_t hi = std::numeric_limits<std::int64_t>::max();
+    const Tensor x = from_vector(std::vector<std::int64_t>{lo, lo + 1, -1, 0, 1, hi});
+    CHECK(Tensor(ms::neg(x)).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{lo, hi, 1, 0, -1, lo + 1});
+    CHECK(Tensor(-x).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{lo, hi, 1, 0, -1, lo + 1});
+    CHECK(Tensor(ms::abs(x)).to_vector<std::int64_t>() ==
+          std::vector<std::int64_t>{lo, hi, 1, 0, 1, hi});
+    constexpr std::int32_t lo32 = std::numeric_limits<std::int32_t>::min();
+    const Tensor y = from_vector(std::vector<std::int32_t>{lo32, -7, 7});
+    CHECK(Tensor(ms::neg(y)).to_vector<std::int32_t>() == std::vector<std::int32_t>{lo32, 7, -7});
+    CHECK(Tensor(ms::abs(y)).to_vector<std::int32_t>() == std::vector<std::int32_t>{lo32, 7, 7});
+    // Compiled: the same kernel.
+    auto f = ms::jit([](const Tensor& a) { return Tensor(ms::abs(ms::neg(a))); });
+    CHECK(f(x).to_vector<std::int64_t>() == std::vector<std::int64_t>{lo, hi, 1, 0, 1, hi});
   }
 
   TEST_CASE("bad inputs") {

@@ -740,7 +740,7 @@ TEST_SUITE("ops") {
     CHECK(one_hot(tensor(1), 3).to_vector<double>() == std::vector<double>{0, 1, 0});
     CHECK(one_hot(tensor(1)).shape() == Shape{2});
     CHECK(one_hot(zeros({0, 2}, int64), 4).shape() == Shape{0, 2, 4});
-    CHECK(one_hot(zeros({2}, int64), 0).shape() == Shape{2, 0});  // nothing to check: no classes
+    CHECK(one_hot(zeros({0}, int64), 0).shape() == Shape{0, 0});  // no index, no class: fine
     CHECK(one_hot(tensor({1}), 2, bool_).to_vector<bool>() == std::vector<bool>{false, true});
     std::vector<std::int64_t> iv(20000);
     for (auto& v : iv) v = rand_int(0, 99);
@@ -775,6 +775,13 @@ TEST_SUITE("ops") {
     CHECK_THROWS_WITH_AS(one_hot(tensor({kMax})), doctest::Contains("overflows int64"), ValueError);
     CHECK_THROWS_WITH_AS(one_hot(tensor(7), 3), doctest::Contains("indices = 7 is out of range"),
                          IndexError);
+    // No class at all: every index is out of range (as PyTorch), although the
+    // output [2, 0] would have no element to write.
+    CHECK_THROWS_WITH_AS(one_hot(zeros({2}, int64), 0),
+                         doctest::Contains("one_hot: indices[0] = 0 is out of range for "
+                                           "num_classes 0 (expected 0 <= value < 0)"),
+                         IndexError);
+    CHECK_THROWS_AS(one_hot(zeros({2, 1}, int32), 0), IndexError);
     CHECK_THROWS_WITH_AS(one_hot(Tensor()), doctest::Contains("undefined"), ValueError);
     // num_classes 2^40 with a big batch (a stride-0 view): the checked numel
     // and byte size raise before anything is allocated.

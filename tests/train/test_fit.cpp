@@ -1,13 +1,16 @@
 // The training loop, its callbacks, and checkpoints that resume exactly.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <ms/cell.hpp>
+#include <ms/core/warning.hpp>
 #include <ms/data/dataloader.hpp>
 #include <ms/io/safetensors.hpp>
 #include <ms/train/checkpoint.hpp>
 #include <ms/train/fit.hpp>
+#include <numbers>
 #include <sstream>
 
 namespace {
@@ -227,6 +230,68 @@ TEST_SUITE("train") {
     CHECK(ss.str().rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
     CHECK(ss.str().find("test accuracy") != std::string::npos);
     CHECK(ss.str().find("</svg>") != std::string::npos);
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("CosineSchedule: its length is in the checkpoint; resuming with another warns") {
+    const auto ds = toy();
+    const fs::path dir = temp_dir("sched");
+    const std::string ckpt = (dir / "c.safetensors").string();
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});  // 7 steps per epoch
+    REQUIRE(loader.size() == 7);
+    {
+      Setup s(2);
+      auto sched = std::make_shared<ms::train::CosineSchedule>(s.opt, 0.05, 3, loader.size());
+      CHECK(sched->total_steps() == 21);
+      ms::train::fit(s.step, loader, {.epochs = 1, .callbacks = {sched}});
+      CHECK(s.opt.lr() == doctest::Approx(0.025 * (1.0 + std::cos(std::numbers::pi / 3.0))));
+      ms::CheckpointInfo info{.epoch = 1, .global_step = 7};
+      sched->save_to(info.extra);
+      ms::save_checkpoint(ckpt, s.net, &s.opt, info);
+    }
+    std::vector<std::string> warnings;
+    auto prev = ms::set_warning_handler([&](const std::string& w) { warnings.push_back(w); });
+    {  // the same length: silent, and the saved schedule goes on
+      Setup s(3);
+      const ms::CheckpointInfo at = ms::load_checkpoint(ckpt, s.net, &s.opt);
+      CHECK(at.extra.at("lr_schedule_epochs") == "3");
+      CHECK(at.extra.at("lr_schedule_steps") == "21");
+      ms::train::CosineSchedule sched(s.opt, 0.05, 3, loader.size());
+      CHECK(sched.resume_from(at.extra, at.global_step).empty());
+      CHECK(warnings.empty());
+    }
+    {  // 5 epochs: the new length is used, and a warning names both
+      Setup s(3);
+      const ms::CheckpointInfo at = ms::load_checkpoint(ckpt, s.net, &s.opt);
+      auto sched = std::make_shared<ms::train::CosineSchedule>(s.opt, 0.05, 5, loader.size());
+      const std::string w = sched->resume_from(at.extra, at.global_step);
+      REQUIRE(warnings.size() == 1);
+      CHECK(warnings[0] == w);
+      CHECK_MESSAGE(w.find("spans 3 epochs (21 steps)") != std::string::npos, w);
+      CHECK_MESSAGE(w.find("spans 5 epochs (35 steps)") != std::string::npos, w);
+      CHECK_MESSAGE(w.find("at global step 7 the rate is 0.0452") != std::string::npos, w);
+      CHECK_MESSAGE(w.find("instead of 0.0375") != std::string::npos, w);
+      ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {sched}, .initial_epoch = 1});
+      CHECK(s.opt.lr() == doctest::Approx(0.025 * (1.0 + std::cos(std::numbers::pi * 14 / 35))));
+    }
+    {  // a checkpoint without the entries: the length cannot be checked, and it says so
+      warnings.clear();
+      Setup s(3);
+      ms::save_checkpoint(ckpt, s.net, &s.opt, {.epoch = 1, .global_step = 7});
+      const ms::CheckpointInfo at = ms::load_checkpoint(ckpt, s.net, &s.opt);
+      ms::train::CosineSchedule sched(s.opt, 0.05, 5, loader.size());
+      CHECK_MESSAGE(sched.resume_from(at.extra, at.global_step).find("cannot be checked") !=
+                        std::string::npos,
+                    (warnings.empty() ? std::string() : warnings[0]));
+      CHECK(warnings.size() == 1);
+      CHECK_THROWS_WITH_AS(
+          sched.resume_from(
+              {{"lr_schedule", "cosine"}, {"lr_schedule_epochs", "3"}, {"lr_schedule_steps", "-4"}},
+              7),
+          doctest::Contains("'lr_schedule_steps' = '-4'"), ms::ValueError);
+      CHECK_THROWS_AS(ms::train::CosineSchedule(s.opt, 0.05, 3, 0), ms::ValueError);
+    }
+    ms::set_warning_handler(prev);
     fs::remove_all(dir);
   }
 

@@ -242,12 +242,63 @@ decltype(auto) dtype_dispatch(DType t, F&& f, std::string_view what = "dtype_dis
   detail::raise<TypeError>(what, ": dtype Int4 is packed (storage and cast only); cast it first");
 }
 
+namespace detail {
+
+/// A floating value converted to the integer type `To` as NumPy's casts
+/// convert it on x86-64 (the C conversion its Linux builds compile for the
+/// SSE2 baseline), computed without undefined behaviour: in range, the value
+/// truncated toward zero. Otherwise (NaN, infinities, values out of range):
+/// int64 gives INT64_MIN and int32 gives INT32_MIN (the CPU's "integer
+/// indefinite"); int8, int16, uint8 and uint16 convert through int32 and keep
+/// its low bits (NaN -> 0, 300.0 -> int8 44, -1.0 -> uint8 255); uint32
+/// converts through int64 and keeps its low 32 bits (NaN -> 0, -1.0 ->
+/// 4294967295); uint64 takes x < 2^63 through int64 (NaN and -inf -> 2^63,
+/// -1.0 -> 2^64 - 1) and x >= 2^63 as int64(x - 2^63) + 2^63 (+inf -> 0).
+/// Example: `ms::detail::float_to_int<std::int32_t>(NAN) == INT32_MIN`.
+template <class To>
+constexpr To float_to_int(double x) {
+  static_assert(std::is_integral_v<To> && !std::is_same_v<To, bool>);
+  constexpr double k2p31 = 2147483648.0, k2p63 = 9223372036854775808.0;
+  if constexpr (sizeof(To) == 8 && std::is_signed_v<To>) {
+    // !(in range) is also true for NaN.
+    if (!(x >= -k2p63 && x < k2p63)) return static_cast<To>(INT64_MIN);
+    return static_cast<To>(x);  // trunc(x) fits: defined
+  } else if constexpr (sizeof(To) == 4 && std::is_signed_v<To>) {
+    if (!(x > -k2p31 - 1.0 && x < k2p31)) return static_cast<To>(INT32_MIN);
+    return static_cast<To>(x);
+  } else if constexpr (sizeof(To) < 4) {
+    // Modular since C++20: the low bits of the int32 result.
+    return static_cast<To>(float_to_int<std::int32_t>(x));
+  } else if constexpr (sizeof(To) == 4) {
+    return static_cast<To>(static_cast<std::uint64_t>(float_to_int<std::int64_t>(x)));
+  } else {
+    if (!(x >= k2p63)) return static_cast<To>(float_to_int<std::int64_t>(x));
+    return static_cast<To>(static_cast<std::uint64_t>(float_to_int<std::int64_t>(x - k2p63)) ^
+                           (std::uint64_t{1} << 63));
+  }
+}
+
+template <class T>
+inline constexpr bool is_cast_float_v =
+    std::is_floating_point_v<T> || std::is_same_v<T, Eigen::half> ||
+    std::is_same_v<T, Eigen::bfloat16>;
+
+}  // namespace detail
+
 /// Converts between element types the way a cast does: complex -> real drops
-/// the imaginary part; float -> int truncates toward zero; anything -> bool is `!= 0`.
+/// the imaginary part; float -> int truncates toward zero, and NaN, infinities
+/// and values out of range give NumPy's values (detail::float_to_int, never
+/// undefined behaviour); anything -> bool is `!= 0`.
 template <class To, class From>
 inline To scalar_cast(const From& v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (std::is_integral_v<To> && !std::is_same_v<To, bool> &&
+                       detail::is_cast_float_v<From>) {
+    if constexpr (std::is_floating_point_v<From>)
+      return detail::float_to_int<To>(static_cast<double>(v));
+    else
+      return detail::float_to_int<To>(static_cast<double>(static_cast<float>(v)));
   } else if constexpr (std::is_same_v<To, bool>) {
     if constexpr (std::is_same_v<From, complex64_t> || std::is_same_v<From, complex128_t>)
       return v.real() != 0 || v.imag() != 0;
@@ -257,6 +308,8 @@ inline To scalar_cast(const From& v) {
     if constexpr (std::is_same_v<To, complex64_t> || std::is_same_v<To, complex128_t>)
       return To(static_cast<typename To::value_type>(v.real()),
                 static_cast<typename To::value_type>(v.imag()));
+    else if constexpr (std::is_integral_v<To>)
+      return detail::float_to_int<To>(static_cast<double>(v.real()));
     else
       return static_cast<To>(v.real());
   } else if constexpr (std::is_same_v<To, complex64_t> || std::is_same_v<To, complex128_t>) {

@@ -190,7 +190,10 @@ Tensor full(const Shape& shape, const Scalar& value, DType dtype);
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-/// start, start+step, ... < stop (1-D). ValueError for step 0 or a huge count.
+/// start, start+step, ... < stop (1-D), built in `dtype`: NumPy's length
+/// (ceil((stop - start) / step)); element i is start + i * step in double
+/// rounded once to `dtype`, or exact integer arithmetic for an integer dtype
+/// with integral start and step. ValueError for step 0 or a huge count.
 Tensor arange(double start, double stop, double step = 1.0, DType dtype = float32);
 /// Identity matrix n x m (m = n when omitted).
 Tensor eye(std::int64_t n, std::int64_t m = -1, DType dtype = float32);

@@ -7,14 +7,23 @@
 // bumps the global hook version (ms::compiler::hook_version), so graphs
 // compiled before the change are recompiled.
 //
+// Thread-safe: a hook list locks while a hook is added or removed and while a
+// call copies the list it is about to run, so registering or removing hooks
+// while other threads call or trace the same cell is safe. A call runs the
+// hooks the list held when it copied it: one that began before a removal may
+// still run the removed hook once. The version is bumped after the list has
+// changed, so a trace keyed with the new version sees the new list.
+//
 //   ms::HookHandle h = net.register_forward_hook([](Net&, const ms::Args&, const ms::Tensor& y) {
 //     std::cout << ms::mean(y).item<float>() << "\n";
 //   });
 //   h.remove();                      // again: no effect
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -32,30 +41,46 @@ class HookOwner {
 std::uint64_t new_hook_id();
 /// Bumps the global hook version (a hook was removed).
 void hook_removed();
+/// Bumps the global hook version (a hook list changed).
+void hook_changed();
 
-/// Hooks of one kind, in registration order.
+/// Hooks of one kind, in registration order. Thread-safe (every member locks
+/// or reads an atomic count).
 template <class Fn>
 class HookList final : public HookOwner {
  public:
   using value_type = Fn;
+  /// Appends `fn`; returns its id. The hook version is bumped once `fn` is in.
   std::uint64_t add(Fn fn) {
     const std::uint64_t id = new_hook_id();
-    hooks_.emplace_back(id, std::move(fn));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hooks_.emplace_back(id, std::move(fn));
+      count_.store(hooks_.size(), std::memory_order_release);
+    }
+    hook_changed();
     return id;
   }
+  /// Removes hook `id` (no effect when it is not here).
   void erase_hook(std::uint64_t id) override {
-    for (auto it = hooks_.begin(); it != hooks_.end(); ++it)
-      if (it->first == id) {
-        hooks_.erase(it);
-        hook_removed();
-        return;
-      }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = hooks_.begin();
+      while (it != hooks_.end() && it->first != id) ++it;
+      if (it == hooks_.end()) return;
+      hooks_.erase(it);
+      count_.store(hooks_.size(), std::memory_order_release);
+    }
+    hook_removed();
   }
-  bool empty() const { return hooks_.empty(); }
-  std::size_t size() const { return hooks_.size(); }
+  /// Whether no hook is registered (one atomic load: the cost of a call without hooks).
+  bool empty() const { return count_.load(std::memory_order_acquire) == 0; }
+  /// Number of hooks registered.
+  std::size_t size() const { return count_.load(std::memory_order_acquire); }
   /// The hooks in registration order, copied: a hook may remove itself (or
-  /// others) while the list is walked.
+  /// others) while the list is walked, and another thread may change the list.
   std::vector<Fn> snapshot() const {
+    std::lock_guard<std::mutex> lock(mu_);
     std::vector<Fn> out;
     out.reserve(hooks_.size());
     for (const auto& e : hooks_) out.push_back(e.second);
@@ -63,7 +88,39 @@ class HookList final : public HookOwner {
   }
 
  private:
+  mutable std::mutex mu_;
   std::vector<std::pair<std::uint64_t, Fn>> hooks_;
+  std::atomic<std::size_t> count_{0};
+};
+
+/// A `T` made on first use and never replaced: `get()` may run in one thread
+/// while another makes it (`get_or_make()`), and two threads making it at once
+/// agree on one object. What a cell's hook lists hang from, so that a cell
+/// without hooks costs one pointer.
+template <class T>
+class LazyOnce {
+ public:
+  LazyOnce() = default;
+  LazyOnce(const LazyOnce&) = delete;
+  LazyOnce& operator=(const LazyOnce&) = delete;
+  ~LazyOnce() { delete p_.load(std::memory_order_acquire); }
+  /// The object, or null before the first get_or_make().
+  T* get() const { return p_.load(std::memory_order_acquire); }
+  T* operator->() const { return get(); }
+  explicit operator bool() const { return get() != nullptr; }
+  /// The object, made now when it is not yet.
+  T& get_or_make() {
+    if (T* p = get()) return *p;
+    auto fresh = std::make_unique<T>();
+    T* expected = nullptr;
+    if (p_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel,
+                                   std::memory_order_acquire))
+      return *fresh.release();
+    return *expected;  // another thread made it first
+  }
+
+ private:
+  std::atomic<T*> p_{nullptr};
 };
 
 }  // namespace detail

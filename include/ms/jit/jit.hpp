@@ -12,7 +12,9 @@
 // The key holds: the function (each jit object has its own cache), every
 // argument's dtype and shape, the values of plain scalar arguments (baked into
 // the graph; wrap one in ms::mutable_ to make it a 0-d tensor input instead),
-// the lengths of vector arguments, and the global hook version. Tensors the
+// the lengths of vector arguments, and the global hook version (a hook change
+// drops every graph keyed with an older version: no call can hit it again,
+// so registering and removing hooks in a loop keeps the cache small). Tensors the
 // function captures (parameters) are graph inputs bound by identity: in-place
 // updates of them (assign, +=, copy_) are seen by later calls; rebinding a
 // captured C++ variable to another tensor is not — use a Parameter for that.

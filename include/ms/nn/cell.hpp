@@ -13,7 +13,9 @@
 // Calling `net(x)` runs the forward pre-hooks, `construct`, then the forward
 // hooks (in registration order). A cell without hooks pays nothing: its hook
 // lists are made on first registration (the seeds' lazy `_forward_*` fields),
-// so the call is `construct` plus one pointer test. Under ms::jit, hooks
+// so the call is `construct` plus one pointer test. Registering or removing
+// hooks while other threads call or trace the cell is safe (the lists lock;
+// ms/hooks/hook_handle.hpp says what a concurrent call sees). Under ms::jit, hooks
 // become host-callback nodes (ms/ops/host.hpp) that run with concrete values
 // each time the graph runs, and gradient hooks are traced into the backward
 // graph; registering or removing a hook bumps the global hook version, which
@@ -99,26 +101,26 @@ using StateDictHook = std::function<void(CellBase&, StateDict&, const std::strin
 using LoadPreHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
 using LoadPostHook = std::function<void(CellBase&, LoadResult&)>;
 
+// A cell's hook lists, all made at once with the first hook (LazyOnce) and
+// never replaced, so threads may read the pointers while others register.
 struct CellHooks {
-  std::shared_ptr<HookList<PreHook>> pre;
-  std::shared_ptr<HookList<FwdHook>> fwd;
-  std::shared_ptr<HookList<BwdPreHook>> bwd_pre;
-  std::shared_ptr<HookList<BwdHook>> bwd;
+  const std::shared_ptr<HookList<PreHook>> pre = std::make_shared<HookList<PreHook>>();
+  const std::shared_ptr<HookList<FwdHook>> fwd = std::make_shared<HookList<FwdHook>>();
+  const std::shared_ptr<HookList<BwdPreHook>> bwd_pre = std::make_shared<HookList<BwdPreHook>>();
+  const std::shared_ptr<HookList<BwdHook>> bwd = std::make_shared<HookList<BwdHook>>();
   bool any_forward() const { return (pre && !pre->empty()) || (fwd && !fwd->empty()); }
   bool any_backward() const { return (bwd_pre && !bwd_pre->empty()) || (bwd && !bwd->empty()); }
 };
 
 struct StateHooks {
-  std::shared_ptr<HookList<StateDictHook>> sd_pre, sd_post;
-  std::shared_ptr<HookList<LoadPreHook>> load_pre;
-  std::shared_ptr<HookList<LoadPostHook>> load_post;
+  const std::shared_ptr<HookList<StateDictHook>> sd_pre =
+      std::make_shared<HookList<StateDictHook>>();
+  const std::shared_ptr<HookList<StateDictHook>> sd_post =
+      std::make_shared<HookList<StateDictHook>>();
+  const std::shared_ptr<HookList<LoadPreHook>> load_pre = std::make_shared<HookList<LoadPreHook>>();
+  const std::shared_ptr<HookList<LoadPostHook>> load_post =
+      std::make_shared<HookList<LoadPostHook>>();
 };
-
-template <class L>
-std::shared_ptr<L>& lazy(std::shared_ptr<L>& p) {
-  if (!p) p = std::make_shared<L>();
-  return p;
-}
 
 /// The class name of T without namespaces (`ms::nn::Dense` -> `Dense`).
 std::string short_type_name(const std::type_info& t);
@@ -227,10 +229,7 @@ class CellBase {
   bool has_hooks() const { return hooks_ && (hooks_->any_forward() || hooks_->any_backward()); }
 
  protected:
-  detail::CellHooks& hooks() {
-    if (!hooks_) hooks_ = std::make_unique<detail::CellHooks>();
-    return *hooks_;
-  }
+  detail::CellHooks& hooks() { return hooks_.get_or_make(); }
   const detail::CellHooks* hooks_ptr() const { return hooks_.get(); }
 
   void check_name(const std::string& name, std::string_view api) const;
@@ -248,8 +247,8 @@ class CellBase {
   bool training_ = false;
   bool requires_grad_ = false;
   std::vector<TensorSpec> inputs_;
-  std::unique_ptr<detail::CellHooks> hooks_;
-  std::unique_ptr<detail::StateHooks> state_hooks_;
+  detail::LazyOnce<detail::CellHooks> hooks_;
+  detail::LazyOnce<detail::StateHooks> state_hooks_;
 };
 
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
@@ -358,7 +357,7 @@ class Cell : public CellBase {
   /// returns nothing or a `std::pair<ms::Args, ms::Kwargs>`.
   template <class F>
   HookHandle register_forward_pre_hook(F fn, bool with_kwargs = false) {
-    auto& list = detail::lazy(hooks().pre);
+    auto& list = hooks().pre;
     detail::PreHook h;
     if (with_kwargs) {
       if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&>) {
@@ -402,7 +401,7 @@ class Cell : public CellBase {
   /// new output. With kwargs: `fn(cell, args, kwargs, output)`.
   template <class F>
   HookHandle register_forward_hook(F fn, bool with_kwargs = false) {
-    auto& list = detail::lazy(hooks().fwd);
+    auto& list = hooks().fwd;
     detail::FwdHook h;
     if (with_kwargs) {
       if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&, const Tensor&>) {
@@ -448,7 +447,7 @@ class Cell : public CellBase {
   HookHandle register_backward_pre_hook(F fn) {
     static_assert(std::is_invocable_v<F&, Derived&, const Args&>,
                   "register_backward_pre_hook: fn(cell, grad_outputs)");
-    auto& list = detail::lazy(hooks().bwd_pre);
+    auto& list = hooks().bwd_pre;
     detail::BwdPreHook h = [fn = std::move(fn)](CellBase& c, const Args& g) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), g);
     };
@@ -462,7 +461,7 @@ class Cell : public CellBase {
   HookHandle register_backward_hook(F fn) {
     static_assert(std::is_invocable_v<F&, Derived&, const Args&, const Args&>,
                   "register_backward_hook: fn(cell, grad_inputs, grad_outputs)");
-    auto& list = detail::lazy(hooks().bwd);
+    auto& list = hooks().bwd;
     detail::BwdHook h = [fn = std::move(fn)](CellBase& c, const Args& gi, const Args& go) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), gi, go);
     };

@@ -65,7 +65,16 @@ struct Neg {
   static constexpr std::string_view name = "neg";
   static constexpr int arity = 1;
   static constexpr EwRule rule = EwRule::Same;
-  static auto eval(const auto& x) { return -x; }
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // In unsigned arithmetic: -INT64_MIN wraps to INT64_MIN (NumPy's value), without UB.
+      using U = std::make_unsigned_t<T>;
+      return x.unaryExpr([](T v) { return static_cast<T>(U(0) - static_cast<U>(v)); });
+    } else {
+      return -x;
+    }
+  }
   static double ref(double x) { return -x; }
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
@@ -74,7 +83,16 @@ struct Abs {
   static constexpr std::string_view name = "abs";
   static constexpr int arity = 1;
   static constexpr EwRule rule = EwRule::Same;
-  static auto eval(const auto& x) { return x.abs(); }
+  static auto eval(const auto& x) {
+    using T = detail::scalar_of<decltype(x)>;
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      // abs(INT64_MIN) wraps to INT64_MIN (NumPy's value), without UB.
+      using U = std::make_unsigned_t<T>;
+      return x.unaryExpr([](T v) { return v < 0 ? static_cast<T>(U(0) - static_cast<U>(v)) : v; });
+    } else {
+      return x.abs();
+    }
+  }
   static double ref(double x) { return std::fabs(x); }
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };

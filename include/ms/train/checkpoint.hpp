@@ -34,8 +34,12 @@ void save_checkpoint(const std::string& path, const CellBase& net,
                      const optim::Optimizer* opt = nullptr, const CheckpointInfo& info = {});
 
 /// Loads `path` into `net` (and `opt`, and the default generator when the file
-/// has its state). strict: missing or unexpected model keys are errors. On
-/// any error nothing is changed.
+/// has its state). strict: missing or unexpected model keys are errors.
+/// Every entry is checked before anything is written: the optimizer's (each
+/// key present once, no other, shapes and dtypes as `opt`'s, a step count and
+/// a rate that are numbers >= 0) and the generator state (Int64 [2]), then the
+/// model's (load_state_dict checks all before it writes). On any error
+/// nothing is changed: model, optimizer step, rate and buffers, generator.
 CheckpointInfo load_checkpoint(const std::string& path, CellBase& net,
                                optim::Optimizer* opt = nullptr, bool strict = true);
 

@@ -23,6 +23,7 @@
 
 #include "ms/core/tensor.hpp"
 #include "ms/data/dataloader.hpp"
+#include "ms/nn/optim.hpp"
 
 namespace ms::train {
 
@@ -173,6 +174,49 @@ class CurveWriter : public Callback {
   std::vector<double> loss_;
   std::vector<std::map<std::string, double>> metrics_;
   std::vector<double> seconds_;
+};
+
+/// The learning rate by global step (so a resumed run continues it): a half
+/// cosine from `base_lr` at step 0 to 0 at `epochs * steps_per_epoch`, and 0
+/// after. Its length is part of a checkpoint (`save_to`); a resumed run whose
+/// length differs keeps its own and says so (`resume_from`), so changing the
+/// number of epochs on resume never changes the schedule silently.
+///
+///   auto sched = std::make_shared<ms::train::CosineSchedule>(opt, 0.05, epochs, loader.size());
+///   ms::CheckpointInfo at = ms::load_checkpoint(path, net, &opt);
+///   sched->resume_from(at.extra, at.global_step);   // warns when the lengths differ
+///   ms::CheckpointInfo info{.epoch = 1};
+///   sched->save_to(info.extra);                     // before ms::save_checkpoint
+class CosineSchedule : public Callback {
+ public:
+  /// ValueError unless base_lr is finite and >= 0, epochs >= 0 and steps_per_epoch >= 1.
+  CosineSchedule(optim::Optimizer& opt, double base_lr, std::int64_t epochs,
+                 std::int64_t steps_per_epoch);
+  /// The rate after `global_step` steps.
+  double lr_at(std::int64_t global_step) const;
+  std::int64_t epochs() const { return epochs_; }
+  /// Steps from base_lr to 0: epochs * steps_per_epoch (at least 1).
+  std::int64_t total_steps() const { return total_; }
+  void on_train_begin(TrainState& s) override;
+  void on_step_end(TrainState& s) override;
+  /// Writes the length into checkpoint metadata: `lr_schedule` = "cosine",
+  /// `lr_schedule_epochs` and `lr_schedule_steps`.
+  void save_to(std::map<std::string, std::string>& extra) const;
+  /// Compares this schedule with the one a checkpoint's metadata (`extra`)
+  /// describes, resuming at `global_step`. When they differ this schedule is
+  /// kept (the new length wins: more epochs train on with a rate above 0)
+  /// and a warning (ms::warn) names both lengths, in epochs and steps, and
+  /// the rate at `global_step` under each; it is also returned. Empty when
+  /// they agree. A checkpoint without the entries gets a warning saying the
+  /// length cannot be checked; malformed entries are a ValueError.
+  std::string resume_from(const std::map<std::string, std::string>& extra,
+                          std::int64_t global_step) const;
+
+ private:
+  optim::Optimizer& opt_;
+  double base_;
+  std::int64_t epochs_;
+  std::int64_t total_;
 };
 
 /// The SVG of one or two curves over epochs (used by CurveWriter; public for tests).
