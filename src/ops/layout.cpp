@@ -127,8 +127,8 @@ Shape reshape_target(const Shape& from, const Shape& to) {
   return out;
 }
 
-TypeList infer_reshape(Types in, const Attrs& a) {
-  return {{in[0].dtype, reshape_target(in[0].shape, Shape(a.get<Dims>("shape", "reshape")))}};
+TypeList infer_reshape(Types in, const ops::Reshape::Attrs& a) {
+  return {{in[0].dtype, reshape_target(in[0].shape, Shape(a.shape))}};
 }
 
 // x viewed (or copied) as `shape`, already validated. An empty tensor is
@@ -141,31 +141,30 @@ Tensor reshape_to(const Tensor& x, const Shape& shape) {
   return x.reshape(shape);
 }
 
-TensorList eval_reshape(Inputs in, const Attrs& a) {
+TensorList eval_reshape(Inputs in, const ops::Reshape::Attrs& a) {
   const TypeList t = infer_reshape(ops::types_of(in), a);
   return {reshape_to(in[0], t[0].shape)};
 }
 
-TypeList infer_transpose(Types in, const Attrs& a) {
+TypeList infer_transpose(Types in, const ops::Transpose::Attrs& a) {
   check_packed(in[0].dtype, "transpose", "x");
   const std::int64_t r = in[0].shape.rank();
-  const std::int64_t a0 = axis_normalize(a.get<std::int64_t>("axis0", "transpose"), r, "transpose");
-  const std::int64_t a1 = axis_normalize(a.get<std::int64_t>("axis1", "transpose"), r, "transpose");
+  const std::int64_t a0 = axis_normalize(a.axis0, r, "transpose");
+  const std::int64_t a1 = axis_normalize(a.axis1, r, "transpose");
   Shape out = in[0].shape;
   if (r > 0) std::swap(out[u(a0)], out[u(a1)]);
   return {{in[0].dtype, out}};
 }
 
-TensorList eval_transpose(Inputs in, const Attrs& a) {
+TensorList eval_transpose(Inputs in, const ops::Transpose::Attrs& a) {
   infer_transpose(ops::types_of(in), a);
-  return {in[0].transpose(a.get<std::int64_t>("axis0", "transpose"),
-                          a.get<std::int64_t>("axis1", "transpose"))};
+  return {in[0].transpose(a.axis0, a.axis1)};
 }
 
-TypeList infer_permute(Types in, const Attrs& a) {
+TypeList infer_permute(Types in, const ops::Permute::Attrs& a) {
   check_packed(in[0].dtype, "permute", "x");
   const Shape& s = in[0].shape;
-  const Dims axes = a.get<Dims>("axes", "permute");
+  const Dims axes = a.axes;
   MS_CHECK(static_cast<std::int64_t>(axes.size()) == s.rank(), ShapeError, "permute: ", axes.size(),
            " axes ", Shape(axes), " given for x of shape ", s, " (rank ", s.rank(), ")");
   std::vector<bool> seen(s.size(), false);
@@ -180,16 +179,16 @@ TypeList infer_permute(Types in, const Attrs& a) {
   return {{in[0].dtype, Shape(std::move(out))}};
 }
 
-TensorList eval_permute(Inputs in, const Attrs& a) {
+TensorList eval_permute(Inputs in, const ops::Permute::Attrs& a) {
   infer_permute(ops::types_of(in), a);
-  return {in[0].permute(a.get<Dims>("axes", "permute"))};
+  return {in[0].permute(a.axes)};
 }
 
-TypeList infer_squeeze(Types in, const Attrs& a) {
+TypeList infer_squeeze(Types in, const ops::Squeeze::Attrs& a) {
   const Shape& s = in[0].shape;
   Dims out;
-  if (a.has("axis")) {
-    const std::int64_t axis = a.get<std::int64_t>("axis", "squeeze");
+  if (a.axis) {
+    const std::int64_t axis = *a.axis;
     const std::int64_t ax = axis_normalize(axis, s.rank(), "squeeze");
     out = s.dims();
     if (s.rank() > 0) {
@@ -204,32 +203,31 @@ TypeList infer_squeeze(Types in, const Attrs& a) {
   return {{in[0].dtype, Shape(std::move(out))}};
 }
 
-TensorList eval_squeeze(Inputs in, const Attrs& a) {
+TensorList eval_squeeze(Inputs in, const ops::Squeeze::Attrs& a) {
   infer_squeeze(ops::types_of(in), a);
-  if (a.has("axis")) return {in[0].squeeze(a.get<std::int64_t>("axis", "squeeze"))};
+  if (a.axis) return {in[0].squeeze(*a.axis)};
   return {in[0].squeeze()};
 }
 
-TypeList infer_unsqueeze(Types in, const Attrs& a) {
+TypeList infer_unsqueeze(Types in, const ops::Unsqueeze::Attrs& a) {
   const Shape& s = in[0].shape;
-  const std::int64_t ax =
-      axis_normalize(a.get<std::int64_t>("axis", "unsqueeze"), s.rank() + 1, "unsqueeze");
+  const std::int64_t ax = axis_normalize(a.axis, s.rank() + 1, "unsqueeze");
   Dims out = s.dims();
   out.insert(out.begin() + ax, 1);
   return {{in[0].dtype, Shape(std::move(out))}};
 }
 
-TensorList eval_unsqueeze(Inputs in, const Attrs& a) {
+TensorList eval_unsqueeze(Inputs in, const ops::Unsqueeze::Attrs& a) {
   infer_unsqueeze(ops::types_of(in), a);
-  return {in[0].unsqueeze(a.get<std::int64_t>("axis", "unsqueeze"))};
+  return {in[0].unsqueeze(a.axis)};
 }
 
-TypeList infer_flatten(Types in, const Attrs& a) {
+TypeList infer_flatten(Types in, const ops::Flatten::Attrs& a) {
   const Shape& s = in[0].shape;
   shape_numel(s, "flatten");  // valid sizes: products of sub-ranges cannot overflow
   const std::int64_t r = s.rank();
-  const std::int64_t start = axis_normalize(a.get<std::int64_t>("start", "flatten"), r, "flatten");
-  const std::int64_t end = axis_normalize(a.get<std::int64_t>("end", "flatten"), r, "flatten");
+  const std::int64_t start = axis_normalize(a.start, r, "flatten");
+  const std::int64_t end = axis_normalize(a.end, r, "flatten");
   if (r == 0) return {{in[0].dtype, Shape{1}}};
   MS_CHECK(start <= end, ValueError, "flatten: start axis ", start, " is after end axis ", end,
            " (x of shape ", s, ")");
@@ -239,15 +237,15 @@ TypeList infer_flatten(Types in, const Attrs& a) {
   return {{in[0].dtype, Shape(std::move(out))}};
 }
 
-TensorList eval_flatten(Inputs in, const Attrs& a) {
+TensorList eval_flatten(Inputs in, const ops::Flatten::Attrs& a) {
   const TypeList t = infer_flatten(ops::types_of(in), a);
   return {reshape_to(in[0], t[0].shape)};
 }
 
-TypeList infer_broadcast_to(Types in, const Attrs& a) {
+TypeList infer_broadcast_to(Types in, const ops::BroadcastTo::Attrs& a) {
   check_packed(in[0].dtype, "broadcast_to", "x");
   const Shape& s = in[0].shape;
-  const Shape to(a.get<Dims>("shape", "broadcast_to"));
+  const Shape to(a.shape);
   MS_CHECK(to.size() >= s.size(), ShapeError, "broadcast_to: cannot broadcast shape ", s,
            " to the lower rank ", to);
   const std::size_t lead = to.size() - s.size();
@@ -271,7 +269,7 @@ TypeList infer_broadcast_to(Types in, const Attrs& a) {
   return {t};
 }
 
-TensorList eval_broadcast_to(Inputs in, const Attrs& a) {
+TensorList eval_broadcast_to(Inputs in, const ops::BroadcastTo::Attrs& a) {
   const TypeList t = infer_broadcast_to(ops::types_of(in), a);
   return {in[0].expand(t[0].shape)};
 }
@@ -295,9 +293,9 @@ struct ConcatPlan {
   std::int64_t axis = 0;
 };
 
-ConcatPlan plan_concat(Types in, const Attrs& a) {
+ConcatPlan plan_concat(Types in, const ops::Concat::Attrs& a) {
   MS_CHECK(!in.empty(), ValueError, "concat: expected a non-empty list of tensors, got none");
-  const std::int64_t axis = a.get<std::int64_t>("axis", "concat");
+  const std::int64_t axis = a.axis;
   const DType dt = promote_all(in, "concat");
   std::size_t first = 0;
   while (first < in.size() && concat_skipped(in[first])) ++first;
@@ -329,7 +327,7 @@ ConcatPlan plan_concat(Types in, const Attrs& a) {
   return {std::move(t), ax};
 }
 
-TypeList infer_concat(Types in, const Attrs& a) { return {plan_concat(in, a).out}; }
+TypeList infer_concat(Types in, const ops::Concat::Attrs& a) { return {plan_concat(in, a).out}; }
 
 // Copies each input (converted to out's dtype) as row blocks of the output:
 // rows = prod(out.shape[:axis]); input i gives prod(its shape[axis:]) elements per row.
@@ -348,7 +346,7 @@ void copy_blocks(Inputs in, const std::vector<bool>& skip, std::int64_t block_ax
   kernels::concat_rows(srcs, blocks, out.raw_data(), rows);
 }
 
-TensorList eval_concat(Inputs in, const Attrs& a) {
+TensorList eval_concat(Inputs in, const ops::Concat::Attrs& a) {
   const TypeList types = ops::types_of(in);
   const ConcatPlan p = plan_concat(types, a);
   Tensor out = alloc(p.out, "concat");
@@ -364,7 +362,7 @@ struct StackPlan {
   std::int64_t axis = 0;
 };
 
-StackPlan plan_stack(Types in, const Attrs& a) {
+StackPlan plan_stack(Types in, const ops::Stack::Attrs& a) {
   MS_CHECK(!in.empty(), ValueError, "stack: expected a non-empty list of tensors, got none");
   const DType dt = promote_all(in, "stack");
   const Shape& ref = in[0].shape;
@@ -380,8 +378,7 @@ StackPlan plan_stack(Types in, const Attrs& a) {
                               "; stack needs equal shapes (axis ", d, ": ", s[d], " vs ", ref[d],
                               ")");
   }
-  const std::int64_t ax =
-      axis_normalize(a.get<std::int64_t>("axis", "stack"), ref.rank() + 1, "stack");
+  const std::int64_t ax = axis_normalize(a.axis, ref.rank() + 1, "stack");
   Dims out = ref.dims();
   out.insert(out.begin() + ax, static_cast<std::int64_t>(in.size()));
   TensorType t{dt, Shape(std::move(out))};
@@ -389,9 +386,9 @@ StackPlan plan_stack(Types in, const Attrs& a) {
   return {std::move(t), ax};
 }
 
-TypeList infer_stack(Types in, const Attrs& a) { return {plan_stack(in, a).out}; }
+TypeList infer_stack(Types in, const ops::Stack::Attrs& a) { return {plan_stack(in, a).out}; }
 
-TensorList eval_stack(Inputs in, const Attrs& a) {
+TensorList eval_stack(Inputs in, const ops::Stack::Attrs& a) {
   const StackPlan p = plan_stack(ops::types_of(in), a);
   Tensor out = alloc(p.out, "stack");
   if (out.numel() == 0) return {out};
@@ -408,17 +405,17 @@ struct SplitPlan {
   Dims sizes;
 };
 
-SplitPlan plan_split(const TensorType& x, const Attrs& a) {
+SplitPlan plan_split(const TensorType& x, const ops::Split::Attrs& a) {
   check_packed(x.dtype, "split", "x");
   const Shape& s = x.shape;
   MS_CHECK(s.rank() > 0, ShapeError, "split: x must have rank >= 1, got a rank-0 tensor");
   SplitPlan p;
-  p.axis = axis_normalize(a.get<std::int64_t>("axis", "split"), s.rank(), "split");
+  p.axis = axis_normalize(a.axis, s.rank(), "split");
   const std::int64_t n = s[u(p.axis)];
-  MS_CHECK(a.has("sizes") != a.has("split_size"), ValueError,
+  MS_CHECK(a.sizes.has_value() != a.split_size.has_value(), ValueError,
            "split: give exactly one of the attributes 'sizes' and 'split_size'");
-  if (a.has("sizes")) {
-    p.sizes = a.get<Dims>("sizes", "split");
+  if (a.sizes) {
+    p.sizes = *a.sizes;
     MS_CHECK(!p.sizes.empty(), ValueError, "split: sizes is empty; give at least one size");
     MS_CHECK(static_cast<std::int64_t>(p.sizes.size()) <= kMaxSplitOutputs, ValueError,
              "split: ", p.sizes.size(), " sizes given, more than the limit of ", kMaxSplitOutputs,
@@ -433,7 +430,7 @@ SplitPlan plan_split(const TensorType& x, const Attrs& a) {
              p.axis, " of x with shape ", s, " has size ", n);
     return p;
   }
-  const std::int64_t size = a.get<std::int64_t>("split_size", "split");
+  const std::int64_t size = *a.split_size;
   MS_CHECK(size >= 0, ValueError, "split: split_size must be >= 0, got ", size);
   MS_CHECK(size > 0 || n == 0, ValueError,
            "split: split_size 0 is only valid for an empty axis, but axis ", p.axis,
@@ -450,7 +447,7 @@ SplitPlan plan_split(const TensorType& x, const Attrs& a) {
   return p;
 }
 
-TypeList infer_split(Types in, const Attrs& a) {
+TypeList infer_split(Types in, const ops::Split::Attrs& a) {
   const SplitPlan p = plan_split(in[0], a);
   TypeList out;
   out.reserve(p.sizes.size());
@@ -462,7 +459,7 @@ TypeList infer_split(Types in, const Attrs& a) {
   return out;
 }
 
-TensorList eval_split(Inputs in, const Attrs& a) {
+TensorList eval_split(Inputs in, const ops::Split::Attrs& a) {
   const SplitPlan p = plan_split(ops::types_of(in)[0], a);
   TensorList out;
   out.reserve(p.sizes.size());
@@ -635,14 +632,14 @@ void check_pad_value(double v, DType dt) {
   });
 }
 
-PadPlan plan_pad(const TensorType& x, const Attrs& a) {
+PadPlan plan_pad(const TensorType& x, const ops::Pad::Attrs& a) {
   check_packed(x.dtype, "pad", "x");
   const Shape& s = x.shape;
   const std::int64_t r = s.rank();
-  const Dims pads = a.get<Dims>("pads", "pad");
-  const std::string mode = a.get<std::string>("mode", "pad");
+  const Dims pads = a.pads;
+  const std::string mode = a.mode;
   PadPlan p;
-  p.value = a.get<double>("value", "pad");
+  p.value = a.value;
   MS_CHECK(pads.size() % 2 == 0, ValueError,
            "pad: pads must be (left, right) pairs, got an odd number of values ", Shape(pads));
   const auto pairs = static_cast<std::int64_t>(pads.size() / 2);
@@ -684,9 +681,9 @@ PadPlan plan_pad(const TensorType& x, const Attrs& a) {
   return p;
 }
 
-TypeList infer_pad(Types in, const Attrs& a) { return {plan_pad(in[0], a).out}; }
+TypeList infer_pad(Types in, const ops::Pad::Attrs& a) { return {plan_pad(in[0], a).out}; }
 
-TensorList eval_pad(Inputs in, const Attrs& a) {
+TensorList eval_pad(Inputs in, const ops::Pad::Attrs& a) {
   const PadPlan p = plan_pad(ops::types_of(in)[0], a);
   Tensor out = alloc(p.out, "pad");
   const Tensor fill = full({}, Scalar(p.value), p.out.dtype);
@@ -696,13 +693,13 @@ TensorList eval_pad(Inputs in, const Attrs& a) {
 
 // ---------------------------------------------------------------- cast
 
-TypeList infer_cast(Types in, const Attrs& a) {
-  TensorType t{a.get<DType>("dtype", "cast"), in[0].shape};
+TypeList infer_cast(Types in, const ops::Cast::Attrs& a) {
+  TensorType t{a.dtype, in[0].shape};
   check_out_size(t, "cast");
   return {t};
 }
 
-TensorList eval_cast(Inputs in, const Attrs& a) {
+TensorList eval_cast(Inputs in, const ops::Cast::Attrs& a) {
   const TypeList t = infer_cast(ops::types_of(in), a);
   if (in[0].dtype() == t[0].dtype && in[0].is_contiguous()) return {in[0]};
   Tensor out = alloc(t[0], "cast");
@@ -1065,73 +1062,283 @@ Samples Cumsum::samples() {
                   "cumsum: axis"}}};
 }
 
+// ---------------------------------------------------------------- shape and layout entries
+
+TypeList Reshape::infer(const Attrs& a, Types in) { return infer_reshape(in, a); }
+TensorList Reshape::eval(const Attrs& a, Inputs in) { return eval_reshape(in, a); }
+TypeList Transpose::infer(const Attrs& a, Types in) { return infer_transpose(in, a); }
+TensorList Transpose::eval(const Attrs& a, Inputs in) { return eval_transpose(in, a); }
+TypeList Permute::infer(const Attrs& a, Types in) { return infer_permute(in, a); }
+TensorList Permute::eval(const Attrs& a, Inputs in) { return eval_permute(in, a); }
+TypeList Squeeze::infer(const Attrs& a, Types in) { return infer_squeeze(in, a); }
+TensorList Squeeze::eval(const Attrs& a, Inputs in) { return eval_squeeze(in, a); }
+TypeList Unsqueeze::infer(const Attrs& a, Types in) { return infer_unsqueeze(in, a); }
+TensorList Unsqueeze::eval(const Attrs& a, Inputs in) { return eval_unsqueeze(in, a); }
+TypeList Flatten::infer(const Attrs& a, Types in) { return infer_flatten(in, a); }
+TensorList Flatten::eval(const Attrs& a, Inputs in) { return eval_flatten(in, a); }
+TypeList BroadcastTo::infer(const Attrs& a, Types in) { return infer_broadcast_to(in, a); }
+TensorList BroadcastTo::eval(const Attrs& a, Inputs in) { return eval_broadcast_to(in, a); }
+TypeList Concat::infer(const Attrs& a, Types in) { return infer_concat(in, a); }
+TensorList Concat::eval(const Attrs& a, Inputs in) { return eval_concat(in, a); }
+TypeList Stack::infer(const Attrs& a, Types in) { return infer_stack(in, a); }
+TensorList Stack::eval(const Attrs& a, Inputs in) { return eval_stack(in, a); }
+TypeList Split::infer(const Attrs& a, Types in) { return infer_split(in, a); }
+TensorList Split::eval(const Attrs& a, Inputs in) { return eval_split(in, a); }
+TypeList Pad::infer(const Attrs& a, Types in) { return infer_pad(in, a); }
+TensorList Pad::eval(const Attrs& a, Inputs in) { return eval_pad(in, a); }
+TypeList Cast::infer(const Attrs& a, Types in) { return infer_cast(in, a); }
+TensorList Cast::eval(const Attrs& a, Inputs in) { return eval_cast(in, a); }
+
+// Gradients: views and copies move the gradient back to the input's layout.
+
+TensorList Reshape::vjp(const Attrs&, const GradContext& c) {
+  return {reshape(c.out_grads[0], c.inputs[0].shape())};
+}
+TensorList Flatten::vjp(const Attrs&, const GradContext& c) {
+  return {reshape(c.out_grads[0], c.inputs[0].shape())};
+}
+TensorList Squeeze::vjp(const Attrs&, const GradContext& c) {
+  return {reshape(c.out_grads[0], c.inputs[0].shape())};
+}
+TensorList Unsqueeze::vjp(const Attrs&, const GradContext& c) {
+  return {reshape(c.out_grads[0], c.inputs[0].shape())};
+}
+TensorList Transpose::vjp(const Attrs& a, const GradContext& c) {
+  return {transpose(c.out_grads[0], a.axis0, a.axis1)};
+}
+TensorList Permute::vjp(const Attrs& a, const GradContext& c) {
+  const std::int64_t r = c.inputs[0].rank();
+  std::vector<std::int64_t> inv(a.axes.size());
+  for (std::size_t i = 0; i < a.axes.size(); ++i)
+    inv[u(axis_normalize(a.axes[i], r, name))] = static_cast<std::int64_t>(i);
+  return {permute(c.out_grads[0], inv)};
+}
+TensorList BroadcastTo::vjp(const Attrs&, const GradContext& c) {
+  return {detail::sum_to(c.out_grads[0], c.inputs[0].shape())};
+}
+TensorList Cast::vjp(const Attrs&, const GradContext& c) {
+  const DType t = c.inputs[0].dtype();
+  if (!dtype_is_float(t)) return {Tensor()};  // no gradient into integers
+  return {cast(c.out_grads[0], t)};
+}
+TensorList Concat::vjp(const Attrs& a, const GradContext& c) {
+  const std::int64_t axis = axis_normalize(a.axis, c.inputs[0].rank(), name);
+  std::vector<std::int64_t> sizes;
+  for (const Tensor& x : c.inputs) sizes.push_back(x.dim(axis));
+  return split(c.out_grads[0], sizes, axis);
+}
+TensorList Stack::vjp(const Attrs& a, const GradContext& c) {
+  const std::int64_t axis = axis_normalize(a.axis, c.inputs[0].rank() + 1, name);
+  TensorList parts = split(c.out_grads[0], 1, axis);
+  for (Tensor& p : parts) p = squeeze(p, axis);
+  return parts;
+}
+// Parts that get no gradient contribute zeros.
+TensorList Split::vjp(const Attrs& a, const GradContext& c) {
+  const std::int64_t axis = axis_normalize(a.axis, c.inputs[0].rank(), name);
+  TensorList parts;
+  for (std::size_t k = 0; k < c.outputs.size(); ++k)
+    parts.push_back(c.out_grads[k].defined() ? c.out_grads[k]
+                                             : zeros(c.outputs[k].shape(), c.outputs[k].dtype()));
+  return {concat(parts, axis)};
+}
+// constant: crop what was added, pad what was cropped. reflect / replicate:
+// along each padded axis, output position j reads x[src(j - left)] (the
+// kernel's mapping), an index_select; its gradient adds each position's
+// gradient into its source. Axes are independent.
+TensorList Pad::vjp(const Attrs& a, const GradContext& c) {
+  std::vector<std::int64_t> pads = a.pads;
+  if (a.mode == "constant") {
+    for (std::int64_t& p : pads) p = -p;
+    return {pad(c.out_grads[0], pads)};
+  }
+  const bool reflect = a.mode == "reflect";
+  const Tensor& x = c.inputs[0];
+  Tensor g = c.out_grads[0];
+  Shape shape = g.shape();
+  for (std::size_t k = 0; 2 * k < pads.size(); ++k) {
+    const std::int64_t d = x.rank() - 1 - static_cast<std::int64_t>(k);
+    const std::int64_t left = pads[2 * k], n = x.dim(d), len = g.dim(d);
+    if (left == 0 && len == n) continue;
+    std::vector<std::int64_t> src(u(len));
+    for (std::int64_t j = 0; j < len; ++j) {
+      const std::int64_t q = j - left;
+      src[u(j)] = q >= 0 && q < n ? q
+                  : reflect       ? (q < 0 ? -q : 2 * (n - 1) - q)
+                                  : (q < 0 ? 0 : n - 1);
+    }
+    shape[u(d)] = n;
+    g = index_select_grad(g, d, from_vector(src, Shape{len}), shape);
+  }
+  return {g};
+}
+
+// ---------------------------------------------------------------- their samples
+
+namespace {
+Tensor s34(unsigned seed) { return sample_tensor({3, 4}, seed, -2, 2, float64); }
+Tensor r3(unsigned seed, DType dt = float32) { return sample_tensor({3, 4, 5}, seed, -2, 2, dt); }
+}  // namespace
+
+Samples Reshape::samples() {
+  return {.cases = {detail::sample("[2, 3] -> [3, 2]", {tensor({{1, 2, 3}, {4, 5, 6}})},
+                                   Attrs{{3, 2}}, {tensor({{1, 2}, {3, 4}, {5, 6}})}),
+                    detail::sample("[3,4,5] -> [4,-1]", {r3(1)}, Attrs{{4, -1}}),
+                    detail::sample("rank 0 to [1, 1]", {tensor(2.0)}, Attrs{{1, 1}}),
+                    detail::sample("gradient", {s34(12)}, Attrs{{2, 6}}, {}, {0})},
+          .errors = {detail::error_sample("sizes differ", {zeros({2, 3})}, Attrs{{4, 2}},
+                                          "ms::ShapeError", "reshape: cannot reshape [2, 3]"),
+                     detail::error_sample("two -1", {zeros({2, 3})}, Attrs{{-1, -1}},
+                                          "ms::ShapeError", "only one dim may be -1")}};
+}
+
+Samples Transpose::samples() {
+  return {.cases = {detail::sample("[[1, 2]] -> [[1], [2]]", {tensor({{1, 2}})}, Attrs{0, 1},
+                                   {from_vector(std::vector<std::int64_t>{1, 2}, {2, 1})}),
+                    detail::sample("0, 2", {r3(2)}, Attrs{0, 2}),
+                    detail::sample("gradient", {s34(12)}, Attrs{0, 1}, {}, {0})},
+          .errors = {detail::error_sample("axis out of range", {zeros({2, 3})}, Attrs{0, 2},
+                                          "ms::IndexError", "transpose: axis 2 is out of range")}};
+}
+
+Samples Permute::samples() {
+  return {
+      .cases = {detail::sample("{2, 0, 1}", {r3(3)}, Attrs{{2, 0, 1}}),
+                detail::sample("gradient", {sample_tensor({2, 3, 4}, 25, -2, 2, float64)},
+                               Attrs{{2, 0, 1}}, {}, {0})},
+      .errors = {detail::error_sample("repeated axis", {zeros({2, 3})}, Attrs{{1, 1}},
+                                      "ms::ValueError", "permute: axis 1 appears more than once"),
+                 detail::error_sample("too few axes", {zeros({2, 3})}, Attrs{{0}}, "ms::ShapeError",
+                                      "permute: 1 axes [0] given")}};
+}
+
+Samples Squeeze::samples() {
+  return {
+      .cases = {detail::sample("all", {sample_tensor({3, 1, 4, 1}, 4)}, Attrs{}),
+                detail::sample("axis 1", {sample_tensor({3, 1, 4}, 5)}, Attrs{1}),
+                detail::sample("gradient, axis 1", {sample_tensor({3, 1}, 24, -2, 2, float64)},
+                               Attrs{1}, {}, {0})},
+      .errors = {detail::error_sample("axis of size 3", {zeros({3, 1})}, Attrs{0}, "ms::ShapeError",
+                                      "squeeze: axis 0 of shape [3, 1] has size 3")}};
+}
+
+Samples Unsqueeze::samples() {
+  return {.cases = {detail::sample("axis -1", {sample_tensor({3, 4}, 6)}, Attrs{-1}),
+                    detail::sample("rank 0", {tensor(1.5)}, Attrs{0}, {tensor({1.5})}),
+                    detail::sample("gradient", {s34(12)}, Attrs{1}, {}, {0})},
+          .errors = {detail::error_sample("axis out of range", {zeros({3})}, Attrs{2},
+                                          "ms::IndexError", "unsqueeze: axis 2 is out of range")}};
+}
+
+Samples Flatten::samples() {
+  return {.cases = {detail::sample("from 1", {r3(7)}, Attrs{1, -1}),
+                    detail::sample("all, i64", {r3(8, int64)}, Attrs{}),
+                    detail::sample("gradient", {s34(12)}, Attrs{}, {}, {0})},
+          .errors = {detail::error_sample("start after end", {zeros({2, 3, 4})}, Attrs{2, 1},
+                                          "ms::ValueError",
+                                          "flatten: start axis 2 is after end axis 1")}};
+}
+
+Samples BroadcastTo::samples() {
+  return {
+      .cases = {detail::sample("[4] -> [3,4]", {sample_tensor({4}, 9)}, Attrs{{3, 4}}),
+                detail::sample("[3,1] -> [2,3,4]", {sample_tensor({3, 1}, 10)}, Attrs{{2, 3, 4}}),
+                detail::sample("gradient", {sample_tensor({3, 1}, 26, -2, 2, float64)},
+                               Attrs{{2, 3, 4}}, {}, {0})},
+      .errors = {detail::error_sample("size 3 to 4", {zeros({3})}, Attrs{{4}}, "ms::ShapeError",
+                                      "broadcast_to: cannot broadcast shape [3] to [4]")}};
+}
+
+Samples Concat::samples() {
+  return {
+      .cases = {detail::sample("[[1], [2]] with [[3]]",
+                               {from_vector(std::vector<float>{1, 2}, {2, 1}),
+                                from_vector(std::vector<float>{3}, {1, 1})},
+                               Attrs{0}, {from_vector(std::vector<float>{1, 2, 3}, {3, 1})}),
+                detail::sample("axis 1, three inputs",
+                               {sample_tensor({3, 2}, 11), sample_tensor({3, 4}, 12),
+                                sample_tensor({3, 1}, 13)},
+                               Attrs{1}),
+                detail::sample("i32 with f32 promotes",
+                               {sample_tensor({2, 4}, 14, -2, 2, int32), sample_tensor({3, 4}, 15)},
+                               Attrs{0}),
+                detail::sample("an empty part", {zeros({0, 3}), sample_tensor({2, 3}, 16)},
+                               Attrs{0}),
+                detail::sample("gradient, axis 1",
+                               {s34(12), sample_tensor({3, 2}, 27, -2, 2, float64)}, Attrs{1}, {},
+                               {0, 1})},
+      .errors = {detail::error_sample("other sizes", {zeros({2, 3}), zeros({2, 4})}, Attrs{0},
+                                      "ms::ShapeError", "concat")}};
+}
+
+Samples Stack::samples() {
+  return {.cases = {detail::sample("axis 1", {sample_tensor({3, 4}, 17), sample_tensor({3, 4}, 18)},
+                                   Attrs{1}),
+                    detail::sample("gradient, axis 0",
+                                   {s34(12), sample_tensor({3, 4}, 28, -2, 2, float64)}, Attrs{0},
+                                   {}, {0, 1})},
+          .errors = {detail::error_sample("shapes differ", {zeros({2, 3}), zeros({3, 2})}, Attrs{0},
+                                          "ms::ShapeError", "stack")}};
+}
+
+Samples Split::samples() {
+  return {
+      .cases = {detail::sample("size 2 of 5", {tensor({1, 2, 3, 4, 5})}, Attrs{.split_size = 2},
+                               {tensor({1, 2}), tensor({3, 4}), tensor({5})}),
+                detail::sample("size 2 along 1", {sample_tensor({3, 5}, 19)},
+                               Attrs{.split_size = 2, .axis = 1}),
+                detail::sample("sizes {1, 3} along 0", {sample_tensor({4, 3}, 20)},
+                               Attrs{.sizes = std::vector<std::int64_t>{1, 3}}),
+                detail::sample("gradient, sizes along 1", {s34(12)},
+                               Attrs{.sizes = std::vector<std::int64_t>{1, 3}, .axis = 1}, {},
+                               {0})},
+      .errors = {detail::error_sample("both sizes and split_size", {zeros({4})},
+                                      Attrs{.split_size = 2, .sizes = std::vector<std::int64_t>{4}},
+                                      "ms::ValueError", "split"),
+                 detail::error_sample("sizes do not add up", {zeros({4})},
+                                      Attrs{.sizes = std::vector<std::int64_t>{1, 2}},
+                                      "ms::ShapeError", "split")}};
+}
+
+Samples Pad::samples() {
+  return {
+      .cases = {detail::sample("constant 1.5", {sample_tensor({2, 3, 4}, 21)},
+                               Attrs{{1, 2, 0, 1}, "constant", 1.5}),
+                detail::sample("[1, 2] reflect by 1", {tensor({1.0, 2.0})},
+                               Attrs{{1, 1}, "reflect"}, {tensor({2.0, 1.0, 2.0, 1.0})}),
+                detail::sample("replicate, crop, i32", {sample_tensor({2, 3, 4}, 22, -2, 2, int32)},
+                               Attrs{{1, -1, 2, 2}, "replicate"}),
+                detail::sample("gradient, constant", {s34(12)}, Attrs{{1, 2, 0, 1}}, {}, {0}),
+                detail::sample("gradient, reflect, both axes", {s34(12)},
+                               Attrs{{2, 3, 1, 2}, "reflect"}, {}, {0}),
+                detail::sample("gradient, reflect, a crop on one side", {s34(12)},
+                               Attrs{{-1, 2, 0, 0}, "reflect"}, {}, {0}),
+                detail::sample("gradient, replicate, wide", {s34(12)},
+                               Attrs{{5, 1, 0, 3}, "replicate"}, {}, {0})},
+      .errors = {detail::error_sample("unknown mode", {zeros({3})}, Attrs{{1, 1}, "wrap"},
+                                      "ms::ValueError", "pad"),
+                 detail::error_sample("reflect wider than the axis", {zeros({3})},
+                                      Attrs{{3, 0}, "reflect"}, "ms::ValueError", "pad")}};
+}
+
+Samples Cast::samples() {
+  // Through float32 and back: a larger step, so that rounding stays below the tolerance.
+  ops::Sample through_f32 =
+      detail::sample("gradient, float64 -> float32", {s34(12)}, Attrs{float32}, {}, {0});
+  through_f32.grad_eps = 1e-2;
+  through_f32.grad_atol = 1e-3;
+  return {.cases = {
+              detail::sample("f32 -> i32 truncates", {tensor({1.7, -1.7})}, Attrs{int32},
+                             {tensor({1, -1}, int32)}),
+              detail::sample("f32 -> f16", {sample_tensor({3, 4}, 23)}, Attrs{float16}),
+              detail::sample("f32 -> bool", {sample_tensor({3, 4}, 24)}, Attrs{bool_}),
+              detail::sample("f64 -> u8", {sample_tensor({3, 4}, 25, 0, 9, float64)}, Attrs{uint8}),
+              through_f32}};
+}
+
 }  // namespace ops
 
 // ---------------------------------------------------------------- public API
-
-Tensor reshape(const Tensor& x, const Shape& shape) {
-  static const OpDef& def = ops::op("reshape");
-  return ops::call1(def, {x}, {{"shape", shape.dims()}});
-}
-
-Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
-  static const OpDef& def = ops::op("transpose");
-  return ops::call1(def, {x}, {{"axis0", axis0}, {"axis1", axis1}});
-}
-
-Tensor permute(const Tensor& x, const std::vector<std::int64_t>& axes) {
-  static const OpDef& def = ops::op("permute");
-  return ops::call1(def, {x}, {{"axes", axes}});
-}
-
-Tensor squeeze(const Tensor& x) {
-  static const OpDef& def = ops::op("squeeze");
-  return ops::call1(def, {x}, {});
-}
-
-Tensor squeeze(const Tensor& x, std::int64_t axis) {
-  static const OpDef& def = ops::op("squeeze");
-  return ops::call1(def, {x}, {{"axis", axis}});
-}
-
-Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
-  static const OpDef& def = ops::op("unsqueeze");
-  return ops::call1(def, {x}, {{"axis", axis}});
-}
-
-Tensor flatten(const Tensor& x, std::int64_t start, std::int64_t end) {
-  static const OpDef& def = ops::op("flatten");
-  return ops::call1(def, {x}, {{"start", start}, {"end", end}});
-}
-
-Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  static const OpDef& def = ops::op("broadcast_to");
-  return ops::call1(def, {x}, {{"shape", shape.dims()}});
-}
-
-Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
-  static const OpDef& def = ops::op("concat");
-  MS_CHECK(!xs.empty(), ValueError, "concat: expected a non-empty list of tensors, got none");
-  return ops::call1(def, std::span<const Tensor>(xs), {{"axis", axis}});
-}
-
-Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
-  static const OpDef& def = ops::op("stack");
-  MS_CHECK(!xs.empty(), ValueError, "stack: expected a non-empty list of tensors, got none");
-  return ops::call1(def, std::span<const Tensor>(xs), {{"axis", axis}});
-}
-
-std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis) {
-  static const OpDef& def = ops::op("split");
-  return ops::call(def, std::span<const Tensor>(&x, 1),
-                   {{"split_size", split_size}, {"axis", axis}});
-}
-
-std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
-                          std::int64_t axis) {
-  static const OpDef& def = ops::op("split");
-  return ops::call(def, std::span<const Tensor>(&x, 1), {{"sizes", sizes}, {"axis", axis}});
-}
 
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
   static const OpDef& def = ops::op("one_hot");
@@ -1160,17 +1367,6 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
   return ops::call1(def, {indices}, {{"num_classes", num_classes}, {"dtype", dtype}});
 }
 
-Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, const std::string& mode,
-           double value) {
-  static const OpDef& def = ops::op("pad");
-  return ops::call1(def, {x}, {{"pads", pads}, {"mode", mode}, {"value", value}});
-}
-
-Tensor cast(const Tensor& x, DType dtype) {
-  static const OpDef& def = ops::op("cast");
-  return ops::call1(def, {x}, {{"dtype", dtype}});
-}
-
 // ---------------------------------------------------------------- registration
 
 namespace ops::detail {
@@ -1185,18 +1381,6 @@ void register_layout_ops() {
     EvalFn eval;
   };
   const Entry entries[] = {
-      {"reshape", OpKind::Layout, 1, 1, true, infer_reshape, eval_reshape},
-      {"transpose", OpKind::Layout, 1, 1, true, infer_transpose, eval_transpose},
-      {"permute", OpKind::Layout, 1, 1, true, infer_permute, eval_permute},
-      {"squeeze", OpKind::Layout, 1, 1, true, infer_squeeze, eval_squeeze},
-      {"unsqueeze", OpKind::Layout, 1, 1, true, infer_unsqueeze, eval_unsqueeze},
-      {"flatten", OpKind::Layout, 1, 1, true, infer_flatten, eval_flatten},
-      {"broadcast_to", OpKind::Layout, 1, 1, true, infer_broadcast_to, eval_broadcast_to},
-      {"concat", OpKind::Layout, 1, -1, true, infer_concat, eval_concat},
-      {"stack", OpKind::Layout, 1, -1, true, infer_stack, eval_stack},
-      {"split", OpKind::Layout, 1, 1, true, infer_split, eval_split},
-      {"pad", OpKind::Layout, 1, 1, true, infer_pad, eval_pad},
-      {"cast", OpKind::Layout, 1, 1, true, infer_cast, eval_cast},
       {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
   };
   for (const Entry& e : entries)
@@ -1207,7 +1391,9 @@ void register_layout_ops() {
                   .differentiable = e.differentiable,
                   .infer = e.infer,
                   .eval = e.eval});
-  register_entries<Gather, IndexSelect, GatherGrad, IndexSelectGrad, Cumsum>();
+  register_entries<Reshape, Transpose, Permute, Squeeze, Unsqueeze, Flatten, BroadcastTo, Concat,
+                   Stack, Split, Pad, Cast, Gather, IndexSelect, GatherGrad, IndexSelectGrad,
+                   Cumsum>();
 }
 
 }  // namespace ops::detail

@@ -82,70 +82,7 @@ std::vector<GradCase> grad_cases() {
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
   const Tensor r34 = rnd({3, 4}, 12);
-  // Layout.
-  c.push_back({"reshape", "", [](const auto& x) { return reshape(x[0], {2, 6}); }, {r34}});
-  c.push_back({"flatten", "", [](const auto& x) { return flatten(x[0]); }, {r34}});
-  c.push_back({"squeeze", "", [](const auto& x) { return squeeze(x[0], 1); }, {rnd({3, 1}, 24)}});
-  c.push_back({"unsqueeze", "", [](const auto& x) { return unsqueeze(x[0], 1); }, {r34}});
-  c.push_back({"transpose", "", [](const auto& x) { return transpose(x[0], 0, 1); }, {r34}});
-  c.push_back({"permute",
-               "",
-               [](const auto& x) {
-                 return permute(x[0], {2, 0, 1});
-               },
-               {rnd({2, 3, 4}, 25)}});
-  c.push_back({"broadcast_to",
-               "",
-               [](const auto& x) {
-                 return broadcast_to(x[0], {2, 3, 4});
-               },
-               {rnd({3, 1}, 26)}});
-  // Through float32: a larger step, so that rounding stays below the tolerance.
-  c.push_back({"cast",
-               "float64 -> float32",
-               [](const auto& x) { return cast(cast(x[0], float32), float64) * 1.0; },
-               {r34},
-               {},
-               1e-2,
-               1e-3});
-  c.push_back({"concat",
-               "axis 1",
-               [](const auto& x) {
-                 return concat({x[0], x[1]}, 1);
-               },
-               {r34, rnd({3, 2}, 27)}});
-  c.push_back({"stack",
-               "axis 0",
-               [](const auto& x) {
-                 return stack({x[0], x[1]}, 0);
-               },
-               {r34, rnd({3, 4}, 28)}});
-  c.push_back({"split",
-               "sizes",
-               [](const auto& x) {
-                 auto p = split(x[0], std::vector<std::int64_t>{1, 3}, 1);
-                 return Tensor(p[1] * 2.0);  // only one part gets a gradient
-               },
-               {r34}});
-  c.push_back({"pad", "constant", [](const auto& x) { return pad(x[0], {1, 2, 0, 1}); }, {r34}});
-  c.push_back({"pad",
-               "reflect, both axes",
-               [](const auto& x) {
-                 return pad(x[0], {2, 3, 1, 2}, "reflect");
-               },
-               {r34}});
-  c.push_back({"pad",
-               "reflect, a crop on one side",
-               [](const auto& x) {
-                 return pad(x[0], {-1, 2, 0, 0}, "reflect");
-               },
-               {r34}});
-  c.push_back({"pad",
-               "replicate, wide",
-               [](const auto& x) {
-                 return pad(x[0], {5, 1, 0, 3}, "replicate");
-               },
-               {r34}});
+  // Views (the other layout ops: their entries' samples).
   c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
   c.push_back({"slice",
                "step 2 from 1 (the tail cropped)",

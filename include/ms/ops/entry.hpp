@@ -147,6 +147,11 @@ template <class E>
 std::vector<Tensor> invoke(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
   return call(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs_to(a));
 }
+/// `invoke` for a list of inputs (concat, stack).
+template <class E>
+std::vector<Tensor> invoke(std::span<const Tensor> inputs, const typename E::Attrs& a) {
+  return call(def_of<E>(), inputs, attrs_to(a));
+}
 /// `invoke` for an op with one output.
 template <class E>
 Tensor invoke1(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {

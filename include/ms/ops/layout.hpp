@@ -17,11 +17,230 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
 #include "ms/ops/entry.hpp"
+
+namespace ms::ops {
+
+// ---------------------------------------------------------------- views
+
+/// Same elements with a new shape (one dim may be -1); a view when strides allow, else a copy.
+struct Reshape {
+  static constexpr std::string_view name = "reshape";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::vector<std::int64_t> shape = {};
+    static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Swaps two axes (a view).
+struct Transpose {
+  static constexpr std::string_view name = "transpose";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis0 = 0;
+    std::int64_t axis1 = 1;
+    static constexpr auto fields() {
+      return std::tuple{field("axis0", &Attrs::axis0), field("axis1", &Attrs::axis1)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Reorders the axes (a view): out.dim(i) = x.dim(axes[i]).
+struct Permute {
+  static constexpr std::string_view name = "permute";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::vector<std::int64_t> axes = {};
+    static constexpr auto fields() { return std::tuple{field("axes", &Attrs::axes)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Removes `axis` (size 1, else a ShapeError, as MindSpore), or every size-1 axis when absent (a
+/// view).
+struct Squeeze {
+  static constexpr std::string_view name = "squeeze";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::optional<std::int64_t> axis = {};
+    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Inserts a size-1 axis at `axis` in [-rank-1, rank] (a view).
+struct Unsqueeze {
+  static constexpr std::string_view name = "unsqueeze";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis = 0;
+    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Merges axes [start, end] into one (a view when possible); a rank-0 tensor becomes [1].
+struct Flatten {
+  static constexpr std::string_view name = "flatten";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t start = 0;
+    std::int64_t end = -1;
+    static constexpr auto fields() {
+      return std::tuple{field("start", &Attrs::start), field("end", &Attrs::end)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Broadcasts to `shape` (NumPy rules, -1 keeps a dim) as a stride-0 view.
+struct BroadcastTo {
+  static constexpr std::string_view name = "broadcast_to";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::vector<std::int64_t> shape = {};
+    static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+// ---------------------------------------------------------------- copies
+
+/// Joins tensors along an existing axis; the dtype is the promotion of all inputs.
+struct Concat {
+  static constexpr std::string_view name = "concat";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, -1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis = 0;
+    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Joins same-shape tensors along a new axis; dtypes promote as in concat.
+struct Stack {
+  static constexpr std::string_view name = "stack";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, -1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::int64_t axis = 0;
+    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Views of consecutive chunks along `axis`: of `split_size` each, or of the given `sizes` (exactly
+/// one of the two).
+struct Split {
+  static constexpr std::string_view name = "split";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::optional<std::int64_t> split_size = {};
+    std::optional<std::vector<std::int64_t>> sizes = {};
+    std::int64_t axis = 0;
+    static constexpr auto fields() {
+      return std::tuple{field("split_size", &Attrs::split_size), field("sizes", &Attrs::sizes),
+                        field("axis", &Attrs::axis)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Pads (or crops) the trailing axes; see ms::pad.
+struct Pad {
+  static constexpr std::string_view name = "pad";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    std::vector<std::int64_t> pads = {};
+    std::string mode = "constant";
+    double value = 0;
+    static constexpr auto fields() {
+      return std::tuple{field("pads", &Attrs::pads), field("mode", &Attrs::mode),
+                        field("value", &Attrs::value)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// Converts to `dtype`; see ms::cast.
+struct Cast {
+  static constexpr std::string_view name = "cast";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs {
+    DType dtype = float32;
+    static constexpr auto fields() { return std::tuple{field("dtype", &Attrs::dtype)}; }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+}  // namespace ms::ops
 
 namespace ms {
 
@@ -29,31 +248,45 @@ namespace ms {
 
 /// Same elements with a new shape (one dim may be -1); a view when strides
 /// allow, else a copy. `ms::reshape(x, {3, -1})`
-Tensor reshape(const Tensor& x, const Shape& shape);
+inline Tensor reshape(const Tensor& x, const Shape& shape) {
+  return ops::invoke1<ops::Reshape>({x}, {shape.dims()});
+}
 
 /// Swaps two axes (a view). `ms::transpose(x, 0, 1)`
-Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
+inline Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
+  return ops::invoke1<ops::Transpose>({x}, {axis0, axis1});
+}
 
 /// Reorders the axes (a view): out.dim(i) = x.dim(axes[i]). `ms::permute(x, {2, 0, 1})`
-Tensor permute(const Tensor& x, const std::vector<std::int64_t>& axes);
+inline Tensor permute(const Tensor& x, const std::vector<std::int64_t>& axes) {
+  return ops::invoke1<ops::Permute>({x}, {axes});
+}
 
 /// Removes every size-1 axis (a view). `ms::squeeze(ms::zeros({1, 3, 1}))` is [3].
-Tensor squeeze(const Tensor& x);
+inline Tensor squeeze(const Tensor& x) { return ops::invoke1<ops::Squeeze>({x}, {}); }
 
 /// Removes `axis`, which must have size 1 (ShapeError otherwise, as
 /// MindSpore). `ms::squeeze(x, 0)`
-Tensor squeeze(const Tensor& x, std::int64_t axis);
+inline Tensor squeeze(const Tensor& x, std::int64_t axis) {
+  return ops::invoke1<ops::Squeeze>({x}, {axis});
+}
 
 /// Inserts a size-1 axis at `axis` in [-rank-1, rank] (a view). `ms::unsqueeze(x, -1)`
-Tensor unsqueeze(const Tensor& x, std::int64_t axis);
+inline Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
+  return ops::invoke1<ops::Unsqueeze>({x}, {axis});
+}
 
 /// Merges axes [start, end] into one (a view when possible); a rank-0
 /// tensor becomes [1]. `ms::flatten(ms::zeros({2, 3, 4}), 1)` is [2, 12].
-Tensor flatten(const Tensor& x, std::int64_t start = 0, std::int64_t end = -1);
+inline Tensor flatten(const Tensor& x, std::int64_t start = 0, std::int64_t end = -1) {
+  return ops::invoke1<ops::Flatten>({x}, {start, end});
+}
 
 /// Broadcasts to `shape` (NumPy rules, -1 keeps a dim) as a stride-0 view;
 /// do not write through it. `ms::broadcast_to(ms::ones({3}), {2, 3})`
-Tensor broadcast_to(const Tensor& x, const Shape& shape);
+inline Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+  return ops::invoke1<ops::BroadcastTo>({x}, {shape.dims()});
+}
 
 // ---------------------------------------------------------------- copies
 
@@ -61,22 +294,32 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 /// inputs (as torch.cat). Inputs of shape [0] are skipped whatever their rank
 /// relation to the others (PyTorch's legacy rule), but still take part in the
 /// dtype promotion. `ms::concat({a, b}, 1)`
-Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis = 0);
+inline Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis = 0) {
+  MS_CHECK(!xs.empty(), ValueError, "concat: expected a non-empty list of tensors, got none");
+  return ops::invoke<ops::Concat>(xs, {axis})[0];
+}
 
 /// Joins same-shape tensors along a new axis in [-rank-1, rank]; dtypes
 /// promote as in concat. `ms::stack({a, b})` is [2, ...a.shape].
-Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
+inline Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0) {
+  MS_CHECK(!xs.empty(), ValueError, "stack: expected a non-empty list of tensors, got none");
+  return ops::invoke<ops::Stack>(xs, {axis})[0];
+}
 
 /// Views of consecutive chunks of `split_size` along `axis` (the last may be
 /// smaller; split_size 0 only for an empty axis). Note: `split(x, {2})` picks
 /// this overload; write `std::vector<std::int64_t>{2}` for a list of one.
 /// `ms::split(ms::zeros({5}), 2)` gives sizes 2, 2, 1.
-std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis = 0);
+inline std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis = 0) {
+  return ops::invoke<ops::Split>({x}, {.split_size = split_size, .axis = axis});
+}
 
 /// Views of chunks of the given sizes (>= 0, summing to x.dim(axis)).
 /// `ms::split(x, std::vector<std::int64_t>{1, 3}, 0)`
-std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
-                          std::int64_t axis = 0);
+inline std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes,
+                                 std::int64_t axis = 0) {
+  return ops::invoke<ops::Split>({x}, {.sizes = sizes, .axis = axis});
+}
 
 }  // namespace ms
 
@@ -232,12 +475,14 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes = -1, DType dtype
 /// dtypes it must fit the dtype), "reflect" (mirror without the edge, pads <
 /// size), "replicate" (repeat the edge). Any rank; a crop must fit the axis.
 /// `ms::pad(img, {1, 1, 2, 2})` pads W by 1 and H by 2 on each side.
-Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads,
-           const std::string& mode = "constant", double value = 0);
+inline Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads,
+                  const std::string& mode = "constant", double value = 0) {
+  return ops::invoke1<ops::Pad>({x}, {pads, mode, value});
+}
 
 /// Converts to `dtype` (float -> int truncates toward zero, -> bool is != 0,
 /// complex -> real drops the imaginary part). Returns x itself when it
 /// already has that dtype and is contiguous. `ms::cast(x, ms::float16)`
-Tensor cast(const Tensor& x, DType dtype);
+inline Tensor cast(const Tensor& x, DType dtype) { return ops::invoke1<ops::Cast>({x}, {dtype}); }
 
 }  // namespace ms

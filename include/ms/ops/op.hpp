@@ -106,6 +106,9 @@ struct Sample {
   /// Inputs the finite-difference gradient check differentiates (floating
   /// inputs, run in float64); empty: no gradient check of this sample.
   std::vector<int> grad_inputs = {};
+  /// The gradient check's step and absolute tolerance (larger where an op
+  /// rounds through a narrower dtype).
+  double grad_eps = 1e-6, grad_atol = 1e-5;
 };
 
 /// A bad call of an op and the error it must raise.
