@@ -10,7 +10,8 @@
 #  2. trains one epoch as 2 ranks:    mpirun -np 2 fashion_mnist_<model> --threads 1 --batch-size 32
 #     (each rank reads its half of every epoch; 64 samples per step in all)
 #     and takes the epoch's seconds, samples/s and the final test accuracy
-#     from what the example prints;
+#     from what the example prints; with ONE_THREAD=1 (the default) also
+#     1 process x 1 thread at batch 64, the baseline of both;
 #  3. runs bm_parallel's MLP step cases under mpirun -np 2 (one thread per
 #     rank): the jitted step alone (BM_MlpStep_Local), with the gradient
 #     reducer (BM_MlpStep_DataParallel: one 25 MB bucket; BM_MlpStep_Buckets:
@@ -26,6 +27,7 @@
 #   bench/compare_parallel.sh              # the MLP
 #   bench/compare_parallel.sh --cnn        # the CNN
 #   RUNS=3 bench/compare_parallel.sh       # 3 alternated (1 process, 2 ranks) pairs; medians
+#   ONE_THREAD=0 bench/compare_parallel.sh # without the 1 process x 1 thread row
 #   NO_BUILD=1 BUILD_DIR=build bench/compare_parallel.sh
 set -euo pipefail
 
@@ -35,7 +37,7 @@ for arg in "$@"; do
     --cnn) model=cnn ;;
     --mlp) model=mlp ;;
     -h | --help)
-      sed -n '2,30p' "$0"
+      sed -n '2,32p' "$0"
       exit 0
       ;;
     *)
@@ -100,6 +102,9 @@ epoch() {
 for ((i = 0; i < runs; ++i)); do
   OMP_NUM_THREADS=2 epoch one "$example" --threads 2 --batch-size 64
   epoch ranks "$mpirun" "${mpi_args[@]}" -x OMP_NUM_THREADS=1 "$example" --threads 1 --batch-size 32
+  if [ "${ONE_THREAD:-1}" = 1 ]; then
+    OMP_NUM_THREADS=1 epoch single "$example" --threads 1 --batch-size 64
+  fi
 done
 
 echo "running bm_parallel's MLP steps (load $(load))" >&2
@@ -167,9 +172,12 @@ print("| model | run | global batch | epoch s | samples/s | test accuracy | "
       "all-reduce hidden behind backward | 1-min load |")
 print("|---|---|---|---|---|---|---|---|")
 rows = (("one", "1 process x 2 threads", "64 (1 x 64)", "-"),
-        ("ranks", "`mpirun -np 2` x 1 thread", "64 (2 x 32)", hid))
+        ("ranks", "`mpirun -np 2` x 1 thread", "64 (2 x 32)", hid),
+        ("single", "1 process x 1 thread (baseline)", "64 (1 x 64)", "-"))
 res = {}
 for name, what, batch, h in rows:
+    if not os.path.exists(os.path.join(out, name + ".all")):
+        continue
     e = epochs(name)
     sec = statistics.median(x[0] for x in e)
     rate = statistics.median(x[1] for x in e)
@@ -177,7 +185,11 @@ for name, what, batch, h in rows:
     res[name] = (sec, rate)
     print(f"| {label} | {what} | {batch} | {sec:.2f} | {rate:.0f} | {acc} | {h} | {loads(name)} |")
 print()
-print(f"2 ranks / 1 process: **{res['ranks'][1] / res['one'][1]:.2f}x** samples/s.")
+line = f"2 ranks / 1 process x 2 threads: **{res['ranks'][1] / res['one'][1]:.2f}x** samples/s"
+if "single" in res:
+    line += (f"; against 1 thread: 2 threads {res['one'][1] / res['single'][1]:.2f}x, "
+             f"2 ranks {res['ranks'][1] / res['single'][1]:.2f}x")
+print(line + ".")
 print()
 print(f"bm_parallel, MLP step at 32 samples per rank, 2 ranks x 1 thread (load {loads('bm')}): "
       f"step alone {fmt(local)} ms, with the reducer {fmt(dp)} ms (256 KB buckets: "
