@@ -95,7 +95,7 @@ epoch() {
   }
   echo "$l0 $(load)" >>"$out/$name.load"
   # Under mpirun rank 0's stdout is a terminal: its progress bar redraws with \r.
-  tr '\r' '\n' <"$out/$name.log" | grep -E 'done:|final test accuracy' >&2
+  tr '\r' '\n' <"$out/$name.log" | sed 's/\x1b\[K//g' | grep -E 'done:|final test accuracy' >&2
   cat "$out/$name.log" >>"$out/$name.all"
 }
 
