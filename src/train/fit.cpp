@@ -31,8 +31,8 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
            " and world_size ", o.world_size);
   MS_CHECK(o.initial_world_size >= 0, ValueError, "fit: initial_world_size must be >= 0, got ",
            o.initial_world_size);
-  // Each rank's step k covers the samples [k, k + 1) x world_size x batch of the
-  // epoch's order, so a step count saved with one world size names another
+  // Step k of p ranks with batch b covers positions k p b to (k + 1) p b - 1 of
+  // the epoch's order, so a step count saved with one world size names another
   // position with another: refuse it rather than resume at a wrong place.
   MS_CHECK(o.initial_step == 0 || o.initial_world_size == 0 || o.initial_world_size == o.world_size,
            ValueError, "fit: the mid-epoch position initial_step = ", o.initial_step,
