@@ -167,7 +167,7 @@ if model == "cnn":
     hid += ", of the MLP step"
 
 print(f"Measured at {meta}; {runs} run(s) per row"
-      + (" (medians)" if int(runs) > 1 else "") + ".\n")
+      + (" (medians, and the range over the runs)" if int(runs) > 1 else "") + ".\n")
 print("| model | run | global batch | epoch s | samples/s | test accuracy | "
       "all-reduce hidden behind backward | 1-min load |")
 print("|---|---|---|---|---|---|---|---|")
@@ -181,9 +181,12 @@ for name, what, batch, h in rows:
     e = epochs(name)
     sec = statistics.median(x[0] for x in e)
     rate = statistics.median(x[1] for x in e)
-    acc = ", ".join(f"{x[2]:.2f}%" for x in e)
+    # The range over the runs beside the median when there are several.
+    rng = lambda k, f: "" if len(e) < 2 else f" ({min(x[k] for x in e):{f}}-{max(x[k] for x in e):{f}})"
+    acc = ", ".join(dict.fromkeys(f"{x[2]:.2f}%" for x in e))
     res[name] = (sec, rate)
-    print(f"| {label} | {what} | {batch} | {sec:.2f} | {rate:.0f} | {acc} | {h} | {loads(name)} |")
+    print(f"| {label} | {what} | {batch} | {sec:.2f}{rng(0, '.2f')} | {rate:.0f}{rng(1, '.0f')} | "
+          f"{acc} | {h} | {loads(name)} |")
 print()
 line = f"2 ranks / 1 process x 2 threads: **{res['ranks'][1] / res['one'][1]:.2f}x** samples/s"
 if "single" in res:
