@@ -33,6 +33,17 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
   MS_CHECK(o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size, ValueError,
            "fit: rank must be in [0, world_size) and world_size >= 1, got rank ", o.rank,
            " and world_size ", o.world_size);
+  MS_CHECK(o.initial_world_size >= 0, ValueError, "fit: initial_world_size must be >= 0, got ",
+           o.initial_world_size);
+  // Step k of p ranks with batch b covers positions k p b to (k + 1) p b - 1 of
+  // the epoch's order, so a step count saved with one world size names another
+  // position with another: refuse it rather than resume at a wrong place.
+  MS_CHECK(o.initial_step == 0 || o.initial_world_size == 0 || o.initial_world_size == o.world_size,
+           ValueError, "fit: the mid-epoch position initial_step = ", o.initial_step,
+           " was counted with initial_world_size = ", o.initial_world_size,
+           " and resumes exactly only with that world size, got world_size = ", o.world_size,
+           "; resume from an epoch-end checkpoint (initial_step = 0) or with ",
+           o.initial_world_size, " ranks");
   TrainState s;
   s.rank = o.rank;
   s.world_size = o.world_size;

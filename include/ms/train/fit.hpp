@@ -63,6 +63,12 @@ struct FitOptions {
   /// same batches as an uninterrupted one).
   std::int64_t initial_epoch = 0;
   std::int64_t initial_step = 0;
+  /// The world size `initial_step` was counted with (0: this run's world_size).
+  /// A mid-epoch position counts steps of each rank's shard, so it resumes
+  /// exactly only with the world size it was saved with: initial_step > 0 with
+  /// another world size is an ms::ValueError (an epoch's end resumes with any
+  /// world size). Store `TrainState::world_size` beside the position when saving.
+  std::int64_t initial_world_size = 0;
   /// Data-parallel training: this process's rank and the number of ranks
   /// (ms::parallel::rank() and world_size(); the train stage knows no MPI).
   /// The reporting callbacks (ProgressBar, Evaluate, CurveWriter, Checkpoint,
