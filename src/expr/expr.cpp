@@ -44,6 +44,44 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   return r;
 }
 
+Inferred infer_apply(int op_id, std::span<const Meta> operands, Shape& own) {
+  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  // The shape first (as lower_apply does): mismatched shapes are a ShapeError
+  // even when the dtypes are refused too.
+  int from = -1;
+  bool same = true;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Meta& m = operands[i];
+    MS_CHECK(m.defined, ValueError, info.name, ": operand ", i, " is an undefined tensor");
+    if (m.shape == nullptr) continue;
+    if (from < 0)
+      from = static_cast<int>(i);
+    else if (*m.shape != *operands[static_cast<std::size_t>(from)].shape)
+      same = false;
+  }
+  if (!same) {
+    // Broadcast left to right, as lower_apply does, so the message is the same.
+    Shape shape;
+    bool first = true;
+    for (const Meta& m : operands) {
+      if (m.shape == nullptr) continue;
+      shape = first ? *m.shape : shape_broadcast(shape, *m.shape, info.name);
+      first = false;
+    }
+    from = -1;
+    for (std::size_t i = 0; i < operands.size() && from < 0; ++i)
+      if (operands[i].shape != nullptr && *operands[i].shape == shape) from = static_cast<int>(i);
+    if (from < 0) own = std::move(shape);
+  }
+  kernels::EwOperand types[3];
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    types[i] = {operands[i].dtype, operands[i].shape == nullptr, operands[i].kind};
+  const DType out =
+      kernels::ew_infer_types(op_id, std::span<const kernels::EwOperand>(types, operands.size()))
+          .out;
+  return {out, from};
+}
+
 bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out) {
   // ew_run's grain: up to it, the interpreter runs on one thread too.
   constexpr std::int64_t kMaxDense = std::int64_t{1} << 16;

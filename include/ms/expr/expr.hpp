@@ -7,7 +7,14 @@
 //
 //   ms::Tensor y = ms::relu(a * b + c) * 0.5f;   // one pass, one allocation
 //   auto e = a + 1;                               // an Expr: nothing computed yet
+//   e.shape(); e.dtype();                         // known already, nothing computed
 //   ms::Tensor z = e;                             // computed here
+//   std::cout << e; e.item<float>();              // each computes the tree once
+//
+// Each node infers its dtype and shape when it is built, so a bad operand is
+// an error on the line that builds the expression
+// (`auto y = ms::zeros({3, 4}) + ms::zeros({5, 4});` throws ms::ShapeError
+// there), never later where the value is first used.
 //
 // Operands are held by reference when they are lvalue tensors and by value
 // when temporaries (as xtensor's closures), so a tree never dangles as long as
@@ -18,9 +25,13 @@
 
 #include <complex>
 #include <concepts>
+#include <cstdint>
+#include <ostream>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/elementwise.hpp"
@@ -124,6 +135,46 @@ struct ScalarVal {
   }
 };
 
+/// What a node knows of an operand when it is built: its dtype and, for a
+/// tensor, its shape (null for a weak scalar).
+struct Meta {
+  const Shape* shape = nullptr;
+  DType dtype = DType::Float32;
+  ScalarKind kind = ScalarKind::Float;  ///< of a weak scalar
+  bool defined = true;                  ///< false for an undefined tensor
+};
+inline Meta meta(const TensorRef& r) { return {&r.t->shape(), r.t->dtype(), {}, r.t->defined()}; }
+inline Meta meta(const TensorVal& v) { return {&v.t.shape(), v.t.dtype(), {}, v.t.defined()}; }
+inline Meta meta(const ScalarVal& v) { return {nullptr, v.v.default_dtype(), v.v.kind(), true}; }
+template <TensorExpr E>
+Meta meta(const E& e) {
+  return {&e.shape(), e.dtype(), {}, true};
+}
+
+/// The shape of a leaf or node (a weak scalar has none: an empty shape).
+inline const Shape& shape_of(const TensorRef& r) { return r.t->shape(); }
+inline const Shape& shape_of(const TensorVal& v) { return v.t.shape(); }
+inline const Shape& shape_of(const ScalarVal&) {
+  static const Shape none;
+  return none;
+}
+template <TensorExpr E>
+const Shape& shape_of(const E& e) {
+  return e.shape();
+}
+
+/// What a node infers when it is built.
+struct Inferred {
+  DType dtype;     ///< the dtype of its value
+  int shape_from;  ///< the operand whose shape its value has, or -1: the shape is new
+};
+/// Dtype and shape inference of one op application, run when an Expr node is
+/// built (the rules lower_apply applies when it is evaluated). Sets `own` only
+/// when broadcasting makes a shape no operand has. ShapeError naming the op and
+/// both shapes when the operands do not broadcast, TypeError for an
+/// unsupported dtype, ValueError for an undefined tensor.
+Inferred infer_apply(int op_id, std::span<const Meta> operands, Shape& own);
+
 /// The tensor of a tensor leaf.
 inline const Tensor* leaf_tensor(const TensorRef& r) { return r.t; }
 inline const Tensor* leaf_tensor(const TensorVal& v) { return &v.t; }
@@ -176,12 +227,26 @@ using leaf_t = decltype(make_leaf(std::declval<T>()));
 
 }  // namespace expr
 
-/// An elementwise op applied to children (leaves or other Exprs).
+/// An elementwise op applied to children (leaves or other Exprs). It behaves
+/// like the tensor it stands for: `shape()` and `dtype()` are known from
+/// construction, and `item`, `to_vector`, `to_string` and `<<` compute the
+/// tree (once per call; convert to ms::Tensor to keep the values).
 template <class Op, class... Children>
 class Expr {
  public:
   using op_type = Op;
-  explicit Expr(Children... children) : children_(std::move(children)...) {}
+  /// Builds the node and infers its dtype and shape (nothing is computed):
+  /// operands that do not broadcast are an ms::ShapeError here.
+  explicit Expr(Children... children) : children_(std::move(children)...) {
+    const expr::Inferred inf = std::apply(
+        [&](const auto&... c) {
+          const expr::Meta operands[] = {expr::meta(c)...};
+          return expr::infer_apply(ops::ew_op_id<Op>, operands, shape_);
+        },
+        children_);
+    dtype_ = inf.dtype;
+    shape_from_ = static_cast<std::int8_t>(inf.shape_from);
+  }
 
   /// Computes the expression into a new tensor (one fused pass). While
   /// ms::jit traces, records its ops instead (the jit fuses them again).
@@ -203,15 +268,31 @@ class Expr {
   }
   operator Tensor() const { return eval(); }  // NOLINT: implicit on purpose
 
-  /// Dtype and shape of the result, without computing it.
-  DType dtype() const {
-    expr::Lowering L;
-    return lower(L).dtype;
+  /// Dtype of the value, inferred at construction (nothing is computed).
+  DType dtype() const { return dtype_; }
+  /// Shape of the value, inferred at construction (nothing is computed).
+  const Shape& shape() const { return shape_from_ < 0 ? shape_ : child_shape<0>(shape_from_); }
+  /// Number of axes of the value.
+  std::int64_t rank() const { return shape().rank(); }
+  /// Size of a (possibly negative) axis of the value.
+  std::int64_t dim(std::int64_t axis) const { return shape().at(axis); }
+  /// Number of elements of the value.
+  std::int64_t numel() const { return shape_numel(shape(), "Expr::numel"); }
+
+  /// The single element of a one-element value, converted to T (computes the tree).
+  template <Element T>
+  T item() const {
+    return eval().template item<T>();
   }
-  Shape shape() const {
-    expr::Lowering L;
-    return lower(L).shape;
+  /// All elements in row-major order, converted to T (computes the tree).
+  template <Element T>
+  std::vector<T> to_vector() const {
+    return eval().template to_vector<T>();
   }
+  /// The value as ms::Tensor prints it (computes the tree).
+  std::string to_string() const { return eval().to_string(); }
+  /// Prints the value as ms::Tensor does (computes the tree).
+  friend std::ostream& operator<<(std::ostream& os, const Expr& e) { return os << e.eval(); }
 
   expr::Lowered lower(expr::Lowering& L) const {
     return std::apply(
@@ -235,7 +316,20 @@ class Expr {
   }
 
  private:
+  // The shape of child `k` (shape_from_ is an index, not a pointer, so that a
+  // node stays valid when it is moved into its parent).
+  template <std::size_t I>
+  const Shape& child_shape(int k) const {
+    if constexpr (I + 1 < sizeof...(Children)) {
+      if (k != static_cast<int>(I)) return child_shape<I + 1>(k);
+    }
+    return expr::shape_of(std::get<I>(children_));
+  }
+
   std::tuple<Children...> children_;
+  Shape shape_;  ///< the shape when no operand has it (broadcasting made it), else empty
+  DType dtype_ = DType::Float32;
+  std::int8_t shape_from_ = -1;  ///< the operand whose shape the value has, or -1: shape_
 };
 
 namespace detail {
