@@ -1,8 +1,10 @@
 #include "ms/expr/expr.hpp"
 
+#include <algorithm>
+
 namespace ms::expr {
 
-Lowered lower_tensor(Lowering& L, const Tensor& t) {
+Lowered lower_tensor(Lowering& L, const Tensor& t, bool with_shape) {
   MS_CHECK(t.defined(), ValueError, "elementwise: an operand is an undefined tensor");
   MS_CHECK(!t.is_symbolic(), ValueError,
            "elementwise: a symbolic tensor is used outside its trace (was a traced value kept "
@@ -10,7 +12,7 @@ Lowered lower_tensor(Lowering& L, const Tensor& t) {
   Lowered r;
   r.dtype = t.dtype();
   r.reg_type = kernels::ew_register_type(t.dtype(), "elementwise");
-  r.shape = t.shape();
+  if (with_shape) r.shape = t.shape();
   r.reg = L.builder.load(L.input(&t), r.reg_type);
   return r;
 }
@@ -29,10 +31,18 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   }
   const kernels::EwTypes types = kernels::ew_infer_types(
       op_id, std::span<const kernels::EwOperand>(ops_types, operands.size()));
+  Lowered r = lower_apply_typed(L, op_id, operands, types);
+  r.shape = std::move(shape);
+  return r;
+}
+
+Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> operands,
+                          const kernels::EwTypes& types) {
+  const bool select = ops::ew_op_info(op_id).rule == ops::EwRule::Select;
   int regs[3] = {-1, -1, -1};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Lowered& o = operands[i];
-    const DType want = (info.rule == ops::EwRule::Select && i == 0) ? DType::Bool : types.operand;
+    const DType want = (select && i == 0) ? DType::Bool : types.operand;
     regs[i] = o.is_scalar ? L.builder.constant(o.value, want)
                           : L.builder.convert(o.reg, o.reg_type, want);
   }
@@ -40,11 +50,10 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   r.reg = L.builder.apply(op_id, types.compute, regs[0], regs[1], regs[2]);
   r.dtype = types.out;
   r.reg_type = types.compute;
-  r.shape = std::move(shape);
   return r;
 }
 
-Inferred infer_apply(int op_id, std::span<const Meta> operands, Shape& own) {
+Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own) {
   const ops::EwOpInfo& info = ops::ew_op_info(op_id);
   // The shape first (as lower_apply does): mismatched shapes are a ShapeError
   // even when the dtypes are refused too.
@@ -71,15 +80,15 @@ Inferred infer_apply(int op_id, std::span<const Meta> operands, Shape& own) {
     from = -1;
     for (std::size_t i = 0; i < operands.size() && from < 0; ++i)
       if (operands[i].shape != nullptr && *operands[i].shape == shape) from = static_cast<int>(i);
-    if (from < 0) own = std::move(shape);
+    if (from < 0) own = std::make_shared<const Shape>(std::move(shape));
   }
   kernels::EwOperand types[3];
   for (std::size_t i = 0; i < operands.size(); ++i)
     types[i] = {operands[i].dtype, operands[i].shape == nullptr, operands[i].kind};
-  const DType out =
-      kernels::ew_infer_types(op_id, std::span<const kernels::EwOperand>(types, operands.size()))
-          .out;
-  return {out, from};
+  const kernels::EwTypes out =
+      kernels::ew_infer_types(op_id, std::span<const kernels::EwOperand>(types, operands.size()));
+  const Meta& m = operands[static_cast<std::size_t>(std::max(from, 0))];
+  return {out, from, from < 0 ? own.get() : (m.stable ? m.shape : nullptr)};
 }
 
 bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out) {

@@ -26,6 +26,7 @@
 #include <complex>
 #include <concepts>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <tuple>
@@ -96,8 +97,14 @@ struct Lowering {
 /// Lowers one op application whose operands are already lowered (shared by
 /// every Expr node and by the op table's eager entries).
 Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands);
-/// Lowers a tensor leaf.
-Lowered lower_tensor(Lowering& L, const Tensor& t);
+/// Lowers one op application whose result types are already known (an Expr
+/// node inferred them when it was built): no shape or type inference, and
+/// Lowered::shape stays empty.
+Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> operands,
+                          const kernels::EwTypes& types);
+/// Lowers a tensor leaf (with its shape unless `with_shape` is false: an
+/// operand inside an Expr, whose node knows the shape).
+Lowered lower_tensor(Lowering& L, const Tensor& t, bool with_shape = true);
 /// Finishes the program of a lowered root and evaluates it into a new tensor.
 Tensor evaluate(Lowering& L, const Lowered& root);
 /// Evaluates the root into `dst` (which it must broadcast to), casting to dst's dtype.
@@ -142,13 +149,22 @@ struct Meta {
   DType dtype = DType::Float32;
   ScalarKind kind = ScalarKind::Float;  ///< of a weak scalar
   bool defined = true;                  ///< false for an undefined tensor
+  /// `shape` stays at its address when the operand is moved into a parent
+  /// (the shape of a referenced tensor, or one a node holds on the heap).
+  bool stable = false;
 };
-inline Meta meta(const TensorRef& r) { return {&r.t->shape(), r.t->dtype(), {}, r.t->defined()}; }
-inline Meta meta(const TensorVal& v) { return {&v.t.shape(), v.t.dtype(), {}, v.t.defined()}; }
-inline Meta meta(const ScalarVal& v) { return {nullptr, v.v.default_dtype(), v.v.kind(), true}; }
+inline Meta meta(const TensorRef& r) {
+  return {&r.t->shape(), r.t->dtype(), {}, r.t->defined(), true};
+}
+inline Meta meta(const TensorVal& v) {
+  return {&v.t.shape(), v.t.dtype(), {}, v.t.defined(), false};
+}
+inline Meta meta(const ScalarVal& v) {
+  return {nullptr, v.v.default_dtype(), v.v.kind(), true, false};
+}
 template <TensorExpr E>
 Meta meta(const E& e) {
-  return {&e.shape(), e.dtype(), {}, true};
+  return {&e.shape(), e.dtype(), {}, true, e.stable_shape() != nullptr};
 }
 
 /// The shape of a leaf or node (a weak scalar has none: an empty shape).
@@ -165,15 +181,29 @@ const Shape& shape_of(const E& e) {
 
 /// What a node infers when it is built.
 struct Inferred {
-  DType dtype;     ///< the dtype of its value
-  int shape_from;  ///< the operand whose shape its value has, or -1: the shape is new
+  kernels::EwTypes types;  ///< the dtype of its value, and the register types computing it
+  int shape_from;       ///< the operand whose shape its value has, or -1: the shape is new (`own`)
+  const Shape* stable;  ///< the shape's address when it survives moves of the node, else null
 };
 /// Dtype and shape inference of one op application, run when an Expr node is
 /// built (the rules lower_apply applies when it is evaluated). Sets `own` only
 /// when broadcasting makes a shape no operand has. ShapeError naming the op and
 /// both shapes when the operands do not broadcast, TypeError for an
 /// unsupported dtype, ValueError for an undefined tensor.
-Inferred infer_apply(int op_id, std::span<const Meta> operands, Shape& own);
+Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own);
+
+/// Lowers an operand of an Expr node (tensors without their shape).
+inline Lowered lower_operand(Lowering& L, const TensorRef& r) {
+  return lower_tensor(L, *r.t, false);
+}
+inline Lowered lower_operand(Lowering& L, const TensorVal& v) {
+  return lower_tensor(L, v.t, false);
+}
+inline Lowered lower_operand(Lowering& L, const ScalarVal& v) { return v.lower(L); }
+template <TensorExpr E>
+Lowered lower_operand(Lowering& L, const E& e) {
+  return e.lower_node(L);
+}
 
 /// The tensor of a tensor leaf.
 inline const Tensor* leaf_tensor(const TensorRef& r) { return r.t; }
@@ -241,10 +271,11 @@ class Expr {
     const expr::Inferred inf = std::apply(
         [&](const auto&... c) {
           const expr::Meta operands[] = {expr::meta(c)...};
-          return expr::infer_apply(ops::ew_op_id<Op>, operands, shape_);
+          return expr::infer_apply(ops::ew_op_id<Op>, operands, own_shape_);
         },
         children_);
-    dtype_ = inf.dtype;
+    types_ = inf.types;
+    shape_ = inf.stable;
     shape_from_ = static_cast<std::int8_t>(inf.shape_from);
   }
 
@@ -269,9 +300,13 @@ class Expr {
   operator Tensor() const { return eval(); }  // NOLINT: implicit on purpose
 
   /// Dtype of the value, inferred at construction (nothing is computed).
-  DType dtype() const { return dtype_; }
+  DType dtype() const { return types_.out; }
   /// Shape of the value, inferred at construction (nothing is computed).
-  const Shape& shape() const { return shape_from_ < 0 ? shape_ : child_shape<0>(shape_from_); }
+  const Shape& shape() const { return shape_ != nullptr ? *shape_ : child_shape<0>(shape_from_); }
+  /// The address of shape() when it stays valid as this node is moved or
+  /// copied into a parent (null when it lives in a temporary tensor the tree
+  /// holds): what a parent keeps so that its shape() is one load.
+  const Shape* stable_shape() const { return shape_; }
   /// Number of axes of the value.
   std::int64_t rank() const { return shape().rank(); }
   /// Size of a (possibly negative) axis of the value.
@@ -294,11 +329,19 @@ class Expr {
   /// Prints the value as ms::Tensor does (computes the tree).
   friend std::ostream& operator<<(std::ostream& os, const Expr& e) { return os << e.eval(); }
 
+  /// Lowers the tree into L's program; the result carries the node's shape.
   expr::Lowered lower(expr::Lowering& L) const {
+    expr::Lowered r = lower_node(L);
+    r.shape = shape();
+    return r;
+  }
+  /// Lowers the tree with the types inferred at construction, without
+  /// shapes (the kernel checks every input against the root's shape).
+  expr::Lowered lower_node(expr::Lowering& L) const {
     return std::apply(
         [&](const auto&... c) {
-          const expr::Lowered operands[] = {c.lower(L)...};
-          return expr::lower_apply(L, ops::ew_op_id<Op>, operands);
+          const expr::Lowered operands[] = {expr::lower_operand(L, c)...};
+          return expr::lower_apply_typed(L, ops::ew_op_id<Op>, operands, types_);
         },
         children_);
   }
@@ -316,8 +359,8 @@ class Expr {
   }
 
  private:
-  // The shape of child `k` (shape_from_ is an index, not a pointer, so that a
-  // node stays valid when it is moved into its parent).
+  // The shape of child `k`, found again on each call: a node holding a
+  // temporary tensor moves with its parent, so no pointer into it is kept.
   template <std::size_t I>
   const Shape& child_shape(int k) const {
     if constexpr (I + 1 < sizeof...(Children)) {
@@ -327,9 +370,12 @@ class Expr {
   }
 
   std::tuple<Children...> children_;
-  Shape shape_;  ///< the shape when no operand has it (broadcasting made it), else empty
-  DType dtype_ = DType::Float32;
-  std::int8_t shape_from_ = -1;  ///< the operand whose shape the value has, or -1: shape_
+  /// The shape when no operand has it (broadcasting made it); on the heap, so
+  /// that copies and moves of the node keep its address.
+  std::shared_ptr<const Shape> own_shape_;
+  const Shape* shape_ = nullptr;  ///< where the shape is, when that survives moves (else null)
+  kernels::EwTypes types_{};      ///< the value's dtype and the register types computing it
+  std::int8_t shape_from_ = -1;   ///< the operand whose shape the value has (when shape_ is null)
 };
 
 namespace detail {
