@@ -82,16 +82,21 @@ Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<
       if (operands[i].shape != nullptr && *operands[i].shape == shape) from = static_cast<int>(i);
     if (from < 0) own = std::make_shared<const Shape>(std::move(shape));
   }
-  kernels::EwOperand types[3];
-  for (std::size_t i = 0; i < operands.size(); ++i)
-    types[i] = {operands[i].dtype, operands[i].shape == nullptr, operands[i].kind};
-  const kernels::EwTypes out =
-      kernels::ew_infer_types(op_id, std::span<const kernels::EwOperand>(types, operands.size()));
+  const kernels::EwTypes out = infer_types(op_id, operands);
   const Meta& m = operands[static_cast<std::size_t>(std::max(from, 0))];
   return {out, from, from < 0 ? own.get() : (m.stable ? m.shape : nullptr)};
 }
 
-bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out) {
+kernels::EwTypes infer_types(int op_id, std::span<const Meta> operands) {
+  kernels::EwOperand types[3];
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    types[i] = {operands[i].dtype, operands[i].shape == nullptr, operands[i].kind};
+  return kernels::ew_infer_types(op_id,
+                                 std::span<const kernels::EwOperand>(types, operands.size()));
+}
+
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out,
+                const kernels::EwTypes* known) {
   // ew_run's grain: up to it, the interpreter runs on one thread too.
   constexpr std::int64_t kMaxDense = std::int64_t{1} << 16;
   const Tensor& a = *operands[0];
@@ -107,8 +112,10 @@ bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out)
   if (fn == nullptr) return false;
   const kernels::EwOperand types_in[2] = {{t, false, ScalarKind::Float},
                                           {t, false, ScalarKind::Float}};
-  const kernels::EwTypes types = kernels::ew_infer_types(
-      op_id, std::span<const kernels::EwOperand>(types_in, operands.size()));
+  const kernels::EwTypes types =
+      known != nullptr ? *known
+                       : kernels::ew_infer_types(
+                             op_id, std::span<const kernels::EwOperand>(types_in, operands.size()));
   if (types.out != t || types.compute != t || types.operand != t) return false;
   out = empty(a.shape(), t);
   const void* in[2] = {a.raw_data(), operands.size() > 1 ? operands[1]->raw_data() : nullptr};

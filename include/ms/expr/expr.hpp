@@ -23,6 +23,7 @@
 // (float16 tensor * 2.0 -> float16), as PyTorch's Python scalars.
 #pragma once
 
+#include <atomic>
 #include <complex>
 #include <concepts>
 #include <cstdint>
@@ -191,6 +192,55 @@ struct Inferred {
 /// both shapes when the operands do not broadcast, TypeError for an
 /// unsupported dtype, ValueError for an undefined tensor.
 Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own);
+/// Dtype inference only (kernels::ew_infer_types on the operands' metas).
+kernels::EwTypes infer_types(int op_id, std::span<const Meta> operands);
+
+/// What dtype inference reads of an application, packed: each operand's dtype,
+/// whether it is a weak scalar, and its kind (0 is never a key).
+inline std::uint64_t types_key(std::span<const Meta> operands) {
+  std::uint64_t k = 1;
+  for (const Meta& m : operands) {
+    const bool scalar = m.shape == nullptr;
+    k = (k << 8) | static_cast<std::uint64_t>(m.dtype) |
+        (scalar ? 16u | (static_cast<std::uint64_t>(m.kind) << 5) : 0u);
+  }
+  return k;
+}
+/// The last inference of op `Op` (key << 32 | types), shared by all threads:
+/// the types are a function of the key, so a relaxed load is enough.
+template <class Op>
+inline std::atomic<std::uint64_t> g_types_cache{0};
+
+/// infer_apply for an Expr node of op `Op`, with the common case inline:
+/// operands of one shape whose dtypes were seen last time (no call into libms).
+template <class Op>
+Inferred infer_node(std::span<const Meta> operands, std::shared_ptr<const Shape>& own) {
+  std::size_t from = operands.size();
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Meta& m = operands[i];
+    if (!m.defined) return infer_apply(ops::ew_op_id<Op>, operands, own);
+    if (m.shape == nullptr) continue;
+    if (from == operands.size())
+      from = i;
+    else if (m.shape != operands[from].shape && *m.shape != *operands[from].shape)
+      return infer_apply(ops::ew_op_id<Op>, operands, own);  // broadcasting, or an error
+  }
+  const std::uint64_t key = types_key(operands);
+  const std::uint64_t seen = g_types_cache<Op>.load(std::memory_order_relaxed);
+  kernels::EwTypes t;
+  if ((seen >> 32) == key) {
+    t = {static_cast<DType>(seen & 15u), static_cast<DType>((seen >> 4) & 15u),
+         static_cast<DType>((seen >> 8) & 15u)};
+  } else {
+    t = infer_types(ops::ew_op_id<Op>, operands);
+    g_types_cache<Op>.store(key << 32 | static_cast<std::uint64_t>(t.out) |
+                                static_cast<std::uint64_t>(t.compute) << 4 |
+                                static_cast<std::uint64_t>(t.operand) << 8,
+                            std::memory_order_relaxed);
+  }
+  const Meta& m = operands[from];
+  return {t, static_cast<int>(from), m.stable ? m.shape : nullptr};
+}
 
 /// Lowers an operand of an Expr node (tensors without their shape).
 inline Lowered lower_operand(Lowering& L, const TensorRef& r) {
@@ -217,7 +267,10 @@ inline constexpr bool is_tensor_leaf = std::is_same_v<C, TensorRef> || std::is_s
 /// writes a new tensor, without building a program (the values ew_run would
 /// compute, with the same kernel; larger tensors take the tiled, threaded
 /// interpreter). Returns false, doing nothing, for anything else.
-bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out);
+/// `known`: the op's types for these operands when the caller has them (an
+/// Expr node inferred them when it was built).
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out,
+                const kernels::EwTypes* known = nullptr);
 
 /// A subexpression as ms::jit traces it: a (symbolic) tensor or a weak number.
 struct Traced {
@@ -271,7 +324,7 @@ class Expr {
     const expr::Inferred inf = std::apply(
         [&](const auto&... c) {
           const expr::Meta operands[] = {expr::meta(c)...};
-          return expr::infer_apply(ops::ew_op_id<Op>, operands, own_shape_);
+          return expr::infer_node<Op>(operands, own_shape_);
         },
         children_);
     types_ = inf.types;
@@ -288,7 +341,7 @@ class Expr {
       const bool done = std::apply(
           [&](const auto&... c) {
             const Tensor* operands[] = {expr::leaf_tensor(c)...};
-            return expr::eval_dense(ops::ew_op_id<Op>, operands, out);
+            return expr::eval_dense(ops::ew_op_id<Op>, operands, out, &types_);
           },
           children_);
       if (done) return out;
