@@ -155,6 +155,17 @@ TEST_SUITE("expr") {
     CHECK(cmp.shape() == Shape{3, 4});
     CHECK(cmp.dtype() == float32);
     CHECK(memory_stats().alloc_count == before);  // none of this computed anything
+    // Temporaries inside the tree (held by value, moved with their parents).
+    auto held = ms::exp(ones({2, 3}) * 2) + ones({3});
+    auto moved = std::move(held) * zeros({2, 1});
+    CHECK(moved.shape() == Shape{2, 3});
+    CHECK((ones({4, 1}) - ones({1, 5})).shape() == Shape{4, 5});
+    // The same op on other dtypes right after: each node has its own types.
+    CHECK((i + i).dtype() == int32);
+    CHECK((h + h).dtype() == float16);
+    CHECK((i + 1.5).dtype() == float32);
+    CHECK((i + true).dtype() == int32);
+    CHECK((i + i).dtype() == int32);
     // The values agree with the tensor the expression becomes.
     const Tensor t = chain;
     CHECK(t.shape() == chain.shape());
