@@ -5,7 +5,8 @@
 //   static        ms::jit(step)                           a graph per shape
 //   all_dims      {.dynamic = 1}                          MindSpore's manager: 2 static
 //                                                         graphs, then one generalized graph
-//   changed_dims  {.dynamic = 1, .dynamic_policy = ...}   only the batch dim becomes a symbol
+//   changed_dims  {.dynamic = 1,                          only the batch dim becomes a symbol
+//                  .dynamic_policy = ms::DynamicPolicy::ChangedDims}
 //   signature     {.input_signature = {[batch,784], [batch]}}   one graph from the start
 // It prints, per call, the compile count of each, then each one's recompile
 // log (why every graph was compiled) and the time of a third pass over the
@@ -59,7 +60,7 @@ int main() {
   ms::JitConfig cfg[4];
   cfg[1].dynamic = 1;
   cfg[2].dynamic = 1;
-  cfg[2].dynamic_policy = "changed_dims";
+  cfg[2].dynamic_policy = ms::DynamicPolicy::ChangedDims;
   const ms::Dim batch("batch");
   cfg[3].input_signature = {ms::TensorSpec({batch, 784}, ms::float32),
                             ms::TensorSpec({batch}, ms::int32)};

@@ -20,12 +20,14 @@ int main() {
 
   // Weak scalars lift the kind, not the width: int32 * 0.5 -> float32.
   const ms::Tensor i = ms::tensor({1, 2, 3}, ms::int32);
-  std::cout << "int32 * 0.5 -> " << ms::Tensor(i * 0.5).dtype() << "\n";
-  std::cout << "where(x > 2, x, -1) = " << ms::Tensor(ms::where(x > 2.f, x, -1.f)) << "\n";
+  std::cout << "int32 * 0.5 -> " << (i * 0.5).dtype() << "\n";  // known without computing
+  std::cout << "where(x > 2, x, -1) = " << ms::where(x > 2.f, x, -1.f) << "\n";
 
-  // Bad input is an ms::Error that says what is wrong.
+  // Bad input is an ms::Error that says what is wrong, raised where the
+  // expression is built (not where its value is first used).
   try {
-    ms::Tensor bad = x + ms::ones({4});
+    auto bad = x + ms::ones({4});
+    std::cout << "not reached: " << bad.shape() << "\n";
   } catch (const ms::Error& e) {
     std::cout << e.kind() << ": " << e.what() << "\n";
   }

@@ -1,8 +1,10 @@
 #include "ms/expr/expr.hpp"
 
+#include <algorithm>
+
 namespace ms::expr {
 
-Lowered lower_tensor(Lowering& L, const Tensor& t) {
+Lowered lower_tensor(Lowering& L, const Tensor& t, bool with_shape) {
   MS_CHECK(t.defined(), ValueError, "elementwise: an operand is an undefined tensor");
   MS_CHECK(!t.is_symbolic(), ValueError,
            "elementwise: a symbolic tensor is used outside its trace (was a traced value kept "
@@ -10,7 +12,7 @@ Lowered lower_tensor(Lowering& L, const Tensor& t) {
   Lowered r;
   r.dtype = t.dtype();
   r.reg_type = kernels::ew_register_type(t.dtype(), "elementwise");
-  r.shape = t.shape();
+  if (with_shape) r.shape = t.shape();
   r.reg = L.builder.load(L.input(&t), r.reg_type);
   return r;
 }
@@ -29,10 +31,18 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   }
   const kernels::EwTypes types = kernels::ew_infer_types(
       op_id, std::span<const kernels::EwOperand>(ops_types, operands.size()));
+  Lowered r = lower_apply_typed(L, op_id, operands, types);
+  r.shape = std::move(shape);
+  return r;
+}
+
+Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> operands,
+                          const kernels::EwTypes& types) {
+  const bool select = ops::ew_op_info(op_id).rule == ops::EwRule::Select;
   int regs[3] = {-1, -1, -1};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Lowered& o = operands[i];
-    const DType want = (info.rule == ops::EwRule::Select && i == 0) ? DType::Bool : types.operand;
+    const DType want = (select && i == 0) ? DType::Bool : types.operand;
     regs[i] = o.is_scalar ? L.builder.constant(o.value, want)
                           : L.builder.convert(o.reg, o.reg_type, want);
   }
@@ -40,11 +50,53 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
   r.reg = L.builder.apply(op_id, types.compute, regs[0], regs[1], regs[2]);
   r.dtype = types.out;
   r.reg_type = types.compute;
-  r.shape = std::move(shape);
   return r;
 }
 
-bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out) {
+Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own) {
+  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  // The shape first (as lower_apply does): mismatched shapes are a ShapeError
+  // even when the dtypes are refused too.
+  int from = -1;
+  bool same = true;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Meta& m = operands[i];
+    MS_CHECK(m.defined, ValueError, info.name, ": operand ", i, " is an undefined tensor");
+    if (m.shape == nullptr) continue;
+    if (from < 0)
+      from = static_cast<int>(i);
+    else if (*m.shape != *operands[static_cast<std::size_t>(from)].shape)
+      same = false;
+  }
+  if (!same) {
+    // Broadcast left to right, as lower_apply does, so the message is the same.
+    Shape shape;
+    bool first = true;
+    for (const Meta& m : operands) {
+      if (m.shape == nullptr) continue;
+      shape = first ? *m.shape : shape_broadcast(shape, *m.shape, info.name);
+      first = false;
+    }
+    from = -1;
+    for (std::size_t i = 0; i < operands.size() && from < 0; ++i)
+      if (operands[i].shape != nullptr && *operands[i].shape == shape) from = static_cast<int>(i);
+    if (from < 0) own = std::make_shared<const Shape>(std::move(shape));
+  }
+  const kernels::EwTypes out = infer_types(op_id, operands);
+  const Meta& m = operands[static_cast<std::size_t>(std::max(from, 0))];
+  return {out, from, from < 0 ? own.get() : (m.stable ? m.shape : nullptr)};
+}
+
+kernels::EwTypes infer_types(int op_id, std::span<const Meta> operands) {
+  kernels::EwOperand types[3];
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    types[i] = {operands[i].dtype, operands[i].shape == nullptr, operands[i].kind};
+  return kernels::ew_infer_types(op_id,
+                                 std::span<const kernels::EwOperand>(types, operands.size()));
+}
+
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out,
+                const kernels::EwTypes* known) {
   // ew_run's grain: up to it, the interpreter runs on one thread too.
   constexpr std::int64_t kMaxDense = std::int64_t{1} << 16;
   const Tensor& a = *operands[0];
@@ -60,8 +112,10 @@ bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out)
   if (fn == nullptr) return false;
   const kernels::EwOperand types_in[2] = {{t, false, ScalarKind::Float},
                                           {t, false, ScalarKind::Float}};
-  const kernels::EwTypes types = kernels::ew_infer_types(
-      op_id, std::span<const kernels::EwOperand>(types_in, operands.size()));
+  const kernels::EwTypes types =
+      known != nullptr ? *known
+                       : kernels::ew_infer_types(
+                             op_id, std::span<const kernels::EwOperand>(types_in, operands.size()));
   if (types.out != t || types.compute != t || types.operand != t) return false;
   out = empty(a.shape(), t);
   const void* in[2] = {a.raw_data(), operands.size() > 1 ? operands[1]->raw_data() : nullptr};

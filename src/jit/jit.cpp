@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <string_view>
 #include <unordered_map>
 
@@ -253,17 +255,22 @@ struct FunctionCache::Impl {
 
 FunctionCache::FunctionCache(JitConfig cfg)
     : cfg_(std::move(cfg)), impl_(std::make_unique<Impl>()) {
-  MS_CHECK(cfg_.jit_level == "O0" || cfg_.jit_level == "O1", ValueError,
-           "ms::jit: jit_level must be \"O0\" or \"O1\", got \"", cfg_.jit_level, "\"");
-  MS_CHECK(cfg_.exec_order == "bfs" || cfg_.exec_order == "dfs", ValueError,
-           "ms::jit: exec_order must be \"bfs\" or \"dfs\", got \"", cfg_.exec_order, "\"");
+  MS_CHECK(cfg_.jit_level == JitLevel::O0 || cfg_.jit_level == JitLevel::O1, ValueError,
+           "ms::jit: jit_level must be ms::JitLevel::O0 or O1, got the value ",
+           static_cast<int>(cfg_.jit_level));
+  MS_CHECK(cfg_.exec_order == ExecOrder::Bfs || cfg_.exec_order == ExecOrder::Dfs, ValueError,
+           "ms::jit: exec_order must be ms::ExecOrder::Bfs or Dfs, got the value ",
+           static_cast<int>(cfg_.exec_order));
   MS_CHECK(cfg_.cache_capacity >= 1, ValueError, "ms::jit: cache_capacity must be >= 1, got ",
            cfg_.cache_capacity);
   MS_CHECK(cfg_.dynamic == 0 || cfg_.dynamic == 1, ValueError,
            "ms::jit: dynamic must be 0 or 1, got ", cfg_.dynamic);
-  MS_CHECK(cfg_.dynamic_policy == "all_dims" || cfg_.dynamic_policy == "changed_dims", ValueError,
-           "ms::jit: dynamic_policy must be \"all_dims\" or \"changed_dims\", got \"",
-           cfg_.dynamic_policy, "\"");
+  MS_CHECK(cfg_.dynamic_policy == DynamicPolicy::AllDims ||
+               cfg_.dynamic_policy == DynamicPolicy::ChangedDims,
+           ValueError,
+           "ms::jit: dynamic_policy must be ms::DynamicPolicy::AllDims or ChangedDims, got the "
+           "value ",
+           static_cast<int>(cfg_.dynamic_policy));
   MS_CHECK(cfg_.max_generalized >= 1, ValueError, "ms::jit: max_generalized must be >= 1, got ",
            cfg_.max_generalized);
   MS_CHECK(cfg_.binding_cache_capacity >= 1, ValueError,
@@ -471,7 +478,7 @@ std::shared_ptr<const Compiled> FunctionCache::get(const std::string& key,
     return compile_static("auto-dynamic switched off for this function: " + r);
   }
   const Generalized now = exact(sig);
-  const bool changed_dims = cfg_.dynamic_policy == "changed_dims";
+  const bool changed_dims = cfg_.dynamic_policy == DynamicPolicy::ChangedDims;
   const std::size_t keep_static = changed_dims ? 1 : 2;
   if (m.real.size() < keep_static) {
     const std::string why = m.real.empty() ? std::string("first call")
@@ -560,3 +567,25 @@ std::string FunctionCache::dump() const {
 
 }  // namespace detail
 }  // namespace ms::compiler
+
+namespace ms {
+
+DynamicPolicy parse_dynamic_policy(std::string_view text) {
+  for (DynamicPolicy p : {DynamicPolicy::AllDims, DynamicPolicy::ChangedDims}) {
+    const std::string_view name = to_string(p);
+    if (std::equal(text.begin(), text.end(), name.begin(), name.end(), [](char x, char y) {
+          return std::tolower(static_cast<unsigned char>(x)) == y;  // names are lowercase
+        }))
+      return p;
+  }
+  ::ms::detail::raise<ValueError>(
+      "parse_dynamic_policy: expected \"all_dims\" or \"changed_dims\", got \"", text, "\"");
+}
+
+std::string_view to_string(DynamicPolicy policy) {
+  return policy == DynamicPolicy::ChangedDims ? "changed_dims" : "all_dims";
+}
+
+std::ostream& operator<<(std::ostream& os, DynamicPolicy policy) { return os << to_string(policy); }
+
+}  // namespace ms

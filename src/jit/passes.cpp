@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <cctype>
 #include <complex>
 #include <cstdio>
 #include <deque>
 #include <functional>
 #include <numeric>
+#include <ostream>
 #include <unordered_map>
 
 #include "ms/expr/expr.hpp"
@@ -560,9 +562,10 @@ void fuse_elementwise(Graph& g) {
   eliminate_dead_code(g);
 }
 
-void order_nodes(Graph& g, std::string_view exec_order) {
-  MS_CHECK(exec_order == "bfs" || exec_order == "dfs", ValueError,
-           "jit: exec_order must be \"bfs\" or \"dfs\", got \"", exec_order, "\"");
+void order_nodes(Graph& g, ExecOrder exec_order) {
+  MS_CHECK(exec_order == ExecOrder::Bfs || exec_order == ExecOrder::Dfs, ValueError,
+           "jit: exec_order must be ms::ExecOrder::Bfs or ms::ExecOrder::Dfs, got the value ",
+           static_cast<int>(exec_order));
   const std::size_t n = g.nodes.size();
   std::vector<int> order;
   std::vector<bool> placed(n, false);
@@ -575,7 +578,7 @@ void order_nodes(Graph& g, std::string_view exec_order) {
   std::vector<int> assigns;
   for (std::size_t i = 0; i < n; ++i)
     if (g.nodes[i].kind == NodeKind::Assign) assigns.push_back(static_cast<int>(i));
-  if (exec_order == "bfs") {
+  if (exec_order == ExecOrder::Bfs) {
     // Kahn's algorithm with a FIFO queue: level by level.
     const auto consumers = consumers_of(g);
     std::vector<int> pending(n, 0);
@@ -621,12 +624,13 @@ void order_nodes(Graph& g, std::string_view exec_order) {
 }
 
 void optimize(Graph& g, const CompileOptions& o) {
-  MS_CHECK(o.jit_level == "O0" || o.jit_level == "O1", ValueError,
-           "jit: jit_level must be \"O0\" or \"O1\", got \"", o.jit_level, "\"");
+  MS_CHECK(o.jit_level == JitLevel::O0 || o.jit_level == JitLevel::O1, ValueError,
+           "jit: jit_level must be ms::JitLevel::O0 or ms::JitLevel::O1, got the value ",
+           static_cast<int>(o.jit_level));
   check(g, o, "trace");
   eliminate_dead_code(g);
   check(g, o, "dead-code elimination");
-  if (o.jit_level == "O1") {
+  if (o.jit_level == JitLevel::O1) {
     eliminate_common_subexpressions(g);
     check(g, o, "common-subexpression elimination");
     simplify(g);
@@ -647,3 +651,34 @@ void optimize(Graph& g, const CompileOptions& o) {
 }
 
 }  // namespace ms::compiler
+
+namespace ms {
+
+namespace {
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+}  // namespace
+
+JitLevel parse_jit_level(std::string_view text) {
+  for (JitLevel l : {JitLevel::O0, JitLevel::O1})
+    if (equals_ignoring_case(text, to_string(l))) return l;
+  ::ms::detail::raise<ValueError>("parse_jit_level: expected \"O0\" or \"O1\", got \"", text, "\"");
+}
+
+ExecOrder parse_exec_order(std::string_view text) {
+  for (ExecOrder o : {ExecOrder::Bfs, ExecOrder::Dfs})
+    if (equals_ignoring_case(text, to_string(o))) return o;
+  ::ms::detail::raise<ValueError>("parse_exec_order: expected \"bfs\" or \"dfs\", got \"", text,
+                                  "\"");
+}
+
+std::string_view to_string(JitLevel level) { return level == JitLevel::O0 ? "O0" : "O1"; }
+std::string_view to_string(ExecOrder order) { return order == ExecOrder::Dfs ? "dfs" : "bfs"; }
+std::ostream& operator<<(std::ostream& os, JitLevel level) { return os << to_string(level); }
+std::ostream& operator<<(std::ostream& os, ExecOrder order) { return os << to_string(order); }
+
+}  // namespace ms

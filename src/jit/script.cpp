@@ -6,18 +6,18 @@
 #include <sstream>
 #include <unordered_map>
 
-namespace ms {
+namespace ms::compiler::detail {
+advanced::ScriptGraph make_script_graph(Traced t, std::string phase) {
+  eliminate_dead_code(t.graph);
+  ir::verify(t.graph, "frontend_compile");
+  return advanced::ScriptGraph(std::move(t.graph), std::move(phase));
+}
+}  // namespace ms::compiler::detail
+
+namespace ms::advanced {
 
 void ScriptGraph::print() const { print(std::cout); }
 void ScriptGraph::print(std::ostream& os) const { os << to_string() << std::flush; }
-
-namespace compiler::detail {
-ScriptGraph make_script_graph(Traced t, std::string phase) {
-  eliminate_dead_code(t.graph);
-  ir::verify(t.graph, "frontend_compile");
-  return ScriptGraph(std::move(t.graph), std::move(phase));
-}
-}  // namespace compiler::detail
 
 // ---------------------------------------------------------------- graph split
 
@@ -28,7 +28,7 @@ GraphFragment::GraphFragment(int id, bool is_graph, std::string py_key, std::vec
       py_key_(std::move(py_key)),
       args_(std::move(args)),
       outputs_(std::move(outputs)) {
-  compiler::optimize(g, {.jit_level = is_graph ? "O1" : "O0", .verify = true});
+  compiler::optimize(g, {.jit_level = is_graph ? JitLevel::O1 : JitLevel::O0, .verify = true});
   exe_ = std::make_shared<compiler::Executable>(std::move(g));
 }
 
@@ -259,4 +259,4 @@ int jit_snippet_compile_count(const std::string& name) {
   return snippet_cache(name).compile_count();
 }
 
-}  // namespace ms
+}  // namespace ms::advanced

@@ -1,10 +1,13 @@
 // Expression templates: laziness, one fused pass with one allocation, dtype
-// promotion of trees, operand lifetimes, assignment in place.
+// promotion of trees, operand lifetimes, assignment in place; an expression
+// behaves like a tensor (shape, dtype, values, printing) and reports bad
+// operands where it is built.
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <ms/ms.hpp>
 #include <random>
+#include <sstream>
 
 using namespace ms;
 
@@ -98,7 +101,7 @@ TEST_SUITE("expr") {
     // The interpreter still computes them, with the same values a + b has.
     CHECK(allclose(Tensor(a + d), full({4, 8}, 2.0, float64)));
     CHECK(allclose(Tensor(a + t), full({4, 8}, 2.f)));
-    CHECK(Tensor(big + big2).to_vector<float>() == std::vector<float>((1 << 16) + 1, 2.f));
+    CHECK((big + big2).to_vector<float>() == std::vector<float>((1 << 16) + 1, 2.f));
   }
 
   TEST_CASE("expressions are types, not computations") {
@@ -116,6 +119,127 @@ TEST_SUITE("expr") {
     Tensor r = e;
     CHECK(memory_stats().alloc_count == before + 1);
     CHECK(r.to_vector<float>() == std::vector<float>{3, 3, 3});
+  }
+
+  TEST_CASE("an expression answers like a tensor: shape and dtype from construction") {
+    using E = decltype(ones({3}) + ones({3}));
+    static_assert(std::is_same_v<decltype(std::declval<const E&>().shape()), const Shape&>);
+    static_assert(std::is_same_v<decltype(std::declval<const E&>().dtype()), DType>);
+    static_assert(
+        std::is_same_v<decltype(std::declval<const E&>().to_vector<float>()), std::vector<float>>);
+    static_assert(std::is_same_v<decltype(std::declval<const E&>().item<double>()), double>);
+    static_assert(
+        std::is_same_v<decltype(std::declval<std::ostream&>() << std::declval<const E&>()),
+                       std::ostream&>);
+    static_assert(std::is_same_v<decltype(std::declval<const E&>().rank()), std::int64_t>);
+    static_assert(!std::is_convertible_v<E, int>);  // values only through item / to_vector
+
+    const Tensor col = arange(0, 3).reshape({3, 1}), row = tensor({10.f, 20.f, 30.f, 40.f});
+    const Tensor i = tensor({1, 2, 3, 4}, int32), h = ones({2, 1}, float16);
+    const auto before = memory_stats().alloc_count;
+    auto outer = col + row;                // broadcasting makes a shape no operand has
+    auto chain = ms::relu(outer * i) - 1;  // nested: the child is moved into its parent
+    auto cmp = ms::where(chain > 5.f, chain, i);
+    CHECK(outer.shape() == Shape{3, 4});
+    CHECK(chain.shape() == Shape{3, 4});
+    CHECK(chain.rank() == 2);
+    CHECK(chain.dim(-1) == 4);
+    CHECK(chain.numel() == 12);
+    CHECK(chain.dtype() == float32);
+    CHECK((i + i).shape() == Shape{4});
+    CHECK((i + i).dtype() == int32);
+    CHECK((i / 2).dtype() == float32);
+    CHECK((i > 2).dtype() == bool_);
+    CHECK((2.5 * h).shape() == Shape{2, 1});
+    CHECK((2.5 * h).dtype() == float16);
+    CHECK(cmp.shape() == Shape{3, 4});
+    CHECK(cmp.dtype() == float32);
+    CHECK(memory_stats().alloc_count == before);  // none of this computed anything
+    // Temporaries inside the tree (held by value, moved with their parents).
+    auto held = ms::exp(ones({2, 3}) * 2) + ones({3});
+    auto moved = std::move(held) * zeros({2, 1});
+    CHECK(moved.shape() == Shape{2, 3});
+    CHECK((ones({4, 1}) - ones({1, 5})).shape() == Shape{4, 5});
+    // The same op on other dtypes right after: each node has its own types.
+    CHECK((i + i).dtype() == int32);
+    CHECK((h + h).dtype() == float16);
+    CHECK((i + 1.5).dtype() == float32);
+    CHECK((i + true).dtype() == int32);
+    CHECK((i + i).dtype() == int32);
+    // The values agree with the tensor the expression becomes.
+    const Tensor t = chain;
+    CHECK(t.shape() == chain.shape());
+    CHECK(t.dtype() == chain.dtype());
+  }
+
+  TEST_CASE("an expression's values: item, to_vector, printing, each computing the tree once") {
+    const Tensor a = tensor({1.f, -2.f, 3.f}), b = tensor({2.f, 2.f, 2.f});
+    auto e = ms::relu(a * b) + 1;
+    auto before = memory_stats().alloc_count;
+    CHECK(e.to_vector<float>() == std::vector<float>{3, 1, 7});
+    CHECK(memory_stats().alloc_count == before + 1);  // the one result of one evaluation
+    CHECK(e.to_vector<double>() == std::vector<double>{3, 1, 7});
+    auto one = a.slice(0, 1, 2) * b.slice(0, 1, 2);
+    before = memory_stats().alloc_count;
+    CHECK(one.item<float>() == -4.f);
+    CHECK(memory_stats().alloc_count == before + 1);
+    CHECK(one.item<int>() == -4);
+    CHECK_THROWS_WITH_AS(e.item<float>(), doctest::Contains("item() needs exactly one"),
+                         ValueError);
+    std::ostringstream printed, want;
+    printed << e;
+    want << Tensor(e);
+    CHECK(printed.str() == want.str());
+    CHECK(printed.str().find("shape=[3]") != std::string::npos);
+    CHECK(e.to_string() == Tensor(e).to_string());
+    // An lvalue operand is read when the values are asked for, not when built.
+    Tensor x = ones({2});
+    auto f = x * 3;
+    x.fill_(2.0);
+    CHECK(f.to_vector<float>() == std::vector<float>{6, 6});
+  }
+
+  TEST_CASE("a bad operand is an error on the line that builds the expression") {
+    CHECK_THROWS_WITH_AS(
+        (void)(zeros({3, 4}) + zeros({5, 4})),
+        doctest::Contains("add: shapes do not broadcast\n  lhs: [3, 4]\n  rhs: [5, 4]"
+                          "\n  axis -2: 3 vs 5 (neither is 1)"),
+        ShapeError);
+    // Inside a tree: the node that cannot broadcast names its op and both shapes.
+    const Tensor a = zeros({3, 4}), b = zeros({4}), c = zeros({5});
+    auto ok = a * b;  // [3, 4]
+    CHECK(ok.shape() == Shape{3, 4});
+    CHECK_THROWS_WITH_AS(
+        (void)(ms::relu(a * b) - c),
+        doctest::Contains("sub: shapes do not broadcast\n  lhs: [3, 4]\n  rhs: [5]"), ShapeError);
+    CHECK_THROWS_WITH_AS((void)ms::where(zeros({2}, bool_), a, b),
+                         doctest::Contains("where: shapes do not broadcast"), ShapeError);
+    CHECK_THROWS_WITH_AS((void)ms::exp(zeros({2}, complex64)),
+                         doctest::Contains("exp: dtype Complex64 is not supported"), TypeError);
+    CHECK_THROWS_WITH_AS((void)(Tensor() * 2.f),
+                         doctest::Contains("mul: operand 0 is an undefined tensor"), ValueError);
+    // Nothing was left half-built: the allocations are the operands' only.
+    const auto before = memory_stats().alloc_count;
+    CHECK_THROWS_AS((void)(a + c), ShapeError);
+    CHECK(memory_stats().alloc_count == before);
+  }
+
+  TEST_CASE("under ms::jit an expression over traced tensors has the traced shape and dtype") {
+    Shape seen;
+    DType seen_dtype = bool_;
+    auto f = jit([&](const auto& x, const auto& y) {
+      auto e = x * y + 1;
+      seen = e.shape();
+      seen_dtype = e.dtype();
+      return e;
+    });
+    const Tensor x = ones({2, 3}, float64), y = tensor({1.0, 2.0, 3.0}, float64);
+    CHECK(f(x, y).to_vector<double>() == std::vector<double>{2, 3, 4, 2, 3, 4});
+    CHECK(seen == Shape{2, 3});
+    CHECK(seen_dtype == float64);
+    auto bad = jit([](const auto& x, const auto& y) { return x + y; });
+    CHECK_THROWS_WITH_AS(bad(ones({2, 3}), ones({4})),
+                         doctest::Contains("add: shapes do not broadcast"), ShapeError);
   }
 
   TEST_CASE("a fused chain is one pass with one allocation") {
@@ -141,7 +265,7 @@ TEST_SUITE("expr") {
     Tensor x = ones({2});
     auto f = x * 3;  // refers to x
     x.fill_(2.0);
-    CHECK(Tensor(f).to_vector<float>() == std::vector<float>{6, 6});
+    CHECK(f.to_vector<float>() == std::vector<float>{6, 6});
   }
 
   TEST_CASE("dtype promotion of trees and weak scalars") {
@@ -158,16 +282,14 @@ TEST_SUITE("expr") {
     CHECK(where(b, i32, 0.5).dtype() == float32);
     CHECK(ms::exp(i32).dtype() == float32);
     CHECK(ms::relu(i64).dtype() == int64);
-    CHECK(Tensor(i32 / 2).to_vector<float>() == std::vector<float>{0.5f, 1.f, 1.5f});
-    CHECK(Tensor(ms::pow(i32, 2)).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 4, 9});
-    CHECK(Tensor(!b).to_vector<bool>() == std::vector<bool>{false, true, false});
-    CHECK(Tensor(logical_and(b, i32 > 1)).to_vector<bool>() ==
-          std::vector<bool>{false, false, true});
+    CHECK((i32 / 2).to_vector<float>() == std::vector<float>{0.5f, 1.f, 1.5f});
+    CHECK(ms::pow(i32, 2).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 4, 9});
+    CHECK((!b).to_vector<bool>() == std::vector<bool>{false, true, false});
+    CHECK(logical_and(b, i32 > 1).to_vector<bool>() == std::vector<bool>{false, false, true});
     // int8 arithmetic inside a tree, then a float: values as computed in int32
     const Tensor i8 = tensor({100, -100}, int8);
-    CHECK(Tensor((i8 + i8) * f32.slice(0, 0, 2)).to_vector<float>() ==
-          std::vector<float>{200.f, -200.f});
-    CHECK(Tensor(i8 + i8).to_vector<std::int8_t>() == std::vector<std::int8_t>{-56, 56});
+    CHECK(((i8 + i8) * f32.slice(0, 0, 2)).to_vector<float>() == std::vector<float>{200.f, -200.f});
+    CHECK((i8 + i8).to_vector<std::int8_t>() == std::vector<std::int8_t>{-56, 56});
     // float16 stores round; the computation runs in float32
     const Tensor third = f16 / 3.0;
     CHECK(third.dtype() == float16);

@@ -34,10 +34,10 @@ struct Log {
   }
 };
 
-JitConfig dyn_config(Log* log = nullptr, std::string policy = "all_dims") {
+JitConfig dyn_config(Log* log = nullptr, DynamicPolicy policy = DynamicPolicy::AllDims) {
   JitConfig c;
   c.dynamic = 1;
-  c.dynamic_policy = std::move(policy);
+  c.dynamic_policy = policy;
   c.verify = true;
   if (log) c.on_recompile = log->sink();
   return c;
@@ -114,7 +114,7 @@ TEST_SUITE("jit.dynamic") {
     auto stat = jit(fn, {.cache_capacity = 256, .verify = true});
     Log log;
     auto all = jit(fn, dyn_config(&log));
-    auto changed = jit(fn, dyn_config(nullptr, "changed_dims"));
+    auto changed = jit(fn, dyn_config(nullptr, DynamicPolicy::ChangedDims));
     unsigned seed = 100;
     for (std::int64_t n : sizes) {
       const Tensor x = rand_t({n, 20}, ++seed);
@@ -254,7 +254,7 @@ TEST_SUITE("jit.dynamic") {
       "changed_dims: only changed dims are symbols, equal changes share one, a rank change is -2") {
     Log log;
     auto fn = [](const auto& x, const auto& y) { return sum(x, {1}) + sum(y, {1}); };
-    auto f = jit(fn, dyn_config(&log, "changed_dims"));
+    auto f = jit(fn, dyn_config(&log, DynamicPolicy::ChangedDims));
     f(rand_t({4, 5}, 1), rand_t({4, 6}, 2));
     f(rand_t({8, 5}, 1), rand_t({8, 6}, 2));
     CHECK(f.compile_count() == 2);
@@ -270,7 +270,7 @@ TEST_SUITE("jit.dynamic") {
     CHECK(contains(f.phase(), "(f32[s0,-1], f32[s0,6])"));
     CHECK(f.generalized_count() == 2);
     // Bounded: max_generalized graphs are kept.
-    JitConfig c = dyn_config(nullptr, "changed_dims");
+    JitConfig c = dyn_config(nullptr, DynamicPolicy::ChangedDims);
     c.max_generalized = 1;
     auto g = jit([](const auto& x) { return x * 2.f; }, c);
     g(rand_t({2, 3}, 1));
@@ -359,8 +359,11 @@ TEST_SUITE("jit.dynamic") {
     zero_kept.max_generalized = 0;
     CHECK_THROWS_WITH_AS(jit([](const auto& x) { return x; }, zero_kept),
                          doctest::Contains("max_generalized must be >= 1"), ValueError);
-    CHECK_THROWS_AS(jit([](const auto& x) { return x; }, {.dynamic = 1, .dynamic_policy = "some"}),
-                    ValueError);
+    CHECK_THROWS_WITH_AS(
+        jit([](const auto& x) { return x; },
+            {.dynamic = 1, .dynamic_policy = static_cast<DynamicPolicy>(7)}),
+        doctest::Contains("dynamic_policy must be ms::DynamicPolicy::AllDims or ChangedDims"),
+        ValueError);
   }
 
   TEST_CASE(

@@ -5,6 +5,7 @@
 #include <ms/ms.hpp>
 
 #include <random>
+#include <sstream>
 #include <thread>
 #include "jit_test_util.hpp"
 
@@ -38,7 +39,7 @@ TEST_SUITE("jit") {
     const Tensor x = rand_t({8, 8}, 1), y = rand_t({8, 8}, 2);
     auto fn = [](const auto& a, const auto& b) { return ms::tanh(a * b + 1.f) - a; };
     auto f1 = jit(fn, kTest);
-    auto f0 = jit(fn, {.jit_level = "O0", .verify = true});
+    auto f0 = jit(fn, {.jit_level = JitLevel::O0, .verify = true});
     CHECK(allclose(f1(x, y), fn(x, y), 0, 0));
     CHECK(allclose(f0(x, y), fn(x, y), 1e-6, 1e-6));
     CHECK(f1.dump().find("Fused[Mul, Add, Tanh, Sub]") != std::string::npos);
@@ -245,8 +246,51 @@ TEST_SUITE("jit") {
     auto infer_classes = jit([](const auto& i) { return one_hot(i); }, kTest);
     CHECK_THROWS_WITH_AS(infer_classes(tensor({1, 2})),
                          doctest::Contains("one_hot: num_classes -1"), ValueError);
-    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.jit_level = "O3"}), ValueError);
-    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.exec_order = "random"}), ValueError);
+    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.jit_level = static_cast<JitLevel>(3)}),
+                    ValueError);
+    CHECK_THROWS_AS(jit([](const auto& a) { return a; }, {.exec_order = static_cast<ExecOrder>(3)}),
+                    ValueError);
+  }
+
+  TEST_CASE("jit options are enums; text from a config or a command line parses into them") {
+    static_assert(std::is_same_v<decltype(JitConfig{}.jit_level), JitLevel>);
+    static_assert(std::is_same_v<decltype(JitConfig{}.exec_order), ExecOrder>);
+    static_assert(std::is_same_v<decltype(JitConfig{}.dynamic_policy), DynamicPolicy>);
+    CHECK(JitConfig{}.jit_level == JitLevel::O1);
+    CHECK(JitConfig{}.exec_order == ExecOrder::Bfs);
+    CHECK(JitConfig{}.dynamic_policy == DynamicPolicy::AllDims);
+    CHECK(parse_jit_level("O0") == JitLevel::O0);
+    CHECK(parse_jit_level("o1") == JitLevel::O1);
+    CHECK(parse_exec_order("dfs") == ExecOrder::Dfs);
+    CHECK(parse_exec_order("BFS") == ExecOrder::Bfs);
+    CHECK(parse_dynamic_policy("changed_dims") == DynamicPolicy::ChangedDims);
+    CHECK(parse_dynamic_policy("All_Dims") == DynamicPolicy::AllDims);
+    for (JitLevel l : {JitLevel::O0, JitLevel::O1}) CHECK(parse_jit_level(to_string(l)) == l);
+    for (ExecOrder o : {ExecOrder::Bfs, ExecOrder::Dfs}) CHECK(parse_exec_order(to_string(o)) == o);
+    for (DynamicPolicy p : {DynamicPolicy::AllDims, DynamicPolicy::ChangedDims})
+      CHECK(parse_dynamic_policy(to_string(p)) == p);
+    std::ostringstream os;
+    os << JitLevel::O0 << " " << ExecOrder::Dfs << " " << DynamicPolicy::ChangedDims;
+    CHECK(os.str() == "O0 dfs changed_dims");
+    CHECK_THROWS_WITH_AS(
+        parse_jit_level("O3"),
+        doctest::Contains("parse_jit_level: expected \"O0\" or \"O1\", got \"O3\""), ValueError);
+    CHECK_THROWS_WITH_AS(
+        parse_exec_order("random"),
+        doctest::Contains("parse_exec_order: expected \"bfs\" or \"dfs\", got \"random\""),
+        ValueError);
+    CHECK_THROWS_WITH_AS(
+        parse_dynamic_policy("some"),
+        doctest::Contains(
+            "parse_dynamic_policy: expected \"all_dims\" or \"changed_dims\", got \"some\""),
+        ValueError);
+    CHECK_THROWS_AS(parse_jit_level(""), ValueError);
+    CHECK_THROWS_AS(parse_dynamic_policy("changed_dimsx"), ValueError);
+    // A parsed config compiles as the enum would.
+    auto f = jit([](const auto& a) { return ms::relu(a) * 2.f; },
+                 {.jit_level = parse_jit_level("O0"), .exec_order = parse_exec_order("dfs")});
+    CHECK(f(tensor({-1.f, 2.f})).to_vector<float>() == std::vector<float>{0, 4});
+    CHECK(f.dump().find("Fused") == std::string::npos);  // O0 fuses nothing
   }
 
   TEST_CASE("the cache is bounded and evicts the least recently used graph") {

@@ -545,8 +545,8 @@ bool run_case(const Case& c, bool strided_first) {
     return false;
   }
   bool recorded = false;
-  for (const char* level : {"O0", "O1"}) {
-    const double tol = std::string_view(level) == "O0" ? c.tol_o0 : c.tol_o1;
+  for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
+    const double tol = level == JitLevel::O0 ? c.tol_o0 : c.tol_o1;
     const std::string where = ::ms::detail::str_cat(id, " at ", level);
     try {
       auto f = jit([fn = c.fn](const Tensors& xs) { return fn(xs); },
@@ -558,7 +558,7 @@ bool run_case(const Case& c, bool strided_first) {
       check_all(r2, want1, tol, where + ", call 2 (planned)");
       check_all(r3, want2, tol, where + ", call 3 (new values, other layout)");
       CHECK_MESSAGE(f.compile_count() == 1, where, ": ", f.compile_count(), " compiles");
-      if (std::string_view(level) == "O0") {
+      if (level == JitLevel::O0) {
         const std::string node = " = " + ops::ir_name(ops::op(c.op)) + "(";
         recorded = f.dump().find(node) != std::string::npos;
         CHECK_MESSAGE(recorded, where, ": the graph has no '", c.op, "' node:\n", f.dump());
@@ -607,7 +607,7 @@ TEST_SUITE("jit") {
     const Tensor x1 = rnd({4, 6}, 1), x2 = rnd({4, 6}, 2);
     const Tensor y = one_hot(idx({4}, 3, 5), 5);
     const auto want1 = mlp(x1, y), want2 = mlp(x2, y);
-    for (const std::string level : {"O0", "O1"}) {
+    for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
       auto f = jit(mlp, {.jit_level = level, .verify = true});
       const auto r1 = f(x1, y);
@@ -627,7 +627,7 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("a captured parameter modified in place between calls is followed") {
-    for (const std::string level : {"O0", "O1"}) {
+    for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
       Tensor w = rnd({4, 3}, 21), b = rnd({3}, 22);
       auto fn = [&](const auto& x) {
@@ -655,7 +655,7 @@ TEST_SUITE("jit") {
     };
     const Tensor x = rnd({2, 4}, 31);
     const auto want = fn(x);
-    for (const std::string level : {"O0", "O1"}) {
+    for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
       auto f = jit(fn, {.jit_level = level, .verify = true});
       for (int call = 0; call < 2; ++call) {
@@ -716,7 +716,7 @@ TEST_SUITE("jit") {
   // the graph, so in-place updates of the parameter after compiling were not
   // seen (the free functions ms::cast / ms::reshape recorded ops).
   TEST_CASE("copies of a captured tensor made by Tensor methods follow in-place updates") {
-    for (const std::string level : {"O0", "O1"}) {
+    for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
       Tensor w = rnd({2, 3}, 41);
       const Tensor base = rnd({3, 2}, 42);

@@ -206,8 +206,8 @@ TEST_SUITE("jit") {
     const auto x = std::vector<Tensor>{ones({2, 2}), full({2, 2}, 2.f)};
     const auto want = run(g, x);
     ir::Graph bfs = g, dfs = g;
-    compiler::order_nodes(bfs, "bfs");
-    compiler::order_nodes(dfs, "dfs");
+    compiler::order_nodes(bfs, ExecOrder::Bfs);
+    compiler::order_nodes(dfs, ExecOrder::Dfs);
     ir::verify(bfs);
     ir::verify(dfs);
     // bfs: a1, b1, a2, b2 — the first two matmuls read the two inputs.
@@ -219,7 +219,7 @@ TEST_SUITE("jit") {
     CHECK(dfs.producer(od[1]).kind == NodeKind::Op);
     CHECK(same(run(bfs, x), want));
     CHECK(same(run(dfs, x), want));
-    CHECK_THROWS_AS(compiler::order_nodes(g, "random"), ValueError);
+    CHECK_THROWS_AS(compiler::order_nodes(g, static_cast<ExecOrder>(7)), ValueError);
   }
 
   TEST_CASE("updates stay after every read of the old value, in trace order") {
@@ -400,8 +400,8 @@ TEST_SUITE("jit") {
       return sum(square(max_pool2d(relu(conv2d(h, w2, std::nullopt, o)), {2})));
     };
     auto vg = value_and_grad(loss, std::vector<int>{0, 1, 2, 3}, {});
-    auto f0 = jit(vg, {.jit_level = "O0", .verify = true});
-    auto f1 = jit(vg, {.jit_level = "O1", .verify = true});
+    auto f0 = jit(vg, {.jit_level = JitLevel::O0, .verify = true});
+    auto f1 = jit(vg, {.jit_level = JitLevel::O1, .verify = true});
     const auto [l0, g0] = f0(x, w1, b1, w2);
     const auto [l1, g1] = f1(x, w1, b1, w2);
     CHECK(f1.dump().find("max_pool2x2=true") != std::string::npos);

@@ -78,7 +78,7 @@ TEST_SUITE("jit") {
       return std::tuple{y2, y1};
     };
     const auto [e2, e1] = fn(a, b);
-    for (const char* order : {"dfs", "bfs"}) {
+    for (const ExecOrder order : {ExecOrder::Dfs, ExecOrder::Bfs}) {
       CAPTURE(order);
       g.manual_seed(5);
       auto f = jit(fn, JitConfig{.exec_order = order, .verify = true});

@@ -1,10 +1,12 @@
-// Front-end graphs, graph split into fragments, and jit_begin / jit_end.
+// Front-end graphs, graph split into fragments, and jit_begin / jit_end: the
+// MindSpore-internal entry points of ms::advanced.
 #include <doctest/doctest.h>
 
 #include <ms/ms.hpp>
 #include <sstream>
 
 using namespace ms;
+namespace adv = ms::advanced;
 
 namespace {
 // z1 = x + y; z2 = add(z1, x) flagged as a split op; z3 = relu(z2) * 2
@@ -18,7 +20,8 @@ auto split_fn = [](const auto& x, const auto& y) -> Tensor {
 TEST_SUITE("jit") {
   TEST_CASE("frontend_compile gives the traced graph, printable") {
     const Tensor x = ones({1, 1, 3, 3}), y = ones({1, 1, 3, 3});
-    ScriptGraph sg = frontend_compile([](const auto& a, const auto& b) { return a + b; })(x, y);
+    adv::ScriptGraph sg =
+        adv::frontend_compile([](const auto& a, const auto& b) { return a + b; })(x, y);
     CHECK(sg.to_string() ==
           "graph(%arg0: f32[1,1,3,3], %arg1: f32[1,1,3,3]) {\n"
           "  %0 = Add(%arg0, %arg1) : (f32[1,1,3,3], f32[1,1,3,3]) -> f32[1,1,3,3]\n"
@@ -32,8 +35,8 @@ TEST_SUITE("jit") {
 
   TEST_CASE("graph_split cuts around split ops; running the fragments equals the graph") {
     const Tensor x = arange(-4, 5).reshape({3, 3}), y = full({3, 3}, 0.5f);
-    const ScriptGraph sg = frontend_compile(split_fn)(x, y);
-    const std::vector<GraphFragment> frags = graph_split(sg);
+    const adv::ScriptGraph sg = adv::frontend_compile(split_fn)(x, y);
+    const std::vector<adv::GraphFragment> frags = adv::graph_split(sg);
     REQUIRE(frags.size() == 3);
     CHECK(frags[0].is_graph());
     CHECK_FALSE(frags[1].is_graph());
@@ -42,7 +45,7 @@ TEST_SUITE("jit") {
     CHECK(frags[1].args_list().size() == 2);  // z1 and x
     CHECK(frags[2].args_list().size() == 2);  // z2 and z1
     const std::vector<Tensor> in{x, y};
-    const std::vector<Tensor> got = run_fragments(sg, frags, in);
+    const std::vector<Tensor> got = adv::run_fragments(sg, frags, in);
     const Tensor want = split_fn(x, y);
     REQUIRE(got.size() == 1);
     CHECK(allclose(got[0], want, 0, 0));
@@ -56,35 +59,36 @@ TEST_SUITE("jit") {
 
   TEST_CASE("a graph without split ops is one fragment") {
     const Tensor x = ones({2});
-    const ScriptGraph sg = frontend_compile([](const auto& a) { return a * 3.f; })(x);
-    const auto frags = graph_split(sg);
+    const adv::ScriptGraph sg = adv::frontend_compile([](const auto& a) { return a * 3.f; })(x);
+    const auto frags = adv::graph_split(sg);
     REQUIRE(frags.size() == 1);
     CHECK(frags[0].is_graph());
-    CHECK(run_fragments(sg, frags, std::vector<Tensor>{x})[0].to_vector<float>() ==
+    CHECK(adv::run_fragments(sg, frags, std::vector<Tensor>{x})[0].to_vector<float>() ==
           std::vector<float>{3, 3});
   }
 
   TEST_CASE("jit_begin / jit_end capture eager code; the second run reuses the graph") {
     auto snippet = [](const Tensor& x, const Tensor& y) {
-      jit_begin("tensor_add", x, y);
+      adv::jit_begin("tensor_add", x, y);
       Tensor z = relu(x + y) * 2.f;
-      z = jit_end(z);
+      z = adv::jit_end(z);
       return z;
     };
     const Tensor a = arange(-2, 2), b = ones({4});
     CHECK(snippet(a, b).to_vector<float>() == std::vector<float>{0, 0, 2, 4});
     CHECK(snippet(b, b).to_vector<float>() == std::vector<float>{4, 4, 4, 4});
-    CHECK(jit_snippet_compile_count("tensor_add") == 1);
+    CHECK(adv::jit_snippet_compile_count("tensor_add") == 1);
     CHECK(snippet(ones({2}), ones({2})).to_vector<float>() == std::vector<float>{4, 4});
-    CHECK(jit_snippet_compile_count("tensor_add") == 2);
+    CHECK(adv::jit_snippet_compile_count("tensor_add") == 2);
   }
 
   TEST_CASE("jit_begin / jit_end misuse") {
-    CHECK_THROWS_WITH_AS(jit_end(ones({1})), doctest::Contains("no snippet is open"), ValueError);
-    jit_begin("a", ones({1}));
-    CHECK_THROWS_WITH_AS(jit_begin("b", ones({1})), doctest::Contains("'a' is still open"),
+    CHECK_THROWS_WITH_AS(adv::jit_end(ones({1})), doctest::Contains("no snippet is open"),
+                         ValueError);
+    adv::jit_begin("a", ones({1}));
+    CHECK_THROWS_WITH_AS(adv::jit_begin("b", ones({1})), doctest::Contains("'a' is still open"),
                          ValueError);
     // The stale snippet was discarded: eager code runs again.
-    CHECK((ones({1}) + 1.f).eval().item<float>() == 2.f);
+    CHECK((ones({1}) + 1.f).item<float>() == 2.f);
   }
 }

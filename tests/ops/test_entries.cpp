@@ -74,7 +74,7 @@ TEST_SUITE("ops") {
         // differently): the 3rd call compares with eager on the same layout.
         const Tensors want = ops::call(*d, c.inputs, c.attrs);
         const Tensors want_strided = ops::call(*d, strided(c.inputs), c.attrs);
-        for (const char* level : {"O0", "O1"}) {
+        for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
           CAPTURE(level);
           auto f = jit([d, &c](const Tensors& xs) { return ops::call(*d, xs, c.attrs); },
                        {.jit_level = level, .verify = true});
@@ -85,7 +85,7 @@ TEST_SUITE("ops") {
             for (std::size_t k = 0; k < got.size(); ++k) CHECK(same_bits(got[k], w[k]));
           }
           CHECK(f.compile_count() == 1);
-          if (std::string_view(level) == "O0")
+          if (level == JitLevel::O0)
             CHECK_MESSAGE(f.dump().find(" = " + ops::ir_name(*d) + "(") != std::string::npos,
                           "the graph has no '", d->name, "' node:\n", f.dump());
         }

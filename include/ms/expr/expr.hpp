@@ -7,7 +7,14 @@
 //
 //   ms::Tensor y = ms::relu(a * b + c) * 0.5f;   // one pass, one allocation
 //   auto e = a + 1;                               // an Expr: nothing computed yet
+//   e.shape(); e.dtype();                         // known already, nothing computed
 //   ms::Tensor z = e;                             // computed here
+//   std::cout << e; e.item<float>();              // each computes the tree once
+//
+// Each node infers its dtype and shape when it is built, so a bad operand is
+// an error on the line that builds the expression
+// (`auto y = ms::zeros({3, 4}) + ms::zeros({5, 4});` throws ms::ShapeError
+// there), never later where the value is first used.
 //
 // Operands are held by reference when they are lvalue tensors and by value
 // when temporaries (as xtensor's closures), so a tree never dangles as long as
@@ -16,11 +23,17 @@
 // (float16 tensor * 2.0 -> float16), as PyTorch's Python scalars.
 #pragma once
 
+#include <atomic>
 #include <complex>
 #include <concepts>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/elementwise.hpp"
@@ -85,8 +98,14 @@ struct Lowering {
 /// Lowers one op application whose operands are already lowered (shared by
 /// every Expr node and by the op table's eager entries).
 Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands);
-/// Lowers a tensor leaf.
-Lowered lower_tensor(Lowering& L, const Tensor& t);
+/// Lowers one op application whose result types are already known (an Expr
+/// node inferred them when it was built): no shape or type inference, and
+/// Lowered::shape stays empty.
+Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> operands,
+                          const kernels::EwTypes& types);
+/// Lowers a tensor leaf (with its shape unless `with_shape` is false: an
+/// operand inside an Expr, whose node knows the shape).
+Lowered lower_tensor(Lowering& L, const Tensor& t, bool with_shape = true);
 /// Finishes the program of a lowered root and evaluates it into a new tensor.
 Tensor evaluate(Lowering& L, const Lowered& root);
 /// Evaluates the root into `dst` (which it must broadcast to), casting to dst's dtype.
@@ -124,6 +143,118 @@ struct ScalarVal {
   }
 };
 
+/// What a node knows of an operand when it is built: its dtype and, for a
+/// tensor, its shape (null for a weak scalar).
+struct Meta {
+  const Shape* shape = nullptr;
+  DType dtype = DType::Float32;
+  ScalarKind kind = ScalarKind::Float;  ///< of a weak scalar
+  bool defined = true;                  ///< false for an undefined tensor
+  /// `shape` stays at its address when the operand is moved into a parent
+  /// (the shape of a referenced tensor, or one a node holds on the heap).
+  bool stable = false;
+};
+inline Meta meta(const TensorRef& r) {
+  return {&r.t->shape(), r.t->dtype(), {}, r.t->defined(), true};
+}
+inline Meta meta(const TensorVal& v) {
+  return {&v.t.shape(), v.t.dtype(), {}, v.t.defined(), false};
+}
+inline Meta meta(const ScalarVal& v) {
+  return {nullptr, v.v.default_dtype(), v.v.kind(), true, false};
+}
+template <TensorExpr E>
+Meta meta(const E& e) {
+  return {&e.shape(), e.dtype(), {}, true, e.stable_shape() != nullptr};
+}
+
+/// The shape of a leaf or node (a weak scalar has none: an empty shape).
+inline const Shape& shape_of(const TensorRef& r) { return r.t->shape(); }
+inline const Shape& shape_of(const TensorVal& v) { return v.t.shape(); }
+inline const Shape& shape_of(const ScalarVal&) {
+  static const Shape none;
+  return none;
+}
+template <TensorExpr E>
+const Shape& shape_of(const E& e) {
+  return e.shape();
+}
+
+/// What a node infers when it is built.
+struct Inferred {
+  kernels::EwTypes types;  ///< the dtype of its value, and the register types computing it
+  int shape_from;       ///< the operand whose shape its value has, or -1: the shape is new (`own`)
+  const Shape* stable;  ///< the shape's address when it survives moves of the node, else null
+};
+/// Dtype and shape inference of one op application, run when an Expr node is
+/// built (the rules lower_apply applies when it is evaluated). Sets `own` only
+/// when broadcasting makes a shape no operand has. ShapeError naming the op and
+/// both shapes when the operands do not broadcast, TypeError for an
+/// unsupported dtype, ValueError for an undefined tensor.
+Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own);
+/// Dtype inference only (kernels::ew_infer_types on the operands' metas).
+kernels::EwTypes infer_types(int op_id, std::span<const Meta> operands);
+
+/// What dtype inference reads of an application, packed: each operand's dtype,
+/// whether it is a weak scalar, and its kind (0 is never a key).
+inline std::uint64_t types_key(std::span<const Meta> operands) {
+  std::uint64_t k = 1;
+  for (const Meta& m : operands) {
+    const bool scalar = m.shape == nullptr;
+    k = (k << 8) | static_cast<std::uint64_t>(m.dtype) |
+        (scalar ? 16u | (static_cast<std::uint64_t>(m.kind) << 5) : 0u);
+  }
+  return k;
+}
+/// The last inference of op `Op` (key << 32 | types), shared by all threads:
+/// the types are a function of the key, so a relaxed load is enough.
+template <class Op>
+inline std::atomic<std::uint64_t> g_types_cache{0};
+
+/// infer_apply for an Expr node of op `Op`, with the common case inline:
+/// operands of one shape whose dtypes were seen last time (no call into libms).
+template <class Op>
+Inferred infer_node(std::span<const Meta> operands, std::shared_ptr<const Shape>& own) {
+  std::size_t from = operands.size();
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const Meta& m = operands[i];
+    if (!m.defined) return infer_apply(ops::ew_op_id<Op>, operands, own);
+    if (m.shape == nullptr) continue;
+    if (from == operands.size())
+      from = i;
+    else if (m.shape != operands[from].shape && *m.shape != *operands[from].shape)
+      return infer_apply(ops::ew_op_id<Op>, operands, own);  // broadcasting, or an error
+  }
+  const std::uint64_t key = types_key(operands);
+  const std::uint64_t seen = g_types_cache<Op>.load(std::memory_order_relaxed);
+  kernels::EwTypes t;
+  if ((seen >> 32) == key) {
+    t = {static_cast<DType>(seen & 15u), static_cast<DType>((seen >> 4) & 15u),
+         static_cast<DType>((seen >> 8) & 15u)};
+  } else {
+    t = infer_types(ops::ew_op_id<Op>, operands);
+    g_types_cache<Op>.store(key << 32 | static_cast<std::uint64_t>(t.out) |
+                                static_cast<std::uint64_t>(t.compute) << 4 |
+                                static_cast<std::uint64_t>(t.operand) << 8,
+                            std::memory_order_relaxed);
+  }
+  const Meta& m = operands[from];
+  return {t, static_cast<int>(from), m.stable ? m.shape : nullptr};
+}
+
+/// Lowers an operand of an Expr node (tensors without their shape).
+inline Lowered lower_operand(Lowering& L, const TensorRef& r) {
+  return lower_tensor(L, *r.t, false);
+}
+inline Lowered lower_operand(Lowering& L, const TensorVal& v) {
+  return lower_tensor(L, v.t, false);
+}
+inline Lowered lower_operand(Lowering& L, const ScalarVal& v) { return v.lower(L); }
+template <TensorExpr E>
+Lowered lower_operand(Lowering& L, const E& e) {
+  return e.lower_node(L);
+}
+
 /// The tensor of a tensor leaf.
 inline const Tensor* leaf_tensor(const TensorRef& r) { return r.t; }
 inline const Tensor* leaf_tensor(const TensorVal& v) { return &v.t; }
@@ -136,7 +267,10 @@ inline constexpr bool is_tensor_leaf = std::is_same_v<C, TensorRef> || std::is_s
 /// writes a new tensor, without building a program (the values ew_run would
 /// compute, with the same kernel; larger tensors take the tiled, threaded
 /// interpreter). Returns false, doing nothing, for anything else.
-bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out);
+/// `known`: the op's types for these operands when the caller has them (an
+/// Expr node inferred them when it was built).
+bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out,
+                const kernels::EwTypes* known = nullptr);
 
 /// A subexpression as ms::jit traces it: a (symbolic) tensor or a weak number.
 struct Traced {
@@ -176,12 +310,27 @@ using leaf_t = decltype(make_leaf(std::declval<T>()));
 
 }  // namespace expr
 
-/// An elementwise op applied to children (leaves or other Exprs).
+/// An elementwise op applied to children (leaves or other Exprs). It behaves
+/// like the tensor it stands for: `shape()` and `dtype()` are known from
+/// construction, and `item`, `to_vector`, `to_string` and `<<` compute the
+/// tree (once per call; convert to ms::Tensor to keep the values).
 template <class Op, class... Children>
 class Expr {
  public:
   using op_type = Op;
-  explicit Expr(Children... children) : children_(std::move(children)...) {}
+  /// Builds the node and infers its dtype and shape (nothing is computed):
+  /// operands that do not broadcast are an ms::ShapeError here.
+  explicit Expr(Children... children) : children_(std::move(children)...) {
+    const expr::Inferred inf = std::apply(
+        [&](const auto&... c) {
+          const expr::Meta operands[] = {expr::meta(c)...};
+          return expr::infer_node<Op>(operands, own_shape_);
+        },
+        children_);
+    types_ = inf.types;
+    shape_ = inf.stable;
+    shape_from_ = static_cast<std::int8_t>(inf.shape_from);
+  }
 
   /// Computes the expression into a new tensor (one fused pass). While
   /// ms::jit traces, records its ops instead (the jit fuses them again).
@@ -192,7 +341,7 @@ class Expr {
       const bool done = std::apply(
           [&](const auto&... c) {
             const Tensor* operands[] = {expr::leaf_tensor(c)...};
-            return expr::eval_dense(ops::ew_op_id<Op>, operands, out);
+            return expr::eval_dense(ops::ew_op_id<Op>, operands, out, &types_);
           },
           children_);
       if (done) return out;
@@ -203,21 +352,49 @@ class Expr {
   }
   operator Tensor() const { return eval(); }  // NOLINT: implicit on purpose
 
-  /// Dtype and shape of the result, without computing it.
-  DType dtype() const {
-    expr::Lowering L;
-    return lower(L).dtype;
-  }
-  Shape shape() const {
-    expr::Lowering L;
-    return lower(L).shape;
-  }
+  /// Dtype of the value, inferred at construction (nothing is computed).
+  DType dtype() const { return types_.out; }
+  /// Shape of the value, inferred at construction (nothing is computed).
+  const Shape& shape() const { return shape_ != nullptr ? *shape_ : child_shape<0>(shape_from_); }
+  /// The address of shape() when it stays valid as this node is moved or
+  /// copied into a parent (null when it lives in a temporary tensor the tree
+  /// holds): what a parent keeps so that its shape() is one load.
+  const Shape* stable_shape() const { return shape_; }
+  /// Number of axes of the value.
+  std::int64_t rank() const { return shape().rank(); }
+  /// Size of a (possibly negative) axis of the value.
+  std::int64_t dim(std::int64_t axis) const { return shape().at(axis); }
+  /// Number of elements of the value.
+  std::int64_t numel() const { return shape_numel(shape(), "Expr::numel"); }
 
+  /// The single element of a one-element value, converted to T (computes the tree).
+  template <Element T>
+  T item() const {
+    return eval().template item<T>();
+  }
+  /// All elements in row-major order, converted to T (computes the tree).
+  template <Element T>
+  std::vector<T> to_vector() const {
+    return eval().template to_vector<T>();
+  }
+  /// The value as ms::Tensor prints it (computes the tree).
+  std::string to_string() const { return eval().to_string(); }
+  /// Prints the value as ms::Tensor does (computes the tree).
+  friend std::ostream& operator<<(std::ostream& os, const Expr& e) { return os << e.eval(); }
+
+  /// Lowers the tree into L's program; the result carries the node's shape.
   expr::Lowered lower(expr::Lowering& L) const {
+    expr::Lowered r = lower_node(L);
+    r.shape = shape();
+    return r;
+  }
+  /// Lowers the tree with the types inferred at construction, without
+  /// shapes (the kernel checks every input against the root's shape).
+  expr::Lowered lower_node(expr::Lowering& L) const {
     return std::apply(
         [&](const auto&... c) {
-          const expr::Lowered operands[] = {c.lower(L)...};
-          return expr::lower_apply(L, ops::ew_op_id<Op>, operands);
+          const expr::Lowered operands[] = {expr::lower_operand(L, c)...};
+          return expr::lower_apply_typed(L, ops::ew_op_id<Op>, operands, types_);
         },
         children_);
   }
@@ -235,7 +412,23 @@ class Expr {
   }
 
  private:
+  // The shape of child `k`, found again on each call: a node holding a
+  // temporary tensor moves with its parent, so no pointer into it is kept.
+  template <std::size_t I>
+  const Shape& child_shape(int k) const {
+    if constexpr (I + 1 < sizeof...(Children)) {
+      if (k != static_cast<int>(I)) return child_shape<I + 1>(k);
+    }
+    return expr::shape_of(std::get<I>(children_));
+  }
+
   std::tuple<Children...> children_;
+  /// The shape when no operand has it (broadcasting made it); on the heap, so
+  /// that copies and moves of the node keep its address.
+  std::shared_ptr<const Shape> own_shape_;
+  const Shape* shape_ = nullptr;  ///< where the shape is, when that survives moves (else null)
+  kernels::EwTypes types_{};      ///< the value's dtype and the register types computing it
+  std::int8_t shape_from_ = -1;   ///< the operand whose shape the value has (when shape_ is null)
 };
 
 namespace detail {

@@ -12,13 +12,46 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ms/ir/graph.hpp"
+
+namespace ms {
+
+/// How much ms::jit optimizes a graph (MindSpore's `jit_level`):
+/// `{.jit_level = ms::JitLevel::O0}`.
+enum class JitLevel : std::uint8_t {
+  O0,  ///< debugging: dead-code elimination and execution order only, no fusion
+  O1,  ///< + CSE, constant folding, algebraic simplification, fusion (the default)
+};
+/// The order a compiled graph runs its nodes in: `{.exec_order = ms::ExecOrder::Dfs}`.
+enum class ExecOrder : std::uint8_t {
+  Bfs,  ///< level by level (the default)
+  Dfs,  ///< depth first from the outputs: lower peak memory
+};
+
+/// A jit level from text ("O0", "O1"; case-insensitive), as a config file or a
+/// command line gives it. ValueError naming the accepted values otherwise.
+JitLevel parse_jit_level(std::string_view text);
+/// An execution order from text ("bfs", "dfs"; case-insensitive). ValueError otherwise.
+ExecOrder parse_exec_order(std::string_view text);
+/// "O0" or "O1".
+std::string_view to_string(JitLevel level);
+/// "bfs" or "dfs".
+std::string_view to_string(ExecOrder order);
+/// Prints to_string(level).
+std::ostream& operator<<(std::ostream& os, JitLevel level);
+/// Prints to_string(order).
+std::ostream& operator<<(std::ostream& os, ExecOrder order);
+
+}  // namespace ms
 
 namespace ms::compiler {
 
@@ -29,12 +62,13 @@ inline constexpr bool kVerifyDefault = true;
 #endif
 
 struct CompileOptions {
-  std::string jit_level = "O1";    ///< "O0" or "O1"
-  std::string exec_order = "bfs";  ///< "bfs" or "dfs" (lower peak memory)
-  bool verify = kVerifyDefault;    ///< run ir::verify after every pass
+  JitLevel jit_level = JitLevel::O1;
+  ExecOrder exec_order = ExecOrder::Bfs;
+  bool verify = kVerifyDefault;  ///< run ir::verify after every pass
 };
 
-/// Runs the passes of `opts.jit_level` on `g`. ValueError for an unknown level or order.
+/// Runs the passes of `opts.jit_level` on `g`. ValueError for a level or order
+/// outside its enum.
 void optimize(ir::Graph& g, const CompileOptions& opts);
 
 // The passes, one by one (each leaves a valid graph).
@@ -56,8 +90,9 @@ void fold_transposed_matmuls(ir::Graph& g);
 void fuse_activations(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);
-/// Reorders nodes: "bfs" (level by level) or "dfs" (depth first from the outputs).
-void order_nodes(ir::Graph& g, std::string_view exec_order);
+/// Reorders nodes: ExecOrder::Bfs (level by level) or ExecOrder::Dfs (depth
+/// first from the outputs).
+void order_nodes(ir::Graph& g, ExecOrder exec_order);
 
 /// Builds the elementwise program computing the value of node `root` from the
 /// elementwise Op nodes `members` (in graph order, root last). `leaves`

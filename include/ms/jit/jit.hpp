@@ -29,6 +29,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,20 +46,40 @@
 
 namespace ms {
 
+/// How auto-dynamic shapes generalize a new signature:
+/// `{.dynamic = 1, .dynamic_policy = ms::DynamicPolicy::ChangedDims}`.
+enum class DynamicPolicy : std::uint8_t {
+  /// MindSpore's manager (the default): 2 static graphs, then one generalized
+  /// graph where a changed tensor has every dim -1, or any rank.
+  AllDims,
+  /// From the 2nd signature on, only the dims that changed become symbols;
+  /// equal changes share a symbol.
+  ChangedDims,
+};
+/// A dynamic policy from text ("all_dims", "changed_dims"; case-insensitive),
+/// as a config file or a command line gives it. ValueError naming the accepted
+/// values otherwise.
+DynamicPolicy parse_dynamic_policy(std::string_view text);
+/// "all_dims" or "changed_dims".
+std::string_view to_string(DynamicPolicy policy);
+/// Prints to_string(policy).
+std::ostream& operator<<(std::ostream& os, DynamicPolicy policy);
+
 /// Options of ms::jit, as MindSpore's JitConfig.
 struct JitConfig {
-  std::string jit_level = "O1";  ///< "O0" (debugging: no fusion) or "O1"
+  JitLevel jit_level = JitLevel::O1;  ///< JitLevel::O0 (debugging: no fusion) or O1
   /// 1: automatic dynamic shapes (also MS_AUTO_DYNAMIC_SHAPE_ENABLE=1): after
   /// a few static graphs, a new shape gets a generalized graph that serves
   /// every later size (see ms/jit/dynamic.hpp and DESIGN.md).
   int dynamic = 0;
-  /// How auto-dynamic generalizes: "all_dims" (MindSpore's manager: 2 static
-  /// graphs, then one generalized graph where a changed tensor has every dim
-  /// -1, or any rank) or "changed_dims" (from the 2nd signature on, only the
-  /// dims that changed become symbols; equal changes share a symbol).
-  std::string dynamic_policy = "all_dims";
-  /// Generalized graphs kept by "changed_dims" (the oldest is deleted);
-  /// "all_dims" keeps one, as MindSpore does.
+  /// How auto-dynamic generalizes: DynamicPolicy::AllDims (MindSpore's
+  /// manager: 2 static graphs, then one generalized graph where a changed
+  /// tensor has every dim -1, or any rank) or DynamicPolicy::ChangedDims (from
+  /// the 2nd signature on, only the dims that changed become symbols; equal
+  /// changes share a symbol).
+  DynamicPolicy dynamic_policy = DynamicPolicy::AllDims;
+  /// Generalized graphs kept by ChangedDims (the oldest is deleted); AllDims
+  /// keeps one, as MindSpore does.
   std::size_t max_generalized = 4;
   /// Concrete sizes kept per generalized graph (each an optimized graph with
   /// its memory plan); the least recently used is freed.
@@ -71,7 +92,7 @@ struct JitConfig {
   /// and dim changed, what it was generalized to). MS_LOG_RECOMPILES=1 also
   /// prints these lines to stderr.
   std::function<void(const std::string&)> on_recompile{};
-  std::string exec_order = "bfs";   ///< "bfs" or "dfs" (lower peak memory)
+  ExecOrder exec_order = ExecOrder::Bfs;  ///< Bfs, or Dfs (lower peak memory)
   std::size_t cache_capacity = 64;  ///< compiled graphs kept; the least recently used is evicted
   bool verify = compiler::kVerifyDefault;  ///< verify the graph after every pass
 };

@@ -1,16 +1,19 @@
 // ms/jit/script.hpp — front-end graphs, graph split, and jit_begin / jit_end.
 //
-// Stage: jit. As MindSpore's `_frontend_compile`, `_graph_split` and
-// `jit_begin` / `jit_end`:
+// Stage: jit. MindSpore's internal entry points `_frontend_compile`,
+// `_graph_split` and `jit_begin` / `jit_end`, in namespace ms::advanced: they
+// expose the jit's own machinery (unoptimized graphs, fragments, a trace held
+// open across statements). A model needs none of them; ms::jit covers its uses.
 //
-//   ms::ScriptGraph sg = ms::frontend_compile(fn)(x, y);   // traced, not optimized
+//   namespace adv = ms::advanced;
+//   adv::ScriptGraph sg = adv::frontend_compile(fn)(x, y);   // traced, not optimized
 //   sg.print();
-//   auto frags = ms::graph_split(sg);   // split around ops flagged {"split_op", true}
-//   auto out = ms::run_fragments(sg, frags, {x, y});       // == running the whole graph
+//   auto frags = adv::graph_split(sg);   // split around ops flagged {"split_op", true}
+//   auto out = adv::run_fragments(sg, frags, {x, y});        // == running the whole graph
 //
-//   ms::jit_begin("snippet", x, y);     // eager code between the two marks is
-//   ms::Tensor z = x * y + 1.f;         // recorded, compiled once per signature,
-//   z = ms::jit_end(z);                 // and run compiled at jit_end
+//   adv::jit_begin("snippet", x, y);     // eager code between the two marks is
+//   ms::Tensor z = x * y + 1.f;          // recorded, compiled once per signature,
+//   z = adv::jit_end(z);                 // and run compiled at jit_end
 //
 // An op is flagged as a split point with attributes on its call, like
 // MindSpore's `add_prim_attr`:
@@ -24,7 +27,7 @@
 
 #include "ms/jit/jit.hpp"
 
-namespace ms {
+namespace ms::advanced {
 
 /// A graph made by the front end: traced, dead code removed, not optimized.
 class ScriptGraph {
@@ -78,9 +81,14 @@ std::vector<GraphFragment> graph_split(const ScriptGraph& sg);
 std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<GraphFragment>& frags,
                                   std::span<const Tensor> inputs);
 
-namespace compiler::detail {
-ScriptGraph make_script_graph(Traced t, std::string phase);
-}  // namespace compiler::detail
+}  // namespace ms::advanced
+
+namespace ms::compiler::detail {
+/// The ScriptGraph of a traced call (dead code removed, verified).
+advanced::ScriptGraph make_script_graph(Traced t, std::string phase);
+}  // namespace ms::compiler::detail
+
+namespace ms::advanced {
 
 /// `frontend_compile(fn)(args...)` traces fn for these arguments into a ScriptGraph.
 template <class F>
@@ -122,4 +130,4 @@ inline Tensor jit_end(const Tensor& output) { return jit_end(std::vector<Tensor>
 /// Compiles done by jit_end for snippet `name` so far.
 int jit_snippet_compile_count(const std::string& name);
 
-}  // namespace ms
+}  // namespace ms::advanced

@@ -39,7 +39,7 @@ class TraceContext final : public ops::Tracer {
   /// own (input i gets `shapes[i]`): how a generalized graph is probed at other
   /// sizes (ms/jit/dynamic.hpp). Call before the first add_input.
   void override_input_shapes(std::vector<Shape> shapes) { shapes_ = std::move(shapes); }
-  /// Makes the concrete tensor `t` the next graph input (jit_begin): the
+  /// Makes the concrete tensor `t` the next graph input (advanced::jit_begin): the
   /// function's reads of `t` become reads of that input.
   void bind_input(const Tensor& t, std::string name = {});
   /// Ends recording: the graph returning `outputs` (symbolic or concrete).
