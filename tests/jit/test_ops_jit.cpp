@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "strided.hpp"
+
 using namespace ms;
 
 namespace {
@@ -55,16 +57,6 @@ Tensor idx(const Shape& s, unsigned seed, std::int64_t n, DType dt = int64) {
 }
 
 Tensor rnd_bool(const Shape& s, unsigned seed) { return rnd(s, seed) > 0.f; }
-
-/// The same values with non-unit strides and a non-zero offset.
-Tensor noncontig(const Tensor& x) {
-  std::vector<std::int64_t> d = x.shape().dims();
-  d.push_back(2);
-  const Tensor big = zeros(Shape(d), x.dtype());
-  Tensor v = big.select(-1, 1);
-  v.copy_(x);
-  return v;
-}
 
 // ---------------------------------------------------------------- elementwise cases
 
@@ -533,7 +525,7 @@ void check_all(const Tensors& got, const Tensors& want, double tol, const std::s
 /// true when the O0 graph holds a node of c.op.
 bool run_case(const Case& c, bool strided_first) {
   Tensors in1 = c.inputs(1), in2 = c.inputs(2);
-  for (Tensor& t : strided_first ? in1 : in2) t = noncontig(t);
+  for (Tensor& t : strided_first ? in1 : in2) t = test::strided(t);
   const std::string id =
       ::ms::detail::str_cat(c.op, " [", c.label, strided_first ? ", strided first" : "", "]");
   Tensors want1, want2;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "strided.hpp"
 #include "thread_guard.hpp"
 
 using namespace ms;
@@ -26,16 +27,9 @@ std::vector<const ops::OpDef*> sampled_ops() {
   return out;
 }
 
-/// The same values with non-unit strides and a non-zero offset.
 Tensors strided(const Tensors& xs) {
   Tensors out;
-  for (const Tensor& x : xs) {
-    std::vector<std::int64_t> d = x.shape().dims();
-    d.push_back(2);
-    Tensor v = zeros(Shape(d), x.dtype()).select(-1, 1);
-    v.copy_(x);
-    out.push_back(v);
-  }
+  for (const Tensor& x : xs) out.push_back(test::strided(x));
   return out;
 }
 
