@@ -56,7 +56,8 @@ build_side "$root"
 
 # part <side> <tree> <round> <part>: one script run, its table kept.
 part() {
-  local side=$1 tree=$2 round=$3 p=$4 f="$out/$side-round$3-$4.md"
+  local side=$1 tree=$2 round=$3 p=$4
+  local f="$out/$side-round$round-$p.md"
   echo "round $round: $p, $side (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   case "$p" in
     bench) NO_BUILD=1 bash "$tree/bench/run_bench.sh" >"$f" ;;
