@@ -54,7 +54,7 @@ required=(
   meson ninja-build g++ pkg-config
   libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev libxsmm-dev
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
-  zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format
+  zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format doxygen
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist
 )

@@ -3,6 +3,8 @@
 // every differentiable op of the table.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,14 +14,9 @@
 #include <set>
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
-Tensor rnd(const Shape& s, unsigned seed, double lo = -2, double hi = 2) {
-  std::mt19937 rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (double& x : v) x = std::uniform_real_distribution<double>(lo, hi)(rng);
-  return from_vector(v, s);
-}
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 struct GradCase {
   std::string op;  // the op-table entry the case covers
@@ -34,9 +31,7 @@ struct GradCase {
 template <class Op>
 Tensor ew_operand(int i, const Shape& s, unsigned seed) {
   const ops::Domain d = ops::ew_domain<Op>(i);
-  Tensor t = rnd(s, seed, d.lo, d.hi);
-  if (d.avoid_zero) t = where(ms::abs(t) < 0.25, where(t < 0.0, -0.25, 0.25), t);
-  return t;
+  return random_tensor(float64, s, {.lo = d.lo, .hi = d.hi, .avoid_zero = d.avoid_zero}, seed);
 }
 
 template <class Op>
@@ -72,16 +67,19 @@ std::vector<GradCase> grad_cases() {
   c.push_back({"mul",
                "with weak scalars",
                [](const auto& x) { return Tensor(x[0] * 3.f - 1.f); },
-               {rnd({5}, 6)}});
-  c.push_back({"where",
-               "where(x > 0, x, y)",
-               [](const auto& x) { return Tensor(where(x[0] > 0.f, x[0] * x[1], x[1])); },
-               {rnd({3, 4}, 7), rnd({4}, 8)}});
-  c.push_back({"clamp",
-               "clamp(x, lo, hi)",
-               [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
-               {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
-  const Tensor r34 = rnd({3, 4}, 12);
+               {random_tensor(float64, {5}, {-2, 2}, 6)}});
+  c.push_back(
+      {"where",
+       "where(x > 0, x, y)",
+       [](const auto& x) { return Tensor(where(x[0] > 0.f, x[0] * x[1], x[1])); },
+       {random_tensor(float64, {3, 4}, {-2, 2}, 7), random_tensor(float64, {4}, {-2, 2}, 8)}});
+  c.push_back(
+      {"clamp",
+       "clamp(x, lo, hi)",
+       [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
+       {random_tensor(float64, {3, 4}, {-2, 2}, 9), random_tensor(float64, {4}, {-1.5, -0.5}, 10),
+        random_tensor(float64, {3, 1}, {0.5, 1.5}, 11)}});
+  const Tensor r34 = random_tensor(float64, {3, 4}, {-2, 2}, 12);
   // Views (the other layout ops: their entries' samples).
   c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
   c.push_back({"slice",
@@ -91,11 +89,11 @@ std::vector<GradCase> grad_cases() {
   c.push_back({"slice",
                "step 3, negative start, axis 0",
                [](const auto& x) { return x[0].slice(0, -3, 3, 3); },
-               {rnd({5, 2}, 29)}});
+               {random_tensor(float64, {5, 2}, {-2, 2}, 29)}});
   c.push_back({"slice",
                "step 2 of a 3-D middle axis",
                [](const auto& x) { return x[0].slice(1, 0, 5, 2); },
-               {rnd({2, 5, 3}, 30)}});
+               {random_tensor(float64, {2, 5, 3}, {-2, 2}, 30)}});
   c.push_back({"select", "", [](const auto& x) { return x[0].select(0, 1); }, {r34}});
   // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
   // that returns what it gets (replacing gradients is tested in tests/nn).
@@ -122,25 +120,30 @@ std::vector<GradCase> grad_cases() {
                  };
                  return ops::custom_grad(vjp, {x[0], x[1]}, Tensor(x[0] * x[1]), "test");
                },
-               {r34, rnd({3, 4}, 58)}});
+               {r34, random_tensor(float64, {3, 4}, {-2, 2}, 58)}});
   // conv2d (input, weight, bias) and pooling.
   c.push_back({"conv2d",
                "stride 2, padding 1, groups 2, bias",
                [](const auto& x) {
                  return conv2d(x[0], x[1], x[2], {.stride = {2}, .padding = {1}, .groups = 2});
                },
-               {rnd({2, 4, 5, 5}, 40), rnd({6, 2, 3, 3}, 41), rnd({6}, 42)}});
+               {random_tensor(float64, {2, 4, 5, 5}, {-2, 2}, 40),
+                random_tensor(float64, {6, 2, 3, 3}, {-2, 2}, 41),
+                random_tensor(float64, {6}, {-2, 2}, 42)}});
   c.push_back({"conv2d",
                "dilation 2, padding (2, 1), stride (1, 2), no bias",
                [](const auto& x) {
                  return conv2d(x[0], x[1], std::nullopt,
                                {.stride = {1, 2}, .padding = {2, 1}, .dilation = {2}});
                },
-               {rnd({1, 3, 6, 7}, 43), rnd({2, 3, 2, 3}, 44)}});
+               {random_tensor(float64, {1, 3, 6, 7}, {-2, 2}, 43),
+                random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 44)}});
   c.push_back({"conv2d",
                "1x1 (the direct GEMM path)",
                [](const auto& x) { return conv2d(x[0], x[1], x[2]); },
-               {rnd({2, 3, 3, 4}, 45), rnd({5, 3, 1, 1}, 46), rnd({5}, 47)}});
+               {random_tensor(float64, {2, 3, 3, 4}, {-2, 2}, 45),
+                random_tensor(float64, {5, 3, 1, 1}, {-2, 2}, 46),
+                random_tensor(float64, {5}, {-2, 2}, 47)}});
   // Max pooling: distinct values (no ties), at least 0.01 apart, so that a
   // step of 1e-6 never changes which element is the maximum.
   const auto distinct = [](const Shape& s, unsigned seed) {
@@ -170,21 +173,21 @@ std::vector<GradCase> grad_cases() {
                [](const auto& x) {
                  return avg_pool2d(x[0], {2, 2});
                },
-               {rnd({2, 3, 4, 6}, 51)}});
+               {random_tensor(float64, {2, 3, 4, 6}, {-2, 2}, 51)}});
   c.push_back({"avg_pool2d",
                "3x3 stride 2 pad 1, ceil mode, padding not counted",
                [](const auto& x) { return avg_pool2d(x[0], {3}, {2}, {1}, true, false); },
-               {rnd({1, 2, 6, 7}, 52)}});
+               {random_tensor(float64, {1, 2, 6, 7}, {-2, 2}, 52)}});
   c.push_back({"avg_pool2d",
                "3x2 stride 1 pad 1, padding counted, 3-D input",
                [](const auto& x) {
                  return avg_pool2d(x[0], {3, 2}, {1}, {1}, false, true);
                },
-               {rnd({2, 5, 4}, 53)}});
+               {random_tensor(float64, {2, 5, 4}, {-2, 2}, 53)}});
   c.push_back({"softmax_cross_entropy",
                "int64 labels",
                [](const auto& x) { return softmax_cross_entropy(x[0], x[1]); },
-               {rnd({4, 5}, 58), tensor({0, 4, 2, 4}, int64)}});
+               {random_tensor(float64, {4, 5}, {-2, 2}, 58), tensor({0, 4, 2, 4}, int64)}});
   // The backward ops, differentiable again (grad of grad): each is linear in
   // its gradient input (conv2d's bilinear), so central differences are exact up
   // to rounding. A last input row no window reaches (9 rows, kernel 3, stride
@@ -196,32 +199,36 @@ std::vector<GradCase> grad_cases() {
                [=](const auto& x) {
                  return conv2d_grad_input(x[0], x[1], {2, 4, 9, 6}, strided);
                },
-               {rnd({2, 6, 3, 3}, 70), rnd({6, 2, 3, 3}, 71)}});
+               {random_tensor(float64, {2, 6, 3, 3}, {-2, 2}, 70),
+                random_tensor(float64, {6, 2, 3, 3}, {-2, 2}, 71)}});
   c.push_back({"conv2d_grad_input",
                "dilation 2, padding (2, 1), stride (1, 2)",
                [=](const auto& x) {
                  return conv2d_grad_input(x[0], x[1], {1, 3, 6, 7}, dilated);
                },
-               {rnd({1, 2, 8, 3}, 72), rnd({2, 3, 2, 3}, 73)}});
+               {random_tensor(float64, {1, 2, 8, 3}, {-2, 2}, 72),
+                random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 73)}});
   c.push_back({"conv2d_grad_weight",
                "stride (3, 2), padding 1, groups 2, a row no window reaches",
                [=](const auto& x) {
                  return conv2d_grad_weight(x[0], x[1], {6, 2, 3, 3}, strided);
                },
-               {rnd({2, 4, 9, 6}, 74), rnd({2, 6, 3, 3}, 75)}});
+               {random_tensor(float64, {2, 4, 9, 6}, {-2, 2}, 74),
+                random_tensor(float64, {2, 6, 3, 3}, {-2, 2}, 75)}});
   c.push_back({"conv2d_grad_weight",
                "dilation 2, padding (2, 1), stride (1, 2)",
                [=](const auto& x) {
                  return conv2d_grad_weight(x[0], x[1], {2, 3, 2, 3}, dilated);
                },
-               {rnd({1, 3, 6, 7}, 76), rnd({1, 2, 8, 3}, 77)}});
+               {random_tensor(float64, {1, 3, 6, 7}, {-2, 2}, 76),
+                random_tensor(float64, {1, 2, 8, 3}, {-2, 2}, 77)}});
   // max_pool2d_grad(x, gy): linear in gy; in x a step function, 0 almost
   // everywhere (distinct x: a step of 1e-6 never moves a window's maximum).
   const auto pool_grad_case = [&](std::string what, std::vector<std::int64_t> k,
                                   std::vector<std::int64_t> s, std::vector<std::int64_t> p,
                                   std::vector<std::int64_t> d, bool ceil, Tensor x,
                                   std::vector<int> skip = {}) {
-    const Tensor gy = rnd(max_pool2d(x, k, s, p, d, ceil).shape(), 78);
+    const Tensor gy = random_tensor(float64, max_pool2d(x, k, s, p, d, ceil).shape(), {-2, 2}, 78);
     c.push_back({"max_pool2d_grad",
                  what,
                  [=](const auto& v) { return max_pool2d_grad(v[0], v[1], k, s, p, d, ceil); },
@@ -257,25 +264,25 @@ std::vector<GradCase> grad_cases() {
                                     {"padding", std::vector<std::int64_t>{1}},
                                     {"relu", true}});
                },
-               {distinct({1, 2, 6, 7}, 89), rnd({1, 2, 3, 4}, 90)}});
+               {distinct({1, 2, 6, 7}, 89), random_tensor(float64, {1, 2, 3, 4}, {-2, 2}, 90)}});
   c.push_back({"avg_pool2d_grad",
                "2x2",
                [](const auto& x) {
                  return avg_pool2d_grad(x[0], {2, 3, 4, 6}, {2, 2});
                },
-               {rnd({2, 3, 2, 3}, 82)}});
+               {random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 82)}});
   c.push_back({"avg_pool2d_grad",
                "3x3 stride 2 pad 1, ceil mode, padding not counted",
                [](const auto& x) {
                  return avg_pool2d_grad(x[0], {1, 2, 6, 7}, {3}, {2}, {1}, true, false);
                },
-               {rnd({1, 2, 4, 4}, 83)}});
+               {random_tensor(float64, {1, 2, 4, 4}, {-2, 2}, 83)}});
   c.push_back({"avg_pool2d_grad",
                "3x2 stride 1 pad 1, padding counted, 3-D input",
                [](const auto& x) {
                  return avg_pool2d_grad(x[0], {2, 5, 4}, {3, 2}, {1}, {1}, false, true);
                },
-               {rnd({2, 5, 5}, 84)}});
+               {random_tensor(float64, {2, 5, 5}, {-2, 2}, 84)}});
   return c;
 }
 }  // namespace
@@ -344,13 +351,14 @@ TEST_SUITE("autodiff") {
   }
 
   TEST_CASE("under ms::jit: compiled once, cached, same numbers as eager") {
-    const Tensor w = rnd({4, 3}, 30), b = rnd({3}, 31);
+    const Tensor w = random_tensor(float64, {4, 3}, {-2, 2}, 30),
+                 b = random_tensor(float64, {3}, {-2, 2}, 31);
     auto loss = [&](const auto& x) -> Tensor {
       return mean(log_softmax(Tensor(matmul(x, w) + b), -1) * -1.0);
     };
     auto vg = value_and_grad(loss, 0, {w, b});
     auto step = jit(vg, {.verify = true});
-    const Tensor x = rnd({5, 4}, 32);
+    const Tensor x = random_tensor(float64, {5, 4}, {-2, 2}, 32);
     const auto eager = vg(x);
     const auto j1 = step(x);
     const auto j2 = step(x);
@@ -363,7 +371,9 @@ TEST_SUITE("autodiff") {
   }
 
   TEST_CASE("conv -> relu -> pool -> sum: jit(grad) matches eager grad") {
-    const Tensor w1 = rnd({4, 2, 3, 3}, 60), b1 = rnd({4}, 61), w2 = rnd({3, 4, 2, 2}, 62);
+    const Tensor w1 = random_tensor(float64, {4, 2, 3, 3}, {-2, 2}, 60),
+                 b1 = random_tensor(float64, {4}, {-2, 2}, 61),
+                 w2 = random_tensor(float64, {3, 4, 2, 2}, {-2, 2}, 62);
     auto f = [&](const auto& x) -> Tensor {
       const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {.padding = {1}})), {2, 2});
       const Tensor a = avg_pool2d(conv2d(h, w2, std::nullopt, {.stride = {1}}), {2}, {1});
@@ -373,7 +383,7 @@ TEST_SUITE("autodiff") {
     auto jdf = jit(df, {.verify = true});
     for (unsigned seed : {63u, 64u}) {
       CAPTURE(seed);
-      const Tensor x = rnd({3, 2, 8, 8}, seed);
+      const Tensor x = random_tensor(float64, {3, 2, 8, 8}, {-2, 2}, seed);
       const std::vector<Tensor> eager = df(x);
       const std::vector<Tensor> jitted = jdf(x);
       REQUIRE(eager.size() == 4);

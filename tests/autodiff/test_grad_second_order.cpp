@@ -6,19 +6,16 @@
 // ms::jit, and against central differences.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
+
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/ms.hpp>
 #include <random>
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
-Tensor rnd(const Shape& s, unsigned seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (double& x : v) x = std::uniform_real_distribution<double>(lo, hi)(rng);
-  return from_vector(v, s);
-}
 
 struct ConvCase {
   std::string what;
@@ -83,7 +80,9 @@ TEST_SUITE("autodiff") {
       for (const PoolCase& pc : kPools) {
         CAPTURE(cc.what);
         CAPTURE(pc.what);
-        const Tensor x = rnd(cc.x, 1), w = rnd(cc.w, 2), b = rnd({cc.w[0]}, 3, -0.2, 0.2);
+        const Tensor x = random_tensor(float64, cc.x, {}, 1),
+                     w = random_tensor(float64, cc.w, {}, 2),
+                     b = random_tensor(float64, {cc.w[0]}, {-0.2, 0.2}, 3);
         // The first-order gradient w.r.t. the input, then w.r.t. the weight; its
         // finite differences w.r.t. x, w and b are grad(grad(f)) (a random
         // weighting of it, Hessian-vector products).
@@ -102,7 +101,8 @@ TEST_SUITE("autodiff") {
   }
 
   TEST_CASE("grad(grad(f)) of conv -> tanh -> avg_pool -> index_select -> gather") {
-    const Tensor x = rnd({2, 4, 8, 8}, 4), w = rnd({4, 2, 3, 3}, 5);
+    const Tensor x = random_tensor(float64, {2, 4, 8, 8}, {}, 4),
+                 w = random_tensor(float64, {4, 2, 3, 3}, {}, 5);
     const Indices ix;
     for (int wrt : {0, 1}) {
       CAPTURE(wrt);
@@ -117,7 +117,8 @@ TEST_SUITE("autodiff") {
 
   TEST_CASE("the norm of a gradient, differentiated: one backward op at a time") {
     // Each backward op alone between a first-order gradient and its norm.
-    const Tensor x = rnd({1, 2, 5, 5}, 6), w = rnd({2, 2, 2, 2}, 7);
+    const Tensor x = random_tensor(float64, {1, 2, 5, 5}, {}, 6),
+                 w = random_tensor(float64, {2, 2, 2, 2}, {}, 7);
     const Conv2dOptions o{.padding = {1}, .dilation = {2}};
     auto norm_of_grad = [](auto f) {
       return [f](const std::vector<Tensor>& v) {
@@ -150,12 +151,14 @@ TEST_SUITE("autodiff") {
   TEST_CASE("a gradient-penalty training step: eager, jit and finite differences agree") {
     const ConvCase& cc = kConvs[1];
     const PoolCase& pc = kPools[1];
-    Tensor w = rnd(cc.w, 8), b = rnd({cc.w[0]}, 9, -0.2, 0.2);
-    const Tensor x = rnd(cc.x, 10);
-    const Tensor target = rnd(
+    Tensor w = random_tensor(float64, cc.w, {}, 8),
+           b = random_tensor(float64, {cc.w[0]}, {-0.2, 0.2}, 9);
+    const Tensor x = random_tensor(float64, cc.x, {}, 10);
+    const Tensor target = random_tensor(
+        float64,
         max_pool2d(conv2d(x, w, b, cc.opts), pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)
             .shape(),
-        11, 0, 1);
+        {0, 1}, 11);
     // loss + 0.1 ||d loss / d x||^2, differentiated w.r.t. the conv weight and bias.
     auto total_of = [&](const Tensor& a, const Tensor& k, const Tensor& c) {
       auto loss = [&](const Tensor& xx) {
@@ -191,9 +194,9 @@ TEST_SUITE("autodiff") {
   }
 
   TEST_CASE("a gradient-penalty step through avg_pool, index_select and gather: eager and jit") {
-    Tensor w = rnd({4, 2, 3, 3}, 12);
+    Tensor w = random_tensor(float64, {4, 2, 3, 3}, {}, 12);
     const Indices ix;
-    const Tensor x = rnd({2, 4, 8, 8}, 13);
+    const Tensor x = random_tensor(float64, {2, 4, 8, 8}, {}, 13);
     auto total_of = [&](const Tensor& a, const Tensor& k) {
       auto loss = [&](const Tensor& xx) { return avg_model(xx, k, ix); };
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
@@ -216,7 +219,8 @@ TEST_SUITE("autodiff") {
   TEST_CASE("second order in float32 runs and is close to float64") {
     const ConvCase& cc = kConvs[0];
     const PoolCase& pc = kPools[0];
-    const Tensor x = rnd(cc.x, 14), w = rnd(cc.w, 15), b = rnd({cc.w[0]}, 16);
+    const Tensor x = random_tensor(float64, cc.x, {}, 14), w = random_tensor(float64, cc.w, {}, 15),
+                 b = random_tensor(float64, {cc.w[0]}, {}, 16);
     auto penalty = [&](const Tensor& a, const Tensor& k, const Tensor& c) {
       auto f = [&](const Tensor& xx) { return max_model(xx, k, c, cc, pc); };
       return sum(square(grad(f)(a)));
@@ -229,7 +233,8 @@ TEST_SUITE("autodiff") {
   TEST_CASE("a gradient-penalty step under auto-dynamic shapes: batch sizes share one graph") {
     const ConvCase& cc = kConvs[0];
     const PoolCase& pc = kPools[1];
-    const Tensor w = rnd(cc.w, 17), b = rnd({cc.w[0]}, 18, -0.2, 0.2);
+    const Tensor w = random_tensor(float64, cc.w, {}, 17),
+                 b = random_tensor(float64, {cc.w[0]}, {-0.2, 0.2}, 18);
     auto total = [&](const auto& a) -> Tensor {
       auto loss = [&](const Tensor& xx) { return max_model(xx, w, b, cc, pc); };
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
@@ -242,7 +247,7 @@ TEST_SUITE("autodiff") {
     auto jstep = jit(step, dyn);
     for (std::int64_t n : {2, 3, 4, 5, 1, 4}) {
       CAPTURE(n);
-      const Tensor x = rnd({n, 2, 6, 6}, 19 + static_cast<unsigned>(n));
+      const Tensor x = random_tensor(float64, {n, 2, 6, 6}, {}, 19 + static_cast<unsigned>(n));
       const std::vector<Tensor> eager = step(x), jitted = jstep(x);
       for (std::size_t i = 0; i < 2; ++i) CHECK(allclose(jitted[i], eager[i], 1e-10, 1e-12));
     }

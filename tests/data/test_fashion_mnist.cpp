@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "io/io_test_util.hpp"  // check_fifo_refused
+#include "temp_dir.hpp"
 
 using namespace ms;
 
@@ -22,20 +23,7 @@ namespace {
 /// doctest::Contains for a message built at run time (it takes a doctest::String).
 doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("ms_test_fmnist_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using ms::test::TempDir;
 
 bool have_debian_files() {
   const std::string dir(data::FashionMNIST::kDefaultDir);

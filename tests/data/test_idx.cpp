@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "io/io_test_util.hpp"  // check_fifo_refused, run_with_address_limit
+#include "temp_dir.hpp"
 
 using namespace ms;
 using Bytes = std::vector<std::uint8_t>;
@@ -30,21 +31,7 @@ namespace {
 /// doctest::Contains for a message built at run time (it takes a doctest::String).
 doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
 
-/// A fresh directory under the system temp dir, removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    static int counter = 0;
-    path = std::filesystem::temp_directory_path() /
-           ("ms_test_idx_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using ms::test::TempDir;
 
 void write_bytes(const std::string& path, const Bytes& bytes) {
   std::ofstream f(path, std::ios::binary);

@@ -4,21 +4,14 @@
 // operands where it is built.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
+
 #include <cstring>
 #include <ms/ms.hpp>
 #include <random>
 #include <sstream>
 
 using namespace ms;
-
-namespace {
-Tensor rand_f32(const Shape& s, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<float> v(static_cast<std::size_t>(shape_numel(s)));
-  for (float& x : v) x = std::uniform_real_distribution<float>(-2, 2)(rng);
-  return from_vector(v, s);
-}
-}  // namespace
 
 TEST_SUITE("expr") {
   TEST_CASE("small ops: the dense path computes the interpreter's values, bitwise") {
@@ -244,7 +237,9 @@ TEST_SUITE("expr") {
 
   TEST_CASE("a fused chain is one pass with one allocation") {
     const Shape s{1000, 100};
-    const Tensor a = rand_f32(s, 1), b = rand_f32(s, 2), c = rand_f32(s, 3);
+    const Tensor a = test::random_tensor(float32, s, {-2, 2}, 1),
+                 b = test::random_tensor(float32, s, {-2, 2}, 2),
+                 c = test::random_tensor(float32, s, {-2, 2}, 3);
     memory_stats_reset_peak();
     const auto before = memory_stats();
     Tensor y = relu(a * b + c) * 0.5f;
@@ -325,7 +320,7 @@ TEST_SUITE("expr") {
   }
 
   TEST_CASE("long chains and repeated operands") {
-    const Tensor a = rand_f32({32, 32}, 5);
+    const Tensor a = test::random_tensor(float32, {32, 32}, {-2, 2}, 5);
     Tensor acc = a;
     auto e = ((((a + 1) * a - 2) / (ms::abs(a) + 1)) + ms::square(a)) * ms::sigmoid(a);
     const Tensor r = e;
@@ -340,7 +335,7 @@ TEST_SUITE("expr") {
   TEST_CASE("constants keep their registers across tiles (several constants, > 1 tile)") {
     // Regression: a constant's register was released after its first use and
     // reused, so tiles after the first read a clobbered constant.
-    const Tensor x = rand_f32({3, 1000}, 5);
+    const Tensor x = test::random_tensor(float32, {3, 1000}, {-2, 2}, 5);
     const Tensor y = neg(x * 0.5f + 0.25f) * 2.f - 1.f;
     const std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
     for (std::size_t i = 0; i < xv.size(); ++i)

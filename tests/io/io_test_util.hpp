@@ -1,5 +1,5 @@
 // Helpers of the io tests: deterministic test tensors, byte-exact comparison,
-// temporary directories, little-endian byte crafting.
+// the shared temporary directory, little-endian byte crafting.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -24,6 +24,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "temp_dir.hpp"
 
 namespace io_test {
 
@@ -64,25 +66,7 @@ inline bool same_tensor(const ms::Tensor& a, const ms::Tensor& b) {
   return ca.numel() == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), ca.nbytes()) == 0;
 }
 
-/// A fresh directory under the system temp dir, removed with its contents at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ms_io_test_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  /// Number of entries in the directory (to see that no temporary file was left behind).
-  std::size_t entries() const {
-    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(path),
-                                                  std::filesystem::directory_iterator()));
-  }
-};
+using ms::test::TempDir;
 
 inline std::vector<std::uint8_t> read_all(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -1,6 +1,8 @@
 // set_dump: marked ops write their inputs and outputs as .npy per call.
 #include <doctest/doctest.h>
 
+#include "temp_dir.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <ms/ms.hpp>
@@ -33,8 +35,8 @@ std::vector<fs::path> files_in(const fs::path& d) {
 
 TEST_SUITE("jit") {
   TEST_CASE("set_dump writes the tensors of marked ops, one set per call") {
-    const fs::path d = fs::temp_directory_path() / ("ms_dump_test_" + std::to_string(::getpid()));
-    fs::remove_all(d);
+    const test::TempDir tmp("ms_dump_test");
+    const fs::path& d = tmp.path;
     set_dump_dir(d);
     const Tensor w = arange(0, 6).reshape({3, 2});
     auto f =
@@ -69,6 +71,5 @@ TEST_SUITE("jit") {
     set_dump("relu", false);
     CHECK_FALSE(dump_enabled("matmul"));
     CHECK_THROWS_WITH_AS(set_dump("no_such_op"), doctest::Contains("no_such_op"), ValueError);
-    fs::remove_all(d);
   }
 }

@@ -7,26 +7,27 @@
 #include <random>
 #include <sstream>
 #include <thread>
-#include "jit_test_util.hpp"
+#include "random.hpp"
 
 using namespace ms;
 
 namespace {
-using test::rand_t;
+using test::random_tensor;
 const JitConfig kTest{.verify = true};
 }  // namespace
 
 TEST_SUITE("jit") {
   TEST_CASE("a jitted chain equals the eager one and compiles once per signature") {
-    const Tensor b = rand_t({3}, 2);
+    const Tensor b = random_tensor(float32, {3}, {-2, 2}, 2);
     auto fn = [&](const auto& x) { return relu(x * 2.f + b) * 0.5f - x; };
     auto f = jit(fn, kTest);
-    const Tensor x = rand_t({4, 3}, 1);
+    const Tensor x = random_tensor(float32, {4, 3}, {-2, 2}, 1);
     const Tensor want = fn(x);
     CHECK(allclose(f(x), want, 0, 0));
     CHECK(allclose(f(x), want, 0, 0));
     CHECK(f.compile_count() == 1);
-    CHECK(f(rand_t({5, 3}, 3)).shape() == Shape{5, 3});  // new shape: new graph
+    CHECK(f(random_tensor(float32, {5, 3}, {-2, 2}, 3)).shape() ==
+          Shape{5, 3});  // new shape: new graph
     CHECK(f.compile_count() == 2);
     const Tensor x64 = x.to(float64);
     CHECK(allclose(f(x64), fn(x64), 0, 0));  // new dtype: new graph
@@ -36,7 +37,8 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("O1 fuses the elementwise chain into one region; O0 does not") {
-    const Tensor x = rand_t({8, 8}, 1), y = rand_t({8, 8}, 2);
+    const Tensor x = random_tensor(float32, {8, 8}, {-2, 2}, 1),
+                 y = random_tensor(float32, {8, 8}, {-2, 2}, 2);
     auto fn = [](const auto& a, const auto& b) { return ms::tanh(a * b + 1.f) - a; };
     auto f1 = jit(fn, kTest);
     auto f0 = jit(fn, {.jit_level = JitLevel::O0, .verify = true});
@@ -48,7 +50,8 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("non-elementwise ops are their own nodes; results match eager") {
-    const Tensor w = rand_t({6, 4}, 7), x = rand_t({5, 6}, 8);
+    const Tensor w = random_tensor(float32, {6, 4}, {-2, 2}, 7),
+                 x = random_tensor(float32, {5, 6}, {-2, 2}, 8);
     auto fn = [&](const auto& in) {
       Tensor h = matmul(in, w);
       return log_softmax(relu(h) + 1.f, -1);
@@ -61,9 +64,9 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("a cache hit allocates only its outputs") {
-    const Tensor w = rand_t({32, 32}, 1);
+    const Tensor w = random_tensor(float32, {32, 32}, {-2, 2}, 1);
     auto f = jit([&](const auto& x) { return sum(relu(matmul(x, w) * 2.f) + x, {1}); }, kTest);
-    const Tensor x = rand_t({16, 32}, 2);
+    const Tensor x = random_tensor(float32, {16, 32}, {-2, 2}, 2);
     const Tensor r1 = f(x);  // compile + record
     const Tensor r2 = f(x);  // planned
     const auto before = memory_stats().alloc_count;
@@ -334,9 +337,9 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("two threads calling at once: one compile, both correct") {
-    const Tensor w = rand_t({64, 64}, 3);
+    const Tensor w = random_tensor(float32, {64, 64}, {-2, 2}, 3);
     auto f = jit([&](const auto& x) { return relu(matmul(x, w)) * 0.5f; }, kTest);
-    const Tensor x = rand_t({64, 64}, 4);
+    const Tensor x = random_tensor(float32, {64, 64}, {-2, 2}, 4);
     const Tensor want = relu(matmul(x, w)) * 0.5f;
     std::atomic<int> bad{0};
     auto work = [&] {

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "random.hpp"
 #include "strided.hpp"
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
 
@@ -33,45 +35,7 @@ struct Case {
   double tol_o0 = 0, tol_o1 = 0;
 };
 
-/// Uniform values in [lo, hi] (multiples of 0.5 when `halves`: ties and equal
-/// elements for comparisons and rounding; |x| >= 0.25 when `avoid_zero`), converted to `dt`.
-Tensor rnd(const Shape& s, unsigned seed, double lo = -2, double hi = 2, DType dt = float32,
-           bool halves = false, bool avoid_zero = false) {
-  std::mt19937 rng(seed);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (double& x : v) {
-    x = std::uniform_real_distribution<double>(lo, hi)(rng);
-    if (halves) x = std::clamp(std::round(x * 2) / 2, lo, hi);
-    if (dtype_is_int(dt)) x = std::round(x);
-    if (avoid_zero && std::fabs(x) < 0.25) x = dtype_is_int(dt) ? 1 : x < 0 ? -0.25 : 0.25;
-  }
-  return from_vector(v, s).to(dt);
-}
-
-/// Random indices in [0, n) of dtype `dt`.
-Tensor idx(const Shape& s, unsigned seed, std::int64_t n, DType dt = int64) {
-  std::mt19937 rng(seed);
-  std::vector<std::int64_t> v(static_cast<std::size_t>(shape_numel(s)));
-  for (auto& x : v) x = std::uniform_int_distribution<std::int64_t>(0, n - 1)(rng);
-  return from_vector(v, s).to(dt);
-}
-
-Tensor rnd_bool(const Shape& s, unsigned seed) { return rnd(s, seed) > 0.f; }
-
 // ---------------------------------------------------------------- elementwise cases
-
-/// Where operand `i` of elementwise op Op is drawn (its entry's ops::Domain).
-struct Domain {
-  double lo = -2, hi = 2;
-  bool halves = false;
-  bool avoid_zero = false;
-};
-template <class Op>
-Domain ew_domain(int i, bool integer) {
-  const ops::Domain d = ops::ew_domain<Op>(i);
-  if (integer) return {d.int_lo, d.int_hi, false, d.avoid_zero};  // unsigned: clamped to >= 0
-  return {d.lo, d.hi, d.halves, d.avoid_zero};
-}
 
 /// Inputs of elementwise op Op with the given shapes and dtype; `where`'s
 /// condition is bool.
@@ -81,12 +45,11 @@ Tensors ew_inputs(const std::vector<Shape>& shapes, DType dt, unsigned seed) {
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const unsigned s = seed * 31 + static_cast<unsigned>(i);
     if (Op::rule == ops::EwRule::Select && i == 0) {
-      in.push_back(rnd_bool(shapes[i], s));
+      in.push_back(random_tensor(bool_, shapes[i], {}, s));
       continue;
     }
-    const Domain d = ew_domain<Op>(static_cast<int>(i), dtype_is_int(dt));
-    const double lo = dtype_is_unsigned_int(dt) ? std::max(d.lo, 0.0) : d.lo;
-    in.push_back(rnd(shapes[i], s, lo, d.hi, dt, d.halves, d.avoid_zero));
+    in.push_back(
+        random_tensor(dt, shapes[i], test::range_of(ops::ew_domain<Op>(static_cast<int>(i))), s));
   }
   return in;
 }
@@ -163,8 +126,7 @@ void add_ew_cases(std::vector<Case>& cases) {
   // Weak scalar operands through the expression templates, and the op inside a
   // fused chain of weak-scalar arithmetic (one tree eagerly, one Fused node at O1).
   auto in1 = [](unsigned s) {
-    const Domain d = ew_domain<Op>(0, false);
-    return Tensors{rnd({3, 4}, s, d.lo, d.hi, float32, d.halves)};
+    return Tensors{random_tensor(float32, {3, 4}, test::range_of(ops::ew_domain<Op>(0)), s)};
   };
   if constexpr (n == 1) {
     cases.push_back({name, "in a chain with weak scalars, f32", in1, [](const Tensors& xs) {
@@ -173,8 +135,7 @@ void add_ew_cases(std::vector<Case>& cases) {
     cases.push_back(
         {name, "in a chain with weak scalars, i32",
          [](unsigned s) {
-           const Domain d = ew_domain<Op>(0, true);
-           return Tensors{rnd({3, 4}, s, d.lo, d.hi, int32)};
+           return Tensors{random_tensor(int32, {3, 4}, test::range_of(ops::ew_domain<Op>(0)), s)};
          },
          [](const Tensors& xs) { return Tensors{EwFunction<Op>{}(xs[0] * 2 + 1) - 3}; }});
   } else if constexpr (n == 2) {
@@ -186,8 +147,8 @@ void add_ew_cases(std::vector<Case>& cases) {
     cases.push_back(
         {name, "weak int scalar with i64 and f64",
          [](unsigned s) {
-           const Domain d = ew_domain<Op>(0, true);
-           return Tensors{rnd({3, 4}, s, d.lo, d.hi, int64), rnd({4}, s + 1, 0.5, 2, float64)};
+           return Tensors{random_tensor(int64, {3, 4}, test::range_of(ops::ew_domain<Op>(0)), s),
+                          random_tensor(float64, {4}, {0.5, 2}, s + 1)};
          },
          [](const Tensors& xs) {
            return Tensors{EwFunction<Op>{}(xs[0], 2), EwFunction<Op>{}(3, xs[0]),
@@ -211,7 +172,8 @@ void add_ew_cases(std::vector<Case>& cases) {
                      [](unsigned s) {
                        Tensors in;
                        for (const Shape& sh : ew_shapes(n, false))
-                         in.push_back(rnd_bool(sh, s * 7 + static_cast<unsigned>(in.size())));
+                         in.push_back(random_tensor(bool_, sh, {},
+                                                    s * 7 + static_cast<unsigned>(in.size())));
                        return in;
                      },
                      via_table});
@@ -262,7 +224,9 @@ std::vector<Case> make_cases() {
   add_all_ew_cases(c, ops::ElementwiseOps{});
 
   auto one = [](Shape s, DType dt = float32, double lo = -2, double hi = 2) {
-    return [s, dt, lo, hi](unsigned seed) { return Tensors{rnd(s, seed, lo, hi, dt)}; };
+    return [s, dt, lo, hi](unsigned seed) {
+      return Tensors{random_tensor(dt, s, {lo, hi, std::llround(lo), std::llround(hi)}, seed)};
+    };
   };
   auto f1 = [](std::function<Tensor(const Tensor&)> g) {
     return [g](const Tensors& xs) { return Tensors{g(xs[0])}; };
@@ -288,7 +252,8 @@ std::vector<Case> make_cases() {
   // matmul.
   auto two = [](Shape a, Shape b, DType dt = float32) {
     return [a, b, dt](unsigned s) {
-      return Tensors{rnd(a, s, -2, 2, dt), rnd(b, s + 9, -2, 2, dt)};
+      return Tensors{random_tensor(dt, a, {-2, 2, -2, 2}, s),
+                     random_tensor(dt, b, {-2, 2, -2, 2}, s + 9)};
     };
   };
   auto f2 = [](std::function<Tensor(const Tensor&, const Tensor&)> g) {
@@ -309,7 +274,9 @@ std::vector<Case> make_cases() {
   // conv2d and pooling.
   c.push_back({"conv2d", "stride 2, padding 1, bias",
                [](unsigned s) {
-                 return Tensors{rnd({2, 3, 7, 7}, s), rnd({4, 3, 3, 3}, s + 1), rnd({4}, s + 2)};
+                 return Tensors{random_tensor(float32, {2, 3, 7, 7}, {-2, 2}, s),
+                                random_tensor(float32, {4, 3, 3, 3}, {-2, 2}, s + 1),
+                                random_tensor(float32, {4}, {-2, 2}, s + 2)};
                },
                [](const Tensors& xs) {
                  return Tensors{conv2d(xs[0], xs[1], xs[2], {.stride = {2, 2}, .padding = {1, 1}})};
@@ -317,8 +284,8 @@ std::vector<Case> make_cases() {
   c.push_back(
       {"conv2d", "groups 2, dilation 2, no bias, f64",
        [](unsigned s) {
-         return Tensors{rnd({1, 4, 6, 6}, s, -2, 2, float64),
-                        rnd({2, 2, 2, 2}, s + 1, -2, 2, float64)};
+         return Tensors{random_tensor(float64, {1, 4, 6, 6}, {-2, 2}, s),
+                        random_tensor(float64, {2, 2, 2, 2}, {-2, 2}, s + 1)};
        },
        [](const Tensors& xs) {
          return Tensors{conv2d(xs[0], xs[1], std::nullopt, {.dilation = {2, 2}, .groups = 2})};
@@ -362,12 +329,14 @@ std::vector<Case> make_cases() {
                [](const Tensors& xs) { return Tensors{xs[0].to(float64) * 0.5f}; }});
   c.push_back({"softmax_cross_entropy", "f32, int64 labels",
                [](unsigned s) {
-                 return Tensors{rnd({6, 5}, s, -4, 4), idx({6}, s + 1, 5)};
+                 return Tensors{random_tensor(float32, {6, 5}, {-4, 4}, s),
+                                random_tensor(int64, {6}, {.int_lo = 0, .int_hi = 5 - 1}, s + 1)};
                },
                [](const Tensors& xs) { return Tensors{softmax_cross_entropy(xs[0], xs[1])}; }});
   c.push_back({"softmax_cross_entropy", "f64, int32 labels",
                [](unsigned s) {
-                 return Tensors{rnd({3, 7}, s, -4, 4, float64), idx({3}, s + 1, 7, int32)};
+                 return Tensors{random_tensor(float64, {3, 7}, {-4, 4}, s),
+                                random_tensor(int32, {3}, {.int_lo = 0, .int_hi = 7 - 1}, s + 1)};
                },
                [](const Tensors& xs) { return Tensors{softmax_cross_entropy(xs[0], xs[1])}; }});
   c.push_back(
@@ -385,7 +354,10 @@ std::vector<Case> make_cases() {
        f2([](auto& x, auto& g) { return max_pool2d_grad(x, g, {3}, {2}, {1}, {1}, true); })});
   c.push_back({"max_pool2x2_grad_index", "odd input, relu",
                [](unsigned s) {
-                 return Tensors{idx({2, 3, 3, 4}, s, 8).to(uint8), rnd({2, 3, 3, 4}, s + 1)};
+                 return Tensors{
+                     random_tensor(int64, {2, 3, 3, 4}, {.int_lo = 0, .int_hi = 8 - 1}, s)
+                         .to(uint8),
+                     random_tensor(float32, {2, 3, 3, 4}, {-2, 2}, s + 1)};
                },
                [](const Tensors& xs) {
                  return Tensors{
@@ -420,11 +392,13 @@ std::vector<Case> make_cases() {
                })});
   c.push_back({"one_hot", "5 classes, f32",
                [](unsigned s) {
-                 return Tensors{idx({2, 3}, s, 5)};
+                 return Tensors{random_tensor(int64, {2, 3}, {.int_lo = 0, .int_hi = 5 - 1}, s)};
                },
                [](const Tensors& xs) { return Tensors{one_hot(xs[0], 5)}; }});
   c.push_back({"one_hot", "4 classes, i32 output",
-               [](unsigned s) { return Tensors{idx({6}, s, 4, int32)}; },
+               [](unsigned s) {
+                 return Tensors{random_tensor(int32, {6}, {.int_lo = 0, .int_hi = 4 - 1}, s)};
+               },
                [](const Tensors& xs) { return Tensors{one_hot(xs[0], 4, int32)}; }});
   c.push_back(
       {"slice", "axis 1, 1:4:2", one({3, 5}), f1([](auto& x) { return x.slice(1, 1, 4, 2); })});
@@ -438,8 +412,8 @@ std::vector<Case> make_cases() {
   // Other dtypes through the non-elementwise ops.
   c.push_back({"conv2d", "bf16",
                [](unsigned s) {
-                 return Tensors{rnd({1, 2, 5, 5}, s, -2, 2, bfloat16),
-                                rnd({3, 2, 3, 3}, s + 1, -2, 2, bfloat16)};
+                 return Tensors{random_tensor(bfloat16, {1, 2, 5, 5}, {-2, 2}, s),
+                                random_tensor(bfloat16, {3, 2, 3, 3}, {-2, 2}, s + 1)};
                },
                [](const Tensors& xs) { return Tensors{conv2d(xs[0], xs[1])}; }});
   c.push_back({"sum", "u8 and bool", one({3, 4}, uint8, 0, 9), [](const Tensors& xs) {
@@ -585,7 +559,10 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("a small MLP mixing ops: eager == jit O0 == jit O1") {
-    const Tensor w1 = rnd({6, 8}, 11), b1 = rnd({8}, 12), w2 = rnd({8, 5}, 13), b2 = rnd({5}, 14);
+    const Tensor w1 = random_tensor(float32, {6, 8}, {-2, 2}, 11),
+                 b1 = random_tensor(float32, {8}, {-2, 2}, 12),
+                 w2 = random_tensor(float32, {8, 5}, {-2, 2}, 13),
+                 b2 = random_tensor(float32, {5}, {-2, 2}, 14);
     auto mlp = [&](const auto& x, const auto& y) {
       Tensor h = relu(matmul(x, w1) + b1);
       Tensor z = matmul(h, w2) + b2;
@@ -596,8 +573,9 @@ TEST_SUITE("jit") {
       return std::make_tuple(concat({t, reshape(nll, {-1})}, 0), mean(nll),
                              Tensor(parts[0] * parts[0]));
     };
-    const Tensor x1 = rnd({4, 6}, 1), x2 = rnd({4, 6}, 2);
-    const Tensor y = one_hot(idx({4}, 3, 5), 5);
+    const Tensor x1 = random_tensor(float32, {4, 6}, {-2, 2}, 1),
+                 x2 = random_tensor(float32, {4, 6}, {-2, 2}, 2);
+    const Tensor y = one_hot(random_tensor(int64, {4}, {.int_lo = 0, .int_hi = 5 - 1}, 3), 5);
     const auto want1 = mlp(x1, y), want2 = mlp(x2, y);
     for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
@@ -621,12 +599,13 @@ TEST_SUITE("jit") {
   TEST_CASE("a captured parameter modified in place between calls is followed") {
     for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
-      Tensor w = rnd({4, 3}, 21), b = rnd({3}, 22);
+      Tensor w = random_tensor(float32, {4, 3}, {-2, 2}, 21),
+             b = random_tensor(float32, {3}, {-2, 2}, 22);
       auto fn = [&](const auto& x) {
         return std::make_tuple(Tensor(relu(matmul(x, w) + b)), sum(w * 2.f, {0}));
       };
       auto f = jit(fn, {.jit_level = level, .verify = true});
-      const Tensor x = rnd({2, 4}, 23);
+      const Tensor x = random_tensor(float32, {2, 4}, {-2, 2}, 23);
       for (int step = 0; step < 4; ++step) {
         CAPTURE(step);
         const auto want = fn(x);
@@ -645,7 +624,7 @@ TEST_SUITE("jit") {
       auto p = split(x, std::vector<std::int64_t>{1, 3}, 1);
       return std::make_tuple(p[0], Tensor(p[1] + 1.f));
     };
-    const Tensor x = rnd({2, 4}, 31);
+    const Tensor x = random_tensor(float32, {2, 4}, {-2, 2}, 31);
     const auto want = fn(x);
     for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
@@ -667,15 +646,18 @@ TEST_SUITE("jit") {
     const std::vector<Case> cases = {
         {"add", "x + 1e6 and x + 1000001",
          [](unsigned s) {
-           return Tensors{rnd({3, 4}, s)};
+           return Tensors{random_tensor(float32, {3, 4}, {-2, 2}, s)};
          },
          [](const Tensors& xs) { return Tensors{(xs[0] + 1000000.f) - (xs[0] + 1000001.f)}; }},
         {"mul", "x * 0.1f and x * 0.1000001f",
          [](unsigned s) {
-           return Tensors{rnd({3, 4}, s)};
+           return Tensors{random_tensor(float32, {3, 4}, {-2, 2}, s)};
          },
          [](const Tensors& xs) { return Tensors{xs[0] * 0.1f - xs[0] * 0.1000001f}; }},
-        {"pad", "constant values 1e6 and 1000001", [](unsigned s) { return Tensors{rnd({3}, s)}; },
+        {"pad", "constant values 1e6 and 1000001",
+         [](unsigned s) {
+           return Tensors{random_tensor(float32, {3}, {-2, 2}, s)};
+         },
          [](const Tensors& xs) {
            return Tensors{concat({pad(xs[0], {1, 1}, "constant", 1000000.0),
                                   pad(xs[0], {1, 1}, "constant", 1000001.0)})};
@@ -710,15 +692,15 @@ TEST_SUITE("jit") {
   TEST_CASE("copies of a captured tensor made by Tensor methods follow in-place updates") {
     for (const JitLevel level : {JitLevel::O0, JitLevel::O1}) {
       CAPTURE(level);
-      Tensor w = rnd({2, 3}, 41);
-      const Tensor base = rnd({3, 2}, 42);
+      Tensor w = random_tensor(float32, {2, 3}, {-2, 2}, 41);
+      const Tensor base = random_tensor(float32, {3, 2}, {-2, 2}, 42);
       Tensor wt = base.transpose(0, 1);  // reshape({-1}) of it must copy
       auto fn = [&](const auto& x) {
         return std::make_tuple(Tensor(x.to(float64) * w.to(float64)), Tensor(x + w.clone()),
                                Tensor(x.reshape({-1}) + wt.reshape({-1})));
       };
       auto f = jit(fn, {.jit_level = level, .verify = true});
-      const Tensor x = rnd({2, 3}, 43);
+      const Tensor x = random_tensor(float32, {2, 3}, {-2, 2}, 43);
       for (int step = 0; step < 3; ++step) {
         CAPTURE(step);
         const auto want = fn(x);

@@ -5,12 +5,12 @@
 
 #include <ms/ms.hpp>
 
-#include "jit_test_util.hpp"
+#include "random.hpp"
 
 using namespace ms;
 
 namespace {
-using test::rand_t;
+using test::random_tensor;
 const JitConfig kTest{.verify = true};
 
 /// Same dtype, shape and values, bit for bit (as doubles).
@@ -41,7 +41,7 @@ auto all_random(Generator& g) {
 TEST_SUITE("jit") {
   TEST_CASE(
       "random functions: a jitted function draws the eager function's numbers, call after call") {
-    const Tensor x = rand_t({4, 6}, 1);
+    const Tensor x = random_tensor(float32, {4, 6}, {-2, 2}, 1);
     Generator g(11);
     auto fn = all_random(g);
     const auto e1 = fn(x);
@@ -68,7 +68,8 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("random functions: draws keep the call order under dfs and bfs execution orders") {
-    const Tensor a = rand_t({64}, 1), b = rand_t({64}, 2);
+    const Tensor a = random_tensor(float32, {64}, {-2, 2}, 1),
+                 b = random_tensor(float32, {64}, {-2, 2}, 2);
     Generator g(5);
     // Independent branches, the later draw returned first: a depth-first
     // order from the outputs would reach the second draw first.
@@ -90,7 +91,7 @@ TEST_SUITE("jit") {
 
   TEST_CASE(
       "random functions: an unused draw still advances the generator; equal calls are not merged") {
-    const Tensor x = rand_t({32}, 3);
+    const Tensor x = random_tensor(float32, {32}, {-2, 2}, 3);
     Generator g(2);
     auto fn = [&](const Tensor& v) {
       (void)uniform({100}, 0.0, 1.0, g);  // unused, but eager draws it
@@ -118,7 +119,7 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("random functions: the default generator and half-precision dropout under jit") {
-    const Tensor x = rand_t({5, 7}, 4, float16);
+    const Tensor x = random_tensor(float16, {5, 7}, {-2, 2}, 4);
     auto fn = [](const Tensor& v) { return std::tuple{dropout(v, 0.4), normal({3})}; };
     manual_seed(123);
     const auto e = fn(x);
@@ -131,7 +132,8 @@ TEST_SUITE("jit") {
   }
 
   TEST_CASE("random functions: dropout's gradient uses the mask drawn in the forward pass") {
-    const Tensor x = rand_t({8, 16}, 5), w = rand_t({16}, 6);
+    const Tensor x = random_tensor(float32, {8, 16}, {-2, 2}, 5),
+                 w = random_tensor(float32, {16}, {-2, 2}, 6);
     Generator g(9);
     auto loss = [&](const Tensor& v) { return sum(dropout(v * w, 0.5, true, g) * v); };
     // d/dv sum(mask * s * v * w * v) = 2 * mask * s * v * w
@@ -161,7 +163,8 @@ TEST_SUITE("jit") {
       return d + sum(normal({2}, 0, 1, g));
     };
     std::vector<Tensor> xs, want;
-    for (std::int64_t n : {4, 6, 9, 13}) xs.push_back(rand_t({n, 3}, static_cast<unsigned>(n)));
+    for (std::int64_t n : {4, 6, 9, 13})
+      xs.push_back(random_tensor(float32, {n, 3}, {-2, 2}, static_cast<unsigned>(n)));
     for (const Tensor& x : xs) want.push_back(fn(x));
     g.manual_seed(3);
     auto f = jit(fn, JitConfig{.dynamic = 1, .verify = true});
@@ -181,7 +184,7 @@ TEST_SUITE("jit") {
       Generator local(21);  // a fresh generator on every call: the same numbers every call
       return std::tuple{dropout(v, 0.5, true, local), uniform({4}, 0.0, 1.0, local)};
     };
-    const Tensor x = rand_t({6, 2}, 7);
+    const Tensor x = random_tensor(float32, {6, 2}, {-2, 2}, 7);
     const auto e = fn(x);
     auto f = jit(fn, kTest);
     const auto j1 = f(x), j2 = f(x);
@@ -207,7 +210,7 @@ TEST_SUITE("jit") {
         },
         JitConfig{.dynamic = 1});
     for (std::int64_t n : {2, 3, 4, 5}) {
-      const Tensor v = rand_t({n, 2}, 1);
+      const Tensor v = random_tensor(float32, {n, 2}, {-2, 2}, 1);
       Generator local(1);
       CHECK(same(d(v), dropout(v, 0.5, true, local)));
     }

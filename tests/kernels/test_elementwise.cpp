@@ -8,6 +8,7 @@
 // the general path (a broadcast input) at the same sizes.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
 #include "thread_guard.hpp"
 
 #include <cstdint>
@@ -25,18 +26,7 @@ using kernels::EwBuilder;
 using kernels::EwProgram;
 
 // Nonzero values in [-2, 2): the sums below are never -0, so relu has one answer.
-template <class T>
-Tensor random_values(std::int64_t n, std::uint32_t seed, DType dt) {
-  Tensor t = empty({n}, dt);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-2.0, 2.0);
-  T* p = t.data<T>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    double v = dist(gen);
-    p[i] = static_cast<T>(v == 0 ? 0.25 : v);
-  }
-  return t;
-}
+constexpr test::Range kNonzero{.lo = -2, .hi = 2, .avoid_zero = true};
 
 // relu(a * b + c) * 0.5 in `dt` (inputs 0, 1, 2), the chain of BM_Chain_Ms
 // (bench/bm_elementwise.cpp).
@@ -93,8 +83,9 @@ template <class T>
 void check_chain(DType dt) {
   ThreadGuard guard;
   for (std::int64_t n : sizes<T>()) {
-    const Tensor a = random_values<T>(n, 1, dt), b = random_values<T>(n, 2, dt),
-                 c = random_values<T>(n, 3, dt);
+    const Tensor a = test::random_tensor(dt, {n}, kNonzero, 1),
+                 b = test::random_tensor(dt, {n}, kNonzero, 2),
+                 c = test::random_tensor(dt, {n}, kNonzero, 3);
     const std::vector<T> want = chain_reference<T>(a, b, c, n);
     const EwProgram prog = chain_program(n, dt);
     const Tensor* in[3] = {&a, &b, &c};
@@ -142,8 +133,9 @@ TEST_SUITE("kernels") {
     // b is one element broadcast over n: no straight program, the same values.
     ThreadGuard guard;
     for (std::int64_t n : sizes<float>()) {
-      const Tensor a = random_values<float>(n, 4, float32), b = random_values<float>(1, 5, float32),
-                   c = random_values<float>(n, 6, float32);
+      const Tensor a = test::random_tensor(float32, {n}, kNonzero, 4),
+                   b = test::random_tensor(float32, {1}, kNonzero, 5),
+                   c = test::random_tensor(float32, {n}, kNonzero, 6);
       const std::vector<float> want = chain_reference<float>(a, b, c, n);
       const Tensor* in[3] = {&a, &b, &c};
       for (int nt : {1, 2}) {

@@ -4,6 +4,8 @@
 // tensors, and every declared error.
 #include <doctest/doctest.h>
 
+#include "thread_guard.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <ms/core/random.hpp>
@@ -375,18 +377,11 @@ TEST_SUITE("nn") {
     manual_seed(42);
     CHECK(allclose(d1, initializer("normal", {8, 8}), 0, 0));
 
-    const int saved = get_num_threads();
-    set_num_threads(1);
-    Generator c1(3);
-    const Tensor one = init::HeUniform()({300, 301}, float32, c1);
-    const Tensor sp1 = init::Sparse(0.5)({64, 40}, float32, c1);
-    set_num_threads(2);
-    Generator c2(3);
-    const Tensor two = init::HeUniform()({300, 301}, float32, c2);
-    const Tensor sp2 = init::Sparse(0.5)({64, 40}, float32, c2);
-    set_num_threads(saved);
-    CHECK(allclose(one, two, 0, 0));
-    CHECK(allclose(sp1, sp2, 0, 0));
+    test::check_thread_invariant([] {
+      Generator c(3);
+      return std::vector<Tensor>{init::HeUniform()({300, 301}, float32, c),
+                                 init::Sparse(0.5)({64, 40}, float32, c)};
+    });
   }
 
   TEST_CASE("bad arguments and shapes raise the right errors") {

@@ -12,31 +12,12 @@
 #include <ms/ms.hpp>
 #include <random>
 
+#include "random.hpp"
+#include "thread_guard.hpp"
+
 using namespace ms;
 
 namespace {
-
-// Operands are drawn from each op's domain (ops::ew_domain), where its
-// reference is finite.
-Tensor random_input(const ops::Domain& d, const Shape& shape, DType dt, std::mt19937& rng) {
-  const bool integral = dtype_is_int(dt) || dt == bool_;
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
-  for (double& x : v) {
-    if (dt == bool_) {
-      x = static_cast<double>(rng() % 2);
-      continue;
-    }
-    do {
-      if (integral) {
-        const int lo = static_cast<int>(d.int_lo), hi = static_cast<int>(d.int_hi);
-        x = lo + static_cast<int>(rng() % static_cast<unsigned>(hi - lo + 1));
-      } else {
-        x = std::uniform_real_distribution<double>(d.lo, d.hi)(rng);
-      }
-    } while (d.avoid_zero && std::fabs(x) < 0.25);
-  }
-  return from_vector(v, shape).to(dt);
-}
 
 template <class Op>
 double ref_apply(const std::vector<double>& a, std::size_t i, const std::vector<double>* b,
@@ -103,7 +84,8 @@ void check_op() {
       std::vector<Tensor> in;
       for (int k = 0; k < Op::arity; ++k) {
         const DType t = (Op::rule == ops::EwRule::Select && k == 0) ? bool_ : dt;
-        in.push_back(random_input(ops::ew_domain<Op>(k), sh[static_cast<std::size_t>(k)], t, rng));
+        in.push_back(test::random_tensor(t, sh[static_cast<std::size_t>(k)],
+                                         test::range_of(ops::ew_domain<Op>(k)), rng()));
       }
       const Tensor out = ops::call1(def, in);
       const auto types = def.infer(ops::types_of(in), {});
@@ -127,7 +109,8 @@ void check_noncontiguous() {
   for (int k = 0; k < Op::arity; ++k) {
     const DType t = (Op::rule == ops::EwRule::Select && k == 0) ? bool_ : float32;
     // a transposed slice: non-contiguous with a negative-free odd stride
-    Tensor base = random_input(ops::ew_domain<Op>(k), Shape{9, 12}, t, rng);
+    Tensor base =
+        test::random_tensor(t, Shape{9, 12}, test::range_of(ops::ew_domain<Op>(k)), rng());
     in.push_back(base.slice(0, 1, 9, 2).transpose(0, 1));
     dense.push_back(in.back().contiguous());
   }
@@ -183,22 +166,15 @@ TEST_SUITE("ops") {
 
   TEST_CASE("results are bitwise identical with 1 and 2 threads") {
     std::mt19937 rng(7);
-    const Tensor a = random_input({}, Shape{300001}, float32, rng);
-    const Tensor b = random_input({}, Shape{300001}, float32, rng);
+    const Tensor a = test::random_tensor(float32, Shape{300001}, {-2, 2}, rng());
+    const Tensor b = test::random_tensor(float32, Shape{300001}, {-2, 2}, rng());
     // Chunks of 2 threads start inside a tile unless cut at tile boundaries:
     // exp's scalar and SIMD code round differently (exp alone differed in
     // ~420 elements when they were not).
     const std::function<Tensor()> fns[] = {[&] { return Tensor(ms::exp(a - b)); },
                                            [&] { return Tensor(ms::sin(a)); },
                                            [&] { return Tensor(ms::gelu(a) * ms::tanh(b)); }};
-    for (const auto& f : fns) {
-      set_num_threads(1);
-      const Tensor one = f();
-      set_num_threads(2);
-      const Tensor two = f();
-      const auto x = one.to_vector<float>(), y = two.to_vector<float>();
-      CHECK(std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
-    }
+    for (const auto& f : fns) test::check_thread_invariant(f);
   }
 
   TEST_CASE("identities on random shapes") {
@@ -207,8 +183,8 @@ TEST_SUITE("ops") {
       Shape s;
       const int rank = static_cast<int>(rng() % 4);
       for (int d = 0; d < rank; ++d) s.push_back(1 + static_cast<std::int64_t>(rng() % 7));
-      const Tensor a = random_input({}, s, float64, rng);
-      const Tensor b = random_input({}, s, float64, rng);
+      const Tensor a = test::random_tensor(float64, s, {-2, 2}, rng());
+      const Tensor b = test::random_tensor(float64, s, {-2, 2}, rng());
       CHECK(allclose(ms::exp(a) * ms::exp(b), ms::exp(a + b), 1e-12, 1e-12));
       CHECK(allclose(ms::sigmoid(a), 1.0 / (1.0 + ms::exp(-a)), 1e-12, 1e-14));
       CHECK(allclose(ms::tanh(a), 2.0 * ms::sigmoid(2.0 * a) - 1.0, 1e-12, 1e-14));

@@ -14,7 +14,11 @@
 #include <random>
 #include <vector>
 
+#include "random.hpp"
+#include "thread_guard.hpp"
+
 using namespace ms;
+using ms::test::check_thread_invariant;
 
 namespace {
 
@@ -46,21 +50,11 @@ Shape rand_shape(std::int64_t rank, std::int64_t lo = 1, std::int64_t hi = 5) {
   return Shape(d);
 }
 
-// Random values that every dtype holds exactly (small integers for integer
-// types, 0/1 for bool, fractions for floats).
+// Values that every dtype holds exactly (small integers for integer types,
+// 0/1 for bool, halves for floats), each tensor from the next seed of rng().
 Tensor rand_tensor(const Shape& s, DType d) {
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-  for (auto& x : v) {
-    if (d == bool_)
-      x = static_cast<double>(rand_int(0, 1));
-    else if (dtype_is_unsigned_int(d))
-      x = static_cast<double>(rand_int(0, 100));
-    else if (dtype_is_int(d))
-      x = static_cast<double>(rand_int(-100, 100));
-    else
-      x = static_cast<double>(rand_int(-4000, 4000)) / 16.0;
-  }
-  return from_vector(v, s).to(d);
+  return test::random_tensor(
+      d, s, {.lo = -100, .hi = 100, .int_lo = -100, .int_hi = 100, .halves = true}, rng()());
 }
 
 // A tensor of shape s: 0 dense, 1 a step-2 slice of a wider tensor, 2 a permuted view.
@@ -91,21 +85,6 @@ std::int64_t ravel(const Dims& c, const Shape& s) {
   std::int64_t f = 0;
   for (std::size_t d = 0; d < s.size(); ++d) f = f * s[d] + c[d];
   return f;
-}
-
-// Runs fn with 1 thread and with 2 and checks the results are bitwise identical.
-template <class F>
-void check_threads_agree(F&& fn) {
-  const int saved = get_num_threads();
-  set_num_threads(1);
-  const Tensor a = fn();
-  set_num_threads(2);
-  const Tensor b = fn();
-  set_num_threads(saved);
-  REQUIRE(a.shape() == b.shape());
-  REQUIRE(a.dtype() == b.dtype());
-  const Tensor ac = a.contiguous(), bc = b.contiguous();
-  CHECK(std::memcmp(ac.raw_data(), bc.raw_data(), static_cast<std::size_t>(ac.nbytes())) == 0);
 }
 
 // Brings a value through dtype d the way a cast does (for the cast reference).
@@ -356,8 +335,8 @@ TEST_SUITE("ops") {
     // big enough for several threads: identical results
     std::vector<Tensor> big{make_input({300, 257}, float32, 1), make_input({300, 100}, float32, 2),
                             rand_tensor({300, 333}, float32)};
-    check_threads_agree([&] { return concat(big, 1); });
-    check_threads_agree([&] { return concat({big[0], big[0]}, 0); });
+    check_thread_invariant([&] { return concat(big, 1); });
+    check_thread_invariant([&] { return concat({big[0], big[0]}, 0); });
   }
 
   TEST_CASE("concat: errors") {
@@ -430,8 +409,8 @@ TEST_SUITE("ops") {
     CHECK(stack({tensor({1}, int32), tensor({2.0}, float64)}).dtype() == float64);
     CHECK(stack({tensor(1.0), tensor(2.0)}).to_vector<double>() == std::vector<double>{1, 2});
     const Tensor a = make_input({200, 300}, float32, 2), b = rand_tensor({200, 300}, float32);
-    check_threads_agree([&] { return stack({a, b}, 1); });
-    check_threads_agree([&] { return stack({a, b}, 2); });
+    check_thread_invariant([&] { return stack({a, b}, 1); });
+    check_thread_invariant([&] { return stack({a, b}, 2); });
     CHECK_THROWS_WITH_AS(stack({}), doctest::Contains("stack: expected a non-empty list"),
                          ValueError);
     CHECK_THROWS_WITH_AS(stack({zeros({2, 3}), zeros({2, 4})}),
@@ -560,10 +539,10 @@ TEST_SUITE("ops") {
     std::vector<std::int64_t> iv(400 * 200);
     for (auto& v : iv) v = rand_int(0, 299);
     const Tensor index = from_vector(iv, {400, 200});
-    check_threads_agree([&] { return gather(x, 1, index); });
+    check_thread_invariant([&] { return gather(x, 1, index); });
     for (auto& v : iv) v = rand_int(0, 399);
     const Tensor index0 = from_vector(iv, {400, 200}).to(int32).transpose(0, 1);  // [200, 400]
-    check_threads_agree([&] { return gather(x.transpose(0, 1), 1, index0); });
+    check_thread_invariant([&] { return gather(x.transpose(0, 1), 1, index0); });
   }
 
   TEST_CASE("gather: errors") {
@@ -661,12 +640,12 @@ TEST_SUITE("ops") {
       for (std::size_t j = 0; j < 64; ++j)
         ok = ok && rv[k * 64 + j] == tv[static_cast<std::size_t>(ids[k]) * 64 + j];
     CHECK(ok);
-    check_threads_agree([&] { return index_select(table, 0, idx); });
-    check_threads_agree([&] { return index_select(table.transpose(0, 1), 1, idx); });
+    check_thread_invariant([&] { return index_select(table, 0, idx); });
+    check_thread_invariant([&] { return index_select(table.transpose(0, 1), 1, idx); });
     std::vector<std::int64_t> small(3000);
     for (auto& v : small) v = rand_int(0, 63);
     const Tensor sidx = from_vector(small).to(int32);
-    check_threads_agree([&] { return index_select(table.transpose(0, 1), 0, sidx); });
+    check_thread_invariant([&] { return index_select(table.transpose(0, 1), 0, sidx); });
     CHECK(index_select(zeros({3, 0}), 0, tensor({2, 0})).shape() == Shape{2, 0});
     CHECK(index_select(zeros({3, 2}), 1, zeros({0}, int32)).shape() == Shape{3, 0});
   }
@@ -748,8 +727,8 @@ TEST_SUITE("ops") {
     std::vector<std::int64_t> iv(20000);
     for (auto& v : iv) v = rand_int(0, 99);
     const Tensor idx = from_vector(iv);
-    check_threads_agree([&] { return one_hot(idx, 100); });
-    check_threads_agree([&] { return one_hot(idx, -1, float16); });
+    check_thread_invariant([&] { return one_hot(idx, 100); });
+    check_thread_invariant([&] { return one_hot(idx, -1, float16); });
   }
 
   TEST_CASE("one_hot: errors") {
@@ -865,9 +844,9 @@ TEST_SUITE("ops") {
 
   TEST_CASE("pad: threads") {
     const Tensor x = make_input({64, 60, 50}, float32, 1);
-    check_threads_agree([&] { return pad(x, {3, 4, -2, 5}, "constant", 1.5); });
-    check_threads_agree([&] { return pad(x, {3, 4, 2, 5, 1, 1}, "reflect"); });
-    check_threads_agree([&] { return pad(x, {30, 4}, "replicate"); });
+    check_thread_invariant([&] { return pad(x, {3, 4, -2, 5}, "constant", 1.5); });
+    check_thread_invariant([&] { return pad(x, {3, 4, 2, 5, 1, 1}, "reflect"); });
+    check_thread_invariant([&] { return pad(x, {30, 4}, "replicate"); });
   }
 
   TEST_CASE("pad: errors") {
@@ -989,9 +968,9 @@ TEST_SUITE("ops") {
     CHECK(cast(tensor(2.5), int64).item<std::int64_t>() == 2);
     CHECK(cast(zeros({0, 3}), float16).shape() == Shape{0, 3});
     const Tensor big = make_input({500, 400}, float64, 2);
-    check_threads_agree([&] { return cast(big, float16); });
-    check_threads_agree([&] { return cast(big.contiguous(), int32); });
-    check_threads_agree([&] { return cast(big, bool_); });
+    check_thread_invariant([&] { return cast(big, float16); });
+    check_thread_invariant([&] { return cast(big.contiguous(), int32); });
+    check_thread_invariant([&] { return cast(big, bool_); });
     CHECK_THROWS_WITH_AS(cast(Tensor(), float32), doctest::Contains("undefined"), ValueError);
     CHECK_THROWS_WITH_AS(
         cast(zeros({1}, int8).expand({std::int64_t{1} << 61}), float64),

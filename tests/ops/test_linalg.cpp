@@ -1,6 +1,7 @@
 // matmul and the GEMM kernel against naive double-precision loops written here.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
 #include "thread_guard.hpp"
 
 #include <cmath>
@@ -17,25 +18,11 @@
 #include <ms/ops/linalg.hpp>
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
 
 using Values = std::vector<double>;
-
-/// Random values of dtype `dt`: uniform in [-1, 1] for floats, integers in
-/// [-4, 4] ([0, 4] for unsigned).
-Tensor random_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  Values v(static_cast<std::size_t>(shape_numel(shape)));
-  if (dtype_is_float(dt)) {
-    std::uniform_real_distribution<double> d(-1.0, 1.0);
-    for (auto& e : v) e = d(gen);
-  } else {
-    std::uniform_int_distribution<int> d(dtype_is_unsigned_int(dt) ? 0 : -4, 4);
-    for (auto& e : v) e = d(gen);
-  }
-  return from_vector(v, shape).to(dt);
-}
 
 struct Ref {
   Values v;
@@ -157,15 +144,17 @@ TEST_SUITE("ops") {
     const DType dt = dtype_of<T>;
     std::uint32_t seed = 1;
     for (const auto& [as, bs] : kShapes) {
-      const Tensor a = random_tensor(as, dt, seed++);
-      check_matmul(a, random_tensor(bs, dt, seed++));
+      const Tensor a = random_tensor(dt, as, {}, seed++);
+      check_matmul(a, random_tensor(dt, bs, {}, seed++));
     }
   }
 
   TEST_CASE_TEMPLATE("matmul of non-contiguous inputs", T, float, double, std::int32_t,
                      std::int64_t, float16_t) {
     const DType dt = dtype_of<T>;
-    const auto r = [&](const Shape& s, std::uint32_t seed) { return random_tensor(s, dt, seed); };
+    const auto r = [&](const Shape& s, std::uint32_t seed) {
+      return random_tensor(dt, s, {}, seed);
+    };
     // transposed on either side (passed to BLAS as transpose flags)
     check_matmul(r({4, 3}, 1).transpose(0, 1), r({5, 4}, 2).transpose(0, 1));
     check_matmul(r({40, 30}, 3).transpose(0, 1), r({40, 50}, 4));
@@ -199,7 +188,7 @@ TEST_SUITE("ops") {
     for (DType dt : {float32, float64, int32, int64}) {
       std::uint32_t seed = 100;
       for (const auto& [as, bs] : cases) {
-        const Tensor a = random_tensor(as, dt, seed++), b = random_tensor(bs, dt, seed++);
+        const Tensor a = random_tensor(dt, as, {}, seed++), b = random_tensor(dt, bs, {}, seed++);
         set_num_threads(1);
         const Values one = matmul(a, b).to_vector<double>();
         set_num_threads(2);

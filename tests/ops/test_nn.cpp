@@ -2,6 +2,7 @@
 // plus a few outputs recorded from LibTorch 1.13 (Debian libtorch-dev).
 #include <doctest/doctest.h>
 
+#include "random.hpp"
 #include "thread_guard.hpp"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "pool_cases.hpp"
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
 
@@ -31,21 +33,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr std::int64_t kTwo31 = std::int64_t{1} << 31;
 constexpr std::int64_t kTwo40 = std::int64_t{1} << 40;
 constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
-
-/// Uniform in [-1, 1] for floats, integers in [-4, 4] ([0, 8] unsigned).
-Tensor random_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  Values v(static_cast<std::size_t>(shape_numel(shape)));
-  if (dtype_is_float(dt)) {
-    std::uniform_real_distribution<double> d(-1.0, 1.0);
-    for (auto& e : v) e = d(gen);
-  } else {
-    std::uniform_int_distribution<int> d(dtype_is_unsigned_int(dt) ? 0 : -4,
-                                         dtype_is_unsigned_int(dt) ? 8 : 4);
-    for (auto& e : v) e = d(gen);
-  }
-  return from_vector(v, shape).to(dt);
-}
 
 double tolerance(DType dt) {
   switch (dt) {
@@ -145,7 +132,7 @@ const std::vector<ConvCase> kConvCases = {
     {{2, 4, 5, 5}, {0, 4, 3, 3}, {}, false},  // no output channels
 };
 
-using ms::test::ThreadGuard;
+using ms::test::check_thread_invariant;
 
 // ---------------------------------------------------------------- pooling
 
@@ -242,9 +229,9 @@ TEST_SUITE("ops") {
     const DType dt = dtype_of<T>;
     std::uint32_t seed = 1;
     for (const ConvCase& c : kConvCases) {
-      const Tensor x = random_tensor(c.x, dt, seed++), w = random_tensor(c.w, dt, seed++);
+      const Tensor x = random_tensor(dt, c.x, {}, seed++), w = random_tensor(dt, c.w, {}, seed++);
       std::optional<Tensor> b;
-      if (c.bias) b = random_tensor({c.w[0]}, dt, seed++);
+      if (c.bias) b = random_tensor(dt, {c.w[0]}, {}, seed++);
       check_conv(x, w, b, c.o);
     }
   }
@@ -252,20 +239,20 @@ TEST_SUITE("ops") {
   TEST_CASE_TEMPLATE("conv2d of non-contiguous inputs", T, float, double, std::int32_t) {
     const DType dt = dtype_of<T>;
     // NHWC memory seen as NCHW, every other kernel column, every other bias entry
-    const Tensor x = random_tensor({2, 7, 6, 4}, dt, 1).permute({0, 3, 1, 2});
-    const Tensor w = random_tensor({6, 4, 3, 6}, dt, 2).slice(3, 0, 6, 2);
-    const Tensor b = random_tensor({12}, dt, 3).slice(0, 0, 12, 2);
+    const Tensor x = random_tensor(dt, {2, 7, 6, 4}, {}, 1).permute({0, 3, 1, 2});
+    const Tensor w = random_tensor(dt, {6, 4, 3, 6}, {}, 2).slice(3, 0, 6, 2);
+    const Tensor b = random_tensor(dt, {12}, {}, 3).slice(0, 0, 12, 2);
     REQUIRE_FALSE(x.is_contiguous());
     REQUIRE_FALSE(w.is_contiguous());
     check_conv(x, w, b, {.stride = {2, 1}, .padding = {1}});
     check_conv(x, w.slice(0, 0, 6, 3), std::nullopt, {.padding = {1}, .dilation = {2, 1}});
     // a weight shared over the output channels by a stride-0 view
-    check_conv(x, random_tensor({1, 4, 3, 3}, dt, 4).expand({5, 4, 3, 3}), std::nullopt, {});
+    check_conv(x, random_tensor(dt, {1, 4, 3, 3}, {}, 4).expand({5, 4, 3, 3}), std::nullopt, {});
   }
 
   TEST_CASE("conv2d options: one value stands for both axes; an undefined bias is none") {
-    const Tensor x = random_tensor({2, 3, 9, 9}, float32, 5);
-    const Tensor w = random_tensor({4, 3, 3, 3}, float32, 6);
+    const Tensor x = random_tensor(float32, {2, 3, 9, 9}, {}, 5);
+    const Tensor w = random_tensor(float32, {4, 3, 3, 3}, {}, 6);
     const Tensor a = conv2d(x, w, {}, {.stride = {2}, .padding = {1}, .dilation = {2}});
     const Tensor b = conv2d(x, w, {}, {.stride = {2, 2}, .padding = {1, 1}, .dilation = {2, 2}});
     CHECK(a.to_vector<float>() == b.to_vector<float>());
@@ -284,8 +271,8 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("conv2d: a stride near 2^40 and 2^63 keeps the first window") {
-    const Tensor x = random_tensor({1, 2, 5, 5}, float64, 7);
-    const Tensor w = random_tensor({3, 2, 3, 3}, float64, 8);
+    const Tensor x = random_tensor(float64, {1, 2, 5, 5}, {}, 7);
+    const Tensor w = random_tensor(float64, {3, 2, 3, 3}, {}, 8);
     const Tensor first = conv2d(x, w).slice(2, 0, 1).slice(3, 0, 1);
     for (std::int64_t s : {kTwo31, kTwo40, kI64Max}) {
       const Tensor y = conv2d(x, w, {}, {.stride = {s}});
@@ -319,7 +306,6 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("conv2d: results do not depend on the thread count") {
-    ThreadGuard guard;
     for (const auto& [xs, ws, groups] : std::vector<std::tuple<Shape, Shape, std::int64_t>>{
              {{8, 16, 14, 14}, {32, 16, 3, 3}, 1},   // images over threads
              {{3, 16, 14, 14}, {32, 16, 3, 3}, 1},   // odd count
@@ -328,16 +314,12 @@ TEST_SUITE("ops") {
              {{2, 8, 10, 10}, {8, 2, 3, 3}, 4},      // groups over threads
              {{4, 64, 7, 7}, {32, 64, 1, 1}, 1}}) {  // 1x1 direct
       for (DType dt : {float32, float64, int64}) {
-        const Tensor x = random_tensor(xs, dt, 11), w = random_tensor(ws, dt, 12);
-        const Tensor b = random_tensor({ws[0]}, dt, 13);
+        const Tensor x = random_tensor(dt, xs, {}, 11), w = random_tensor(dt, ws, {}, 12);
+        const Tensor b = random_tensor(dt, {ws[0]}, {}, 13);
         const Conv2dOptions o{.padding = {ws[2] / 2}, .groups = groups};
-        set_num_threads(1);
-        const Values one = conv2d(x, w, b, o).to_vector<double>();
-        set_num_threads(2);
-        const Values two = conv2d(x, w, b, o).to_vector<double>();
         CAPTURE(xs);
         CAPTURE(dt);
-        CHECK(one == two);
+        check_thread_invariant([&] { return conv2d(x, w, b, o); });
       }
     }
   }
@@ -455,7 +437,7 @@ TEST_SUITE("ops") {
                      std::int64_t, float16_t, bfloat16_t, std::int8_t, std::uint8_t) {
     std::uint32_t seed = 1;
     for (const PoolCase& c : kPoolCases)
-      check_pool(random_tensor(c.x, dtype_of<T>, seed++), c, true);
+      check_pool(random_tensor(dtype_of<T>, c.x, {}, seed++), c, true);
   }
 
   TEST_CASE_TEMPLATE("max_pool2d on ties, NaN, infinities and signed zeros", T, float, double) {
@@ -467,11 +449,11 @@ TEST_SUITE("ops") {
   TEST_CASE_TEMPLATE("avg_pool2d matches a naive loop", T, float, double, float16_t, bfloat16_t) {
     std::uint32_t seed = 1;
     for (const PoolCase& c : kPoolCases) {
-      check_pool(random_tensor(c.x, dtype_of<T>, seed++), c, false);
+      check_pool(random_tensor(dtype_of<T>, c.x, {}, seed++), c, false);
       PoolCase other = c;
       other.count_include_pad = !c.count_include_pad;
       if (std::all_of(c.dilation.begin(), c.dilation.end(), [](auto d) { return d == 1; }))
-        check_pool(random_tensor(c.x, dtype_of<T>, seed++), other, false);
+        check_pool(random_tensor(dtype_of<T>, c.x, {}, seed++), other, false);
     }
   }
 
@@ -511,7 +493,8 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("pooling of non-contiguous inputs, NaN and Inf") {
-    const Tensor x = random_tensor({2, 6, 7, 3}, float32, 3).permute({0, 3, 1, 2});  // [2,3,6,7]
+    const Tensor x =
+        random_tensor(float32, {2, 6, 7, 3}, {}, 3).permute({0, 3, 1, 2});  // [2,3,6,7]
     const PoolCase c{{2, 3, 6, 7}, {3}, {2}, {1}, {1}, true, false};
     check_pool(x, c, true);
     check_pool(x, c, false);
@@ -536,20 +519,15 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("pooling: results do not depend on the thread count") {
-    ThreadGuard guard;
-    const Tensor x = random_tensor({4, 16, 32, 32}, float32, 9);
+    const Tensor x = random_tensor(float32, {4, 16, 32, 32}, {}, 9);
     for (bool is_max : {true, false}) {
       const PoolCase c{{}, {3}, {2}, {1}, {1}, true, false};
-      set_num_threads(1);
-      const Values one = run_pool(x, c, is_max).to_vector<double>();
-      set_num_threads(2);
-      const Values two = run_pool(x, c, is_max).to_vector<double>();
-      CHECK(one == two);
+      check_thread_invariant([&] { return run_pool(x, c, is_max); });
     }
   }
 
   TEST_CASE("pooling: huge kernels, strides and paddings") {
-    const Tensor x = random_tensor({1, 2, 4, 4}, float64, 4);
+    const Tensor x = random_tensor(float64, {1, 2, 4, 4}, {}, 4);
     const Values xv = x.to_vector<double>();
     for (std::int64_t k : {kTwo31 + 1, kTwo40 + 1}) {
       // one window covering everything (padding k / 2 <= kernel / 2 is allowed)

@@ -4,6 +4,7 @@
 // written here from the forward's definition, plus threads, layouts, errors.
 #include <doctest/doctest.h>
 
+#include "random.hpp"
 #include "thread_guard.hpp"
 
 #include <cmath>
@@ -22,6 +23,7 @@
 #include "pool_cases.hpp"
 
 using namespace ms;
+using ms::test::random_tensor;
 
 namespace {
 
@@ -32,14 +34,6 @@ constexpr std::int64_t kTwo40 = std::int64_t{1} << 40;
 constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
 
 std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
-
-Tensor random_tensor(const Shape& shape, DType dt, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  Values v(u(shape_numel(shape)));
-  for (auto& e : v) e = d(gen);
-  return from_vector(v, shape).to(dt);
-}
 
 double tolerance(DType dt) {
   switch (dt) {
@@ -62,7 +56,8 @@ struct Hw {
 };
 Hw hw(const Ints& v) { return {v[0], v.size() > 1 ? v[1] : v[0]}; }
 
-using ms::test::ThreadGuard;
+using ms::test::check_thread_invariant;
+using Tensors = std::vector<Tensor>;
 
 // A strided view with the same values: the transpose of a transposed copy.
 Tensor strided(const Tensor& t) {
@@ -160,8 +155,8 @@ void check_conv_grads(const ConvCase& c, DType dt, bool non_contiguous) {
   CAPTURE(c.w);
   CAPTURE(dt);
   const Shape ys = conv_out_shape(c.x, c.w, c.o);
-  Tensor x = random_tensor(c.x, dt, 1), w = random_tensor(c.w, dt, 2);
-  Tensor g = random_tensor(ys, dt, 3);
+  Tensor x = random_tensor(dt, c.x, {}, 1), w = random_tensor(dt, c.w, {}, 2);
+  Tensor g = random_tensor(dt, ys, {}, 3);
   if (non_contiguous) x = strided(x), w = strided(w), g = strided(g);
   check_close(conv2d_grad_input(g, w, c.x, c.o), conv_grad_input_ref(g, w, c.x, c.o), c.x, dt);
   check_close(conv2d_grad_weight(x, g, c.w, c.o), conv_grad_weight_ref(x, g, c.w, c.o), c.w, dt);
@@ -308,13 +303,6 @@ Values index_select_grad_ref(const Tensor& g, std::int64_t axis, const Tensor& i
   return dx;
 }
 
-Tensor random_index(const Shape& s, std::int64_t limit, std::uint32_t seed, DType dt = int64) {
-  std::mt19937 gen(seed);
-  std::vector<std::int64_t> v(u(shape_numel(s)));
-  for (auto& e : v) e = std::uniform_int_distribution<std::int64_t>(0, limit - 1)(gen);
-  return from_vector(v, s).to(dt);
-}
-
 }  // namespace
 
 TEST_SUITE("ops") {
@@ -334,7 +322,6 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("conv2d gradients: bitwise the same with 1 and 2 threads") {
-    ThreadGuard guard;
     for (const ConvCase& c : std::vector<ConvCase>{
              {{8, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},
              {{3, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},  // odd batch
@@ -343,16 +330,11 @@ TEST_SUITE("ops") {
              {{4, 64, 7, 7}, {32, 64, 1, 1}, {}}}) {  // 1x1 direct
       CAPTURE(c.x);
       for (DType dt : {float32, float64}) {
-        const Tensor x = random_tensor(c.x, dt, 4), w = random_tensor(c.w, dt, 5);
-        const Tensor g = random_tensor(conv_out_shape(c.x, c.w, c.o), dt, 6);
-        set_num_threads(1);
-        const Values in1 = conv2d_grad_input(g, w, c.x, c.o).to_vector<double>();
-        const Values w1 = conv2d_grad_weight(x, g, c.w, c.o).to_vector<double>();
-        set_num_threads(2);
-        const Values in2 = conv2d_grad_input(g, w, c.x, c.o).to_vector<double>();
-        const Values w2 = conv2d_grad_weight(x, g, c.w, c.o).to_vector<double>();
-        CHECK(in1 == in2);
-        CHECK(w1 == w2);
+        const Tensor x = random_tensor(dt, c.x, {}, 4), w = random_tensor(dt, c.w, {}, 5);
+        const Tensor g = random_tensor(dt, conv_out_shape(c.x, c.w, c.o), {}, 6);
+        check_thread_invariant([&] {
+          return Tensors{conv2d_grad_input(g, w, c.x, c.o), conv2d_grad_weight(x, g, c.w, c.o)};
+        });
       }
     }
   }
@@ -439,8 +421,8 @@ TEST_SUITE("ops") {
     const DType dt = dtype_of<T>;
     for (const PoolCase& c : kPoolCases)
       for (bool is_max : {true, false}) {
-        const Tensor x = random_tensor(c.x, dt, 7);
-        const Tensor g = random_tensor(pool_out_shape(c, is_max), dt, 8);
+        const Tensor x = random_tensor(dt, c.x, {}, 7);
+        const Tensor g = random_tensor(dt, pool_out_shape(c, is_max), {}, 8);
         check_pool_grad(x, g, c, is_max);
         if (dt == float64) check_pool_grad(strided(x), strided(g), c, is_max);
       }
@@ -451,7 +433,7 @@ TEST_SUITE("ops") {
     std::uint32_t seed = 21;
     for (const PoolCase& c : kPoolStressCases) {
       const Tensor x = pool_stress_tensor(c.x, dtype_of<T>, seed++);
-      check_pool_grad(x, random_tensor(pool_out_shape(c, true), dtype_of<T>, seed++), c, true);
+      check_pool_grad(x, random_tensor(dtype_of<T>, pool_out_shape(c, true), {}, seed++), c, true);
     }
   }
 
@@ -491,16 +473,11 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("pooling gradients: bitwise the same with 1 and 2 threads") {
-    ThreadGuard guard;
     const PoolCase c{{8, 16, 28, 28}, {3}, {2}, {1}, {1}, true, false};
     for (bool is_max : {true, false}) {
-      const Tensor x = random_tensor(c.x, float32, 9);
-      const Tensor g = random_tensor(pool_out_shape(c, is_max), float32, 10);
-      set_num_threads(1);
-      const Values one = run_pool_grad(x, g, c, is_max).to_vector<double>();
-      set_num_threads(2);
-      const Values two = run_pool_grad(x, g, c, is_max).to_vector<double>();
-      CHECK(one == two);
+      const Tensor x = random_tensor(float32, c.x, {}, 9);
+      const Tensor g = random_tensor(float32, pool_out_shape(c, is_max), {}, 10);
+      check_thread_invariant([&] { return run_pool_grad(x, g, c, is_max); });
     }
   }
 
@@ -566,8 +543,9 @@ TEST_SUITE("ops") {
         CAPTURE(c.index);
         const std::int64_t ax = c.axis < 0 ? c.axis + c.x.rank() : c.axis;
         for (DType it : {int64, int32}) {
-          const Tensor index = random_index(c.index, c.x[u(ax)], 11, it);
-          const Tensor g = random_tensor(c.index, dt, 12);
+          const Tensor index =
+              random_tensor(it, c.index, {.int_lo = 0, .int_hi = c.x[u(ax)] - 1}, 11);
+          const Tensor g = random_tensor(dt, c.index, {}, 12);
           check_close(gather_grad(g, c.axis, index, c.x), gather_grad_ref(g, ax, index, c.x), c.x,
                       dt);
           check_close(gather_grad(strided(g), c.axis, strided(index), c.x),
@@ -585,10 +563,11 @@ TEST_SUITE("ops") {
                                                          {{3, 4}, 0, 1}}) {
         CAPTURE(c.x);
         const std::int64_t ax = c.axis < 0 ? c.axis + c.x.rank() : c.axis;
-        const Tensor index = random_index({c.n}, c.x[u(ax)], 13);
+        const Tensor index =
+            random_tensor(int64, {c.n}, {.int_lo = 0, .int_hi = c.x[u(ax)] - 1}, 13);
         Shape gs = c.x;
         gs[u(ax)] = c.n;
-        const Tensor g = random_tensor(gs, dt, 14);
+        const Tensor g = random_tensor(dt, gs, {}, 14);
         const Values want = index_select_grad_ref(g, ax, index, c.x);
         check_close(index_select_grad(g, c.axis, index, c.x), want, c.x, dt);
         check_close(index_select_grad(strided(g), c.axis, index.to(int32), c.x), want, c.x, dt);
@@ -600,17 +579,14 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("gather_grad and index_select_grad: bitwise the same with 1 and 2 threads") {
-    ThreadGuard guard;
-    const Tensor gi = random_index({64, 3000}, 2000, 15);
-    const Tensor gg = random_tensor({64, 3000}, float32, 16);
-    const Tensor si = random_index({5000}, 100, 17);
-    const Tensor sg = random_tensor({4, 5000, 30}, float32, 18);
-    set_num_threads(1);
-    const Values g1 = gather_grad(gg, 1, gi, {64, 2000}).to_vector<double>();
-    const Values s1 = index_select_grad(sg, 1, si, {4, 100, 30}).to_vector<double>();
-    set_num_threads(2);
-    CHECK(g1 == gather_grad(gg, 1, gi, {64, 2000}).to_vector<double>());
-    CHECK(s1 == index_select_grad(sg, 1, si, {4, 100, 30}).to_vector<double>());
+    const Tensor gi = random_tensor(int64, {64, 3000}, {.int_lo = 0, .int_hi = 2000 - 1}, 15);
+    const Tensor gg = random_tensor(float32, {64, 3000}, {}, 16);
+    const Tensor si = random_tensor(int64, {5000}, {.int_lo = 0, .int_hi = 100 - 1}, 17);
+    const Tensor sg = random_tensor(float32, {4, 5000, 30}, {}, 18);
+    check_thread_invariant([&] {
+      return Tensors{gather_grad(gg, 1, gi, {64, 2000}),
+                     index_select_grad(sg, 1, si, {4, 100, 30})};
+    });
   }
 
   TEST_CASE("gather_grad and index_select_grad errors") {
@@ -681,7 +657,7 @@ TEST_SUITE("ops") {
     for (const PoolCase& c : cases) {
       CAPTURE(c.x);
       const Tensor y = pool_stress_tensor(c.x, dtype_of<T>, seed++), x = relu(y);
-      const Tensor g = random_tensor(pool_out_shape(c, true), dtype_of<T>, seed++);
+      const Tensor g = random_tensor(dtype_of<T>, pool_out_shape(c, true), {}, seed++);
       const Tensor want = relu_grad(run_pool_grad(x, g, c, true), y);
       const ops::Attrs a{{"kernel_size", c.kernel},  {"stride", c.stride},
                          {"padding", c.padding},     {"dilation", c.dilation},
@@ -700,9 +676,9 @@ TEST_SUITE("ops") {
       CAPTURE(c.w);
       const Ints bs{c.w[0]};
       for (DType dt : {float32, float64, int32}) {
-        const Tensor x = Tensor(random_tensor(c.x, float64, 1) * 4.0).to(dt);
-        const Tensor w = Tensor(random_tensor(c.w, float64, 2) * 4.0).to(dt);
-        const Tensor b = Tensor(random_tensor(Shape(bs), float64, 3) * 4.0).to(dt);
+        const Tensor x = Tensor(random_tensor(float64, c.x, {}, 1) * 4.0).to(dt);
+        const Tensor w = Tensor(random_tensor(float64, c.w, {}, 2) * 4.0).to(dt);
+        const Tensor b = Tensor(random_tensor(float64, Shape(bs), {}, 3) * 4.0).to(dt);
         const ops::Attrs a{{"stride", c.o.stride},
                            {"padding", c.o.padding},
                            {"dilation", c.o.dilation},
@@ -720,7 +696,8 @@ TEST_SUITE("ops") {
     const ConvCase& c = kConvCases[0];
     const ops::Attrs a{{"relu", true}};
     CHECK_THROWS_WITH_AS(
-        ops::call1(def, {random_tensor(c.x, float16, 1), random_tensor(c.w, float16, 2)}, a),
+        ops::call1(def, {random_tensor(float16, c.x, {}, 1), random_tensor(float16, c.w, {}, 2)},
+                   a),
         doctest::Contains("conv2d: the fused relu / max_pool2x2 needs a float32"), TypeError);
   }
 
@@ -740,9 +717,9 @@ TEST_SUITE("ops") {
           CAPTURE(c.x);
           CAPTURE(relu);
           CAPTURE(dt);
-          const Tensor x = Tensor(random_tensor(c.x, float64, 1) * 4.0).to(dt);
-          const Tensor w = Tensor(random_tensor(c.w, float64, 2) * 4.0).to(dt);
-          const Tensor b = Tensor(random_tensor(Shape{c.w[0]}, float64, 3) * 4.0).to(dt);
+          const Tensor x = Tensor(random_tensor(float64, c.x, {}, 1) * 4.0).to(dt);
+          const Tensor w = Tensor(random_tensor(float64, c.w, {}, 2) * 4.0).to(dt);
+          const Tensor b = Tensor(random_tensor(float64, Shape{c.w[0]}, {}, 3) * 4.0).to(dt);
           const ops::Attrs a{
               {"stride", c.o.stride}, {"padding", c.o.padding}, {"dilation", c.o.dilation},
               {"groups", c.o.groups}, {"relu", relu},           {"max_pool2x2", true}};
@@ -771,7 +748,7 @@ TEST_SUITE("ops") {
           REQUIRE(got3.size() == 3);
           CHECK(got3[2].dtype() == uint8);
           CHECK(got3[2].shape() == p.shape());
-          const Tensor gp = Tensor(random_tensor(p.shape(), float64, 4) * 4.0).to(dt);
+          const Tensor gp = Tensor(random_tensor(float64, p.shape(), {}, 4) * 4.0).to(dt);
           for (bool fold_relu : {false, true}) {
             CAPTURE(fold_relu);
             const Tensor want = ops::call1(ops::op("max_pool2d_grad"), {y, gp},
@@ -854,8 +831,9 @@ TEST_SUITE("ops") {
         CAPTURE(c.x);
         CAPTURE(dt);
         const Shape ys = conv_out_shape(c.x, c.w, c.o);
-        const Tensor x = random_tensor(c.x, dt, 11), w = random_tensor(c.w, dt, 12);
-        const Tensor b = random_tensor(Shape{c.w[0]}, dt, 13), g = random_tensor(ys, dt, 14);
+        const Tensor x = random_tensor(dt, c.x, {}, 11), w = random_tensor(dt, c.w, {}, 12);
+        const Tensor b = random_tensor(dt, Shape{c.w[0]}, {}, 13),
+                     g = random_tensor(dt, ys, {}, 14);
         // forward: y[n, q, a, b] = sum of x * w under the taps (+ bias)
         Values want(u(shape_numel(ys)), 0.0);
         const Values xv = x.to_vector<double>(), wv = w.to_vector<double>();

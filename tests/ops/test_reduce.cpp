@@ -14,6 +14,9 @@
 #include <ms/ops/op.hpp>
 #include <ms/ops/reduce.hpp>
 
+#include "random.hpp"
+#include "thread_guard.hpp"
+
 using namespace ms;
 
 namespace {
@@ -25,22 +28,11 @@ constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
 using Values = std::vector<double>;
 using Axes = std::vector<std::int64_t>;
+using ms::test::check_thread_invariant;
+using ms::test::random_tensor;
 
-/// Random values: uniform in [-2, 2] for floats, integers in [-5, 5].
-template <class T>
-Tensor random_tensor(const Shape& shape, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  const std::int64_t n = shape_numel(shape);
-  std::vector<T> v(static_cast<std::size_t>(n));
-  if constexpr (std::is_floating_point_v<T>) {
-    std::uniform_real_distribution<double> d(-2.0, 2.0);
-    for (auto& e : v) e = static_cast<T>(d(gen));
-  } else {
-    std::uniform_int_distribution<int> d(-5, 5);
-    for (auto& e : v) e = static_cast<T>(d(gen));
-  }
-  return from_vector(v, shape);
-}
+/// Test values: uniform in [-2, 2] for floats, integers in [-5, 5].
+constexpr test::Range kValues{-2, 2, -5, 5};
 
 /// Factors from {-1, 1, 1, 2} (floats: {-1, 1, 0.5, 2}): products of 120 of them stay far
 /// from overflow in int64 and exact in float.
@@ -163,20 +155,6 @@ void check_values(const Tensor& got, const Tensor& want, DType dtype, double rto
   CHECK(allclose(got, want, rtol, atol, /*equal_nan=*/true));
 }
 
-/// Runs f with 1 and with 2 threads and checks the results are bitwise identical.
-void check_thread_invariant(const std::function<Tensor()>& f) {
-  const int saved = get_num_threads();
-  set_num_threads(1);
-  const Tensor a = f();
-  set_num_threads(2);
-  const Tensor b = f();
-  set_num_threads(saved);
-  REQUIRE(a.shape() == b.shape());
-  REQUIRE(a.dtype() == b.dtype());
-  const Tensor ac = a.contiguous(), bc = b.contiguous();
-  CHECK(std::memcmp(ac.raw_data(), bc.raw_data(), static_cast<std::size_t>(ac.nbytes())) == 0);
-}
-
 struct Case {
   Shape shape;
   Axes axes;
@@ -222,7 +200,7 @@ TEST_SUITE("ops") {
         CAPTURE(c.shape);
         CAPTURE(Shape(c.axes));
         CAPTURE(keep);
-        const Tensor x = random_tensor<T>(c.shape, seed++);
+        const Tensor x = random_tensor(dtype_of<T>, c.shape, kValues, seed++);
         check_values(sum(x, c.axes, keep), reference(x, c.axes, keep, ref_sum), sum_dt, rtol, 1e-6);
         check_values(max(x, c.axes, keep), reference(x, c.axes, keep, ref_max), dt, 0, 0);
         check_values(min(x, c.axes, keep), reference(x, c.axes, keep, ref_min), dt, 0, 0);
@@ -261,7 +239,7 @@ TEST_SUITE("ops") {
       for (bool keep : {false, true}) {
         CAPTURE(c.shape);
         CAPTURE(Shape(c.axes));
-        const Tensor x = random_tensor<T>(c.shape, seed++);
+        const Tensor x = random_tensor(dtype_of<T>, c.shape, kValues, seed++);
         check_values(mean(x, c.axes, keep), reference(x, c.axes, keep, ref_mean), dt, rtol, 1e-6);
         for (std::int64_t ddof : {0, 1}) {
           check_values(var(x, c.axes, ddof, keep), reference(x, c.axes, keep, ref_var(ddof, false)),
@@ -281,7 +259,7 @@ TEST_SUITE("ops") {
     for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{4, 3, 5}, Shape{2, 3, 4, 5},
                                Shape{5, 1000, 7}, Shape{3, 70000}, Shape{70000, 3}}) {
       // integers in [-5, 5] have many ties: the first index must win
-      const Tensor x = random_tensor<T>(shape, seed++);
+      const Tensor x = random_tensor(dtype_of<T>, shape, kValues, seed++);
       for (std::int64_t axis = -shape.rank(); axis < shape.rank(); ++axis) {
         for (bool keep : {false, true}) {
           CAPTURE(shape);
@@ -307,7 +285,7 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("non-contiguous inputs: transposed, sliced, expanded, permuted") {
-    const Tensor base = random_tensor<float>({6, 8, 10}, 7);
+    const Tensor base = random_tensor(float32, {6, 8, 10}, kValues, 7);
     const std::vector<Tensor> views = {
         base.transpose(0, 2),                               // [10, 8, 6]
         base.permute({1, 2, 0}),                            // [8, 10, 6]
@@ -379,7 +357,7 @@ TEST_SUITE("ops") {
   TEST_CASE_TEMPLATE("float16 and bfloat16 compute in float32 and round on store", T, float16_t,
                      bfloat16_t) {
     const DType dt = dtype_of<T>;
-    const Tensor xf = random_tensor<float>({4, 33}, 11);
+    const Tensor xf = random_tensor(float32, {4, 33}, kValues, 11);
     const Tensor x = xf.to(dt);
     const Tensor xr = x.to(float32);  // the values the op really sees
     const double tol = dt == float16 ? 2e-3 : 1e-2;
@@ -413,10 +391,10 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("results do not depend on the thread count") {
-    const Tensor big_row = random_tensor<float>({3, 200000}, 21);
-    const Tensor big_col = random_tensor<float>({200000, 3}, 22);
-    const Tensor mid = random_tensor<double>({64, 3000, 5}, 23);
-    const Tensor wide = random_tensor<float>({2000, 300}, 24);
+    const Tensor big_row = random_tensor(float32, {3, 200000}, kValues, 21);
+    const Tensor big_col = random_tensor(float32, {200000, 3}, kValues, 22);
+    const Tensor mid = random_tensor(float64, {64, 3000, 5}, kValues, 23);
+    const Tensor wide = random_tensor(float32, {2000, 300}, kValues, 24);
     for (const Tensor& x : {big_row, big_col, mid, wide}) {
       for (const Axes& axes : {Axes{}, Axes{0}, Axes{1}, Axes{-1}}) {
         CAPTURE(x.shape());
@@ -435,7 +413,7 @@ TEST_SUITE("ops") {
       check_thread_invariant([&] { return log_softmax(x, -1); });
       check_thread_invariant([&] { return sum(x.transpose(0, 1), {1}); });
     }
-    const Tensor ints = random_tensor<std::int32_t>({500, 700}, 25);
+    const Tensor ints = random_tensor(int32, {500, 700}, kValues, 25);
     check_thread_invariant([&] { return sum(ints, {0}); });
     check_thread_invariant([&] { return sum(ints); });
   }
@@ -447,7 +425,7 @@ TEST_SUITE("ops") {
     // many outputs with short runs; few outputs with runs longer than a chunk
     for (const Shape& shape : {Shape{40, 70, 1000}, Shape{3, 2, 40000}, Shape{5, 33, 7}}) {
       CAPTURE(shape);
-      const Tensor x = random_tensor<T>(shape, seed++);
+      const Tensor x = random_tensor(dtype_of<T>, shape, kValues, seed++);
       const Axes axes{0, 2};
       check_values(sum(x, axes), reference(x, axes, false, ref_sum), dt, rtol, 1e-6);
       check_values(max(x, axes, true), reference(x, axes, true, ref_max), dt, 0, 0);
@@ -608,7 +586,7 @@ TEST_SUITE("ops") {
     std::uint32_t seed = 300;
     for (const Shape& shape : {Shape{7}, Shape{3, 5}, Shape{4, 3, 5}, Shape{2, 300, 3},
                                Shape{2, 3, 4, 5}, Shape{3, 1000}, Shape{1000, 3}, Shape{2, 1, 3}}) {
-      const Tensor x0 = random_tensor<T>(shape, seed++);
+      const Tensor x0 = random_tensor(dtype_of<T>, shape, kValues, seed++);
       // scale up so that exp would overflow without the max shift
       Values big = x0.to_vector<double>();
       for (double& e : big) e *= 60;

@@ -1,6 +1,8 @@
 // Checkpoints: a failed load_checkpoint changes nothing, whichever entry is bad.
 #include <doctest/doctest.h>
+
 #include <unistd.h>
+#include "temp_dir.hpp"
 
 #include <filesystem>
 #include <functional>
@@ -63,14 +65,6 @@ bool same(const Snapshot& a, const Snapshot& b) {
          a.rng.to_vector<std::int64_t>() == b.rng.to_vector<std::int64_t>();
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ms_test_ckpt_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 // One way of spoiling one entry of a checkpoint.
 struct Bad {
   std::string entry;  // the key it spoils
@@ -102,7 +96,8 @@ void spoil(const std::string& good, const Bad& b, const std::string& out) {
 
 TEST_SUITE("train") {
   TEST_CASE("load_checkpoint: a bad entry anywhere is an error that changes nothing") {
-    const fs::path dir = temp_dir("bad_entry");
+    const ms::test::TempDir tmp("ms_test_ckpt_bad_entry");
+    const fs::path& dir = tmp.path;
     const std::string good = (dir / "good.safetensors").string();
     {
       Trained saved(4);  // 3 steps, lr 0.04 (the live models below: 4 steps, lr 0.02)
@@ -138,11 +133,11 @@ TEST_SUITE("train") {
     CHECK(ms::allclose(live.net.fc1.weight, saved.net.fc1.weight, 0, 0));
     CHECK(live.opt.step_count() == saved.opt.step_count());
     CHECK(live.opt.lr() == doctest::Approx(saved.opt.lr()));
-    fs::remove_all(dir);
   }
 
   TEST_CASE("load_checkpoint: the errors name the file, the entry, expected and given") {
-    const fs::path dir = temp_dir("messages");
+    const ms::test::TempDir tmp("ms_test_ckpt_messages");
+    const fs::path& dir = tmp.path;
     const std::string good = (dir / "good.safetensors").string();
     const std::string bad = (dir / "bad.safetensors").string();
     Trained saved(4);
@@ -185,6 +180,5 @@ TEST_SUITE("train") {
                                              "the Momentum optimizer"),
                            ms::ValueError);
     }
-    fs::remove_all(dir);
   }
 }

@@ -1,6 +1,8 @@
 // The training loop, its callbacks, and checkpoints that resume exactly.
 #include <doctest/doctest.h>
 
+#include "temp_dir.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -54,14 +56,6 @@ struct Setup {
   }
 };
 
-fs::path temp_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ms_test_train_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 struct Recorder : ms::train::Callback {
   std::vector<std::string> events;
   void on_train_begin(ms::train::TrainState&) override { events.push_back("begin"); }
@@ -107,7 +101,8 @@ TEST_SUITE("train") {
 
   TEST_CASE("train N steps, save, load into a fresh model, train M: the same losses as N + M") {
     const auto ds = toy();
-    const fs::path dir = temp_dir("resume");
+    const ms::test::TempDir tmp("ms_test_train_resume");
+    const fs::path& dir = tmp.path;
     const std::string ckpt = (dir / "c.safetensors").string();
     // Uninterrupted: 3 epochs.
     std::vector<double> full;
@@ -156,11 +151,11 @@ TEST_SUITE("train") {
     REQUIRE(joined.size() == full.size());
     for (std::size_t i = 0; i < full.size(); ++i)
       CHECK(joined[i] == doctest::Approx(full[i]).epsilon(1e-6));
-    fs::remove_all(dir);
   }
 
   TEST_CASE("load_checkpoint changes nothing on error; the file is a plain safetensors file") {
-    const fs::path dir = temp_dir("bad");
+    const ms::test::TempDir tmp("ms_test_train_bad");
+    const fs::path& dir = tmp.path;
     const std::string path = (dir / "m.safetensors").string();
     Setup a(3);
     ms::save_checkpoint(path, a.net, &a.opt, {.epoch = 2, .extra = {{"note", "hi"}}});
@@ -195,12 +190,12 @@ TEST_SUITE("train") {
     }
     CHECK_THROWS_AS(ms::load_checkpoint((dir / "t.safetensors").string(), c.net), ms::Error);
     CHECK(ms::allclose(c.net.fc1.weight, cw, 0, 0));
-    fs::remove_all(dir);
   }
 
   TEST_CASE("Checkpoint callback keeps the last K; CurveWriter writes CSV and SVG") {
     const auto ds = toy();
-    const fs::path dir = temp_dir("cb");
+    const ms::test::TempDir tmp("ms_test_train_cb");
+    const fs::path& dir = tmp.path;
     ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 1});
     Setup s(5);
     auto ck = std::make_shared<ms::train::Checkpoint>(
@@ -230,12 +225,12 @@ TEST_SUITE("train") {
     CHECK(ss.str().rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
     CHECK(ss.str().find("test accuracy") != std::string::npos);
     CHECK(ss.str().find("</svg>") != std::string::npos);
-    fs::remove_all(dir);
   }
 
   TEST_CASE("CosineSchedule: its length is in the checkpoint; resuming with another warns") {
     const auto ds = toy();
-    const fs::path dir = temp_dir("sched");
+    const ms::test::TempDir tmp("ms_test_train_sched");
+    const fs::path& dir = tmp.path;
     const std::string ckpt = (dir / "c.safetensors").string();
     ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});  // 7 steps per epoch
     REQUIRE(loader.size() == 7);
@@ -292,7 +287,6 @@ TEST_SUITE("train") {
       CHECK_THROWS_AS(ms::train::CosineSchedule(s.opt, 0.05, 3, 0), ms::ValueError);
     }
     ms::set_warning_handler(prev);
-    fs::remove_all(dir);
   }
 
   TEST_CASE("LossMonitor stops on a NaN loss; bad fit options are errors") {
@@ -328,7 +322,8 @@ TEST_SUITE("train") {
     };
     for (const std::int64_t rank : {0, 1}) {
       CAPTURE(rank);
-      const fs::path dir = temp_dir("rank" + std::to_string(rank));
+      const ms::test::TempDir tmp("ms_test_train_rank" + std::to_string(rank));
+      const fs::path& dir = tmp.path;
       int saves = 0, evals = 0;
       auto ck = std::make_shared<ms::train::Checkpoint>(
           [&](const std::string&, const ms::train::TrainState&) { ++saves; }, dir.string(), "net",
@@ -347,7 +342,6 @@ TEST_SUITE("train") {
       // Other callbacks run on every rank; 100 samples per rank per epoch, 3 ranks.
       CHECK(rec->samples == std::vector<std::int64_t>{300, 300});
       CHECK(rec->ranks == std::vector<std::int64_t>{rank, rank});
-      fs::remove_all(dir);
     }
     CHECK_THROWS_WITH_AS(ms::train::fit(one, loader, {.rank = 2, .world_size = 2}),
                          doctest::Contains("fit: rank must be in [0, world_size) and world_size "

@@ -45,7 +45,9 @@ namespace ms::data {
 /// x -> (x - mean) / std, applied after uint8 samples are scaled to [0, 1].
 /// Fashion-MNIST's training set has mean 0.2860 and std 0.3530.
 struct Normalize {
+  /// Subtracted first.
   double mean = 0.0;
+  /// Divided by after (> 0).
   double std = 1.0;
 };
 
@@ -75,7 +77,9 @@ struct DataLoaderOptions {
 
 /// One batch: `x` float32 [B, ...], `y` int32 [B]. Binds as `auto& [x, y]`.
 struct Batch {
+  /// The inputs, float32 [B, ...].
   Tensor x;
+  /// The labels, int32 [B].
   Tensor y;
 };
 
@@ -89,6 +93,7 @@ struct Batch {
 /// Example: `for (auto& batch : loader) loss = step(batch.x, batch.y);`
 class DataLoader {
  public:
+  /// The options type, as `ms::data::DataLoader::Options`.
   using Options = DataLoaderOptions;
 
   /// ms::ValueError for batch_size <= 0, prefetch < 0, a normalize std <= 0 or
@@ -107,7 +112,9 @@ class DataLoader {
   /// Samples in this loader's shard of an epoch: N unsharded, else ceil(N / S)
   /// (floor with drop_last); the same for every shard.
   std::int64_t shard_size() const;
+  /// The options it was made with.
   const DataLoaderOptions& options() const { return options_; }
+  /// The dataset it reads.
   const TensorDataset& dataset() const { return dataset_; }
 
   /// The epoch the next `begin()` runs (0 at first; each begin() adds 1).
@@ -124,20 +131,27 @@ class DataLoader {
   class Iterator;
   /// Starts epoch `epoch()` (stopping an epoch still running) and returns its first batch.
   Iterator begin();
+  /// The end of the epoch (compared with an Iterator).
   std::default_sentinel_t end() const { return {}; }
 
   /// An input iterator over the batches of one epoch.
   class Iterator {
    public:
+    /// A batch.
     using value_type = Batch;
+    /// As std::input_iterator requires.
     using difference_type = std::ptrdiff_t;
+    /// A single-pass input iterator.
     using iterator_concept = std::input_iterator_tag;
 
+    /// The current batch.
     Batch& operator*() { return current_; }
+    /// The current batch.
     Batch* operator->() { return &current_; }
     /// Fetches the next batch (waiting for the background thread if it is behind);
     /// rethrows an exception raised while making it.
     Iterator& operator++();
+    /// As the prefix form (an input iterator returns nothing).
     void operator++(int) { ++*this; }
     friend bool operator==(const Iterator& it, std::default_sentinel_t) { return it.done_; }
 

@@ -17,7 +17,9 @@ namespace ms::data {
 
 /// One sample: `x` a view of row i (no copy), `y` its label.
 struct Sample {
+  /// The sample: a view of row i of the dataset's x.
   Tensor x;
+  /// Its label.
   std::int64_t y;
 };
 

@@ -38,15 +38,20 @@ class FashionMNIST : public TensorDataset {
   static constexpr std::string_view kDefaultDir = "/usr/share/datasets/fashion-mnist";
   /// Image side length (28) and number of classes (10).
   static constexpr std::int64_t kSide = 28;
+  /// The number of classes.
   static constexpr std::int64_t kNumClasses = 10;
 
+  /// Reads split `split` from the IDX files in `dir` (gzip-compressed or not).
+  /// ms::ValueError naming the file when one is missing or malformed.
   explicit FashionMNIST(std::string dir = std::string(kDefaultDir), Split split = Split::Train);
 
   /// The images, uint8 [N, 28, 28] (same as `x()`).
   const Tensor& images() const { return x(); }
   /// The labels, int32 [N] (same as `y()`).
   const Tensor& labels() const { return y(); }
+  /// The split it holds.
   Split split() const { return split_; }
+  /// The directory it was read from.
   const std::string& dir() const { return dir_; }
 
   /// The class names by label: "T-shirt/top", "Trouser", "Pullover", "Dress",

@@ -39,8 +39,8 @@ bool is_gzip(std::span<const std::uint8_t> bytes);
 std::vector<std::uint8_t> gunzip(std::span<const std::uint8_t> bytes, std::size_t max_out,
                                  std::string_view what);
 
-/// Compresses `bytes` into one gzip member with zlib at `level` (0 = stored
-/// .. 9 = best; ms::ValueError otherwise). `gunzip(gzip(b), ...)` gives back `b`.
+/// Compresses `bytes` into one gzip member with zlib at `level` (0 = stored to
+/// 9 = best; ms::ValueError otherwise). `gunzip(gzip(b), ...)` gives back `b`.
 /// Example: `auto gz = ms::data::gzip(ms::data::encode_idx(labels));`
 std::vector<std::uint8_t> gzip(std::span<const std::uint8_t> bytes, int level = 6);
 

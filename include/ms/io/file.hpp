@@ -46,6 +46,7 @@ class ByteSink {
 /// `std::vector<std::uint8_t> v; ms::io::VectorSink s(v); s.write("ab", 2);`
 class VectorSink final : public ByteSink {
  public:
+  /// Appends to `out`, which must outlive the sink.
   explicit VectorSink(std::vector<std::uint8_t>& out) : out_(out) {}
   void write(const void* data, std::size_t n) override;
   std::uint64_t written() const override { return out_.size(); }
@@ -55,7 +56,7 @@ class VectorSink final : public ByteSink {
 };
 
 /// Writes `path` atomically: `produce` writes the contents into a sink backed by
-/// a new temporary file in the same directory (named `.<name>.tmp.<pid>.<n>`),
+/// a new temporary file in the same directory (named `.NAME.tmp.PID.N` for a file NAME),
 /// which is then fsync'ed, closed and renamed onto `path` (the directory is
 /// fsync'ed too). If anything fails — `produce` throws, a write, fsync, close or
 /// rename fails — the temporary file is removed, `path` keeps its previous
@@ -65,7 +66,7 @@ class VectorSink final : public ByteSink {
 /// removes from the directory the regular files named `.<name>.tmp.<pid>.<n>`
 /// whose process no longer exists (never those of a live process; pids are those
 /// of this machine's pid namespace, so do not share a directory across machines).
-/// Example: `write_file_atomic("a.bin", [](ms::io::ByteSink& s) { s.write("x", 1); });`
+/// Example: `ms::io::write_file_atomic("a.bin", [](ms::io::ByteSink& s) { s.write("x", 1); });`
 void write_file_atomic(const std::string& path, const std::function<void(ByteSink&)>& produce);
 
 /// Writes `bytes` to `path` atomically (see above).
@@ -96,6 +97,7 @@ class InputFile {
 
   /// The size when opened.
   std::uint64_t size() const { return size_; }
+  /// The path it was opened with.
   const std::string& path() const { return path_; }
   /// Reads exactly `n` bytes at `offset` into `dst`; ValueError on an OS error or
   /// when the file ends first (it was truncated since it was opened).
@@ -114,6 +116,7 @@ class InputFile {
 class ByteSource {
  public:
   virtual ~ByteSource() = default;
+  /// The number of bytes.
   virtual std::uint64_t size() const = 0;
   /// Exactly `n` bytes at `offset`; ms::ValueError when they are not there.
   virtual void read(std::uint64_t offset, void* dst, std::size_t n) const = 0;
@@ -124,6 +127,7 @@ class ByteSource {
 /// A ByteSource over memory; `what` names the API in errors.
 class SpanSource final : public ByteSource {
  public:
+  /// Reads `bytes` (which must outlive the source); `what` names the API in errors.
   SpanSource(std::span<const std::uint8_t> bytes, std::string what)
       : bytes_(bytes), what_(std::move(what)) {}
   std::uint64_t size() const override { return bytes_.size(); }
@@ -137,6 +141,7 @@ class SpanSource final : public ByteSource {
 /// A ByteSource over an open InputFile (which must outlive it).
 class FileSource final : public ByteSource {
  public:
+  /// Reads `file`, which must outlive the source.
   explicit FileSource(const InputFile& file) : file_(file) {}
   std::uint64_t size() const override { return file_.size(); }
   void read(std::uint64_t offset, void* dst, std::size_t n) const override {

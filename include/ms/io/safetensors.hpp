@@ -67,7 +67,8 @@ struct SafetensorsFile {
 };
 
 /// The safetensors name of a dtype ("F32", "BF16", "BOOL", "C64", ...);
-/// ms::TypeError for complex128 and int4. Example: `safetensors_dtype_name(ms::float16) == "F16"`.
+/// ms::TypeError for complex128 and int4. Example: `ms::io::safetensors_dtype_name(ms::float16) ==
+/// "F16"`.
 std::string_view safetensors_dtype_name(DType dtype);
 
 /// The file contents for `tensors` and `metadata` (see the header comment for

@@ -22,11 +22,22 @@ namespace ms::kernels {
 /// Sizes of one convolution: input [n, c, h, w], weight [o, c / groups, kh, kw],
 /// output [n, o, oh, ow]; strides, zero paddings and dilations per spatial axis.
 struct Conv2dGeometry {
-  std::int64_t n = 0, c = 0, h = 0, w = 0;
-  std::int64_t o = 0, kh = 1, kw = 1;
-  std::int64_t oh = 0, ow = 0;
-  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  std::int64_t groups = 1;
+  std::int64_t n = 0;       ///< batch size
+  std::int64_t c = 0;       ///< input channels
+  std::int64_t h = 0;       ///< input height
+  std::int64_t w = 0;       ///< input width
+  std::int64_t o = 0;       ///< output channels
+  std::int64_t kh = 1;      ///< kernel height
+  std::int64_t kw = 1;      ///< kernel width
+  std::int64_t oh = 0;      ///< output height
+  std::int64_t ow = 0;      ///< output width
+  std::int64_t sh = 1;      ///< stride along height
+  std::int64_t sw = 1;      ///< stride along width
+  std::int64_t ph = 0;      ///< zero padding along height (each side)
+  std::int64_t pw = 0;      ///< zero padding along width (each side)
+  std::int64_t dh = 1;      ///< dilation along height
+  std::int64_t dw = 1;      ///< dilation along width
+  std::int64_t groups = 1;  ///< channel groups (c and o are multiples of it)
 };
 
 /// Unfolds the patches of one image's `c` channels, x [c, h, w] (dense), into
@@ -75,6 +86,7 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g);
 template <class T>
 void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g);
 
+/// \cond EXPLICIT_INSTANTIATIONS (compiled once in libms)
 extern template void im2col<float>(const float*, std::int64_t, const Conv2dGeometry&, std::int64_t,
                                    std::int64_t, float*) noexcept;
 extern template void im2col<double>(const double*, std::int64_t, const Conv2dGeometry&,
@@ -101,5 +113,6 @@ extern template void conv2d_grad_weight<float>(const float*, const float*, float
                                                const Conv2dGeometry&);
 extern template void conv2d_grad_weight<double>(const double*, const double*, double*,
                                                 const Conv2dGeometry&);
+/// \endcond
 
 }  // namespace ms::kernels

@@ -67,9 +67,13 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// by blocks of C fixed by the shape, so each element is summed in the same
 /// order for any thread count. libxsmm starts no threads of its own.
 struct GemmBackend {
+  /// The backend: "libxsmm", "openblas" or "eigen".
   const char* name;
+  /// What it runs on, for logs (e.g. the libxsmm target or OpenBLAS core).
   std::string detail;
 };
+/// The backend `gemm` uses in this process (chosen once, at the first call):
+/// `std::printf("%s\n", ms::kernels::gemm_backend().name);`
 const GemmBackend& gemm_backend() noexcept;
 
 /// `gemm<float>` on the named backend ("libxsmm", "eigen" or "openblas")
@@ -104,9 +108,12 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 /// batch entry, and the layout of each matrix (row stride `ld`, transposed or not).
 template <class T>
 struct GemmOperand {
+  /// The base pointer.
   const T* data = nullptr;
   std::span<const std::int64_t> offsets;  ///< per batch entry, in elements
+  /// Each matrix is stored transposed.
   bool trans = false;
+  /// The row stride of each matrix, in elements.
   std::int64_t ld = 0;
 };
 
@@ -122,6 +129,7 @@ void gemm_batched(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64
                   const GemmOperand<T>& a, const GemmOperand<T>& b, T* c,
                   std::span<const std::int64_t> c_offsets, std::int64_t ldc) noexcept;
 
+/// \cond EXPLICIT_INSTANTIATIONS (compiled once in libms)
 extern template void gemm<float>(bool, bool, std::int64_t, std::int64_t, std::int64_t, float,
                                  const float*, std::int64_t, const float*, std::int64_t, float,
                                  float*, std::int64_t) noexcept;
@@ -154,5 +162,6 @@ extern template void gemm_batched<std::int64_t>(std::int64_t, std::int64_t, std:
                                                 const GemmOperand<std::int64_t>&, std::int64_t*,
                                                 std::span<const std::int64_t>,
                                                 std::int64_t) noexcept;
+/// \endcond
 
 }  // namespace ms::kernels

@@ -19,10 +19,19 @@ namespace ms::kernels {
 /// Sizes of one pooling: `planes` independent [h, w] inputs, each pooled to
 /// [oh, ow] by a kh x kw window with strides, implicit paddings and dilations.
 struct Pool2dGeometry {
-  std::int64_t planes = 0, h = 0, w = 0;
-  std::int64_t kh = 1, kw = 1;
-  std::int64_t oh = 0, ow = 0;
-  std::int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  std::int64_t planes = 0;  ///< independent input planes
+  std::int64_t h = 0;       ///< input height
+  std::int64_t w = 0;       ///< input width
+  std::int64_t kh = 1;      ///< window height
+  std::int64_t kw = 1;      ///< window width
+  std::int64_t oh = 0;      ///< output height
+  std::int64_t ow = 0;      ///< output width
+  std::int64_t sh = 1;      ///< stride along height
+  std::int64_t sw = 1;      ///< stride along width
+  std::int64_t ph = 0;      ///< implicit padding along height (each side)
+  std::int64_t pw = 0;      ///< implicit padding along width (each side)
+  std::int64_t dh = 1;      ///< dilation along height
+  std::int64_t dw = 1;      ///< dilation along width
 };
 
 /// y = the maximum of each window; padding never wins (it is -inf), and a NaN
@@ -70,7 +79,9 @@ inline Pool2dGeometry pool2x2_geometry(std::int64_t planes, std::int64_t h, std:
 /// Bits of a max_pool2x2_index entry: bits 0-1 the tap the window's maximum
 /// came from (0 top left, 1 top right, 2 bottom left, 3 bottom right), and
 /// kPoolIndexNotPositive when that value is not > 0 (0, negative or NaN).
-inline constexpr std::uint8_t kPoolIndexTap = 3, kPoolIndexNotPositive = 4;
+inline constexpr std::uint8_t kPoolIndexTap = 3;
+/// The bit of a max_pool2x2_index entry set when the window's maximum is not > 0.
+inline constexpr std::uint8_t kPoolIndexNotPositive = 4;
 
 /// y = max_pool2d(x) with 2x2 windows at stride 2 (g must be that pooling:
 /// no padding or dilation, oh = h / 2, ow = w / 2), bitwise max_pool2d's
@@ -90,6 +101,7 @@ template <class T>
 void max_pool2x2_grad_index(const std::uint8_t* index, const T* gy, T* dx, const Pool2dGeometry& g,
                             bool positive_only) noexcept;
 
+/// \cond EXPLICIT_INSTANTIATIONS (compiled once in libms)
 extern template void max_pool2d<float>(const float*, float*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<double>(const double*, double*, const Pool2dGeometry&) noexcept;
 extern template void max_pool2d<std::int32_t>(const std::int32_t*, std::int32_t*,
@@ -115,5 +127,6 @@ extern template void max_pool2x2_grad_index<float>(const std::uint8_t*, const fl
                                                    const Pool2dGeometry&, bool) noexcept;
 extern template void max_pool2x2_grad_index<double>(const std::uint8_t*, const double*, double*,
                                                     const Pool2dGeometry&, bool) noexcept;
+/// \endcond
 
 }  // namespace ms::kernels

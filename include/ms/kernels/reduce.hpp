@@ -18,6 +18,7 @@
 
 namespace ms::kernels {
 
+/// What a reduction kernel computes, and the dtypes it takes and returns.
 enum class ReduceKind : std::uint8_t {
   Sum,        ///< any real dtype -> float: same dtype; bool/integers: int64
   Prod,       ///< as Sum

@@ -17,9 +17,12 @@
 
 namespace ms {
 
+/// A cell of any type behind a std::shared_ptr, callable on one tensor, for
+/// containers: `ms::AnyCell c = std::make_shared<ms::nn::Dense>(4, 8); ms::Tensor y = c(x);`
 class AnyCell {
  public:
   AnyCell() = default;
+  /// Holds `cell` (shared); implicit, so containers take cells of any type.
   template <class C>
   requires std::derived_from<C, CellBase> AnyCell(std::shared_ptr<C> cell)  // NOLINT: implicit
       : cell_(cell) {
@@ -34,10 +37,12 @@ class AnyCell {
              " is not callable with one tensor");
     return fn_(x);
   }
+  /// The cell held; ValueError when empty.
   CellBase& cell() const {
     MS_CHECK(cell_ != nullptr, ValueError, "AnyCell: empty");
     return *cell_;
   }
+  /// The pointer held (null when empty).
   const std::shared_ptr<CellBase>& ptr() const { return cell_; }
   /// The cell as a C, or nullptr when it is another type.
   template <class C>

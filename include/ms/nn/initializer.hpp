@@ -34,14 +34,14 @@ namespace ms {
 namespace init {
 
 /// (fan_in, fan_out) of a weight shape of rank >= 2 (see the header comment).
-/// Example: `calculate_fan_in_and_fan_out({64, 3, 3, 3})` is (27, 576).
+/// Example: `ms::init::calculate_fan_in_and_fan_out({64, 3, 3, 3})` is (27, 576).
 std::pair<std::int64_t, std::int64_t> calculate_fan_in_and_fan_out(const Shape& shape);
 /// fan_in or fan_out by `mode` ("fan_in" / "fan_out", case-insensitive).
 std::int64_t calculate_correct_fan(const Shape& shape, std::string_view mode);
 /// The recommended gain for a nonlinearity: 1 for linear, conv*, conv_transpose*
 /// and sigmoid; 5/3 for tanh; sqrt(2) for relu; sqrt(2 / (1 + slope^2)) for
 /// leaky_relu (slope = `param`, 0.01 when omitted). ValueError for other names.
-/// Example: `calculate_gain("leaky_relu", 0.2)`.
+/// Example: `ms::init::calculate_gain("leaky_relu", 0.2)`.
 double calculate_gain(std::string_view nonlinearity, std::optional<double> param = std::nullopt);
 
 /// Base of the initializers. Calling one makes a new tensor; the random ones
@@ -57,6 +57,8 @@ class Initializer {
 
   /// A new tensor of `shape` and `dtype`. Example: `ms::init::Normal(0.02)({3, 4})`.
   Tensor operator()(const Shape& shape, DType dtype = float32) const;
+  /// A new tensor of `shape` and `dtype` drawn from `gen` instead of the default
+  /// generator (a seeded ms::Generator makes the values reproducible).
   Tensor operator()(const Shape& shape, DType dtype, Generator& gen) const;
 
  protected:
@@ -69,15 +71,18 @@ class Initializer {
 template <class Derived>
 class InitializerImpl : public Initializer {
  public:
+  /// A copy of the derived initializer on the heap.
   std::shared_ptr<const Initializer> clone() const override {
     return std::make_shared<Derived>(static_cast<const Derived&>(*this));
   }
+  /// Derived::kName.
   std::string_view name() const override { return Derived::kName; }
 };
 
 /// All zeros (names "zero", "zeros").
 class Zero final : public InitializerImpl<Zero> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Zero";
 
  protected:
@@ -87,6 +92,7 @@ class Zero final : public InitializerImpl<Zero> {
 /// All ones (names "one", "ones").
 class One final : public InitializerImpl<One> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "One";
 
  protected:
@@ -96,8 +102,11 @@ class One final : public InitializerImpl<One> {
 /// Every element `value` (what a number passed to ms::initializer becomes).
 class Constant final : public InitializerImpl<Constant> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Constant";
+  /// Fills with `value` (converted to the requested dtype).
   explicit Constant(Scalar value) : value_(value) {}
+  /// The fill value.
   const Scalar& value() const { return value_; }
 
  protected:
@@ -110,9 +119,13 @@ class Constant final : public InitializerImpl<Constant> {
 /// N(mean, sigma^2); sigma >= 0 (name "normal").
 class Normal final : public InitializerImpl<Normal> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Normal";
+  /// Standard deviation `sigma` (ValueError when negative) and mean `mean`.
   explicit Normal(double sigma = 0.01, double mean = 0.0);
+  /// The standard deviation.
   double sigma() const { return sigma_; }
+  /// The mean.
   double mean() const { return mean_; }
 
  protected:
@@ -125,8 +138,11 @@ class Normal final : public InitializerImpl<Normal> {
 /// U(-scale, scale); scale >= 0 (name "uniform").
 class Uniform final : public InitializerImpl<Uniform> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Uniform";
+  /// Bound `scale` (ValueError when negative).
   explicit Uniform(double scale = 0.07);
+  /// The bound.
   double scale() const { return scale_; }
 
  protected:
@@ -140,8 +156,11 @@ class Uniform final : public InitializerImpl<Uniform> {
 /// (name "truncatednormal").
 class TruncatedNormal final : public InitializerImpl<TruncatedNormal> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "TruncatedNormal";
+  /// N(`mean`, `sigma`^2) kept within [`a`, `b`]; ValueError when sigma < 0 or a >= b.
   explicit TruncatedNormal(double sigma = 0.01, double mean = 0.0, double a = -2.0, double b = 2.0);
+  /// The standard deviation before truncation.
   double sigma() const { return sigma_; }
 
  protected:
@@ -156,7 +175,10 @@ class TruncatedNormal final : public InitializerImpl<TruncatedNormal> {
 /// (names "heuniform", "he_uniform"). Dense's default is HeUniform(sqrt(5)).
 class HeUniform final : public InitializerImpl<HeUniform> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "HeUniform";
+  /// `mode` "fan_in" or "fan_out", `nonlinearity` as ms::init::calculate_gain takes it
+  /// (`negative_slope` is leaky_relu's); ValueError for an unknown mode or nonlinearity.
   explicit HeUniform(double negative_slope = 0.0, std::string mode = "fan_in",
                      std::string nonlinearity = "leaky_relu");
   /// The bound used for `shape`.
@@ -173,7 +195,9 @@ class HeUniform final : public InitializerImpl<HeUniform> {
 /// Kaiming normal: N(0, std^2), std = gain / sqrt(fan) (names "henormal", "he_normal").
 class HeNormal final : public InitializerImpl<HeNormal> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "HeNormal";
+  /// Arguments as HeUniform's; ValueError for an unknown mode or nonlinearity.
   explicit HeNormal(double negative_slope = 0.0, std::string mode = "fan_in",
                     std::string nonlinearity = "leaky_relu");
   /// The standard deviation used for `shape`.
@@ -191,7 +215,9 @@ class HeNormal final : public InitializerImpl<HeNormal> {
 /// (names "xavieruniform", "xavier_uniform").
 class XavierUniform final : public InitializerImpl<XavierUniform> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "XavierUniform";
+  /// Scale `gain` (ValueError when negative).
   explicit XavierUniform(double gain = 1.0);
 
  protected:
@@ -205,7 +231,9 @@ class XavierUniform final : public InitializerImpl<XavierUniform> {
 /// (names "xaviernormal", "xavier_normal").
 class XavierNormal final : public InitializerImpl<XavierNormal> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "XavierNormal";
+  /// Scale `gain` (ValueError when negative).
   explicit XavierNormal(double gain = 1.0);
 
  protected:
@@ -222,7 +250,10 @@ class XavierNormal final : public InitializerImpl<XavierNormal> {
 /// scale > 0; mode in fan_in / fan_out / fan_avg.
 class VarianceScaling final : public InitializerImpl<VarianceScaling> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "VarianceScaling";
+  /// `scale` > 0, `mode` fan_in / fan_out / fan_avg, `distribution` truncated_normal /
+  /// untruncated_normal / uniform; ValueError otherwise.
   explicit VarianceScaling(double scale = 1.0, std::string mode = "fan_in",
                            std::string distribution = "truncated_normal");
 
@@ -239,7 +270,9 @@ class VarianceScaling final : public InitializerImpl<VarianceScaling> {
 /// standard normal matrix, columns signed by diag(R) (uniform over the group).
 class Orthogonal final : public InitializerImpl<Orthogonal> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Orthogonal";
+  /// Scale `gain` of the orthogonal matrix.
   explicit Orthogonal(double gain = 1.0);
 
  protected:
@@ -252,6 +285,7 @@ class Orthogonal final : public InitializerImpl<Orthogonal> {
 /// The identity matrix (ones on the main diagonal of a rank-2 shape; name "identity").
 class Identity final : public InitializerImpl<Identity> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Identity";
 
  protected:
@@ -263,7 +297,9 @@ class Identity final : public InitializerImpl<Identity> {
 /// kernel centre (name "dirac"). groups >= 1 dividing out.
 class Dirac final : public InitializerImpl<Dirac> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Dirac";
+  /// `groups` >= 1 (ValueError otherwise; it must divide the output channels).
   explicit Dirac(std::int64_t groups = 1);
 
  protected:
@@ -278,7 +314,10 @@ class Dirac final : public InitializerImpl<Dirac> {
 /// name alone cannot give the required sparsity).
 class Sparse final : public InitializerImpl<Sparse> {
  public:
+  /// The class name, as name() returns it and MindSpore spells it.
   static constexpr std::string_view kName = "Sparse";
+  /// The fraction `sparsity` in [0, 1] of zeros per column, `sigma` >= 0
+  /// (ValueError otherwise).
   explicit Sparse(double sparsity, double sigma = 0.01);
 
  protected:
@@ -300,15 +339,23 @@ std::shared_ptr<const Initializer> from_name(std::string_view name);
 /// `InitSpec w = "he_uniform";  InitSpec b = 0.0;  InitSpec k = init::Orthogonal(2.0);`
 class InitSpec {
  public:
+  /// An initializer object (copied): `InitSpec s = ms::init::Normal(0.02);`.
   InitSpec(const init::Initializer& init) : v_(init.clone()) {}  // NOLINT
+  /// A shared initializer object (ValueError when null).
   InitSpec(std::shared_ptr<const init::Initializer> init);       // NOLINT
+  /// A name from MindSpore's alias table, looked up by resolve(): `"he_uniform"`.
   InitSpec(const char* name) : v_(std::string(name)) {}          // NOLINT
+  /// A name, as the `const char*` form.
   InitSpec(std::string name) : v_(std::move(name)) {}            // NOLINT
+  /// A name, as the `const char*` form.
   InitSpec(std::string_view name) : v_(std::string(name)) {}     // NOLINT
+  /// A number: every element that value (ms::init::Constant).
   template <class T>
   requires std::is_arithmetic_v<T> InitSpec(T number) : v_(Scalar(number)) {}  // NOLINT
+  /// A tensor used as the value itself (its shape must match the parameter's).
   InitSpec(Tensor tensor) : v_(std::move(tensor)) {}                           // NOLINT
 
+  /// True when the spec holds a tensor rather than an initializer.
   bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }
   /// "HeUniform", "'zeros'", "Constant(0.5)" or "Tensor[2, 3]", for messages and printing.
   std::string to_string() const;
@@ -328,6 +375,8 @@ class InitSpec {
 /// `dtype`, else converted. Random initializers draw from `gen`.
 /// Example: `ms::initializer("xavier_uniform", {10, 20}, ms::float32)`.
 Tensor initializer(const InitSpec& init, const Shape& shape, DType dtype = float32);
+/// The same, with random initializers drawing from `gen` (a seeded
+/// ms::Generator makes the values reproducible).
 Tensor initializer(const InitSpec& init, const Shape& shape, DType dtype, Generator& gen);
 /// A tensor initializer without a shape: the tensor itself.
 Tensor initializer(const Tensor& init);

@@ -16,7 +16,10 @@
 
 namespace ms::nn {
 
+/// The options of ms::nn::cross_entropy and ms::nn::CrossEntropyLoss:
+/// `ms::nn::cross_entropy(logits, labels, {.label_smoothing = 0.1})`.
 struct CrossEntropyOptions {
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction = "mean";
   double label_smoothing = 0.0;  ///< in [0, 1): targets (1 - s) * one_hot + s / C
   /// Optional per-class weight [C] (sparse labels only): each sample's loss is
@@ -44,26 +47,38 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
 /// Applies a reduction name to per-element losses.
 Tensor reduce_loss(const Tensor& loss, const std::string& reduction, std::string_view api);
 
+/// The cell form of ms::nn::mse_loss: `ms::nn::MSELoss loss; ms::Tensor l = loss(pred, target);`
 class MSELoss : public Cell<MSELoss> {
  public:
+  /// Reduction `reduction`: "mean", "sum" or "none" (ValueError otherwise).
   explicit MSELoss(std::string reduction = "mean");
+  /// mse_loss(a, b, reduction).
   Tensor construct(const Tensor& a, const Tensor& b) const { return mse_loss(a, b, reduction); }
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction;
 };
 
+/// The cell form of ms::nn::l1_loss.
 class L1Loss : public Cell<L1Loss> {
  public:
+  /// Reduction `reduction`: "mean", "sum" or "none" (ValueError otherwise).
   explicit L1Loss(std::string reduction = "mean");
+  /// l1_loss(a, b, reduction).
   Tensor construct(const Tensor& a, const Tensor& b) const { return l1_loss(a, b, reduction); }
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction;
 };
 
+/// The cell form of ms::nn::cross_entropy.
 class CrossEntropyLoss : public Cell<CrossEntropyLoss> {
  public:
+  /// Options `o`; ValueError for an unknown reduction.
   explicit CrossEntropyLoss(CrossEntropyOptions o = {});
+  /// cross_entropy(logits, labels, opts).
   Tensor construct(const Tensor& logits, const Tensor& labels) const {
     return cross_entropy(logits, labels, opts);
   }
+  /// The options.
   CrossEntropyOptions opts;
 };
 
@@ -71,27 +86,39 @@ class CrossEntropyLoss : public Cell<CrossEntropyLoss> {
 /// indices, else one-hot / probabilities; reduction "none" by default (as MindSpore).
 class SoftmaxCrossEntropyWithLogits : public Cell<SoftmaxCrossEntropyWithLogits> {
  public:
+  /// Labels are class indices when `sparse`; `reduction` "mean", "sum" or "none".
   explicit SoftmaxCrossEntropyWithLogits(bool sparse = false, std::string reduction = "none");
+  /// The loss of `logits` [N, C] against `labels` (errors as ms::nn::cross_entropy).
   Tensor construct(const Tensor& logits, const Tensor& labels) const;
+  /// Labels are class indices (else probabilities or one-hot rows).
   bool sparse;
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction;
 };
 
+/// The cell form of ms::nn::nll_loss.
 class NLLLoss : public Cell<NLLLoss> {
  public:
+  /// Reduction `reduction`: "mean", "sum" or "none" (ValueError otherwise).
   explicit NLLLoss(std::string reduction = "mean");
+  /// nll_loss(logp, labels, reduction).
   Tensor construct(const Tensor& logp, const Tensor& labels) const {
     return nll_loss(logp, labels, reduction);
   }
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction;
 };
 
+/// The cell form of ms::nn::binary_cross_entropy_with_logits.
 class BCEWithLogitsLoss : public Cell<BCEWithLogitsLoss> {
  public:
+  /// Reduction `reduction`: "mean", "sum" or "none" (ValueError otherwise).
   explicit BCEWithLogitsLoss(std::string reduction = "mean");
+  /// binary_cross_entropy_with_logits(logits, targets, reduction).
   Tensor construct(const Tensor& logits, const Tensor& targets) const {
     return binary_cross_entropy_with_logits(logits, targets, reduction);
   }
+  /// The reduction: "mean", "sum" or "none".
   std::string reduction;
 };
 

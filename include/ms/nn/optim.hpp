@@ -30,6 +30,8 @@ namespace ms::optim {
 /// Base of the optimizers: parameters, learning rate, step count, state.
 class Optimizer {
  public:
+  /// Updates `params` (in their order) with learning rate `lr`; `name` is the
+  /// class name used in messages ("SGD", "Adam", ...).
   Optimizer(ParameterList params, double lr, std::string name);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
@@ -39,8 +41,10 @@ class Optimizer {
   /// ValueError when the count differs, ShapeError / TypeError naming the
   /// parameter when a gradient does not match it.
   void apply(const std::vector<Tensor>& grads);
+  /// The same as apply(grads).
   void operator()(const std::vector<Tensor>& grads) { apply(grads); }
 
+  /// The parameters updated, in the order apply() expects their gradients.
   const ParameterList& parameters() const { return params_; }
   /// The learning rate (read from its 0-d tensor).
   double lr() const;
@@ -54,6 +58,7 @@ class Optimizer {
   StateDict state_dict() const;
   /// Loads a state_dict() (all-or-nothing: every entry checked first).
   void load_state_dict(const StateDict& sd);
+  /// The class name ("SGD", "Momentum", "Adam", "AdamW").
   const std::string& name() const { return name_; }
 
  protected:
@@ -63,35 +68,54 @@ class Optimizer {
   /// Adds a per-parameter state buffer (zeros like parameter i) named `name`.
   Tensor& add_state(std::size_t i, const std::string& name);
 
+  /// The parameters updated.
   ParameterList params_;
   Tensor lr_;    ///< float32 []
   Tensor step_;  ///< float32 [] (exact up to 2^24 steps)
+  /// Per parameter, its state buffers by name (see add_state()).
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;
+  /// The class name.
   std::string name_;
 };
 
+/// The options of ms::optim::SGD (PyTorch's defaults, lr aside):
+/// `ms::optim::SGD opt(net.trainable_params(), {.lr = 0.01, .momentum = 0.9});`
 struct SGDOptions {
+  /// The learning rate (> 0).
   double lr = 0.1;
+  /// Momentum factor (0: plain SGD).
   double momentum = 0.0;
+  /// Dampening of the gradient in the momentum buffer.
   double dampening = 0.0;
+  /// L2 penalty: weight_decay * p is added to the gradient (>= 0).
   double weight_decay = 0.0;
+  /// Nesterov momentum (needs momentum > 0 and dampening 0).
   bool nesterov = false;
 };
 
 /// SGD as PyTorch's (momentum buffer v = momentum * v + (1 - dampening) * g).
 class SGD : public Optimizer {
  public:
+  /// Updates `params` with options `o`; ValueError for a negative rate, momentum
+  /// or weight decay, or nesterov without momentum.
   SGD(ParameterList params, SGDOptions o = {});
+  /// The options it was made with.
   SGDOptions opts;
 
  protected:
   void update(std::size_t i, const Parameter& p, const Tensor& g) override;
 };
 
+/// The options of ms::optim::Momentum (MindSpore's names):
+/// `ms::optim::Momentum opt(net.trainable_params(), {.lr = 0.05, .momentum = 0.9});`
 struct MomentumOptions {
+  /// The learning rate (> 0).
   double lr = 0.1;
+  /// Momentum factor.
   double momentum = 0.9;
+  /// L2 penalty: weight_decay * p is added to the gradient (>= 0).
   double weight_decay = 0.0;
+  /// Nesterov momentum.
   bool use_nesterov = false;
 };
 
@@ -99,17 +123,26 @@ struct MomentumOptions {
 /// (nesterov: p -= lr * (g + momentum * accum)); state "moments".
 class Momentum : public Optimizer {
  public:
+  /// Updates `params` with options `o`; ValueError for a negative rate, momentum
+  /// or weight decay.
   Momentum(ParameterList params, MomentumOptions o = {});
+  /// The options it was made with.
   MomentumOptions opts;
 
  protected:
   void update(std::size_t i, const Parameter& p, const Tensor& g) override;
 };
 
+/// The options of ms::optim::Adam:
+/// `ms::optim::Adam opt(net.trainable_params(), {.lr = 1e-3, .weight_decay = 1e-4});`
 struct AdamOptions {
+  /// The learning rate (> 0).
   double lr = 1e-3;
+  /// Decay of the first-moment (mean) estimate, in [0, 1).
   double beta1 = 0.9;
+  /// Decay of the second-moment estimate, in [0, 1).
   double beta2 = 0.999;
+  /// Added to the denominator for stability (> 0).
   double eps = 1e-8;
   double weight_decay = 0.0;  ///< Adam: added to the gradient; AdamW: decoupled
 };
@@ -117,20 +150,28 @@ struct AdamOptions {
 /// Adam with bias correction; state "moment1", "moment2".
 class Adam : public Optimizer {
  public:
+  /// Updates `params` with options `o`; ValueError for an option out of range.
   Adam(ParameterList params, AdamOptions o = {});
+  /// The options it was made with.
   AdamOptions opts;
 
  protected:
+  /// For AdamW: class name `name`, weight decay `decoupled` from the gradient.
   Adam(ParameterList params, AdamOptions o, std::string name, bool decoupled);
   void update(std::size_t i, const Parameter& p, const Tensor& g) override;
+  /// True for AdamW: the decay shrinks the parameter instead of adding to the gradient.
   bool decoupled_ = false;
 };
 
 /// AdamW's options: Adam's, with weight decay 0.01 by default (as MindSpore and PyTorch).
 struct AdamWOptions {
+  /// The learning rate (> 0).
   double lr = 1e-3;
+  /// Decay of the first-moment (mean) estimate, in [0, 1).
   double beta1 = 0.9;
+  /// Decay of the second-moment estimate, in [0, 1).
   double beta2 = 0.999;
+  /// Added to the denominator for stability (> 0).
   double eps = 1e-8;
   double weight_decay = 0.01;  ///< decoupled: p -= lr * weight_decay * p
 };
@@ -138,6 +179,7 @@ struct AdamWOptions {
 /// AdamW: Adam with decoupled weight decay (p -= lr * wd * p).
 class AdamW : public Adam {
  public:
+  /// Updates `params` with options `o`; ValueError for an option out of range.
   AdamW(ParameterList params, AdamWOptions o = {});
 };
 
@@ -146,8 +188,12 @@ class AdamW : public Adam {
 /// Multiplies the rate by `gamma` every `step_size` calls of step().
 class StepLR {
  public:
+  /// Schedules `opt`'s rate from its current value; ValueError when step_size <= 0
+  /// or gamma <= 0. Example: `ms::optim::StepLR sched(opt, 30, 0.1);`
   StepLR(Optimizer& opt, std::int64_t step_size, double gamma = 0.1);
+  /// Counts one step and sets the optimizer's rate for the next.
   void step();
+  /// The number of step() calls so far.
   std::int64_t last_step() const { return n_; }
 
  private:
@@ -161,8 +207,12 @@ class StepLR {
 /// Cosine annealing from the optimizer's rate to `eta_min` over `t_max` steps.
 class CosineAnnealingLR {
  public:
+  /// Schedules `opt`'s rate from its current value down to `eta_min`; ValueError
+  /// when t_max <= 0 or eta_min is not in [0, rate].
   CosineAnnealingLR(Optimizer& opt, std::int64_t t_max, double eta_min = 0.0);
+  /// Counts one step and sets the optimizer's rate for the next.
   void step();
+  /// The number of step() calls so far.
   std::int64_t last_step() const { return n_; }
 
  private:

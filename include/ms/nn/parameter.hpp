@@ -24,6 +24,8 @@
 
 namespace ms {
 
+/// A named, trainable tensor: `ms::Parameter w(ms::zeros({10, 784}), "fc.weight");`.
+/// Copies share the storage, the name and the requires_grad flag.
 class Parameter : public Tensor {
  public:
   /// An undefined parameter (no data).
@@ -34,9 +36,11 @@ class Parameter : public Tensor {
 
   /// The parameter's name (a cell registering it may prefix its own).
   const std::string& name() const;
+  /// Renames the parameter (every copy sees the new name).
   void set_name(std::string name);
   /// False for a frozen parameter: gradients skip it, trainable_params() leaves it out.
   bool requires_grad() const;
+  /// Freezes (false) or unfreezes (true) the parameter, for every copy.
   void set_requires_grad(bool value);
   /// The tensor it holds (the same storage).
   const Tensor& data() const { return *this; }
@@ -96,7 +100,9 @@ class Parameter : public Tensor {
 class ParameterList : public std::vector<Parameter> {
  public:
   using std::vector<Parameter>::vector;
+  /// The parameters `v`, in order.
   ParameterList(std::vector<Parameter> v) : std::vector<Parameter>(std::move(v)) {}  // NOLINT
+  /// The parameters as tensors (sharing their storage), for APIs taking tensors.
   operator std::vector<Tensor>() const {                                             // NOLINT
     return std::vector<Tensor>(begin(), end());
   }

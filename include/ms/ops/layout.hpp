@@ -30,29 +30,41 @@ namespace ms::ops {
 
 /// Same elements with a new shape (one dim may be -1); a view when strides allow, else a copy.
 struct Reshape {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "reshape";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of reshape; their defaults are written here only.
   struct Attrs {
+    /// The new shape; one dim may be -1 (inferred from the element count).
     std::vector<std::int64_t> shape = {};
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Swaps two axes (a view).
 struct Transpose {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "transpose";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of transpose; their defaults are written here only.
   struct Attrs {
+    /// The first axis swapped (negative counts from the end).
     std::int64_t axis0 = 0;
+    /// The second axis swapped.
     std::int64_t axis1 = 1;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("axis0", &Attrs::axis0), field("axis1", &Attrs::axis1)};
     }
@@ -61,66 +73,91 @@ struct Transpose {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Reorders the axes (a view): out.dim(i) = x.dim(axes[i]).
 struct Permute {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "permute";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of permute; their defaults are written here only.
   struct Attrs {
+    /// Output axis i is input axis axes[i]; a permutation of the axes.
     std::vector<std::int64_t> axes = {};
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axes", &Attrs::axes)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Removes `axis` (size 1, else a ShapeError, as MindSpore), or every size-1 axis when absent (a
 /// view).
 struct Squeeze {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "squeeze";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of squeeze; their defaults are written here only.
   struct Attrs {
+    /// The size-1 axis removed; none removes every size-1 axis.
     std::optional<std::int64_t> axis = {};
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Inserts a size-1 axis at `axis` in [-rank-1, rank] (a view).
 struct Unsqueeze {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "unsqueeze";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of unsqueeze; their defaults are written here only.
   struct Attrs {
+    /// Where the new size-1 axis goes, in [-rank - 1, rank].
     std::int64_t axis = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Merges axes [start, end] into one (a view when possible); a rank-0 tensor becomes [1].
 struct Flatten {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "flatten";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of flatten; their defaults are written here only.
   struct Attrs {
+    /// The first axis merged.
     std::int64_t start = 0;
+    /// The last axis merged (-1: the last axis).
     std::int64_t end = -1;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("start", &Attrs::start), field("end", &Attrs::end)};
     }
@@ -129,69 +166,95 @@ struct Flatten {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Broadcasts to `shape` (NumPy rules, -1 keeps a dim) as a stride-0 view.
 struct BroadcastTo {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "broadcast_to";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of broadcast_to; their defaults are written here only.
   struct Attrs {
+    /// The target shape (NumPy broadcasting rules).
     std::vector<std::int64_t> shape = {};
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 // ---------------------------------------------------------------- copies
 
 /// Joins tensors along an existing axis; the dtype is the promotion of all inputs.
 struct Concat {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "concat";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, -1};
   static constexpr Props props{};
+  /// The attributes of concat; their defaults are written here only.
   struct Attrs {
+    /// The axis the inputs are joined along.
     std::int64_t axis = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Joins same-shape tensors along a new axis; dtypes promote as in concat.
 struct Stack {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "stack";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, -1};
   static constexpr Props props{};
+  /// The attributes of stack; their defaults are written here only.
   struct Attrs {
+    /// Where the new axis goes.
     std::int64_t axis = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Views of consecutive chunks along `axis`: of `split_size` each, or of the given `sizes` (exactly
 /// one of the two).
 struct Split {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "split";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of split; their defaults are written here only.
   struct Attrs {
+    /// The size of each chunk (the last may be smaller); or
     std::optional<std::int64_t> split_size = {};
+    /// the size of each chunk (summing to the axis size).
     std::optional<std::vector<std::int64_t>> sizes = {};
+    /// The axis split.
     std::int64_t axis = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("split_size", &Attrs::split_size), field("sizes", &Attrs::sizes),
                         field("axis", &Attrs::axis)};
@@ -201,18 +264,26 @@ struct Split {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Pads (or crops) the trailing axes; see ms::pad.
 struct Pad {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "pad";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of pad; their defaults are written here only.
   struct Attrs {
+    /// Before/after amounts, last axis first (negative crops); see ms::pad.
     std::vector<std::int64_t> pads = {};
+    /// "constant", "reflect" or "replicate".
     std::string mode = "constant";
+    /// The fill value of "constant" mode.
     double value = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("pads", &Attrs::pads), field("mode", &Attrs::mode),
                         field("value", &Attrs::value)};
@@ -222,22 +293,29 @@ struct Pad {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Converts to `dtype`; see ms::cast.
 struct Cast {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "cast";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of cast; their defaults are written here only.
   struct Attrs {
+    /// The target dtype.
     DType dtype = float32;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("dtype", &Attrs::dtype)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 }  // namespace ms::ops
@@ -330,24 +408,32 @@ namespace ms::ops {
 /// axis, a size <= x's; out has index's shape and x's dtype.
 /// `ms::gather(x, 1, ms::tensor({{0, 0}, {1, 0}}))`
 struct Gather {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "gather";
   static constexpr OpKind kind = OpKind::Indexing;
   static constexpr Arity arity{2, 2};
   static constexpr Props props{};
+  /// The attributes of gather; their defaults are written here only.
   struct Attrs {
+    /// The axis indexed (negative counts from the end).
     std::int64_t axis = 0;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// The slices of x at positions `index` (1-D Int32/Int64, values in
 /// [0, x.dim(axis)), negative ones out of range) along `axis`.
 /// `ms::index_select(embedding, 0, ids)`
 struct IndexSelect {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "index_select";
   static constexpr OpKind kind = OpKind::Indexing;
   static constexpr Arity arity{2, 2};
@@ -357,12 +443,16 @@ struct IndexSelect {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Attributes of the indexing gradients: the axis and the input's shape.
 struct ScatterGradAttrs {
+  /// The axis that was indexed.
   std::int64_t axis = 0;
+  /// The shape of the indexed input (the gradient's shape).
   std::vector<std::int64_t> input_size = {};
+  /// Each attribute by name, for dumps and export.
   static constexpr auto fields() {
     return std::tuple{field("axis", &ScatterGradAttrs::axis),
                       field("input_size", &ScatterGradAttrs::input_size)};
@@ -377,6 +467,8 @@ struct ScatterGradAttrs {
 /// sizes must be >= 0 (ValueError). Differentiable in g (its adjoint is gather).
 /// `ms::gather_grad(g, 1, index, x.shape())`
 struct GatherGrad {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "gather_grad";
   static constexpr OpKind kind = OpKind::Indexing;
   static constexpr Arity arity{2, 2};
@@ -386,6 +478,7 @@ struct GatherGrad {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// The gradient of `index_select(x, axis, index)` for x of shape input_size:
@@ -394,6 +487,8 @@ struct GatherGrad {
 /// ShapeError when grad_out is not index_select's output shape.
 /// `ms::index_select_grad(g, 0, ids, embedding.shape())`
 struct IndexSelectGrad {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "index_select_grad";
   static constexpr OpKind kind = OpKind::Indexing;
   static constexpr Arity arity{2, 2};
@@ -403,6 +498,7 @@ struct IndexSelectGrad {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Inclusive (or exclusive) running sums along `axis`, front to back (or back
@@ -413,14 +509,21 @@ struct IndexSelectGrad {
 /// are a TypeError. Its gradient is the cumsum of the gradient in the other
 /// direction. `ms::cumsum(ms::tensor({1, 2, 3}))` is [1, 3, 6].
 struct Cumsum {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "cumsum";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
   static constexpr Props props{};
+  /// The attributes of cumsum; their defaults are written here only.
   struct Attrs {
+    /// The axis summed along (negative counts from the end).
     std::int64_t axis = 0;
+    /// Sums up to the previous element (out[0] = 0).
     bool exclusive = false;
+    /// Sums from the back of the axis to the front.
     bool reverse = false;
+    /// Each attribute by name, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("axis", &Attrs::axis), field("exclusive", &Attrs::exclusive),
                         field("reverse", &Attrs::reverse)};
@@ -430,6 +533,7 @@ struct Cumsum {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 }  // namespace ms::ops

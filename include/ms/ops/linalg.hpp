@@ -26,6 +26,8 @@ namespace ms::ops {
 /// inner dims that differ and batch dims that do not broadcast.
 /// Example: `ms::matmul(ms::ones({2, 3}), ms::ones({3, 4}))` is a [2, 4] tensor of 3s.
 struct Matmul {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "matmul";
   static constexpr std::string_view ir_name = "MatMul";
   static constexpr OpKind kind = OpKind::Linalg;
@@ -36,6 +38,7 @@ struct Matmul {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 }  // namespace ms::ops

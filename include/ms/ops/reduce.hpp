@@ -37,25 +37,35 @@ namespace ms::ops {
 
 /// Attributes of the reductions over a list of axes (empty: every axis).
 struct AxesAttrs {
+  /// The axes reduced (negative count from the end); empty: every axis.
   std::vector<std::int64_t> axes = {};
+  /// Keep each reduced axis with size 1.
   bool keepdims = false;
+  /// Each attribute by name, for dumps and export.
   static constexpr auto fields() {
     return std::tuple{field("axes", &AxesAttrs::axes), field("keepdims", &AxesAttrs::keepdims)};
   }
 };
 /// Attributes of argmax and argmin: one axis, or none (the flattened tensor).
 struct ArgAttrs {
+  /// The axis searched; none: the flattened tensor.
   std::optional<std::int64_t> axis = {};
+  /// Keep the searched axis with size 1.
   bool keepdims = false;
+  /// Each attribute by name, for dumps and export.
   static constexpr auto fields() {
     return std::tuple{field("axis", &ArgAttrs::axis), field("keepdims", &ArgAttrs::keepdims)};
   }
 };
 /// Attributes of var and std: axes, the correction `ddof` (>= 0), keepdims.
 struct VarAttrs {
+  /// The axes reduced; empty: every axis.
   std::vector<std::int64_t> axes = {};
+  /// The divisor is N - ddof (0: population, 1: sample).
   std::int64_t ddof = 0;
+  /// Keep each reduced axis with size 1.
   bool keepdims = false;
+  /// Each attribute by name, for dumps and export.
   static constexpr auto fields() {
     return std::tuple{field("axes", &VarAttrs::axes), field("ddof", &VarAttrs::ddof),
                       field("keepdims", &VarAttrs::keepdims)};
@@ -63,12 +73,16 @@ struct VarAttrs {
 };
 /// Attributes of softmax and log_softmax: the axis.
 struct SoftmaxAttrs {
+  /// The axis normalized (negative counts from the end).
   std::int64_t axis = -1;
+  /// Each attribute by name, for dumps and export.
   static constexpr auto fields() { return std::tuple{field("axis", &SoftmaxAttrs::axis)}; }
 };
 
 /// Sum over `axes` (all when empty).
 struct Sum {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "sum";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -78,10 +92,13 @@ struct Sum {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Arithmetic mean; floating inputs only.
 struct Mean {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "mean";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -91,10 +108,13 @@ struct Mean {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Product over `axes`.
 struct Prod {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "prod";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -104,10 +124,13 @@ struct Prod {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Maximum (NaN-propagating) over `axes`; the dtype is kept.
 struct Max {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "max";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -117,10 +140,13 @@ struct Max {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Minimum (NaN-propagating) over `axes`.
 struct Min {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "min";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -130,10 +156,13 @@ struct Min {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// True where every element over `axes` is nonzero.
 struct All {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "all";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -142,10 +171,13 @@ struct All {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static Samples samples();
+  ///@}
 };
 
 /// True where some element over `axes` is nonzero.
 struct Any {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "any";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -154,11 +186,14 @@ struct Any {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static Samples samples();
+  ///@}
 };
 
 /// Index (int64) of the first maximum along `axis` (absent: of the flattened tensor); NaN counts as
 /// the maximum.
 struct Argmax {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "argmax";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -167,10 +202,13 @@ struct Argmax {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static Samples samples();
+  ///@}
 };
 
 /// Index (int64) of the first minimum along `axis` (absent: flattened); NaN counts as the minimum.
 struct Argmin {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "argmin";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -179,10 +217,13 @@ struct Argmin {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static Samples samples();
+  ///@}
 };
 
 /// Variance over `axes` with `ddof` (see ms::var).
 struct Var {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "var";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -192,10 +233,13 @@ struct Var {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// Standard deviation, sqrt of ms::ops::Var.
 struct Std {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "std";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -205,10 +249,13 @@ struct Std {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// log(sum(exp(x))) over `axes`, computed stably.
 struct Logsumexp {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "logsumexp";
   static constexpr OpKind kind = OpKind::Reduction;
   static constexpr Arity arity{1, 1};
@@ -218,10 +265,13 @@ struct Logsumexp {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// exp(x - max) / sum(exp(x - max)) along `axis`, one fused kernel.
 struct Softmax {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "softmax";
   static constexpr OpKind kind = OpKind::Composite;
   static constexpr Arity arity{1, 1};
@@ -231,10 +281,13 @@ struct Softmax {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 /// x - max - log(sum(exp(x - max))) along `axis`, one fused kernel.
 struct LogSoftmax {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
   static constexpr std::string_view name = "log_softmax";
   static constexpr OpKind kind = OpKind::Composite;
   static constexpr Arity arity{1, 1};
@@ -244,6 +297,7 @@ struct LogSoftmax {
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
+  ///@}
 };
 
 }  // namespace ms::ops

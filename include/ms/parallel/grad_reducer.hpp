@@ -74,6 +74,7 @@ class DistributedGradReducer {
   /// Steps reduced so far, and how many buckets started their reduction
   /// before the step's last gradient arrived (overlapping the rest of backward).
   std::int64_t steps() const;
+  /// The number of buckets whose reduction started early, over all steps.
   std::int64_t early_starts() const;
 
  private:

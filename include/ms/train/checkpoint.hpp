@@ -26,6 +26,8 @@ struct CheckpointInfo {
   std::int64_t epoch = 0;        ///< the epoch to resume at
   std::int64_t step = 0;         ///< steps of that epoch already done
   std::int64_t global_step = 0;  ///< steps done in all
+  /// Further metadata by name, saved and loaded as it is (e.g.
+  /// ms::train::CosineSchedule::save_to writes its length here).
   std::map<std::string, std::string> extra = {};
 };
 

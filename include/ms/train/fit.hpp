@@ -32,6 +32,7 @@ struct TrainState {
   std::int64_t epoch = 0;   ///< current epoch, 0-based
   std::int64_t epochs = 0;  ///< epochs to run in all
   std::int64_t step = 0;    ///< step within the epoch, 1-based after a step
+  /// steps in one epoch (the loader's batches)
   std::int64_t steps_per_epoch = 0;
   std::int64_t global_step = 0;           ///< steps since training began (including resumed ones)
   double loss = 0.0;                      ///< the last step's loss
@@ -48,20 +49,31 @@ struct TrainState {
 class Callback {
  public:
   virtual ~Callback() = default;
+  /// Before the first epoch (after a resume: before the first epoch run).
   virtual void on_train_begin(TrainState&) {}
+  /// Before each epoch's first step.
   virtual void on_epoch_begin(TrainState&) {}
+  /// After each step; TrainState::loss holds its loss.
   virtual void on_step_end(TrainState&) {}
+  /// After each epoch's last step; TrainState::epoch_loss holds its mean loss.
   virtual void on_epoch_end(TrainState&) {}
+  /// After the last epoch, or when a callback set TrainState::stop.
   virtual void on_train_end(TrainState&) {}
 };
 
+/// The options of ms::train::fit:
+/// `ms::train::fit(step, loader, {.epochs = 5, .callbacks =
+/// {std::make_shared<ms::train::ProgressBar>()}})`.
 struct FitOptions {
+  /// The number of epochs (counting those skipped by initial_epoch).
   std::int64_t epochs = 1;
+  /// Called in this order at each event.
   std::vector<std::shared_ptr<Callback>> callbacks = {};
   /// Resume: the epoch to start at and the steps of it already done (skipped:
   /// the loader's order for that epoch is replayed, so a resumed run sees the
   /// same batches as an uninterrupted one).
   std::int64_t initial_epoch = 0;
+  /// The steps of `initial_epoch` already done (see initial_epoch).
   std::int64_t initial_step = 0;
   /// The world size `initial_step` was counted with (0: this run's world_size).
   /// A mid-epoch position counts steps of each rank's shard, so it resumes
@@ -83,8 +95,11 @@ struct FitOptions {
 
 /// Per-epoch results of fit().
 struct FitResult {
+  /// The mean loss of each epoch run.
   std::vector<double> epoch_loss;
+  /// The time each epoch took.
   std::vector<double> epoch_seconds;
+  /// TrainState::metrics at the end of each epoch.
   std::vector<std::map<std::string, double>> epoch_metrics;
   std::vector<double> step_loss;  ///< every step's loss, in order
 };
@@ -109,6 +124,8 @@ FitResult fit(Step&& step, data::DataLoader& loader, const FitOptions& o = {}) {
 /// when stdout is not a terminal. On rank 0 only (FitOptions::rank).
 class ProgressBar : public Callback {
  public:
+  /// Plain lines every `every` steps when stdout is not a terminal; ValueError
+  /// unless every >= 1.
   explicit ProgressBar(std::int64_t every = 100);
   void on_epoch_begin(TrainState& s) override;
   void on_step_end(TrainState& s) override;
@@ -124,6 +141,8 @@ class ProgressBar : public Callback {
 /// the loss becomes NaN or infinite (as MindSpore's LossMonitor stops).
 class LossMonitor : public Callback {
  public:
+  /// Prints every `per_print_times` steps when `print` (ValueError unless
+  /// per_print_times >= 1); checks the loss at every step.
   explicit LossMonitor(std::int64_t per_print_times = 1, bool print = true);
   void on_step_end(TrainState& s) override;
 
@@ -136,6 +155,7 @@ class LossMonitor : public Callback {
 /// (printed as a percentage with `percent`).
 class Evaluate : public Callback {
  public:
+  /// Stores `eval()` as metric `name`; `percent` prints it times 100 with a % sign.
   explicit Evaluate(std::function<double()> eval, std::string name = "test_accuracy",
                     bool percent = true);
   void on_epoch_end(TrainState& s) override;
@@ -151,11 +171,16 @@ class Evaluate : public Callback {
 /// the last `keep` files.
 class Checkpoint : public Callback {
  public:
+  /// Writes a checkpoint to `path` (e.g. a lambda calling ms::save_checkpoint).
   using SaveFn = std::function<void(const std::string& path, const TrainState&)>;
+  /// Saves with `save` into `dir` (created when missing) every `every_steps`
+  /// steps, keeping the last `keep` files; ValueError for an empty `save` or
+  /// every_steps or keep < 1.
   Checkpoint(SaveFn save, std::string dir, std::string prefix = "ckpt",
              std::int64_t every_steps = 1000, std::int64_t keep = 3);
   void on_step_end(TrainState& s) override;
   void on_train_end(TrainState& s) override;
+  /// The paths of the checkpoints kept, oldest first.
   const std::vector<std::string>& kept() const { return kept_; }
 
  private:
@@ -172,6 +197,7 @@ class Checkpoint : public Callback {
 /// at each epoch's end.
 class CurveWriter : public Callback {
  public:
+  /// Writes `<stem>.csv` and `<stem>.svg`; ValueError for an empty stem.
   explicit CurveWriter(std::string stem);
   void on_epoch_end(TrainState& s) override;
 
@@ -200,6 +226,7 @@ class CosineSchedule : public Callback {
                  std::int64_t steps_per_epoch);
   /// The rate after `global_step` steps.
   double lr_at(std::int64_t global_step) const;
+  /// The length in epochs.
   std::int64_t epochs() const { return epochs_; }
   /// Steps from base_lr to 0: epochs * steps_per_epoch (at least 1).
   std::int64_t total_steps() const { return total_; }
