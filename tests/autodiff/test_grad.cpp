@@ -82,21 +82,6 @@ std::vector<GradCase> grad_cases() {
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
   const Tensor r34 = rnd({3, 4}, 12);
-  // Views (the other layout ops: their entries' samples).
-  c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
-  c.push_back({"slice",
-               "step 2 from 1 (the tail cropped)",
-               [](const auto& x) { return x[0].slice(1, 1, 4, 2); },
-               {r34}});
-  c.push_back({"slice",
-               "step 3, negative start, axis 0",
-               [](const auto& x) { return x[0].slice(0, -3, 3, 3); },
-               {rnd({5, 2}, 29)}});
-  c.push_back({"slice",
-               "step 2 of a 3-D middle axis",
-               [](const auto& x) { return x[0].slice(1, 0, 5, 2); },
-               {rnd({2, 5, 3}, 30)}});
-  c.push_back({"select", "", [](const auto& x) { return x[0].select(0, 1); }, {r34}});
   // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
   // that returns what it gets (replacing gradients is tested in tests/nn).
   c.push_back({"host_callback",

@@ -418,23 +418,6 @@ std::vector<Case> make_cases() {
                  static Generator g(3);
                  return Tensor(bernoulli(x * 0.0f + 1.0f, g) * x);
                })});
-  c.push_back({"one_hot", "5 classes, f32",
-               [](unsigned s) {
-                 return Tensors{idx({2, 3}, s, 5)};
-               },
-               [](const Tensors& xs) { return Tensors{one_hot(xs[0], 5)}; }});
-  c.push_back({"one_hot", "4 classes, i32 output",
-               [](unsigned s) { return Tensors{idx({6}, s, 4, int32)}; },
-               [](const Tensors& xs) { return Tensors{one_hot(xs[0], 4, int32)}; }});
-  c.push_back(
-      {"slice", "axis 1, 1:4:2", one({3, 5}), f1([](auto& x) { return x.slice(1, 1, 4, 2); })});
-  c.push_back({"slice", "negative bounds, then mul", one({6, 2}),
-               f1([](auto& x) { return Tensor(x.slice(0, -4, -1) * x.slice(0, 0, 3)); })});
-  c.push_back({"select", "axis 0 index 1", one(r3), f1([](auto& x) { return x.select(0, 1); })});
-  c.push_back({"select", "axis -1 index -1, then sum", one(r3),
-               f1([](auto& x) { return sum(x.select(-1, -1), {0}); })});
-  c.push_back({"stop_gradient", "identity in value", one({3, 4}),
-               f1([](auto& x) { return Tensor(stop_gradient(x) * 2.f); })});
   // Other dtypes through the non-elementwise ops.
   c.push_back({"conv2d", "bf16",
                [](unsigned s) {
