@@ -238,7 +238,14 @@ Tensor Tensor::select(std::int64_t axis, std::int64_t index) const {
 Tensor Tensor::squeeze() const { return ms::squeeze(*this); }
 Tensor Tensor::squeeze(std::int64_t axis) const { return ms::squeeze(*this, axis); }
 Tensor Tensor::unsqueeze(std::int64_t axis) const { return ms::unsqueeze(*this, axis); }
-Tensor Tensor::expand(const Shape& shape) const { return ms::broadcast_to(*this, shape); }
+// -1 keeps a dim: resolved here, so that a recorded node holds the sizes.
+Tensor Tensor::expand(const Shape& shape) const {
+  std::vector<std::int64_t> d = shape.dims();
+  const std::size_t lead = d.size() >= shape_.size() ? d.size() - shape_.size() : 0;
+  for (std::size_t i = lead; i < d.size(); ++i)
+    if (d[i] == -1) d[i] = shape_[i - lead];
+  return ms::broadcast_to(*this, Shape(std::move(d)));
+}
 Tensor Tensor::flatten(std::int64_t start, std::int64_t end) const {
   return ms::flatten(*this, start, end);
 }

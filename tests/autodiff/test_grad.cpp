@@ -82,23 +82,8 @@ std::vector<GradCase> grad_cases() {
                [](const auto& x) { return Tensor(clamp(x[0], x[1], x[2])); },
                {rnd({3, 4}, 9), rnd({4}, 10, -1.5, -0.5), rnd({3, 1}, 11, 0.5, 1.5)}});
   const Tensor r34 = rnd({3, 4}, 12);
-  // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
-  // that returns what it gets (replacing gradients is tested in tests/nn).
-  c.push_back({"host_callback",
-               "identity",
-               [](const auto& x) {
-                 auto id = [](std::vector<Tensor> v) { return v; };
-                 return Tensor(ops::host_call(id, {x[0]}, "test")[0] * 2.0);
-               },
-               {r34}});
-  c.push_back({"grad_hook",
-               "identity",
-               [](const auto& x) {
-                 auto id = [](std::vector<Tensor> g) { return g; };
-                 return Tensor(ops::grad_hook(id, {x[0]}, "test")[0] * 2.0);
-               },
-               {r34}});
-  // A custom gradient (a Cell's bprop) that is the true one: x0 * x1.
+  // Host callbacks and grad hooks: their entries' samples; replacing gradients
+  // is tested in tests/nn.
   c.push_back({"custom_grad",
                "product with its own vjp",
                [](const auto& x) {

@@ -396,17 +396,7 @@ std::vector<Case> make_cases() {
                f1([](auto& g) {
                  return avg_pool2d_grad(g, {1, 2, 5, 5}, {3}, {1}, {1}, false, false);
                })});
-  // Host callbacks run the same C++ at run time as eagerly.
-  c.push_back({"host_callback", "scales by 2 on the host", one({3, 4}), f1([](auto& x) {
-                 auto twice = [](std::vector<Tensor> v) {
-                   return std::vector<Tensor>{Tensor(v[0] * 2.0f)};
-                 };
-                 return Tensor(ops::host_call(twice, {x}, "twice")[0] + 1.0f);
-               })});
-  c.push_back({"grad_hook", "identity forward", one({3, 4}), f1([](auto& x) {
-                 auto id = [](std::vector<Tensor> g) { return g; };
-                 return Tensor(ops::grad_hook(id, {x}, "id")[0] * 3.0f);
-               })});
+  // Host callbacks and grad hooks: their entries' samples.
   c.push_back({"custom_grad", "forward is its last input", one({3, 4}), f1([](auto& x) {
                  auto vjp = [](std::vector<Tensor>, Tensor, Tensor dout) {
                    return std::vector<Tensor>{dout};
