@@ -7,7 +7,6 @@
 #pragma once
 
 #include "ms/autodiff/grad.hpp"
-#include "ms/core/random.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
@@ -23,4 +22,5 @@
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
 #include "ms/ops/nn.hpp"
+#include "ms/ops/random.hpp"
 #include "ms/ops/reduce.hpp"

@@ -6,11 +6,6 @@
 
 namespace ms {
 
-Tensor stop_gradient(const Tensor& x) {
-  static const ops::OpDef& def = ops::op("stop_gradient");
-  return ops::call1(def, {x});
-}
-
 namespace autodiff {
 
 void check_output(const Tensor& y, std::string_view api) {

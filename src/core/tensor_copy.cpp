@@ -110,7 +110,7 @@ void copy_convert(const Tensor& src, const Tensor& dst) {
   if (src.numel() == 0) return;
   if (!dst.is_contiguous()) {
     // Convert densely first, then scatter into the strided destination.
-    const Tensor dense = src.to(dst.dtype());
+    const Tensor dense = to_dense(src, dst.dtype());
     scatter_dense(dense.raw_data(), dst);
     return;
   }
@@ -119,7 +119,7 @@ void copy_convert(const Tensor& src, const Tensor& dst) {
     return;
   }
   if (dst.dtype() == DType::Int4) {
-    const Tensor i8 = src.to(int8);
+    const Tensor i8 = to_dense(src, int8);
     const std::int8_t* p = i8.data<std::int8_t>();
     auto* q = reinterpret_cast<std::uint8_t*>(dst.storage()->data());
     for (std::int64_t i = 0; i < src.numel(); ++i) {
@@ -228,14 +228,13 @@ std::string Tensor::to_string() const {
   if (!defined()) return "Tensor(undefined)";
   if (sym_ >= 0)
     return detail::str_cat("Tensor(shape=", shape_, ", dtype=", dtype_, ", symbolic %", sym_, ")");
-  const detail::TracingSuspend eager;  // printing reads values now, even while tracing
   std::ostringstream os;
   os << "Tensor(shape=" << shape_ << ", dtype=" << dtype_ << ", value=";
   const DType pd = dtype_ == DType::Bool      ? bool_
                    : dtype_is_complex(dtype_) ? complex128
                    : dtype_is_float(dtype_)   ? float64
                                               : int64;
-  const Tensor flat = to(pd);
+  const Tensor flat = detail::to_dense(*this, pd);
   const bool summarize = numel_ > kSummarizeAbove;
   // Float formatting: fixed with 4 decimals, or scientific when magnitudes
   // span many orders (as NumPy and MindSpore do).

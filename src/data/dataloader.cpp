@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "ms/core/error.hpp"
-#include "ms/core/random.hpp"
+#include "ms/ops/random.hpp"
 
 namespace ms::data {
 

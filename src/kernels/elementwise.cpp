@@ -624,7 +624,7 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   if (numel == 0) return;
   if (!out.is_contiguous()) {
     Tensor tmp = ew_eval(prog, inputs);
-    Tensor(out).copy_(tmp);
+    ::ms::detail::copy_convert(tmp, out);
     return;
   }
   MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),

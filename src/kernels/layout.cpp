@@ -221,7 +221,7 @@ void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tenso
 
 void index_select(const Tensor& x_in, std::int64_t axis, const Tensor& index, const Tensor& out) {
   if (out.numel() == 0) return;
-  const Tensor x = inner_dense(x_in, axis) ? x_in : x_in.contiguous();
+  const Tensor x = inner_dense(x_in, axis) ? x_in : ::ms::detail::to_dense(x_in, x_in.dtype());
   const Shape& s = x.shape();
   const auto ax = static_cast<std::size_t>(axis);
   std::int64_t outer = 1, inner = 1;

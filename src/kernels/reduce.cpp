@@ -373,7 +373,7 @@ Plan make_plan(const Tensor& x, std::span<const std::int64_t> axes, bool ordered
       new_axes.push_back(static_cast<std::int64_t>(perm.size()));
       perm.push_back(d);
     }
-  const Tensor xc = x.permute(perm).contiguous();
+  const Tensor xc = ::ms::detail::to_dense(::ms::detail::permute_view(x, perm), x.dtype());
   return make_plan(xc, new_axes, ordered, false);
 }
 
@@ -837,7 +837,7 @@ void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes
 }
 
 void softmax(const Tensor& x_in, std::int64_t axis, const Tensor& out, bool log) {
-  const Tensor x = x_in.contiguous();
+  const Tensor x = ::ms::detail::to_dense(x_in, x_in.dtype());
   if (x.numel() == 0) return;
   std::int64_t O = 1, N = 1, I = 1;
   for (std::int64_t d = 0; d < x.rank(); ++d) (d < axis ? O : d == axis ? N : I) *= x.dim(d);

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "ms/autodiff/grad.hpp"
-#include "ms/core/random.hpp"
 #include "ms/ops/layout.hpp"
+#include "ms/ops/random.hpp"
 #include "ms/ops/reduce.hpp"
 
 namespace ms::nn {

@@ -1,4 +1,5 @@
-// The HostCallback op: see ms/ops/host.hpp.
+// The host-callback ops (see ms/ops/host.hpp): entries private to this file,
+// since users reach them only through host_call, grad_hook and custom_grad.
 #include "ms/ops/host.hpp"
 
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "ms/core/error.hpp"
 #include "ms/core/storage.hpp"
+#include "ms/ops/detail/entry_impl.hpp"
 #include "ms/ops/op.hpp"
 
 namespace ms::ops {
@@ -50,18 +52,136 @@ std::vector<Tensor> run(const Callback& cb, std::span<const Tensor> in) {
   return out;
 }
 
-// Both ops give their outputs the types of their inputs.
-std::vector<TensorType> same_types(std::span<const TensorType> in, const Attrs& attrs,
-                                   std::string_view op) {
-  (void)attrs.get<std::int64_t>("fn", op);
-  return std::vector<TensorType>(in.begin(), in.end());
+// The attributes of the three nodes: the closure's id and its label (dumps).
+struct HostAttrs {
+  std::int64_t fn = -1;
+  std::string label = {};
+  static constexpr auto fields() {
+    return std::tuple{field("fn", &HostAttrs::fn), field("label", &HostAttrs::label)};
+  }
+};
+
+using Types = std::span<const TensorType>;
+using Inputs = std::span<const Tensor>;
+using TensorList = std::vector<Tensor>;
+
+// Runs closure `fn` on its inputs each time the graph runs. For gradients it is
+// the identity: its outputs' gradients flow to its inputs unchanged.
+struct HostCallback {
+  static constexpr std::string_view name = "host_callback";
+  static constexpr std::string_view ir_name = "HostCallback";
+  static constexpr OpKind kind = OpKind::HostCallback;
+  static constexpr Arity arity{1, -1};
+  static constexpr Props props{};
+  using Attrs = HostAttrs;
+  static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.begin(), in.end()}; }
+  static TensorList eval(const Attrs& a, Inputs in) { return run(*find(a.fn), in); }
+  static TensorList vjp(const Attrs&, const GradContext& c) {
+    return {c.out_grads.begin(), c.out_grads.end()};
+  }
+  static Samples samples();
+};
+
+// Passes its inputs through; when a gradient is traced through it, closure
+// `fn` maps its outputs' gradients (zeros where none flows) to its inputs'.
+struct GradHook {
+  static constexpr std::string_view name = "grad_hook";
+  static constexpr std::string_view ir_name = "GradHook";
+  static constexpr OpKind kind = OpKind::HostCallback;
+  static constexpr Arity arity{1, -1};
+  static constexpr Props props{};
+  using Attrs = HostAttrs;
+  static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.begin(), in.end()}; }
+  static TensorList eval(const Attrs&, Inputs in) { return {in.begin(), in.end()}; }
+  static TensorList vjp(const Attrs& a, const GradContext& c) {
+    auto cb = find(a.fn);
+    TensorList g(c.out_grads.begin(), c.out_grads.end());
+    for (std::size_t i = 0; i < g.size(); ++i)
+      if (!g[i].defined()) g[i] = zeros(c.outputs[i].shape(), c.outputs[i].dtype());
+    TensorList r = cb->grad_fn(std::move(g));
+    MS_CHECK(r.size() == c.inputs.size(), ValueError, "grad_hook '", cb->label, "': returned ",
+             r.size(), " gradients for ", c.inputs.size(), " inputs");
+    return r;
+  }
+  static Samples samples();
+};
+
+// Inputs x..., out; forward: out. Gradient: closure `fn`'s for x..., none for
+// out, so the ops that computed out are not differentiated. No samples: its
+// gradient is by design not the derivative of its forward, which is what the
+// table-driven gradient check compares (tests/ops/test_host.cpp tests it).
+struct CustomGrad {
+  static constexpr std::string_view name = "custom_grad";
+  static constexpr std::string_view ir_name = "CustomGrad";
+  static constexpr OpKind kind = OpKind::HostCallback;
+  static constexpr Arity arity{2, -1};
+  static constexpr Props props{};
+  using Attrs = HostAttrs;
+  static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.back()}; }
+  static TensorList eval(const Attrs&, Inputs in) { return {in.back()}; }
+  static TensorList vjp(const Attrs& a, const GradContext& c) {
+    auto cb = find(a.fn);
+    const std::size_t n = c.inputs.size() - 1;
+    TensorList r = cb->custom_fn(TensorList(c.inputs.begin(), c.inputs.end() - 1), c.outputs[0],
+                                 c.out_grads[0]);
+    MS_CHECK(r.size() == n, ValueError, cb->label, ": returned ", r.size(), " gradients, expected ",
+             n, " (one per tensor input)");
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!r[i].defined()) continue;
+      const Tensor& x = c.inputs[i];
+      MS_CHECK(r[i].shape() == x.shape(), ShapeError, cb->label, ": the gradient of input ", i,
+               " has shape ", r[i].shape(), ", expected ", x.shape(), " (the input's)");
+      MS_CHECK(r[i].dtype() == x.dtype(), TypeError, cb->label, ": the gradient of input ", i,
+               " has dtype ", r[i].dtype(), ", expected ", x.dtype(), " (the input's)");
+    }
+    r.emplace_back();  // out: no gradient
+    return r;
+  }
+};
+
+std::int64_t keep(Callback cb) {
+  return detail::keep_closure(std::make_shared<const Callback>(std::move(cb)));
 }
 
-// Registers `cb` under a fresh id and records a node of `def` that refers to it.
-std::vector<Tensor> record(const OpDef& def, std::shared_ptr<const Callback> cb,
-                           std::span<const Tensor> inputs) {
+Samples HostCallback::samples() {
+  const std::int64_t observe = keep({[](std::vector<Tensor> v) { return v; }, "observe"});
+  const std::int64_t twice = keep({[](std::vector<Tensor> v) {
+                                     std::vector<double> d = v[0].to_vector<double>();
+                                     for (double& x : d) x *= 2;
+                                     return std::vector<Tensor>{from_vector(d, v[0].shape())};
+                                   },
+                                   "twice"});
+  const std::int64_t none =
+      keep({[](std::vector<Tensor>) { return std::vector<Tensor>{}; }, "none"});
+  const std::int64_t flat = keep({[](std::vector<Tensor> v) {
+                                    return std::vector<Tensor>{zeros({v[0].numel()}, v[0].dtype())};
+                                  },
+                                  "flat"});
+  const Tensor a = detail::sample_tensor({3, 4}, 41, -2, 2, float64);
+  const Tensor b = detail::sample_tensor({2}, 42, -2, 2, float64);
+  return {
+      .cases = {detail::sample("observes two inputs", {a, b}, Attrs{observe, "observe"}, {a, b},
+                               {0, 1}),
+                detail::sample("doubles on the host", {tensor({1.5, -2.0}, float64)},
+                               Attrs{twice, "twice"}, {tensor({3.0, -4.0}, float64)})},
+      .errors = {detail::error_sample("returns nothing", {a}, Attrs{none, "none"}, "ms::ValueError",
+                                      "host_callback 'none': returned 0 tensors for 1 inputs"),
+                 detail::error_sample("changes the shape", {a}, Attrs{flat, "flat"},
+                                      "ms::ValueError", "must keep its input's type")}};
+}
+
+Samples GradHook::samples() {
+  const std::int64_t id = keep({{}, "id", [](std::vector<Tensor> g) { return g; }});
+  const Tensor a = detail::sample_tensor({3, 4}, 43, -2, 2, float64);
+  return {
+      .cases = {detail::sample("identity, forward and backward", {a}, Attrs{id, "id"}, {a}, {0})}};
+}
+
+// Registers `cb` under a fresh id and records a node of entry E that refers to it.
+template <class E>
+std::vector<Tensor> record(std::shared_ptr<const Callback> cb, std::span<const Tensor> inputs) {
   const std::int64_t id = detail::keep_closure(cb);
-  return call(def, inputs, Attrs{{"fn", id}, {"label", cb->label}});
+  return invoke<E>(inputs, {id, cb->label});
 }
 
 }  // namespace
@@ -71,8 +191,7 @@ std::vector<Tensor> grad_hook(GradHookFn fn, std::vector<Tensor> inputs, std::st
   MS_CHECK(!inputs.empty(), ValueError, "grad_hook '", label, "': needs at least one tensor");
   if (active_tracer() == nullptr) return inputs;
   auto cb = std::make_shared<Callback>(Callback{{}, std::move(label), std::move(fn)});
-  static const OpDef& def = op("grad_hook");
-  return record(def, std::move(cb), inputs);
+  return record<GradHook>(std::move(cb), inputs);
 }
 
 Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std::string label) {
@@ -82,8 +201,7 @@ Tensor custom_grad(CustomGradFn fn, std::vector<Tensor> inputs, Tensor out, std:
   if (active_tracer() == nullptr) return out;
   auto cb = std::make_shared<Callback>(Callback{{}, std::move(label), {}, std::move(fn)});
   inputs.push_back(std::move(out));
-  static const OpDef& def = op("custom_grad");
-  return record(def, std::move(cb), inputs)[0];
+  return record<CustomGrad>(std::move(cb), inputs)[0];
 }
 
 std::size_t host_callbacks_alive() {
@@ -107,86 +225,7 @@ std::shared_ptr<const void> find_closure(std::int64_t id, std::string_view op) {
 }
 
 void register_host_ops();
-void register_host_ops() {
-  registry_add({
-      .name = "host_callback",
-      .ir_name = "HostCallback",
-      .kind = OpKind::HostCallback,
-      .min_inputs = 1,
-      .max_inputs = -1,
-      .differentiable = true,
-      .infer = [](std::span<const TensorType> in,
-                  const Attrs& attrs) { return same_types(in, attrs, "host_callback"); },
-      .eval =
-          [](std::span<const Tensor> in, const Attrs& attrs) {
-            return run(*find(attrs.get<std::int64_t>("fn", "host_callback")), in);
-          },
-      .grad =
-          [](const GradContext& c) {
-            return std::vector<Tensor>(c.out_grads.begin(), c.out_grads.end());
-          },
-  });
-  registry_add({
-      .name = "grad_hook",
-      .ir_name = "GradHook",
-      .kind = OpKind::HostCallback,
-      .min_inputs = 1,
-      .max_inputs = -1,
-      .differentiable = true,
-      .infer = [](std::span<const TensorType> in,
-                  const Attrs& attrs) { return same_types(in, attrs, "grad_hook"); },
-      .eval = [](std::span<const Tensor> in,
-                 const Attrs&) { return std::vector<Tensor>(in.begin(), in.end()); },
-      .grad =
-          [](const GradContext& c) {
-            auto cb = find(c.attrs.get<std::int64_t>("fn", "grad_hook"));
-            std::vector<Tensor> g(c.out_grads.begin(), c.out_grads.end());
-            for (std::size_t i = 0; i < g.size(); ++i)
-              if (!g[i].defined()) g[i] = zeros(c.outputs[i].shape(), c.outputs[i].dtype());
-            std::vector<Tensor> r = cb->grad_fn(std::move(g));
-            MS_CHECK(r.size() == c.inputs.size(), ValueError, "grad_hook '", cb->label,
-                     "': returned ", r.size(), " gradients for ", c.inputs.size(), " inputs");
-            return r;
-          },
-  });
-  // Inputs x..., out; forward: out. Gradient: the callback's for x..., none
-  // for out, so the ops that computed out are not differentiated.
-  registry_add({
-      .name = "custom_grad",
-      .ir_name = "CustomGrad",
-      .kind = OpKind::HostCallback,
-      .min_inputs = 2,
-      .max_inputs = -1,
-      .differentiable = true,
-      .infer =
-          [](std::span<const TensorType> in, const Attrs& attrs) {
-            (void)attrs.get<std::int64_t>("fn", "custom_grad");
-            return std::vector<TensorType>{in.back()};
-          },
-      .eval = [](std::span<const Tensor> in,
-                 const Attrs&) { return std::vector<Tensor>{in.back()}; },
-      .grad =
-          [](const GradContext& c) {
-            auto cb = find(c.attrs.get<std::int64_t>("fn", "custom_grad"));
-            const std::size_t n = c.inputs.size() - 1;
-            std::vector<Tensor> r =
-                cb->custom_fn(std::vector<Tensor>(c.inputs.begin(), c.inputs.end() - 1),
-                              c.outputs[0], c.out_grads[0]);
-            MS_CHECK(r.size() == n, ValueError, cb->label, ": returned ", r.size(),
-                     " gradients, expected ", n, " (one per tensor input)");
-            for (std::size_t i = 0; i < n; ++i) {
-              if (!r[i].defined()) continue;
-              const Tensor& x = c.inputs[i];
-              MS_CHECK(r[i].shape() == x.shape(), ShapeError, cb->label, ": the gradient of input ",
-                       i, " has shape ", r[i].shape(), ", expected ", x.shape(), " (the input's)");
-              MS_CHECK(r[i].dtype() == x.dtype(), TypeError, cb->label, ": the gradient of input ",
-                       i, " has dtype ", r[i].dtype(), ", expected ", x.dtype(), " (the input's)");
-            }
-            r.emplace_back();  // out: no gradient
-            return r;
-          },
-  });
-}
+void register_host_ops() { register_entries<HostCallback, GradHook, CustomGrad>(); }
 }  // namespace detail
 
 std::vector<Tensor> host_call(HostFn fn, std::vector<Tensor> inputs, std::string label) {
@@ -198,8 +237,7 @@ std::vector<Tensor> host_call(HostFn fn, std::vector<Tensor> inputs, std::string
       MS_CHECK(t.defined(), ValueError, "host_call '", cb->label, "': undefined input");
     return run(*cb, inputs);
   }
-  static const OpDef& def = op("host_callback");
-  return record(def, std::move(cb), inputs);
+  return record<HostCallback>(std::move(cb), inputs);
 }
 
 }  // namespace ms::ops

@@ -6,8 +6,10 @@
 // so nothing can throw inside a parallel region.
 #include "ms/ops/layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <span>
 #include <string>
 #include <string_view>
@@ -131,14 +133,59 @@ TypeList infer_reshape(Types in, const ops::Reshape::Attrs& a) {
   return {{in[0].dtype, reshape_target(in[0].shape, Shape(a.shape))}};
 }
 
+// The strides of `shape` viewing the elements of a tensor with (old_shape,
+// old_strides) in the same order, or nothing when no view is possible (the
+// algorithm of NumPy's _attempt_nocopy_reshape).
+bool view_strides(const Shape& old_shape, const std::vector<std::int64_t>& old_strides,
+                  const Shape& shape, std::vector<std::int64_t>& out) {
+  out.assign(shape.size(), 0);
+  std::vector<std::int64_t> od, os;
+  for (std::size_t i = 0; i < old_shape.size(); ++i)
+    if (old_shape[i] != 1) od.push_back(old_shape[i]), os.push_back(old_strides[i]);
+  const std::size_t on = od.size(), nn = shape.size();
+  std::size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < nn && oi < on) {
+    std::int64_t np = shape[ni], op = od[oi];
+    while (np != op) {
+      if (np < op)
+        np *= shape[nj++];
+      else
+        op *= od[oj++];
+    }
+    for (std::size_t k = oi; k + 1 < oj; ++k)
+      if (os[k] != od[k + 1] * os[k + 1]) return false;
+    out[nj - 1] = os[oj - 1];
+    for (std::size_t k = nj - 1; k > ni; --k) out[k - 1] = out[k] * shape[k];
+    ni = nj++;
+    oi = oj++;
+  }
+  // Trailing size-1 dims of the new shape.
+  std::int64_t last = ni > 0 ? out[ni - 1] : 1;
+  for (std::size_t k = ni; k < nn; ++k) out[k] = last;
+  return true;
+}
+
 // x viewed (or copied) as `shape`, already validated. An empty tensor is
-// viewed directly: it has no element to reach, and Tensor::reshape's stride
-// search does not handle zero-size dims.
+// viewed directly: it has no element to reach, and the stride search does not
+// handle zero-size dims. Packed Int4 is viewed only when contiguous.
 Tensor reshape_to(const Tensor& x, const Shape& shape) {
-  if (x.numel() == 0)
+  if (x.numel() == 0 || (x.dtype() == DType::Int4 && x.is_contiguous()))
     return Tensor(x.storage(), x.dtype(), shape, shape_contiguous_strides(shape, "reshape"),
                   x.offset());
-  return x.reshape(shape);
+  std::vector<std::int64_t> st;
+  if (x.dtype() != DType::Int4 && view_strides(x.shape(), x.strides(), shape, st))
+    return Tensor(x.storage(), x.dtype(), shape, std::move(st), x.offset());
+  const Tensor dense = ::ms::detail::to_dense(x, x.dtype());
+  return Tensor(dense.storage(), dense.dtype(), shape, shape_contiguous_strides(shape, "reshape"),
+                dense.offset());
+}
+
+// x without the axes where `drop` is true (each of size 1): a view.
+Tensor drop_axes(const Tensor& x, const std::vector<bool>& drop) {
+  Dims d, st;
+  for (std::size_t i = 0; i < x.shape().size(); ++i)
+    if (!drop[i]) d.push_back(x.shape()[i]), st.push_back(x.strides()[i]);
+  return Tensor(x.storage(), x.dtype(), Shape(std::move(d)), std::move(st), x.offset());
 }
 
 TensorList eval_reshape(Inputs in, const ops::Reshape::Attrs& a) {
@@ -158,7 +205,13 @@ TypeList infer_transpose(Types in, const ops::Transpose::Attrs& a) {
 
 TensorList eval_transpose(Inputs in, const ops::Transpose::Attrs& a) {
   infer_transpose(ops::types_of(in), a);
-  return {in[0].transpose(a.axis0, a.axis1)};
+  const std::int64_t r = in[0].rank();
+  Dims axes(u(r));
+  std::iota(axes.begin(), axes.end(), 0);
+  if (r > 0)
+    std::swap(axes[u(axis_normalize(a.axis0, r, "transpose"))],
+              axes[u(axis_normalize(a.axis1, r, "transpose"))]);
+  return {::ms::detail::permute_view(in[0], axes)};
 }
 
 TypeList infer_permute(Types in, const ops::Permute::Attrs& a) {
@@ -181,7 +234,9 @@ TypeList infer_permute(Types in, const ops::Permute::Attrs& a) {
 
 TensorList eval_permute(Inputs in, const ops::Permute::Attrs& a) {
   infer_permute(ops::types_of(in), a);
-  return {in[0].permute(a.axes)};
+  Dims axes = a.axes;
+  for (std::int64_t& ax : axes) ax = axis_normalize(ax, in[0].rank(), "permute");
+  return {::ms::detail::permute_view(in[0], axes)};
 }
 
 TypeList infer_squeeze(Types in, const ops::Squeeze::Attrs& a) {
@@ -205,8 +260,13 @@ TypeList infer_squeeze(Types in, const ops::Squeeze::Attrs& a) {
 
 TensorList eval_squeeze(Inputs in, const ops::Squeeze::Attrs& a) {
   infer_squeeze(ops::types_of(in), a);
-  if (a.axis) return {in[0].squeeze(*a.axis)};
-  return {in[0].squeeze()};
+  const Shape& s = in[0].shape();
+  std::vector<bool> drop(s.size(), false);
+  if (!a.axis)
+    for (std::size_t i = 0; i < s.size(); ++i) drop[i] = s[i] == 1;
+  else if (s.rank() > 0)
+    drop[u(axis_normalize(*a.axis, s.rank(), "squeeze"))] = true;
+  return {drop_axes(in[0], drop)};
 }
 
 TypeList infer_unsqueeze(Types in, const ops::Unsqueeze::Attrs& a) {
@@ -219,7 +279,13 @@ TypeList infer_unsqueeze(Types in, const ops::Unsqueeze::Attrs& a) {
 
 TensorList eval_unsqueeze(Inputs in, const ops::Unsqueeze::Attrs& a) {
   infer_unsqueeze(ops::types_of(in), a);
-  return {in[0].unsqueeze(a.axis)};
+  const Tensor& x = in[0];
+  const auto ax = u(axis_normalize(a.axis, x.rank() + 1, "unsqueeze"));
+  Dims d = x.shape().dims(), st = x.strides();
+  const std::int64_t inner = ax < st.size() ? st[ax] * std::max<std::int64_t>(d[ax], 1) : 1;
+  d.insert(d.begin() + static_cast<std::ptrdiff_t>(ax), 1);
+  st.insert(st.begin() + static_cast<std::ptrdiff_t>(ax), inner);
+  return {Tensor(x.storage(), x.dtype(), Shape(std::move(d)), std::move(st), x.offset())};
 }
 
 TypeList infer_flatten(Types in, const ops::Flatten::Attrs& a) {
@@ -271,7 +337,7 @@ TypeList infer_broadcast_to(Types in, const ops::BroadcastTo::Attrs& a) {
 
 TensorList eval_broadcast_to(Inputs in, const ops::BroadcastTo::Attrs& a) {
   const TypeList t = infer_broadcast_to(ops::types_of(in), a);
-  return {in[0].expand(t[0].shape)};
+  return {::ms::detail::expand_view(in[0], t[0].shape)};
 }
 
 // ---------------------------------------------------------------- concat, stack
@@ -578,10 +644,10 @@ Tensor scatter_grad(const TensorType& t, const Tensor& grad_out, const Tensor& i
 
 // ---------------------------------------------------------------- one_hot
 
-TypeList infer_one_hot(Types in, const Attrs& a) {
+TypeList infer_one_hot(Types in, const ops::OneHot::Attrs& a) {
   check_index_dtype(in[0].dtype, "one_hot", "indices");
-  const std::int64_t classes = a.get<std::int64_t>("num_classes", "one_hot");
-  const DType dt = a.get<DType>("dtype", "one_hot");
+  const std::int64_t classes = a.num_classes;
+  const DType dt = a.dtype;
   MS_CHECK(dt != DType::Int4, TypeError,
            "one_hot: dtype Int4 is packed (storage and cast only); use Int8 and cast");
   MS_CHECK(classes >= 0, ValueError,
@@ -593,7 +659,7 @@ TypeList infer_one_hot(Types in, const Attrs& a) {
   return {t};
 }
 
-TensorList eval_one_hot(Inputs in, const Attrs& a) {
+TensorList eval_one_hot(Inputs in, const ops::OneHot::Attrs& a) {
   const TypeList t = infer_one_hot(ops::types_of(in), a);
   Tensor out = alloc(t[0], "one_hot");
   const Tensor index = in[0].contiguous();
@@ -1088,6 +1154,8 @@ TypeList Pad::infer(const Attrs& a, Types in) { return infer_pad(in, a); }
 TensorList Pad::eval(const Attrs& a, Inputs in) { return eval_pad(in, a); }
 TypeList Cast::infer(const Attrs& a, Types in) { return infer_cast(in, a); }
 TensorList Cast::eval(const Attrs& a, Inputs in) { return eval_cast(in, a); }
+TypeList OneHot::infer(const Attrs& a, Types in) { return infer_one_hot(in, a); }
+TensorList OneHot::eval(const Attrs& a, Inputs in) { return eval_one_hot(in, a); }
 
 // Gradients: views and copies move the gradient back to the input's layout.
 
@@ -1321,6 +1389,21 @@ Samples Pad::samples() {
                                       Attrs{{3, 0}, "reflect"}, "ms::ValueError", "pad")}};
 }
 
+Samples OneHot::samples() {
+  return {.cases = {detail::sample("[0, 2] of 3", {tensor({0, 2})}, Attrs{3, float32},
+                                   {tensor({{1.0, 0.0, 0.0}, {0.0, 0.0, 1.0}})}),
+                    detail::sample("[2, 3] i32 of 4, i64", {tensor({{3, 0, 1}, {2, 2, 0}}, int32)},
+                                   Attrs{4, int64}),
+                    detail::sample("empty indices", {zeros({0}, int64)}, Attrs{5, float64})},
+          .errors = {
+              detail::error_sample("float indices", {zeros({2})}, Attrs{3, float32},
+                                   "ms::TypeError", "one_hot: indices must have dtype"),
+              detail::error_sample("negative count", {tensor({0})}, Attrs{-2, float32},
+                                   "ms::ValueError", "one_hot: num_classes must be >= 0"),
+              detail::error_sample("index past the count", {tensor({0, 3})}, Attrs{3, float32},
+                                   "ms::IndexError", "one_hot: indices[1] = 3 is out of range")}};
+}
+
 Samples Cast::samples() {
   // Through float32 and back: a larger step, so that rounding stays below the tolerance.
   ops::Sample through_f32 =
@@ -1341,7 +1424,6 @@ Samples Cast::samples() {
 // ---------------------------------------------------------------- public API
 
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
-  static const OpDef& def = ops::op("one_hot");
   if (num_classes == -1) {
     // Data-dependent shape (as PyTorch): resolved here, so the op itself
     // always sees a concrete count.
@@ -1364,7 +1446,7 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
     }
     num_classes = kernels::index_max(index) + 1;
   }
-  return ops::call1(def, {indices}, {{"num_classes", num_classes}, {"dtype", dtype}});
+  return ops::invoke1<ops::OneHot>({indices}, {num_classes, dtype});
 }
 
 // ---------------------------------------------------------------- registration
@@ -1372,28 +1454,9 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
 namespace ops::detail {
 
 void register_layout_ops() {
-  struct Entry {
-    std::string_view name;
-    OpKind kind;
-    int min_inputs, max_inputs;
-    bool differentiable;
-    InferFn infer;
-    EvalFn eval;
-  };
-  const Entry entries[] = {
-      {"one_hot", OpKind::Indexing, 1, 1, false, infer_one_hot, eval_one_hot},
-  };
-  for (const Entry& e : entries)
-    registry_add({.name = e.name,
-                  .kind = e.kind,
-                  .min_inputs = e.min_inputs,
-                  .max_inputs = e.max_inputs,
-                  .differentiable = e.differentiable,
-                  .infer = e.infer,
-                  .eval = e.eval});
   register_entries<Reshape, Transpose, Permute, Squeeze, Unsqueeze, Flatten, BroadcastTo, Concat,
                    Stack, Split, Pad, Cast, Gather, IndexSelect, GatherGrad, IndexSelectGrad,
-                   Cumsum>();
+                   Cumsum, OneHot>();
 }
 
 }  // namespace ops::detail

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <unordered_map>
 
-#include "ms/core/random.hpp"
 #include "ms/io/safetensors.hpp"
+#include "ms/ops/random.hpp"
 
 namespace ms {
 namespace {

@@ -80,38 +80,8 @@ std::vector<GradCase> grad_cases() {
        {random_tensor(float64, {3, 4}, {-2, 2}, 9), random_tensor(float64, {4}, {-1.5, -0.5}, 10),
         random_tensor(float64, {3, 1}, {0.5, 1.5}, 11)}});
   const Tensor r34 = random_tensor(float64, {3, 4}, {-2, 2}, 12);
-  // Views (the other layout ops: their entries' samples).
-  c.push_back({"slice", "", [](const auto& x) { return x[0].slice(1, 1, 3); }, {r34}});
-  c.push_back({"slice",
-               "step 2 from 1 (the tail cropped)",
-               [](const auto& x) { return x[0].slice(1, 1, 4, 2); },
-               {r34}});
-  c.push_back({"slice",
-               "step 3, negative start, axis 0",
-               [](const auto& x) { return x[0].slice(0, -3, 3, 3); },
-               {random_tensor(float64, {5, 2}, {-2, 2}, 29)}});
-  c.push_back({"slice",
-               "step 2 of a 3-D middle axis",
-               [](const auto& x) { return x[0].slice(1, 0, 5, 2); },
-               {random_tensor(float64, {2, 5, 3}, {-2, 2}, 30)}});
-  c.push_back({"select", "", [](const auto& x) { return x[0].select(0, 1); }, {r34}});
-  // Host callbacks (ms/ops/host.hpp): the identity for gradients; a grad hook
-  // that returns what it gets (replacing gradients is tested in tests/nn).
-  c.push_back({"host_callback",
-               "identity",
-               [](const auto& x) {
-                 auto id = [](std::vector<Tensor> v) { return v; };
-                 return Tensor(ops::host_call(id, {x[0]}, "test")[0] * 2.0);
-               },
-               {r34}});
-  c.push_back({"grad_hook",
-               "identity",
-               [](const auto& x) {
-                 auto id = [](std::vector<Tensor> g) { return g; };
-                 return Tensor(ops::grad_hook(id, {x[0]}, "test")[0] * 2.0);
-               },
-               {r34}});
-  // A custom gradient (a Cell's bprop) that is the true one: x0 * x1.
+  // Host callbacks and grad hooks: their entries' samples; replacing gradients
+  // is tested in tests/nn.
   c.push_back({"custom_grad",
                "product with its own vjp",
                [](const auto& x) {

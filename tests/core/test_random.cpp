@@ -10,9 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <ms/core/random.hpp>
 #include <ms/jit/jit.hpp>
 #include <ms/kernels/parallel.hpp>
+#include <ms/ops/random.hpp>
 #include <numbers>
 #include <vector>
 

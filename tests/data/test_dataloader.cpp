@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <ms/core/random.hpp>
 #include <ms/core/storage.hpp>
 #include <ms/data/dataloader.hpp>
 #include <ms/data/fashion_mnist.hpp>
+#include <ms/ops/random.hpp>
 #include <numeric>
 #include <set>
 #include <vector>

@@ -8,9 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ms/core/random.hpp>
 #include <ms/kernels/parallel.hpp>
 #include <ms/nn/initializer.hpp>
+#include <ms/ops/random.hpp>
 #include <numbers>
 #include <vector>
 

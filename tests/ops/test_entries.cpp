@@ -132,6 +132,24 @@ TEST_SUITE("ops") {
       }
   }
 
+  TEST_CASE("op entries: a view op's outputs share its input's storage, eagerly") {
+    int views = 0;
+    for (const ops::OpDef* d : sampled_ops()) {
+      if (!d->view) continue;
+      ++views;
+      for (const ops::Sample& c : d->samples().cases) {
+        INFO(d->name, " [", c.label, "]");
+        for (const Tensor& o : ops::call(*d, c.inputs, c.attrs))
+          CHECK(o.storage() == c.inputs[0].storage());
+      }
+    }
+    CHECK(views >= 8);  // transpose, permute, squeeze, unsqueeze, broadcast_to, slice, select, ...
+    CHECK(ops::op("slice").view);
+    CHECK_FALSE(ops::op("concat").view);
+    CHECK(ops::op("random").random);
+    CHECK_FALSE(ops::op("slice").random);
+  }
+
   TEST_CASE("op entries: typed attributes serialize by name, defaults fill what is absent") {
     const ops::Cumsum::Attrs a{.axis = -1, .reverse = true};
     const ops::Attrs s = ops::attrs_to(a);

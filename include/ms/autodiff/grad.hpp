@@ -25,6 +25,7 @@
 
 #include "ms/core/warning.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/ops/layout.hpp"  // ms::stop_gradient
 
 namespace ms {
 
@@ -58,9 +59,6 @@ struct ValueAndGrad {
   V value;
   G grads;
 };
-
-/// Identity whose gradient is zero: `ms::stop_gradient(x)`.
-Tensor stop_gradient(const Tensor& x);
 
 namespace autodiff {
 

@@ -1,6 +1,7 @@
-// ms/core/random.hpp — ms::Generator (counter-based Philox4x32-10) and random tensors.
+// ms/core/random.hpp — ms::Generator (counter-based Philox4x32-10).
 //
-// Stage: core (the nn stage's initializers and dropout layers draw from here).
+// Stage: core. The random tensor functions that draw from a Generator
+// (uniform, normal, dropout, ...) are ops: ms/ops/random.hpp.
 // A Generator is a seed and an offset, as MindSpore's: a random function
 // reserves the Philox blocks it needs (the offset advances by that count) and
 // computes element i from the block `offset + i / k` (k elements per 128-bit
@@ -115,94 +116,5 @@ std::uint64_t initial_seed();
 Tensor get_rng_state();
 /// Restores the default generator's state.
 void set_rng_state(const Tensor& state);
-
-// ------------------------------------------------------------------ random tensors
-// Each function draws from `gen` (the default generator when omitted). Floating
-// results are computed in float32 (float64 for float64) and rounded on store for
-// float16 / bfloat16. ValueError for bad parameters, TypeError for a dtype the
-// function cannot produce, naming the function, the argument, expected vs given.
-
-/// Uniform in [low, high) (float16 / bfloat16 may round up to `high`). Needs finite low < high.
-/// Example: `ms::uniform({2, 3}, -1.0, 1.0)`.
-Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = float32);
-Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype = float32);
-
-/// Normal N(mean, std^2) by the Box-Muller transform. Needs std >= 0.
-/// Example: `ms::normal({128, 64}, 0.0, 0.02)`.
-Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = float32);
-Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = float32);
-
-/// Normal N(mean, std^2) conditioned on [a, b] (absolute bounds, as PyTorch's
-/// trunc_normal_ and MindSpore's TruncatedNormal), by inverting the CDF: one
-/// draw per element, no rejection. Needs std >= 0 and a < b.
-/// Example: `ms::truncated_normal({64, 64}, 0.0, 1.0, -2.0, 2.0)`.
-Tensor truncated_normal(const Shape& shape, double mean = 0.0, double std = 1.0, double a = -2.0,
-                        double b = 2.0, DType dtype = float32);
-Tensor truncated_normal(const Shape& shape, double mean, double std, double a, double b,
-                        Generator& gen, DType dtype = float32);
-
-/// 1 with probability p, else 0, in `dtype` (bool, integer or floating). Needs p in [0, 1].
-/// Example: `ms::bernoulli({10}, 0.3)`.
-Tensor bernoulli(const Shape& shape, double p = 0.5, DType dtype = float32);
-Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = float32);
-/// Element i is 1 with probability probs[i] (a floating tensor with values in
-/// [0, 1]); the result has the shape and dtype of `probs`.
-/// Example: `ms::bernoulli(ms::full({3}, 0.25))`.
-Tensor bernoulli(const Tensor& probs);
-Tensor bernoulli(const Tensor& probs, Generator& gen);
-
-/// Integers uniform in [low, high), int64 by default (any integer dtype whose
-/// range holds [low, high - 1]).
-/// Example: `ms::randint(0, 10, {5})`.
-Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = int64);
-Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen,
-               DType dtype = int64);
-
-/// A random permutation of 0 .. n-1 (Fisher-Yates), int64 by default (integer
-/// or floating dtypes that hold n - 1 exactly).
-/// Example: `ms::randperm(5)` may give [3, 0, 4, 1, 2].
-Tensor randperm(std::int64_t n, DType dtype = int64);
-Tensor randperm(std::int64_t n, Generator& gen, DType dtype = int64);
-
-/// Inverted dropout: each element is zeroed with probability p and the others
-/// are scaled by 1 / (1 - p); with `training` false or p == 0 returns `x`
-/// itself, with p == 1 zeros. `x` must be floating. Needs p in [0, 1].
-/// Example: `ms::dropout(h, 0.5, net.training())`.
-Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
-
-// ------------------------------------------------------------------ under ms::jit
-// While a trace is active (ms::jit, ms::grad), a random function does not draw:
-// it records a `Random` node that draws each time the graph runs, from the same
-// generator and in the order the function called them, so a jitted function
-// draws exactly the numbers the eager one would and each call advances the
-// generator's offset. The generator is held by identity (as a captured
-// parameter): it must outlive the compiled function, as it must outlive a
-// Dropout cell that holds it. A generator created inside the traced function
-// is the exception (Generator::created_in_trace): its draws are constants.
-namespace detail {
-/// A random function's work at run time: the result of shape `shape` (the
-/// node's, known when a dynamic-shape graph runs) from the concrete tensors it reads.
-using RandomDrawFn = std::function<Tensor(std::span<const Tensor> inputs, const Shape& shape)>;
-/// A random function called while tracing.
-struct TracedRandom {
-  std::string label;           ///< names the node in dumps, e.g. "uniform(low=0, high=1)"
-  std::vector<Tensor> inputs;  ///< tensors the draw reads at run time (symbolic or concrete)
-  DType dtype = float32;       ///< the draw's dtype
-  Shape shape;                 ///< the draw's shape when `inputs` is empty, else inputs[0]'s
-  RandomDrawFn draw;
-  /// Set instead of `draw` for a generator created in the trace: the numbers,
-  /// drawn at trace time (a constant of the graph, no Random node).
-  Tensor drawn = {};
-  /// Dropout: the draw is the bool drop mask of inputs[0], and the result is
-  /// where(mask, 0, inputs[0] * scale) computed in float32 (float64) and cast back.
-  std::optional<double> dropout_scale = {};
-};
-/// Installed by the op table (the ops stage records the node).
-using RandomTraceFn = Tensor (*)(TracedRandom r);
-void set_random_trace_fn(RandomTraceFn fn);
-/// Calls the installed function; ms::Error naming the function when there is none.
-Tensor traced_random(TracedRandom r);
-}  // namespace detail
 
 }  // namespace ms

@@ -5,6 +5,13 @@
 // expand) share memory, `clone()` and `contiguous()` copy. Arithmetic lives in
 // the ops and expr stages (`ms/ops/...`, `ms/expr/...`), not here.
 //
+// The view and copy methods (and copy_ / fill_) are declared here but defined
+// by the ops stage (src/ops/view.cpp): each is the public form of an op entry
+// (`x.slice(...)` is `ms::slice(x, ...)`), so on a symbolic tensor or while
+// ms::jit traces it records that op's node, and its arguments are checked in
+// one place, the entry. Code of the core and kernels stages does not call
+// them; it uses the eager `detail::to_dense`, `expand_view`, `permute_view`.
+//
 //   ms::Tensor x = ms::arange(0, 6).reshape({2, 3});   // [[0,1,2],[3,4,5]] float32
 //   ms::Tensor t = x.transpose(0, 1);                  // a view, no copy
 //   std::cout << t.contiguous() << "\n";
@@ -15,6 +22,7 @@
 #include <initializer_list>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -225,23 +233,16 @@ namespace detail {
 /// Copies `src` into `dst` (same shape, any dtypes, any strides), converting.
 void copy_convert(const Tensor& src, const Tensor& dst);
 
-/// How the view methods of a symbolic tensor become graph nodes. Core cannot
-/// call the op table (a higher stage), so the ops stage installs this when the
-/// table is built: `op` is the op's name ("reshape", "transpose", "permute",
-/// "squeeze", "unsqueeze", "flatten", "broadcast_to", "cast"), `ints` its
-/// integer arguments, `dtype` the target of "cast".
-using SymbolicViewFn = Tensor (*)(std::string_view op, const Tensor& x,
-                                  const std::vector<std::int64_t>& ints, DType dtype);
-void set_symbolic_view_fn(SymbolicViewFn fn);
-/// Calls the installed function; ms::Error naming `op` when there is none.
-Tensor symbolic_view(std::string_view op, const Tensor& x, const std::vector<std::int64_t>& ints,
-                     DType dtype = DType::Float32);
-/// Called by in-place writes into a tensor (copy_, fill_, assign) when the
-/// source or the destination is symbolic: records an update node. Installed by
-/// the jit stage; without it the write raises ms::ValueError naming `what`.
-using SymbolicAssignFn = void (*)(const Tensor& dst, const Tensor& src, const char* what);
-void set_symbolic_assign_fn(SymbolicAssignFn fn);
-void symbolic_assign(const Tensor& dst, const Tensor& src, const char* what);
+/// `t` as a dense tensor of `dtype`: `t` itself when it already is one, else
+/// a converted copy. Always eager: the stages below ops use it where they need
+/// dense values (Tensor::to, an op, also records a cast while tracing).
+Tensor to_dense(const Tensor& t, DType dtype);
+/// `t` broadcast to `shape` as a stride-0 view, eagerly. `shape` must be a
+/// valid broadcast target of t's shape (no -1): callers have checked it.
+Tensor expand_view(const Tensor& t, const Shape& shape);
+/// `t` with its axes reordered (a view), eagerly. `axes` must be a
+/// permutation of [0, rank) (non-negative): callers have checked it.
+Tensor permute_view(const Tensor& t, std::span<const std::int64_t> axes);
 /// True while ms::jit traces on this thread: in-place writes (copy_, fill_)
 /// then become update nodes even on concrete tensors (parameters).
 bool tracing_active();
@@ -269,8 +270,7 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
 template <Element T>
 std::vector<T> Tensor::to_vector() const {
   check_defined("Tensor::to_vector");
-  const detail::TracingSuspend eager;  // a concrete tensor's values, read now
-  const Tensor c = to(dtype_of<T>);
+  const Tensor c = detail::to_dense(*this, dtype_of<T>);
   const T* p = c.data<T>();
   return std::vector<T>(p, p + numel_);
 }

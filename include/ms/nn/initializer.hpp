@@ -26,8 +26,8 @@
 #include <variant>
 
 #include "ms/core/dtype.hpp"
-#include "ms/core/random.hpp"
 #include "ms/core/tensor.hpp"
+#include "ms/ops/random.hpp"
 #include "ms/shape/shape.hpp"
 
 namespace ms {

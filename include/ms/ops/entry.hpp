@@ -60,6 +60,11 @@ struct Props {
   /// For a non-differentiable op whose gradient is not zero: why ms cannot
   /// differentiate through it (a gradient reaching it is then a ValueError).
   std::string_view no_grad_reason = {};
+  /// The output views the input's memory (a strided view, no copy) on every
+  /// eager call: slice, select, transpose, ... Writes through one reach the other.
+  bool view = false;
+  /// Draws from a Generator when it runs: never folded, merged or dropped.
+  bool random = false;
 };
 
 /// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.

@@ -1,6 +1,8 @@
 // ms/ops/layout.hpp — shape and indexing ops: reshape, transpose, permute,
-// squeeze, unsqueeze, flatten, broadcast_to (views), concat, stack, split,
-// gather, index_select, one_hot, pad, cast.
+// squeeze, unsqueeze, flatten, broadcast_to, slice, select, stop_gradient
+// (views), concat, stack, split, gather, index_select, one_hot, pad, cast.
+// The view methods of ms::Tensor (`x.slice(...)`, `x.transpose(...)`, ...)
+// are these entries' public forms (src/ops/view.cpp).
 //
 // Stage: ops. Each function is one entry of the op table (kind Layout or
 // Indexing, registered in src/ops/layout.cpp) and goes through ops::call, so
@@ -57,7 +59,7 @@ struct Transpose {
   static constexpr std::string_view name = "transpose";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.view = true};
   /// The attributes of transpose; their defaults are written here only.
   struct Attrs {
     /// The first axis swapped (negative counts from the end).
@@ -83,7 +85,7 @@ struct Permute {
   static constexpr std::string_view name = "permute";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.view = true};
   /// The attributes of permute; their defaults are written here only.
   struct Attrs {
     /// Output axis i is input axis axes[i]; a permutation of the axes.
@@ -106,7 +108,7 @@ struct Squeeze {
   static constexpr std::string_view name = "squeeze";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.view = true};
   /// The attributes of squeeze; their defaults are written here only.
   struct Attrs {
     /// The size-1 axis removed; none removes every size-1 axis.
@@ -128,7 +130,7 @@ struct Unsqueeze {
   static constexpr std::string_view name = "unsqueeze";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.view = true};
   /// The attributes of unsqueeze; their defaults are written here only.
   struct Attrs {
     /// Where the new size-1 axis goes, in [-rank - 1, rank].
@@ -176,7 +178,7 @@ struct BroadcastTo {
   static constexpr std::string_view name = "broadcast_to";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.view = true};
   /// The attributes of broadcast_to; their defaults are written here only.
   struct Attrs {
     /// The target shape (NumPy broadcasting rules).
@@ -189,6 +191,63 @@ struct BroadcastTo {
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
+};
+
+/// Elements start, start + step, ... < stop along `axis` (a view; Python
+/// slice semantics: negative start / stop count from the end and are clamped;
+/// step > 0). `x.slice(1, 0, -1, 2)`
+struct Slice {
+  static constexpr std::string_view name = "slice";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.view = true};
+  struct Attrs {
+    std::int64_t axis = 0;
+    std::int64_t start = 0;
+    std::int64_t stop = 0;
+    std::int64_t step = 1;
+    static constexpr auto fields() {
+      return std::tuple{field("axis", &Attrs::axis), field("start", &Attrs::start),
+                        field("stop", &Attrs::stop), field("step", &Attrs::step)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// The sub-tensor at `index` (in [-size, size)) along `axis`, which is
+/// removed (a view). `x.select(0, -1)` is the last row.
+struct Select {
+  static constexpr std::string_view name = "select";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{.view = true};
+  struct Attrs {
+    std::int64_t axis = 0;
+    std::int64_t index = 0;
+    static constexpr auto fields() {
+      return std::tuple{field("axis", &Attrs::axis), field("index", &Attrs::index)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// The identity whose gradient is zero (`ms::stop_gradient`): the input itself.
+struct StopGradient {
+  static constexpr std::string_view name = "stop_gradient";
+  static constexpr OpKind kind = OpKind::Layout;
+  static constexpr Arity arity{1, 1};
+  // Not differentiable on purpose: no gradient flows through it.
+  static constexpr Props props{.differentiable = false, .view = true};
+  using Attrs = NoAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
 };
 
 // ---------------------------------------------------------------- copies
@@ -366,6 +425,9 @@ inline Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   return ops::invoke1<ops::BroadcastTo>({x}, {shape.dims()});
 }
 
+/// The identity whose gradient is zero (ms::ops::StopGradient): `ms::stop_gradient(x)`.
+inline Tensor stop_gradient(const Tensor& x) { return ops::invoke1<ops::StopGradient>({x}, {}); }
+
 // ---------------------------------------------------------------- copies
 
 /// Joins tensors along an existing axis. The dtype is the promotion of all
@@ -534,6 +596,28 @@ struct Cumsum {
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
+};
+
+/// One-hot encoding (MindSpore's OneHot with on=1, off=0): out has shape
+/// indices.shape + [num_classes] and dtype `dtype`; index values must lie in
+/// [0, num_classes) (IndexError otherwise). Integer indices carry no
+/// gradient. The public ms::one_hot also accepts num_classes -1.
+struct OneHot {
+  static constexpr std::string_view name = "one_hot";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{1, 1};
+  // Its input is integer indices: a zero gradient is right.
+  static constexpr Props props{.differentiable = false};
+  struct Attrs {
+    std::int64_t num_classes = 0;
+    DType dtype = float32;
+    static constexpr auto fields() {
+      return std::tuple{field("num_classes", &Attrs::num_classes), field("dtype", &Attrs::dtype)};
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
 };
 
 }  // namespace ms::ops

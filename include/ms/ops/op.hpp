@@ -142,6 +142,11 @@ struct OpDef {
   /// with this text instead of a silent zero. Empty: the zero gradient is
   /// right (comparisons, argmax, floor, stop_gradient, ...).
   std::string_view no_grad_reason = {};
+  /// The output views the first input's memory on every eager call (an
+  /// entry's `props.view`): tests check it shares that input's storage.
+  bool view = false;
+  /// Draws from a Generator (an entry's `props.random`).
+  bool random = false;
   /// Output dtypes and shapes from input types and attributes. Raises the
   /// op's ms::Error for bad inputs; `eval` relies on it having done so.
   InferFn infer;

@@ -33,6 +33,8 @@ OpDef entry_def() {
           .max_inputs = E::arity.max,
           .differentiable = E::props.differentiable,
           .no_grad_reason = E::props.no_grad_reason,
+          .view = E::props.view,
+          .random = E::props.random,
           .infer = [](std::span<const TensorType> in,
                       const Attrs& a) { return E::infer(attrs_from<A>(a, E::name), in); },
           .eval = [](std::span<const Tensor> in,
