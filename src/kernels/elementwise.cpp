@@ -5,7 +5,7 @@
 // stream from memory in short tiles, large outputs with non-temporal stores).
 #include "ms/kernels/elementwise.hpp"
 
-#include <Eigen/Core>
+#include "ms/core/detail/eigen.hpp"
 #include <algorithm>
 #if defined(__SSE2__)
 #include <immintrin.h>
