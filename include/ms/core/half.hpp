@@ -2,8 +2,8 @@
 //
 // Stage: core. IEEE binary16 (float16) and bfloat16 values as they are stored
 // in tensors: 16 bits, converted to and from float with round-to-nearest-even
-// (the conversions Eigen::half and Eigen::bfloat16 make; libms computes on
-// those types, of the same layout, through ms/core/detail/eigen.hpp). Values
+// (the bits Eigen::half and Eigen::bfloat16 give; ms/core/detail/eigen.hpp
+// maps these types onto Eigen's, of the same layout, inside libms). Values
 // compute in float: arithmetic and comparisons convert both sides to float,
 // arithmetic rounds the result back. Conversions are explicit both ways.
 //
