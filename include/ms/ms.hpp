@@ -33,6 +33,6 @@
 #include "ms/ops/op.hpp"
 #include "ms/ops/random.hpp"
 #include "ms/ops/reduce.hpp"
-#include "ms/shape/shape.hpp"
+#include "ms/core/shape.hpp"
 #include "ms/train/checkpoint.hpp"
 #include "ms/train/fit.hpp"

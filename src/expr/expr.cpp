@@ -18,7 +18,7 @@ Lowered lower_tensor(Lowering& L, const Tensor& t, bool with_shape) {
 }
 
 Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
-  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  const kernels::EwOpInfo& info = kernels::ew_op_info(op_id);
   kernels::EwOperand ops_types[3];
   Shape shape;
   bool first = true;
@@ -38,7 +38,7 @@ Lowered lower_apply(Lowering& L, int op_id, std::span<const Lowered> operands) {
 
 Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> operands,
                           const kernels::EwTypes& types) {
-  const bool select = ops::ew_op_info(op_id).rule == ops::EwRule::Select;
+  const bool select = kernels::ew_op_info(op_id).rule == kernels::EwRule::Select;
   int regs[3] = {-1, -1, -1};
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Lowered& o = operands[i];
@@ -54,7 +54,7 @@ Lowered lower_apply_typed(Lowering& L, int op_id, std::span<const Lowered> opera
 }
 
 Inferred infer_apply(int op_id, std::span<const Meta> operands, std::shared_ptr<const Shape>& own) {
-  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  const kernels::EwOpInfo& info = kernels::ew_op_info(op_id);
   // The shape first (as lower_apply does): mismatched shapes are a ShapeError
   // even when the dtypes are refused too.
   int from = -1;
@@ -143,17 +143,16 @@ void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst) {
 }
 
 Tensor trace_apply(int op_id, std::span<const Traced> args) {
-  ops::Tracer* t = ops::active_tracer();
-  MS_CHECK(t != nullptr, ValueError, ops::ew_op_info(op_id).name, ": no active trace");
-  ops::EwTraceArg a[3];
+  Recorder* t = active_recorder();
+  MS_CHECK(t != nullptr, ValueError, kernels::ew_op_info(op_id).name, ": no active trace");
+  EwTraceArg a[3];
   for (std::size_t i = 0; i < args.size(); ++i)
-    a[i] = args[i].is_scalar ? ops::EwTraceArg{nullptr, args[i].s}
-                             : ops::EwTraceArg{&args[i].t, Scalar(0)};
-  return t->record_elementwise(op_id, std::span<const ops::EwTraceArg>(a, args.size()));
+    a[i] = args[i].is_scalar ? EwTraceArg{nullptr, args[i].s} : EwTraceArg{&args[i].t, Scalar(0)};
+  return t->record_elementwise(op_id, std::span<const EwTraceArg>(a, args.size()));
 }
 
 void trace_assign(const Tensor& dst, const Traced& v) {
-  ops::Tracer* t = ops::active_tracer();
+  Recorder* t = active_recorder();
   MS_CHECK(t != nullptr, ValueError, "assign: no active trace");
   MS_CHECK(dst.defined(), ValueError, "assign: the destination is an undefined tensor");
   t->record_assign(dst, v.is_scalar ? full({}, v.s, dst.dtype()) : v.t, "assign");

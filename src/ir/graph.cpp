@@ -197,7 +197,7 @@ ops::TensorType infer_elementwise(int ew_id, std::span<const Value> operands,
       continue;
     }
     lo[i].dtype = v.type.dtype;
-    lo[i].reg_type = kernels::ew_register_type(v.type.dtype, ops::ew_op_info(ew_id).name);
+    lo[i].reg_type = kernels::ew_register_type(v.type.dtype, kernels::ew_op_info(ew_id).name);
     lo[i].shape = v.type.shape;
     lo[i].reg = L.builder.load(static_cast<int>(i), lo[i].reg_type);
   }

@@ -5,7 +5,7 @@
 // stream from memory in short tiles, large outputs with non-temporal stores).
 #include "ms/kernels/elementwise.hpp"
 
-#include <Eigen/Core>
+#include "ms/core/detail/eigen.hpp"
 #include <algorithm>
 #if defined(__SSE2__)
 #include <immintrin.h>
@@ -17,14 +17,14 @@
 #include "ms/kernels/parallel.hpp"
 
 namespace ms {
-namespace ops {
+namespace kernels {
 
 namespace {
 template <class... Ops>
 constexpr std::array<EwOpInfo, sizeof...(Ops)> make_infos(OpList<Ops...>) {
   return {EwOpInfo{Ops::name, Ops::arity, Ops::rule}...};
 }
-constexpr auto kInfos = make_infos(ElementwiseOps{});
+constexpr auto kInfos = make_infos(EwInstructions{});
 }  // namespace
 
 const EwOpInfo& ew_op_info(int id) {
@@ -39,9 +39,6 @@ int ew_op_find(std::string_view name) {
   return -1;
 }
 
-}  // namespace ops
-
-namespace kernels {
 namespace {
 
 // Register types, in table order: Bool, Int32, Int64, Float32, Float64 (see reg_index).
@@ -75,8 +72,8 @@ constexpr bool kernel_valid() {
                        std::is_same_v<T, float> || std::is_same_v<T, double>;
   constexpr bool flt = std::is_same_v<T, float> || std::is_same_v<T, double>;
   switch (Op::rule) {
-    case ops::EwRule::Float: return flt;
-    case ops::EwRule::Logical: return std::is_same_v<T, bool>;
+    case EwRule::Float: return flt;
+    case EwRule::Logical: return std::is_same_v<T, bool>;
     default: return num;
   }
 }
@@ -92,7 +89,7 @@ void apply_kernel(const void* const* in, void* out, std::int64_t n) {
   } else if constexpr (Op::arity == 2) {
     store(Op::eval(CMap<T>(static_cast<const T*>(in[0]), n),
                    CMap<T>(static_cast<const T*>(in[1]), n)));
-  } else if constexpr (Op::rule == ops::EwRule::Select) {
+  } else if constexpr (Op::rule == EwRule::Select) {
     // Op::eval's meaning (c ? x : y) as a plain loop: Eigen evaluates a select
     // on a bool array one coefficient at a time with a branch, which random
     // masks (relu's gradient) mispredict half the time. With both values read
@@ -128,11 +125,11 @@ constexpr std::array<ApplyFn, kNumRegTypes> apply_row() {
 }
 
 template <class... Ops>
-constexpr auto apply_table(ops::OpList<Ops...>) {
+constexpr auto apply_table(OpList<Ops...>) {
   return std::array<std::array<ApplyFn, kNumRegTypes>, sizeof...(Ops)>{apply_row<Ops>()...};
 }
 
-constexpr auto kApply = apply_table(ops::ElementwiseOps{});
+constexpr auto kApply = apply_table(EwInstructions{});
 
 // ---------------------------------------------------------------- conversions
 
@@ -462,11 +459,11 @@ DType ew_register_type(DType t, std::string_view op) {
 }
 
 EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands) {
-  const ops::EwOpInfo& info = ops::ew_op_info(op_id);
+  const EwOpInfo& info = ew_op_info(op_id);
   MS_CHECK(static_cast<int>(operands.size()) == info.arity, ValueError, info.name, ": takes ",
            info.arity, " operands, got ", operands.size());
   // The value operands (all but the condition of `where`).
-  const std::size_t first = info.rule == ops::EwRule::Select ? 1 : 0;
+  const std::size_t first = info.rule == EwRule::Select ? 1 : 0;
   bool any_tensor = false;
   DType p = DType::Bool;
   for (std::size_t i = first; i < operands.size(); ++i)
@@ -488,14 +485,14 @@ EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands) {
     return t == DType::Bool ? DType::Int32 : ew_register_type(t, info.name);
   };
   switch (info.rule) {
-    case ops::EwRule::Same: return {p, arith(p), arith(p)};
-    case ops::EwRule::Float: {
+    case EwRule::Same: return {p, arith(p), arith(p)};
+    case EwRule::Float: {
       const DType out = dtype_is_float(p) ? p : DType::Float32;
       return {out, arith(out), arith(out)};
     }
-    case ops::EwRule::Compare: return {DType::Bool, DType::Bool, arith(p)};
-    case ops::EwRule::Logical: return {DType::Bool, DType::Bool, DType::Bool};
-    case ops::EwRule::Select: return {p, arith(p), arith(p)};
+    case EwRule::Compare: return {DType::Bool, DType::Bool, arith(p)};
+    case EwRule::Logical: return {DType::Bool, DType::Bool, DType::Bool};
+    case EwRule::Select: return {p, arith(p), arith(p)};
   }
   return {p, arith(p), arith(p)};
 }
@@ -689,8 +686,8 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
       st.gather = gather_fn(t.dtype(), i.type);
     } else if (i.kind == EwInstr::Kind::Apply) {
       // Operand types follow the slots as the program runs (slots are reused).
-      const auto& info = ops::ew_op_info(i.op);
-      const int operand_reg = info.rule == ops::EwRule::Select ? i.b : i.a;
+      const auto& info = ew_op_info(i.op);
+      const int operand_reg = info.rule == EwRule::Select ? i.b : i.a;
       const DType operand = slot_type[operand_reg];
       st.apply =
           kApply[static_cast<std::size_t>(i.op)][static_cast<std::size_t>(reg_index(operand))];

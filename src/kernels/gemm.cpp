@@ -12,7 +12,6 @@
 // at -O1 (the sanitizer build) reports as "used uninitialized": a known false
 // positive of these intrinsics, not of our code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#include <Eigen/Core>
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+#include "ms/core/detail/eigen.hpp"
 
 #include "gemm_libxsmm.hpp"
 #include "ms/core/warning.hpp"
@@ -523,7 +523,7 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
 }
 
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {
   if (m <= 0 || n <= 0) return;
   if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm &&

@@ -9,7 +9,7 @@
 // (wrapping, as two's complement int64 does, without signed-overflow UB).
 #include "ms/kernels/reduce.hpp"
 
-#include <Eigen/Core>
+#include "ms/core/detail/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -132,15 +132,12 @@ std::string ir_name(const OpDef& def) {
   return out;
 }
 
-namespace {
-thread_local Tracer* t_tracer = nullptr;
-}  // namespace
-
-Tracer* active_tracer() { return t_tracer; }
+// The one active tracer of a thread is held as the expressions' recorder;
+// only set_active_tracer sets it, so it is always a Tracer.
+Tracer* active_tracer() { return static_cast<Tracer*>(expr::active_recorder()); }
 
 Tracer* set_active_tracer(Tracer* t) {
-  Tracer* prev = t_tracer;
-  t_tracer = t;
+  Tracer* prev = static_cast<Tracer*>(expr::detail::set_active_recorder(t));
   ::ms::detail::set_tracing_active(t != nullptr);
   return prev;
 }
@@ -157,7 +154,7 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
   for (int i = 0; i < n; ++i)
     MS_CHECK(inputs[static_cast<std::size_t>(i)].defined(), ValueError, def.name, ": input ", i,
              " is an undefined tensor");
-  if (t_tracer != nullptr) return t_tracer->record(def, inputs, attrs);
+  if (Tracer* t = active_tracer(); t != nullptr) return t->record(def, inputs, attrs);
   for (const Tensor& t : inputs)
     MS_CHECK(!t.is_symbolic(), ValueError, def.name,
              ": got a symbolic tensor outside its trace (was a traced value kept after ms::jit "

@@ -32,8 +32,8 @@ constexpr test::Range kNonzero{.lo = -2, .hi = 2, .avoid_zero = true};
 // (bench/bm_elementwise.cpp).
 EwProgram chain_program(std::int64_t n, DType dt) {
   EwBuilder b;
-  const int id_mul = ops::ew_op_find("mul"), id_add = ops::ew_op_find("add"),
-            id_relu = ops::ew_op_find("relu");
+  const int id_mul = kernels::ew_op_find("mul"), id_add = kernels::ew_op_find("add"),
+            id_relu = kernels::ew_op_find("relu");
   const int x = b.load(0, dt), y = b.load(1, dt), z = b.load(2, dt);
   const int m = b.apply(id_mul, dt, x, y);
   const int s = b.apply(id_add, dt, m, z);

@@ -1,24 +1,11 @@
 // ms/core/dtype.hpp — element types, their C++ types, and type promotion.
 //
 // Stage: core. Names follow MindSpore: `ms::float32`, `ms::int64`, `ms::bool_`.
-// float16 and bfloat16 are Eigen::half / Eigen::bfloat16; they are computed in
-// float32 and rounded on store. int4 is packed two to a byte (storage and cast
+// float16 and bfloat16 are ms::float16_t / ms::bfloat16_t (ms/core/half.hpp);
+// they are computed in float32 and rounded on store. int4 is packed two to a byte (storage and cast
 // only).
 #pragma once
 
-// GCC 12 reports false "used uninitialized" warnings inside its own AVX-512
-// intrinsic headers (_mm512_undefined_*) when Eigen's packet code is inlined
-// (GCC PR 105593). Diagnostics follow source locations, so silencing them
-// around Eigen's first inclusion covers those headers and nothing of ours.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <Eigen/Core>
-#pragma GCC diagnostic pop
-#else
-#include <Eigen/Core>
-#endif
 #include <complex>
 #include <cstdint>
 #include <ostream>
@@ -26,6 +13,7 @@
 #include <type_traits>
 
 #include "ms/core/error.hpp"
+#include "ms/core/half.hpp"
 
 namespace ms {
 
@@ -68,8 +56,6 @@ inline constexpr DType complex64 = DType::Complex64;
 inline constexpr DType complex128 = DType::Complex128;
 inline constexpr DType int4 = DType::Int4;
 
-using float16_t = Eigen::half;
-using bfloat16_t = Eigen::bfloat16;
 using complex64_t = std::complex<float>;
 using complex128_t = std::complex<double>;
 
@@ -280,8 +266,7 @@ constexpr To float_to_int(double x) {
 
 template <class T>
 inline constexpr bool is_cast_float_v =
-    std::is_floating_point_v<T> || std::is_same_v<T, Eigen::half> ||
-    std::is_same_v<T, Eigen::bfloat16>;
+    std::is_floating_point_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 
 }  // namespace detail
 

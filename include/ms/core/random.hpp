@@ -27,7 +27,7 @@
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/tensor.hpp"
-#include "ms/shape/shape.hpp"
+#include "ms/core/shape.hpp"
 
 namespace ms {
 

@@ -32,7 +32,7 @@
 #include "ms/core/dtype.hpp"
 #include "ms/core/error.hpp"
 #include "ms/core/storage.hpp"
-#include "ms/shape/shape.hpp"
+#include "ms/core/shape.hpp"
 
 namespace ms {
 

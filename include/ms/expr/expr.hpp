@@ -36,9 +36,9 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/expr/recorder.hpp"
 #include "ms/kernels/elementwise.hpp"
-#include "ms/ops/elementwise.hpp"
-#include "ms/ops/op.hpp"
+#include "ms/kernels/ew_instructions.hpp"
 
 namespace ms {
 
@@ -116,7 +116,7 @@ void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst);
 /// function may return an expression over its local tensors.
 struct TensorRef {
   explicit TensorRef(const Tensor* p) : t(p) {
-    if (ops::active_tracer() != nullptr) {
+    if (expr::active_recorder() != nullptr) {
       own = std::make_shared<const Tensor>(*p);
       t = own.get();
     }
@@ -218,12 +218,12 @@ Inferred infer_node(std::span<const Meta> operands, std::shared_ptr<const Shape>
   std::size_t from = operands.size();
   for (std::size_t i = 0; i < operands.size(); ++i) {
     const Meta& m = operands[i];
-    if (!m.defined) return infer_apply(ops::ew_op_id<Op>, operands, own);
+    if (!m.defined) return infer_apply(kernels::ew_instr_id<Op>, operands, own);
     if (m.shape == nullptr) continue;
     if (from == operands.size())
       from = i;
     else if (m.shape != operands[from].shape && *m.shape != *operands[from].shape)
-      return infer_apply(ops::ew_op_id<Op>, operands, own);  // broadcasting, or an error
+      return infer_apply(kernels::ew_instr_id<Op>, operands, own);  // broadcasting, or an error
   }
   const std::uint64_t key = types_key(operands);
   const std::uint64_t seen = g_types_cache<Op>.load(std::memory_order_relaxed);
@@ -232,7 +232,7 @@ Inferred infer_node(std::span<const Meta> operands, std::shared_ptr<const Shape>
     t = {static_cast<DType>(seen & 15u), static_cast<DType>((seen >> 4) & 15u),
          static_cast<DType>((seen >> 8) & 15u)};
   } else {
-    t = infer_types(ops::ew_op_id<Op>, operands);
+    t = infer_types(kernels::ew_instr_id<Op>, operands);
     g_types_cache<Op>.store(key << 32 | static_cast<std::uint64_t>(t.out) |
                                 static_cast<std::uint64_t>(t.compute) << 4 |
                                 static_cast<std::uint64_t>(t.operand) << 8,
@@ -335,13 +335,13 @@ class Expr {
   /// Computes the expression into a new tensor (one fused pass). While
   /// ms::jit traces, records its ops instead (the jit fuses them again).
   Tensor eval() const {
-    if (ops::active_tracer() != nullptr) return trace();
+    if (expr::active_recorder() != nullptr) return trace();
     if constexpr (sizeof...(Children) <= 2 && (expr::is_tensor_leaf<Children> && ...)) {
       Tensor out;
       const bool done = std::apply(
           [&](const auto&... c) {
             const Tensor* operands[] = {expr::leaf_tensor(c)...};
-            return expr::eval_dense(ops::ew_op_id<Op>, operands, out, &types_);
+            return expr::eval_dense(kernels::ew_instr_id<Op>, operands, out, &types_);
           },
           children_);
       if (done) return out;
@@ -394,7 +394,7 @@ class Expr {
     return std::apply(
         [&](const auto&... c) {
           const expr::Lowered operands[] = {expr::lower_operand(L, c)...};
-          return expr::lower_apply_typed(L, ops::ew_op_id<Op>, operands, types_);
+          return expr::lower_apply_typed(L, kernels::ew_instr_id<Op>, operands, types_);
         },
         children_);
   }
@@ -406,7 +406,7 @@ class Expr {
     return std::apply(
         [&](const auto&... c) {
           const expr::Traced args[] = {expr::trace_node(c)...};
-          return expr::trace_apply(ops::ew_op_id<Op>, args);
+          return expr::trace_apply(kernels::ew_instr_id<Op>, args);
         },
         children_);
   }
@@ -447,69 +447,69 @@ struct EwFunction {
 };
 
 /// -x
-inline constexpr EwFunction<ops::Neg> neg{};
+inline constexpr EwFunction<kernels::ew::Neg> neg{};
 /// |x|
-inline constexpr EwFunction<ops::Abs> abs{};
+inline constexpr EwFunction<kernels::ew::Abs> abs{};
 /// e^x (integers compute as float32)
-inline constexpr EwFunction<ops::Exp> exp{};
+inline constexpr EwFunction<kernels::ew::Exp> exp{};
 /// natural log
-inline constexpr EwFunction<ops::Log> log{};
+inline constexpr EwFunction<kernels::ew::Log> log{};
 /// log(1 + x), accurate near 0
-inline constexpr EwFunction<ops::Log1p> log1p{};
-inline constexpr EwFunction<ops::Sqrt> sqrt{};
+inline constexpr EwFunction<kernels::ew::Log1p> log1p{};
+inline constexpr EwFunction<kernels::ew::Sqrt> sqrt{};
 /// 1 / sqrt(x)
-inline constexpr EwFunction<ops::Rsqrt> rsqrt{};
-inline constexpr EwFunction<ops::Square> square{};
+inline constexpr EwFunction<kernels::ew::Rsqrt> rsqrt{};
+inline constexpr EwFunction<kernels::ew::Square> square{};
 /// 1 / x
-inline constexpr EwFunction<ops::Reciprocal> reciprocal{};
+inline constexpr EwFunction<kernels::ew::Reciprocal> reciprocal{};
 /// -1, 0 or 1 (NaN stays NaN)
-inline constexpr EwFunction<ops::Sign> sign{};
-inline constexpr EwFunction<ops::Floor> floor{};
-inline constexpr EwFunction<ops::Ceil> ceil{};
+inline constexpr EwFunction<kernels::ew::Sign> sign{};
+inline constexpr EwFunction<kernels::ew::Floor> floor{};
+inline constexpr EwFunction<kernels::ew::Ceil> ceil{};
 /// rounds half to even
-inline constexpr EwFunction<ops::Round> round{};
-inline constexpr EwFunction<ops::Sin> sin{};
-inline constexpr EwFunction<ops::Cos> cos{};
-inline constexpr EwFunction<ops::Tanh> tanh{};
-inline constexpr EwFunction<ops::Sigmoid> sigmoid{};
+inline constexpr EwFunction<kernels::ew::Round> round{};
+inline constexpr EwFunction<kernels::ew::Sin> sin{};
+inline constexpr EwFunction<kernels::ew::Cos> cos{};
+inline constexpr EwFunction<kernels::ew::Tanh> tanh{};
+inline constexpr EwFunction<kernels::ew::Sigmoid> sigmoid{};
 /// max(x, 0)
-inline constexpr EwFunction<ops::Relu> relu{};
+inline constexpr EwFunction<kernels::ew::Relu> relu{};
 /// relu's gradient: `ms::relu_grad(g, x)` is g where x > 0, else 0
-inline constexpr EwFunction<ops::ReluGrad> relu_grad{};
+inline constexpr EwFunction<kernels::ew::ReluGrad> relu_grad{};
 /// gelu, exact (erf) form: `ms::gelu(x)`; the tanh form is `ms::gelu_tanh(x)`
-inline constexpr EwFunction<ops::Gelu> gelu{};
+inline constexpr EwFunction<kernels::ew::Gelu> gelu{};
 /// the error function
-inline constexpr EwFunction<ops::Erf> erf{};
-inline constexpr EwFunction<ops::GeluTanh> gelu_tanh{};
+inline constexpr EwFunction<kernels::ew::Erf> erf{};
+inline constexpr EwFunction<kernels::ew::GeluTanh> gelu_tanh{};
 /// x * sigmoid(x)
-inline constexpr EwFunction<ops::Silu> silu{};
+inline constexpr EwFunction<kernels::ew::Silu> silu{};
 /// x * relu6(x + 3) / 6: `ms::hardswish(x)`
-inline constexpr EwFunction<ops::Hardswish> hardswish{};
+inline constexpr EwFunction<kernels::ew::Hardswish> hardswish{};
 /// log(1 + e^x)
-inline constexpr EwFunction<ops::Softplus> softplus{};
-inline constexpr EwFunction<ops::LogicalNot> logical_not{};
-inline constexpr EwFunction<ops::Add> add{};
-inline constexpr EwFunction<ops::Sub> sub{};
-inline constexpr EwFunction<ops::Mul> mul{};
+inline constexpr EwFunction<kernels::ew::Softplus> softplus{};
+inline constexpr EwFunction<kernels::ew::LogicalNot> logical_not{};
+inline constexpr EwFunction<kernels::ew::Add> add{};
+inline constexpr EwFunction<kernels::ew::Sub> sub{};
+inline constexpr EwFunction<kernels::ew::Mul> mul{};
 /// true division (integers give float32)
-inline constexpr EwFunction<ops::Div> div{};
-inline constexpr EwFunction<ops::Pow> pow{};
+inline constexpr EwFunction<kernels::ew::Div> div{};
+inline constexpr EwFunction<kernels::ew::Pow> pow{};
 /// elementwise max of two operands (NaN propagates)
-inline constexpr EwFunction<ops::Maximum> maximum{};
+inline constexpr EwFunction<kernels::ew::Maximum> maximum{};
 /// elementwise min of two operands (NaN propagates)
-inline constexpr EwFunction<ops::Minimum> minimum{};
-inline constexpr EwFunction<ops::Eq> eq{};
-inline constexpr EwFunction<ops::Ne> ne{};
-inline constexpr EwFunction<ops::Lt> lt{};
-inline constexpr EwFunction<ops::Le> le{};
-inline constexpr EwFunction<ops::Gt> gt{};
-inline constexpr EwFunction<ops::Ge> ge{};
-inline constexpr EwFunction<ops::LogicalAnd> logical_and{};
-inline constexpr EwFunction<ops::LogicalOr> logical_or{};
+inline constexpr EwFunction<kernels::ew::Minimum> minimum{};
+inline constexpr EwFunction<kernels::ew::Eq> eq{};
+inline constexpr EwFunction<kernels::ew::Ne> ne{};
+inline constexpr EwFunction<kernels::ew::Lt> lt{};
+inline constexpr EwFunction<kernels::ew::Le> le{};
+inline constexpr EwFunction<kernels::ew::Gt> gt{};
+inline constexpr EwFunction<kernels::ew::Ge> ge{};
+inline constexpr EwFunction<kernels::ew::LogicalAnd> logical_and{};
+inline constexpr EwFunction<kernels::ew::LogicalOr> logical_or{};
 /// where(cond, x, y): x where cond is non-zero, else y. `ms::where(x > 0, x, 0.f)`
-inline constexpr EwFunction<ops::Where> where{};
+inline constexpr EwFunction<kernels::ew::Where> where{};
 /// clamp(x, lo, hi). `ms::clamp(x, -1.f, 1.f)`
-inline constexpr EwFunction<ops::Clamp> clamp{};
+inline constexpr EwFunction<kernels::ew::Clamp> clamp{};
 
 // ---------------------------------------------------------------- operators
 
@@ -568,7 +568,7 @@ auto operator!(A&& a) {
 template <Operand E>
 void assign(const Tensor& dst, E&& e) {
   const auto leaf = expr::make_leaf(std::forward<E>(e));
-  if (ops::active_tracer() != nullptr) return expr::trace_assign(dst, expr::trace_node(leaf));
+  if (expr::active_recorder() != nullptr) return expr::trace_assign(dst, expr::trace_node(leaf));
   expr::Lowering L;
   expr::evaluate_into(L, leaf.lower(L), dst);
 }

@@ -35,7 +35,7 @@
 
 #include "ms/core/tensor.hpp"
 #include "ms/ir/graph.hpp"
-#include "ms/shape/symbolic.hpp"
+#include "ms/core/symbolic.hpp"
 
 namespace ms::compiler::detail {
 

@@ -42,7 +42,7 @@
 #include "ms/jit/compile.hpp"
 #include "ms/jit/dynamic.hpp"
 #include "ms/jit/trace.hpp"
-#include "ms/shape/symbolic.hpp"
+#include "ms/core/symbolic.hpp"
 
 namespace ms {
 

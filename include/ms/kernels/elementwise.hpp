@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
-#include "ms/ops/elementwise.hpp"
+#include "ms/kernels/ew_instructions.hpp"
 
 namespace ms::kernels {
 
@@ -53,7 +53,7 @@ struct EwInstr {
   Kind kind = Kind::Load;
   DType type =
       DType::Float32;    ///< register type of the result (bool, int32, int64, float32, float64)
-  std::int16_t op = -1;  ///< ElementwiseOps id for Apply
+  std::int16_t op = -1;  ///< EwInstructions id for Apply
   std::int16_t dst = 0;
   std::int16_t a = -1, b = -1, c = -1;
   std::int32_t leaf = -1;  ///< index into the program's inputs for Load
@@ -89,7 +89,7 @@ struct EwOperand {
   ScalarKind kind = ScalarKind::Float;
 };
 
-/// Dtype inference of the op `op_id` (ElementwiseOps id).
+/// Dtype inference of the op `op_id` (EwInstructions id).
 EwTypes ew_infer_types(int op_id, std::span<const EwOperand> operands);
 
 /// Builds EwPrograms; registers are allocated as instructions are emitted.
@@ -116,7 +116,7 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
 /// Allocates the output (the only allocation) and runs the program.
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
 
-/// The dense kernel of one op (ElementwiseOps id) on `arity` buffers of the
+/// The dense kernel of one op (EwInstructions id) on `arity` buffers of the
 /// register type t: fn(in, out, n) computes out[i] = op(in[0][i], ...) for
 /// i < n, the values ew_run computes (the same kernel). Null when the op has
 /// none for t (bool, int32, int64, float32 or float64) or t is no register type.

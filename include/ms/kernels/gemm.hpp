@@ -18,9 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace Eigen {
-struct bfloat16;  // ms::bfloat16_t (ms/core/dtype.hpp)
-}  // namespace Eigen
+#include "ms/core/half.hpp"
 
 namespace ms::kernels {
 
@@ -101,7 +99,7 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
 ///
 ///   ms::kernels::gemm_bf16(false, false, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-               float alpha, const Eigen::bfloat16* a, std::int64_t lda, const Eigen::bfloat16* b,
+               float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
 
 /// One operand of a batched product: a base pointer, one element offset per

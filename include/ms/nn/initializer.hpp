@@ -27,8 +27,8 @@
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/tensor.hpp"
+#include "ms/core/shape.hpp"
 #include "ms/ops/random.hpp"
-#include "ms/shape/shape.hpp"
 
 namespace ms {
 namespace init {

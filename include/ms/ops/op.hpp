@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/expr/recorder.hpp"
 
 namespace ms::ops {
 
@@ -181,26 +182,18 @@ std::string ir_name(const OpDef& def);
 
 // ---------------------------------------------------------------- tracing
 /// One operand of a traced elementwise op: a tensor or a weak C++ number.
-struct EwTraceArg {
-  const Tensor* tensor = nullptr;  ///< null for a number
-  Scalar scalar = 0;
-};
+using EwTraceArg = expr::EwTraceArg;
 
 /// Records op calls instead of running them, while ms::jit traces a function
-/// on this thread. Implemented by the jit stage; the ops and expr stages only
-/// see this interface, so that lower stages never include higher ones.
-class Tracer {
+/// on this thread: the expressions' recorder (elementwise applications and
+/// in-place writes) and op calls. Implemented by the jit stage; the ops and
+/// expr stages only see this interface, so that lower stages never include
+/// higher ones.
+class Tracer : public expr::Recorder {
  public:
-  virtual ~Tracer() = default;
-  /// The id that symbolic tensors of this trace carry.
-  virtual std::uint32_t trace_id() const = 0;
   /// Records `def` applied to `inputs` (symbolic, or concrete: captured or constant).
   virtual std::vector<Tensor> record(const OpDef& def, std::span<const Tensor> inputs,
                                      const Attrs& attrs) = 0;
-  /// Records elementwise op `op_id` (an ElementwiseOps id) with tensor or number operands.
-  virtual Tensor record_elementwise(int op_id, std::span<const EwTraceArg> args) = 0;
-  /// Records an in-place write of `src` into `dst` (a parameter update), `what` names the API.
-  virtual void record_assign(const Tensor& dst, const Tensor& src, const char* what) = 0;
 };
 
 /// The tracer active on this thread, or nullptr.

@@ -1,11 +1,11 @@
 // Dynamic-shape specs (Dim, TensorSpec) and symbolic expressions (SymExpr).
 #include <doctest/doctest.h>
 
-#include <ms/shape/symbolic.hpp>
+#include <ms/core/symbolic.hpp>
 
 using namespace ms;
 
-TEST_SUITE("shape.symbolic") {
+TEST_SUITE("core.symbolic") {
   TEST_CASE("Dim: sizes, any, any rank, named symbols; bad sizes are ValueErrors") {
     CHECK(Dim(3).is_static());
     CHECK(Dim().is_any());

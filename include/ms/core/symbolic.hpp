@@ -1,6 +1,6 @@
-// ms/shape/symbolic.hpp — dynamic dims: specs (Dim, TensorSpec) and symbolic expressions.
+// ms/core/symbolic.hpp — dynamic dims: specs (Dim, TensorSpec) and symbolic expressions.
 //
-// Stage: shape. A `Dim` in a spec is a size, `kAnyDim` (-1: any size, a fresh
+// Stage: core. A `Dim` in a spec is a size, `kAnyDim` (-1: any size, a fresh
 // symbol) or a named symbol (`ms::Dim("batch")`: every dim with that name, in
 // any argument, has the same size). A `TensorSpec` is a dtype and a list of
 // dims, or any rank (`TensorSpec::any_rank(dtype)`, MindSpore's `(-2,)`).
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ms/core/dtype.hpp"
-#include "ms/shape/shape.hpp"
+#include "ms/core/shape.hpp"
 
 namespace ms {
 

@@ -1,6 +1,6 @@
-// ms/shape/shape.hpp — shapes: dims, broadcasting, checked element counts.
+// ms/core/shape.hpp — shapes: dims, broadcasting, checked element counts.
 //
-// Stage: shape (below the Tensor of core/tensor.hpp, which holds a Shape).
+// Stage: core (below the Tensor of core/tensor.hpp, which holds a Shape).
 // A dim is a size >= 0, or `kAnyDim` (-1, unknown size) in a shape spec;
 // `Shape{kAnyRank}` (-2) means unknown rank. Concrete tensors only hold sizes
 // >= 0; symbolic dims (named symbols) extend this in the dynamic-shape stage.

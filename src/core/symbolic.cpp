@@ -1,4 +1,4 @@
-#include "ms/shape/symbolic.hpp"
+#include "ms/core/symbolic.hpp"
 
 #include <cmath>
 #include <cstdio>

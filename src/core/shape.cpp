@@ -1,4 +1,4 @@
-#include "ms/shape/shape.hpp"
+#include "ms/core/shape.hpp"
 
 #include <limits>
 #include <sstream>

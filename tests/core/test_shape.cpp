@@ -1,11 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <limits>
-#include <ms/shape/shape.hpp>
+#include <ms/core/shape.hpp>
 
 using namespace ms;
 
-TEST_SUITE("shape") {
+TEST_SUITE("core.shape") {
   TEST_CASE("numel and strides") {
     CHECK(shape_numel(Shape{2, 3, 4}) == 24);
     CHECK(shape_numel(Shape{}) == 1);
