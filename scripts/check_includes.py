@@ -43,11 +43,6 @@ STAGES = [
 ]
 # Faults known and owned elsewhere, each with the change that removes it:
 # reported, not failed on; an entry that no longer occurs is a fault (remove it).
-PENDING = {
-    ("src/core/random.cpp", "ms/kernels/parallel.hpp"): "the random draws fill tensors on "
-    "kernels' thread pool; they leave core when they become op entries (with the removal of "
-    "core's random-trace bridge)",
-}
 LEVEL = {stage: i for i, names in enumerate(STAGES) for stage in names}
 UMBRELLAS = {"ms/ms.hpp", "ms/cell.hpp"}
 TOP = len(STAGES)
@@ -79,7 +74,7 @@ def level(stage: str) -> int:
 
 
 def check(root: Path) -> list[str]:
-    """The faults of the tree at `root`, printing notes on pending ones."""
+    """The faults of the tree at `root`."""
     files = sorted(
         p
         for top in ("include", "src")
@@ -87,8 +82,6 @@ def check(root: Path) -> list[str]:
         if p.is_file() and p.suffix in SOURCES
     )
     faults: list[str] = []
-    notes: list[str] = []
-    seen_pending: set[tuple[str, str]] = set()
     graph: dict[str, list[tuple[str, int]]] = {}  # header name -> (included header, line)
 
     for path in files:
@@ -120,11 +113,6 @@ def check(root: Path) -> list[str]:
                 faults.append(f"{where}: includes {target}, which does not exist")
                 continue
             if level(target_stage) > level(stage):
-                if (rel, target) in PENDING:
-                    seen_pending.add((rel, target))
-                    notes.append(f"{where}: pending: upward include of {target} "
-                                 f"({PENDING[(rel, target)]})")
-                    continue
                 faults.append(
                     f"{where}: upward include of {target}: stage '{stage or 'umbrella'}' "
                     f"includes stage '{target_stage or 'umbrella'}', which is above it"
@@ -164,10 +152,6 @@ def check(root: Path) -> list[str]:
         if state.get(h) is None:
             visit(h)
 
-    for rel, target in sorted(set(PENDING) - seen_pending):
-        faults.append(f"{rel}:1: no longer includes {target}: remove it from PENDING")
-    for n in notes:
-        print(n)
     return faults
 
 
@@ -196,8 +180,6 @@ def self_test() -> int:
         for name, text in files.items():
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text(text)
-        global PENDING
-        PENDING = {}
         faults = check(root)
         missing = [e for e in expected if not any(e in f for f in faults)]
         for m in missing:
