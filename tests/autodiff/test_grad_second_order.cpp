@@ -9,6 +9,7 @@
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/ms.hpp>
 #include <random>
+#include "pool_calls.hpp"
 
 using namespace ms;
 
@@ -54,7 +55,7 @@ const PoolCase kPools[] = {
 Tensor max_model(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& cc,
                  const PoolCase& pc) {
   const Tensor h = relu(conv2d(x, w, b, cc.opts));
-  return sum(square(max_pool2d(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)));
+  return sum(square(ms::test::max_pool(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)));
 }
 
 // conv -> tanh -> avg_pool -> index_select (channels, repeated) -> gather
@@ -67,7 +68,7 @@ struct Indices {
 Tensor avg_model(const Tensor& x, const Tensor& w, const Indices& ix) {
   const Tensor h =
       ms::tanh(conv2d(x, w, std::nullopt, {.stride = {2}, .padding = {1}, .groups = 2}));
-  const Tensor p = avg_pool2d(h, {3}, {2}, {1}, true, false);  // [N, 4, 3, 3]
+  const Tensor p = ms::test::avg_pool(h, {3}, {2}, {1}, true, false);  // [N, 4, 3, 3]
   const Tensor s = index_select(p, 1, ix.channels);
   const Tensor f = flatten(s, 1);  // [N, 36]
   const Tensor g = gather(f, 1, ix.positions);
@@ -132,12 +133,13 @@ TEST_SUITE("autodiff") {
                              {x, w}));
     // The pooling and indexing gradients, with the weight as a scale.
     check(testing::gradcheck(norm_of_grad([](const Tensor& a, const Tensor& k) {
-                               return sum(square(max_pool2d(Tensor(a * sum(k)), {3}, {1}, {1})));
+                               return sum(
+                                   square(ms::test::max_pool(Tensor(a * sum(k)), {3}, {1}, {1})));
                              }),
                              {x, w}));
     check(testing::gradcheck(
         norm_of_grad([](const Tensor& a, const Tensor& k) {
-          return sum(square(avg_pool2d(Tensor(a * sum(k)), {2}, {1}, {1}, false, false)));
+          return sum(square(ms::test::avg_pool(Tensor(a * sum(k)), {2}, {1}, {1}, false, false)));
         }),
         {x, w}));
     check(testing::gradcheck(
@@ -152,15 +154,15 @@ TEST_SUITE("autodiff") {
     const PoolCase& pc = kPools[1];
     Tensor w = rnd(cc.w, 8), b = rnd({cc.w[0]}, 9, -0.2, 0.2);
     const Tensor x = rnd(cc.x, 10);
-    const Tensor target = rnd(
-        max_pool2d(conv2d(x, w, b, cc.opts), pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)
-            .shape(),
-        11, 0, 1);
+    const Tensor target = rnd(ms::test::max_pool(conv2d(x, w, b, cc.opts), pc.kernel, pc.stride,
+                                                 pc.padding, {1}, pc.ceil_mode)
+                                  .shape(),
+                              11, 0, 1);
     // loss + 0.1 ||d loss / d x||^2, differentiated w.r.t. the conv weight and bias.
     auto total_of = [&](const Tensor& a, const Tensor& k, const Tensor& c) {
       auto loss = [&](const Tensor& xx) {
         const Tensor h = relu(conv2d(xx, k, c, cc.opts));
-        const Tensor y = max_pool2d(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode);
+        const Tensor y = ms::test::max_pool(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode);
         return mean(square(Tensor(y - target)));
       };
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
