@@ -291,28 +291,22 @@ void simplify(Graph& g) {
     const int out = n.outputs[0];
     const ops::TensorType& ot = g.value(out).type;
     int same = -1;  // the input that the node's value equals
-    const std::string_view name = n.def->name;
+    const ops::Algebra& alg = n.def->algebra;
     const auto& in = n.inputs;
-    if (is_ew(n) && in.size() == 2) {
-      // x + 0 is not x for floats: -0.0 + 0 = +0.0. x - 0, x * 1, x / 1 are.
-      const bool exact_add = !dtype_is_float(ot.dtype) && !dtype_is_complex(ot.dtype);
-      if ((name == "mul" && scalar_is(in[1], 1)) || (name == "div" && scalar_is(in[1], 1)) ||
-          (name == "add" && exact_add && scalar_is(in[1], 0)) ||
-          (name == "sub" && scalar_is(in[1], 0)))
+    if (in.size() == 2 && (alg.identity_right || alg.identity_left)) {
+      const bool exact = alg.identity_exact_for_floats ||
+                         (!dtype_is_float(ot.dtype) && !dtype_is_complex(ot.dtype));
+      if (exact && alg.identity_right && scalar_is(in[1], alg.identity))
         same = in[0];
-      else if ((name == "mul" && scalar_is(in[0], 1)) ||
-               (name == "add" && exact_add && scalar_is(in[0], 0)))
+      else if (exact && alg.identity_left && scalar_is(in[0], alg.identity))
         same = in[1];
-    } else if (is_ew(n) && name == "neg") {
+    } else if (in.size() == 1 && alg.involution) {
       const Node& p = g.producer(in[0]);
-      if (p.kind == NodeKind::Op && p.def->name == "neg") same = resolve(p.inputs[0]);
-    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" ||
-               name == "stop_gradient" || name == "flatten" || name == "contiguous") {
+      if (p.kind == NodeKind::Op && p.def == n.def && p.attrs == n.attrs)
+        same = resolve(p.inputs[0]);
+    } else if (in.size() == 1 && alg.identity_when_same_type &&
+               (alg.identity_when == nullptr || alg.identity_when(n.attrs))) {
       same = in[0];
-    } else if ((name == "transpose" || name == "permute") && in.size() == 1) {
-      if (name == "transpose" &&
-          n.attrs.get<std::int64_t>("axis0", name) == n.attrs.get<std::int64_t>("axis1", name))
-        same = in[0];
     }
     if (same >= 0 && is_output[static_cast<std::size_t>(out)] && g.producer(same).inputs.empty())
       same = -1;
@@ -339,14 +333,14 @@ void fold_transposed_matmuls(Graph& g) {
   for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
   auto rank2 = [&](int v) { return g.value(v).type.shape.rank() == 2; };
   auto is_t2 = [&](const Node& n) {
-    return n.kind == NodeKind::Op && n.def->name == "transpose" && n.inputs.size() == 1 &&
-           n.outputs.size() == 1 && rank2(n.outputs[0]) &&
-           n.attrs.get<std::int64_t>("axis0", "transpose") !=
-               n.attrs.get<std::int64_t>("axis1", "transpose");
+    return n.kind == NodeKind::Op && n.def == &ops::def_of<ops::Transpose>() &&
+           n.inputs.size() == 1 && n.outputs.size() == 1 && rank2(n.outputs[0]) &&
+           !ops::Transpose::is_identity(
+               ops::attrs_from<ops::Transpose::Attrs>(n.attrs, ops::Transpose::name));
   };
   static const ops::OpDef& mm = ops::def_of<ops::Matmul>();
-  static const ops::OpDef& tr = ops::op("transpose");
-  const ops::Attrs swap{{"axis0", std::int64_t{0}}, {"axis1", std::int64_t{1}}};
+  static const ops::OpDef& tr = ops::def_of<ops::Transpose>();
+  const ops::Attrs swap = ops::attrs_to(ops::Transpose::Attrs{.axis0 = 0, .axis1 = 1});
   for (Node& t : g.nodes) {
     if (!is_t2(t)) continue;
     const int mv = t.inputs[0];

@@ -115,15 +115,16 @@ void register_view_ops() {
                 .differentiable = true,
                 .infer = infer_select,
                 .eval = eval_select});
-  registry_add({.name = "stop_gradient",
-                .kind = OpKind::Layout,
-                .min_inputs = 1,
-                .max_inputs = 1,
-                .differentiable = false,
-                .infer = [](std::span<const TensorType> in,
-                            const Attrs&) { return std::vector<TensorType>{in[0]}; },
-                .eval = [](std::span<const Tensor> in,
-                           const Attrs&) { return std::vector<Tensor>{in[0]}; }});
+  registry_add(
+      {.name = "stop_gradient",
+       .kind = OpKind::Layout,
+       .min_inputs = 1,
+       .max_inputs = 1,
+       .differentiable = false,
+       .infer = [](std::span<const TensorType> in,
+                   const Attrs&) { return std::vector<TensorType>{in[0]}; },
+       .eval = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0]}; },
+       .algebra = {.identity_when_same_type = true}});
   ::ms::detail::set_symbolic_view_fn(symbolic_view);
   ::ms::detail::set_symbolic_assign_fn(symbolic_assign);
 }

@@ -78,7 +78,8 @@ void eliminate_dead_code(ir::Graph& g);
 void eliminate_common_subexpressions(ir::Graph& g);
 /// Evaluates ops whose inputs are all constants.
 void fold_constants(ir::Graph& g);
-/// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x.
+/// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x, as
+/// each op's `ops::Algebra` allows.
 void simplify(ir::Graph& g);
 /// Transpose(MatMul(Transpose(a), b)) -> MatMul(Transpose(b), a) (and the mirror
 /// form) for 2-D operands: weight gradients of x @ W^T come out contiguous.

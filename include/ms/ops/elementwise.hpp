@@ -29,6 +29,7 @@
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/tensor.hpp"
+#include "ms/ops/op.hpp"
 
 namespace ms::ops {
 
@@ -77,6 +78,7 @@ struct Neg {
   }
   static double ref(double x) { return -x; }
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Algebra algebra{.involution = true};
 };
 
 struct Abs {
@@ -381,6 +383,11 @@ struct Add {
   static double ref(double a, double b) { return a + b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  // x + 0 is not x for floats: -0.0 + 0 = +0.0
+  static constexpr Algebra algebra{.identity = 0,
+                                   .identity_right = true,
+                                   .identity_left = true,
+                                   .identity_exact_for_floats = false};
 };
 
 struct Sub {
@@ -391,6 +398,7 @@ struct Sub {
   static double ref(double a, double b) { return a - b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  static constexpr Algebra algebra{.identity = 0, .identity_right = true};
 };
 
 struct Mul {
@@ -401,6 +409,7 @@ struct Mul {
   static double ref(double a, double b) { return a * b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  static constexpr Algebra algebra{.identity = 1, .identity_right = true, .identity_left = true};
 };
 
 /// True division: integers divide as float32 (as PyTorch's `/`).
@@ -413,6 +422,7 @@ struct Div {
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
   static constexpr Domain domain[] = {{}, {.lo = -3, .hi = 3, .avoid_zero = true}};
+  static constexpr Algebra algebra{.identity = 1, .identity_right = true};
 };
 
 /// a ** b. Integer powers of integers stay integers (negative exponents give

@@ -60,6 +60,9 @@ struct Props {
   /// For a non-differentiable op whose gradient is not zero: why ms cannot
   /// differentiate through it (a gradient reaching it is then a ValueError).
   std::string_view no_grad_reason = {};
+  /// Facts for the jit's simplification (an entry whose attributes decide
+  /// whether it is the identity adds `static bool is_identity(const Attrs&)`).
+  Algebra algebra = {};
 };
 
 /// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.

@@ -33,7 +33,7 @@ struct Reshape {
   static constexpr std::string_view name = "reshape";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   struct Attrs {
     std::vector<std::int64_t> shape = {};
     static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
@@ -49,7 +49,7 @@ struct Transpose {
   static constexpr std::string_view name = "transpose";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   struct Attrs {
     std::int64_t axis0 = 0;
     std::int64_t axis1 = 1;
@@ -60,6 +60,8 @@ struct Transpose {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// Swapping an axis with itself changes nothing.
+  static bool is_identity(const Attrs& a) { return a.axis0 == a.axis1; }
   static Samples samples();
 };
 
@@ -117,7 +119,7 @@ struct Flatten {
   static constexpr std::string_view name = "flatten";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   struct Attrs {
     std::int64_t start = 0;
     std::int64_t end = -1;
@@ -136,7 +138,7 @@ struct BroadcastTo {
   static constexpr std::string_view name = "broadcast_to";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   struct Attrs {
     std::vector<std::int64_t> shape = {};
     static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
@@ -229,7 +231,7 @@ struct Cast {
   static constexpr std::string_view name = "cast";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   struct Attrs {
     DType dtype = float32;
     static constexpr auto fields() { return std::tuple{field("dtype", &Attrs::dtype)}; }
