@@ -114,7 +114,8 @@ TEST_SUITE("jit") {
         [](auto& in) {
           Tensor a = (in[0] * 1.f + 0.f) / 1.f - 0.f;
           Tensor b = -(-a);
-          return std::vector<Tensor>{b.reshape({2, 3}) + 1.f, cast(in[0], int32) * 1 + 0};
+          return std::vector<Tensor>{b.reshape({2, 3}) + 1.f, cast(in[0], int32) * 1 + 0,
+                                     transpose(b * 2.f, 1, 1), transpose(b * 3.f, 0, 1)};
         },
         {{2, 3}});
     const auto x = std::vector<Tensor>{arange(0, 6).reshape({2, 3})};
@@ -127,8 +128,10 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("div") == 0);
     // The + 1 stays, and so does the float + 0 (-0.0 + 0 is +0.0); the int + 0 goes.
     CHECK(g.count_op("add") == 2);
-    CHECK(g.count_op("mul") == 0);
+    CHECK(g.count_op("mul") == 2);  // b * 2, b * 3
     CHECK(g.count_op("cast") == 1);
+    // a transpose of an axis with itself goes, a real one stays
+    CHECK(g.count_op("transpose") == 1);
     CHECK(same(run(g, x), want));
   }
 
