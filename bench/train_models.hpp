@@ -49,7 +49,7 @@ struct MsMLP : ms::Cell<MsMLP> {
 };
 
 struct MsCNN : ms::Cell<MsCNN> {
-  ms::nn::Conv2d conv1{1, 32, 3, {.has_bias = true}}, conv2{32, 64, 3, {.has_bias = true}};
+  ms::nn::Conv2d conv1{1, 32, 3, {}, {.has_bias = true}}, conv2{32, 64, 3, {}, {.has_bias = true}};
   ms::nn::MaxPool2d pool{2};
   ms::nn::Dense fc1{3136, 128}, fc2{128, 10};
   MsCNN() { register_cells("conv1", conv1, "conv2", conv2, "pool", pool, "fc1", fc1, "fc2", fc2); }

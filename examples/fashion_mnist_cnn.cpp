@@ -6,7 +6,7 @@
 #include "fashion_mnist_common.hpp"
 
 struct CNN : ms::Cell<CNN> {
-  ms::nn::Conv2d conv1{1, 32, 3, {.has_bias = true}}, conv2{32, 64, 3, {.has_bias = true}};
+  ms::nn::Conv2d conv1{1, 32, 3, {}, {.has_bias = true}}, conv2{32, 64, 3, {}, {.has_bias = true}};
   ms::nn::MaxPool2d pool{2};
   ms::nn::Dense fc1{3136, 128}, fc2{128, 10};
   CNN() { register_cells("conv1", conv1, "conv2", conv2, "pool", pool, "fc1", fc1, "fc2", fc2); }

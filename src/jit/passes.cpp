@@ -10,8 +10,11 @@
 
 #include "ms/expr/expr.hpp"
 #include "ms/jit/compile.hpp"
+#include "ms/jit/detail/fused_ops.hpp"
 #include "ms/jit/dump.hpp"
+#include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
+#include "ms/ops/nn.hpp"
 
 namespace ms::compiler {
 namespace {
@@ -288,28 +291,22 @@ void simplify(Graph& g) {
     const int out = n.outputs[0];
     const ops::TensorType& ot = g.value(out).type;
     int same = -1;  // the input that the node's value equals
-    const std::string_view name = n.def->name;
+    const ops::Algebra& alg = n.def->algebra;
     const auto& in = n.inputs;
-    if (is_ew(n) && in.size() == 2) {
-      // x + 0 is not x for floats: -0.0 + 0 = +0.0. x - 0, x * 1, x / 1 are.
-      const bool exact_add = !dtype_is_float(ot.dtype) && !dtype_is_complex(ot.dtype);
-      if ((name == "mul" && scalar_is(in[1], 1)) || (name == "div" && scalar_is(in[1], 1)) ||
-          (name == "add" && exact_add && scalar_is(in[1], 0)) ||
-          (name == "sub" && scalar_is(in[1], 0)))
+    if (in.size() == 2 && (alg.identity_right || alg.identity_left)) {
+      const bool exact = alg.identity_exact_for_floats ||
+                         (!dtype_is_float(ot.dtype) && !dtype_is_complex(ot.dtype));
+      if (exact && alg.identity_right && scalar_is(in[1], alg.identity))
         same = in[0];
-      else if ((name == "mul" && scalar_is(in[0], 1)) ||
-               (name == "add" && exact_add && scalar_is(in[0], 0)))
+      else if (exact && alg.identity_left && scalar_is(in[0], alg.identity))
         same = in[1];
-    } else if (is_ew(n) && name == "neg") {
+    } else if (in.size() == 1 && alg.involution) {
       const Node& p = g.producer(in[0]);
-      if (p.kind == NodeKind::Op && p.def->name == "neg") same = resolve(p.inputs[0]);
-    } else if (name == "reshape" || name == "cast" || name == "broadcast_to" ||
-               name == "stop_gradient" || name == "flatten" || name == "contiguous") {
+      if (p.kind == NodeKind::Op && p.def == n.def && p.attrs == n.attrs)
+        same = resolve(p.inputs[0]);
+    } else if (in.size() == 1 && alg.identity_when_same_type &&
+               (alg.identity_when == nullptr || alg.identity_when(n.attrs))) {
       same = in[0];
-    } else if ((name == "transpose" || name == "permute") && in.size() == 1) {
-      if (name == "transpose" &&
-          n.attrs.get<std::int64_t>("axis0", name) == n.attrs.get<std::int64_t>("axis1", name))
-        same = in[0];
     }
     if (same >= 0 && is_output[static_cast<std::size_t>(out)] && g.producer(same).inputs.empty())
       same = -1;
@@ -336,14 +333,14 @@ void fold_transposed_matmuls(Graph& g) {
   for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
   auto rank2 = [&](int v) { return g.value(v).type.shape.rank() == 2; };
   auto is_t2 = [&](const Node& n) {
-    return n.kind == NodeKind::Op && n.def->name == "transpose" && n.inputs.size() == 1 &&
-           n.outputs.size() == 1 && rank2(n.outputs[0]) &&
-           n.attrs.get<std::int64_t>("axis0", "transpose") !=
-               n.attrs.get<std::int64_t>("axis1", "transpose");
+    return n.kind == NodeKind::Op && n.def == &ops::def_of<ops::Transpose>() &&
+           n.inputs.size() == 1 && n.outputs.size() == 1 && rank2(n.outputs[0]) &&
+           !ops::Transpose::is_identity(
+               ops::attrs_from<ops::Transpose::Attrs>(n.attrs, ops::Transpose::name));
   };
   static const ops::OpDef& mm = ops::def_of<ops::Matmul>();
-  static const ops::OpDef& tr = ops::op("transpose");
-  const ops::Attrs swap{{"axis0", std::int64_t{0}}, {"axis1", std::int64_t{1}}};
+  static const ops::OpDef& tr = ops::def_of<ops::Transpose>();
+  const ops::Attrs swap = ops::attrs_to(ops::Transpose::Attrs{.axis0 = 0, .axis1 = 1});
   for (Node& t : g.nodes) {
     if (!is_t2(t)) continue;
     const int mv = t.inputs[0];
@@ -379,134 +376,202 @@ void fold_transposed_matmuls(Graph& g) {
   }
 }
 
-// Activations folded into the op next to them (the CNN pattern conv2d ->
-// relu -> max_pool2d and its gradient), exact by construction:
-//   relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad(relu(y), gy){relu}
-//     (relu(y) > 0 exactly where y > 0: the pooled gradient keeps a window's
-//     value only when its chosen input is > 0, which is what relu_grad keeps);
-//   relu(conv2d(...)) -> conv2d(...){relu} (each output tile relu'd while in
-//     cache; float32/float64/int32/int64 only, see conv2d_infer);
-//   max_pool2d(conv2d(...), 2) -> the second output of conv2d(...){max_pool2x2}
-//     (the planes pooled right after they are written);
-//   max_pool2d_grad(conv2d(...){max_pool2x2}, gy) ->
-//     max_pool2x2_grad_index(index, gy), index the third output of
-//     conv2d(...){max_pool2x2, max_pool2x2_index}: the tap each window chose,
-//     noted by the forward (float32, float64), so the backward does not read
-//     the conv output back (a quarter byte per output element instead of 4 or 8).
-// The first rewrite comes first: it removes relu_grad's read of the conv
-// output, after which relu is that output's only reader. Each rewritten node
-// keeps its place (its new inputs precede the node it replaces); the node it
-// absorbed becomes dead. Nodes marked for dumping are left alone.
+// ---------------------------------------------------------------- fusion rules
+//
+// Fused forms of op patterns, one rule per pattern (as tinygrad's
+// PatternMatcher): a rule looks at one node and, when the pattern rooted there
+// matches, rewrites it into a fused op of the jit (ms/jit/detail/fused_ops.hpp).
+// The rules below fold the CNN pattern conv2d -> relu -> max_pool2d and its
+// gradient into one-pass forms, exact by construction. They run in table
+// order, each over the whole graph: the first removes relu_grad's read of the
+// conv output, after which relu is that output's only reader. A rewritten node
+// keeps its place (its new inputs precede the node it replaces); the nodes it
+// absorbed become dead. Nodes marked for dumping are left alone.
+
+namespace {
+
+// What a rule sees of the graph besides the node: readers of each value, the
+// graph outputs, and `repl` (old value -> the value replacing it) for rules
+// that redirect readers.
+struct FusionSite {
+  Graph& g;
+  std::vector<std::vector<int>> consumers;
+  std::vector<bool> is_output;
+  std::vector<int> repl;
+  // v is read by one node and is not a graph output
+  bool only_reader(int v) const {
+    return consumers[static_cast<std::size_t>(v)].size() == 1 &&
+           !is_output[static_cast<std::size_t>(v)];
+  }
+};
+
+struct FusionRule {
+  std::string_view pattern;
+  bool (*rewrite)(Node& n, FusionSite& s);  // true when it rewrote n
+};
+
+// n is an op of row `def` with one output, not marked for dumping.
+bool is_single(const Node& n, const ops::OpDef& def) {
+  return n.kind == NodeKind::Op && n.def == &def && n.outputs.size() == 1 &&
+         !dump_enabled(def.name);
+}
+
+bool fusable_dtype(DType dt) {
+  return dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int32 || dt == DType::Int64;
+}
+
+// max_pool2d with 2x2 windows at stride 2, no padding or dilation, floor.
+bool pool_is_2x2(const MaxPool2dOptions& a) {
+  using Ints = std::vector<std::int64_t>;
+  const auto all = [](const Ints& v, std::int64_t x) {
+    return !v.empty() && v.size() <= 2 &&
+           std::all_of(v.begin(), v.end(), [&](std::int64_t e) { return e == x; });
+  };
+  return all(a.kernel, 2) && (a.stride.empty() || all(a.stride, 2)) && all(a.padding, 0) &&
+         all(a.dilation, 1) && !a.ceil_mode;
+}
+
+template <class E>
+typename E::Attrs attrs_of(const Node& n) {
+  return ops::attrs_from<typename E::Attrs>(n.attrs, E::name);
+}
+
+// The conv2d (plain or fused) producing value v, as fused attributes; false
+// when v is not the first output of a conv.
+bool conv_attrs_at(const Graph& g, int v, fused::Conv2dFused::Attrs& a) {
+  const Node& c = g.producer(v);
+  if (c.kind != NodeKind::Op || g.value(v).index != 0) return false;
+  if (c.def == &ops::def_of<ops::Conv2d>()) {
+    if (dump_enabled(ops::Conv2d::name)) return false;
+    a = {};
+    static_cast<Conv2dOptions&>(a) = attrs_of<ops::Conv2d>(c);
+    return true;
+  }
+  if (c.def != &fused::def<fused::Conv2dFused>()) return false;
+  a = attrs_of<fused::Conv2dFused>(c);
+  return true;
+}
+
+// relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad_relu(relu(y), gy):
+// relu(y) > 0 exactly where y > 0, so the pooled gradient keeps a window's
+// value only when its chosen input is > 0, which is what relu_grad keeps.
+bool fuse_pool_grad_relu(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::ReluGrad>()) || n.inputs.size() != 2) return false;
+  const int gv = n.inputs[0], y = n.inputs[1];
+  const Node& pg = s.g.producer(gv);
+  if (!is_single(pg, ops::def_of<ops::MaxPool2dGrad>()) || !s.only_reader(gv) ||
+      s.g.value(gv).type != s.g.value(n.outputs[0]).type)
+    return false;
+  const Node& r = s.g.producer(pg.inputs[0]);
+  if (!is_single(r, ops::def_of<ops::Relu>()) || r.inputs.size() != 1 || r.inputs[0] != y)
+    return false;
+  n.def = &fused::def<fused::MaxPool2dGradRelu>();
+  n.ew_id = -1;
+  n.attrs = pg.attrs;
+  n.inputs = pg.inputs;
+  return true;
+}
+
+// relu(conv2d(...)) -> conv2d_fused{relu}(...): each output tile relu'd while
+// in cache.
+bool fuse_conv_relu(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::Relu>()) || n.inputs.size() != 1) return false;
+  const int cv = n.inputs[0];
+  const Node& c = s.g.producer(cv);
+  if (!is_single(c, ops::def_of<ops::Conv2d>()) || !s.only_reader(cv) ||
+      s.g.value(cv).type != s.g.value(n.outputs[0]).type ||
+      !fusable_dtype(s.g.value(cv).type.dtype))
+    return false;
+  fused::Conv2dFused::Attrs a;
+  static_cast<Conv2dOptions&>(a) = attrs_of<ops::Conv2d>(c);
+  a.relu = true;
+  n.def = &fused::def<fused::Conv2dFused>();
+  n.ew_id = -1;
+  n.attrs = ops::attrs_to(a);
+  n.inputs = c.inputs;
+  return true;
+}
+
+// max_pool2d(conv(...), 2) -> the second output of conv2d_fused{max_pool2x2}:
+// the planes pooled right after they are written. Readers of the pool's value
+// read that output instead, and the pool becomes dead.
+bool fuse_conv_pool(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::MaxPool2d>()) || n.inputs.size() != 1 ||
+      !pool_is_2x2(attrs_of<ops::MaxPool2d>(n)))
+    return false;
+  const int cv = n.inputs[0];
+  fused::Conv2dFused::Attrs a;
+  const ops::TensorType& ct = s.g.value(cv).type;
+  if (!conv_attrs_at(s.g, cv, a) || a.max_pool2x2 || !fusable_dtype(ct.dtype) ||
+      ct.shape.rank() != 4 || ct.shape[2] < 2 || ct.shape[3] < 2)
+    return false;
+  const int ci = s.g.value(cv).node;
+  Node& c = s.g.nodes[static_cast<std::size_t>(ci)];
+  const int nv = static_cast<int>(s.g.values.size());
+  s.g.values.push_back(ir::Value{s.g.value(n.outputs[0]).type, ci, 1, false});
+  c.outputs.push_back(nv);
+  a.max_pool2x2 = true;
+  c.def = &fused::def<fused::Conv2dFused>();
+  c.attrs = ops::attrs_to(a);
+  s.repl.resize(s.g.values.size(), -1);
+  s.repl[static_cast<std::size_t>(n.outputs[0])] = nv;
+  return true;
+}
+
+// max_pool2d_grad[_relu](conv2d_fused{max_pool2x2}'s output, gy) ->
+// max_pool2x2_grad_index(index, gy), index the third output of
+// conv2d_fused{max_pool2x2, max_pool2x2_index}: the tap each window chose,
+// noted by the forward (float32, float64), so the backward does not read the
+// conv output back (a quarter byte per output element instead of 4 or 8).
+bool fuse_pool_grad_index(Node& n, FusionSite& s) {
+  const bool relu = is_single(n, fused::def<fused::MaxPool2dGradRelu>());
+  if ((!relu && !is_single(n, ops::def_of<ops::MaxPool2dGrad>())) || n.inputs.size() != 2 ||
+      !pool_is_2x2(attrs_of<ops::MaxPool2dGrad>(n)))
+    return false;
+  const ir::Value x = s.g.value(n.inputs[0]);  // a copy: values grow below
+  Node& c = s.g.nodes[static_cast<std::size_t>(x.node)];
+  if (c.kind != NodeKind::Op || c.def != &fused::def<fused::Conv2dFused>() || x.index != 0 ||
+      dump_enabled(fused::Conv2dFused::name) ||
+      (x.type.dtype != DType::Float32 && x.type.dtype != DType::Float64))
+    return false;
+  auto a = attrs_of<fused::Conv2dFused>(c);
+  if (!a.max_pool2x2) return false;
+  if (!a.max_pool2x2_index) {
+    // conv2d_fused's pooled output (its second) has the index's shape
+    const ops::TensorType pooled = s.g.value(c.outputs[1]).type;
+    c.outputs.push_back(static_cast<int>(s.g.values.size()));
+    s.g.values.push_back(ir::Value{{DType::UInt8, pooled.shape}, x.node, 2, false});
+    a.max_pool2x2_index = true;
+    c.attrs = ops::attrs_to(a);
+  }
+  const Shape& xs = x.type.shape;
+  n.def = &fused::def<fused::MaxPool2x2GradIndex>();
+  n.ew_id = -1;
+  n.attrs = ops::attrs_to(fused::MaxPool2x2GradIndex::Attrs{{xs[2], xs[3]}, relu});
+  n.inputs = {c.outputs[2], n.inputs[1]};
+  return true;
+}
+
+constexpr FusionRule kFusionRules[] = {
+    {"relu_grad(max_pool2d_grad(relu(y), gy), y)", fuse_pool_grad_relu},
+    {"relu(conv2d(x, w))", fuse_conv_relu},
+    {"max_pool2d(conv2d(x, w), 2)", fuse_conv_pool},
+    {"max_pool2d_grad(conv2d_fused{max_pool2x2}(x, w), gy)", fuse_pool_grad_index},
+};
+
+}  // namespace
+
 void fuse_activations(Graph& g) {
-  static const ops::OpDef& pool_grad = ops::op("max_pool2d_grad");
-  static const ops::OpDef& conv = ops::op("conv2d");
-  static const ops::OpDef& pool_grad_index = ops::op("max_pool2x2_grad_index");
-  auto is_op = [&](const Node& n, std::string_view name) {
-    return n.kind == NodeKind::Op && n.def->name == name && n.outputs.size() == 1 &&
-           !dump_enabled(name);
-  };
-  auto with_relu = [](ops::Attrs a) {
-    a.set("relu", true);
-    return a;
-  };
-  auto fusable_dtype = [](DType dt) {
-    return dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int32 || dt == DType::Int64;
-  };
-  // max_pool2d with 2x2 windows at stride 2, no padding or dilation, floor.
-  auto pool_is_2x2 = [](const ops::Attrs& a) {
-    constexpr std::string_view op = "max_pool2d";
-    using Ints = std::vector<std::int64_t>;
-    const auto all = [](const Ints& v, std::int64_t x) {
-      return !v.empty() && v.size() <= 2 &&
-             std::all_of(v.begin(), v.end(), [&](std::int64_t e) { return e == x; });
-    };
-    const Ints k = a.get_or<Ints>("kernel_size", {}, op), s = a.get_or<Ints>("stride", {}, op);
-    return all(k, 2) && (s.empty() || all(s, 2)) && all(a.get_or<Ints>("padding", {0}, op), 0) &&
-           all(a.get_or<Ints>("dilation", {1}, op), 1) && !a.get_or<bool>("ceil_mode", false, op);
-  };
-  std::vector<int> repl;  // pass 2: old value -> the value replacing it
-  for (int pass = 0; pass < 4; ++pass) {
-    const auto consumers = consumers_of(g);
-    std::vector<bool> is_output(g.values.size(), false);
-    for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
-    auto only_reader = [&](int v) {  // v is read by one node and is not a graph output
-      return consumers[static_cast<std::size_t>(v)].size() == 1 &&
-             !is_output[static_cast<std::size_t>(v)];
-    };
+  for (const FusionRule& rule : kFusionRules) {
+    FusionSite s{g, consumers_of(g), std::vector<bool>(g.values.size(), false),
+                 std::vector<int>(g.values.size(), -1)};
+    for (int v : g.outputs) s.is_output[static_cast<std::size_t>(v)] = true;
     bool changed = false;
-    repl.assign(g.values.size(), -1);
-    for (Node& n : g.nodes) {
-      if (pass == 0 && is_op(n, "relu_grad") && n.inputs.size() == 2) {
-        const int gv = n.inputs[0], y = n.inputs[1];
-        const Node& pg = g.producer(gv);
-        if (!is_op(pg, "max_pool2d_grad") || pg.attrs.get_or<bool>("relu", false, "") ||
-            !only_reader(gv) || g.value(gv).type != g.value(n.outputs[0]).type)
-          continue;
-        const Node& r = g.producer(pg.inputs[0]);
-        if (!is_op(r, "relu") || r.inputs.size() != 1 || r.inputs[0] != y) continue;
-        n.def = &pool_grad;
-        n.ew_id = -1;
-        n.attrs = with_relu(pg.attrs);
-        n.inputs = pg.inputs;
-        changed = true;
-      } else if (pass == 1 && is_op(n, "relu") && n.inputs.size() == 1) {
-        const int cv = n.inputs[0];
-        const Node& c = g.producer(cv);
-        const DType dt = g.value(cv).type.dtype;
-        if (!is_op(c, "conv2d") || c.attrs.get_or<bool>("relu", false, "") || !only_reader(cv) ||
-            g.value(cv).type != g.value(n.outputs[0]).type || !fusable_dtype(dt))
-          continue;
-        n.def = &conv;
-        n.ew_id = -1;
-        n.attrs = with_relu(c.attrs);
-        n.inputs = c.inputs;
-        changed = true;
-      } else if (pass == 2 && is_op(n, "max_pool2d") && n.inputs.size() == 1 &&
-                 pool_is_2x2(n.attrs)) {
-        const int cv = n.inputs[0];
-        const int ci = g.value(cv).node;
-        Node& c = g.nodes[static_cast<std::size_t>(ci)];
-        const ops::TensorType& ct = g.value(cv).type;
-        if (!is_op(c, "conv2d") || c.attrs.get_or<bool>("max_pool2x2", false, "") ||
-            !fusable_dtype(ct.dtype) || ct.shape.rank() != 4 || ct.shape[2] < 2 || ct.shape[3] < 2)
-          continue;
-        // conv2d gets the pooled value as its second output; readers of the
-        // pool's value read that instead, and the pool becomes dead.
-        const int nv = static_cast<int>(g.values.size());
-        g.values.push_back(ir::Value{g.value(n.outputs[0]).type, ci, 1, false});
-        c.outputs.push_back(nv);
-        c.attrs.set("max_pool2x2", true);
-        repl.resize(g.values.size(), -1);
-        repl[static_cast<std::size_t>(n.outputs[0])] = nv;
-        changed = true;
-      } else if (pass == 3 && is_op(n, "max_pool2d_grad") && n.inputs.size() == 2 &&
-                 pool_is_2x2(n.attrs)) {
-        const ir::Value x = g.value(n.inputs[0]);  // a copy: values grow below
-        Node& c = g.nodes[static_cast<std::size_t>(x.node)];
-        if (c.kind != NodeKind::Op || c.def != &conv || x.index != 0 ||
-            !c.attrs.get_or<bool>("max_pool2x2", false, "") || dump_enabled("conv2d") ||
-            (x.type.dtype != DType::Float32 && x.type.dtype != DType::Float64))
-          continue;
-        if (!c.attrs.get_or<bool>("max_pool2x2_index", false, "")) {
-          // conv2d's pooled output (its second) has the index's shape
-          const ops::TensorType pooled = g.value(c.outputs[1]).type;
-          c.outputs.push_back(static_cast<int>(g.values.size()));
-          g.values.push_back(ir::Value{{DType::UInt8, pooled.shape}, x.node, 2, false});
-          c.attrs.set("max_pool2x2_index", true);
-        }
-        const Shape& xs = x.type.shape;
-        ops::Attrs a;
-        a.set("input_hw", std::vector<std::int64_t>{xs[2], xs[3]});
-        a.set("relu", n.attrs.get_or<bool>("relu", false, "max_pool2d_grad"));
-        n.def = &pool_grad_index;
-        n.ew_id = -1;
-        n.attrs = std::move(a);
-        n.inputs = {c.outputs[2], n.inputs[1]};
-        changed = true;
-      }
-    }
-    if (pass == 2 && changed) g = rebuild(g, identity_order(g), repl);
-    if (changed) eliminate_dead_code(g);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) changed |= rule.rewrite(g.nodes[i], s);
+    if (!changed) continue;
+    if (std::any_of(s.repl.begin(), s.repl.end(), [](int v) { return v >= 0; }))
+      g = rebuild(g, identity_order(g), s.repl);
+    eliminate_dead_code(g);
   }
 }
 

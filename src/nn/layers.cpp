@@ -87,35 +87,37 @@ std::string Dense::extra_repr() const {
 
 // ------------------------------------------------------------------ Conv2d
 
-Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::vector<std::int64_t> k, Conv2dOptions o)
+Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::vector<std::int64_t> k, Conv2dOptions c,
+               Conv2dCellOptions o)
     : in_channels(in),
       out_channels(out),
       kernel_size(two(k, "Conv2d", "kernel_size")),
-      opts(std::move(o)) {
-  check_mode(opts.pad_mode, "Conv2d");
-  opts.stride = two(opts.stride, "Conv2d", "stride");
-  opts.dilation = two(opts.dilation, "Conv2d", "dilation");
-  opts.padding = two(opts.padding, "Conv2d", "padding");
+      conv(std::move(c)),
+      cell(std::move(o)) {
+  check_mode(cell.pad_mode, "Conv2d");
+  conv.stride = two(conv.stride, "Conv2d", "stride");
+  conv.dilation = two(conv.dilation, "Conv2d", "dilation");
+  conv.padding = two(conv.padding, "Conv2d", "padding");
   MS_CHECK(in > 0 && out > 0, ValueError, "Conv2d: in_channels and out_channels must be > 0, got ",
            in, " and ", out);
-  MS_CHECK(opts.group > 0 && in % opts.group == 0 && out % opts.group == 0, ValueError,
-           "Conv2d: group ", opts.group, " must be > 0 and divide in_channels ", in,
+  MS_CHECK(conv.groups > 0 && in % conv.groups == 0 && out % conv.groups == 0, ValueError,
+           "Conv2d: groups ", conv.groups, " must be > 0 and divide in_channels ", in,
            " and out_channels ", out);
   MS_CHECK(kernel_size[0] > 0 && kernel_size[1] > 0, ValueError, "Conv2d: kernel_size ",
            ints(kernel_size), " must be > 0");
-  MS_CHECK(opts.pad_mode == "pad" || (opts.padding[0] == 0 && opts.padding[1] == 0), ValueError,
-           "Conv2d: padding ", ints(opts.padding), " needs pad_mode \"pad\", got \"", opts.pad_mode,
+  MS_CHECK(cell.pad_mode == "pad" || (conv.padding[0] == 0 && conv.padding[1] == 0), ValueError,
+           "Conv2d: padding ", ints(conv.padding), " needs pad_mode \"pad\", got \"", cell.pad_mode,
            "\"");
   weight =
-      Parameter(initializer(opts.weight_init,
-                            {out, in / opts.group, kernel_size[0], kernel_size[1]}, opts.dtype),
+      Parameter(initializer(cell.weight_init,
+                            {out, in / conv.groups, kernel_size[0], kernel_size[1]}, cell.dtype),
                 "weight");
   register_parameter("weight", weight);
-  if (opts.has_bias) {
-    const double fan_in = static_cast<double>(in / opts.group * kernel_size[0] * kernel_size[1]);
+  if (cell.has_bias) {
+    const double fan_in = static_cast<double>(in / conv.groups * kernel_size[0] * kernel_size[1]);
     InitSpec b =
-        opts.bias_init ? *opts.bias_init : InitSpec(init::Uniform(1.0 / std::sqrt(fan_in)));
-    bias = Parameter(initializer(b, {out}, opts.dtype), "bias");
+        cell.bias_init ? *cell.bias_init : InitSpec(init::Uniform(1.0 / std::sqrt(fan_in)));
+    bias = Parameter(initializer(b, {out}, cell.dtype), "bias");
     register_parameter("bias", bias);
   }
 }
@@ -123,73 +125,75 @@ Conv2d::Conv2d(std::int64_t in, std::int64_t out, std::vector<std::int64_t> k, C
 Tensor Conv2d::construct(const Tensor& x) const {
   MS_CHECK(x.rank() == 4 && x.dim(1) == in_channels, ShapeError, "Conv2d: input of shape ",
            x.shape(), " must be [N, ", in_channels, ", H, W]");
-  std::vector<std::int64_t> padding = opts.padding;
+  Conv2dOptions o = conv;
   Tensor in = x;
-  if (opts.pad_mode == "same")
-    in = pad_same(x, kernel_size, opts.stride, opts.dilation, padding);
-  else if (opts.pad_mode == "valid")
-    padding = {0, 0};
+  if (cell.pad_mode == "same")
+    in = pad_same(x, kernel_size, conv.stride, conv.dilation, o.padding);
+  else if (cell.pad_mode == "valid")
+    o.padding = {0, 0};
   std::optional<Tensor> b;
   if (bias.defined()) b = bias;
-  return conv2d(
-      in, weight, b,
-      {.stride = opts.stride, .padding = padding, .dilation = opts.dilation, .groups = opts.group});
+  return conv2d(in, weight, b, o);
 }
 
 std::string Conv2d::extra_repr() const {
   return detail::str_cat("input_channels=", in_channels, ", output_channels=", out_channels,
-                         ", kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
-                         ", pad_mode=", opts.pad_mode, ", padding=", ints(opts.padding),
-                         ", dilation=", ints(opts.dilation), ", group=", opts.group,
+                         ", kernel_size=", ints(kernel_size), ", stride=", ints(conv.stride),
+                         ", pad_mode=", cell.pad_mode, ", padding=", ints(conv.padding),
+                         ", dilation=", ints(conv.dilation), ", group=", conv.groups,
                          ", has_bias=", bias.defined() ? "True" : "False");
 }
 
 // ------------------------------------------------------------------ pooling
 
-MaxPool2d::MaxPool2d(std::vector<std::int64_t> k, Pool2dOptions o)
-    : kernel_size(two(k, "MaxPool2d", "kernel_size")), opts(std::move(o)) {
-  check_mode(opts.pad_mode, "MaxPool2d");
-  opts.stride = two(opts.stride.empty() ? kernel_size : opts.stride, "MaxPool2d", "stride");
-  opts.padding = two(opts.padding, "MaxPool2d", "padding");
+namespace {
+
+// The pooling cells' options with 2 values per list and the pad mode checked.
+template <class O>
+O pool_options(O o, const std::string& pad_mode, std::string_view api) {
+  check_mode(pad_mode, api);
+  o.kernel = two(o.kernel, api, "kernel");
+  o.stride = two(o.stride.empty() ? o.kernel : o.stride, api, "stride");
+  o.padding = two(o.padding, api, "padding");
+  MS_CHECK(pad_mode == "pad" || (o.padding[0] == 0 && o.padding[1] == 0), ValueError, api,
+           ": padding ", ints(o.padding), " needs pad_mode \"pad\", got \"", pad_mode, "\"");
+  return o;
+}
+
+}  // namespace
+
+MaxPool2d::MaxPool2d(MaxPool2dOptions o, std::string mode)
+    : opts(pool_options(std::move(o), mode, "MaxPool2d")), pad_mode(std::move(mode)) {
+  opts.dilation = two(opts.dilation, "MaxPool2d", "dilation");
 }
 
 Tensor MaxPool2d::construct(const Tensor& x) const {
-  std::vector<std::int64_t> padding =
-      opts.pad_mode == "pad" ? opts.padding : std::vector<std::int64_t>{0, 0};
-  Tensor in = x;
-  if (opts.pad_mode == "same") {
-    MS_CHECK(x.rank() >= 3, ShapeError, "MaxPool2d: input of shape ", x.shape(),
-             " must be [N, C, H, W] or [C, H, W]");
-    in = pad_same(x, kernel_size, opts.stride, {1, 1}, padding,
-                  -std::numeric_limits<double>::infinity());
-  }
-  return max_pool2d(in, kernel_size, opts.stride, padding, {1, 1}, opts.ceil_mode);
+  if (pad_mode != "same") return max_pool2d(x, opts);
+  MS_CHECK(x.rank() >= 3, ShapeError, "MaxPool2d: input of shape ", x.shape(),
+           " must be [N, C, H, W] or [C, H, W]");
+  MaxPool2dOptions o = opts;
+  const Tensor in = pad_same(x, opts.kernel, opts.stride, opts.dilation, o.padding,
+                             -std::numeric_limits<double>::infinity());
+  return max_pool2d(in, o);
 }
 
 std::string MaxPool2d::extra_repr() const {
-  return detail::str_cat("kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
-                         ", pad_mode=", opts.pad_mode);
+  return detail::str_cat("kernel_size=", ints(opts.kernel), ", stride=", ints(opts.stride),
+                         ", pad_mode=", pad_mode);
 }
 
-AvgPool2d::AvgPool2d(std::vector<std::int64_t> k, Pool2dOptions o)
-    : kernel_size(two(k, "AvgPool2d", "kernel_size")), opts(std::move(o)) {
-  check_mode(opts.pad_mode, "AvgPool2d");
-  opts.stride = two(opts.stride.empty() ? kernel_size : opts.stride, "AvgPool2d", "stride");
-  opts.padding = two(opts.padding, "AvgPool2d", "padding");
-  MS_CHECK(opts.pad_mode != "same", ValueError,
+AvgPool2d::AvgPool2d(AvgPool2dOptions o, std::string mode)
+    : opts(pool_options(std::move(o), mode, "AvgPool2d")), pad_mode(std::move(mode)) {
+  MS_CHECK(pad_mode != "same", ValueError,
            "AvgPool2d: pad_mode \"same\" is not supported (the divisor of padded windows differs "
            "between frameworks); use \"pad\" with count_include_pad semantics or \"valid\"");
 }
 
-Tensor AvgPool2d::construct(const Tensor& x) const {
-  std::vector<std::int64_t> padding =
-      opts.pad_mode == "pad" ? opts.padding : std::vector<std::int64_t>{0, 0};
-  return avg_pool2d(x, kernel_size, opts.stride, padding, opts.ceil_mode, true);
-}
+Tensor AvgPool2d::construct(const Tensor& x) const { return avg_pool2d(x, opts); }
 
 std::string AvgPool2d::extra_repr() const {
-  return detail::str_cat("kernel_size=", ints(kernel_size), ", stride=", ints(opts.stride),
-                         ", pad_mode=", opts.pad_mode);
+  return detail::str_cat("kernel_size=", ints(opts.kernel), ", stride=", ints(opts.stride),
+                         ", pad_mode=", pad_mode);
 }
 
 // ------------------------------------------------------------------ activations, dropout

@@ -67,6 +67,14 @@ GradFn ew_grad_fn() {
     return {};
 }
 
+template <class Op>
+constexpr Algebra ew_algebra() {
+  if constexpr (requires { Op::algebra; })
+    return Op::algebra;
+  else
+    return {};
+}
+
 template <class... Ops>
 void register_list(OpList<Ops...>) {
   (registry_add(OpDef{
@@ -87,6 +95,7 @@ void register_list(OpList<Ops...>) {
              return std::vector<Tensor>{expr::evaluate(L, root)};
            },
        .grad = ew_grad_fn<Ops>(),
+       .algebra = ew_algebra<Ops>(),
    }),
    ...);
 }

@@ -85,14 +85,6 @@ void registry_add(OpDef def) {
   storage().push_back(std::move(def));
   table().push_back(&storage().back());
 }
-void set_grad(std::string_view name, GradFn fn) {
-  for (OpDef& d : storage())
-    if (d.name == name) {
-      d.grad = std::move(fn);
-      return;
-    }
-  ::ms::detail::raise<ValueError>("op registry: set_grad: no op named '", name, "'");
-}
 }  // namespace detail
 
 const std::vector<const OpDef*>& registry() {

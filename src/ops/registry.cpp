@@ -12,7 +12,6 @@ void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
 void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic views)
 void register_host_ops();         // src/ops/host.cpp (host callbacks: hooks in graphs)
 void register_random_ops();       // src/ops/random.cpp (random functions under a trace)
-void register_grads();            // src/ops/grad.cpp (gradient rules of every group)
 
 void register_all() {
   register_elementwise_ops();
@@ -23,7 +22,6 @@ void register_all() {
   register_view_ops();
   register_host_ops();
   register_random_ops();
-  register_grads();
 }
 
 }  // namespace ms::ops::detail

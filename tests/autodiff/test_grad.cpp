@@ -91,168 +91,24 @@ std::vector<GradCase> grad_cases() {
                  return ops::custom_grad(vjp, {x[0], x[1]}, Tensor(x[0] * x[1]), "test");
                },
                {r34, random_tensor(float64, {3, 4}, {-2, 2}, 58)}});
-  // conv2d (input, weight, bias) and pooling.
-  c.push_back({"conv2d",
-               "stride 2, padding 1, groups 2, bias",
-               [](const auto& x) {
-                 return conv2d(x[0], x[1], x[2], {.stride = {2}, .padding = {1}, .groups = 2});
-               },
-               {random_tensor(float64, {2, 4, 5, 5}, {-2, 2}, 40),
-                random_tensor(float64, {6, 2, 3, 3}, {-2, 2}, 41),
-                random_tensor(float64, {6}, {-2, 2}, 42)}});
-  c.push_back({"conv2d",
-               "dilation 2, padding (2, 1), stride (1, 2), no bias",
-               [](const auto& x) {
-                 return conv2d(x[0], x[1], std::nullopt,
-                               {.stride = {1, 2}, .padding = {2, 1}, .dilation = {2}});
-               },
-               {random_tensor(float64, {1, 3, 6, 7}, {-2, 2}, 43),
-                random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 44)}});
-  c.push_back({"conv2d",
-               "1x1 (the direct GEMM path)",
-               [](const auto& x) { return conv2d(x[0], x[1], x[2]); },
-               {random_tensor(float64, {2, 3, 3, 4}, {-2, 2}, 45),
-                random_tensor(float64, {5, 3, 1, 1}, {-2, 2}, 46),
-                random_tensor(float64, {5}, {-2, 2}, 47)}});
-  // Max pooling: distinct values (no ties), at least 0.01 apart, so that a
-  // step of 1e-6 never changes which element is the maximum.
-  const auto distinct = [](const Shape& s, unsigned seed) {
-    std::vector<double> v(static_cast<std::size_t>(shape_numel(s)));
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * static_cast<double>(i) - 1.0;
-    std::shuffle(v.begin(), v.end(), std::mt19937(seed));
-    return from_vector(v, s);
-  };
-  c.push_back({"max_pool2d",
-               "2x2",
-               [](const auto& x) {
-                 return max_pool2d(x[0], {2, 2});
-               },
-               {distinct({2, 3, 4, 6}, 48)}});
-  c.push_back({"max_pool2d",
-               "3x3 stride 2 pad 1 dilation 1, ceil mode (overlapping windows)",
-               [](const auto& x) { return max_pool2d(x[0], {3}, {2}, {1}, {1}, true); },
-               {distinct({1, 2, 6, 7}, 49)}});
-  c.push_back({"max_pool2d",
-               "2x3 dilation 2, 3-D input",
-               [](const auto& x) {
-                 return max_pool2d(x[0], {2, 3}, {1}, {0}, {2});
-               },
-               {distinct({2, 6, 7}, 50)}});
-  c.push_back({"avg_pool2d",
-               "2x2",
-               [](const auto& x) {
-                 return avg_pool2d(x[0], {2, 2});
-               },
-               {random_tensor(float64, {2, 3, 4, 6}, {-2, 2}, 51)}});
-  c.push_back({"avg_pool2d",
-               "3x3 stride 2 pad 1, ceil mode, padding not counted",
-               [](const auto& x) { return avg_pool2d(x[0], {3}, {2}, {1}, true, false); },
-               {random_tensor(float64, {1, 2, 6, 7}, {-2, 2}, 52)}});
-  c.push_back({"avg_pool2d",
-               "3x2 stride 1 pad 1, padding counted, 3-D input",
-               [](const auto& x) {
-                 return avg_pool2d(x[0], {3, 2}, {1}, {1}, false, true);
-               },
-               {random_tensor(float64, {2, 5, 4}, {-2, 2}, 53)}});
-  c.push_back({"softmax_cross_entropy",
-               "int64 labels",
-               [](const auto& x) { return softmax_cross_entropy(x[0], x[1]); },
-               {random_tensor(float64, {4, 5}, {-2, 2}, 58), tensor({0, 4, 2, 4}, int64)}});
-  // The backward ops, differentiable again (grad of grad): each is linear in
-  // its gradient input (conv2d's bilinear), so central differences are exact up
-  // to rounding. A last input row no window reaches (9 rows, kernel 3, stride
-  // 3, padding 1: windows end at row 7) checks the transposes' edges.
-  const Conv2dOptions strided{.stride = {3, 2}, .padding = {1}, .groups = 2};
-  const Conv2dOptions dilated{.stride = {1, 2}, .padding = {2, 1}, .dilation = {2}};
-  c.push_back({"conv2d_grad_input",
-               "stride (3, 2), padding 1, groups 2, a row no window reaches",
-               [=](const auto& x) {
-                 return conv2d_grad_input(x[0], x[1], {2, 4, 9, 6}, strided);
-               },
-               {random_tensor(float64, {2, 6, 3, 3}, {-2, 2}, 70),
-                random_tensor(float64, {6, 2, 3, 3}, {-2, 2}, 71)}});
-  c.push_back({"conv2d_grad_input",
-               "dilation 2, padding (2, 1), stride (1, 2)",
-               [=](const auto& x) {
-                 return conv2d_grad_input(x[0], x[1], {1, 3, 6, 7}, dilated);
-               },
-               {random_tensor(float64, {1, 2, 8, 3}, {-2, 2}, 72),
-                random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 73)}});
-  c.push_back({"conv2d_grad_weight",
-               "stride (3, 2), padding 1, groups 2, a row no window reaches",
-               [=](const auto& x) {
-                 return conv2d_grad_weight(x[0], x[1], {6, 2, 3, 3}, strided);
-               },
-               {random_tensor(float64, {2, 4, 9, 6}, {-2, 2}, 74),
-                random_tensor(float64, {2, 6, 3, 3}, {-2, 2}, 75)}});
-  c.push_back({"conv2d_grad_weight",
-               "dilation 2, padding (2, 1), stride (1, 2)",
-               [=](const auto& x) {
-                 return conv2d_grad_weight(x[0], x[1], {2, 3, 2, 3}, dilated);
-               },
-               {random_tensor(float64, {1, 3, 6, 7}, {-2, 2}, 76),
-                random_tensor(float64, {1, 2, 8, 3}, {-2, 2}, 77)}});
-  // max_pool2d_grad(x, gy): linear in gy; in x a step function, 0 almost
-  // everywhere (distinct x: a step of 1e-6 never moves a window's maximum).
-  const auto pool_grad_case = [&](std::string what, std::vector<std::int64_t> k,
-                                  std::vector<std::int64_t> s, std::vector<std::int64_t> p,
-                                  std::vector<std::int64_t> d, bool ceil, Tensor x,
-                                  std::vector<int> skip = {}) {
-    const Tensor gy = random_tensor(float64, max_pool2d(x, k, s, p, d, ceil).shape(), {-2, 2}, 78);
-    c.push_back({"max_pool2d_grad",
-                 what,
-                 [=](const auto& v) { return max_pool2d_grad(v[0], v[1], k, s, p, d, ceil); },
-                 {x, gy},
-                 skip});
-  };
-  pool_grad_case("2x2", {2, 2}, {}, {0, 0}, {1, 1}, false, distinct({2, 3, 4, 6}, 79));
-  pool_grad_case("3x3 stride 2 pad 1, ceil mode (overlapping windows)", {3}, {2}, {1}, {1}, true,
-                 distinct({1, 2, 6, 7}, 80));
-  pool_grad_case("2x3 dilation 2, 3-D input", {2, 3}, {1}, {0}, {2}, false,
-                 distinct({2, 6, 7}, 81));
-  // Ties (the first maximum), NaN (the last one), a window of -inf next to
-  // padding (its first tap inside the input), a window whose maximum 0 comes
-  // after padding taps (padding is never chosen), overlapping windows: only gy
-  // (x is not differentiable there).
+  // max_pool2d_grad(x, gy) at ties (the first maximum), NaN (the last one), a
+  // window of -inf next to padding (its first tap inside the input), a window
+  // whose maximum 0 comes after padding taps (padding is never chosen),
+  // overlapping windows: only gy (x is not differentiable there). Its other
+  // cases: the entry's samples.
   const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
-  pool_grad_case("ties, NaN, -inf, 3x3 stride 1 pad 1", {3}, {1}, {1}, {1}, false,
-                 tensor({{-1.0, 0.0, 2.0, 2.0, nan},
-                         {0.0, -3.0, 1.0, 2.0, nan},
-                         {0.5, 0.5, 3.0, 3.0, 1.0},
-                         {-inf, -inf, 3.0, 0.0, -1.0},
-                         {-inf, -inf, -2.0, 0.0, -1.0}})
-                     .reshape({1, 5, 5}),
-                 {0});
-  // The jit's activation fusion sets "relu" (x = relu(y)): a window whose
-  // chosen input is not > 0 passes nothing, in the gradient's gradient too.
+  const Tensor ties = tensor({{-1.0, 0.0, 2.0, 2.0, nan},
+                              {0.0, -3.0, 1.0, 2.0, nan},
+                              {0.5, 0.5, 3.0, 3.0, 1.0},
+                              {-inf, -inf, 3.0, 0.0, -1.0},
+                              {-inf, -inf, -2.0, 0.0, -1.0}})
+                          .reshape({1, 5, 5});
+  const MaxPool2dOptions three{.kernel = {3}, .stride = {1}, .padding = {1}};
   c.push_back({"max_pool2d_grad",
-               "with the fused relu attribute, 3x3 stride 2 pad 1",
-               [](const auto& v) {
-                 return ops::call1(ops::op("max_pool2d_grad"), {v[0], v[1]},
-                                   {{"kernel_size", std::vector<std::int64_t>{3}},
-                                    {"stride", std::vector<std::int64_t>{2}},
-                                    {"padding", std::vector<std::int64_t>{1}},
-                                    {"relu", true}});
-               },
-               {distinct({1, 2, 6, 7}, 89), random_tensor(float64, {1, 2, 3, 4}, {-2, 2}, 90)}});
-  c.push_back({"avg_pool2d_grad",
-               "2x2",
-               [](const auto& x) {
-                 return avg_pool2d_grad(x[0], {2, 3, 4, 6}, {2, 2});
-               },
-               {random_tensor(float64, {2, 3, 2, 3}, {-2, 2}, 82)}});
-  c.push_back({"avg_pool2d_grad",
-               "3x3 stride 2 pad 1, ceil mode, padding not counted",
-               [](const auto& x) {
-                 return avg_pool2d_grad(x[0], {1, 2, 6, 7}, {3}, {2}, {1}, true, false);
-               },
-               {random_tensor(float64, {1, 2, 4, 4}, {-2, 2}, 83)}});
-  c.push_back({"avg_pool2d_grad",
-               "3x2 stride 1 pad 1, padding counted, 3-D input",
-               [](const auto& x) {
-                 return avg_pool2d_grad(x[0], {2, 5, 4}, {3, 2}, {1}, {1}, false, true);
-               },
-               {random_tensor(float64, {2, 5, 5}, {-2, 2}, 84)}});
+               "ties, NaN, -inf, 3x3 stride 1 pad 1",
+               [=](const auto& v) { return max_pool2d_grad(v[0], v[1], three); },
+               {ties, random_tensor(float64, max_pool2d(ties, three).shape(), {-2, 2}, 78)},
+               {0}});
   return c;
 }
 }  // namespace
@@ -272,7 +128,7 @@ TEST_SUITE("autodiff") {
     for (const ops::OpDef* d : ops::registry()) {
       if (!d->differentiable) continue;
       CHECK_MESSAGE(static_cast<bool>(d->grad), "op '", d->name,
-                    "' is differentiable but has no gradient rule (src/ops/grad.cpp)");
+                    "' is differentiable but has no gradient rule (its entry's vjp)");
       if (d->samples != nullptr) continue;  // its entry's samples: tests/ops/test_entries.cpp
       CHECK_MESSAGE(covered.count(std::string(d->name)) == 1, "op '", d->name,
                     "' has no gradcheck case");
@@ -345,8 +201,9 @@ TEST_SUITE("autodiff") {
                  b1 = random_tensor(float64, {4}, {-2, 2}, 61),
                  w2 = random_tensor(float64, {3, 4, 2, 2}, {-2, 2}, 62);
     auto f = [&](const auto& x) -> Tensor {
-      const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {.padding = {1}})), {2, 2});
-      const Tensor a = avg_pool2d(conv2d(h, w2, std::nullopt, {.stride = {1}}), {2}, {1});
+      const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, {.padding = {1}})), {.kernel = {2, 2}});
+      const Tensor a =
+          avg_pool2d(conv2d(h, w2, std::nullopt, {.stride = {1}}), {.kernel = {2}, .stride = {1}});
       return sum(a * a);  // not linear: the pooling gradient is not a constant
     };
     const auto df = grad(f, 0, {w1, b1, w2});

@@ -11,6 +11,7 @@
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/ms.hpp>
 #include <random>
+#include "pool_calls.hpp"
 
 using namespace ms;
 using ms::test::random_tensor;
@@ -51,7 +52,7 @@ const PoolCase kPools[] = {
 Tensor max_model(const Tensor& x, const Tensor& w, const Tensor& b, const ConvCase& cc,
                  const PoolCase& pc) {
   const Tensor h = relu(conv2d(x, w, b, cc.opts));
-  return sum(square(max_pool2d(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)));
+  return sum(square(ms::test::max_pool(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)));
 }
 
 // conv -> tanh -> avg_pool -> index_select (channels, repeated) -> gather
@@ -64,7 +65,7 @@ struct Indices {
 Tensor avg_model(const Tensor& x, const Tensor& w, const Indices& ix) {
   const Tensor h =
       ms::tanh(conv2d(x, w, std::nullopt, {.stride = {2}, .padding = {1}, .groups = 2}));
-  const Tensor p = avg_pool2d(h, {3}, {2}, {1}, true, false);  // [N, 4, 3, 3]
+  const Tensor p = ms::test::avg_pool(h, {3}, {2}, {1}, true, false);  // [N, 4, 3, 3]
   const Tensor s = index_select(p, 1, ix.channels);
   const Tensor f = flatten(s, 1);  // [N, 36]
   const Tensor g = gather(f, 1, ix.positions);
@@ -133,12 +134,13 @@ TEST_SUITE("autodiff") {
                              {x, w}));
     // The pooling and indexing gradients, with the weight as a scale.
     check(testing::gradcheck(norm_of_grad([](const Tensor& a, const Tensor& k) {
-                               return sum(square(max_pool2d(Tensor(a * sum(k)), {3}, {1}, {1})));
+                               return sum(
+                                   square(ms::test::max_pool(Tensor(a * sum(k)), {3}, {1}, {1})));
                              }),
                              {x, w}));
     check(testing::gradcheck(
         norm_of_grad([](const Tensor& a, const Tensor& k) {
-          return sum(square(avg_pool2d(Tensor(a * sum(k)), {2}, {1}, {1}, false, false)));
+          return sum(square(ms::test::avg_pool(Tensor(a * sum(k)), {2}, {1}, {1}, false, false)));
         }),
         {x, w}));
     check(testing::gradcheck(
@@ -154,16 +156,16 @@ TEST_SUITE("autodiff") {
     Tensor w = random_tensor(float64, cc.w, {}, 8),
            b = random_tensor(float64, {cc.w[0]}, {-0.2, 0.2}, 9);
     const Tensor x = random_tensor(float64, cc.x, {}, 10);
-    const Tensor target = random_tensor(
-        float64,
-        max_pool2d(conv2d(x, w, b, cc.opts), pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode)
-            .shape(),
-        {0, 1}, 11);
+    const Tensor target = random_tensor(float64,
+                                        ms::test::max_pool(conv2d(x, w, b, cc.opts), pc.kernel,
+                                                           pc.stride, pc.padding, {1}, pc.ceil_mode)
+                                            .shape(),
+                                        {0, 1}, 11);
     // loss + 0.1 ||d loss / d x||^2, differentiated w.r.t. the conv weight and bias.
     auto total_of = [&](const Tensor& a, const Tensor& k, const Tensor& c) {
       auto loss = [&](const Tensor& xx) {
         const Tensor h = relu(conv2d(xx, k, c, cc.opts));
-        const Tensor y = max_pool2d(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode);
+        const Tensor y = ms::test::max_pool(h, pc.kernel, pc.stride, pc.padding, {1}, pc.ceil_mode);
         return mean(square(Tensor(y - target)));
       };
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
@@ -187,9 +189,10 @@ TEST_SUITE("autodiff") {
       b.copy_(Tensor(b - eager[1] * 0.5));
     }
     CHECK(jstep.compile_count() == 1);
-    // The second-order graph differentiates the backward ops.
+    // The second-order graph differentiates the backward ops (max_pool2d_grad
+    // in the jit's fused form with relu's gradient: MaxPool2DGradRelu).
     const std::string dump = jstep.dump();
-    for (const char* node : {"Conv2DGradInput(", "Conv2DGradWeight(", "MaxPool2DGrad("})
+    for (const char* node : {"Conv2DGradInput(", "Conv2DGradWeight(", "MaxPool2DGrad"})
       CHECK_MESSAGE(dump.find(node) != std::string::npos, node, "\n", dump);
   }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include <ms/ms.hpp>
+#include "pool_calls.hpp"
 
 using namespace ms;
 using compiler::TraceContext;
@@ -113,7 +114,8 @@ TEST_SUITE("jit") {
         [](auto& in) {
           Tensor a = (in[0] * 1.f + 0.f) / 1.f - 0.f;
           Tensor b = -(-a);
-          return std::vector<Tensor>{b.reshape({2, 3}) + 1.f, cast(in[0], int32) * 1 + 0};
+          return std::vector<Tensor>{b.reshape({2, 3}) + 1.f, cast(in[0], int32) * 1 + 0,
+                                     transpose(b * 2.f, 1, 1), transpose(b * 3.f, 0, 1)};
         },
         {{2, 3}});
     const auto x = std::vector<Tensor>{arange(0, 6).reshape({2, 3})};
@@ -126,8 +128,10 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("div") == 0);
     // The + 1 stays, and so does the float + 0 (-0.0 + 0 is +0.0); the int + 0 goes.
     CHECK(g.count_op("add") == 2);
-    CHECK(g.count_op("mul") == 0);
+    CHECK(g.count_op("mul") == 2);  // b * 2, b * 3
     CHECK(g.count_op("cast") == 1);
+    // a transpose of an axis with itself goes, a real one stays
+    CHECK(g.count_op("transpose") == 1);
     CHECK(same(run(g, x), want));
   }
 
@@ -270,7 +274,7 @@ TEST_SUITE("jit") {
     ir::Graph g = trace(
         [&](auto& in) {
           const Conv2dOptions o{.padding = {1}};
-          const Tensor p = max_pool2d(relu(conv2d(in[0], in[1], std::nullopt, o)), {2});
+          const Tensor p = ms::test::max_pool(relu(conv2d(in[0], in[1], std::nullopt, o)), {2});
           return std::vector<Tensor>{sum(conv2d(p, in[2], std::nullopt, o))};
         },
         {{1, 1, 128, 128}, {16, 1, 3, 3}, {64, 16, 3, 3}});
@@ -313,8 +317,8 @@ TEST_SUITE("jit") {
     auto block = [&](const std::vector<Tensor>& in, DType dt) {
       // conv -> relu -> pool and its gradient, as autodiff writes it
       const Tensor x = in[0].to(dt), w = in[1].to(dt), g = in[2].to(dt);
-      const Tensor y = conv2d(x, w, std::nullopt, o), r = relu(y), p = max_pool2d(r, {2});
-      const Tensor dy = relu_grad(max_pool2d_grad(r, g, {2}), y);
+      const Tensor y = conv2d(x, w, std::nullopt, o), r = relu(y), p = ms::test::max_pool(r, {2});
+      const Tensor dy = relu_grad(ms::test::max_pool_grad(r, g, {2}), y);
       return std::vector<Tensor>{p, dy};
     };
     // Inputs with exact zeros and ties: relu's 0 outputs tie in the windows.
@@ -338,12 +342,14 @@ TEST_SUITE("jit") {
         ir::verify(g);
         CHECK(g.count_op("relu") == 0);
         CHECK(g.count_op("relu_grad") == 0);
-        CHECK(g.count_op("conv2d") == 1);
-        CHECK(g.count_op("max_pool2d") == 0);  // conv2d's second output now
-        // the pooling's gradient reads the taps conv2d noted, not its output
+        CHECK(g.count_op("conv2d") == 0);  // the jit's fused conv now
+        CHECK(g.count_op("conv2d_fused") == 1);
+        CHECK(g.count_op("max_pool2d") == 0);  // the fused conv's second output now
+        // the pooling's gradient reads the taps the conv noted, not its output
         CHECK(g.count_op("max_pool2d_grad") == 0);
         CHECK(g.count_op("max_pool2x2_grad_index") == 1);
         const std::string d = ir::to_string(g);
+        CHECK(d.find("Conv2DFused(") != std::string::npos);
         CHECK(d.find("groups=1, relu=true, max_pool2x2=true, max_pool2x2_index=true} : (") !=
               std::string::npos);
         CHECK(d.find(odd ? "{input_hw=[7, 9], relu=true}" : "{input_hw=[6, 8], relu=true}") !=
@@ -352,7 +358,7 @@ TEST_SUITE("jit") {
         REQUIRE(got.size() == 2);
         for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
         // some gradient passes, and some is masked by relu
-        const Tensor plain = max_pool2d_grad(
+        const Tensor plain = ms::test::max_pool_grad(
             relu(conv2d(x[0].to(dt), x[1].to(dt), std::nullopt, o)), x[2].to(dt), {2});
         CHECK(nonzeros(got[1]) > 0);
         CHECK(nonzeros(got[1]) < nonzeros(plain));
@@ -367,7 +373,7 @@ TEST_SUITE("jit") {
     ir::Graph g = trace(
         [&](auto& in) {
           const Tensor y = conv2d(in[0], in[1], std::nullopt, o), r = relu(y);
-          return std::vector<Tensor>{y, relu_grad(max_pool2d_grad(r, in[2], {2}), y)};
+          return std::vector<Tensor>{y, relu_grad(ms::test::max_pool_grad(r, in[2], {2}), y)};
         },
         shapes);
     compiler::fuse_activations(g);
@@ -378,8 +384,8 @@ TEST_SUITE("jit") {
     g = trace(
         [&](auto& in) {
           const Tensor y = conv2d(in[0], in[1], std::nullopt, o), r = relu(y);
-          const Tensor pg1 = max_pool2d_grad(r, in[2], {2});
-          const Tensor pg2 = max_pool2d_grad(r, in[2] * 3.f, {2});
+          const Tensor pg1 = ms::test::max_pool_grad(r, in[2], {2});
+          const Tensor pg2 = ms::test::max_pool_grad(r, in[2] * 3.f, {2});
           return std::vector<Tensor>{relu_grad(pg1, y * 2.f), relu_grad(pg2, y) + pg2,
                                      relu(conv2d(in[0].to(float16), in[1].to(float16)))};
         },
@@ -387,7 +393,8 @@ TEST_SUITE("jit") {
     compiler::fuse_activations(g);
     CHECK(g.count_op("relu_grad") == 2);
     CHECK(g.count_op("relu") == 2);
-    CHECK(ir::to_string(g).find("relu=true") == std::string::npos);
+    CHECK(g.count_op("conv2d_fused") == 0);
+    CHECK(g.count_op("max_pool2d_grad_relu") == 0);
   }
   TEST_CASE("a CNN's loss and gradients: O1 (fused activations, Winograd) == O0, bitwise") {
     // conv(16->16, Winograd) -> relu -> pool -> conv(16->3, im2col) -> relu -> pool -> sum
@@ -396,8 +403,8 @@ TEST_SUITE("jit") {
     const Tensor b1 = uniform({16}, -1, 1, gen), w2 = uniform({3, 16, 3, 3}, -1, 1, gen);
     auto loss = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2) {
       const Conv2dOptions o{.padding = {1}};
-      const Tensor h = max_pool2d(relu(conv2d(x, w1, b1, o)), {2});
-      return sum(square(max_pool2d(relu(conv2d(h, w2, std::nullopt, o)), {2})));
+      const Tensor h = ms::test::max_pool(relu(conv2d(x, w1, b1, o)), {2});
+      return sum(square(ms::test::max_pool(relu(conv2d(h, w2, std::nullopt, o)), {2})));
     };
     auto vg = value_and_grad(loss, std::vector<int>{0, 1, 2, 3}, {});
     auto f0 = jit(vg, {.jit_level = JitLevel::O0, .verify = true});

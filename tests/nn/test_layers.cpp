@@ -77,7 +77,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("Conv2d: pad modes, shapes and values against a direct loop") {
-    ms::nn::Conv2d same(2, 3, 3, {.has_bias = true});
+    ms::nn::Conv2d same(2, 3, 3, {}, {.has_bias = true});
     const ms::Tensor x = randn({1, 2, 5, 5}, 3);
     const ms::Tensor y = same(x);
     CHECK(y.shape() == ms::Shape({1, 3, 5, 5}));
@@ -100,22 +100,22 @@ TEST_SUITE("nn") {
     // "same" with stride 2 on an even size: ceil(6 / 2) = 3, uneven padding.
     ms::nn::Conv2d s2(1, 1, 2, {.stride = {2, 2}});
     CHECK(s2(ms::ones({1, 1, 6, 6})).shape() == ms::Shape({1, 1, 3, 3}));
-    ms::nn::Conv2d valid(1, 4, 3, {.pad_mode = "valid"});
+    ms::nn::Conv2d valid(1, 4, 3, {}, {.pad_mode = "valid"});
     CHECK(valid(ms::ones({2, 1, 8, 8})).shape() == ms::Shape({2, 4, 6, 6}));
     CHECK_FALSE(valid.bias.defined());  // MindSpore's default has_bias = false
     CHECK_THROWS_WITH_AS(ms::nn::Conv2d(1, 1, 3, {.padding = {1, 1}}),
                          doctest::Contains("needs pad_mode \"pad\""), ms::ValueError);
-    CHECK_THROWS_AS(ms::nn::Conv2d(3, 4, 3, {.group = 2}), ms::ValueError);
-    CHECK_THROWS_AS(ms::nn::Conv2d(1, 1, 3, {.pad_mode = "full"}), ms::ValueError);
+    CHECK_THROWS_AS(ms::nn::Conv2d(3, 4, 3, {.groups = 2}), ms::ValueError);
+    CHECK_THROWS_AS(ms::nn::Conv2d(1, 1, 3, {}, {.pad_mode = "full"}), ms::ValueError);
   }
 
   TEST_CASE("pooling, flatten and activation cells") {
     const ms::Tensor x = randn({2, 3, 4, 4}, 5);
     ms::nn::MaxPool2d mp(2);
-    CHECK(ms::allclose(mp(x), ms::max_pool2d(x, {2, 2})));
-    ms::nn::AvgPool2d ap(2, {.stride = {1, 1}});
+    CHECK(ms::allclose(mp(x), ms::max_pool2d(x, {.kernel = {2, 2}})));
+    ms::nn::AvgPool2d ap({.kernel = {2}, .stride = {1, 1}});
     CHECK(ap(x).shape() == ms::Shape({2, 3, 3, 3}));
-    ms::nn::MaxPool2d same(3, {.stride = {2, 2}, .pad_mode = "same"});
+    ms::nn::MaxPool2d same({.kernel = {3}, .stride = {2, 2}}, "same");
     CHECK(same(x).shape() == ms::Shape({2, 3, 2, 2}));
     ms::nn::Flatten fl;
     CHECK(fl(x).shape() == ms::Shape({2, 48}));
@@ -383,12 +383,12 @@ TEST_SUITE("nn") {
 
 TEST_SUITE("nn") {
   TEST_CASE("layers: bad options and bad inputs name the layer") {
-    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d(2, {.pad_mode = "full"}),
+    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d({.kernel = {2}}, "full"),
                          doctest::Contains("MaxPool2d: pad_mode must be"), ms::ValueError);
-    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d(std::vector<std::int64_t>{1, 2, 3}),
-                         doctest::Contains("MaxPool2d: kernel_size must hold 1 or 2 values"),
+    CHECK_THROWS_WITH_AS(ms::nn::MaxPool2d({.kernel = {1, 2, 3}}),
+                         doctest::Contains("MaxPool2d: kernel must hold 1 or 2 values"),
                          ms::ValueError);
-    CHECK_THROWS_WITH_AS(ms::nn::AvgPool2d(2, {.pad_mode = "same"}),
+    CHECK_THROWS_WITH_AS(ms::nn::AvgPool2d({.kernel = {2}}, "same"),
                          doctest::Contains("AvgPool2d: pad_mode \"same\" is not supported"),
                          ms::ValueError);
     CHECK_THROWS_WITH_AS(ms::nn::Dropout(1.5), doctest::Contains("Dropout: p must be in [0, 1]"),

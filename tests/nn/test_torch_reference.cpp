@@ -339,9 +339,8 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("torch reference: Conv2d pad_mode pad, padding 1, stride 2, group 2, bias") {
-    ms::nn::Conv2d c(
-        4, 4, 3,
-        {.stride = {2, 2}, .pad_mode = "pad", .padding = {1, 1}, .group = 2, .has_bias = true});
+    ms::nn::Conv2d c(4, 4, 3, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2},
+                     {.pad_mode = "pad", .has_bias = true});
     c.weight.set_data(T(convpad_w));
     c.bias.set_data(T(convpad_b));
     const ms::Tensor x = T(convpad_x), r = T(convpad_r);
@@ -355,7 +354,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("torch reference: Conv2d same, stride 1, kernel 3x2 (torch padding='same')") {
-    ms::nn::Conv2d c(2, 3, std::vector<std::int64_t>{3, 2}, {.pad_mode = "same"});
+    ms::nn::Conv2d c(2, 3, std::vector<std::int64_t>{3, 2}, {}, {.pad_mode = "same"});
     c.weight.set_data(T(convsame_w));
     const ms::Tensor x = T(convsame_x), r = T(convsame_r);
     CHECK(mismatch(c(x), convsame_y) == "");
@@ -367,7 +366,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("torch reference: Conv2d same, stride 2 (MindSpore's padding, torch F.pad + conv)") {
-    ms::nn::Conv2d c(1, 2, 3, {.stride = {2, 2}, .has_bias = true});
+    ms::nn::Conv2d c(1, 2, 3, {.stride = {2, 2}}, {.has_bias = true});
     c.weight.set_data(T(convsame2_w));
     c.bias.set_data(T(convsame2_b));
     const ms::Tensor x = T(convsame2_x), r = T(convsame2_r);
@@ -383,16 +382,16 @@ TEST_SUITE("nn") {
   TEST_CASE("torch reference: MaxPool2d and AvgPool2d forward and input gradient") {
     ms::nn::MaxPool2d max_valid(2);
     CHECK(pool_case(max_valid, pool_x, pool_maxvalid_r, pool_maxvalid_y, pool_maxvalid_dx) == "");
-    ms::nn::MaxPool2d max_pad(3, {.stride = {2, 2}, .pad_mode = "pad", .padding = {1, 1}});
+    ms::nn::MaxPool2d max_pad({.kernel = {3}, .stride = {2, 2}, .padding = {1, 1}}, "pad");
     CHECK(pool_case(max_pad, pool_x, pool_maxpad_r, pool_maxpad_y, pool_maxpad_dx) == "");
-    ms::nn::MaxPool2d max_ceil(2, {.ceil_mode = true});
+    ms::nn::MaxPool2d max_ceil({.kernel = {2}, .ceil_mode = true});
     CHECK(pool_case(max_ceil, pool_x, pool_maxceil_r, pool_maxceil_y, pool_maxceil_dx) == "");
-    ms::nn::AvgPool2d avg_valid(2, {.stride = {1, 1}});
+    ms::nn::AvgPool2d avg_valid({.kernel = {2}, .stride = {1, 1}});
     CHECK(pool_case(avg_valid, pool_x, pool_avgvalid_r, pool_avgvalid_y, pool_avgvalid_dx) == "");
     // count_include_pad semantics, as torch's default.
-    ms::nn::AvgPool2d avg_pad(3, {.stride = {2, 2}, .pad_mode = "pad", .padding = {1, 1}});
+    ms::nn::AvgPool2d avg_pad({.kernel = {3}, .stride = {2, 2}, .padding = {1, 1}}, "pad");
     CHECK(pool_case(avg_pad, pool_x, pool_avgpad_r, pool_avgpad_y, pool_avgpad_dx) == "");
-    ms::nn::AvgPool2d avg_ceil(2, {.ceil_mode = true});
+    ms::nn::AvgPool2d avg_ceil({.kernel = {2}, .ceil_mode = true});
     CHECK(pool_case(avg_ceil, pool_x, pool_avgceil_r, pool_avgceil_y, pool_avgceil_dx) == "");
   }
 

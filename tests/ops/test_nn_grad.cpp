@@ -16,10 +16,12 @@
 #include <vector>
 
 #include <ms/expr/expr.hpp>
+#include <ms/jit/jit.hpp>
 #include <ms/kernels/parallel.hpp>
 #include <ms/ops/layout.hpp>
 #include <ms/ops/nn.hpp>
 
+#include "pool_calls.hpp"
 #include "pool_cases.hpp"
 
 using namespace ms;
@@ -246,9 +248,10 @@ const std::vector<PoolCase> kPoolCases = {
 };
 
 Tensor run_pool_grad(const Tensor& x, const Tensor& g, const PoolCase& c, bool is_max) {
-  return is_max ? max_pool2d_grad(x, g, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode)
-                : avg_pool2d_grad(g, x.shape(), c.kernel, c.stride, c.padding, c.ceil_mode,
-                                  c.count_include_pad);
+  return is_max
+             ? ms::test::max_pool_grad(x, g, c.kernel, c.stride, c.padding, c.dilation, c.ceil_mode)
+             : ms::test::avg_pool_grad(g, x.shape(), c.kernel, c.stride, c.padding, c.ceil_mode,
+                                       c.count_include_pad);
 }
 
 void check_pool_grad(const Tensor& x, const Tensor& g, const PoolCase& c, bool is_max) {
@@ -444,14 +447,14 @@ TEST_SUITE("ops") {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const Tensor x = from_vector(std::vector<double>({1, 1, nan, 0, 1, 0, 5, nan}), {1, 1, 2, 4});
     const Tensor g = from_vector(std::vector<double>({10, 20}), {1, 1, 1, 2});
-    const Values got = max_pool2d_grad(x, g, {2}).to_vector<double>();
+    const Values got = ms::test::max_pool_grad(x, g, {2}).to_vector<double>();
     CHECK(got == Values({10, 0, 0, 0, 0, 0, 0, 20}));
   }
 
   TEST_CASE("max_pool2d_grad: an all -inf window routes to its first element (as PyTorch)") {
     const Tensor ninf = full({1, 1, 2, 2}, -kInf, float64);
     const Values got =
-        max_pool2d_grad(ninf, full({1, 1, 1, 1}, 3.0, float64), {2}).to_vector<double>();
+        ms::test::max_pool_grad(ninf, full({1, 1, 1, 1}, 3.0, float64), {2}).to_vector<double>();
     CHECK(got == Values({3, 0, 0, 0}));
   }
 
@@ -459,8 +462,8 @@ TEST_SUITE("ops") {
     // 2x2 windows at stride 1 over a padded 2x2 plane: 9 windows, each routed
     // to its first input element.
     const Tensor ninf = full({1, 1, 2, 2}, -kInf, float64);
-    const Values got =
-        max_pool2d_grad(ninf, ones({1, 1, 3, 3}, float64), {2}, {1}, {1}).to_vector<double>();
+    const Values got = ms::test::max_pool_grad(ninf, ones({1, 1, 3, 3}, float64), {2}, {1}, {1})
+                           .to_vector<double>();
     CHECK(got == Values({4, 2, 2, 1}));
   }
 
@@ -468,7 +471,7 @@ TEST_SUITE("ops") {
     // The centre of a 3x3 plane is the max of all 4 windows.
     const Tensor c = from_vector(std::vector<double>({0, 0, 0, 0, 9, 0, 0, 0, 0}), {1, 1, 3, 3});
     const Values got =
-        max_pool2d_grad(c, ones({1, 1, 2, 2}, float64), {2}, {1}).to_vector<double>();
+        ms::test::max_pool_grad(c, ones({1, 1, 2, 2}, float64), {2}, {1}).to_vector<double>();
     CHECK(got == Values({0, 0, 0, 0, 4, 0, 0, 0, 0}));
   }
 
@@ -484,41 +487,41 @@ TEST_SUITE("ops") {
   TEST_CASE("pooling gradient errors") {
     const Tensor x = zeros({1, 2, 4, 4}), g = zeros({1, 2, 2, 2});
     const Shape xs{1, 2, 4, 4};
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x.to(int32), g.to(int32), {2}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x.to(int32), g.to(int32), {2}),
                          doctest::Contains("max_pool2d_grad: input dtype Int32 is not supported"),
                          TypeError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x, g.to(float64), {2}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x, g.to(float64), {2}),
                          doctest::Contains("max_pool2d_grad: grad_out dtype Float64 differs"),
                          TypeError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g.to(int64), xs, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g.to(int64), xs, {2}),
                          doctest::Contains("avg_pool2d_grad: grad_out dtype Int64"), TypeError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x, zeros({1, 2, 3, 2}), {2}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x, zeros({1, 2, 3, 2}), {2}),
                          doctest::Contains("max_pool2d_grad: grad_out [1, 2, 3, 2] must have the "
                                            "shape of the max_pool2d output [1, 2, 2, 2]"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, {1, 2, 5, 5}, {2}, {2}, {0}, true),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, {1, 2, 5, 5}, {2}, {2}, {0}, true),
                          doctest::Contains("avg_pool2d output [1, 2, 3, 3]"), ShapeError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(zeros({4, 4}), g, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(zeros({4, 4}), g, {2}),
                          doctest::Contains("max_pool2d_grad: input [4, 4] must be 3-D"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, {2, 4, 4, 4, 4}, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, {2, 4, 4, 4, 4}, {2}),
                          doctest::Contains("avg_pool2d_grad: input_size [2, 4, 4, 4, 4] must have "
                                            "rank 3 or 4"),
                          ShapeError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, {1, 2, -4, 4}, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, {1, 2, -4, 4}, {2}),
                          doctest::Contains("has a negative size -4"), ValueError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, {kTwo40, kTwo40, 4, 4}, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, {kTwo40, kTwo40, 4, 4}, {2}),
                          doctest::Contains("avg_pool2d_grad: input_size"), ValueError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x, g, {0}),
-                         doctest::Contains("max_pool2d_grad: kernel_size must be > 0"), ValueError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x, g, {2}, {-1}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x, g, {0}),
+                         doctest::Contains("max_pool2d_grad: kernel must be > 0"), ValueError);
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x, g, {2}, {-1}),
                          doctest::Contains("max_pool2d_grad: stride must be > 0"), ValueError);
-    CHECK_THROWS_WITH_AS(max_pool2d_grad(x, g, {2}, {}, {0}, {0}),
+    CHECK_THROWS_WITH_AS(ms::test::max_pool_grad(x, g, {2}, {}, {0}, {0}),
                          doctest::Contains("max_pool2d_grad: dilation must be > 0"), ValueError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, xs, {2}, {}, {2}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, xs, {2}, {}, {2}),
                          doctest::Contains("avg_pool2d_grad: padding [2, 2] must be at most half"),
                          ValueError);
-    CHECK_THROWS_WITH_AS(avg_pool2d_grad(g, xs, {kTwo40}),
+    CHECK_THROWS_WITH_AS(ms::test::avg_pool_grad(g, xs, {kTwo40}),
                          doctest::Contains("avg_pool2d_grad: input [1, 2, 4, 4] is too small"),
                          ShapeError);
   }
@@ -644,65 +647,65 @@ TEST_SUITE("ops") {
                          doctest::Contains("is out of range"), IndexError);
   }
 
-  // ------------------------------------------------------------ fused activations
-  // (set by the jit's activation fusion, src/jit/passes.cpp: the fused forms
-  // must give the unfused ops' bits, ties, NaN and signed zeros included)
+  // ------------------------------------------------------------ the jit's fused forms
+  // (the fusion rules of src/jit/passes.cpp run these ops' kernels with the
+  // fused steps on: a graph compiled at O1 must give the eager ops' bits,
+  // ties, NaN and signed zeros included, and hold the fused op)
 
-  TEST_CASE_TEMPLATE("max_pool2d_grad with relu: relu_grad(max_pool2d_grad(relu(y), g), y) bitwise",
-                     T, float, double) {
-    static const ops::OpDef& def = ops::op("max_pool2d_grad");
+  TEST_CASE_TEMPLATE("jit: relu_grad(max_pool2d_grad(relu(y), g), y) fused, bitwise", T, float,
+                     double) {
     std::vector<PoolCase> cases = kPoolStressCases;
     cases.push_back({{1, 2, 6, 40}, {2}, {}, {0}, {1}, false, true});  // full 16-lane groups
     std::uint32_t seed = 40;
     for (const PoolCase& c : cases) {
       CAPTURE(c.x);
-      const Tensor y = pool_stress_tensor(c.x, dtype_of<T>, seed++), x = relu(y);
+      const MaxPool2dOptions o{.kernel = c.kernel,
+                               .stride = c.stride,
+                               .padding = c.padding,
+                               .dilation = c.dilation,
+                               .ceil_mode = c.ceil_mode};
+      const Tensor y = pool_stress_tensor(c.x, dtype_of<T>, seed++);
       const Tensor g = random_tensor(dtype_of<T>, pool_out_shape(c, true), {}, seed++);
-      const Tensor want = relu_grad(run_pool_grad(x, g, c, true), y);
-      const ops::Attrs a{{"kernel_size", c.kernel},  {"stride", c.stride},
-                         {"padding", c.padding},     {"dilation", c.dilation},
-                         {"ceil_mode", c.ceil_mode}, {"relu", true}};
-      const Tensor got = ops::call1(def, {x, g}, a);
+      const auto f = [o](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{relu_grad(max_pool2d_grad(relu(in[0]), in[1], o), in[0])};
+      };
+      auto jf = jit(f, {.jit_level = JitLevel::O1, .verify = true});
+      const Tensor want = f({y, g})[0], got = jf(std::vector<Tensor>{y, g})[0];
       CHECK(same_bits<T>(got, want));
+      CHECK(jf.dump().find("MaxPool2DGradRelu(") != std::string::npos);
       // and it differs from the plain gradient wherever a chosen input is 0
-      CHECK_FALSE(same_bits<T>(got, run_pool_grad(x, g, c, true)));
+      CHECK_FALSE(same_bits<T>(got, max_pool2d_grad(relu(y), g, o)));
     }
   }
 
-  TEST_CASE("conv2d with relu: relu(conv2d(...)) bitwise; float16 is refused") {
-    static const ops::OpDef& def = ops::op("conv2d");
+  TEST_CASE("jit: relu(conv2d(...)) fused, bitwise; float16 is left unfused") {
     for (const ConvCase& c : kConvCases) {
       CAPTURE(c.x);
       CAPTURE(c.w);
       const Ints bs{c.w[0]};
-      for (DType dt : {float32, float64, int32}) {
+      const auto f = [o = c.o](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{relu(conv2d(in[0], in[1], in[2], o))};
+      };
+      auto jf = jit(f, {.jit_level = JitLevel::O1, .verify = true});
+      for (DType dt : {float32, float64, int32, float16}) {
+        CAPTURE(dt);
         const Tensor x = Tensor(random_tensor(float64, c.x, {}, 1) * 4.0).to(dt);
         const Tensor w = Tensor(random_tensor(float64, c.w, {}, 2) * 4.0).to(dt);
         const Tensor b = Tensor(random_tensor(float64, Shape(bs), {}, 3) * 4.0).to(dt);
-        const ops::Attrs a{{"stride", c.o.stride},
-                           {"padding", c.o.padding},
-                           {"dilation", c.o.dilation},
-                           {"groups", c.o.groups},
-                           {"relu", true}};
-        const Tensor want = relu(conv2d(x, w, b, c.o)), got = ops::call1(def, {x, w, b}, a);
-        if (dt == float32)
-          CHECK(same_bits<float>(got, want));
+        const Tensor want = f({x, w, b})[0], got = jf(std::vector<Tensor>{x, w, b})[0];
+        if (dt == float32 || dt == float16)
+          CHECK(same_bits<float>(got.to(float32), want.to(float32)));
         else if (dt == float64)
           CHECK(same_bits<double>(got, want));
         else
           CHECK(same_bits<std::int32_t>(got, want));
+        // a half type rounds after the conv: relu of the rounded value stays apart
+        CHECK((jf.dump().find("Conv2DFused(") != std::string::npos) == (dt != float16));
       }
     }
-    const ConvCase& c = kConvCases[0];
-    const ops::Attrs a{{"relu", true}};
-    CHECK_THROWS_WITH_AS(
-        ops::call1(def, {random_tensor(float16, c.x, {}, 1), random_tensor(float16, c.w, {}, 2)},
-                   a),
-        doctest::Contains("conv2d: the fused relu / max_pool2x2 needs a float32"), TypeError);
   }
 
-  TEST_CASE("conv2d with max_pool2x2: its second output is max_pool2d(y, 2), bitwise") {
-    static const ops::OpDef& def = ops::op("conv2d");
+  TEST_CASE("jit: conv2d -> (relu) -> max_pool2d(2) and its gradient fused, bitwise") {
     const std::vector<ConvCase> cases = {
         {{2, 3, 7, 7}, {4, 3, 3, 3}, {}},                  // im2col, odd output (5x5)
         {{3, 4, 6, 9}, {5, 4, 3, 3}, {.padding = {1}}},    // im2col, 6x9
@@ -711,103 +714,57 @@ TEST_SUITE("ops") {
         {{5, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},  // Winograd
         {{3, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},    // Winograd, odd sizes
     };
+    const MaxPool2dOptions two{.kernel = {2}};
     for (const ConvCase& c : cases)
-      for (bool relu : {false, true})
+      for (bool with_relu : {false, true})
         for (DType dt : {float32, float64, int32}) {
           CAPTURE(c.x);
-          CAPTURE(relu);
+          CAPTURE(with_relu);
           CAPTURE(dt);
           const Tensor x = Tensor(random_tensor(float64, c.x, {}, 1) * 4.0).to(dt);
           const Tensor w = Tensor(random_tensor(float64, c.w, {}, 2) * 4.0).to(dt);
           const Tensor b = Tensor(random_tensor(float64, Shape{c.w[0]}, {}, 3) * 4.0).to(dt);
-          const ops::Attrs a{
-              {"stride", c.o.stride}, {"padding", c.o.padding}, {"dilation", c.o.dilation},
-              {"groups", c.o.groups}, {"relu", relu},           {"max_pool2x2", true}};
-          const std::vector<Tensor> ins{x, w, b};
-          const std::vector<Tensor> got = ops::call(def, ins, a);
+          // the forward: y and its pooling (the conv's second output)
+          const auto fwd = [o = c.o, with_relu, two](const std::vector<Tensor>& in) {
+            const Tensor y0 = conv2d(in[0], in[1], in[2], o);
+            const Tensor y = with_relu ? Tensor(relu(y0)) : y0;
+            return std::vector<Tensor>{y, max_pool2d(y, two)};
+          };
+          auto jfwd = jit(fwd, {.jit_level = JitLevel::O1, .verify = true});
+          const std::vector<Tensor> want = fwd({x, w, b}), got = jfwd(std::vector<Tensor>{x, w, b});
           REQUIRE(got.size() == 2);
-          const Tensor y = relu ? Tensor(ms::relu(conv2d(x, w, b, c.o))) : conv2d(x, w, b, c.o);
-          const Tensor p = max_pool2d(y, {2});
-          if (dt == float32) {
-            CHECK(same_bits<float>(got[0], y));
-            CHECK(same_bits<float>(got[1], p));
-          } else if (dt == float64) {
-            CHECK(same_bits<double>(got[0], y));
-            CHECK(same_bits<double>(got[1], p));
-          } else {
-            CHECK(same_bits<std::int32_t>(got[0], y));
-            CHECK(same_bits<std::int32_t>(got[1], p));
+          CHECK(jfwd.dump().find("max_pool2x2=true") != std::string::npos);
+          CHECK(jfwd.dump().find(" = MaxPool2D(") == std::string::npos);
+          for (std::size_t k = 0; k < 2; ++k) {
+            if (dt == float32)
+              CHECK(same_bits<float>(got[k], want[k]));
+            else if (dt == float64)
+              CHECK(same_bits<double>(got[k], want[k]));
+            else
+              CHECK(same_bits<std::int32_t>(got[k], want[k]));
           }
           if (dt == int32) continue;
-          // With max_pool2x2_index: a third output, the taps, from which
-          // max_pool2x2_grad_index gives max_pool2d_grad's result bitwise,
-          // with relu's gradient folded in or not.
-          ops::Attrs ai = a;
-          ai.set("max_pool2x2_index", true);
-          const std::vector<Tensor> got3 = ops::call(def, ins, ai);
-          REQUIRE(got3.size() == 3);
-          CHECK(got3[2].dtype() == uint8);
-          CHECK(got3[2].shape() == p.shape());
-          const Tensor gp = Tensor(random_tensor(float64, p.shape(), {}, 4) * 4.0).to(dt);
-          for (bool fold_relu : {false, true}) {
-            CAPTURE(fold_relu);
-            const Tensor want = ops::call1(ops::op("max_pool2d_grad"), {y, gp},
-                                           {{"kernel_size", Ints{2}}, {"relu", fold_relu}});
-            const Tensor dx =
-                ops::call1(ops::op("max_pool2x2_grad_index"), {got3[2], gp},
-                           {{"input_hw", Ints{y.dim(2), y.dim(3)}}, {"relu", fold_relu}});
-            if (dt == float32) {
-              CHECK(same_bits<float>(got3[1], p));
-              CHECK(same_bits<float>(dx, want));
-            } else {
-              CHECK(same_bits<double>(got3[1], p));
-              CHECK(same_bits<double>(dx, want));
-            }
+          // With the pooling's gradient: from the taps the forward noted (a
+          // third output of the conv), with relu's gradient folded in or not.
+          const Tensor gp = Tensor(random_tensor(float64, want[1].shape(), {}, 4) * 4.0).to(dt);
+          const auto both = [o = c.o, with_relu, two](const std::vector<Tensor>& in) {
+            const Tensor y0 = conv2d(in[0], in[1], in[2], o);
+            const Tensor y = with_relu ? Tensor(relu(y0)) : y0;
+            const Tensor gy = max_pool2d_grad(y, in[3], two);
+            return std::vector<Tensor>{max_pool2d(y, two), with_relu ? relu_grad(gy, y0) : gy};
+          };
+          auto jboth = jit(both, {.jit_level = JitLevel::O1, .verify = true});
+          const std::vector<Tensor> want2 = both({x, w, b, gp}),
+                                    got2 = jboth(std::vector<Tensor>{x, w, b, gp});
+          CHECK(jboth.dump().find("MaxPool2x2GradIndex(") != std::string::npos);
+          CHECK(jboth.dump().find("max_pool2x2_index=true") != std::string::npos);
+          for (std::size_t k = 0; k < 2; ++k) {
+            if (dt == float32)
+              CHECK(same_bits<float>(got2[k], want2[k]));
+            else
+              CHECK(same_bits<double>(got2[k], want2[k]));
           }
         }
-    const ops::Attrs a{{"max_pool2x2", true}};
-    const std::vector<Tensor> small{ones({1, 1, 3, 3}), ones({1, 1, 3, 3})};
-    CHECK_THROWS_WITH_AS(ops::call(def, small, a),
-                         doctest::Contains("max_pool2x2 needs an output of at least 2x2"),
-                         ShapeError);
-    const std::vector<Tensor> four{ones({1, 1, 4, 4}), ones({1, 1, 3, 3})};
-    CHECK_THROWS_WITH_AS(ops::call(def, four, {{"max_pool2x2_index", true}}),
-                         doctest::Contains("conv2d: max_pool2x2_index needs max_pool2x2"),
-                         ValueError);
-    const std::vector<Tensor> four_i{four[0].to(int32), four[1].to(int32)};
-    CHECK_THROWS_WITH_AS(
-        ops::call(def, four_i, {{"max_pool2x2", true}, {"max_pool2x2_index", true}}),
-        doctest::Contains("max_pool2x2_index needs a float32 or float64 input, got Int32"),
-        TypeError);
-  }
-
-  TEST_CASE("max_pool2x2_grad_index: bad input") {
-    static const ops::OpDef& def = ops::op("max_pool2x2_grad_index");
-    const Tensor index = zeros({2, 3, 2, 4}, uint8), g = zeros({2, 3, 2, 4});
-    const ops::Attrs a{{"input_hw", Ints{4, 9}}};
-    CHECK(ops::call1(def, {index, g}, a).shape() == Shape{2, 3, 4, 9});
-    CHECK(ops::call1(def, {index, g.to(float16)}, a).dtype() == float16);
-    CHECK_THROWS_WITH_AS(
-        ops::call1(def, {index.to(int32), g}, a),
-        doctest::Contains("max_pool2x2_grad_index: index dtype Int32 must be uint8"), TypeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g.to(int32)}, a),
-                         doctest::Contains("grad_out dtype Int32 is not supported"), TypeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {zeros({2, 3, 2, 3}, uint8), g}, a),
-                         doctest::Contains("index [2, 3, 2, 3] and grad_out [2, 3, 2, 4] must "
-                                           "have one shape"),
-                         ShapeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{6, 8}}}),
-                         doctest::Contains("grad_out [2, 3, 2, 4] must end in [3, 4] for "
-                                           "input_hw [6, 8]"),
-                         ShapeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{4}}}),
-                         doctest::Contains("input_hw must be [H, W], got [4]"), ShapeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {{"input_hw", Ints{4, 1}}}),
-                         doctest::Contains("must be at least [2, 2]"), ValueError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {zeros({8}, uint8), zeros({8})}, a),
-                         doctest::Contains("grad_out [8] must be 3-D or 4-D"), ShapeError);
-    CHECK_THROWS_WITH_AS(ops::call1(def, {index, g}, {}), doctest::Contains("input_hw"),
-                         ValueError);
   }
 
   // ------------------------------------------------------------ Winograd F(2x2, 3x3)
@@ -852,12 +809,13 @@ TEST_SUITE("ops") {
           relu_bias[e] = with_bias[e] < 0 ? 0.0 : with_bias[e];
         }
         check_close(conv2d(x, w, b, c.o), with_bias, ys, dt);
-        const ops::Attrs a{{"stride", c.o.stride},
-                           {"padding", c.o.padding},
-                           {"dilation", c.o.dilation},
-                           {"groups", c.o.groups},
-                           {"relu", true}};
-        check_close(ops::call1(ops::op("conv2d"), {x, w, b}, a), relu_bias, ys, dt);
+        // relu fused into the conv by the jit
+        auto conv_relu = jit(
+            [o = c.o](const std::vector<Tensor>& in) {
+              return std::vector<Tensor>{relu(conv2d(in[0], in[1], in[2], o))};
+            },
+            {.jit_level = JitLevel::O1});
+        check_close(conv_relu(std::vector<Tensor>{x, w, b})[0], relu_bias, ys, dt);
         check_close(conv2d_grad_input(g, w, c.x, c.o), conv_grad_input_ref(g, w, c.x, c.o), c.x,
                     dt);
         check_close(conv2d_grad_weight(x, g, c.w, c.o), conv_grad_weight_ref(x, g, c.w, c.o), c.w,

@@ -3,7 +3,7 @@
 // Stage: autodiff. Reverse mode over the traced graph: the function is traced
 // (into the trace of an enclosing ms::jit when there is one, else into a
 // trace of its own that is compiled and run at once, uncached), then each
-// recorded op's gradient rule (src/ops/grad.cpp) is traced in reverse order.
+// recorded op's gradient rule (its entry's vjp) is traced in reverse order.
 // The gradients are therefore graph values too: under ms::jit they are fused,
 // planned and cached with the rest, and grad(grad(f)) works.
 //

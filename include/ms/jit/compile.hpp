@@ -78,15 +78,18 @@ void eliminate_dead_code(ir::Graph& g);
 void eliminate_common_subexpressions(ir::Graph& g);
 /// Evaluates ops whose inputs are all constants.
 void fold_constants(ir::Graph& g);
-/// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x.
+/// x*1, x/1, x+0, x-0, -(-x), reshape/cast/broadcast to the same type -> x, as
+/// each op's `ops::Algebra` allows.
 void simplify(ir::Graph& g);
 /// Transpose(MatMul(Transpose(a), b)) -> MatMul(Transpose(b), a) (and the mirror
 /// form) for 2-D operands: weight gradients of x @ W^T come out contiguous.
 void fold_transposed_matmuls(ir::Graph& g);
-/// relu_grad(max_pool2d_grad(relu(y), gy), y) -> max_pool2d_grad(relu(y), gy){relu},
-/// then relu(conv2d(...)) -> conv2d(...){relu}, then max_pool2d(conv2d(...), 2)
-/// -> conv2d's second output {max_pool2x2}: exact one-pass forms of the CNN
-/// pattern conv2d -> relu -> max_pool2d and of its gradient.
+/// The fusion rules, one per pattern, in order: relu_grad(max_pool2d_grad(relu(y),
+/// gy), y) -> max_pool2d_grad_relu, relu(conv2d) -> conv2d_fused{relu},
+/// max_pool2d(conv, 2) -> conv2d_fused{max_pool2x2}'s second output, and the
+/// pooling's gradient from the taps the conv noted: exact one-pass forms (the
+/// jit's private fused ops) of the CNN pattern conv2d -> relu -> max_pool2d and
+/// of its gradient.
 void fuse_activations(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);

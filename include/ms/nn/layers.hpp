@@ -9,7 +9,7 @@
 // works on concrete tensors and, under ms::jit, on symbolic ones.
 //
 //   ms::nn::Dense fc(784, 512);                         // fc.weight [512, 784]
-//   ms::nn::Conv2d conv(1, 32, 3, {.pad_mode = "same", .has_bias = true});
+//   ms::nn::Conv2d conv(1, 32, 3, {.stride = {1}}, {.pad_mode = "same", .has_bias = true});
 //   ms::nn::SequentialCell seq{std::make_shared<ms::nn::Dense>(4, 8),
 //   std::make_shared<ms::nn::ReLU>()};
 #pragma once
@@ -52,66 +52,66 @@ class Dense : public Cell<Dense> {
 
 // ------------------------------------------------------------------ Conv2d
 
-struct Conv2dOptions {
-  std::vector<std::int64_t> stride = {1, 1};
+/// What nn::Conv2d adds to the op's options (ms::Conv2dOptions: stride,
+/// padding, dilation, groups): padding mode, bias, initializers and dtype.
+struct Conv2dCellOptions {
   /// "same" (output H = ceil(H / stride), padding split top/bottom as
-  /// MindSpore), "valid" (no padding) or "pad" (`padding` on each side).
+  /// MindSpore), "valid" (no padding) or "pad" (Conv2dOptions::padding on each side).
   std::string pad_mode = "same";
-  std::vector<std::int64_t> padding = {0, 0};
-  std::vector<std::int64_t> dilation = {1, 1};
-  std::int64_t group = 1;
   bool has_bias = false;  // MindSpore's default
   InitSpec weight_init = init::HeUniform(2.23606797749979);
   std::optional<InitSpec> bias_init = {};
   DType dtype = float32;
 };
 
-/// 2-D convolution of x [N, C, H, W] with weight [out, in / group, kh, kw].
+/// 2-D convolution of x [N, C, H, W] with weight [out, in / groups, kh, kw]:
+/// ms::conv2d with the op's options, after the padding of `pad_mode`.
+/// Example: `ms::nn::Conv2d conv(1, 32, 3, {.stride = {2}}, {.has_bias = true});`
 class Conv2d : public Cell<Conv2d> {
  public:
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::vector<std::int64_t> kernel_size,
-         Conv2dOptions opts = {});
+         Conv2dOptions conv = {}, Conv2dCellOptions cell = {});
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
-         Conv2dOptions opts = {})
+         Conv2dOptions conv = {}, Conv2dCellOptions cell = {})
       : Conv2d(in_channels, out_channels, std::vector<std::int64_t>{kernel_size, kernel_size},
-               std::move(opts)) {}
+               std::move(conv), std::move(cell)) {}
   Tensor construct(const Tensor& x) const;
   std::string extra_repr() const override;
   Parameter weight, bias;
   std::int64_t in_channels, out_channels;
   std::vector<std::int64_t> kernel_size;
-  Conv2dOptions opts;
+  Conv2dOptions conv;  ///< stride, dilation and padding as 2 values each
+  Conv2dCellOptions cell;
 };
 
 // ------------------------------------------------------------------ pooling
 
-struct Pool2dOptions {
-  std::vector<std::int64_t> stride = {};  ///< empty: the kernel size
-  std::string pad_mode = "valid";         ///< "valid", "same" or "pad"
-  std::vector<std::int64_t> padding = {0, 0};
-  bool ceil_mode = false;
-};
-
+/// 2-D max pooling with the op's options (ms::MaxPool2dOptions); `pad_mode`
+/// "valid" (no padding), "same" (MindSpore's) or "pad" (options.padding).
+/// Example: `ms::nn::MaxPool2d pool({.kernel = {3}, .stride = {2}, .padding = {1}}, "pad");`
 class MaxPool2d : public Cell<MaxPool2d> {
  public:
-  explicit MaxPool2d(std::vector<std::int64_t> kernel_size, Pool2dOptions opts = {});
-  explicit MaxPool2d(std::int64_t kernel_size, Pool2dOptions opts = {})
-      : MaxPool2d(std::vector<std::int64_t>{kernel_size, kernel_size}, std::move(opts)) {}
+  explicit MaxPool2d(MaxPool2dOptions opts, std::string pad_mode = "valid");
+  explicit MaxPool2d(std::int64_t kernel_size)
+      : MaxPool2d(MaxPool2dOptions{.kernel = {kernel_size, kernel_size}}) {}
   Tensor construct(const Tensor& x) const;
   std::string extra_repr() const override;
-  std::vector<std::int64_t> kernel_size;
-  Pool2dOptions opts;
+  MaxPool2dOptions opts;  ///< kernel, stride and padding as 2 values each
+  std::string pad_mode;
 };
 
+/// 2-D average pooling with the op's options (ms::AvgPool2dOptions); `pad_mode`
+/// "valid" (no padding) or "pad" (options.padding).
+/// Example: `ms::nn::AvgPool2d pool({.kernel = {2}, .stride = {1}});`
 class AvgPool2d : public Cell<AvgPool2d> {
  public:
-  explicit AvgPool2d(std::vector<std::int64_t> kernel_size, Pool2dOptions opts = {});
-  explicit AvgPool2d(std::int64_t kernel_size, Pool2dOptions opts = {})
-      : AvgPool2d(std::vector<std::int64_t>{kernel_size, kernel_size}, std::move(opts)) {}
+  explicit AvgPool2d(AvgPool2dOptions opts, std::string pad_mode = "valid");
+  explicit AvgPool2d(std::int64_t kernel_size)
+      : AvgPool2d(AvgPool2dOptions{.kernel = {kernel_size, kernel_size}}) {}
   Tensor construct(const Tensor& x) const;
   std::string extra_repr() const override;
-  std::vector<std::int64_t> kernel_size;
-  Pool2dOptions opts;
+  AvgPool2dOptions opts;  ///< kernel, stride and padding as 2 values each
+  std::string pad_mode;
 };
 
 // ------------------------------------------------------------------ shape and activations

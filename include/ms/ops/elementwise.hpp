@@ -25,6 +25,7 @@
 #include "ms/core/dtype.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/ew_instructions.hpp"
+#include "ms/ops/op.hpp"
 
 namespace ms::ops {
 
@@ -50,6 +51,7 @@ struct Domain {
 struct Neg : kernels::ew::Neg {
   static double ref(double x) { return -x; }
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  static constexpr Algebra algebra{.involution = true};
 };
 
 struct Abs : kernels::ew::Abs {
@@ -202,18 +204,25 @@ struct Add : kernels::ew::Add {
   static double ref(double a, double b) { return a + b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  // x + 0 is not x for floats: -0.0 + 0 = +0.0
+  static constexpr Algebra algebra{.identity = 0,
+                                   .identity_right = true,
+                                   .identity_left = true,
+                                   .identity_exact_for_floats = false};
 };
 
 struct Sub : kernels::ew::Sub {
   static double ref(double a, double b) { return a - b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  static constexpr Algebra algebra{.identity = 0, .identity_right = true};
 };
 
 struct Mul : kernels::ew::Mul {
   static double ref(double a, double b) { return a * b; }
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  static constexpr Algebra algebra{.identity = 1, .identity_right = true, .identity_left = true};
 };
 
 /// True division: integers divide as float32 (as PyTorch's `/`).
@@ -222,6 +231,7 @@ struct Div : kernels::ew::Div {
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
   static constexpr Domain domain[] = {{}, {.lo = -3, .hi = 3, .avoid_zero = true}};
+  static constexpr Algebra algebra{.identity = 1, .identity_right = true};
 };
 
 /// a ** b. Integer powers of integers stay integers (negative exponents give

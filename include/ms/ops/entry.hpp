@@ -65,6 +65,9 @@ struct Props {
   bool view = false;
   /// Draws from a Generator when it runs: never folded, merged or dropped.
   bool random = false;
+  /// Facts for the jit's simplification (an entry whose attributes decide
+  /// whether it is the identity adds `static bool is_identity(const Attrs&)`).
+  Algebra algebra = {};
 };
 
 /// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.

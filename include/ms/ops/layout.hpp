@@ -37,7 +37,7 @@ struct Reshape {
   static constexpr std::string_view name = "reshape";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   /// The attributes of reshape; their defaults are written here only.
   struct Attrs {
     /// The new shape; one dim may be -1 (inferred from the element count).
@@ -59,7 +59,7 @@ struct Transpose {
   static constexpr std::string_view name = "transpose";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{.view = true};
+  static constexpr Props props{.view = true, .algebra = {.identity_when_same_type = true}};
   /// The attributes of transpose; their defaults are written here only.
   struct Attrs {
     /// The first axis swapped (negative counts from the end).
@@ -74,6 +74,8 @@ struct Transpose {
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// Swapping an axis with itself changes nothing.
+  static bool is_identity(const Attrs& a) { return a.axis0 == a.axis1; }
   static Samples samples();
   ///@}
 };
@@ -152,7 +154,7 @@ struct Flatten {
   static constexpr std::string_view name = "flatten";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   /// The attributes of flatten; their defaults are written here only.
   struct Attrs {
     /// The first axis merged.
@@ -178,7 +180,7 @@ struct BroadcastTo {
   static constexpr std::string_view name = "broadcast_to";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{.view = true};
+  static constexpr Props props{.view = true, .algebra = {.identity_when_same_type = true}};
   /// The attributes of broadcast_to; their defaults are written here only.
   struct Attrs {
     /// The target shape (NumPy broadcasting rules).
@@ -243,7 +245,7 @@ struct StopGradient {
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   // Not differentiable on purpose: no gradient flows through it.
-  static constexpr Props props{.differentiable = false, .view = true};
+  static constexpr Props props{.differentiable = false, .view = true, .algebra = {.identity_when_same_type = true}};
   using Attrs = NoAttrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -362,7 +364,7 @@ struct Cast {
   static constexpr std::string_view name = "cast";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
   /// The attributes of cast; their defaults are written here only.
   struct Attrs {
     /// The target dtype.

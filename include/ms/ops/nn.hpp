@@ -1,30 +1,84 @@
 // ms/ops/nn.hpp — neural-network ops (group `nn`): conv2d, max_pool2d, avg_pool2d,
-// and the gradient ops their autodiff rules call.
+// softmax_cross_entropy, and the backward ops their gradients call.
 //
-// Stage: ops. Each op here is one entry of the op table (src/ops/nn.cpp),
-// evaluated by the kernels of ms/kernels/{conv,pool}.hpp. Layout is NCHW, and
-// sizes follow PyTorch's formulas, so models port over unchanged.
+// Stage: ops. One entry per op (ms/ops/entry.hpp), defined in src/ops/nn.cpp
+// with its gradient and samples, evaluated by the kernels of
+// ms/kernels/{conv,pool}.hpp. Layout is NCHW, and sizes follow PyTorch's
+// formulas, so models port over unchanged. The options structs are the
+// entries' attributes: their defaults are written here only.
 //
 //   ms::Tensor y = ms::conv2d(x, w, b, {.padding = {1}});   // [64,32,28,28] -> [64,O,28,28]
-//   ms::Tensor p = ms::max_pool2d(y, {2, 2});               // -> [64,O,14,14]
+//   ms::Tensor p = ms::max_pool2d(y, {.kernel = {2, 2}});   // -> [64,O,14,14]
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/ops/entry.hpp"
 
 namespace ms {
 
-/// Options of `conv2d`. Each list holds one value (both spatial axes) or two
-/// (height, width). Example: `ms::Conv2dOptions{.stride = {2}, .padding = {1, 1}}`.
+/// Options of `conv2d` and `nn::Conv2d`. Each list holds one value (both
+/// spatial axes) or two (height, width).
+/// Example: `ms::Conv2dOptions{.stride = {2}, .padding = {1, 1}}`.
 struct Conv2dOptions {
   std::vector<std::int64_t> stride{1, 1};    ///< > 0
   std::vector<std::int64_t> padding{0, 0};   ///< zero padding on each side, >= 0
   std::vector<std::int64_t> dilation{1, 1};  ///< spacing of kernel taps, > 0
   std::int64_t groups = 1;                   ///< divides C and O
+  /// The fields by name (serialized attributes of the conv2d op).
+  static constexpr auto fields() {
+    return std::tuple{ops::field("stride", &Conv2dOptions::stride),
+                      ops::field("padding", &Conv2dOptions::padding),
+                      ops::field("dilation", &Conv2dOptions::dilation),
+                      ops::field("groups", &Conv2dOptions::groups)};
+  }
 };
+
+/// Options of `max_pool2d` and `nn::MaxPool2d`. `kernel`, `stride` (empty:
+/// the kernel), `padding` and `dilation` hold 1 value (both axes) or 2.
+/// Example: `ms::max_pool2d(x, {.kernel = {3}, .stride = {2}, .padding = {1}})`.
+struct MaxPool2dOptions {
+  std::vector<std::int64_t> kernel = {};     ///< window size, > 0 (required)
+  std::vector<std::int64_t> stride = {};     ///< > 0; empty: the kernel
+  std::vector<std::int64_t> padding{0, 0};   ///< -inf padding, at most kernel / 2
+  std::vector<std::int64_t> dilation{1, 1};  ///< spacing of window taps, > 0
+  bool ceil_mode = false;                    ///< ceil instead of floor for the output size
+  /// The fields by name (serialized attributes of the max_pool2d op).
+  static constexpr auto fields() {
+    return std::tuple{ops::field("kernel", &MaxPool2dOptions::kernel),
+                      ops::field("stride", &MaxPool2dOptions::stride),
+                      ops::field("padding", &MaxPool2dOptions::padding),
+                      ops::field("dilation", &MaxPool2dOptions::dilation),
+                      ops::field("ceil_mode", &MaxPool2dOptions::ceil_mode)};
+  }
+};
+
+/// Options of `avg_pool2d` and `nn::AvgPool2d` (as MaxPool2dOptions, without
+/// dilation, with the divisor's rule).
+/// Example: `ms::avg_pool2d(x, {.kernel = {3}, .padding = {1}, .count_include_pad = false})`.
+struct AvgPool2dOptions {
+  std::vector<std::int64_t> kernel = {};    ///< window size, > 0 (required)
+  std::vector<std::int64_t> stride = {};    ///< > 0; empty: the kernel
+  std::vector<std::int64_t> padding{0, 0};  ///< zero padding, at most kernel / 2
+  bool ceil_mode = false;                   ///< ceil instead of floor for the output size
+  bool count_include_pad = true;            ///< the divisor counts the padding
+  /// The fields by name (serialized attributes of the avg_pool2d op).
+  static constexpr auto fields() {
+    return std::tuple{ops::field("kernel", &AvgPool2dOptions::kernel),
+                      ops::field("stride", &AvgPool2dOptions::stride),
+                      ops::field("padding", &AvgPool2dOptions::padding),
+                      ops::field("ceil_mode", &AvgPool2dOptions::ceil_mode),
+                      ops::field("count_include_pad", &AvgPool2dOptions::count_include_pad)};
+  }
+};
+
+}  // namespace ms
+
+namespace ms::ops {
 
 /// 2-D convolution (cross-correlation, as PyTorch's `conv2d`) of x [N, C, H, W]
 /// with weight [O, C / groups, KH, KW] and an optional bias [O]; the output is
@@ -36,13 +90,21 @@ struct Conv2dOptions {
 /// not divisible by `groups`, a bias that is not [O], a kernel larger than the
 /// padded input; ValueError for a stride, dilation or groups <= 0, a negative
 /// padding, option lists not of 1 or 2 values, sizes that overflow int64.
-/// Example: `ms::conv2d(ms::ones({1, 3, 8, 8}), ms::ones({4, 3, 3, 3}))` is [1, 4, 6, 6].
-Tensor conv2d(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias = {},
-              Conv2dOptions opts = {});
+struct Conv2d {
+  static constexpr std::string_view name = "conv2d";
+  static constexpr std::string_view ir_name = "Conv2D";
+  static constexpr OpKind kind = OpKind::Conv;
+  static constexpr Arity arity{2, 3};
+  static constexpr Props props{};
+  using Attrs = Conv2dOptions;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
 
 /// 2-D max pooling of x [N, C, H, W] or [C, H, W] (as PyTorch, a 3-D input is
-/// one image). `kernel`, `stride` (empty: the kernel), `padding`, `dilation`
-/// hold 1 or 2 values. Output size as PyTorch:
+/// one image). Output size as PyTorch:
 /// OH = floor_or_ceil((H + 2 * pad - dil * (K - 1) - 1) / stride) + 1, where with
 /// `ceil_mode` a last window that would start in the right padding is dropped.
 /// Padding is -inf (never the maximum); a NaN in a window propagates.
@@ -51,63 +113,36 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, std::optional<Tensor> bias 
 /// ShapeError for other ranks, an empty H or W, an output size <= 0;
 /// ValueError for a kernel, stride or dilation <= 0, a negative padding or one
 /// over kernel / 2, lists not of 1 or 2 values, sizes that overflow int64.
-/// Example: `ms::max_pool2d(x, {2, 2})` halves H and W; `ms::max_pool2d(x, {3}, {2}, {1})`.
-Tensor max_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
-                  std::vector<std::int64_t> stride = {}, std::vector<std::int64_t> padding = {0, 0},
-                  std::vector<std::int64_t> dilation = {1, 1}, bool ceil_mode = false);
+struct MaxPool2d {
+  static constexpr std::string_view name = "max_pool2d";
+  static constexpr std::string_view ir_name = "MaxPool2D";
+  static constexpr OpKind kind = OpKind::Pool;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = MaxPool2dOptions;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
 
 /// 2-D average pooling of x [N, C, H, W] or [C, H, W], with PyTorch's sizes
 /// (as `max_pool2d`, without dilation) and divisor: the window clipped to the
 /// padded input, counting the padding when `count_include_pad`, else only the
 /// input elements. dtypes: float32, float64; float16 and bfloat16 compute in
 /// float32. Errors as `max_pool2d`, and TypeError for integer inputs.
-/// Example: `ms::avg_pool2d(x, {2, 2})`; `ms::avg_pool2d(x, {3}, {1}, {1}, false, false)`.
-Tensor avg_pool2d(const Tensor& x, std::vector<std::int64_t> kernel,
-                  std::vector<std::int64_t> stride = {}, std::vector<std::int64_t> padding = {0, 0},
-                  bool ceil_mode = false, bool count_include_pad = true);
-
-// ---------------------------------------------------------------- gradients
-// The backward ops of the rules in src/ops/grad.cpp (ms::grad calls them; they
-// are public for tests and custom rules). Each takes the forward's options,
-// checks the forward op with its own rules and that grad_out has the forward
-// output's shape (ShapeError otherwise), and is floating only (float16 and
-// bfloat16 compute in float32; TypeError for other or mixed dtypes). They are
-// differentiable themselves (linear in grad_out; rules in src/ops/grad.cpp), so
-// grad(grad(f)) and gradient penalties go through them.
-
-/// The gradient of `conv2d`'s input [N, C, H, W] = input_size, given the
-/// output's gradient grad_out [N, O, OH, OW] and the weight: the transposed
-/// convolution, as GEMM W^T G + col2im per image. input_size: 4 sizes >= 0
-/// (ValueError for a negative one). Example:
-/// `ms::conv2d_grad_input(g, w, x.shape(), {.padding = {1}})`.
-Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& weight, const Shape& input_size,
-                         Conv2dOptions opts = {});
-
-/// The gradient of `conv2d`'s weight [O, C / groups, KH, KW] = weight_size,
-/// given the input x and the output's gradient grad_out: the sum over images
-/// of G cols^T (GEMM on im2col columns). The batch is summed in a fixed order
-/// (results do not depend on the thread count). Example:
-/// `ms::conv2d_grad_weight(x, g, w.shape(), {.padding = {1}})`.
-Tensor conv2d_grad_weight(const Tensor& x, const Tensor& grad_out, const Shape& weight_size,
-                          Conv2dOptions opts = {});
-
-/// The gradient of `max_pool2d(x, ...)`'s input: each grad_out element goes to
-/// the element its window's maximum came from (the first one on ties, the
-/// last NaN, as the forward), recomputed from x; overlapping windows add up.
-/// Example: `ms::max_pool2d_grad(x, g, {2, 2})`.
-Tensor max_pool2d_grad(const Tensor& x, const Tensor& grad_out, std::vector<std::int64_t> kernel,
-                       std::vector<std::int64_t> stride = {},
-                       std::vector<std::int64_t> padding = {0, 0},
-                       std::vector<std::int64_t> dilation = {1, 1}, bool ceil_mode = false);
-
-/// The gradient of `avg_pool2d`'s input of shape input_size ([C, H, W] or
-/// [N, C, H, W]): each grad_out element divided by its window's divisor is
-/// added to the window's input elements. Example:
-/// `ms::avg_pool2d_grad(g, x.shape(), {3}, {1}, {1}, false, false)`.
-Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
-                       std::vector<std::int64_t> kernel, std::vector<std::int64_t> stride = {},
-                       std::vector<std::int64_t> padding = {0, 0}, bool ceil_mode = false,
-                       bool count_include_pad = true);
+struct AvgPool2d {
+  static constexpr std::string_view name = "avg_pool2d";
+  static constexpr std::string_view ir_name = "AvgPool2D";
+  static constexpr OpKind kind = OpKind::Pool;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = AvgPool2dOptions;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
 
 /// Cross-entropy of each row of `logits` [N, C] (floating) against its class
 /// label in `labels` [N] (int32 or int64): logsumexp(row) - row[label], one
@@ -115,8 +150,179 @@ Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
 /// without the reduction); the result is [N] in the logits' dtype (float16 and
 /// bfloat16 computed in float32). A label outside [0, C) is an ms::IndexError
 /// naming the row, also when a compiled graph runs. Its gradient is
-/// (softmax(logits) - one_hot(labels)) * grad. Example:
-/// `ms::mean(ms::softmax_cross_entropy(logits, labels))`.
-Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels);
+/// (softmax(logits) - one_hot(labels)) * grad.
+struct SoftmaxCrossEntropy {
+  static constexpr std::string_view name = "softmax_cross_entropy";
+  static constexpr std::string_view ir_name = "SoftmaxCrossEntropy";
+  static constexpr OpKind kind = OpKind::Composite;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = NoAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+// ---------------------------------------------------------------- gradients
+// The backward ops of the entries above. Each takes the forward's options,
+// checks the forward op with its own rules and that grad_out has the forward
+// output's shape (ShapeError otherwise), and is floating only (float16 and
+// bfloat16 compute in float32; TypeError for other or mixed dtypes). They are
+// differentiable themselves (linear in grad_out), so grad(grad(f)) and
+// gradient penalties go through them.
+
+/// The gradient of `conv2d`'s input [N, C, H, W] = input_size, given the
+/// output's gradient grad_out [N, O, OH, OW] and the weight: the transposed
+/// convolution, as GEMM W^T G + col2im per image. input_size: 4 sizes >= 0
+/// (ValueError for a negative one).
+struct Conv2dGradInput {
+  static constexpr std::string_view name = "conv2d_grad_input";
+  static constexpr std::string_view ir_name = "Conv2DGradInput";
+  static constexpr OpKind kind = OpKind::Conv;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  struct Attrs : Conv2dOptions {
+    std::vector<std::int64_t> input_size = {};
+    static constexpr auto fields() {
+      return std::tuple_cat(Conv2dOptions::fields(),
+                            std::tuple{field("input_size", &Attrs::input_size)});
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// The gradient of `conv2d`'s weight [O, C / groups, KH, KW] = weight_size,
+/// given the input x and the output's gradient grad_out: the sum over images
+/// of G cols^T (GEMM on im2col columns). The batch is summed in a fixed order
+/// (results do not depend on the thread count).
+struct Conv2dGradWeight {
+  static constexpr std::string_view name = "conv2d_grad_weight";
+  static constexpr std::string_view ir_name = "Conv2DGradWeight";
+  static constexpr OpKind kind = OpKind::Conv;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  struct Attrs : Conv2dOptions {
+    std::vector<std::int64_t> weight_size = {};
+    static constexpr auto fields() {
+      return std::tuple_cat(Conv2dOptions::fields(),
+                            std::tuple{field("weight_size", &Attrs::weight_size)});
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// The gradient of `max_pool2d(x, ...)`'s input: each grad_out element goes to
+/// the element its window's maximum came from (the first one on ties, the
+/// last NaN, as the forward), recomputed from x; overlapping windows add up.
+struct MaxPool2dGrad {
+  static constexpr std::string_view name = "max_pool2d_grad";
+  static constexpr std::string_view ir_name = "MaxPool2DGrad";
+  static constexpr OpKind kind = OpKind::Pool;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  using Attrs = MaxPool2dOptions;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+/// The gradient of `avg_pool2d`'s input of shape input_size ([C, H, W] or
+/// [N, C, H, W]): each grad_out element divided by its window's divisor is
+/// added to the window's input elements.
+struct AvgPool2dGrad {
+  static constexpr std::string_view name = "avg_pool2d_grad";
+  static constexpr std::string_view ir_name = "AvgPool2DGrad";
+  static constexpr OpKind kind = OpKind::Pool;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  struct Attrs : AvgPool2dOptions {
+    std::vector<std::int64_t> input_size = {};
+    static constexpr auto fields() {
+      return std::tuple_cat(AvgPool2dOptions::fields(),
+                            std::tuple{field("input_size", &Attrs::input_size)});
+    }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+};
+
+}  // namespace ms::ops
+
+namespace ms {
+
+/// 2-D convolution of x [N, C, H, W] with weight [O, C / groups, KH, KW] and
+/// an optional bias [O] (ms::ops::Conv2d).
+/// Example: `ms::conv2d(ms::ones({1, 3, 8, 8}), ms::ones({4, 3, 3, 3}))` is [1, 4, 6, 6].
+inline Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = {},
+                     const Conv2dOptions& opts = {}) {
+  if (bias && bias->defined()) return ops::invoke1<ops::Conv2d>({x, weight, *bias}, opts);
+  return ops::invoke1<ops::Conv2d>({x, weight}, opts);
+}
+
+/// 2-D max pooling of x [N, C, H, W] or [C, H, W] (ms::ops::MaxPool2d).
+/// Example: `ms::max_pool2d(x, {.kernel = {2, 2}})` halves H and W.
+inline Tensor max_pool2d(const Tensor& x, const MaxPool2dOptions& opts) {
+  return ops::invoke1<ops::MaxPool2d>({x}, opts);
+}
+
+/// 2-D average pooling of x [N, C, H, W] or [C, H, W] (ms::ops::AvgPool2d).
+/// Example: `ms::avg_pool2d(x, {.kernel = {3}, .stride = {1}, .padding = {1}})`.
+inline Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& opts) {
+  return ops::invoke1<ops::AvgPool2d>({x}, opts);
+}
+
+/// Cross-entropy of each row of logits [N, C] against its label in labels [N]
+/// (ms::ops::SoftmaxCrossEntropy).
+/// Example: `ms::mean(ms::softmax_cross_entropy(logits, labels))`.
+inline Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels) {
+  return ops::invoke1<ops::SoftmaxCrossEntropy>({logits, labels}, {});
+}
+
+/// conv2d's input gradient (ms::ops::Conv2dGradInput).
+/// Example: `ms::conv2d_grad_input(g, w, x.shape(), {.padding = {1}})`.
+inline Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& weight,
+                                const Shape& input_size, const Conv2dOptions& opts = {}) {
+  ops::Conv2dGradInput::Attrs a;
+  static_cast<Conv2dOptions&>(a) = opts;
+  a.input_size = input_size.dims();
+  return ops::invoke1<ops::Conv2dGradInput>({grad_out, weight}, a);
+}
+
+/// conv2d's weight gradient (ms::ops::Conv2dGradWeight).
+/// Example: `ms::conv2d_grad_weight(x, g, w.shape(), {.padding = {1}})`.
+inline Tensor conv2d_grad_weight(const Tensor& x, const Tensor& grad_out, const Shape& weight_size,
+                                 const Conv2dOptions& opts = {}) {
+  ops::Conv2dGradWeight::Attrs a;
+  static_cast<Conv2dOptions&>(a) = opts;
+  a.weight_size = weight_size.dims();
+  return ops::invoke1<ops::Conv2dGradWeight>({x, grad_out}, a);
+}
+
+/// max_pool2d's input gradient (ms::ops::MaxPool2dGrad).
+/// Example: `ms::max_pool2d_grad(x, g, {.kernel = {2, 2}})`.
+inline Tensor max_pool2d_grad(const Tensor& x, const Tensor& grad_out,
+                              const MaxPool2dOptions& opts) {
+  return ops::invoke1<ops::MaxPool2dGrad>({x, grad_out}, opts);
+}
+
+/// avg_pool2d's input gradient (ms::ops::AvgPool2dGrad).
+/// Example: `ms::avg_pool2d_grad(g, x.shape(), {.kernel = {3}, .count_include_pad = false})`.
+inline Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
+                              const AvgPool2dOptions& opts) {
+  ops::AvgPool2dGrad::Attrs a;
+  static_cast<AvgPool2dOptions&>(a) = opts;
+  a.input_size = input_size.dims();
+  return ops::invoke1<ops::AvgPool2dGrad>({grad_out}, a);
+}
 
 }  // namespace ms

@@ -128,6 +128,27 @@ struct Samples {
   std::vector<ErrorSample> errors = {};
 };
 
+/// Algebraic facts of an op, read by the jit's simplification (so that no
+/// pass compares op names).
+struct Algebra {
+  /// A binary op's identity element e: x op e == x when `identity_right`
+  /// (x * 1, x / 1, x - 0, x + 0), e op x == x when `identity_left` (1 * x, 0 + x).
+  double identity = 0;
+  bool identity_right = false;
+  bool identity_left = false;
+  /// False where the identity fails for floating and complex dtypes (x + 0 is
+  /// +0.0 for x = -0.0).
+  bool identity_exact_for_floats = true;
+  /// A unary op with f(f(x)) == x (neg).
+  bool involution = false;
+  /// The output equals the input whenever their dtypes and shapes match
+  /// (reshape, cast, broadcast_to, flatten, stop_gradient).
+  bool identity_when_same_type = false;
+  /// Likewise, but only for the attributes this accepts (transpose of an axis
+  /// with itself); null: `identity_when_same_type` alone decides.
+  bool (*identity_when)(const Attrs&) = nullptr;
+};
+
 /// One entry of the op table.
 struct OpDef {
   std::string_view name;
@@ -153,10 +174,12 @@ struct OpDef {
   InferFn infer;
   /// Computes the outputs (calls kernels/).
   EvalFn eval;
-  /// Gradient rule (an entry's `vjp`, or src/ops/grad.cpp); empty for non-differentiable ops.
+  /// Gradient rule (the entry's `vjp`); empty for non-differentiable ops.
   GradFn grad = {};
   /// The op's samples (an entry's `samples`); null where the test tables hold them.
   Samples (*samples)() = nullptr;
+  /// What the jit's simplification may assume.
+  Algebra algebra = {};
 };
 
 /// Every registered op, in registration order.
@@ -205,8 +228,6 @@ Tracer* set_active_tracer(Tracer* t);
 namespace detail {
 /// Appends an op; called only from the register_* functions in src/ops/.
 void registry_add(OpDef def);
-/// Sets the gradient rule of op `name` (called from src/ops/grad.cpp).
-void set_grad(std::string_view name, GradFn fn);
 }  // namespace detail
 
 // ---------------------------------------------------------------- templates

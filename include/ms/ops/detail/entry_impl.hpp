@@ -43,6 +43,11 @@ OpDef entry_def() {
     d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
   if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
+  d.algebra = E::props.algebra;
+  if constexpr (requires(const A& a) { E::is_identity(a); })
+    d.algebra.identity_when = [](const Attrs& a) {
+      return E::is_identity(attrs_from<A>(a, E::name));
+    };
   return d;
 }
 

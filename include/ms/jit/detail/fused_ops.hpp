@@ -1,0 +1,100 @@
+// ms/jit/detail/fused_ops.hpp — the jit's fused ops: compiled forms of op
+// patterns, made only by the fusion rules of src/jit/passes.cpp.
+//
+// Stage: jit, internal to libms. Each is an op entry (ms/ops/entry.hpp) whose
+// row is not in the op table: no user calls it, autodiff never sees it (the
+// rules run after differentiation), and `ms::ops::op(name)` does not find it.
+// They run the kernels of the ops they fuse, with the same maths, so a
+// compiled graph is bitwise the unfused one:
+//   conv2d_fused{relu, max_pool2x2, max_pool2x2_index}(x, w[, b]):
+//     conv2d, then relu on each output tile while in cache (relu), and
+//     max_pool2d(y, 2) of the planes right after they are written, as a second
+//     output (max_pool2x2), with a third output, the tap each window chose
+//     (max_pool2x2_index, uint8);
+//   max_pool2d_grad_relu(relu(y), gy): relu_grad(max_pool2d_grad(relu(y), gy), y);
+//   max_pool2x2_grad_index(index, gy){input_hw, relu}: max_pool2d_grad of a
+//     2x2, stride-2 pooling from the taps conv2d_fused noted, so the backward
+//     never reads the conv output back.
+#pragma once
+
+#ifndef MS_BUILDING_LIBRARY
+#error "ms/jit/detail/fused_ops.hpp is internal to libms; include <ms/jit/jit.hpp> instead"
+#endif
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "ms/ops/entry.hpp"
+#include "ms/ops/nn.hpp"
+
+namespace ms::compiler::fused {
+
+inline constexpr ops::Props kFusedProps{
+    .differentiable = false,
+    .no_grad_reason =
+        "a fused op of the jit is made after differentiation; differentiate the "
+        "ops it fuses"};
+
+/// conv2d with relu and 2x2 max pooling folded in (float32, float64, int32,
+/// int64; the tap index: float32, float64).
+struct Conv2dFused {
+  static constexpr std::string_view name = "conv2d_fused";
+  static constexpr std::string_view ir_name = "Conv2DFused";
+  static constexpr ops::OpKind kind = ops::OpKind::Conv;
+  static constexpr ops::Arity arity{2, 3};
+  static constexpr ops::Props props = kFusedProps;
+  struct Attrs : Conv2dOptions {
+    bool relu = false;
+    bool max_pool2x2 = false;
+    bool max_pool2x2_index = false;
+    static constexpr auto fields() {
+      return std::tuple_cat(Conv2dOptions::fields(),
+                            std::tuple{ops::field("relu", &Attrs::relu),
+                                       ops::field("max_pool2x2", &Attrs::max_pool2x2),
+                                       ops::field("max_pool2x2_index", &Attrs::max_pool2x2_index)});
+    }
+  };
+  static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+};
+
+/// relu_grad(max_pool2d_grad(relu(y), gy), y) as max_pool2d_grad_relu(relu(y), gy).
+struct MaxPool2dGradRelu {
+  static constexpr std::string_view name = "max_pool2d_grad_relu";
+  static constexpr std::string_view ir_name = "MaxPool2DGradRelu";
+  static constexpr ops::OpKind kind = ops::OpKind::Pool;
+  static constexpr ops::Arity arity{2, 2};
+  static constexpr ops::Props props = kFusedProps;
+  using Attrs = MaxPool2dOptions;
+  static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+};
+
+/// max_pool2d_grad of a 2x2, stride-2 pooling from conv2d_fused's tap index.
+/// input_hw: the pooled input's [H, W]; relu: drop the elements whose tap
+/// held a value that is not > 0 (as max_pool2d_grad_relu).
+struct MaxPool2x2GradIndex {
+  static constexpr std::string_view name = "max_pool2x2_grad_index";
+  static constexpr std::string_view ir_name = "MaxPool2x2GradIndex";
+  static constexpr ops::OpKind kind = ops::OpKind::Pool;
+  static constexpr ops::Arity arity{2, 2};
+  static constexpr ops::Props props = kFusedProps;
+  struct Attrs {
+    std::vector<std::int64_t> input_hw = {};
+    bool relu = false;
+    static constexpr auto fields() {
+      return std::tuple{ops::field("input_hw", &Attrs::input_hw), ops::field("relu", &Attrs::relu)};
+    }
+  };
+  static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+};
+
+/// The row of fused op E (not in the op table).
+template <class E>
+const ops::OpDef& def();
+
+}  // namespace ms::compiler::fused
