@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <ms/core/tensor.hpp>
 #include <ms/io/safetensors.hpp>
