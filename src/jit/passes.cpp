@@ -12,6 +12,7 @@
 #include "ms/jit/compile.hpp"
 #include "ms/jit/detail/fused_ops.hpp"
 #include "ms/jit/dump.hpp"
+#include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
 #include "ms/ops/nn.hpp"
