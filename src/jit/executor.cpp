@@ -227,20 +227,8 @@ void Executable::plan_in_place_updates() {
   }
   std::vector<bool> is_output(nv, false);
   for (int v : G.outputs) is_output[static_cast<std::size_t>(v)] = true;
-  // Steps whose outputs may share memory with an input (views, pass-throughs).
-  auto may_alias = [](const Step& s) {
-    if (s.kind != Step::Kind::Op) return false;
-    switch (s.def->kind) {
-      case ops::OpKind::Linalg:
-      case ops::OpKind::Conv:
-      case ops::OpKind::Pool:
-      case ops::OpKind::Reduction:
-      case ops::OpKind::Indexing:
-      case ops::OpKind::Composite:
-      case ops::OpKind::Random: return false;
-      default: return true;
-    }
-  };
+  // Steps whose outputs may share memory with an input (the op's may_alias).
+  auto may_alias = [](const Step& s) { return s.kind == Step::Kind::Op && s.def->may_alias; };
   for (std::size_t a = 0; a < steps_.size(); ++a) {
     Step& as = steps_[a];
     if (as.kind != Step::Kind::Assign) continue;

@@ -83,6 +83,8 @@ void register_list(OpList<Ops...>) {
        .min_inputs = Ops::arity,
        .max_inputs = Ops::arity,
        .differentiable = EwDifferentiable<Ops>,
+       // An unfused elementwise step (split_op, a dump) is rare: assume it may alias.
+       .may_alias = true,
        .infer = [](std::span<const TensorType> in,
                    const Attrs&) { return ew_infer(ew_op_id<Ops>, in); },
        .eval =

@@ -72,7 +72,7 @@ struct HostCallback {
   static constexpr std::string_view ir_name = "HostCallback";
   static constexpr OpKind kind = OpKind::HostCallback;
   static constexpr Arity arity{1, -1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   using Attrs = HostAttrs;
   static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.begin(), in.end()}; }
   static TensorList eval(const Attrs& a, Inputs in) { return run(*find(a.fn), in); }
@@ -89,7 +89,7 @@ struct GradHook {
   static constexpr std::string_view ir_name = "GradHook";
   static constexpr OpKind kind = OpKind::HostCallback;
   static constexpr Arity arity{1, -1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   using Attrs = HostAttrs;
   static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.begin(), in.end()}; }
   static TensorList eval(const Attrs&, Inputs in) { return {in.begin(), in.end()}; }
@@ -115,7 +115,7 @@ struct CustomGrad {
   static constexpr std::string_view ir_name = "CustomGrad";
   static constexpr OpKind kind = OpKind::HostCallback;
   static constexpr Arity arity{2, -1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   using Attrs = HostAttrs;
   static std::vector<TensorType> infer(const Attrs&, Types in) { return {in.back()}; }
   static TensorList eval(const Attrs&, Inputs in) { return {in.back()}; }

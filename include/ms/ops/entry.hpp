@@ -63,6 +63,11 @@ struct Props {
   /// The output views the input's memory (a strided view, no copy) on every
   /// eager call: slice, select, transpose, ... Writes through one reach the other.
   bool view = false;
+  /// The output may share memory with an input without being a view on every
+  /// call (reshape of a contiguous input, cast to the same dtype, split's parts,
+  /// a host callback that returns its argument): the jit's executor then never
+  /// writes into that input in place. Implied by `view`.
+  bool may_alias = false;
   /// Draws from a Generator when it runs: never folded, merged or dropped.
   bool random = false;
   /// Facts for the jit's simplification (an entry whose attributes decide

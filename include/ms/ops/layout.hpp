@@ -37,7 +37,7 @@ struct Reshape {
   static constexpr std::string_view name = "reshape";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
+  static constexpr Props props{.may_alias = true, .algebra = {.identity_when_same_type = true}};
   /// The attributes of reshape; their defaults are written here only.
   struct Attrs {
     /// The new shape; one dim may be -1 (inferred from the element count).
@@ -154,7 +154,7 @@ struct Flatten {
   static constexpr std::string_view name = "flatten";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
+  static constexpr Props props{.may_alias = true, .algebra = {.identity_when_same_type = true}};
   /// The attributes of flatten; their defaults are written here only.
   struct Attrs {
     /// The first axis merged.
@@ -245,7 +245,8 @@ struct StopGradient {
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
   // Not differentiable on purpose: no gradient flows through it.
-  static constexpr Props props{.differentiable = false, .view = true, .algebra = {.identity_when_same_type = true}};
+  static constexpr Props props{
+      .differentiable = false, .view = true, .algebra = {.identity_when_same_type = true}};
   using Attrs = NoAttrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -261,7 +262,7 @@ struct Concat {
   static constexpr std::string_view name = "concat";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, -1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   /// The attributes of concat; their defaults are written here only.
   struct Attrs {
     /// The axis the inputs are joined along.
@@ -283,7 +284,7 @@ struct Stack {
   static constexpr std::string_view name = "stack";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, -1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   /// The attributes of stack; their defaults are written here only.
   struct Attrs {
     /// Where the new axis goes.
@@ -306,7 +307,7 @@ struct Split {
   static constexpr std::string_view name = "split";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   /// The attributes of split; their defaults are written here only.
   struct Attrs {
     /// The size of each chunk (the last may be smaller); or
@@ -335,7 +336,7 @@ struct Pad {
   static constexpr std::string_view name = "pad";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{};
+  static constexpr Props props{.may_alias = true};
   /// The attributes of pad; their defaults are written here only.
   struct Attrs {
     /// Before/after amounts, last axis first (negative crops); see ms::pad.
@@ -364,7 +365,7 @@ struct Cast {
   static constexpr std::string_view name = "cast";
   static constexpr OpKind kind = OpKind::Layout;
   static constexpr Arity arity{1, 1};
-  static constexpr Props props{.algebra = {.identity_when_same_type = true}};
+  static constexpr Props props{.may_alias = true, .algebra = {.identity_when_same_type = true}};
   /// The attributes of cast; their defaults are written here only.
   struct Attrs {
     /// The target dtype.

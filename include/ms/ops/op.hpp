@@ -167,6 +167,9 @@ struct OpDef {
   /// The output views the first input's memory on every eager call (an
   /// entry's `props.view`): tests check it shares that input's storage.
   bool view = false;
+  /// The output may share memory with an input (an entry's `props.may_alias`
+  /// or `props.view`): the executor never writes into that input in place.
+  bool may_alias = false;
   /// Draws from a Generator (an entry's `props.random`).
   bool random = false;
   /// Output dtypes and shapes from input types and attributes. Raises the

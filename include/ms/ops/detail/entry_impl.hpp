@@ -34,6 +34,7 @@ OpDef entry_def() {
           .differentiable = E::props.differentiable,
           .no_grad_reason = E::props.no_grad_reason,
           .view = E::props.view,
+          .may_alias = E::props.may_alias || E::props.view,
           .random = E::props.random,
           .infer = [](std::span<const TensorType> in,
                       const Attrs& a) { return E::infer(attrs_from<A>(a, E::name), in); },
