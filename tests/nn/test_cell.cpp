@@ -321,7 +321,8 @@ TEST_SUITE("nn") {
     MLP net;
     const ms::Tensor x = input();
     auto loss = [&](const ms::Tensor& a) { return ms::sum(net(a)); };
-    const auto plain = ms::grad(loss, std::nullopt, net.trainable_params())(x);
+    const auto plain =
+        ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x);
     int pre_calls = 0, bwd_calls = 0;
     auto h1 = net.fc2.register_backward_pre_hook([&](ms::nn::Dense&, const ms::Args& g) {
       ++pre_calls;
@@ -329,7 +330,8 @@ TEST_SUITE("nn") {
       CHECK(g[0].shape() == ms::Shape({2, 3}));
       return ms::Args{ms::Tensor(g[0] * 2.0f)};
     });
-    const auto doubled = ms::grad(loss, std::nullopt, net.trainable_params())(x);
+    const auto doubled =
+        ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x);
     CHECK(pre_calls == 1);
     for (std::size_t i = 0; i < plain.size(); ++i)
       CHECK(ms::allclose(doubled[i], plain[i] * 2.0f, 1e-5, 1e-5));
@@ -344,7 +346,8 @@ TEST_SUITE("nn") {
           CHECK(gout[0].shape() == ms::Shape({2, 3}));
           return ms::Args{ms::zeros_like(gin[0])};  // nothing flows below fc2
         });
-    auto jg = ms::jit(ms::grad(loss, std::nullopt, net.trainable_params()));
+    auto jg =
+        ms::jit(ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()}));
     const auto cut = jg(x);
     CHECK(pre_calls == 2);
     CHECK(bwd_calls == 1);

@@ -7,7 +7,8 @@
 //
 //   ms::Parameter w(ms::initializer("he_uniform", {10, 784}), "fc.weight");
 //   w.set_requires_grad(false);              // frozen: no gradient, not trainable
-//   auto grads = ms::grad(loss, std::nullopt, net.trainable_params())(x, y);
+//   auto grads = ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x,
+//   y);
 #pragma once
 
 #include <cstdint>
