@@ -24,6 +24,18 @@
 #include "ms/hooks/hook_handle.hpp"
 
 namespace ms {
+namespace detail {
+
+/// The accepted form of a gradient hook: `fn(const ms::Tensor& grad)`
+/// returning void (keep), a Tensor (replace) or a std::optional<ms::Tensor>.
+template <class F>
+concept GradHook = std::is_invocable_v<F&, const Tensor&> &&
+    (std::is_void_v<std::invoke_result_t<F&, const Tensor&>> ||
+     std::is_convertible_v<std::invoke_result_t<F&, const Tensor&>, Tensor> ||
+     std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F&, const Tensor&>>,
+                    std::optional<Tensor>>);
+
+}  // namespace detail
 
 class Parameter : public Tensor {
  public:
@@ -60,12 +72,10 @@ class Parameter : public Tensor {
   ///   auto h = net.fc1.weight.register_hook([](const ms::Tensor& g) { return g * 0.5f; });
   template <class F>
   HookHandle register_hook(F fn) {
-    static_assert(std::is_invocable_v<F&, const Tensor&>,
-                  "Parameter::register_hook: fn(const ms::Tensor& grad)");
+    static_assert(detail::GradHook<F>,
+                  "Parameter::register_hook: the hook must be callable as fn(const ms::Tensor& "
+                  "grad) returning void, a Tensor or a std::optional<ms::Tensor>");
     using R = std::invoke_result_t<F&, const Tensor&>;
-    static_assert(std::is_void_v<R> || std::is_convertible_v<R, Tensor> ||
-                      std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>>,
-                  "Parameter::register_hook: fn returns void, a Tensor or std::optional<Tensor>");
     return add_grad_hook([f = std::move(fn)](const Tensor& g) mutable -> Tensor {
       if constexpr (std::is_void_v<R>) {
         f(g);
