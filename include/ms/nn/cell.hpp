@@ -69,6 +69,7 @@
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/nn/parameter.hpp"
+#include "ms/nn/state_dict.hpp"
 #include "ms/ops/host.hpp"
 
 namespace ms {
@@ -80,8 +81,6 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// Keyword arguments: a cell call may end with an `ms::Kwargs` that its
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
-/// An ordered map from hierarchical name (`fc1.weight`) to tensor.
-using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
 /// What load_state_dict did not match (strict = false reports, true raises).
 struct LoadResult {
