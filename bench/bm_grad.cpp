@@ -3,7 +3,8 @@
 // the Fashion-MNIST models, ms against LibTorch in the same binary.
 //
 //   BM_GradMlp_Ms/batch:B/nt:N     MLP 784-512-256-10, B = 64, 256:
-//                                  ms::jit(ms::value_and_grad(loss, nullopt, params))
+//                                  ms::jit(ms::value_and_grad(loss, {.position = nullopt,
+//                                                                 .weights = params}))
 //   BM_GradMlp_Torch/batch:B/nt:N  zero_grad, forward, cross entropy, backward
 //   BM_GradCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), the same jitted call
 //   BM_GradCnn_Torch/batch:64/nt:N the same in LibTorch
@@ -37,7 +38,8 @@ struct MsGrad {
   Net net;
   std::vector<ms::Tensor> params;
   std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> loss_fn;
-  decltype(ms::jit(ms::value_and_grad(loss_fn, std::nullopt, params))) grad;
+  decltype(ms::jit(
+      ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights = params}))) grad;
   MsGrad()
       : params([this] {
           std::vector<ms::Tensor> p;
@@ -47,7 +49,7 @@ struct MsGrad {
         loss_fn([this](const ms::Tensor& x, const ms::Tensor& y) {
           return ms::nn::cross_entropy(net(x), y);
         }),
-        grad(ms::jit(ms::value_and_grad(loss_fn, std::nullopt, params))) {}
+        grad(ms::jit(ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights = params}))) {}
   MsGrad(const MsGrad&) = delete;
   MsGrad& operator=(const MsGrad&) = delete;
 };

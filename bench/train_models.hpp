@@ -74,7 +74,8 @@ struct MsTrainer {
   /// The training step (forward, backward, Momentum update), to jit with any JitConfig.
   std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> step_fn() {
     return [this](const ms::Tensor& x, const ms::Tensor& y) {
-      auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+      auto [loss, grads] = ms::value_and_grad(
+          loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
       opt.apply(grads);
       return loss;
     };

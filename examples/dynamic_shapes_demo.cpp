@@ -37,7 +37,8 @@ struct Variant {
       auto loss_fn = [this](const ms::Tensor& a, const ms::Tensor& b) {
         return ms::nn::cross_entropy(net(a), b);
       };
-      auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+      auto [loss, grads] = ms::value_and_grad(
+          loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
       opt.apply(grads);
       return loss;
     };

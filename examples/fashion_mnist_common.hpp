@@ -142,7 +142,8 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     if (!flatten) x_spec = ms::TensorSpec({batch_dim, 1, 28, 28}, ms::float32);
     auto step = ms::jit(
         [&](const ms::Tensor& x, const ms::Tensor& y) {
-          auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+          auto [loss, grads] = ms::value_and_grad(
+              loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
 #if MS_HAVE_MPI
           opt.apply(reducer(grads));
           return ms::parallel::all_reduce(loss, ms::parallel::ReduceOp::Mean);  // global loss

@@ -64,7 +64,8 @@ int main() {
     return ms::nn::cross_entropy(net(a), b, {.reduction = "sum"});
   };
   auto step = [&](const ms::Tensor& a, const ms::Tensor& b) {
-    auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(a, b);
+    auto [loss, grads] =
+        ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(a, b);
     opt.apply(grads);
     return loss;
   };

@@ -201,7 +201,7 @@ std::string CellBase::to_string() const {
 // ------------------------------------------------------------------ state dicts
 
 void CellBase::state_dict_into(StateDict& out, const std::string& prefix) const {
-  auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as the seeds' hooks do)
+  auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as MindSpore's hooks do)
   if (state_hooks_ && state_hooks_->sd_pre)
     for (auto& h : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
   auto full = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };

@@ -148,13 +148,13 @@ TEST_SUITE("autodiff") {
     const Tensor w = tensor({2.0, 3.0}), b = tensor({0.5});
     auto loss = [&](const auto& x, const auto& y) -> Tensor { return sum(x * w * y + b); };
     const Tensor x = tensor({1.0, 1.0}), y = tensor({4.0, 5.0});
-    const std::vector<Tensor> g = grad(loss, {1, 0}, {w, b})(x, y);
+    const std::vector<Tensor> g = grad(loss, {.position = {1, 0}, .weights = {w, b}})(x, y);
     REQUIRE(g.size() == 4);
     CHECK(allclose(g[0], tensor({2.0, 3.0})));   // d/dy = x * w
     CHECK(allclose(g[1], tensor({8.0, 15.0})));  // d/dx = w * y
     CHECK(allclose(g[2], tensor({4.0, 5.0})));   // d/dw = x * y
     CHECK(allclose(g[3], tensor({2.0})));        // d/db: b broadcast over 2 elements
-    const std::vector<Tensor> only_w = grad(loss, std::nullopt, {w})(x, y);
+    const std::vector<Tensor> only_w = grad(loss, {.position = std::nullopt, .weights = {w}})(x, y);
     REQUIRE(only_w.size() == 1);
     CHECK(allclose(only_w[0], tensor({4.0, 5.0})));
   }
@@ -162,7 +162,8 @@ TEST_SUITE("autodiff") {
   TEST_CASE("an untouched weight gets zeros; stop_gradient blocks") {
     const Tensor w = tensor({1.0, 2.0}), unused = tensor({7.0});
     auto f = [&](const auto& x) -> Tensor { return sum(x * stop_gradient(x) + w); };
-    const std::vector<Tensor> g = grad(f, 0, {w, unused})(tensor({3.0, 4.0}));
+    const std::vector<Tensor> g =
+        grad(f, {.position = 0, .weights = {w, unused}})(tensor({3.0, 4.0}));
     CHECK(allclose(g[0], tensor({3.0, 4.0})));  // only the unstopped factor
     CHECK(allclose(g[1], tensor({1.0, 1.0})));
     CHECK(allclose(g[2], tensor({0.0})));
@@ -170,7 +171,7 @@ TEST_SUITE("autodiff") {
 
   TEST_CASE("has_aux: the first output is differentiated, the rest returned") {
     auto f = [](const auto& x) { return std::make_tuple(sum(x * x), Tensor(x + 1.0)); };
-    auto [v, g] = value_and_grad(f, 0, {}, true)(tensor({1.0, 2.0}));
+    auto [v, g] = value_and_grad(f, {.position = 0, .has_aux = true})(tensor({1.0, 2.0}));
     CHECK(std::get<0>(v).item<double>() == 5.0);
     CHECK(allclose(std::get<1>(v), tensor({2.0, 3.0})));
     CHECK(allclose(g[0], tensor({2.0, 4.0})));
@@ -182,7 +183,7 @@ TEST_SUITE("autodiff") {
     auto loss = [&](const auto& x) -> Tensor {
       return mean(log_softmax(Tensor(matmul(x, w) + b), -1) * -1.0);
     };
-    auto vg = value_and_grad(loss, 0, {w, b});
+    auto vg = value_and_grad(loss, {.position = 0, .weights = {w, b}});
     auto step = jit(vg, {.verify = true});
     const Tensor x = random_tensor(float64, {5, 4}, {-2, 2}, 32);
     const auto eager = vg(x);
@@ -206,7 +207,7 @@ TEST_SUITE("autodiff") {
           avg_pool2d(conv2d(h, w2, std::nullopt, {.stride = {1}}), {.kernel = {2}, .stride = {1}});
       return sum(a * a);  // not linear: the pooling gradient is not a constant
     };
-    const auto df = grad(f, 0, {w1, b1, w2});
+    const auto df = grad(f, {.position = 0, .weights = {w1, b1, w2}});
     auto jdf = jit(df, {.verify = true});
     for (unsigned seed : {63u, 64u}) {
       CAPTURE(seed);
@@ -245,11 +246,11 @@ TEST_SUITE("autodiff") {
     CHECK_THROWS_WITH_AS(grad(vec_out)(tensor({1.0, 2.0})), doctest::Contains("only a scalar"),
                          ValueError);
     auto f = [](const auto& x) -> Tensor { return sum(x); };
-    CHECK_THROWS_WITH_AS(grad(f, 3)(tensor({1.0})), doctest::Contains("grad_position 3"),
-                         IndexError);
+    CHECK_THROWS_WITH_AS(grad(f, {.position = 3})(tensor({1.0})),
+                         doctest::Contains("grad_position 3"), IndexError);
     CHECK_THROWS_WITH_AS(grad(f)(tensor({1, 2})), doctest::Contains("floating"), TypeError);
     auto g2 = [](const auto& x, int k) -> Tensor { return sum(x * static_cast<double>(k)); };
-    CHECK_THROWS_WITH_AS(grad(g2, 1)(tensor({1.0}), 3), doctest::Contains("not a tensor"),
-                         TypeError);
+    CHECK_THROWS_WITH_AS(grad(g2, {.position = 1})(tensor({1.0}), 3),
+                         doctest::Contains("not a tensor"), TypeError);
   }
 }

@@ -94,7 +94,7 @@ TEST_SUITE("autodiff") {
                 auto f = [&](const Tensor& a, const Tensor& k) {
                   return max_model(a, k, v[2], cc, pc);
                 };
-                return grad(f, wrt)(v[0], v[1]);
+                return grad(f, {.position = wrt})(v[0], v[1])[0];
               },
               {x, w, b}));
         }
@@ -109,8 +109,8 @@ TEST_SUITE("autodiff") {
       CAPTURE(wrt);
       check(testing::gradcheck(
           [&](const std::vector<Tensor>& v) {
-            return grad([&](const Tensor& a, const Tensor& k) { return avg_model(a, k, ix); }, wrt)(
-                v[0], v[1]);
+            return grad([&](const Tensor& a, const Tensor& k) { return avg_model(a, k, ix); },
+                        {.position = wrt})(v[0], v[1])[0];
           },
           {x, w}));
     }
@@ -123,7 +123,7 @@ TEST_SUITE("autodiff") {
     const Conv2dOptions o{.padding = {1}, .dilation = {2}};
     auto norm_of_grad = [](auto f) {
       return [f](const std::vector<Tensor>& v) {
-        const std::vector<Tensor> g = grad(f, std::vector<int>{0, 1}, {})(v[0], v[1]);
+        const std::vector<Tensor> g = grad(f, {.position = {0, 1}})(v[0], v[1]);
         return Tensor(sum(square(g[0])) + sum(square(g[1])));
       };
     };
@@ -171,7 +171,7 @@ TEST_SUITE("autodiff") {
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
     };
     auto total = [&](const auto& a) -> Tensor { return total_of(a, w, b); };
-    auto step = grad(total, std::nullopt, {w, b});
+    auto step = grad(total, {.position = std::nullopt, .weights = {w, b}});
     auto jstep = jit(step, {.verify = true});
     for (int it = 0; it < 3; ++it) {
       CAPTURE(it);
@@ -205,7 +205,7 @@ TEST_SUITE("autodiff") {
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
     };
     auto total = [&](const auto& a) -> Tensor { return total_of(a, w); };
-    auto step = grad(total, std::nullopt, {w});
+    auto step = grad(total, {.position = std::nullopt, .weights = {w}});
     auto jstep = jit(step, {.verify = true});
     for (int it = 0; it < 2; ++it) {
       CAPTURE(it);
@@ -228,8 +228,9 @@ TEST_SUITE("autodiff") {
       auto f = [&](const Tensor& xx) { return max_model(xx, k, c, cc, pc); };
       return sum(square(grad(f)(a)));
     };
-    const Tensor g64 = grad(penalty, 1)(x, w, b);
-    const Tensor g32 = grad(penalty, 1)(x.to(float32), w.to(float32), b.to(float32));
+    const Tensor g64 = grad(penalty, {.position = 1})(x, w, b)[0];
+    const Tensor g32 =
+        grad(penalty, {.position = 1})(x.to(float32), w.to(float32), b.to(float32))[0];
     CHECK(g32.dtype() == float32);
     CHECK(allclose(g32.to(float64), g64, 1e-3, 1e-3));
   }
@@ -242,7 +243,7 @@ TEST_SUITE("autodiff") {
       auto loss = [&](const Tensor& xx) { return max_model(xx, w, b, cc, pc); };
       return Tensor(loss(a) + sum(square(grad(loss)(a))) * 0.1);
     };
-    auto step = grad(total, std::nullopt, {w, b});
+    auto step = grad(total, {.position = std::nullopt, .weights = {w, b}});
     JitConfig dyn;
     dyn.dynamic = 1;
     std::string log;

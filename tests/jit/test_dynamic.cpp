@@ -409,8 +409,8 @@ TEST_SUITE("jit.dynamic") {
   TEST_CASE("gradients through a generalized graph equal the static ones for every size") {
     const Tensor w = random_tensor(float32, {6, 4}, {-2, 2}, 1);
     auto loss = [&](const auto& x, const auto& t) { return mean(square(matmul(x, w) - t)); };
-    auto dyn = jit(value_and_grad(loss, std::vector<int>{0, 1}, {}), dyn_config());
-    auto stat = jit(value_and_grad(loss, std::vector<int>{0, 1}, {}), {.verify = true});
+    auto dyn = jit(value_and_grad(loss, {.position = {0, 1}}), dyn_config());
+    auto stat = jit(value_and_grad(loss, {.position = {0, 1}}), {.verify = true});
     for (std::int64_t n : {2, 4, 8, 3, 1, 17}) {
       const Tensor x = random_tensor(float32, {n, 6}, {-2, 2}, 2),
                    t = random_tensor(float32, {n, 4}, {-2, 2}, 3);

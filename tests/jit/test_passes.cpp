@@ -406,7 +406,7 @@ TEST_SUITE("jit") {
       const Tensor h = ms::test::max_pool(relu(conv2d(x, w1, b1, o)), {2});
       return sum(square(ms::test::max_pool(relu(conv2d(h, w2, std::nullopt, o)), {2})));
     };
-    auto vg = value_and_grad(loss, std::vector<int>{0, 1, 2, 3}, {});
+    auto vg = value_and_grad(loss, {.position = {0, 1, 2, 3}});
     auto f0 = jit(vg, {.jit_level = JitLevel::O0, .verify = true});
     auto f1 = jit(vg, {.jit_level = JitLevel::O1, .verify = true});
     const auto [l0, g0] = f0(x, w1, b1, w2);

@@ -120,11 +120,11 @@ TEST_SUITE("nn") {
     Scale net;
     const ms::Tensor x = input(), y = weights6();
     auto loss = [&](const ms::Tensor& a, const ms::Tensor& b) { return ms::sum(net(a, b)); };
-    const auto g = ms::grad(loss, std::vector<int>{0, 1}, {})(x, y);
+    const auto g = ms::grad(loss, {.position = {0, 1}})(x, y);
     REQUIRE(g.size() == 2);
     CHECK(ms::allclose(g[0], ms::full({6}, 3.0, ms::float32), 0, 0));
     CHECK(ms::allclose(g[1], ms::zeros({6}), 0, 0));  // undefined: no gradient
-    const auto jg = ms::jit(ms::grad(loss, std::vector<int>{0, 1}, {}))(x, y);
+    const auto jg = ms::jit(ms::grad(loss, {.position = {0, 1}}))(x, y);
     CHECK(ms::allclose(jg[0], g[0], 0, 0));
     CHECK(ms::allclose(jg[1], g[1], 0, 0));
     CHECK(ms::allclose(net(x, y), x * y, 0, 0));
@@ -149,7 +149,7 @@ TEST_SUITE("nn") {
     auto loss = [&](const ms::Tensor& a) { return ms::sum(net(a)); };
     for (bool jitted : {false, true}) {
       CAPTURE(jitted);
-      auto gf = ms::grad(loss, 0, net.trainable_params());
+      auto gf = ms::grad(loss, {.position = 0, .weights = net.trainable_params()});
       const auto g = jitted ? ms::jit(gf)(x) : gf(x);
       REQUIRE(g.size() == 2);
       CHECK(ms::allclose(g[0], ms::full({3}, 5.0, ms::float32), 0, 0));
@@ -217,7 +217,7 @@ TEST_SUITE("nn") {
     static_assert(!Plain::has_bprop());
     const ms::Tensor x = ms::full({3}, 4.0, ms::float32);
     auto loss = [&](const ms::Tensor& a) { return ms::sum(net(a)); };
-    const auto g = ms::grad(loss, 0, net.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = net.trainable_params()})(x);
     CHECK(ms::allclose(g[0], ms::full({3}, 2.0, ms::float32), 0, 0));
     CHECK(ms::allclose(g[1], x, 0, 0));
   }

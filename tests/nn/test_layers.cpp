@@ -42,10 +42,11 @@ TEST_SUITE("nn") {
     auto loss = [&](const ms::Tensor& v) { return ms::sum(drop(fc(v))); };
     const ms::ParameterList params = fc.trainable_params();
     g.manual_seed(9);
-    const auto eager = ms::value_and_grad(loss, std::nullopt, params)(x);
+    const auto eager = ms::value_and_grad(loss, {.position = std::nullopt, .weights = params})(x);
     g.manual_seed(9);
-    auto step = ms::jit(
-        [&](const ms::Tensor& v) { return ms::value_and_grad(loss, std::nullopt, params)(v); });
+    auto step = ms::jit([&](const ms::Tensor& v) {
+      return ms::value_and_grad(loss, {.position = std::nullopt, .weights = params})(v);
+    });
     const auto jitted = step(x);
     CHECK(ms::allclose(jitted.value, eager.value, 1e-6, 1e-6));
     REQUIRE(jitted.grads.size() == 2);
@@ -354,7 +355,8 @@ TEST_SUITE("nn") {
         auto loss_fn = [&](const ms::Tensor& u, const ms::Tensor& v) {
           return ms::nn::cross_entropy(net(u), v);
         };
-        auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(xx, yy);
+        auto [loss, grads] = ms::value_and_grad(
+            loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(xx, yy);
         opt.apply(grads);
         return loss;
       };

@@ -19,14 +19,14 @@ TEST_SUITE("nn") {
     const ms::Tensor x = input();
     auto loss = [&](const ms::Tensor& a) { return ms::sum(ms::square(fc(a))); };
     const ms::ParameterList params = fc.trainable_params();
-    const auto plain = ms::grad(loss, std::nullopt, params)(x);
+    const auto plain = ms::grad(loss, {.position = std::nullopt, .weights = params})(x);
     std::vector<ms::Tensor> seen;
     auto h1 = fc.weight.register_hook([&](const ms::Tensor& g) { seen.push_back(g); });
     auto h2 = fc.weight.register_hook([](const ms::Tensor& g) { return ms::Tensor(g * 2.0f); });
     auto h3 = fc.weight.register_hook(
         [](const ms::Tensor& g) -> std::optional<ms::Tensor> { return ms::Tensor(g + 1.0f); });
     CHECK(fc.weight.hook_count() == 3);
-    const auto hooked = ms::grad(loss, std::nullopt, params)(x);
+    const auto hooked = ms::grad(loss, {.position = std::nullopt, .weights = params})(x);
     REQUIRE(seen.size() == 1);
     CHECK(ms::allclose(seen[0], plain[0], 0, 0));  // the first sees autodiff's
     CHECK(ms::allclose(hooked[0], plain[0] * 2.0f + 1.0f, 1e-6, 1e-6));  // x2, then +1
@@ -34,10 +34,12 @@ TEST_SUITE("nn") {
     h2.remove();
     h2.remove();  // idempotent
     CHECK(fc.weight.hook_count() == 2);
-    CHECK(ms::allclose(ms::grad(loss, std::nullopt, params)(x)[0], plain[0] + 1.0f, 1e-6, 1e-6));
+    CHECK(ms::allclose(ms::grad(loss, {.position = std::nullopt, .weights = params})(x)[0],
+                       plain[0] + 1.0f, 1e-6, 1e-6));
     h1.remove();
     h3.remove();
-    CHECK(ms::allclose(ms::grad(loss, std::nullopt, params)(x)[0], plain[0], 0, 0));
+    CHECK(ms::allclose(ms::grad(loss, {.position = std::nullopt, .weights = params})(x)[0],
+                       plain[0], 0, 0));
     CHECK(seen.size() == 2);
   }
 
@@ -46,9 +48,10 @@ TEST_SUITE("nn") {
     const ms::Tensor x = input();
     const ms::ParameterList params = fc.trainable_params();
     auto loss = [&](const ms::Tensor& a) { return ms::sum(ms::square(fc(a))); };
-    const auto plain = ms::grad(loss, std::nullopt, params)(x);
-    auto step = ms::jit(
-        [&](const ms::Tensor& a) { return ms::value_and_grad(loss, std::nullopt, params)(a); });
+    const auto plain = ms::grad(loss, {.position = std::nullopt, .weights = params})(x);
+    auto step = ms::jit([&](const ms::Tensor& a) {
+      return ms::value_and_grad(loss, {.position = std::nullopt, .weights = params})(a);
+    });
     (void)step(x);
     CHECK(step.compile_count() == 1);
     int calls = 0;
@@ -79,12 +82,13 @@ TEST_SUITE("nn") {
       h = copy.register_hook([&](const ms::Tensor&) { ++calls; });
       CHECK(p.hook_count() == 1);
       auto f = [&](const ms::Tensor& a) { return ms::sum(a * p); };
-      (void)ms::grad(f, std::nullopt, ms::ParameterList{p})(ms::ones({3}));
+      (void)ms::grad(f, {.position = std::nullopt, .weights = ms::ParameterList{p}})(ms::ones({3}));
       CHECK(calls == 1);
       // A weight the function does not use gets zeros and calls no hook.
       ms::Parameter unused(ms::ones({2}), "unused");
       unused.register_hook([&](const ms::Tensor&) { ++calls; });
-      (void)ms::grad(f, std::nullopt, ms::ParameterList{p, unused})(ms::ones({3}));
+      (void)ms::grad(
+          f, {.position = std::nullopt, .weights = ms::ParameterList{p, unused}})(ms::ones({3}));
       CHECK(calls == 2);
     }
     h.remove();  // the parameter is gone: no effect, no crash
@@ -98,7 +102,7 @@ TEST_SUITE("nn") {
     {
       ms::ScopedHook s = p.register_hook([](const ms::Tensor&) { return ms::zeros({3}); });
       CHECK_THROWS_WITH_AS(
-          ms::grad(f, std::nullopt, ms::ParameterList{p})(x),
+          ms::grad(f, {.position = std::nullopt, .weights = ms::ParameterList{p}})(x),
           doctest::Contains(
               "register_hook: the hook of 'fc.weight' returned a gradient of shape [3]; expected "
               "[2, 3]"),
@@ -107,11 +111,12 @@ TEST_SUITE("nn") {
     {
       ms::ScopedHook s =
           p.register_hook([](const ms::Tensor& g) { return ms::Tensor(g.to(ms::float64)); });
-      auto jf = ms::jit(ms::grad(f, std::nullopt, ms::ParameterList{p}));
+      auto jf = ms::jit(ms::grad(f, {.position = std::nullopt, .weights = ms::ParameterList{p}}));
       CHECK_THROWS_WITH_AS(jf(x), doctest::Contains("returned a gradient of dtype Float64"),
                            ms::TypeError);
     }
     CHECK(p.hook_count() == 0);  // scoped hooks removed themselves
-    CHECK(ms::allclose(ms::grad(f, std::nullopt, ms::ParameterList{p})(x)[0], x, 0, 0));
+    CHECK(ms::allclose(
+        ms::grad(f, {.position = std::nullopt, .weights = ms::ParameterList{p}})(x)[0], x, 0, 0));
   }
 }

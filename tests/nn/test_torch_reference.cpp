@@ -272,7 +272,7 @@ std::string loss_case(F f, const ms::Tensor& x, const ms::Tensor& r, const Ref& 
     const ms::Tensor l = f(a);
     return l.rank() == 0 ? l : ms::sum(l * r);
   };
-  return mismatch(f(x), loss, "loss") + mismatch(ms::grad(scalar, 0)(x), dx, "grad");
+  return mismatch(f(x), loss, "loss") + mismatch(ms::grad(scalar)(x), dx, "grad");
 }
 
 /// Forward and input gradient (with cotangent r) of a cell without parameters.
@@ -280,7 +280,7 @@ template <class C>
 std::string pool_case(C& cell, const Ref& x, const Ref& r, const Ref& y, const Ref& dx) {
   const ms::Tensor xt = T(x), rt = T(r);
   auto loss = [&](const ms::Tensor& a) { return ms::sum(cell(a) * rt); };
-  return mismatch(cell(xt), y, "forward") + mismatch(ms::grad(loss, 0)(xt), dx, "grad");
+  return mismatch(cell(xt), y, "forward") + mismatch(ms::grad(loss)(xt), dx, "grad");
 }
 
 /// Three steps of an optimizer on two parameters with the recorded gradients;
@@ -327,7 +327,7 @@ TEST_SUITE("nn") {
     const ms::Tensor x = T(dense_x), r = T(dense_r);
     CHECK(mismatch(d(x), dense_y) == "");
     auto loss = [&](const ms::Tensor& a) { return ms::sum(d(a) * r); };
-    auto [value, g] = ms::value_and_grad(loss, 0, d.trainable_params())(x);
+    auto [value, g] = ms::value_and_grad(loss, {.position = 0, .weights = d.trainable_params()})(x);
     REQUIRE(g.size() == 3);
     CHECK(mismatch(g[0], dense_dx) == "");
     CHECK(mismatch(g[1], dense_dw) == "");
@@ -346,7 +346,7 @@ TEST_SUITE("nn") {
     const ms::Tensor x = T(convpad_x), r = T(convpad_r);
     CHECK(mismatch(c(x), convpad_y) == "");
     auto loss = [&](const ms::Tensor& a) { return ms::sum(c(a) * r); };
-    const auto g = ms::grad(loss, 0, c.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = c.trainable_params()})(x);
     REQUIRE(g.size() == 3);
     CHECK(mismatch(g[0], convpad_dx) == "");
     CHECK(mismatch(g[1], convpad_dw) == "");
@@ -359,7 +359,7 @@ TEST_SUITE("nn") {
     const ms::Tensor x = T(convsame_x), r = T(convsame_r);
     CHECK(mismatch(c(x), convsame_y) == "");
     auto loss = [&](const ms::Tensor& a) { return ms::sum(c(a) * r); };
-    const auto g = ms::grad(loss, 0, c.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = c.trainable_params()})(x);
     REQUIRE(g.size() == 2);
     CHECK(mismatch(g[0], convsame_dx) == "");
     CHECK(mismatch(g[1], convsame_dw) == "");
@@ -372,7 +372,7 @@ TEST_SUITE("nn") {
     const ms::Tensor x = T(convsame2_x), r = T(convsame2_r);
     CHECK(mismatch(c(x), convsame2_y) == "");
     auto loss = [&](const ms::Tensor& a) { return ms::sum(c(a) * r); };
-    const auto g = ms::grad(loss, 0, c.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = c.trainable_params()})(x);
     REQUIRE(g.size() == 3);
     CHECK(mismatch(g[0], convsame2_dx) == "");
     CHECK(mismatch(g[1], convsame2_dw) == "");
@@ -412,7 +412,7 @@ TEST_SUITE("nn") {
     set_bn(bn);
     const ms::Tensor x = T(bn2d_x), r = T(bn2d_r);
     auto loss = [&](const ms::Tensor& a) { return ms::sum(bn(a) * r); };
-    const auto g = ms::grad(loss, 0, bn.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = bn.trainable_params()})(x);
     REQUIRE(g.size() == 3);
     CHECK(mismatch(g[0], bn2d_dx) == "");
     CHECK(mismatch(g[1], bn2d_dgamma) == "");
@@ -425,7 +425,7 @@ TEST_SUITE("nn") {
     set_bn(bn);
     const ms::Tensor x = T(bn2d_x), r = T(bn2d_r);
     auto loss = [&](const ms::Tensor& a) { return ms::sum(bn(a) * r); };
-    (void)ms::value_and_grad(loss, 0, bn.trainable_params())(x);
+    (void)ms::value_and_grad(loss, {.position = 0, .weights = bn.trainable_params()})(x);
     CHECK(mismatch(bn.moving_mean, bn2d_mm1, "moving_mean") == "");
     CHECK(mismatch(bn.moving_variance, bn2d_mv1, "moving_variance") == "");
   }
@@ -445,7 +445,7 @@ TEST_SUITE("nn") {
     const ms::Tensor x = T(ln_x), r = T(ln_r);
     CHECK(mismatch(ln(x), ln_y) == "");
     auto loss = [&](const ms::Tensor& a) { return ms::sum(ln(a) * r); };
-    const auto g = ms::grad(loss, 0, ln.trainable_params())(x);
+    const auto g = ms::grad(loss, {.position = 0, .weights = ln.trainable_params()})(x);
     REQUIRE(g.size() == 3);
     CHECK(mismatch(g[0], ln_dx) == "");
     CHECK(mismatch(g[1], ln_dgamma) == "");
@@ -461,7 +461,8 @@ TEST_SUITE("nn") {
     const ms::Tensor ids = T(emb_ids, ms::int32), r = T(emb_r);
     CHECK(mismatch(emb(ids), emb_y) == "");
     auto loss = [&](const ms::Tensor& i) { return ms::sum(emb(i) * r); };
-    const auto g = ms::grad(loss, std::nullopt, emb.trainable_params())(ids);
+    const auto g =
+        ms::grad(loss, {.position = std::nullopt, .weights = emb.trainable_params()})(ids);
     REQUIRE(g.size() == 1);
     CHECK(mismatch(g[0], emb_dtable) == "");
     CHECK(mismatch(emb(T(emb_ids, ms::int64)), emb_y, "int64 ids") == "");

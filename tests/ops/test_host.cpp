@@ -39,11 +39,11 @@ TEST_SUITE("ops") {
     auto f = [&](const Tensor& a, const Tensor& b) {
       return sum(ops::custom_grad(vjp, {a}, Tensor(a * b), "c") * 2.f);
     };
-    const auto g = grad(f, std::vector<int>{0, 1}, {})(x, w);
+    const auto g = grad(f, {.position = {0, 1}})(x, w);
     CHECK(calls == 1);
     CHECK(allclose(g[0], full({4}, 20.0, float32), 0, 0));
     CHECK(allclose(g[1], zeros({4}), 0, 0));  // b is used only by out's ops
-    const auto jg = jit(grad(f, std::vector<int>{0, 1}, {}))(x, w);
+    const auto jg = jit(grad(f, {.position = {0, 1}}))(x, w);
     CHECK(allclose(jg[0], g[0], 0, 0));
     CHECK(allclose(jg[1], g[1], 0, 0));
   }

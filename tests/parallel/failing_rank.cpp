@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
       return ms::nn::cross_entropy(net(x), y);
     };
     auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
-      auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+      auto [loss, grads] = ms::value_and_grad(
+          loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
       opt.apply(reducer(grads));
       return loss;
     });

@@ -61,7 +61,8 @@ struct Trainer {
     auto loss_fn = [&](const ms::Tensor& a, const ms::Tensor& b) {
       return ms::nn::cross_entropy(net(a), b);
     };
-    auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+    auto [loss, grads] =
+        ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
     opt.apply(reducer != nullptr ? (*reducer)(grads) : grads);
     return loss;
   }
@@ -187,7 +188,8 @@ Outcome fit_small(bool distributed, std::int64_t epochs, const std::string& resu
     return ms::nn::cross_entropy(net(x), y);
   };
   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
-    auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
+    auto [loss, grads] =
+        ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
     opt.apply(reducer ? (*reducer)(grads) : grads);
     return loss;
   });

@@ -36,7 +36,8 @@ struct Trained {
       auto lf = [&](const ms::Tensor& a, const ms::Tensor& b) {
         return ms::nn::cross_entropy(net(a), b);
       };
-      auto [loss, grads] = ms::value_and_grad(lf, std::nullopt, opt.parameters())(x, y);
+      auto [loss, grads] =
+          ms::value_and_grad(lf, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
       opt.apply(grads);
     }
     opt.set_lr(0.01 * static_cast<double>(seed));

@@ -7,14 +7,27 @@
 // The gradients are therefore graph values too: under ms::jit they are fused,
 // planned and cached with the rest, and grad(grad(f)) works.
 //
+// Options come as one struct, as MindSpore's keyword arguments
+// (grad_position, weights, has_aux):
+//
 //   auto f = [](const auto& x) -> ms::Tensor { return ms::sum(x * x); };
-//   ms::Tensor dx = ms::grad(f)(x);                              // 2x
-//   auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, {w, b})(x, y);
-//   auto step = ms::jit(ms::value_and_grad(loss_fn, 0));         // compiled and cached
+//   ms::Tensor dx = ms::grad(f)(x);                              // 2x: argument 0, a Tensor
+//   std::vector<ms::Tensor> g = ms::grad(loss, {.position = {0, 1}})(x, y);
+//   auto [loss, grads] = ms::value_and_grad(loss_fn, {.position = std::nullopt,
+//                                                     .weights = net.trainable_params()})(x, y);
+//   auto step = ms::jit(ms::value_and_grad(loss_fn));            // compiled and cached
+//
+// Without options the gradient is a Tensor (argument 0's, MindSpore's
+// default). With options it is a std::vector<Tensor> (the positions'
+// gradients in the order given, then the weights'), whatever the values of
+// the options, so the type of a call does not depend on run-time values.
+// With has_aux the function returns several tensors: the first is
+// differentiated, the others are returned as they are (aux); value_and_grad
+// returns them all as the value, grad returns `{grads, aux}`.
 //
 // A non-scalar output needs a sensitivity (the gradient of the output, as
-// MindSpore's GradOperation(sens_param=True)): `ms::grad(f, 0, {}, ms::sens_param)(x, sens)`
-// takes it as the call's last argument.
+// MindSpore's GradOperation(sens_param=True)):
+// `ms::grad(f, {.position = 0}, ms::sens_param)(x, sens)` takes it as the call's last argument.
 #pragma once
 
 #include <initializer_list>
@@ -29,8 +42,9 @@
 
 namespace ms {
 
-/// Which arguments to differentiate: an index, a list of indices, or
-/// std::nullopt (only the weights).
+/// Which arguments to differentiate (MindSpore's grad_position): an index,
+/// a list of indices, or std::nullopt (none: only the weights).
+///   {.position = 1}   {.position = {0, 2}}   {.position = std::nullopt}
 struct GradPosition {
   GradPosition(int i) : idx{i} {}                          // NOLINT: implicit, as MindSpore's int
   GradPosition(std::vector<int> v) : idx(std::move(v)) {}  // NOLINT
@@ -39,10 +53,16 @@ struct GradPosition {
   std::vector<int> idx;
 };
 
-/// Options of grad / value_and_grad.
+/// Options of grad / value_and_grad; every field may be left out:
+///   ms::value_and_grad(f, {.position = {0, 1}, .weights = params, .has_aux = true})
 struct GradOptions {
+  /// The arguments to differentiate (argument 0 unless given).
+  GradPosition position = 0;
+  /// Tensors the function captures (a cell's `trainable_params()`, which
+  /// converts): their gradients follow the positions'.
+  std::vector<Tensor> weights = {};
   /// The function returns several tensors: differentiate the first, return
-  /// the others (as values) unchanged.
+  /// the others (aux) unchanged and without gradient.
   bool has_aux = false;
   /// Report (ms::warn) every weight that gets no gradient, by name: the
   /// function does not use it, or only through non-differentiable ops.
@@ -58,6 +78,15 @@ template <class V, class G>
 struct ValueAndGrad {
   V value;
   G grads;
+};
+
+/// What grad of a function with several outputs returns (MindSpore's
+/// `(grads, aux)` under has_aux): `auto [grads, aux] = ...`; `aux` holds the
+/// outputs after the first, flattened.
+template <class G>
+struct GradAndAux {
+  G grads;
+  std::vector<Tensor> aux;
 };
 
 namespace autodiff {
@@ -90,8 +119,12 @@ const Tensor* tensor_ptr(const T& a) {
 template <class F, bool WithValue, bool Single, bool Sens = false>
 class GradFunction {
  public:
-  GradFunction(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts)
-      : fn_(std::move(fn)), pos_(std::move(pos.idx)), weights_(std::move(weights)), opts_(opts) {}
+  GradFunction(F fn, GradOptions opts)
+      : fn_(std::move(fn)),
+        pos_(std::move(opts.position.idx)),
+        weights_(std::move(opts.weights)),
+        has_aux_(opts.has_aux),
+        warn_unused_(opts.warn_unused) {}
 
   template <class... A>
   auto operator()(const A&... args) const {
@@ -150,9 +183,8 @@ class GradFunction {
     Out::flatten(raw, flat, st);
     const std::string_view api = WithValue ? "value_and_grad" : "grad";
     MS_CHECK(!flat.empty(), ValueError, api, ": the function returns no tensor");
-    MS_CHECK(opts_.has_aux || flat.size() == 1, ValueError, api, ": the function returns ",
-             flat.size(),
-             " tensors; differentiate one, or pass has_aux = true to differentiate "
+    MS_CHECK(has_aux_ || flat.size() == 1, ValueError, api, ": the function returns ", flat.size(),
+             " tensors; differentiate one, or pass {.has_aux = true} to differentiate "
              "the first");
     if (sens != nullptr)
       check_sens(flat[0], *sens, api);
@@ -174,7 +206,7 @@ class GradFunction {
     }
     std::vector<bool> reached;
     std::vector<Tensor> grads = backward(tc, mark, flat[0], wrt, sens, &reached);
-    if (opts_.warn_unused)
+    if (warn_unused_)
       for (std::size_t i = 0; i < weights_.size(); ++i)
         if (!reached[pos_.size() + i]) {
           const std::string& label = weights_[i].storage()->label();
@@ -193,64 +225,85 @@ class GradFunction {
       std::size_t pos = 0, sp = 0;
       using V = typename Out::type;
       return ValueAndGrad<V, decltype(grads_out())>{Out::unflatten(flat, pos, st, sp), grads_out()};
-    } else {
+    } else if constexpr (std::is_same_v<typename Out::type, Tensor>) {
       return grads_out();
+    } else {
+      return GradAndAux<decltype(grads_out())>{grads_out(),
+                                               std::vector<Tensor>(flat.begin() + 1, flat.end())};
     }
   }
 
   F fn_;
   std::vector<int> pos_;
   std::vector<Tensor> weights_;
-  GradOptions opts_;
+  bool has_aux_;
+  bool warn_unused_;
 };
+
+template <class...>
+inline constexpr bool always_false_v = false;
 
 }  // namespace autodiff
 
-/// The gradient of `fn` (scalar output) with respect to argument `pos`: a Tensor.
+/// The gradient of `fn` (scalar output) with respect to its argument 0: a Tensor.
+///   ms::Tensor dx = ms::grad(f)(x);
 template <class F>
-auto grad(F fn, int pos = 0) {
-  return autodiff::GradFunction<F, false, true>(std::move(fn), pos, {}, {});
+auto grad(F fn) {
+  return autodiff::GradFunction<F, false, true>(std::move(fn), {});
 }
-/// Gradients with respect to the arguments `pos` and then the `weights`, in
-/// that order: a std::vector<Tensor>.
+/// The gradients of `fn` as `opts` asks: a std::vector<Tensor> (positions,
+/// then weights), or `{grads, aux}` for a function with several outputs.
+///   auto g = ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x, y);
 template <class F>
-auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
-  return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                 {.has_aux = has_aux});
+auto grad(F fn, GradOptions opts) {
+  return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(opts));
 }
+/// As above; the call's last argument is the sensitivity:
+///   ms::grad(f, {.position = 0}, ms::sens_param)(x, sens)
 template <class F>
-auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts) {
-  return autodiff::GradFunction<F, false, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                 opts);
+auto grad(F fn, GradOptions opts, SensParam) {
+  return autodiff::GradFunction<F, false, false, true>(std::move(fn), std::move(opts));
 }
-/// As above; the call's last argument is the sensitivity: `grad(f, 0, {}, ms::sens_param)(x, s)`.
+/// The value of `fn` and its gradient with respect to argument 0 (a Tensor):
+///   auto [loss, dx] = ms::value_and_grad(f)(x);
 template <class F>
-auto grad(F fn, GradPosition pos, std::vector<Tensor> weights, SensParam, GradOptions opts = {}) {
-  return autodiff::GradFunction<F, false, false, true>(std::move(fn), std::move(pos),
-                                                       std::move(weights), opts);
+auto value_and_grad(F fn) {
+  return autodiff::GradFunction<F, true, true>(std::move(fn), {});
 }
-/// The value of `fn` and its gradient with respect to argument `pos`.
+/// The value of `fn` and its gradients as `opts` asks (a std::vector<Tensor>:
+/// positions, then weights). With has_aux the value holds every output.
+///   auto [loss, grads] = ms::value_and_grad(loss_fn, {.position = std::nullopt,
+///                                                     .weights = opt.parameters()})(x, y);
 template <class F>
-auto value_and_grad(F fn, int pos = 0) {
-  return autodiff::GradFunction<F, true, true>(std::move(fn), pos, {}, {});
-}
-/// The value of `fn` and its gradients (arguments `pos`, then `weights`).
-template <class F>
-auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, bool has_aux = false) {
-  return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                {.has_aux = has_aux});
-}
-template <class F>
-auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, GradOptions opts) {
-  return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(pos), std::move(weights),
-                                                opts);
+auto value_and_grad(F fn, GradOptions opts) {
+  return autodiff::GradFunction<F, true, false>(std::move(fn), std::move(opts));
 }
 /// As above; the call's last argument is the sensitivity.
 template <class F>
-auto value_and_grad(F fn, GradPosition pos, std::vector<Tensor> weights, SensParam,
-                    GradOptions opts = {}) {
-  return autodiff::GradFunction<F, true, false, true>(std::move(fn), std::move(pos),
-                                                      std::move(weights), opts);
+auto value_and_grad(F fn, GradOptions opts, SensParam) {
+  return autodiff::GradFunction<F, true, false, true>(std::move(fn), std::move(opts));
+}
+
+/// Any other form (positional options such as `grad(f, 0, weights)`, a bool,
+/// a tag in the wrong place) stops the build with a sentence naming the
+/// accepted forms.
+template <class F, class A, class... Rest>
+requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void grad(F, A&&, Rest&&...) {
+  static_assert(autodiff::always_false_v<F, A, Rest...>,
+                "ms::grad and ms::value_and_grad take the function and one options struct: "
+                "ms::grad(f), ms::grad(f, {.position = {0, 1}, .weights = params, .has_aux = "
+                "true}) (every field may be left out; .position = std::nullopt differentiates "
+                "only the weights), and ms::sens_param after the options for a sensitivity");
+}
+template <class F, class A, class... Rest>
+requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void value_and_grad(F, A&&,
+                                                                                   Rest&&...) {
+  static_assert(autodiff::always_false_v<F, A, Rest...>,
+                "ms::grad and ms::value_and_grad take the function and one options struct: "
+                "ms::value_and_grad(f), ms::value_and_grad(f, {.position = {0, 1}, .weights = "
+                "params, .has_aux = true}) (every field may be left out; .position = "
+                "std::nullopt differentiates only the weights), and ms::sens_param after the "
+                "options for a sensitivity");
 }
 
 }  // namespace ms

@@ -51,6 +51,13 @@ class IndexError : public Error {
   const char* kind() const noexcept override { return "ms::IndexError"; }
 };
 
+/// A name a mapping (a state dict) does not hold.
+class KeyError : public Error {
+ public:
+  using Error::Error;
+  const char* kind() const noexcept override { return "ms::KeyError"; }
+};
+
 /// An allocation over the configured cap (`ms::set_max_alloc_bytes`) or one
 /// the system refused.
 class MemoryError : public Error {

@@ -2,7 +2,7 @@
 //
 // Stage: nn. Every register_*_hook returns a HookHandle; `remove()` takes the
 // hook out (idempotent, and safe after the cell or tensor that held the hook
-// is gone: the handle keeps only a weak reference, as the seeds'
+// is gone: the handle keeps only a weak reference, as MindSpore's
 // `_TensorHookHandle` / `HookHandle` do). Registering or removing any hook
 // bumps the global hook version (ms::compiler::hook_version), so graphs
 // compiled before the change are recompiled.
@@ -124,6 +124,15 @@ class LazyOnce {
 };
 
 }  // namespace detail
+
+/// Tag: a forward pre-hook or forward hook that also takes the call's keyword
+/// arguments (MindSpore's with_kwargs=True), chosen when the hook is registered:
+///   net.register_forward_pre_hook(
+///       [](Net&, const ms::Args& a, const ms::Kwargs& kw) { ... }, ms::with_kwargs);
+struct WithKwargs {
+  explicit WithKwargs() = default;
+};
+inline constexpr WithKwargs with_kwargs{};
 
 /// Removes the hook it was returned for. Copyable; `remove()` is idempotent.
 class HookHandle {

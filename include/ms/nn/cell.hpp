@@ -11,14 +11,17 @@
 //   };
 //
 // Calling `net(x)` runs the forward pre-hooks, `construct`, then the forward
-// hooks (in registration order). A cell without hooks pays nothing: its hook
-// lists are made on first registration (the seeds' lazy `_forward_*` fields),
-// so the call is `construct` plus one pointer test. Registering or removing
-// hooks while other threads call or trace the cell is safe (the lists lock;
-// ms/hooks/hook_handle.hpp says what a concurrent call sees). Under ms::jit, hooks
-// become host-callback nodes (ms/ops/host.hpp) that run with concrete values
-// each time the graph runs, and gradient hooks are traced into the backward
-// graph; registering or removing a hook bumps the global hook version, which
+// hooks (in registration order). A hook's signature is checked where it is
+// registered (a static_assert names the accepted forms); one that takes the
+// call's keyword arguments is registered with the tag ms::with_kwargs. A cell
+// without hooks pays nothing: its hook lists are made on first registration
+// (as MindSpore's lazy `_forward_*` fields), so the call is `construct` plus
+// one pointer test. Registering or removing hooks while other threads call or
+// trace the cell is safe (the lists lock; ms/hooks/hook_handle.hpp says what a
+// concurrent call sees). Under ms::jit, hooks become host-callback nodes
+// (ms/ops/host.hpp) that run with concrete values each time the graph runs,
+// and gradient hooks are traced into the backward graph; registering or
+// removing a hook bumps the global hook version, which
 // is part of every compile key.
 //
 // A cell may define its own backward, used instead of autodiff through
@@ -66,6 +69,7 @@
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/nn/parameter.hpp"
+#include "ms/nn/state_dict.hpp"
 #include "ms/ops/host.hpp"
 
 namespace ms {
@@ -77,8 +81,6 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// Keyword arguments: a cell call may end with an `ms::Kwargs` that its
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
-/// An ordered map from hierarchical name (`fc1.weight`) to tensor.
-using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
 /// What load_state_dict did not match (strict = false reports, true raises).
 struct LoadResult {
@@ -217,7 +219,7 @@ class CellBase {
   /// unless all of it is valid.
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
 
-  /// State-dict hooks (seeds: `_register_state_dict_hook` and friends):
+  /// State-dict hooks (MindSpore's `_register_state_dict_hook` and friends):
   /// pre/post see the dict being built; load pre-hooks may edit the dict before
   /// it is checked, load post-hooks see the missing and unexpected keys.
   HookHandle register_state_dict_pre_hook(detail::StateDictHook fn);
@@ -282,7 +284,47 @@ Args bprop_result(R&& r) {
     return std::apply([](auto&&... g) { return Args{Tensor(g)...}; }, std::forward<R>(r));
 }
 
-/// Adapts what a user hook returns: nothing, a tensor, Args, or an optional of them.
+/// What a hook may return to replace what it was given: a tensor, ms::Args,
+/// or a std::optional of those (std::nullopt: keep it); or nothing (void).
+template <class R>
+concept HookResult =
+    std::is_void_v<R> || std::is_same_v<std::remove_cvref_t<R>, std::optional<Args>> ||
+    std::is_same_v<std::remove_cvref_t<R>, Args> ||
+    std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>> ||
+    is_tensorish_v<std::remove_cvref_t<R>>;
+
+/// What a with_kwargs pre-hook may return: nothing, or new arguments and
+/// keyword arguments (optionally in a std::optional).
+template <class R>
+concept KwargsPreHookResult =
+    std::is_void_v<R> || std::is_same_v<std::remove_cvref_t<R>, std::pair<Args, Kwargs>> ||
+    std::is_same_v<std::remove_cvref_t<R>, std::optional<std::pair<Args, Kwargs>>>;
+
+template <class F, class... A>
+concept HookCallable = std::is_invocable_v<F&, A...> && HookResult<std::invoke_result_t<F&, A...>>;
+
+// The accepted hook forms, for a cell of type D. Each register_*_hook checks
+// its form with a static_assert whose sentence lists them.
+template <class F, class D>
+concept ForwardPreHook = HookCallable<F, D&, const Args&>;
+template <class F, class D>
+concept ForwardPreHookWithKwargs = std::is_invocable_v<F&, D&, const Args&, const Kwargs&> &&
+    KwargsPreHookResult<std::invoke_result_t<F&, D&, const Args&, const Kwargs&>>;
+template <class F, class D>
+concept ForwardHook = HookCallable<F, D&, const Args&, const Args&> ||
+    HookCallable<F, D&, const Args&, const Tensor&>;
+template <class F, class D>
+concept ForwardHookWithKwargs = HookCallable<F, D&, const Args&, const Kwargs&, const Args&> ||
+    HookCallable<F, D&, const Args&, const Kwargs&, const Tensor&>;
+template <class F, class D>
+concept BackwardPreHook = HookCallable<F, D&, const Args&>;
+template <class F, class D>
+concept BackwardHook = HookCallable<F, D&, const Args&, const Args&>;
+
+template <class...>
+inline constexpr bool always_false_v = false;
+
+/// Adapts what a user hook returns (HookResult) to std::optional<Args>.
 template <class R>
 std::optional<Args> to_args(R&& r) {
   using T = std::remove_cvref_t<R>;
@@ -292,11 +334,8 @@ std::optional<Args> to_args(R&& r) {
     return std::optional<Args>(std::forward<R>(r));
   else if constexpr (std::is_same_v<T, std::optional<Tensor>>)
     return r ? std::optional<Args>(Args{*r}) : std::nullopt;
-  else if constexpr (is_tensorish_v<T>)
-    return std::optional<Args>(Args{Tensor(std::forward<R>(r))});
   else
-    static_assert(sizeof(T) == 0,
-                  "a hook returns void, a Tensor, ms::Args or a std::optional of those");
+    return std::optional<Args>(Args{Tensor(std::forward<R>(r))});
 }
 
 template <class F, class... A>
@@ -352,101 +391,141 @@ class Cell : public CellBase {
   }
 
   // ---------------------------------------------------------------- hooks
-  /// `fn(Derived& cell, const ms::Args& args)` returns nothing, a Tensor (wrapped
-  /// into one argument) or new ms::Args. With kwargs: `fn(cell, args, kwargs)`
-  /// returns nothing or a `std::pair<ms::Args, ms::Kwargs>`.
+  // A hook's signature is checked when it is registered: another form stops
+  // the build with a sentence naming the accepted ones. A hook returns nothing
+  // (keep what it was given), a Tensor, ms::Args, or a std::optional of those
+  // (std::nullopt: keep). The cell parameter may also be `ms::CellBase&`.
+
+  /// Runs before `construct`: `fn(Derived& cell, const ms::Args& args)` may
+  /// return new arguments (a Tensor is wrapped into one argument).
+  ///   net.register_forward_pre_hook([](Net&, const ms::Args& a) { return a[0] * 2.f; });
   template <class F>
-  HookHandle register_forward_pre_hook(F fn, bool with_kwargs = false) {
+  HookHandle register_forward_pre_hook(F fn) {
+    static_assert(detail::ForwardPreHook<F, Derived>,
+                  "register_forward_pre_hook: the hook must be callable as fn(Cell& cell, const "
+                  "ms::Args& args) returning void, a Tensor, ms::Args or a std::optional of "
+                  "those; a hook taking the keyword arguments, fn(cell, args, const ms::Kwargs& "
+                  "kwargs), is registered with ms::with_kwargs");
     auto& list = hooks().pre;
-    detail::PreHook h;
-    if (with_kwargs) {
-      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args,
-                                 Kwargs* kw) mutable -> std::optional<Args> {
-          static const Kwargs empty;
-          using R = std::invoke_result_t<F&, Derived&, const Args&, const Kwargs&>;
-          if constexpr (std::is_void_v<R>) {
-            fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
-            return std::nullopt;
-          } else {
-            auto r = fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
-            if constexpr (std::is_same_v<std::remove_cvref_t<decltype(r)>,
-                                         std::optional<std::pair<Args, Kwargs>>>) {
-              if (!r) return std::nullopt;
-              if (kw) *kw = std::move(r->second);
-              return std::move(r->first);
-            } else {
-              if (kw) *kw = std::move(r.second);
-              return std::move(r.first);
-            }
-          }
-        };
+    detail::PreHook h = [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
+      return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
+    };
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
+  /// const ms::Kwargs& kwargs)` returns nothing or a `std::pair<ms::Args,
+  /// ms::Kwargs>` (or a std::optional of it) that replaces both.
+  template <class F>
+  HookHandle register_forward_pre_hook(F fn, WithKwargs) {
+    static_assert(detail::ForwardPreHookWithKwargs<F, Derived>,
+                  "register_forward_pre_hook with ms::with_kwargs: the hook must be callable as "
+                  "fn(Cell& cell, const ms::Args& args, const ms::Kwargs& kwargs) returning void, "
+                  "a std::pair<ms::Args, ms::Kwargs> or a std::optional of it");
+    auto& list = hooks().pre;
+    detail::PreHook h = [fn = std::move(fn)](CellBase& c, const Args& args,
+                                             Kwargs* kw) mutable -> std::optional<Args> {
+      static const Kwargs empty;
+      using R = std::invoke_result_t<F&, Derived&, const Args&, const Kwargs&>;
+      if constexpr (std::is_void_v<R>) {
+        fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
+        return std::nullopt;
       } else {
-        throw_bad_hook("register_forward_pre_hook", "fn(cell, args, kwargs)");
+        auto r = fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(r)>,
+                                     std::optional<std::pair<Args, Kwargs>>>) {
+          if (!r) return std::nullopt;
+          if (kw) *kw = std::move(r->second);
+          return std::move(r->first);
+        } else {
+          if (kw) *kw = std::move(r.second);
+          return std::move(r.first);
+        }
       }
+    };
+    return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// Runs after `construct`: `fn(Derived& cell, const ms::Args& args, const
+  /// ms::Tensor& output)` (or `const ms::Args& outputs` for a cell with several
+  /// outputs) may return a new output.
+  template <class F>
+  HookHandle register_forward_hook(F fn) {
+    static_assert(detail::ForwardHook<F, Derived>,
+                  "register_forward_hook: the hook must be callable as fn(Cell& cell, const "
+                  "ms::Args& args, const ms::Tensor& output) or fn(Cell& cell, const ms::Args& "
+                  "args, const ms::Args& outputs) returning void, a Tensor, ms::Args or a "
+                  "std::optional of those; a hook taking the keyword arguments, fn(cell, args, "
+                  "const ms::Kwargs& kwargs, output), is registered with ms::with_kwargs");
+    auto& list = hooks().fwd;
+    detail::FwdHook h;
+    if constexpr (detail::HookCallable<F, Derived&, const Args&, const Args&>) {
+      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+                               const Args& out) mutable {
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out);
+      };
     } else {
-      if constexpr (std::is_invocable_v<F&, Derived&, const Args&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
-        };
-      } else {
-        throw_bad_hook("register_forward_pre_hook", "fn(cell, args)");
-      }
+      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+                               const Args& out) mutable {
+        check_single(out);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out[0]);
+      };
     }
     return HookHandle(list, list->add(std::move(h)));
   }
 
-  /// `fn(Derived& cell, const ms::Args& args, const ms::Tensor& output)` (or
-  /// `const ms::Args& outputs` for a cell with several outputs) may return a
-  /// new output. With kwargs: `fn(cell, args, kwargs, output)`.
+  /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
+  /// const ms::Kwargs& kwargs, output)` (output as for register_forward_hook).
   template <class F>
-  HookHandle register_forward_hook(F fn, bool with_kwargs = false) {
+  HookHandle register_forward_hook(F fn, WithKwargs) {
+    static_assert(detail::ForwardHookWithKwargs<F, Derived>,
+                  "register_forward_hook with ms::with_kwargs: the hook must be callable as "
+                  "fn(Cell& cell, const ms::Args& args, const ms::Kwargs& kwargs, const "
+                  "ms::Tensor& output) or with `const ms::Args& outputs`, returning void, a "
+                  "Tensor, ms::Args or a std::optional of those");
     auto& list = hooks().fwd;
     detail::FwdHook h;
-    if (with_kwargs) {
-      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&, const Tensor&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
-                                 const Args& out) mutable {
-          static const Kwargs empty;
-          check_single(out);
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out[0]);
-        };
-      } else if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Kwargs&,
-                                               const Args&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
-                                 const Args& out) mutable {
-          static const Kwargs empty;
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out);
-        };
-      } else {
-        throw_bad_hook("register_forward_hook", "fn(cell, args, kwargs, output)");
-      }
+    if constexpr (detail::HookCallable<F, Derived&, const Args&, const Kwargs&, const Args&>) {
+      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+                               const Args& out) mutable {
+        static const Kwargs empty;
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out);
+      };
     } else {
-      if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Tensor&> &&
-                    !std::is_invocable_v<F&, Derived&, const Args&, const Args&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
-                                 const Args& out) mutable {
-          check_single(out);
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out[0]);
-        };
-      } else if constexpr (std::is_invocable_v<F&, Derived&, const Args&, const Args&>) {
-        h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
-                                 const Args& out) mutable {
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out);
-        };
-      } else {
-        throw_bad_hook("register_forward_hook", "fn(cell, args, output)");
-      }
+      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+                               const Args& out) mutable {
+        static const Kwargs empty;
+        check_single(out);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out[0]);
+      };
     }
     return HookHandle(list, list->add(std::move(h)));
+  }
+
+  /// The keyword-argument choice is a tag (ms::with_kwargs), not a bool.
+  template <class F, class B>
+  requires std::is_same_v<B, bool> HookHandle register_forward_pre_hook(F, B) {
+    static_assert(detail::always_false_v<F, B>,
+                  "register_forward_pre_hook: pass the tag ms::with_kwargs (not a bool) to "
+                  "register a hook that takes the keyword arguments");
+    return {};
+  }
+  template <class F, class B>
+  requires std::is_same_v<B, bool> HookHandle register_forward_hook(F, B) {
+    static_assert(detail::always_false_v<F, B>,
+                  "register_forward_hook: pass the tag ms::with_kwargs (not a bool) to register "
+                  "a hook that takes the keyword arguments");
+    return {};
   }
 
   /// `fn(Derived& cell, const ms::Args& grad_outputs)` sees the gradients of
   /// the cell's outputs before they flow into it and may return replacements.
   template <class F>
   HookHandle register_backward_pre_hook(F fn) {
-    static_assert(std::is_invocable_v<F&, Derived&, const Args&>,
-                  "register_backward_pre_hook: fn(cell, grad_outputs)");
+    static_assert(detail::BackwardPreHook<F, Derived>,
+                  "register_backward_pre_hook: the hook must be callable as fn(Cell& cell, const "
+                  "ms::Args& grad_outputs) returning void, a Tensor, ms::Args or a std::optional "
+                  "of those");
     auto& list = hooks().bwd_pre;
     detail::BwdPreHook h = [fn = std::move(fn)](CellBase& c, const Args& g) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), g);
@@ -459,8 +538,10 @@ class Cell : public CellBase {
   /// return replacements for the input gradients.
   template <class F>
   HookHandle register_backward_hook(F fn) {
-    static_assert(std::is_invocable_v<F&, Derived&, const Args&, const Args&>,
-                  "register_backward_hook: fn(cell, grad_inputs, grad_outputs)");
+    static_assert(detail::BackwardHook<F, Derived>,
+                  "register_backward_hook: the hook must be callable as fn(Cell& cell, const "
+                  "ms::Args& grad_inputs, const ms::Args& grad_outputs) returning void, a Tensor, "
+                  "ms::Args or a std::optional of those");
     auto& list = hooks().bwd;
     detail::BwdHook h = [fn = std::move(fn)](CellBase& c, const Args& gi, const Args& go) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), gi, go);
@@ -469,10 +550,6 @@ class Cell : public CellBase {
   }
 
  private:
-  [[noreturn]] static void throw_bad_hook(const char* api, const char* form) {
-    ::ms::detail::raise<TypeError>(api, ": the hook is not callable as ", form, " with the cell ",
-                                   detail::short_type_name(typeid(Derived)), "&");
-  }
   static void check_single(const Args& out) {
     MS_CHECK(out.size() == 1, ValueError, "forward hook: the cell returns ", out.size(),
              " tensors; take them as `const ms::Args&`");

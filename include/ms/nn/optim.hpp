@@ -10,9 +10,8 @@
 //
 //   ms::optim::Momentum opt(net.trainable_params(), {.lr = 0.05, .momentum = 0.9});
 //   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
-//     auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
-//     opt.apply(grads);
-//     return loss;
+//     auto [loss, grads] = ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights =
+//     opt.parameters()})(x, y); opt.apply(grads); return loss;
 //   });
 //   ms::optim::CosineAnnealingLR sched(opt, /*t_max=*/1000);   // sched.step() after each step
 #pragma once

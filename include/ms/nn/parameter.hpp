@@ -7,7 +7,8 @@
 //
 //   ms::Parameter w(ms::initializer("he_uniform", {10, 784}), "fc.weight");
 //   w.set_requires_grad(false);              // frozen: no gradient, not trainable
-//   auto grads = ms::grad(loss, std::nullopt, net.trainable_params())(x, y);
+//   auto grads = ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x,
+//   y);
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,18 @@
 #include "ms/hooks/hook_handle.hpp"
 
 namespace ms {
+namespace detail {
+
+/// The accepted form of a gradient hook: `fn(const ms::Tensor& grad)`
+/// returning void (keep), a Tensor (replace) or a std::optional<ms::Tensor>.
+template <class F>
+concept GradHook = std::is_invocable_v<F&, const Tensor&> &&
+    (std::is_void_v<std::invoke_result_t<F&, const Tensor&>> ||
+     std::is_convertible_v<std::invoke_result_t<F&, const Tensor&>, Tensor> ||
+     std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F&, const Tensor&>>,
+                    std::optional<Tensor>>);
+
+}  // namespace detail
 
 /// A named, trainable tensor: `ms::Parameter w(ms::zeros({10, 784}), "fc.weight");`.
 /// Copies share the storage, the name and the requires_grad flag.
@@ -63,12 +76,10 @@ class Parameter : public Tensor {
   ///   auto h = net.fc1.weight.register_hook([](const ms::Tensor& g) { return g * 0.5f; });
   template <class F>
   HookHandle register_hook(F fn) {
-    static_assert(std::is_invocable_v<F&, const Tensor&>,
-                  "Parameter::register_hook: fn(const ms::Tensor& grad)");
+    static_assert(detail::GradHook<F>,
+                  "Parameter::register_hook: the hook must be callable as fn(const ms::Tensor& "
+                  "grad) returning void, a Tensor or a std::optional<ms::Tensor>");
     using R = std::invoke_result_t<F&, const Tensor&>;
-    static_assert(std::is_void_v<R> || std::is_convertible_v<R, Tensor> ||
-                      std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>>,
-                  "Parameter::register_hook: fn returns void, a Tensor or std::optional<Tensor>");
     return add_grad_hook([f = std::move(fn)](const Tensor& g) mutable -> Tensor {
       if constexpr (std::is_void_v<R>) {
         f(g);

@@ -23,9 +23,9 @@
 //   ms::optim::Momentum opt(net.trainable_params(), {.lr = 0.05, .momentum = 0.9});
 //   ms::parallel::DistributedGradReducer reducer(opt.parameters());  // rank 0's weights everywhere
 //   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
-//     auto [loss, grads] = ms::value_and_grad(loss_fn, std::nullopt, opt.parameters())(x, y);
-//     opt.apply(reducer(grads));                    // the mean of every rank's gradients
-//     return loss;                                  // this rank's loss
+//     auto [loss, grads] = ms::value_and_grad(loss_fn, {.position = std::nullopt, .weights =
+//     opt.parameters()})(x, y); opt.apply(reducer(grads));                    // the mean of every
+//     rank's gradients return loss;                                  // this rank's loss
 //   });
 #pragma once
 
