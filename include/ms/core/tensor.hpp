@@ -7,10 +7,10 @@
 //
 // The view and copy methods (and copy_ / fill_) are declared here but defined
 // by the ops stage (src/ops/view.cpp): each is the public form of an op entry
-// (`x.slice(...)` is `ms::slice(x, ...)`), so on a symbolic tensor or while
-// ms::jit traces it records that op's node, and its arguments are checked in
-// one place, the entry. Code of the core and kernels stages does not call
-// them; it uses the eager `detail::to_dense`, `expand_view`, `permute_view`.
+// (`x.transpose(0, 1)` is `ms::transpose(x, 0, 1)`, `x.slice` the `slice` entry),
+// so a symbolic tensor, or any tensor while ms::jit traces, records that op's
+// node, and arguments are checked once, by the entry. Core and kernels code
+// does not call them; it uses the eager `detail::to_dense`, `expand_view`, `permute_view`.
 //
 //   ms::Tensor x = ms::arange(0, 6).reshape({2, 3});   // [[0,1,2],[3,4,5]] float32
 //   ms::Tensor t = x.transpose(0, 1);                  // a view, no copy
