@@ -38,39 +38,21 @@
 #include <utility>
 #include <vector>
 
+#include "ms/dyn/detail/generalize.hpp"
+#include "ms/dyn/spec.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/jit/compile.hpp"
-#include "ms/jit/dynamic.hpp"
 #include "ms/jit/trace.hpp"
 #include "ms/shape/symbolic.hpp"
 
 namespace ms {
-
-/// How auto-dynamic shapes generalize a new signature:
-/// `{.dynamic = 1, .dynamic_policy = ms::DynamicPolicy::ChangedDims}`.
-enum class DynamicPolicy : std::uint8_t {
-  /// MindSpore's manager (the default): 2 static graphs, then one generalized
-  /// graph where a changed tensor has every dim -1, or any rank.
-  AllDims,
-  /// From the 2nd signature on, only the dims that changed become symbols;
-  /// equal changes share a symbol.
-  ChangedDims,
-};
-/// A dynamic policy from text ("all_dims", "changed_dims"; case-insensitive),
-/// as a config file or a command line gives it. ValueError naming the accepted
-/// values otherwise.
-DynamicPolicy parse_dynamic_policy(std::string_view text);
-/// "all_dims" or "changed_dims".
-std::string_view to_string(DynamicPolicy policy);
-/// Prints to_string(policy).
-std::ostream& operator<<(std::ostream& os, DynamicPolicy policy);
 
 /// Options of ms::jit, as MindSpore's JitConfig.
 struct JitConfig {
   JitLevel jit_level = JitLevel::O1;  ///< JitLevel::O0 (debugging: no fusion) or O1
   /// 1: automatic dynamic shapes (also MS_AUTO_DYNAMIC_SHAPE_ENABLE=1): after
   /// a few static graphs, a new shape gets a generalized graph that serves
-  /// every later size (see ms/jit/dynamic.hpp and DESIGN.md).
+  /// every later size (see ms/dyn/spec.hpp).
   int dynamic = 0;
   /// How auto-dynamic generalizes: DynamicPolicy::AllDims (MindSpore's
   /// manager: 2 static graphs, then one generalized graph where a changed
@@ -122,6 +104,12 @@ std::uint64_t hook_version();
 void bump_hook_version();
 
 namespace detail {
+
+using dyn::detail::FunctionRef;
+using dyn::detail::SigItem;
+using dyn::detail::Signature;
+using dyn::detail::TraceAt;
+using dyn::detail::TraceResult;
 
 /// Builds a compile key (compact bytes) and, on a miss, its readable phase.
 /// Also records the call's Signature when given one.
@@ -494,52 +482,6 @@ requires(std::is_aggregate_v<S> && !TensorExpr<S>) struct OutTraits<S> {
 }  // namespace detail
 }  // namespace compiler
 
-/// A function whose arguments follow explicit specs (MindSpore's
-/// `enable_dynamic`): `ms::jit(ms::enable_dynamic(fn, {ms::TensorSpec({-1, 784}, ms::float32)}))`.
-/// It takes precedence over `Cell::set_inputs` (using both is a ValueError)
-/// and over `JitConfig::input_signature`.
-template <class F>
-struct EnableDynamic {
-  F fn;
-  std::vector<TensorSpec> specs;
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return fn(std::forward<A>(a)...);
-  }
-};
-
-namespace compiler::detail {
-/// A callable with dynamic-shape specs of its own (a cell after set_inputs).
-template <class T>
-concept HasInputs = requires(const T& t) {
-  { t.get_inputs() } -> std::convertible_to<const std::vector<TensorSpec>&>;
-};
-/// A cell jitted by reference (cells are not copyable): `ms::jit(net)`.
-template <class C>
-struct CellRef {
-  C* cell;
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return (*cell)(std::forward<A>(a)...);
-  }
-  const std::vector<TensorSpec>& get_inputs() const { return cell->get_inputs(); }
-};
-template <class T>
-struct IsEnableDynamic : std::false_type {};
-template <class T>
-struct IsEnableDynamic<EnableDynamic<T>> : std::true_type {};
-}  // namespace compiler::detail
-
-template <class F>
-auto enable_dynamic(F&& fn, std::vector<TensorSpec> specs) {
-  using D = std::remove_cvref_t<F>;
-  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
-    return EnableDynamic<compiler::detail::CellRef<std::remove_reference_t<F>>>{{&fn},
-                                                                                std::move(specs)};
-  else
-    return EnableDynamic<D>{std::forward<F>(fn), std::move(specs)};
-}
-
 /// The callable that ms::jit returns.
 template <class F>
 class Jitted {
@@ -639,14 +581,14 @@ class Jitted {
   // from (the seeds' precedence: enable_dynamic, then set_inputs; the cache
   // falls back to JitConfig::input_signature, then to auto-dynamic).
   std::pair<std::string_view, const std::vector<TensorSpec>*> explicit_specs() const {
-    if constexpr (compiler::detail::IsEnableDynamic<F>::value) {
-      if constexpr (compiler::detail::HasInputs<decltype(fn_.fn)>)
+    if constexpr (dyn::IsEnableDynamic<F>::value) {
+      if constexpr (dyn::HasInputs<decltype(fn_.fn)>)
         MS_CHECK(fn_.fn.get_inputs().empty(), ValueError,
                  "ms::jit: when enable_dynamic is provided, set_inputs() cannot be set (the cell "
                  "has ",
                  fn_.fn.get_inputs().size(), " input specs from set_inputs)");
       return {"enable_dynamic", &fn_.specs};
-    } else if constexpr (compiler::detail::HasInputs<F>) {
+    } else if constexpr (dyn::HasInputs<F>) {
       if (!fn_.get_inputs().empty()) return {"set_inputs", &fn_.get_inputs()};
     }
     return {"", nullptr};
@@ -662,8 +604,8 @@ class Jitted {
 template <class F>
 auto jit(F&& fn, JitConfig cfg = {}) {
   using D = std::remove_cvref_t<F>;
-  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
-    return Jitted<compiler::detail::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
+  if constexpr (dyn::HasInputs<D> && std::is_lvalue_reference_v<F>)
+    return Jitted<dyn::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
   else
     return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
 }

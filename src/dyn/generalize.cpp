@@ -1,5 +1,5 @@
-// Generalized signatures and symbolic graphs (see ms/jit/dynamic.hpp).
-#include "ms/jit/dynamic.hpp"
+// Generalized signatures and symbolic graphs (see ms/dyn/detail/generalize.hpp).
+#include "ms/dyn/detail/generalize.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-namespace ms::compiler::detail {
+namespace ms::dyn::detail {
 
 // ---------------------------------------------------------------- signatures
 
@@ -667,4 +667,4 @@ std::optional<ir::Graph> SymbolicGraph::instantiate(std::span<const std::int64_t
   return g;
 }
 
-}  // namespace ms::compiler::detail
+}  // namespace ms::dyn::detail

@@ -1,6 +1,7 @@
-// ms/jit/dynamic.hpp — generalized (dynamic-shape) graphs behind ms::jit.
+// ms/dyn/detail/generalize.hpp — generalized (dynamic-shape) graphs behind ms::jit.
 //
-// Stage: jit. The pieces that let one compiled graph serve many shapes:
+// Stage: dyn (private; above ir, below the jit front end). The pieces that let one compiled graph
+// serve many shapes:
 //
 // - `Signature`: what a call looks like (tensor dtypes and shapes, scalar
 //   values, sequence structure), recorded while its compile key is built.
@@ -37,7 +38,7 @@
 #include "ms/ir/graph.hpp"
 #include "ms/shape/symbolic.hpp"
 
-namespace ms::compiler::detail {
+namespace ms::dyn::detail {
 
 /// One element of a call's signature, in argument order (sequences flattened
 /// between Open and Close).
@@ -194,4 +195,4 @@ class SymbolicGraph {
   std::string dump_;
 };
 
-}  // namespace ms::compiler::detail
+}  // namespace ms::dyn::detail
