@@ -182,6 +182,15 @@ class SymbolicGraph {
   };
 
  private:
+  bool probe(const TraceAt& trace, std::span<const Shape> shapes, std::vector<double>& out,
+             std::string& reason);
+  std::vector<std::vector<double>> find_variables(const Generalized& g, std::span<const Shape> base,
+                                                  const TraceAt& trace);
+  bool fit_numbers(const std::vector<double>& nums0, const std::vector<Slot>& locs,
+                   const std::vector<std::vector<double>>& probes,
+                   const std::vector<double>& check);
+  void print_symbolic();
+
   bool ok_ = false;
   std::string why_;
   int traces_ = 0;
