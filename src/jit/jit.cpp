@@ -1,6 +1,7 @@
 #include "ms/jit/jit.hpp"
 
 #include "ms/dyn/detail/manager.hpp"
+#include "ms/jit/detail/cache.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -140,6 +141,30 @@ void KeyBuilder::finish() {
   if (readable_) phase_ = ::ms::detail::str_cat('(', phase_, "), hook_version ", hv);
 }
 
+Tensor TraceInputs::add_input(DType dtype, const Shape& shape) {
+  return tc_->add_input(dtype, shape);
+}
+
+void TraceInputs::finish(std::span<const Tensor> outputs, std::vector<std::size_t> structure) {
+  result_->graph = tc_->finish(outputs);
+  result_->structure = std::move(structure);
+}
+
+TraceResult trace_call(const CallInfo& call, std::span<const Shape> shapes) {
+  TraceContext tc;
+  if (!shapes.empty()) tc.override_input_shapes({shapes.begin(), shapes.end()});
+  TraceResult r;
+  TraceInputs in(tc, r);
+  call.trace(in);
+  return r;
+}
+
+std::vector<Tensor> run_compiled(const Compiled& c, std::span<const Tensor> inputs) {
+  return c.exe->run(inputs);
+}
+
+const std::vector<std::size_t>& result_structure(const Compiled& c) { return c.structure; }
+
 namespace {
 
 using dyn::detail::AutoDynamic;
@@ -254,6 +279,12 @@ Generalized fix_ranks(Generalized g, std::span<const Shape> shapes,
   return g;
 }
 
+Signature signature_of(const CallInfo& call) {
+  Signature s;
+  call.signature(s);
+  return s;
+}
+
 }  // namespace
 
 /// A generalized graph: its symbolic forms (one per rank of its any-rank
@@ -358,7 +389,7 @@ Compiled FunctionCache::Impl::finish(ir::Graph graph, std::vector<std::size_t> s
 std::shared_ptr<const Compiled> FunctionCache::Impl::compile_static(const std::string& key,
                                                                     const CallInfo& call,
                                                                     const std::string& why) {
-  Traced t = call.trace({});
+  Traced t = trace_call(call, {});
   ++traces;
   auto c = std::make_shared<Compiled>(finish(std::move(t.graph), std::move(t.structure)));
   c->phase = call.phase();
@@ -390,7 +421,8 @@ SymbolicGraph& FunctionCache::Impl::symbolic_form(DynEntry& e, const Generalized
                                                   const CallInfo& call) {
   std::shared_ptr<SymbolicGraph>& fam = e.families[ranks];
   if (fam) return *fam;
-  fam = std::make_shared<SymbolicGraph>(g, shapes, call.trace);
+  auto at = [&](std::span<const Shape> s) { return trace_call(call, s); };
+  fam = std::make_shared<SymbolicGraph>(g, shapes, dyn::detail::TraceAt(at));
   traces += fam->traces();
   log_compile(cfg, [&] {
     if (!fam->generalizable())
@@ -431,7 +463,7 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::instantiate(DynEntry& e,
   std::vector<std::size_t> structure = fam.structure();
   const bool specialized = !graph;
   if (specialized) {
-    Traced t = call.trace(shapes);
+    Traced t = trace_call(call, shapes);
     ++traces;
     graph = std::move(t.graph);
     structure = std::move(t.structure);
@@ -454,7 +486,7 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::instantiate(DynEntry& e,
 std::shared_ptr<const Compiled> FunctionCache::Impl::explicit_specs(
     const std::string& key, std::span<const Shape> shapes, const CallInfo& call,
     const std::vector<TensorSpec>& specs, std::string_view api) {
-  Generalized g = from_specs(specs, call.signature(), str_cat("ms::jit ", api));
+  Generalized g = from_specs(specs, signature_of(call), str_cat("ms::jit ", api));
   if (!spec || spec_of != specs) {
     spec = new_entry(std::move(g), std::string(api));
     spec_of = specs;
@@ -470,7 +502,7 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::auto_dynamic(const std::str
     return compile_static(key, call, auto_dyn.enabled() ? "auto-dynamic is off" : "new signature");
   std::vector<const Generalized*> kept;
   for (const auto& e : gens) kept.push_back(&e->gen);
-  Decision d = auto_dyn.decide(call.signature(), shapes, kept);
+  Decision d = auto_dyn.decide(signature_of(call), shapes, kept);
   if (d.switched_off) gens.clear();
   if (d.kind == Decision::Kind::Static) return compile_static(key, call, d.why);
   if (d.kind == Decision::Kind::Reuse) {

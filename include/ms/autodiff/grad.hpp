@@ -24,7 +24,9 @@
 #include <vector>
 
 #include "ms/core/warning.hpp"
+#include "ms/jit/compile.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/jit/trace.hpp"
 
 namespace ms {
 
@@ -129,7 +131,7 @@ class GradFunction {
     };
     (bind(args), ...);
     auto r = run(tc, sens, args...);
-    using Out = compiler::detail::OutTraits<decltype(r)>;
+    using Out = ResultTraits<decltype(r)>;
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;
     Out::flatten(r, flat, st);
@@ -145,7 +147,7 @@ class GradFunction {
     const std::size_t mark = tc.graph().nodes.size();
     const std::vector<const Tensor*> targs{tensor_ptr(args)...};
     using Raw = std::remove_cvref_t<std::invoke_result_t<const F&, const A&...>>;
-    using Out = compiler::detail::OutTraits<Raw>;
+    using Out = ResultTraits<Raw>;
     auto raw = fn_(args...);
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;

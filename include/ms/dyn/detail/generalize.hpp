@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "ms/core/function_ref.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/ir/graph.hpp"
 #include "ms/shape/symbolic.hpp"
@@ -126,23 +127,7 @@ Generalized from_specs(std::span<const TensorSpec> specs, const Signature& call,
 bool bind_symbols(const Generalized& g, std::span<const Shape> shapes,
                   std::vector<std::int64_t>& values, std::string* why = nullptr);
 
-/// A non-owning reference to a callable (no allocation, unlike std::function):
-/// valid while the referenced object lives.
-template <class Sig>
-class FunctionRef;
-template <class R, class... A>
-class FunctionRef<R(A...)> {
- public:
-  template <class F>
-  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F& f)  // NOLINT
-      : obj_(&f),
-        call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(std::forward<A>(a)...); }) {}
-  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
-
- private:
-  void* obj_;
-  R (*call_)(void*, A...);
-};
+using ::ms::detail::FunctionRef;
 
 /// What tracing the function at given input shapes produced.
 struct TraceResult {
