@@ -538,21 +538,55 @@ struct Member {
   std::uint64_t data_begin = 0, data_end = 0;
 };
 
-NamedTensors load_npz_from(const ByteSource& src, const NpzLimits& limits,
-                           const std::string& what) {
+void check_npz_limits(const NpzLimits& limits, const std::string& what) {
   MS_CHECK(limits.max_bytes >= 0, ValueError, what, ": NpzLimits::max_bytes must be >= 0, got ",
            limits.max_bytes);
   MS_CHECK(limits.max_ratio >= 1, ValueError, what, ": NpzLimits::max_ratio must be >= 1, got ",
            limits.max_ratio);
   MS_CHECK(limits.ratio_free_bytes >= 0, ValueError, what,
            ": NpzLimits::ratio_free_bytes must be >= 0, got ", limits.ratio_free_bytes);
-  const auto max_bytes = static_cast<std::uint64_t>(limits.max_bytes);
-  const Zip z{src, what};
-  const std::uint64_t size = src.size();
+}
+
+/// Where an archive's central directory lies, from its end records.
+struct CentralDir {
+  std::uint64_t offset = 0, size = 0, end = 0, entries = 0;
+};
+
+/// The zip64 end record that replaces the classic one's saturated fields.
+void read_zip64_end(const Zip& z, std::uint64_t eocd, std::uint64_t& disk, std::uint64_t& cd_disk,
+                    std::uint64_t& n_disk, CentralDir& d) {
+  const std::string& what = z.what;
+  MS_CHECK(eocd >= 20, ValueError, what, ": zip64 end of central directory locator is missing");
+  const std::vector<std::uint8_t> locator = z.read(eocd - 20, 20, "zip64 locator");
+  const std::uint8_t* loc = locator.data();
+  MS_CHECK(rd32(loc) == kZip64LocatorSig, ValueError, what,
+           ": zip64 end of central directory locator is missing");
+  const std::uint64_t z64 = rd64(loc + 8);
+  MS_CHECK(rd32(loc + 4) == 0 && rd32(loc + 16) == 1, ValueError, what,
+           ": multi-disk zip archives are not supported");
+  const std::vector<std::uint8_t> record = z.read(z64, 56, "zip64 end of central directory record");
+  const std::uint8_t* r = record.data();
+  MS_CHECK(rd32(r) == kZip64EndSig, ValueError, what,
+           ": bad zip64 end of central directory signature");
+  MS_CHECK(z64 + 56 <= eocd - 20, ValueError, what,
+           ": zip64 end of central directory record overlaps the locator");
+  disk = rd32(r + 16);
+  cd_disk = rd32(r + 20);
+  n_disk = rd64(r + 24);
+  d.entries = rd64(r + 32);
+  d.size = rd64(r + 40);
+  d.offset = rd64(r + 48);
+  d.end = z64;
+}
+
+/// Finds the end record (the last signature whose comment reaches exactly to
+/// the end; only the last 22 + 65535 bytes can hold it) and checks the
+/// central directory it points to.
+CentralDir find_central_dir(const Zip& z) {
+  const std::string& what = z.what;
+  const std::uint64_t size = z.src.size();
   MS_CHECK(size >= 22, ValueError, what, ": not a zip archive (", size,
            " bytes, less than an end of central directory record)");
-  // The end record: the last signature whose comment reaches exactly to the end
-  // (only the last 22 + 65535 bytes can hold it).
   const std::uint64_t lowest = size > 22 + 0xFFFF ? size - 22 - 0xFFFF : 0;
   const std::vector<std::uint8_t> tail = z.read(lowest, size - lowest, "end records");
   std::optional<std::uint64_t> eocd;
@@ -566,132 +600,132 @@ NamedTensors load_npz_from(const ByteSource& src, const NpzLimits& limits,
   MS_CHECK(eocd.has_value(), ValueError, what,
            ": not a zip archive (no end of central directory record at its end)");
   const std::uint8_t* e = tail.data() + (*eocd - lowest);
-  std::uint64_t disk = rd16(e + 4), cd_disk = rd16(e + 6), n_disk = rd16(e + 8),
-                n_total = rd16(e + 10), cd_size = rd32(e + 12), cd_offset = rd32(e + 16);
-  std::uint64_t cd_end = *eocd;  // the central directory must end where the end records begin
-  if (n_disk == 0xFFFF || n_total == 0xFFFF || cd_size == kU32Max || cd_offset == kU32Max) {
-    MS_CHECK(*eocd >= 20, ValueError, what, ": zip64 end of central directory locator is missing");
-    const std::vector<std::uint8_t> locator = z.read(*eocd - 20, 20, "zip64 locator");
-    const std::uint8_t* loc = locator.data();
-    MS_CHECK(rd32(loc) == kZip64LocatorSig, ValueError, what,
-             ": zip64 end of central directory locator is missing");
-    const std::uint64_t z64 = rd64(loc + 8);
-    MS_CHECK(rd32(loc + 4) == 0 && rd32(loc + 16) == 1, ValueError, what,
-             ": multi-disk zip archives are not supported");
-    const std::vector<std::uint8_t> record =
-        z.read(z64, 56, "zip64 end of central directory record");
-    const std::uint8_t* r = record.data();
-    MS_CHECK(rd32(r) == kZip64EndSig, ValueError, what,
-             ": bad zip64 end of central directory signature");
-    MS_CHECK(z64 + 56 <= *eocd - 20, ValueError, what,
-             ": zip64 end of central directory record overlaps the locator");
-    disk = rd32(r + 16);
-    cd_disk = rd32(r + 20);
-    n_disk = rd64(r + 24);
-    n_total = rd64(r + 32);
-    cd_size = rd64(r + 40);
-    cd_offset = rd64(r + 48);
-    cd_end = z64;
-  }
-  MS_CHECK(disk == 0 && cd_disk == 0 && n_disk == n_total, ValueError, what,
+  std::uint64_t disk = rd16(e + 4), cd_disk = rd16(e + 6), n_disk = rd16(e + 8);
+  // The central directory must end where the end records begin.
+  CentralDir d{.offset = rd32(e + 16), .size = rd32(e + 12), .end = *eocd, .entries = rd16(e + 10)};
+  if (n_disk == 0xFFFF || d.entries == 0xFFFF || d.size == kU32Max || d.offset == kU32Max)
+    read_zip64_end(z, *eocd, disk, cd_disk, n_disk, d);
+  MS_CHECK(disk == 0 && cd_disk == 0 && n_disk == d.entries, ValueError, what,
            ": multi-disk zip archives are not supported");
-  MS_CHECK(cd_offset <= cd_end && cd_size == cd_end - cd_offset, ValueError, what,
-           ": the central directory (offset ", cd_offset, ", ", cd_size,
-           " bytes) does not end where the end record begins (byte ", cd_end, ")");
+  MS_CHECK(d.offset <= d.end && d.size == d.end - d.offset, ValueError, what,
+           ": the central directory (offset ", d.offset, ", ", d.size,
+           " bytes) does not end where the end record begins (byte ", d.end, ")");
   // Each central entry takes at least 46 bytes.
-  MS_CHECK(n_total <= cd_size / 46, ValueError, what, ": the central directory declares ", n_total,
-           " entries, more than its ", cd_size, " bytes can hold");
-  // Read whole; its size is checked first (it is held in memory).
-  MS_CHECK(cd_size <= kNpzMaxCentralDirBytes, ValueError, what, ": the central directory has ",
-           cd_size, " bytes, over the limit of ", kNpzMaxCentralDirBytes);
-  const std::vector<std::uint8_t> cd = z.read(cd_offset, cd_size, "central directory");
+  MS_CHECK(d.entries <= d.size / 46, ValueError, what, ": the central directory declares ",
+           d.entries, " entries, more than its ", d.size, " bytes can hold");
+  // It is read whole; its size is checked first (it is held in memory).
+  MS_CHECK(d.size <= kNpzMaxCentralDirBytes, ValueError, what, ": the central directory has ",
+           d.size, " bytes, over the limit of ", kNpzMaxCentralDirBytes);
+  return d;
+}
 
+/// Central directory entry `k` at `pos` (advanced past it).
+Member read_central_entry(const std::vector<std::uint8_t>& cd, const CentralDir& d,
+                          std::uint64_t& pos, std::uint64_t k, const std::string& what) {
+  MS_CHECK(pos + 46 <= d.end, ValueError, what, ": central directory entry ", k,
+           " runs past the central directory");
+  const std::uint8_t* c = cd.data() + (pos - d.offset);
+  MS_CHECK(rd32(c) == kCentralSig, ValueError, what, ": bad signature of central directory entry ",
+           k);
+  Member m;
+  m.flags = rd16(c + 8);
+  m.method = rd16(c + 10);
+  m.crc = rd32(c + 16);
+  m.csize = rd32(c + 20);
+  m.usize = rd32(c + 24);
+  const std::uint16_t nlen = rd16(c + 28), xlen = rd16(c + 30), clen = rd16(c + 32);
+  m.local = rd32(c + 42);
+  MS_CHECK(pos + 46 + nlen + xlen + clen <= d.end, ValueError, what, ": central directory entry ",
+           k, " runs past the central directory");
+  m.name.assign(reinterpret_cast<const char*>(c + 46), nlen);
+  const std::string who = what + ": member " + squote(m.name.substr(0, 64));
+  apply_zip64_extra(c + 46 + nlen, xlen, {&m.usize, &m.csize, &m.local}, who);
+  pos += 46 + std::uint64_t{nlen} + xlen + clen;
+  return m;
+}
+
+/// A member's name, encryption, method and sizes, against the limits
+/// (`total_usize`: the members' declared sizes so far, this one added).
+void check_member(const Member& m, std::set<std::string>& names, std::uint64_t& total_usize,
+                  const NpzLimits& limits, const std::string& who) {
+  const auto max_bytes = static_cast<std::uint64_t>(limits.max_bytes);
+  MS_CHECK(m.name.size() >= 4 && m.name.compare(m.name.size() - 4, 4, ".npy") == 0, ValueError, who,
+           ": member names must end in .npy");
+  MS_CHECK(names.insert(m.name).second, ValueError, who, ": the archive holds this name twice");
+  MS_CHECK((m.flags & 0x0001) == 0 && (m.flags & 0x0040) == 0, ValueError, who,
+           ": encrypted members are not supported");
+  MS_CHECK(m.method == 0 || m.method == 8, ValueError, who, ": compression method ", m.method,
+           " is not supported (0 stored, 8 deflate)");
+  MS_CHECK(m.method != 0 || m.csize == m.usize, ValueError, who, ": stored member has size ",
+           m.csize, " but declares ", m.usize, " uncompressed");
+  MS_CHECK(m.usize <= max_bytes && total_usize <= max_bytes - m.usize, ValueError, who,
+           ": the archive's decompressed size exceeds the limit of ", max_bytes,
+           " bytes (NpzLimits::max_bytes)");
+  // Declared sizes are binding (inflating past them is an error), so a bomb
+  // is refused here, before anything is allocated.
+  MS_CHECK(m.usize <= ratio_bound(m.csize, limits), ValueError, who, ": ", m.csize,
+           " compressed bytes declare ", m.usize, " decompressed, a ratio over the limit of ",
+           limits.max_ratio, ":1 for members over ", limits.ratio_free_bytes,
+           " bytes (a decompression bomb? NpzLimits::max_ratio raises the limit)");
+  total_usize += m.usize;
+}
+
+/// The local header must agree with the central directory; sets where the
+/// member's data lies (before the central directory at `cd_offset`).
+void check_local_header(const Zip& z, Member& m, std::uint64_t cd_offset, const std::string& who) {
+  const std::vector<std::uint8_t> local = z.read(m.local, 30, "local header of " + squote(m.name));
+  const std::uint8_t* l = local.data();
+  MS_CHECK(rd32(l) == kLocalSig, ValueError, who, ": bad local header signature at byte ", m.local);
+  const std::uint16_t lflags = rd16(l + 6), lmethod = rd16(l + 8);
+  const std::uint32_t lcrc = rd32(l + 14);
+  std::uint64_t lcsize = rd32(l + 18), lusize = rd32(l + 22);
+  const std::uint16_t lnlen = rd16(l + 26), lxlen = rd16(l + 28);
+  const std::vector<std::uint8_t> local_rest =
+      z.read(m.local + 30, std::uint64_t{lnlen} + lxlen, "local header");
+  const std::uint8_t* lname = local_rest.data();
+  MS_CHECK(lnlen == m.name.size() && std::memcmp(lname, m.name.data(), lnlen) == 0, ValueError, who,
+           ": local header names a different file");
+  MS_CHECK(lmethod == m.method && (lflags & 0x0009) == (m.flags & 0x0009), ValueError, who,
+           ": local header method/flags differ from the central directory");
+  if (lusize == kU32Max || lcsize == kU32Max)
+    apply_zip64_extra(lname + lnlen, lxlen, {&lusize, &lcsize}, who);
+  const bool descriptor = (m.flags & 0x0008) != 0;  // sizes follow the data instead
+  const bool ok = descriptor
+                      ? ((lcrc == 0 || lcrc == m.crc) && (lcsize == 0 || lcsize == m.csize) &&
+                         (lusize == 0 || lusize == m.usize))
+                      : (lcrc == m.crc && lcsize == m.csize && lusize == m.usize);
+  MS_CHECK(ok, ValueError, who, ": local header (crc ", lcrc, ", sizes ", lcsize, "/", lusize,
+           ") differs from the central directory (crc ", m.crc, ", sizes ", m.csize, "/", m.usize,
+           ")");
+  m.data_begin = m.local + 30 + lnlen + lxlen;
+  MS_CHECK(m.data_begin <= cd_offset && m.csize <= cd_offset - m.data_begin, ValueError, who,
+           ": data (", m.csize, " bytes at ", m.data_begin,
+           ") runs past the start of the central directory (byte ", cd_offset, ")");
+  m.data_end = m.data_begin + m.csize;
+}
+
+/// The archive's members, each checked (names, sizes, limits, local header),
+/// and the archive as a whole against the ratio limit.
+std::vector<Member> read_members(const Zip& z, const CentralDir& d, const NpzLimits& limits) {
+  const std::string& what = z.what;
+  const std::vector<std::uint8_t> cd = z.read(d.offset, d.size, "central directory");
   std::vector<Member> members;
   std::set<std::string> names;
-  std::uint64_t pos = cd_offset, total_usize = 0;
-  for (std::uint64_t k = 0; k < n_total; ++k) {
-    MS_CHECK(pos + 46 <= cd_end, ValueError, what, ": central directory entry ", k,
-             " runs past the central directory");
-    const std::uint8_t* c = cd.data() + (pos - cd_offset);
-    MS_CHECK(rd32(c) == kCentralSig, ValueError, what,
-             ": bad signature of central directory entry ", k);
-    Member m;
-    m.flags = rd16(c + 8);
-    m.method = rd16(c + 10);
-    m.crc = rd32(c + 16);
-    m.csize = rd32(c + 20);
-    m.usize = rd32(c + 24);
-    const std::uint16_t nlen = rd16(c + 28), xlen = rd16(c + 30), clen = rd16(c + 32);
-    m.local = rd32(c + 42);
-    MS_CHECK(pos + 46 + nlen + xlen + clen <= cd_end, ValueError, what,
-             ": central directory entry ", k, " runs past the central directory");
-    const std::uint8_t* name = c + 46;
-    m.name.assign(reinterpret_cast<const char*>(name), nlen);
+  std::uint64_t pos = d.offset, total_usize = 0;
+  for (std::uint64_t k = 0; k < d.entries; ++k) {
+    Member m = read_central_entry(cd, d, pos, k, what);
     const std::string who = what + ": member " + squote(m.name.substr(0, 64));
-    apply_zip64_extra(c + 46 + nlen, xlen, {&m.usize, &m.csize, &m.local}, who);
-    pos += 46 + std::uint64_t{nlen} + xlen + clen;
-
-    MS_CHECK(m.name.size() >= 4 && m.name.compare(m.name.size() - 4, 4, ".npy") == 0, ValueError,
-             who, ": member names must end in .npy");
-    MS_CHECK(names.insert(m.name).second, ValueError, who, ": the archive holds this name twice");
-    MS_CHECK((m.flags & 0x0001) == 0 && (m.flags & 0x0040) == 0, ValueError, who,
-             ": encrypted members are not supported");
-    MS_CHECK(m.method == 0 || m.method == 8, ValueError, who, ": compression method ", m.method,
-             " is not supported (0 stored, 8 deflate)");
-    MS_CHECK(m.method != 0 || m.csize == m.usize, ValueError, who, ": stored member has size ",
-             m.csize, " but declares ", m.usize, " uncompressed");
-    MS_CHECK(m.usize <= max_bytes && total_usize <= max_bytes - m.usize, ValueError, who,
-             ": the archive's decompressed size exceeds the limit of ", max_bytes,
-             " bytes (NpzLimits::max_bytes)");
-    // Declared sizes are binding (inflating past them is an error), so a bomb
-    // is refused here, before anything is allocated.
-    MS_CHECK(m.usize <= ratio_bound(m.csize, limits), ValueError, who, ": ", m.csize,
-             " compressed bytes declare ", m.usize, " decompressed, a ratio over the limit of ",
-             limits.max_ratio, ":1 for members over ", limits.ratio_free_bytes,
-             " bytes (a decompression bomb? NpzLimits::max_ratio raises the limit)");
-    total_usize += m.usize;
-
-    // The local header must agree with the central directory.
-    const std::vector<std::uint8_t> local =
-        z.read(m.local, 30, "local header of " + squote(m.name));
-    const std::uint8_t* l = local.data();
-    MS_CHECK(rd32(l) == kLocalSig, ValueError, who, ": bad local header signature at byte ",
-             m.local);
-    const std::uint16_t lflags = rd16(l + 6), lmethod = rd16(l + 8);
-    const std::uint32_t lcrc = rd32(l + 14);
-    std::uint64_t lcsize = rd32(l + 18), lusize = rd32(l + 22);
-    const std::uint16_t lnlen = rd16(l + 26), lxlen = rd16(l + 28);
-    const std::vector<std::uint8_t> local_rest =
-        z.read(m.local + 30, std::uint64_t{lnlen} + lxlen, "local header");
-    const std::uint8_t* lname = local_rest.data();
-    MS_CHECK(lnlen == nlen && std::memcmp(lname, name, nlen) == 0, ValueError, who,
-             ": local header names a different file");
-    MS_CHECK(lmethod == m.method && (lflags & 0x0009) == (m.flags & 0x0009), ValueError, who,
-             ": local header method/flags differ from the central directory");
-    if (lusize == kU32Max || lcsize == kU32Max)
-      apply_zip64_extra(lname + lnlen, lxlen, {&lusize, &lcsize}, who);
-    const bool descriptor = (m.flags & 0x0008) != 0;  // sizes follow the data instead
-    const bool ok = descriptor
-                        ? ((lcrc == 0 || lcrc == m.crc) && (lcsize == 0 || lcsize == m.csize) &&
-                           (lusize == 0 || lusize == m.usize))
-                        : (lcrc == m.crc && lcsize == m.csize && lusize == m.usize);
-    MS_CHECK(ok, ValueError, who, ": local header (crc ", lcrc, ", sizes ", lcsize, "/", lusize,
-             ") differs from the central directory (crc ", m.crc, ", sizes ", m.csize, "/", m.usize,
-             ")");
-    m.data_begin = m.local + 30 + lnlen + lxlen;
-    MS_CHECK(m.data_begin <= cd_offset && m.csize <= cd_offset - m.data_begin, ValueError, who,
-             ": data (", m.csize, " bytes at ", m.data_begin,
-             ") runs past the start of the central directory (byte ", cd_offset, ")");
-    m.data_end = m.data_begin + m.csize;
+    check_member(m, names, total_usize, limits, who);
+    check_local_header(z, m, d.offset, who);
     members.push_back(std::move(m));
   }
-  MS_CHECK(pos == cd_end, ValueError, what, ": ", cd_end - pos,
+  MS_CHECK(pos == d.end, ValueError, what, ": ", d.end - pos,
            " unexplained bytes at the end of the central directory");
+  const std::uint64_t size = z.src.size();
   MS_CHECK(total_usize <= ratio_bound(size, limits), ValueError, what, ": ", size,
            " bytes of archive declare ", total_usize, " decompressed, a ratio over the limit of ",
            limits.max_ratio, ":1 beyond the first ", limits.ratio_free_bytes,
            " bytes (a decompression bomb? NpzLimits::max_ratio raises the limit)");
-
   // Members may not share bytes (the trick of zip bombs that reuse one stream).
   std::vector<const Member*> by_offset;
   for (const auto& m : members) by_offset.push_back(&m);
@@ -700,7 +734,14 @@ NamedTensors load_npz_from(const ByteSource& src, const NpzLimits& limits,
   for (std::size_t i = 1; i < by_offset.size(); ++i)
     MS_CHECK(by_offset[i]->local >= by_offset[i - 1]->data_end, ValueError, what, ": member ",
              squote(by_offset[i]->name), " overlaps member ", squote(by_offset[i - 1]->name));
+  return members;
+}
 
+NamedTensors load_npz_from(const ByteSource& src, const NpzLimits& limits,
+                           const std::string& what) {
+  check_npz_limits(limits, what);
+  const Zip z{src, what};
+  const std::vector<Member> members = read_members(z, find_central_dir(z), limits);
   NamedTensors out;
   for (const auto& m : members) {
     const std::string who = what + ": member " + squote(m.name);
@@ -753,8 +794,69 @@ std::vector<std::uint8_t> deflate_bytes(std::span<const std::uint8_t> in, std::s
   return out;
 }
 
-void write_npz(ByteSink& out, const NamedTensors& tensors, NpzCompression compression,
-               std::string_view what) {
+/// What a zip's local header and central entry say of one member.
+struct ZipEntry {
+  std::string fname;
+  std::uint32_t crc = 0;
+  std::uint64_t csize = 0, usize = 0, local = 0;
+  std::uint16_t flags = 0, method = 0;
+};
+
+// Fixed time: 1980-01-01 00:00 (equal inputs give equal archives).
+constexpr std::uint16_t kDosTime = 0, kDosDate = (0 << 9) | (1 << 5) | 1;
+
+std::string zip_local_header(const ZipEntry& e) {
+  std::string lh;
+  put32(lh, kLocalSig);
+  put16(lh, 20);
+  put16(lh, e.flags);
+  put16(lh, e.method);
+  put16(lh, kDosTime);
+  put16(lh, kDosDate);
+  put32(lh, e.crc);
+  put32(lh, static_cast<std::uint32_t>(e.csize));
+  put32(lh, static_cast<std::uint32_t>(e.usize));
+  put16(lh, static_cast<std::uint32_t>(e.fname.size()));
+  put16(lh, 0);
+  lh += e.fname;
+  return lh;
+}
+
+void append_central_entry(std::string& central, const ZipEntry& e) {
+  put32(central, kCentralSig);
+  put16(central, (3 << 8) | 20);  // made by: Unix, zip 2.0
+  put16(central, 20);
+  put16(central, e.flags);
+  put16(central, e.method);
+  put16(central, kDosTime);
+  put16(central, kDosDate);
+  put32(central, e.crc);
+  put32(central, static_cast<std::uint32_t>(e.csize));
+  put32(central, static_cast<std::uint32_t>(e.usize));
+  put16(central, static_cast<std::uint32_t>(e.fname.size()));
+  put16(central, 0);  // extra
+  put16(central, 0);  // comment
+  put16(central, 0);  // disk
+  put16(central, 0);  // internal attributes
+  put32(central, 0644u << 16);
+  put32(central, static_cast<std::uint32_t>(e.local));
+  central += e.fname;
+}
+
+std::string zip_end_record(std::size_t entries, std::uint64_t cd_size, std::uint64_t cd_offset) {
+  std::string end;
+  put32(end, kEndSig);
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, static_cast<std::uint32_t>(entries));
+  put16(end, static_cast<std::uint32_t>(entries));
+  put32(end, static_cast<std::uint32_t>(cd_size));
+  put32(end, static_cast<std::uint32_t>(cd_offset));
+  put16(end, 0);
+  return end;
+}
+
+void check_npz_entries(const NamedTensors& tensors, std::string_view what) {
   std::set<std::string_view> seen;
   for (const auto& [name, t] : tensors) {
     MS_CHECK(seen.insert(name).second, ValueError, what, ": the name ", squote(name),
@@ -763,75 +865,43 @@ void write_npz(ByteSink& out, const NamedTensors& tensors, NpzCompression compre
     check_saveable(t, detail::str_cat(what, ": tensor ", squote(name)));
   }
   MS_CHECK(tensors.size() < 0xFFFF, ValueError, what, ": more than 65534 tensors need zip64");
+}
+
+void write_npz(ByteSink& out, const NamedTensors& tensors, NpzCompression compression,
+               std::string_view what) {
+  check_npz_entries(tensors, what);
   const std::uint64_t start = out.written();
   std::string central;
   for (const auto& [name, t] : tensors) {
-    const std::string fname = name + ".npy";
+    ZipEntry e;
+    e.fname = name + ".npy";
     std::vector<std::uint8_t> npy;
     VectorSink vs(npy);
     write_npy(vs, t);
-    const std::uint32_t crc = crc32_of(npy.data(), npy.size());
+    e.crc = crc32_of(npy.data(), npy.size());
     std::vector<std::uint8_t> packed;
     const bool deflate = compression == NpzCompression::Deflate;
     if (deflate) packed = deflate_bytes(npy, what);
     const std::span<const std::uint8_t> data = deflate ? std::span(packed) : std::span(npy);
-    const std::uint64_t local = out.written() - start;
-    MS_CHECK(npy.size() < kU32Max && data.size() < kU32Max && local < kU32Max, ValueError, what,
+    e.local = out.written() - start;
+    MS_CHECK(npy.size() < kU32Max && data.size() < kU32Max && e.local < kU32Max, ValueError, what,
              ": tensor ", squote(name),
              " makes the archive larger than 4 GiB (zip64 is not written; use safetensors)");
-    const bool utf8 = std::any_of(fname.begin(), fname.end(),
+    const bool utf8 = std::any_of(e.fname.begin(), e.fname.end(),
                                   [](char c) { return static_cast<unsigned char>(c) >= 0x80; });
-    const std::uint16_t flags = utf8 ? 0x0800 : 0;
-    const std::uint16_t method = deflate ? 8 : 0;
-    // Fixed time: 1980-01-01 00:00 (equal inputs give equal archives).
-    const std::uint16_t dos_time = 0, dos_date = (0 << 9) | (1 << 5) | 1;
-    std::string lh;
-    put32(lh, kLocalSig);
-    put16(lh, 20);
-    put16(lh, flags);
-    put16(lh, method);
-    put16(lh, dos_time);
-    put16(lh, dos_date);
-    put32(lh, crc);
-    put32(lh, static_cast<std::uint32_t>(data.size()));
-    put32(lh, static_cast<std::uint32_t>(npy.size()));
-    put16(lh, static_cast<std::uint32_t>(fname.size()));
-    put16(lh, 0);
-    lh += fname;
+    e.flags = utf8 ? 0x0800 : 0;
+    e.method = deflate ? 8 : 0;
+    e.csize = data.size();
+    e.usize = npy.size();
+    const std::string lh = zip_local_header(e);
     out.write(lh.data(), lh.size());
     out.write(data.data(), data.size());
-
-    put32(central, kCentralSig);
-    put16(central, (3 << 8) | 20);  // made by: Unix, zip 2.0
-    put16(central, 20);
-    put16(central, flags);
-    put16(central, method);
-    put16(central, dos_time);
-    put16(central, dos_date);
-    put32(central, crc);
-    put32(central, static_cast<std::uint32_t>(data.size()));
-    put32(central, static_cast<std::uint32_t>(npy.size()));
-    put16(central, static_cast<std::uint32_t>(fname.size()));
-    put16(central, 0);  // extra
-    put16(central, 0);  // comment
-    put16(central, 0);  // disk
-    put16(central, 0);  // internal attributes
-    put32(central, 0644u << 16);
-    put32(central, static_cast<std::uint32_t>(local));
-    central += fname;
+    append_central_entry(central, e);
   }
   const std::uint64_t cd_offset = out.written() - start;
   MS_CHECK(cd_offset + central.size() < kU32Max, ValueError, what,
            ": the archive is larger than 4 GiB (zip64 is not written; use safetensors)");
-  std::string end;
-  put32(end, kEndSig);
-  put16(end, 0);
-  put16(end, 0);
-  put16(end, static_cast<std::uint32_t>(tensors.size()));
-  put16(end, static_cast<std::uint32_t>(tensors.size()));
-  put32(end, static_cast<std::uint32_t>(central.size()));
-  put32(end, static_cast<std::uint32_t>(cd_offset));
-  put16(end, 0);
+  const std::string end = zip_end_record(tensors.size(), central.size(), cd_offset);
   out.write(central.data(), central.size());
   out.write(end.data(), end.size());
 }

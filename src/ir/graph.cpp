@@ -206,14 +206,23 @@ ops::TensorType infer_elementwise(int ew_id, std::span<const Value> operands,
   return {r.dtype, r.shape};
 }
 
-void verify(const Graph& g, std::string_view stage) {
-  std::vector<int> defined_at(g.values.size(), -1);
-  std::vector<bool> arg_seen;
-  auto fail = [&](std::size_t node, const auto&... msg) {
+namespace {
+
+// The checks of ir::verify, node by node.
+struct Verifier {
+  const Graph& g;
+  std::string_view stage;
+  std::vector<int> defined_at;  ///< per value: the node that defines it, or -1
+
+  template <class... M>
+  [[noreturn]] void fail(std::size_t node, const M&... msg) const {
     ::ms::detail::raise<ValueError>(stage, ": node ", node, " (",
                                     node_kind_name(g.nodes[node].kind), "): ", msg...);
-  };
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+  }
+
+  // Inputs are defined before they are read; outputs name this node and are
+  // defined once.
+  void wiring(std::size_t i) {
     const Node& n = g.nodes[i];
     for (int v : n.inputs) {
       if (v < 0 || static_cast<std::size_t>(v) >= g.values.size())
@@ -231,6 +240,42 @@ void verify(const Graph& g, std::string_view stage) {
       if (defined_at[static_cast<std::size_t>(v)] >= 0) fail(i, "value ", v, " is defined twice");
       defined_at[static_cast<std::size_t>(v)] = static_cast<int>(i);
     }
+  }
+
+  // An op node: its arity, and its output types re-inferred from the op table.
+  void op(std::size_t i) const {
+    const Node& n = g.nodes[i];
+    if (n.def == nullptr) fail(i, "has no op");
+    const int k = static_cast<int>(n.inputs.size());
+    if (k < n.def->min_inputs || (n.def->max_inputs >= 0 && k > n.def->max_inputs))
+      fail(i, n.def->name, " has ", k, " inputs");
+    std::vector<ops::TensorType> out;
+    if (n.ew_id >= 0) {
+      std::vector<Value> vals;
+      std::vector<ms::Scalar> sc;
+      for (int v : n.inputs) {
+        vals.push_back(g.value(v));
+        sc.push_back(g.producer(v).scalar);
+      }
+      out.push_back(infer_elementwise(n.ew_id, vals, sc));
+    } else {
+      std::vector<ops::TensorType> in;
+      for (int v : n.inputs) {
+        if (g.value(v).weak) fail(i, n.def->name, " reads a weak scalar");
+        in.push_back(g.value(v).type);
+      }
+      out = n.def->infer(in, n.attrs);
+    }
+    if (out.size() != n.outputs.size()) fail(i, n.def->name, " has the wrong output count");
+    for (std::size_t k2 = 0; k2 < out.size(); ++k2)
+      if (!(out[k2] == g.value(n.outputs[k2]).type))
+        fail(i, n.def->name, " output ", k2, " type ", type_str(g.value(n.outputs[k2]).type),
+             " differs from the inferred ", type_str(out[k2]));
+  }
+
+  // The checks of the node's kind.
+  void kind(std::size_t i) const {
+    const Node& n = g.nodes[i];
     auto one_output = [&] {
       if (n.outputs.size() != 1) fail(i, "has ", n.outputs.size(), " outputs, expected 1");
     };
@@ -252,35 +297,7 @@ void verify(const Graph& g, std::string_view stage) {
         one_output();
         if (!g.value(n.outputs[0]).weak) fail(i, "scalar value not marked weak");
         break;
-      case NodeKind::Op: {
-        if (n.def == nullptr) fail(i, "has no op");
-        const int k = static_cast<int>(n.inputs.size());
-        if (k < n.def->min_inputs || (n.def->max_inputs >= 0 && k > n.def->max_inputs))
-          fail(i, n.def->name, " has ", k, " inputs");
-        std::vector<ops::TensorType> out;
-        if (n.ew_id >= 0) {
-          std::vector<Value> vals;
-          std::vector<ms::Scalar> sc;
-          for (int v : n.inputs) {
-            vals.push_back(g.value(v));
-            sc.push_back(g.producer(v).scalar);
-          }
-          out.push_back(infer_elementwise(n.ew_id, vals, sc));
-        } else {
-          std::vector<ops::TensorType> in;
-          for (int v : n.inputs) {
-            if (g.value(v).weak) fail(i, n.def->name, " reads a weak scalar");
-            in.push_back(g.value(v).type);
-          }
-          out = n.def->infer(in, n.attrs);
-        }
-        if (out.size() != n.outputs.size()) fail(i, n.def->name, " has the wrong output count");
-        for (std::size_t k2 = 0; k2 < out.size(); ++k2)
-          if (!(out[k2] == g.value(n.outputs[k2]).type))
-            fail(i, n.def->name, " output ", k2, " type ", type_str(g.value(n.outputs[k2]).type),
-                 " differs from the inferred ", type_str(out[k2]));
-        break;
-      }
+      case NodeKind::Op: op(i); break;
       case NodeKind::Fused:
         one_output();
         if (!n.fused) fail(i, "has no program");
@@ -298,9 +315,19 @@ void verify(const Graph& g, std::string_view stage) {
         break;
     }
   }
+};
+
+}  // namespace
+
+void verify(const Graph& g, std::string_view stage) {
+  Verifier check{g, stage, std::vector<int>(g.values.size(), -1)};
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    check.wiring(i);
+    check.kind(i);
+  }
   for (int v : g.outputs)
     if (v < 0 || static_cast<std::size_t>(v) >= g.values.size() ||
-        defined_at[static_cast<std::size_t>(v)] < 0 || g.value(v).weak)
+        check.defined_at[static_cast<std::size_t>(v)] < 0 || g.value(v).weak)
       ::ms::detail::raise<ValueError>(stage, ": graph output ", v,
                                       " is not a defined tensor value");
 }

@@ -305,17 +305,106 @@ std::int64_t Executable::planned_allocations() const {
   return planned_;
 }
 
-std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
-  MS_CHECK(inputs.size() == input_values_.size(), ValueError, "jit: the graph takes ",
-           input_values_.size(), " tensor inputs, got ", inputs.size());
+namespace {
+
+void check_inputs(const ir::Graph& g, std::span<const int> input_values,
+                  std::span<const Tensor> inputs) {
+  MS_CHECK(inputs.size() == input_values.size(), ValueError, "jit: the graph takes ",
+           input_values.size(), " tensor inputs, got ", inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const ops::TensorType& t = graph_.value(input_values_[i]).type;
+    const ops::TensorType& t = g.value(input_values[i]).type;
     MS_CHECK(inputs[i].defined() && !inputs[i].is_symbolic(), ValueError, "jit: input ", i,
              " is not a concrete tensor");
     MS_CHECK(inputs[i].dtype() == t.dtype && inputs[i].shape() == t.shape, ShapeError,
              "jit: input ", i, " has type ", inputs[i].dtype(), inputs[i].shape(),
              " but the graph was compiled for ", t.dtype, t.shape);
   }
+}
+
+// The graph's outputs, taken before the first update (Assign steps come
+// last). An output that shares memory with an input, capture or constant
+// without being that tensor (a view, or a same-type cast that returned its
+// input) is copied: the caller must not get an alias that later writes change.
+std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const int> leaf_values,
+                                 const Executable::Frame& f) {
+  std::vector<Tensor> outs;
+  outs.reserve(g.outputs.size());
+  for (int v : g.outputs) {
+    const Tensor& t = f.vals[static_cast<std::size_t>(v)];
+    const ir::NodeKind k = g.producer(v).kind;
+    bool alias = k == ir::NodeKind::Const;  // the caller may write into it
+    if (k != ir::NodeKind::Input && k != ir::NodeKind::Capture && !alias)
+      for (int l : leaf_values)
+        alias |= f.vals[static_cast<std::size_t>(l)].storage() == t.storage();
+    outs.push_back(alias ? t.clone() : t);
+  }
+  return outs;
+}
+
+void run_step(const Executable::Step& s, Executable::Frame& f) {
+  switch (s.kind) {
+    case Executable::Step::Kind::Fused: {
+      f.ptrs.clear();
+      for (int v : s.in) f.ptrs.push_back(&f.vals[static_cast<std::size_t>(v)]);
+      if (s.in_place >= 0) {
+        const Tensor& dst = f.vals[static_cast<std::size_t>(s.in_place)];
+        kernels::ew_run(s.region->program, f.ptrs, dst);
+        f.vals[static_cast<std::size_t>(s.out[0])] = dst;
+      } else {
+        f.vals[static_cast<std::size_t>(s.out[0])] = kernels::ew_eval(s.region->program, f.ptrs);
+      }
+      break;
+    }
+    case Executable::Step::Kind::Op: {
+      f.scratch.clear();
+      for (int v : s.in) f.scratch.push_back(f.vals[static_cast<std::size_t>(v)]);
+      std::vector<Tensor> r = s.def->eval(f.scratch, s.attrs);
+      f.scratch.clear();  // holds no input past its step
+      for (std::size_t k = 0; k < s.out.size(); ++k)
+        f.vals[static_cast<std::size_t>(s.out[k])] = std::move(r[k]);
+      break;
+    }
+    case Executable::Step::Kind::Assign:
+      if (s.skip) break;
+      f.vals[static_cast<std::size_t>(s.in[0])].copy_(f.vals[static_cast<std::size_t>(s.in[1])]);
+      break;
+  }
+}
+
+// Writes the step's inputs and outputs as files (ms::set_dump).
+void dump_step(const Executable::Step& s, const Executable::Frame& f, std::int64_t call) {
+  const std::string stem = ::ms::detail::str_cat(s.dump, '.', call);
+  for (std::size_t k = 0; k < s.in.size(); ++k)
+    compiler::detail::dump_tensor(f.vals[static_cast<std::size_t>(s.in[k])],
+                                  ::ms::detail::str_cat(stem, ".input.", k));
+  for (std::size_t k = 0; k < s.out.size(); ++k)
+    compiler::detail::dump_tensor(f.vals[static_cast<std::size_t>(s.out[k])],
+                                  ::ms::detail::str_cat(stem, ".output.", k));
+}
+
+// Drops the frame's tensors except captures and constants (`all`), or only
+// its inputs and outputs (after a run: the other values were released by
+// their steps), so that a frame keeps nothing alive.
+void clear_frame(const ir::Graph& g, std::span<const int> input_values, Executable::Frame& f,
+                 bool all) {
+  auto bound = [&](int v) {
+    const ir::NodeKind k = g.producer(v).kind;
+    return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
+  };
+  if (all) {
+    for (std::size_t v = 0; v < g.values.size(); ++v)
+      if (!bound(static_cast<int>(v))) f.vals[v] = Tensor();
+    return;
+  }
+  for (int v : input_values) f.vals[static_cast<std::size_t>(v)] = Tensor();
+  for (int v : g.outputs)
+    if (!bound(v)) f.vals[static_cast<std::size_t>(v)] = Tensor();
+}
+
+}  // namespace
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
+  check_inputs(graph_, input_values_, inputs);
   const std::int64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<Frame> f = take_frame();
   std::vector<Tensor> outs;
@@ -324,80 +413,23 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     SourceScope scope(f->source);
     for (std::size_t i = 0; i < inputs.size(); ++i)
       f->vals[static_cast<std::size_t>(input_values_[i])] = inputs[i];
-    // Outputs are taken before the first update (Assign steps come last), and a
-    // output that shares memory with an input, capture or constant without being
-    // that tensor (a view, or a same-type cast that returned its input) is
-    // copied: the caller must not get an alias that later writes change.
-    auto collect = [&] {
-      outs.reserve(graph_.outputs.size());
-      for (int v : graph_.outputs) {
-        const Tensor& t = f->vals[static_cast<std::size_t>(v)];
-        const ir::NodeKind k = graph_.producer(v).kind;
-        bool alias = k == ir::NodeKind::Const;  // the caller may write into it
-        if (k != ir::NodeKind::Input && k != ir::NodeKind::Capture && !alias)
-          for (int l : leaf_values_)
-            alias |= f->vals[static_cast<std::size_t>(l)].storage() == t.storage();
-        outs.push_back(alias ? t.clone() : t);
-      }
-    };
+    bool taken = false;
     try {
       for (const Step& s : steps_) {
-        switch (s.kind) {
-          case Step::Kind::Fused: {
-            f->ptrs.clear();
-            for (int v : s.in) f->ptrs.push_back(&f->vals[static_cast<std::size_t>(v)]);
-            if (s.in_place >= 0) {
-              const Tensor& dst = f->vals[static_cast<std::size_t>(s.in_place)];
-              kernels::ew_run(s.region->program, f->ptrs, dst);
-              f->vals[static_cast<std::size_t>(s.out[0])] = dst;
-            } else {
-              f->vals[static_cast<std::size_t>(s.out[0])] =
-                  kernels::ew_eval(s.region->program, f->ptrs);
-            }
-            break;
-          }
-          case Step::Kind::Op: {
-            f->scratch.clear();
-            for (int v : s.in) f->scratch.push_back(f->vals[static_cast<std::size_t>(v)]);
-            std::vector<Tensor> r = s.def->eval(f->scratch, s.attrs);
-            f->scratch.clear();  // holds no input past its step
-            for (std::size_t k = 0; k < s.out.size(); ++k)
-              f->vals[static_cast<std::size_t>(s.out[k])] = std::move(r[k]);
-            break;
-          }
-          case Step::Kind::Assign:
-            if (outs.empty() && !graph_.outputs.empty()) collect();
-            if (s.skip) break;
-            f->vals[static_cast<std::size_t>(s.in[0])].copy_(
-                f->vals[static_cast<std::size_t>(s.in[1])]);
-            break;
+        if (s.kind == Step::Kind::Assign && !taken) {
+          outs = take_outputs(graph_, leaf_values_, *f);
+          taken = true;
         }
-        if (!s.dump.empty()) {
-          const std::string stem = ::ms::detail::str_cat(s.dump, '.', call);
-          for (std::size_t k = 0; k < s.in.size(); ++k)
-            compiler::detail::dump_tensor(f->vals[static_cast<std::size_t>(s.in[k])],
-                                          ::ms::detail::str_cat(stem, ".input.", k));
-          for (std::size_t k = 0; k < s.out.size(); ++k)
-            compiler::detail::dump_tensor(f->vals[static_cast<std::size_t>(s.out[k])],
-                                          ::ms::detail::str_cat(stem, ".output.", k));
-        }
+        run_step(s, *f);
+        if (!s.dump.empty()) dump_step(s, *f, call);
         for (int v : s.release) f->vals[static_cast<std::size_t>(v)] = Tensor();
       }
-      if (outs.empty()) collect();
+      if (!taken) outs = take_outputs(graph_, leaf_values_, *f);
     } catch (...) {
-      for (std::size_t v = 0; v < graph_.values.size(); ++v)
-        if (graph_.producer(static_cast<int>(v)).kind != ir::NodeKind::Capture &&
-            graph_.producer(static_cast<int>(v)).kind != ir::NodeKind::Const)
-          f->vals[v] = Tensor();
+      clear_frame(graph_, input_values_, *f, true);
       throw;
     }
-    // Drop everything but the bound tensors, so that the frame keeps nothing alive.
-    for (int v : input_values_) f->vals[static_cast<std::size_t>(v)] = Tensor();
-    for (int v : graph_.outputs) {
-      const ir::NodeKind k = graph_.producer(v).kind;
-      if (k != ir::NodeKind::Capture && k != ir::NodeKind::Const)
-        f->vals[static_cast<std::size_t>(v)] = Tensor();
-    }
+    clear_frame(graph_, input_values_, *f, false);
   }
   if (f->source->recording()) {
     const std::int64_t bytes = f->source->plan();

@@ -1,5 +1,7 @@
 #include "ms/jit/script.hpp"
 
+#include "ms/jit/detail/cache.hpp"
+
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -7,10 +9,10 @@
 #include <unordered_map>
 
 namespace ms::compiler::detail {
-advanced::ScriptGraph make_script_graph(Traced t, std::string phase) {
-  eliminate_dead_code(t.graph);
-  ir::verify(t.graph, "frontend_compile");
-  return advanced::ScriptGraph(std::move(t.graph), std::move(phase));
+advanced::ScriptGraph make_script_graph(ir::Graph g, std::string phase) {
+  eliminate_dead_code(g);
+  ir::verify(g, "frontend_compile");
+  return advanced::ScriptGraph(std::move(g), std::move(phase));
 }
 }  // namespace ms::compiler::detail
 
@@ -248,11 +250,13 @@ std::vector<Tensor> jit_end(const std::vector<Tensor>& outputs) {
   };
   // The snippet is already traced: its one graph is handed over (jit_begin /
   // jit_end sections have no dynamic shapes; a new shape is a new key).
-  auto trace = [&](std::span<const Shape>) { return compiler::detail::Traced{std::move(g), {}}; };
-  auto signature = [] { return compiler::detail::Signature{}; };
+  auto trace = [&](compiler::detail::TraceInputs& in) {
+    in.result() = compiler::detail::Traced{std::move(g), {}};
+  };
+  auto signature = [](compiler::detail::Signature&) {};
   const compiler::detail::CallInfo info{phase, signature, trace, nullptr, {}};
   const auto c = snippet_cache(s->name).get(k.key(), s->args, info);
-  return c->exe->run(s->args);
+  return compiler::detail::run_compiled(*c, s->args);
 }
 
 int jit_snippet_compile_count(const std::string& name) {

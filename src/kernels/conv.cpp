@@ -597,6 +597,68 @@ void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
   });
 }
 
+// Y[xi][t] = (A g A^T)[xi] of tile t's 2x2 block g = [[a, b], [c, d]] of
+// the output gradient `gl` (channels last, [image, 2 th, 2 tw, cout]): A g has
+// the rows [a, b], [a + c, b + d], [a - c, b - d], [-c, -d], and each row
+// [e, f] times A^T is [e, e + f, e - f, -f]. Y has 16 planes of `ystride`.
+template <class T>
+void winograd_grad_output(const T* gl, const WinogradPlan& p, std::int64_t imgs, std::int64_t cout,
+                          T* yt, std::int64_t ystride) {
+  const std::int64_t oh2 = 2 * p.th, ow2 = 2 * p.tw;
+  for (std::int64_t i = 0; i < imgs; ++i)
+    for (std::int64_t ty = 0; ty < p.th; ++ty)
+      for (std::int64_t tx = 0; tx < p.tw; ++tx) {
+        const std::int64_t t = i * p.tiles + ty * p.tw + tx;
+        const T* g0 = gl + ((i * oh2 + 2 * ty) * ow2 + 2 * tx) * cout;
+        const T* g1 = g0 + ow2 * cout;
+        T* yr = yt + t * cout;
+        MS_IVDEP  // Y's 16 planes and gy's buffer are disjoint
+        for (std::int64_t co = 0; co < cout; ++co) {
+          const T a = g0[co], b = g0[cout + co], cc = g1[co], d = g1[cout + co];
+          const T e[4] = {a, a + cc, a - cc, -cc}, f[4] = {b, b + d, b - d, -d};
+          for (int k = 0; k < 4; ++k) {
+            yr[(k * 4 + 0) * ystride + co] = e[k];
+            yr[(k * 4 + 1) * ystride + co] = e[k] + f[k];
+            yr[(k * 4 + 2) * ystride + co] = e[k] - f[k];
+            yr[(k * 4 + 3) * ystride + co] = -f[k];
+          }
+        }
+      }
+}
+
+// The chunks' M (`partial`, 16 planes of `mat` per chunk) summed in chunk
+// order into the first chunk's, then dW = G^T M G per (cout, cin) pair: G^T
+// has the rows [1, 1/2, 1/2, 0], [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1].
+template <class T>
+void winograd_weight_from_m(T* partial, std::int64_t chunks, std::int64_t mat, T* dw) {
+  parallel_for(16 * mat, std::int64_t{1} << 14, [&](std::int64_t e0, std::int64_t e1) {
+    for (std::int64_t c = 1; c < chunks; ++c) {
+      const T* src = partial + c * 16 * mat;
+      for (std::int64_t e = e0; e < e1; ++e) partial[e] += src[e];
+    }
+  });
+  parallel_for(mat, 256, [&](std::int64_t e0, std::int64_t e1) {
+    for (std::int64_t e = e0; e < e1; ++e) {
+      T m[16];
+      for (int xi = 0; xi < 16; ++xi) m[xi] = partial[xi * mat + e];
+      T r[3][4];  // G^T M
+      for (int j = 0; j < 4; ++j) {
+        const T h = (m[4 + j] + m[8 + j]) * T(0.5);
+        r[0][j] = m[j] + h;
+        r[1][j] = (m[4 + j] - m[8 + j]) * T(0.5);
+        r[2][j] = h + m[12 + j];
+      }
+      T* out = dw + e * 9;
+      for (int i = 0; i < 3; ++i) {  // (G^T M) G
+        const T h = (r[i][1] + r[i][2]) * T(0.5);
+        out[i * 3 + 0] = r[i][0] + h;
+        out[i * 3 + 1] = (r[i][1] - r[i][2]) * T(0.5);
+        out[i * 3 + 2] = h + r[i][3];
+      }
+    }
+  });
+}
+
 // The weight gradient by Winograd F(3x3, 2x2) (Lavin and Gray, section 4):
 // per tile, dW = G^T [ (B^T d B) .* (A g A^T) ] G with d the tile's 4x4 input
 // patch (the forward's V) and g its 2x2 block of output gradient, so the sum
@@ -630,64 +692,15 @@ void winograd_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& 
     winograd_input(x, g, cin, p, i0, i1, in, v);
     // gy channels last, an odd last row or column of tiles padded with zeros.
     to_channels_last(gy + i0 * cout * g.oh * g.ow, imgs, cout, g.oh, g.ow, gl, oh2, ow2, 0, 0);
-    // Y[xi][t] = (A g A^T)[xi] of tile t's 2x2 block g = [[a, b], [c, d]]:
-    // A g has the rows [a, b], [a + c, b + d], [a - c, b - d], [-c, -d], and
-    // each row [e, f] times A^T is [e, e + f, e - f, -f].
     const std::int64_t ystride = cols * cout;
-    for (std::int64_t i = 0; i < imgs; ++i)
-      for (std::int64_t ty = 0; ty < p.th; ++ty)
-        for (std::int64_t tx = 0; tx < p.tw; ++tx) {
-          const std::int64_t t = i * p.tiles + ty * p.tw + tx;
-          const T* g0 = gl + ((i * oh2 + 2 * ty) * ow2 + 2 * tx) * cout;
-          const T* g1 = g0 + ow2 * cout;
-          T* yr = yt + t * cout;
-          MS_IVDEP  // Y's 16 planes and gy's buffer are disjoint
-          for (std::int64_t co = 0; co < cout; ++co) {
-            const T a = g0[co], b = g0[cout + co], cc = g1[co], d = g1[cout + co];
-            const T e[4] = {a, a + cc, a - cc, -cc}, f[4] = {b, b + d, b - d, -d};
-            for (int k = 0; k < 4; ++k) {
-              yr[(k * 4 + 0) * ystride + co] = e[k];
-              yr[(k * 4 + 1) * ystride + co] = e[k] + f[k];
-              yr[(k * 4 + 2) * ystride + co] = e[k] - f[k];
-              yr[(k * 4 + 3) * ystride + co] = -f[k];
-            }
-          }
-        }
+    winograd_grad_output(gl, p, imgs, cout, yt, ystride);
     // M[xi] [cout, cin] = Y[xi]^T x V[xi], summed over the chunk's tiles.
     const std::int64_t vstride = cols * cin;
     for (int xi = 0; xi < 16; ++xi)
       gemm<T>(true, false, cout, cin, cols, T(1), yt + xi * ystride, cout, v + xi * vstride, cin,
               T(0), partial + (c * 16 + xi) * mat, cin);
   });
-  // The chunks' sum in chunk order (into the first chunk's M), then
-  // dW = G^T M G per (cout, cin) pair: G^T has the rows [1, 1/2, 1/2, 0],
-  // [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1].
-  parallel_for(16 * mat, std::int64_t{1} << 14, [&](std::int64_t e0, std::int64_t e1) {
-    for (std::int64_t c = 1; c < p.chunks; ++c) {
-      const T* src = partial + c * 16 * mat;
-      for (std::int64_t e = e0; e < e1; ++e) partial[e] += src[e];
-    }
-  });
-  parallel_for(mat, 256, [&](std::int64_t e0, std::int64_t e1) {
-    for (std::int64_t e = e0; e < e1; ++e) {
-      T m[16];
-      for (int xi = 0; xi < 16; ++xi) m[xi] = partial[xi * mat + e];
-      T r[3][4];  // G^T M
-      for (int j = 0; j < 4; ++j) {
-        const T h = (m[4 + j] + m[8 + j]) * T(0.5);
-        r[0][j] = m[j] + h;
-        r[1][j] = (m[4 + j] - m[8 + j]) * T(0.5);
-        r[2][j] = h + m[12 + j];
-      }
-      T* out = dw + e * 9;
-      for (int i = 0; i < 3; ++i) {  // (G^T M) G
-        const T h = (r[i][1] + r[i][2]) * T(0.5);
-        out[i * 3 + 0] = r[i][0] + h;
-        out[i * 3 + 1] = (r[i][1] - r[i][2]) * T(0.5);
-        out[i * 3 + 2] = h + r[i][3];
-      }
-    }
-  });
+  winograd_weight_from_m(partial, p.chunks, mat, dw);
 }
 
 }  // namespace

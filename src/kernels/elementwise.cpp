@@ -331,34 +331,37 @@ std::int64_t tiles_of(std::int64_t numel, std::int64_t tile) { return (numel + t
 // Tiles per chunk: about 2^16 elements.
 std::int64_t tile_grain(std::int64_t tile) { return std::max<std::int64_t>(1, (1 << 16) / tile); }
 
-// A straight program: every load a dense input of its register type, every
-// other instruction a constant or an op, the last op writing the output (the
-// caller checked that). It runs as a flat list of calls whose operands sit at
-// base + t0 * step (step 0 for a register slot). Returns false, having done
-// nothing, for any other program.
-bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
-  // Trivial types, filled only as far as used (a short program's run must not
-  // pay for zeroing the room of a long one).
-  struct Src {
-    const std::byte* base;  // an input's data; nullptr for a slot or no operand
-    std::int64_t step;      // bytes per element for an input, 0 otherwise
-    int slot;               // -1 unless a slot
-  };
-  struct Call {
-    ApplyFn fn;
-    Src in[3];
-    int dst;  // slot, or -1 for the output
-  };
-  constexpr std::size_t kMaxCalls = 24, kMaxSlots = 64;
-  if (steps.size() > kMaxCalls || prog.num_regs > static_cast<int>(kMaxSlots)) return false;
-  // What each slot holds at this point of the program (kept as separate
-  // scalars: copying a whole Src just after writing it stalls store forwarding).
-  std::array<const std::byte*, kMaxSlots> held_base;
-  std::array<std::int64_t, kMaxSlots> held_step;
-  std::array<int, kMaxSlots> held_slot;
-  std::array<Call, kMaxCalls> calls;
+// A straight program (see run_straight) as a flat list of calls. Trivial
+// types, filled only as far as used (a short program's run must not pay for
+// zeroing the room of a long one).
+struct StraightSrc {
+  const std::byte* base;  // an input's data; nullptr for a slot or no operand
+  std::int64_t step;      // bytes per element for an input, 0 otherwise
+  int slot;               // -1 unless a slot
+};
+struct StraightCall {
+  ApplyFn fn;
+  StraightSrc in[3];
+  int dst;  // slot, or -1 for the output
+};
+constexpr std::size_t kMaxStraightCalls = 24, kMaxStraightSlots = 64;
+struct StraightPlan {
+  std::array<StraightCall, kMaxStraightCalls> calls;
   std::size_t ncalls = 0;
-  std::int64_t bytes_per_elem = out.itemsize();
+  std::int64_t bytes_per_elem = 0;  // bytes moved per output element
+};
+
+// The calls of a straight program; false for any other program.
+bool plan_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out,
+                   StraightPlan& plan) {
+  if (steps.size() > kMaxStraightCalls || prog.num_regs > static_cast<int>(kMaxStraightSlots))
+    return false;
+  // What each slot holds at this point of the program (kept as separate
+  // scalars: copying a whole StraightSrc just after writing it stalls store forwarding).
+  std::array<const std::byte*, kMaxStraightSlots> held_base;
+  std::array<std::int64_t, kMaxStraightSlots> held_step;
+  std::array<int, kMaxStraightSlots> held_slot;
+  plan.bytes_per_elem = out.itemsize();
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const EwInstr& i = prog.instrs[k];
     const auto d = static_cast<std::size_t>(i.dst);
@@ -368,16 +371,16 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
       held_base[d] = g.base + g.offset * item;
       held_step[d] = item;
       held_slot[d] = -1;
-      bytes_per_elem += item;
+      plan.bytes_per_elem += item;
     } else if (i.kind == EwInstr::Kind::Const || i.kind == EwInstr::Kind::Apply) {
       if (i.kind == EwInstr::Kind::Apply) {
-        Call& c = calls[ncalls++];
+        StraightCall& c = plan.calls[plan.ncalls++];
         c.fn = steps[k].apply;
         const int operands[3] = {i.a, i.b, i.c};
         for (std::size_t j = 0; j < 3; ++j) {
           const auto r = static_cast<std::size_t>(operands[j]);
-          c.in[j] = operands[j] >= 0 ? Src{held_base[r], held_step[r], held_slot[r]}
-                                     : Src{nullptr, 0, -1};
+          c.in[j] = operands[j] >= 0 ? StraightSrc{held_base[r], held_step[r], held_slot[r]}
+                                     : StraightSrc{nullptr, 0, -1};
         }
         c.dst = k + 1 == steps.size() ? -1 : i.dst;
       }
@@ -388,8 +391,44 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
       return false;
     }
   }
+  return true;
+}
+
+// A call with this thread's operand addresses: base + t0 * step (an absent
+// operand points at the slots, unread); dst nullptr for the output.
+struct BoundCall {
+  ApplyFn fn;
+  const std::byte* base[3];
+  std::int64_t step[3];
+  std::byte* dst;
+};
+
+void bind_calls(const StraightPlan& plan, std::byte* regs,
+                std::array<BoundCall, kMaxStraightCalls>& bound) {
+  auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
+  for (std::size_t c = 0; c < plan.ncalls; ++c) {
+    BoundCall& bc = bound[c];
+    const StraightCall& call = plan.calls[c];
+    bc.fn = call.fn;
+    for (std::size_t j = 0; j < 3; ++j) {
+      const StraightSrc& src = call.in[j];
+      bc.base[j] = src.base != nullptr ? src.base : src.slot >= 0 ? slot(src.slot) : regs;
+      bc.step[j] = src.step;
+    }
+    bc.dst = call.dst >= 0 ? slot(call.dst) : nullptr;
+  }
+}
+
+// A straight program: every load a dense input of its register type, every
+// other instruction a constant or an op, the last op writing the output (the
+// caller checked that). It runs as a flat list of calls whose operands sit at
+// base + t0 * step (step 0 for a register slot). Returns false, having done
+// nothing, for any other program.
+bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
+  StraightPlan plan;
+  if (!plan_straight(prog, steps, out, plan)) return false;
   const std::int64_t numel = out.numel();
-  const std::int64_t tile = run_tile(numel, bytes_per_elem);
+  const std::int64_t tile = run_tile(numel, plan.bytes_per_elem);
   std::byte* out_base = out.raw_data();
   const std::int64_t out_item = out.itemsize();
   const bool nt_out = numel * out_item >= kStreamOutBytes;
@@ -400,30 +439,12 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
         // One slot past the program's: the last op's tile when it is streamed out.
         std::byte* regs = thread_slots(prog, nregs + 1);
         std::byte* staged = regs + nregs * kSlotBytes;
-        auto slot = [&](int r) { return regs + static_cast<std::size_t>(r) * kSlotBytes; };
-        // This thread's operand addresses: base + t0 * step (an absent operand
-        // points at the slots, unread); dst nullptr for the output.
-        struct Bound {
-          ApplyFn fn;
-          const std::byte* base[3];
-          std::int64_t step[3];
-          std::byte* dst;
-        };
-        std::array<Bound, kMaxCalls> bound;
-        for (std::size_t c = 0; c < ncalls; ++c) {
-          Bound& bc = bound[c];
-          bc.fn = calls[c].fn;
-          for (std::size_t j = 0; j < 3; ++j) {
-            const Src& src = calls[c].in[j];
-            bc.base[j] = src.base != nullptr ? src.base : src.slot >= 0 ? slot(src.slot) : regs;
-            bc.step[j] = src.step;
-          }
-          bc.dst = calls[c].dst >= 0 ? slot(calls[c].dst) : nullptr;
-        }
+        std::array<BoundCall, kMaxStraightCalls> bound;
+        bind_calls(plan, regs, bound);
         for (std::int64_t t0 = b; t0 < e; t0 += tile) {
           const std::int64_t n = std::min(tile, e - t0);
-          for (std::size_t c = 0; c < ncalls; ++c) {
-            const Bound& bc = bound[c];
+          for (std::size_t c = 0; c < plan.ncalls; ++c) {
+            const BoundCall& bc = bound[c];
             const void* args[3] = {bc.base[0] + t0 * bc.step[0], bc.base[1] + t0 * bc.step[1],
                                    bc.base[2] + t0 * bc.step[2]};
             std::byte* to = bc.dst;
@@ -613,77 +634,55 @@ EwProgram EwBuilder::finish(int result, Shape shape, DType dtype) {
 
 // ---------------------------------------------------------------- interpreter
 
-void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
-  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
-           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
-           prog.shape, " ", prog.dtype);
-  const std::int64_t numel = out.numel();
-  if (numel == 0) return;
-  if (!out.is_contiguous()) {
-    Tensor tmp = ew_eval(prog, inputs);
-    ::ms::detail::copy_convert(tmp, out);
-    return;
-  }
-  MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
-           " is over the supported maximum of ", kMaxEwRank);
+namespace {
 
-  // Everything each instruction needs at run time, resolved before any thread
-  // starts (all checks happen here). Small programs keep it on the stack.
-  const std::size_t ninstr = prog.instrs.size();
-  constexpr std::size_t kInlineSteps = 24;
-  std::array<Step, kInlineSteps> inline_steps;
-  std::vector<Step> heap_steps;
-  Step* steps = inline_steps.data();
-  if (ninstr > kInlineSteps) {
-    heap_steps.resize(ninstr);
-    steps = heap_steps.data();
+// Resolves a Load: the input's broadcast strides (0 along expanded axes, as
+// Tensor::expand computes them) and its gather function.
+void plan_load(const EwInstr& i, std::span<const Tensor* const> inputs, const Shape& oshape,
+               Step& st) {
+  MS_CHECK(i.leaf >= 0 && static_cast<std::size_t>(i.leaf) < inputs.size(), IndexError,
+           "elementwise: program reads input ", i.leaf, " of ", inputs.size());
+  const Tensor& t = *inputs[static_cast<std::size_t>(i.leaf)];
+  MS_CHECK(t.dtype() != DType::Int4 && !dtype_is_complex(t.dtype()), TypeError,
+           "elementwise: input dtype ", t.dtype(), " is not supported");
+  const std::int64_t r = t.rank(), orank = oshape.rank();
+  MS_CHECK(r <= orank, ShapeError, "elementwise: input of shape ", t.shape(),
+           " does not broadcast to ", oshape);
+  GatherPlan& g = st.plan;
+  g.rank = static_cast<int>(orank);
+  const bool dense = t.shape() == oshape;
+  for (std::int64_t d = 0; d < orank; ++d) {
+    const std::int64_t td = d - (orank - r);
+    const std::int64_t od = oshape[static_cast<std::size_t>(d)];
+    g.dims[d] = od;
+    if (td < 0) {
+      g.strides[d] = 0;
+      continue;
+    }
+    const std::int64_t sd = t.shape()[static_cast<std::size_t>(td)];
+    MS_CHECK(sd == od || sd == 1, ShapeError, "elementwise: input of shape ", t.shape(),
+             " does not broadcast to ", oshape);
+    g.strides[d] = sd == od ? t.strides()[static_cast<std::size_t>(td)] : 0;
   }
-  std::array<DType, 64> inline_slot_types;
-  std::vector<DType> heap_slot_types;
-  DType* slot_type = inline_slot_types.data();
-  if (prog.num_regs > 64) {
-    heap_slot_types.resize(static_cast<std::size_t>(prog.num_regs));
-    slot_type = heap_slot_types.data();
-  }
-  const Shape& oshape = prog.shape;
-  const std::int64_t orank = oshape.rank();
-  for (std::size_t k = 0; k < ninstr; ++k) {
+  g.base = t.storage()->data();
+  g.offset = t.offset();
+  g.src = t.dtype();
+  g.dst = i.type;
+  g.direct = dense && t.is_contiguous() && t.dtype() == i.type;
+  st.gather = gather_fn(t.dtype(), i.type);
+}
+
+// Everything each instruction needs at run time, resolved before any thread
+// starts (all checks happen here). `slot_type` has room for every register.
+void resolve_steps(const EwProgram& prog, std::span<const Tensor* const> inputs, Step* steps,
+                   DType* slot_type) {
+  for (std::size_t k = 0; k < prog.instrs.size(); ++k) {
     const EwInstr& i = prog.instrs[k];
     Step& st = steps[k];
     MS_CHECK(reg_index(i.type) >= 0, TypeError, "elementwise: register type ", i.type,
              " is not a compute type");
     if (i.kind == EwInstr::Kind::Load) {
-      MS_CHECK(i.leaf >= 0 && static_cast<std::size_t>(i.leaf) < inputs.size(), IndexError,
-               "elementwise: program reads input ", i.leaf, " of ", inputs.size());
-      const Tensor& t = *inputs[static_cast<std::size_t>(i.leaf)];
-      MS_CHECK(t.dtype() != DType::Int4 && !dtype_is_complex(t.dtype()), TypeError,
-               "elementwise: input dtype ", t.dtype(), " is not supported");
-      // Broadcast strides (0 along expanded axes), as Tensor::expand computes them.
-      const std::int64_t r = t.rank();
-      MS_CHECK(r <= orank, ShapeError, "elementwise: input of shape ", t.shape(),
-               " does not broadcast to ", oshape);
-      GatherPlan& g = st.plan;
-      g.rank = static_cast<int>(orank);
-      bool dense = t.shape() == oshape;
-      for (std::int64_t d = 0; d < orank; ++d) {
-        const std::int64_t td = d - (orank - r);
-        const std::int64_t od = oshape[static_cast<std::size_t>(d)];
-        g.dims[d] = od;
-        if (td < 0) {
-          g.strides[d] = 0;
-          continue;
-        }
-        const std::int64_t sd = t.shape()[static_cast<std::size_t>(td)];
-        MS_CHECK(sd == od || sd == 1, ShapeError, "elementwise: input of shape ", t.shape(),
-                 " does not broadcast to ", oshape);
-        g.strides[d] = sd == od ? t.strides()[static_cast<std::size_t>(td)] : 0;
-      }
-      g.base = t.storage()->data();
-      g.offset = t.offset();
-      g.src = t.dtype();
-      g.dst = i.type;
-      g.direct = dense && t.is_contiguous() && t.dtype() == i.type;
-      st.gather = gather_fn(t.dtype(), i.type);
+      plan_load(i, inputs, prog.shape, st);
     } else if (i.kind == EwInstr::Kind::Apply) {
       // Operand types follow the slots as the program runs (slots are reused).
       const auto& info = ew_op_info(i.op);
@@ -698,27 +697,26 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
     }
     slot_type[i.dst] = i.type;
   }
-  const DType result_type = prog.result >= 0 ? [&] {
-    DType t = DType::Float32;
-    for (const EwInstr& i : prog.instrs)
-      if (i.dst == prog.result) t = i.type;  // the last writer of the result slot
-    return t;
-  }() : DType::Float32;
-  MS_CHECK(prog.result >= 0, ValueError, "elementwise: program has no result");
-  const EwInstr& last = prog.instrs.back();
-  // The last instruction writes straight into the output when the types agree.
-  const bool direct_out =
-      last.dst == prog.result && last.kind == EwInstr::Kind::Apply && result_type == out.dtype();
-  const ConvertFn store = direct_out ? nullptr : convert_fn(result_type, out.dtype());
-  MS_CHECK(direct_out || store != nullptr, TypeError, "elementwise: cannot store ", result_type,
-           " as ", out.dtype());
+}
 
+// The type of the program's result: that of the last writer of its slot.
+DType result_type_of(const EwProgram& prog) {
+  DType t = DType::Float32;
+  for (const EwInstr& i : prog.instrs)
+    if (i.dst == prog.result) t = i.type;
+  return t;
+}
+
+// The general interpreter: tile by tile, each instruction on the tile's
+// slots; the last op writes the output directly (`direct_out`), or the
+// result is stored through `store`.
+void run_interpreted(const EwProgram& prog, const Step* steps, const Tensor& out, bool direct_out,
+                     ConvertFn store) {
+  const std::size_t ninstr = prog.instrs.size();
+  const std::int64_t numel = out.numel();
   std::byte* out_base = out.raw_data();
   const std::int64_t out_item = out.itemsize();
   const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
-
-  if (direct_out && run_straight(prog, {steps, ninstr}, out)) return;
-
   std::int64_t bytes_per_elem = out_item;  // broadcast inputs counted in full: an upper bound
   for (std::size_t k = 0; k < ninstr; ++k)
     if (prog.instrs[k].kind == EwInstr::Kind::Load)
@@ -766,6 +764,51 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
           if (!direct_out) store(ptr[prog.result], out_base + t0 * out_item, n);
         }
       });
+}
+
+}  // namespace
+
+void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
+  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
+           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
+           prog.shape, " ", prog.dtype);
+  if (out.numel() == 0) return;
+  if (!out.is_contiguous()) {
+    Tensor tmp = ew_eval(prog, inputs);
+    ::ms::detail::copy_convert(tmp, out);
+    return;
+  }
+  MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
+           " is over the supported maximum of ", kMaxEwRank);
+  // Small programs keep their steps and slot types on the stack.
+  const std::size_t ninstr = prog.instrs.size();
+  constexpr std::size_t kInlineSteps = 24;
+  std::array<Step, kInlineSteps> inline_steps;
+  std::vector<Step> heap_steps;
+  Step* steps = inline_steps.data();
+  if (ninstr > kInlineSteps) {
+    heap_steps.resize(ninstr);
+    steps = heap_steps.data();
+  }
+  std::array<DType, 64> inline_slot_types;
+  std::vector<DType> heap_slot_types;
+  DType* slot_type = inline_slot_types.data();
+  if (prog.num_regs > 64) {
+    heap_slot_types.resize(static_cast<std::size_t>(prog.num_regs));
+    slot_type = heap_slot_types.data();
+  }
+  resolve_steps(prog, inputs, steps, slot_type);
+  const DType result_type = prog.result >= 0 ? result_type_of(prog) : DType::Float32;
+  MS_CHECK(prog.result >= 0, ValueError, "elementwise: program has no result");
+  const EwInstr& last = prog.instrs.back();
+  // The last instruction writes straight into the output when the types agree.
+  const bool direct_out =
+      last.dst == prog.result && last.kind == EwInstr::Kind::Apply && result_type == out.dtype();
+  const ConvertFn store = direct_out ? nullptr : convert_fn(result_type, out.dtype());
+  MS_CHECK(direct_out || store != nullptr, TypeError, "elementwise: cannot store ", result_type,
+           " as ", out.dtype());
+  if (direct_out && run_straight(prog, {steps, ninstr}, out)) return;
+  run_interpreted(prog, steps, out, direct_out, store);
 }
 
 EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {

@@ -271,6 +271,93 @@ struct Dim {
   bool red;
 };
 
+// The non-unit axes of `x` in memory order (outermost first), adjacent axes
+// of the same kind merged when they are contiguous with each other in the
+// input and the output; at least one reduced group. `in_order` is false when
+// `ordered` and memory order permutes the reduced axes.
+std::vector<Dim> merged_dims(const Tensor& x, const std::vector<bool>& red, bool ordered,
+                             bool& in_order) {
+  const std::int64_t rank = x.rank();
+  // Output strides of the kept axes (the output is dense in logical order).
+  std::vector<std::int64_t> os(static_cast<std::size_t>(rank), 0);
+  for (std::int64_t d = rank - 1, run = 1; d >= 0; --d)
+    if (!red[static_cast<std::size_t>(d)]) {
+      os[static_cast<std::size_t>(d)] = run;
+      run *= x.dim(d);
+    }
+  std::vector<Dim> dims;
+  for (std::int64_t d = 0; d < rank; ++d)
+    if (x.dim(d) != 1)
+      dims.push_back({x.dim(d), x.strides()[static_cast<std::size_t>(d)],
+                      os[static_cast<std::size_t>(d)], d, red[static_cast<std::size_t>(d)]});
+  std::stable_sort(dims.begin(), dims.end(),
+                   [](const Dim& a, const Dim& b) { return a.xs > b.xs; });
+  in_order = true;
+  if (ordered) {
+    std::int64_t last = -1;
+    for (const Dim& d : dims)
+      if (d.red) {
+        if (d.axis < last) in_order = false;
+        last = d.axis;
+      }
+  }
+  std::vector<Dim> c;
+  for (const Dim& d : dims) {
+    if (!c.empty() && c.back().red == d.red && c.back().xs == d.xs * d.size &&
+        c.back().os == d.os * d.size) {
+      c.back().size *= d.size;
+      c.back().xs = d.xs;
+      c.back().os = d.os;
+    } else {
+      c.push_back(d);
+    }
+  }
+  if (std::none_of(c.begin(), c.end(), [](const Dim& d) { return d.red; }))
+    c.push_back({1, 1, 0, rank, true});  // nothing left to reduce: N = 1
+  return c;
+}
+
+// A ROW plan for merged dims [K][R], [R1][K][R], [K][R1][R] or [R1][R] (at
+// most one kept and one more reduced group, the innermost reduced and dense).
+bool row_plan(const std::vector<Dim>& c, Plan& p) {
+  const std::size_t n = c.size();
+  if (!(c.back().red && c.back().xs == 1 && n <= 3)) return false;
+  const auto kept = std::count_if(c.begin(), c.end(), [](const Dim& d) { return !d.red; });
+  if (kept > 1 || static_cast<std::size_t>(kept) + 2 < n) return false;
+  p.row = true;
+  p.N = c.back().size;
+  p.O = 1;
+  for (std::size_t k = 0; k + 1 < n; ++k) {
+    if (c[k].red) {
+      p.R = c[k].size;
+      p.xs_r = c[k].xs;
+    } else {
+      p.O = c[k].size;
+      p.xs_o = c[k].xs;
+      p.os_o = c[k].os;
+    }
+  }
+  return true;
+}
+
+// A COL plan for merged dims [R][I] or [K][R][I] (the innermost kept and dense).
+bool col_plan(const std::vector<Dim>& c, Plan& p) {
+  const std::size_t n = c.size();
+  if (!(!c.back().red && c.back().xs == 1 &&
+        ((n == 2 && c[0].red) || (n == 3 && !c[0].red && c[1].red))))
+    return false;
+  const Dim& r = c[n - 2];
+  p.row = false;
+  p.I = c.back().size;
+  p.os_i = c.back().os;
+  p.N = r.size;
+  p.xs_n = r.xs;
+  p.O = n == 3 ? c[0].size : 1;
+  p.xs_o = n == 3 ? c[0].xs : 0;
+  p.os_o = n == 3 ? c[0].os : 0;
+  return true;
+}
+
 // `ordered`: the reduced index must be the row-major flattening of the reduced axes in
 // their logical order (argmax/argmin), so memory order may not permute reduced axes.
 Plan make_plan(const Tensor& x, std::span<const std::int64_t> axes, bool ordered, bool allow_copy) {
@@ -290,78 +377,9 @@ Plan make_plan(const Tensor& x, std::span<const std::int64_t> axes, bool ordered
     p.os_o = 1;
     return p;
   }
-  // Output strides of the kept axes (the output is dense in logical order).
-  std::vector<std::int64_t> os(static_cast<std::size_t>(rank), 0);
-  for (std::int64_t d = rank - 1, run = 1; d >= 0; --d)
-    if (!red[static_cast<std::size_t>(d)]) {
-      os[static_cast<std::size_t>(d)] = run;
-      run *= x.dim(d);
-    }
-  std::vector<Dim> dims;
-  for (std::int64_t d = 0; d < rank; ++d)
-    if (x.dim(d) != 1)
-      dims.push_back({x.dim(d), x.strides()[static_cast<std::size_t>(d)],
-                      os[static_cast<std::size_t>(d)], d, red[static_cast<std::size_t>(d)]});
-  std::stable_sort(dims.begin(), dims.end(),
-                   [](const Dim& a, const Dim& b) { return a.xs > b.xs; });
-
-  bool ok = true;
-  if (ordered) {
-    std::int64_t last = -1;
-    for (const Dim& d : dims)
-      if (d.red) {
-        if (d.axis < last) ok = false;
-        last = d.axis;
-      }
-  }
-  std::vector<Dim> c;
-  for (const Dim& d : dims) {
-    if (!c.empty() && c.back().red == d.red && c.back().xs == d.xs * d.size &&
-        c.back().os == d.os * d.size) {
-      c.back().size *= d.size;
-      c.back().xs = d.xs;
-      c.back().os = d.os;
-    } else {
-      c.push_back(d);
-    }
-  }
-  if (std::none_of(c.begin(), c.end(), [](const Dim& d) { return d.red; }))
-    c.push_back({1, 1, 0, rank, true});  // nothing left to reduce: N = 1
-
-  const std::size_t n = c.size();
-  if (ok && c.back().red && c.back().xs == 1 && n <= 3) {
-    // [K][R], [R1][K][R], [K][R1][R], [R1][R]: at most one kept and one more reduced group
-    const auto kept = std::count_if(c.begin(), c.end(), [](const Dim& d) { return !d.red; });
-    if (kept <= 1 && static_cast<std::size_t>(kept) + 2 >= n) {
-      p.row = true;
-      p.N = c.back().size;
-      p.O = 1;
-      for (std::size_t k = 0; k + 1 < n; ++k) {
-        if (c[k].red) {
-          p.R = c[k].size;
-          p.xs_r = c[k].xs;
-        } else {
-          p.O = c[k].size;
-          p.xs_o = c[k].xs;
-          p.os_o = c[k].os;
-        }
-      }
-      return p;
-    }
-  }
-  if (ok && !c.back().red && c.back().xs == 1 &&
-      ((n == 2 && c[0].red) || (n == 3 && !c[0].red && c[1].red))) {
-    const Dim& r = c[n - 2];
-    p.row = false;
-    p.I = c.back().size;
-    p.os_i = c.back().os;
-    p.N = r.size;
-    p.xs_n = r.xs;
-    p.O = n == 3 ? c[0].size : 1;
-    p.xs_o = n == 3 ? c[0].xs : 0;
-    p.os_o = n == 3 ? c[0].os : 0;
-    return p;
-  }
+  bool in_order = true;
+  const std::vector<Dim> c = merged_dims(x, red, ordered, in_order);
+  if (in_order && (row_plan(c, p) || col_plan(c, p))) return p;
   // Any other layout: one copy into [kept..., reduced...] order, which is a ROW plan.
   MS_ASSERT(allow_copy);
   (void)allow_copy;
@@ -727,38 +745,88 @@ void softmax_cols(const T* x, T* y, std::int64_t O, std::int64_t N, std::int64_t
 
 }  // namespace
 
+namespace {
+
+// A reduction whose kernels run in `rt`, not x's dtype: x is converted
+// first (Max and Min convert back: out has x's dtype).
+void reduce_as(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes,
+               const Tensor& out, std::int64_t ddof, DType rt) {
+  std::int64_t n = 1;
+  for (std::int64_t a : axes) n *= x.dim(a);
+  if (n == 0 && (kind == ReduceKind::Max || kind == ReduceKind::Min)) {
+    // No element (the ops reject this): the identity of x's own dtype, not of rt's.
+    const bool mx = kind == ReduceKind::Max;
+    return dtype_dispatch(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (std::is_integral_v<T>)
+        std::fill_n(out.data<T>(), out.numel(),
+                    mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
+    });
+  }
+  const Tensor xr = empty(x.shape(), rt);
+  ::ms::detail::copy_convert(x, xr);
+  if (kind == ReduceKind::Max || kind == ReduceKind::Min) {  // out has x's dtype
+    const Tensor outr = empty(out.shape(), rt);
+    reduce(kind, xr, axes, outr, ddof);
+    ::ms::detail::copy_convert(outr, out);  // exact: every value came from x's dtype
+  } else {
+    reduce(kind, xr, axes, out, ddof);
+  }
+}
+
+// The floating-point reductions: mean, variance and standard deviation (two
+// passes: the mean, then the squared deviations), log-sum-exp (the max, then
+// the shifted sum). `n`: elements per output.
+void reduce_float(ReduceKind kind, DType dtype, const Plan& pl, std::int64_t n, const Tensor& out,
+                  std::int64_t ddof) {
+  const auto nout = static_cast<std::size_t>(out.numel());
+  switch (kind) {
+    case ReduceKind::Mean:
+      return dispatch_float(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        MeanR<T, T> r;
+        r.n = n;
+        run(r, pl, out.data<T>());
+      });
+    case ReduceKind::Var:
+    case ReduceKind::Std:
+      return dispatch_float(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<double> mu(nout);
+        MeanR<T, double> mr;
+        mr.n = n;
+        run(mr, pl, mu.data());
+        SqDevR<T> r;
+        r.n = n;
+        r.ddof = ddof;
+        r.take_sqrt = kind == ReduceKind::Std;
+        run(r, pl, out.data<T>(), mu.data());
+      });
+    case ReduceKind::LogSumExp:
+      return dispatch_float(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<double> m(nout);
+        run(ExtremumR<T, true, double>{}, pl, m.data());
+        // exp(x - max) with an infinite max would be NaN: shift by 0 instead
+        // (+inf then gives +inf, all -inf gives log(0) = -inf), as PyTorch.
+        for (double& v : m)
+          if (std::isinf(v)) v = 0.0;
+        run(LseR<T>{}, pl, out.data<T>(), m.data());
+      });
+    default: MS_ASSERT(false);
+  }
+}
+
+}  // namespace
+
 void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes, const Tensor& out,
             std::int64_t ddof) {
   const DType rt = run_dtype(kind, x.dtype());
-  if (rt != x.dtype()) {
-    std::int64_t n = 1;
-    for (std::int64_t a : axes) n *= x.dim(a);
-    if (n == 0 && (kind == ReduceKind::Max || kind == ReduceKind::Min)) {
-      // No element (the ops reject this): the identity of x's own dtype, not of rt's.
-      const bool mx = kind == ReduceKind::Max;
-      return dtype_dispatch(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (std::is_integral_v<T>)
-          std::fill_n(out.data<T>(), out.numel(),
-                      mx ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
-      });
-    }
-    const Tensor xr = empty(x.shape(), rt);
-    ::ms::detail::copy_convert(x, xr);
-    if (kind == ReduceKind::Max || kind == ReduceKind::Min) {  // out has x's dtype
-      const Tensor outr = empty(out.shape(), rt);
-      reduce(kind, xr, axes, outr, ddof);
-      ::ms::detail::copy_convert(outr, out);  // exact: every value came from x's dtype
-    } else {
-      reduce(kind, xr, axes, out, ddof);
-    }
-    return;
-  }
+  if (rt != x.dtype()) return reduce_as(kind, x, axes, out, ddof, rt);
   const bool ordered = kind == ReduceKind::ArgMax || kind == ReduceKind::ArgMin;
   const Plan pl = make_plan(x, axes, ordered, true);
   std::int64_t n = 1;
   for (std::int64_t a : axes) n *= x.dim(a);
-  const auto nout = static_cast<std::size_t>(out.numel());
 
   switch (kind) {
     case ReduceKind::Sum:
@@ -802,37 +870,9 @@ void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes
         run(ArgR<T, false>{}, pl, out.data<std::int64_t>());
       });
     case ReduceKind::Mean:
-      return dispatch_float(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        MeanR<T, T> r;
-        r.n = n;
-        run(r, pl, out.data<T>());
-      });
     case ReduceKind::Var:
     case ReduceKind::Std:
-      return dispatch_float(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        std::vector<double> mu(nout);
-        MeanR<T, double> mr;
-        mr.n = n;
-        run(mr, pl, mu.data());
-        SqDevR<T> r;
-        r.n = n;
-        r.ddof = ddof;
-        r.take_sqrt = kind == ReduceKind::Std;
-        run(r, pl, out.data<T>(), mu.data());
-      });
-    case ReduceKind::LogSumExp:
-      return dispatch_float(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        std::vector<double> m(nout);
-        run(ExtremumR<T, true, double>{}, pl, m.data());
-        // exp(x - max) with an infinite max would be NaN: shift by 0 instead
-        // (+inf then gives +inf, all -inf gives log(0) = -inf), as PyTorch.
-        for (double& v : m)
-          if (std::isinf(v)) v = 0.0;
-        run(LseR<T>{}, pl, out.data<T>(), m.data());
-      });
+    case ReduceKind::LogSumExp: return reduce_float(kind, x.dtype(), pl, n, out, ddof);
   }
 }
 

@@ -37,8 +37,10 @@
 #include <vector>
 
 #include "ms/core/warning.hpp"
+#include "ms/jit/compile.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/ops/layout.hpp"  // ms::stop_gradient
+#include "ms/jit/trace.hpp"
 
 namespace ms {
 
@@ -160,7 +162,7 @@ class GradFunction {
     };
     (bind(args), ...);
     auto r = run(tc, sens, args...);
-    using Out = compiler::detail::OutTraits<decltype(r)>;
+    using Out = ResultTraits<decltype(r)>;
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;
     Out::flatten(r, flat, st);
@@ -176,7 +178,7 @@ class GradFunction {
     const std::size_t mark = tc.graph().nodes.size();
     const std::vector<const Tensor*> targs{tensor_ptr(args)...};
     using Raw = std::remove_cvref_t<std::invoke_result_t<const F&, const A&...>>;
-    using Out = compiler::detail::OutTraits<Raw>;
+    using Out = ResultTraits<Raw>;
     auto raw = fn_(args...);
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;

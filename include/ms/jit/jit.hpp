@@ -2,7 +2,7 @@
 //
 // Stage: jit. `ms::jit(fn)` returns a callable. Its first call with a given
 // signature traces `fn` with symbolic tensors into an ir::Graph, optimizes it
-// (ms/jit/compile.hpp) and caches the result; a later call with the same key
+// (ms/jit/compile.hpp, private to libms) and caches the result; a later call with the same key
 // runs the compiled graph without tracing.
 //
 //   auto f = ms::jit([&](const auto& x, const auto& b) { return ms::relu(ms::matmul(x, w) + b); });
@@ -31,6 +31,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -38,39 +39,31 @@
 #include <utility>
 #include <vector>
 
+#include "ms/core/function_ref.hpp"
+#include "ms/dyn/spec.hpp"
 #include "ms/expr/expr.hpp"
-#include "ms/jit/compile.hpp"
-#include "ms/jit/dynamic.hpp"
-#include "ms/jit/trace.hpp"
+#include "ms/jit/options.hpp"
+#include "ms/ops/op.hpp"
 #include "ms/core/symbolic.hpp"
 
-namespace ms {
+namespace ms::dyn::detail {
+struct SigItem;
+struct Signature;
+struct TraceResult;
+}  // namespace ms::dyn::detail
 
-/// How auto-dynamic shapes generalize a new signature:
-/// `{.dynamic = 1, .dynamic_policy = ms::DynamicPolicy::ChangedDims}`.
-enum class DynamicPolicy : std::uint8_t {
-  /// MindSpore's manager (the default): 2 static graphs, then one generalized
-  /// graph where a changed tensor has every dim -1, or any rank.
-  AllDims,
-  /// From the 2nd signature on, only the dims that changed become symbols;
-  /// equal changes share a symbol.
-  ChangedDims,
-};
-/// A dynamic policy from text ("all_dims", "changed_dims"; case-insensitive),
-/// as a config file or a command line gives it. ValueError naming the accepted
-/// values otherwise.
-DynamicPolicy parse_dynamic_policy(std::string_view text);
-/// "all_dims" or "changed_dims".
-std::string_view to_string(DynamicPolicy policy);
-/// Prints to_string(policy).
-std::ostream& operator<<(std::ostream& os, DynamicPolicy policy);
+namespace ms::compiler {
+class TraceContext;
+}  // namespace ms::compiler
+
+namespace ms {
 
 /// Options of ms::jit, as MindSpore's JitConfig.
 struct JitConfig {
   JitLevel jit_level = JitLevel::O1;  ///< JitLevel::O0 (debugging: no fusion) or O1
   /// 1: automatic dynamic shapes (also MS_AUTO_DYNAMIC_SHAPE_ENABLE=1): after
   /// a few static graphs, a new shape gets a generalized graph that serves
-  /// every later size (see ms/jit/dynamic.hpp and DESIGN.md).
+  /// every later size (see ms/dyn/spec.hpp).
   int dynamic = 0;
   /// How auto-dynamic generalizes: DynamicPolicy::AllDims (MindSpore's
   /// manager: 2 static graphs, then one generalized graph where a changed
@@ -123,6 +116,11 @@ void bump_hook_version();
 
 namespace detail {
 
+using dyn::detail::SigItem;
+using dyn::detail::Signature;
+using dyn::detail::TraceResult;
+using ::ms::detail::FunctionRef;
+
 /// Builds a compile key (compact bytes) and, on a miss, its readable phase.
 /// Also records the call's Signature when given one.
 class KeyBuilder {
@@ -147,23 +145,37 @@ class KeyBuilder {
   std::string key_, phase_;
 };
 
-/// What compiling one signature produced.
-struct Compiled {
-  std::shared_ptr<Executable> exe;
-  std::vector<std::size_t> structure;  ///< vector lengths of the result, in flatten order
-  std::string phase;
-  std::string dump;
+/// What compiling one signature produced (ms/jit/detail/cache.hpp).
+struct Compiled;
+/// Runs a compiled graph on the call's flat inputs.
+std::vector<Tensor> run_compiled(const Compiled& c, std::span<const Tensor> inputs);
+/// The vector lengths of a compiled graph's result, in flatten order.
+const std::vector<std::size_t>& result_structure(const Compiled& c);
+
+/// What the template side of ms::jit sees of a trace: it makes the graph
+/// inputs of its arguments and hands over the result's tensors.
+class TraceInputs {
+ public:
+  TraceInputs(TraceContext& tc, TraceResult& result) : tc_(&tc), result_(&result) {}
+  /// A new graph input (the next flat argument): a symbolic tensor.
+  Tensor add_input(DType dtype, const Shape& shape);
+  /// Ends the trace: the graph returns `outputs`; `structure` holds the
+  /// vector lengths of the result.
+  void finish(std::span<const Tensor> outputs, std::vector<std::size_t> structure);
+  /// The result, for a caller that hands over a graph it traced itself.
+  TraceResult& result() { return *result_; }
+
+ private:
+  TraceContext* tc_;
+  TraceResult* result_;
 };
 
-/// What the template side gives the cache on a miss.
-using Traced = TraceResult;
-
-/// What the cache needs of a call besides its key (built only on a miss).
+/// What the cache needs of a call besides its key (used only on a miss).
 struct CallInfo {
   FunctionRef<std::string()> phase;  ///< the readable key
-  FunctionRef<Signature()> signature;
-  /// Traces the function; with shapes, its flat inputs get them instead.
-  TraceAt trace;
+  FunctionRef<void(Signature&)> signature;
+  /// Traces the function (the cache makes the trace; see trace_call).
+  FunctionRef<void(TraceInputs&)> trace;
   /// Specs from enable_dynamic or Cell::set_inputs (null: none), and which.
   const std::vector<TensorSpec>* specs = nullptr;
   std::string_view spec_api;
@@ -203,7 +215,8 @@ template <>
 struct ArgTraits<Tensor> {
   using traced = Tensor;
   static void key(const Tensor& t, KeyBuilder& k) { k.tensor(t); }
-  static Tensor trace(const Tensor& t, TraceContext& c) {
+  template <class Ctx>
+  static Tensor trace(const Tensor& t, Ctx& c) {
     return c.add_input(t.dtype(), t.shape());
   }
   static void flatten(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
@@ -219,7 +232,10 @@ struct ArgTraits<T> {
                         : std::is_same_v<T, double> ? 'd'
                                                     : 'f');
   }
-  static T trace(const T& v, TraceContext&) { return v; }
+  template <class Ctx>
+  static T trace(const T& v, Ctx&) {
+    return v;
+  }
   static void flatten(const T&, std::vector<Tensor>&) {}
   static T inlined(const T& v) { return v; }
 };
@@ -229,7 +245,10 @@ struct ArgTraits<Mutable<T>> {
   using traced = Tensor;
   static DType dtype() { return Scalar(T{}).default_dtype(); }
   static void key(const Mutable<T>&, KeyBuilder& k) { k.mutable_scalar(dtype()); }
-  static Tensor trace(const Mutable<T>&, TraceContext& c) { return c.add_input(dtype(), Shape{}); }
+  template <class Ctx>
+  static Tensor trace(const Mutable<T>&, Ctx& c) {
+    return c.add_input(dtype(), Shape{});
+  }
   static void flatten(const Mutable<T>& m, std::vector<Tensor>& out) {
     out.push_back(tensor(Scalar(m.value), dtype()));
   }
@@ -244,7 +263,8 @@ struct ArgTraits<Mutable<std::vector<X>>> {
     for (const X& x : v.value) ArgTraits<X>::key(x, k);
     k.close('}');
   }
-  static traced trace(const Mutable<std::vector<X>>& v, TraceContext& c) {
+  template <class Ctx>
+  static traced trace(const Mutable<std::vector<X>>& v, Ctx& c) {
     traced out;
     for (const X& x : v.value) out.push_back(ArgTraits<X>::trace(x, c));
     return out;
@@ -267,7 +287,8 @@ struct ArgTraits<std::vector<X>> {
     for (const X& x : v) ArgTraits<X>::key(x, k);
     k.close(']');
   }
-  static traced trace(const std::vector<X>& v, TraceContext& c) {
+  template <class Ctx>
+  static traced trace(const std::vector<X>& v, Ctx& c) {
     traced out;
     for (const X& x : v) out.push_back(ArgTraits<X>::trace(x, c));
     return out;
@@ -290,7 +311,8 @@ struct ArgTraits<std::tuple<X...>> {
     std::apply([&](const auto&... x) { (ArgTraits<X>::key(x, k), ...); }, v);
     k.close(')');
   }
-  static traced trace(const std::tuple<X...>& v, TraceContext& c) {
+  template <class Ctx>
+  static traced trace(const std::tuple<X...>& v, Ctx& c) {
     // Braced initialization evaluates left to right: inputs keep argument order.
     return std::apply([&](const auto&... x) { return traced{ArgTraits<X>::trace(x, c)...}; }, v);
   }
@@ -311,7 +333,8 @@ struct ArgTraits<std::pair<A, B>> {
     ArgTraits<B>::key(v.second, k);
     k.close(')');
   }
-  static traced trace(const std::pair<A, B>& v, TraceContext& c) {
+  template <class Ctx>
+  static traced trace(const std::pair<A, B>& v, Ctx& c) {
     return traced{ArgTraits<A>::trace(v.first, c), ArgTraits<B>::trace(v.second, c)};
   }
   static void flatten(const std::pair<A, B>& v, std::vector<Tensor>& out) {
@@ -494,51 +517,13 @@ requires(std::is_aggregate_v<S> && !TensorExpr<S>) struct OutTraits<S> {
 }  // namespace detail
 }  // namespace compiler
 
-/// A function whose arguments follow explicit specs (MindSpore's
-/// `enable_dynamic`): `ms::jit(ms::enable_dynamic(fn, {ms::TensorSpec({-1, 784}, ms::float32)}))`.
-/// It takes precedence over `Cell::set_inputs` (using both is a ValueError)
-/// and over `JitConfig::input_signature`.
-template <class F>
-struct EnableDynamic {
-  F fn;
-  std::vector<TensorSpec> specs;
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return fn(std::forward<A>(a)...);
-  }
-};
-
-namespace compiler::detail {
-/// A callable with dynamic-shape specs of its own (a cell after set_inputs).
+/// How ms::jit and ms::grad take a function's result apart into tensors and
+/// put it back together (a tensor or expression, std::tuple / std::pair /
+/// std::vector / std::array of them, or an aggregate struct of them):
+/// `ResultTraits<R>::flatten(r, tensors, structure)` and
+/// `ResultTraits<R>::unflatten(tensors, pos, structure, structure_pos)`.
 template <class T>
-concept HasInputs = requires(const T& t) {
-  { t.get_inputs() } -> std::convertible_to<const std::vector<TensorSpec>&>;
-};
-/// A cell jitted by reference (cells are not copyable): `ms::jit(net)`.
-template <class C>
-struct CellRef {
-  C* cell;
-  template <class... A>
-  decltype(auto) operator()(A&&... a) {
-    return (*cell)(std::forward<A>(a)...);
-  }
-  const std::vector<TensorSpec>& get_inputs() const { return cell->get_inputs(); }
-};
-template <class T>
-struct IsEnableDynamic : std::false_type {};
-template <class T>
-struct IsEnableDynamic<EnableDynamic<T>> : std::true_type {};
-}  // namespace compiler::detail
-
-template <class F>
-auto enable_dynamic(F&& fn, std::vector<TensorSpec> specs) {
-  using D = std::remove_cvref_t<F>;
-  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
-    return EnableDynamic<compiler::detail::CellRef<std::remove_reference_t<F>>>{{&fn},
-                                                                                std::move(specs)};
-  else
-    return EnableDynamic<D>{std::forward<F>(fn), std::move(specs)};
-}
+using ResultTraits = compiler::detail::OutTraits<T>;
 
 /// The callable that ms::jit returns.
 template <class F>
@@ -607,46 +592,42 @@ class Jitted {
       p.finish();
       return p.phase();
     };
-    auto signature = [&] {
-      compiler::detail::Signature sig;
+    auto signature = [&](compiler::detail::Signature& sig) {
       compiler::detail::KeyBuilder p(false, &sig);
       (compiler::detail::ArgTraits<A>::key(a, p), ...);
-      return sig;
     };
-    auto trace = [&](std::span<const Shape> shapes) {
-      compiler::TraceContext tc;
-      if (!shapes.empty()) tc.override_input_shapes({shapes.begin(), shapes.end()});
+    auto trace = [&](compiler::detail::TraceInputs& in) {
       // Braced initialization: arguments become graph inputs left to right.
       std::tuple<typename compiler::detail::ArgTraits<A>::traced...> args{
-          compiler::detail::ArgTraits<A>::trace(a, tc)...};
+          compiler::detail::ArgTraits<A>::trace(a, in)...};
       std::vector<Tensor> flat;
       std::vector<std::size_t> st;
       {
         auto r = std::apply(fn_, args);
         Out::flatten(r, flat, st);
       }
-      return compiler::detail::Traced{tc.finish(flat), std::move(st)};
+      in.finish(flat, std::move(st));
     };
     const auto [spec_api, specs] = explicit_specs();
     const compiler::detail::CallInfo info{phase, signature, trace, specs, spec_api};
     const std::shared_ptr<const compiler::detail::Compiled> c = cache_->get(k.key(), inputs, info);
-    std::vector<Tensor> outs = c->exe->run(inputs);
+    std::vector<Tensor> outs = compiler::detail::run_compiled(*c, inputs);
     std::size_t pos = 0, sp = 0;
-    return R(Out::unflatten(outs, pos, c->structure, sp));
+    return R(Out::unflatten(outs, pos, compiler::detail::result_structure(*c), sp));
   }
 
   // The specs that fix this function's dynamic shapes, and the API they came
   // from (the seeds' precedence: enable_dynamic, then set_inputs; the cache
   // falls back to JitConfig::input_signature, then to auto-dynamic).
   std::pair<std::string_view, const std::vector<TensorSpec>*> explicit_specs() const {
-    if constexpr (compiler::detail::IsEnableDynamic<F>::value) {
-      if constexpr (compiler::detail::HasInputs<decltype(fn_.fn)>)
+    if constexpr (dyn::IsEnableDynamic<F>::value) {
+      if constexpr (dyn::HasInputs<decltype(fn_.fn)>)
         MS_CHECK(fn_.fn.get_inputs().empty(), ValueError,
                  "ms::jit: when enable_dynamic is provided, set_inputs() cannot be set (the cell "
                  "has ",
                  fn_.fn.get_inputs().size(), " input specs from set_inputs)");
       return {"enable_dynamic", &fn_.specs};
-    } else if constexpr (compiler::detail::HasInputs<F>) {
+    } else if constexpr (dyn::HasInputs<F>) {
       if (!fn_.get_inputs().empty()) return {"set_inputs", &fn_.get_inputs()};
     }
     return {"", nullptr};
@@ -662,8 +643,8 @@ class Jitted {
 template <class F>
 auto jit(F&& fn, JitConfig cfg = {}) {
   using D = std::remove_cvref_t<F>;
-  if constexpr (compiler::detail::HasInputs<D> && std::is_lvalue_reference_v<F>)
-    return Jitted<compiler::detail::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
+  if constexpr (dyn::HasInputs<D> && std::is_lvalue_reference_v<F>)
+    return Jitted<dyn::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
   else
     return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
 }

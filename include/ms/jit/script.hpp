@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "ms/jit/compile.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/jit/trace.hpp"
 
 namespace ms::advanced {
 
@@ -85,7 +87,7 @@ std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<Graph
 
 namespace ms::compiler::detail {
 /// The ScriptGraph of a traced call (dead code removed, verified).
-advanced::ScriptGraph make_script_graph(Traced t, std::string phase);
+advanced::ScriptGraph make_script_graph(ir::Graph g, std::string phase);
 }  // namespace ms::compiler::detail
 
 namespace ms::advanced {
@@ -110,7 +112,7 @@ auto frontend_compile(F fn) {
             auto r = std::apply(fn, targs);
             OutTraits<std::remove_cvref_t<decltype(r)>>::flatten(r, flat, st);
           }
-          return make_script_graph(Traced{tc.finish(flat), std::move(st)}, std::move(p.phase()));
+          return make_script_graph(tc.finish(flat), std::move(p.phase()));
         },
         materialized);
   };

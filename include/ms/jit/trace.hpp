@@ -37,7 +37,7 @@ class TraceContext final : public ops::Tracer {
   Tensor add_input(DType dtype, const Shape& shape, std::string name = {});
   /// Traces with these shapes for the flat inputs instead of the arguments'
   /// own (input i gets `shapes[i]`): how a generalized graph is probed at other
-  /// sizes (ms/jit/dynamic.hpp). Call before the first add_input.
+  /// sizes (ms/dyn/detail/generalize.hpp). Call before the first add_input.
   void override_input_shapes(std::vector<Shape> shapes) { shapes_ = std::move(shapes); }
   /// Makes the concrete tensor `t` the next graph input (advanced::jit_begin): the
   /// function's reads of `t` become reads of that input.

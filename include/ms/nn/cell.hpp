@@ -362,7 +362,7 @@ class Cell : public CellBase {
   requires requires(Derived& d, const A&... a) { d.construct(a...); }
   auto operator()(const A&... a) {
     using R = decltype(derived().construct(a...));
-    using Out = compiler::detail::OutTraits<std::remove_cvref_t<R>>;
+    using Out = ResultTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
     constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
     if constexpr (kBprop) {

@@ -1,6 +1,7 @@
-// ms/jit/dynamic.hpp — generalized (dynamic-shape) graphs behind ms::jit.
+// ms/dyn/detail/generalize.hpp — generalized (dynamic-shape) graphs behind ms::jit.
 //
-// Stage: jit. The pieces that let one compiled graph serve many shapes:
+// Stage: dyn (private; above ir, below the jit front end). The pieces that let one compiled graph
+// serve many shapes:
 //
 // - `Signature`: what a call looks like (tensor dtypes and shapes, scalar
 //   values, sequence structure), recorded while its compile key is built.
@@ -33,11 +34,12 @@
 #include <utility>
 #include <vector>
 
+#include "ms/core/function_ref.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/ir/graph.hpp"
 #include "ms/core/symbolic.hpp"
 
-namespace ms::compiler::detail {
+namespace ms::dyn::detail {
 
 /// One element of a call's signature, in argument order (sequences flattened
 /// between Open and Close).
@@ -125,23 +127,7 @@ Generalized from_specs(std::span<const TensorSpec> specs, const Signature& call,
 bool bind_symbols(const Generalized& g, std::span<const Shape> shapes,
                   std::vector<std::int64_t>& values, std::string* why = nullptr);
 
-/// A non-owning reference to a callable (no allocation, unlike std::function):
-/// valid while the referenced object lives.
-template <class Sig>
-class FunctionRef;
-template <class R, class... A>
-class FunctionRef<R(A...)> {
- public:
-  template <class F>
-  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef>) FunctionRef(F& f)  // NOLINT
-      : obj_(&f),
-        call_([](void* o, A... a) -> R { return (*static_cast<F*>(o))(std::forward<A>(a)...); }) {}
-  R operator()(A... a) const { return call_(obj_, std::forward<A>(a)...); }
-
- private:
-  void* obj_;
-  R (*call_)(void*, A...);
-};
+using ::ms::detail::FunctionRef;
 
 /// What tracing the function at given input shapes produced.
 struct TraceResult {
@@ -181,6 +167,15 @@ class SymbolicGraph {
   };
 
  private:
+  bool probe(const TraceAt& trace, std::span<const Shape> shapes, std::vector<double>& out,
+             std::string& reason);
+  std::vector<std::vector<double>> find_variables(const Generalized& g, std::span<const Shape> base,
+                                                  const TraceAt& trace);
+  bool fit_numbers(const std::vector<double>& nums0, const std::vector<Slot>& locs,
+                   const std::vector<std::vector<double>>& probes,
+                   const std::vector<double>& check);
+  void print_symbolic();
+
   bool ok_ = false;
   std::string why_;
   int traces_ = 0;
@@ -194,4 +189,4 @@ class SymbolicGraph {
   std::string dump_;
 };
 
-}  // namespace ms::compiler::detail
+}  // namespace ms::dyn::detail

@@ -1,5 +1,5 @@
-// Generalized signatures and symbolic graphs (see ms/jit/dynamic.hpp).
-#include "ms/jit/dynamic.hpp"
+// Generalized signatures and symbolic graphs (see ms/dyn/detail/generalize.hpp).
+#include "ms/dyn/detail/generalize.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <map>
 #include <tuple>
 
-namespace ms::compiler::detail {
+namespace ms::dyn::detail {
 
 // ---------------------------------------------------------------- signatures
 
@@ -460,13 +460,29 @@ std::optional<SymExpr> fit(double f0, std::span<const double> fj, double fcheck,
 
 }  // namespace
 
+namespace {
+
+// The input shapes `base` with the symbols `syms` of `g` moved by `delta`.
+std::vector<Shape> moved_shapes(const Generalized& g, std::span<const Shape> base,
+                                const std::vector<int>& syms, std::int64_t delta) {
+  std::vector<Shape> s(base.begin(), base.end());
+  for (std::size_t i = 0; i < s.size(); ++i)
+    for (std::size_t k = 0; k < g.inputs[i].dims.size(); ++k) {
+      const std::int64_t d = g.inputs[i].dims[k];
+      if (is_symbol(d) && std::find(syms.begin(), syms.end(), symbol_id(d)) != syms.end())
+        s[i][k] += delta;
+    }
+  return s;
+}
+
+}  // namespace
+
 SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
                              const TraceAt& trace) {
   for (int i = 0; i < g.num_symbols(); ++i) names_.push_back(g.symbol_name(i));
   std::string why;
   MS_CHECK(bind_symbols(g, base, base_values_, &why), ShapeError, "jit: ", why);
-  const std::size_t n = base_values_.size();
-  var_of_.assign(n, -1);
+  var_of_.assign(base_values_.size(), -1);
 
   TraceResult t0 = trace(base);
   ++traces_;
@@ -476,34 +492,48 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
   std::vector<Slot> locs;
   collect(base_, base_, nums0, &locs, why);
 
-  // The input shapes with the symbols of `syms` moved by `delta`.
-  auto moved = [&](const std::vector<int>& syms, std::int64_t delta) {
-    std::vector<Shape> s(base.begin(), base.end());
-    for (std::size_t i = 0; i < s.size(); ++i)
-      for (std::size_t k = 0; k < g.inputs[i].dims.size(); ++k) {
-        const std::int64_t d = g.inputs[i].dims[k];
-        if (is_symbol(d) && std::find(syms.begin(), syms.end(), symbol_id(d)) != syms.end())
-          s[i][k] += delta;
-      }
-    return s;
-  };
-  auto probe = [&](const std::vector<int>& syms, std::int64_t delta, std::vector<double>& out,
-                   std::string& reason) {
-    const std::vector<Shape> shapes = moved(syms, delta);
-    ++traces_;
-    try {
-      TraceResult r = trace(shapes);
-      if (r.structure != structure_) {
-        reason = "the result has another structure";
-        return false;
-      }
-      return collect(r.graph, base_, out, nullptr, reason);
-    } catch (const Error& e) {
-      reason = e.what();
+  const std::vector<std::vector<double>> probes = find_variables(g, base, trace);
+  std::vector<double> check;
+  if (!vars_.empty()) {
+    std::vector<int> all;
+    for (const auto& v : vars_) all.insert(all.end(), v.begin(), v.end());
+    std::string reason;
+    if (!probe(trace, moved_shapes(g, base, all, 2), check, reason)) {
+      why_ = ::ms::detail::str_cat("tracing with all symbols moved together failed: ", reason);
+      return;
+    }
+  }
+  if (!fit_numbers(nums0, locs, probes, check)) return;
+  ok_ = true;
+  print_symbolic();
+}
+
+// Traces at `shapes` and appends the numbers of the graph to `out`; false
+// (with the reason) when tracing fails or gives another structure.
+bool SymbolicGraph::probe(const TraceAt& trace, std::span<const Shape> shapes,
+                          std::vector<double>& out, std::string& reason) {
+  ++traces_;
+  try {
+    TraceResult r = trace(shapes);
+    if (r.structure != structure_) {
+      reason = "the result has another structure";
       return false;
     }
-  };
+    return collect(r.graph, base_, out, nullptr, reason);
+  } catch (const Error& e) {
+    reason = e.what();
+    return false;
+  }
+}
 
+// Moves each symbol by 1 (alone, or with the symbols of the same size when
+// alone fails): a symbol that moves the graph consistently becomes a variable
+// (symbols moved together share one), the others are pinned to the traced
+// size. Returns the numbers of each variable's probe.
+std::vector<std::vector<double>> SymbolicGraph::find_variables(const Generalized& g,
+                                                               std::span<const Shape> base,
+                                                               const TraceAt& trace) {
+  const std::size_t n = base_values_.size();
   std::vector<std::vector<double>> probes;  // per variable
   std::vector<bool> done(n, false);
   for (std::size_t s = 0; s < n; ++s) {
@@ -511,7 +541,7 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
     std::vector<double> out;
     std::string reason;
     std::vector<int> group{static_cast<int>(s)};
-    bool ok = probe(group, 1, out, reason);
+    bool ok = probe(trace, moved_shapes(g, base, group, 1), out, reason);
     if (!ok) {
       // Moved alone it failed: try it together with the symbols of the same size.
       group.clear();
@@ -519,7 +549,7 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
         if (!done[t] && base_values_[t] == base_values_[s]) group.push_back(static_cast<int>(t));
       if (group.size() > 1) {
         out.clear();
-        ok = probe(group, 1, out, reason);
+        ok = probe(trace, moved_shapes(g, base, group, 1), out, reason);
       }
     }
     if (!ok) {
@@ -533,18 +563,15 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
     vars_.push_back(group);
     probes.push_back(std::move(out));
   }
+  return probes;
+}
 
-  std::vector<double> check;
-  if (!vars_.empty()) {
-    std::vector<int> all;
-    for (const auto& v : vars_) all.insert(all.end(), v.begin(), v.end());
-    std::string reason;
-    if (!probe(all, 2, check, reason)) {
-      why_ = ::ms::detail::str_cat("tracing with all symbols moved together failed: ", reason);
-      return;
-    }
-  }
-
+// Fits an expression of the variables to every number that moved in a probe
+// (`nums0`: at the traced sizes, `locs`: where each lives, `check`: all
+// variables moved by 2); false (why_ says which number) when one fits no form.
+bool SymbolicGraph::fit_numbers(const std::vector<double>& nums0, const std::vector<Slot>& locs,
+                                const std::vector<std::vector<double>>& probes,
+                                const std::vector<double>& check) {
   std::vector<double> b(vars_.size());  // base value of each variable
   for (std::size_t j = 0; j < vars_.size(); ++j)
     b[j] = static_cast<double>(base_values_[static_cast<std::size_t>(vars_[j][0])]);
@@ -561,14 +588,17 @@ SymbolicGraph::SymbolicGraph(const Generalized& g, std::span<const Shape> base,
       why_ = ::ms::detail::str_cat(describe(base_, slot), " is ", f0,
                                    " at the traced sizes and follows no form that ms can "
                                    "generalize (affine, product or inverse product of sizes)");
-      return;
+      return false;
     }
     slot.expr = std::move(*e);
     slots_.push_back(std::move(slot));
   }
+  return true;
+}
 
-  ok_ = true;
-  // The printed form: dims as expressions of the symbols.
+// dump_: the traced graph with dims as expressions of the symbols, then the
+// other size-dependent numbers.
+void SymbolicGraph::print_symbolic() {
   std::vector<std::string> var_names;
   for (const auto& v : vars_) var_names.push_back(names_[static_cast<std::size_t>(v[0])]);
   ir::Graph shown = base_;
@@ -667,4 +697,4 @@ std::optional<ir::Graph> SymbolicGraph::instantiate(std::span<const std::int64_t
   return g;
 }
 
-}  // namespace ms::compiler::detail
+}  // namespace ms::dyn::detail

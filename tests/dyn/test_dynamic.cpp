@@ -471,4 +471,23 @@ TEST_SUITE("jit.dynamic") {
                          doctest::Contains("ms::jit enable_dynamic: argument 0 dim 1 is 6"),
                          ShapeError);
   }
+
+  TEST_CASE("enable_dynamic: specs one after the other are the list form") {
+    auto fn = [](const auto& x, const auto& y) { return sum(x, {1}) + y; };
+    const Dim n("n");
+    auto listed = enable_dynamic(fn, {TensorSpec({n, 5}, float32), TensorSpec({n}, float32)});
+    auto variadic = enable_dynamic(fn, TensorSpec({n, 5}, float32), TensorSpec({n}, float32));
+    static_assert(std::is_same_v<decltype(listed), decltype(variadic)>);
+    CHECK(variadic.specs == listed.specs);
+    auto f = jit(variadic);
+    for (std::int64_t b : {2, 6}) {
+      const Tensor x = rand_t({b, 5}, 2), y = rand_t({b}, 3);
+      CHECK(allclose(f(x, y), fn(x, y), 1e-6, 1e-6));
+    }
+    CHECK(f.compile_count() == 1);
+    CHECK(contains(f.phase(), "(f32[n,5], f32[n])"));
+    CHECK_THROWS_WITH_AS(f(rand_t({2, 5}, 2), rand_t({3}, 3)),
+                         doctest::Contains("ms::jit enable_dynamic: argument 1 dim 0 is 3"),
+                         ShapeError);
+  }
 }
