@@ -33,8 +33,8 @@ STAGES = [
     ["expr"],  # expression templates over the instruction set; the recording interface
     ["ops"],  # the op table, its entries and public functions
     ["ir"],
-    ["jit"],
-    ["dyn"],
+    ["dyn"],  # dynamic-shape specs and the auto-dynamic manager, over the IR
+    ["jit"],  # ms::jit: tracing, cache, passes, executor; reads dyn's policy
     ["autodiff"],
     ["nn", "hooks"],
     ["io", "data", "train"],

@@ -24,6 +24,10 @@
 //   graph costs.
 #pragma once
 
+#ifndef MS_BUILDING_LIBRARY
+#error "ms/dyn/detail/generalize.hpp is internal to libms; include <ms/jit/jit.hpp> instead"
+#endif
+
 #include <cstdint>
 #include <functional>
 #include <memory>

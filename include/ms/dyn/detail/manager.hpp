@@ -9,6 +9,10 @@
 // decides; the jit's cache compiles, instantiates and keeps the graphs.
 #pragma once
 
+#ifndef MS_BUILDING_LIBRARY
+#error "ms/dyn/detail/manager.hpp is internal to libms; include <ms/jit/jit.hpp> instead"
+#endif
+
 #include <cstdint>
 #include <optional>
 #include <span>

@@ -6,6 +6,10 @@
 // or the dynamic-shape machinery.
 #pragma once
 
+#ifndef MS_BUILDING_LIBRARY
+#error "ms/jit/detail/cache.hpp is internal to libms; include <ms/jit/jit.hpp> instead"
+#endif
+
 #include <memory>
 #include <span>
 #include <string>
