@@ -190,7 +190,13 @@ inline float fma_kernel(float seed) {
     for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
   __m512 sum = acc[0];
   for (int i = 1; i < kAcc; ++i) sum = _mm512_add_ps(sum, acc[i]);
-  return _mm512_reduce_add_ps(sum);
+  // Summed through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized
+  // inside its own intrinsics header.
+  alignas(64) float lanes[kLanes];
+  _mm512_store_ps(lanes, sum);
+  float r = 0;
+  for (float v : lanes) r += v;
+  return r;
 #elif defined(__AVX2__) && defined(__FMA__)
   __m256 acc[kAcc];
   for (int i = 0; i < kAcc; ++i) acc[i] = _mm256_set1_ps(seed + float(i));
