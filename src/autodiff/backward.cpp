@@ -35,9 +35,9 @@ void check_wrt(const Tensor& t, std::string_view what, std::string_view api) {
 std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node, const Tensor& y,
                              std::span<const Tensor> wrt, const Tensor* sens,
                              std::vector<bool>* reached) {
-  std::unordered_map<int, Tensor> grads;  // value -> its gradient (symbolic)
+  std::unordered_map<ir::ValueId, Tensor> grads;  // value -> its gradient (symbolic)
   grads[tc.value_id(y)] = sens != nullptr ? sens->to(y.dtype()) : full(y.shape(), 1.0, y.dtype());
-  auto accumulate = [&](int v, const Tensor& g) {
+  auto accumulate = [&](ir::ValueId v, const Tensor& g) {
     auto [it, fresh] = grads.emplace(v, g);
     if (!fresh) it->second = it->second + g;
   };
@@ -47,7 +47,7 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
     if (node.kind != ir::NodeKind::Op) continue;
     std::vector<Tensor> outs, out_grads;
     bool any = false;
-    for (int v : node.outputs) {
+    for (ir::ValueId v : node.outputs) {
       outs.push_back(tc.symbolic_value(v));
       auto it = grads.find(v);
       out_grads.push_back(it == grads.end() ? Tensor() : it->second);
@@ -64,11 +64,11 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
     // Copy what the rule needs: it appends nodes, which moves the node list.
     const ops::OpDef* def = node.def;
     const ops::Attrs attrs = node.attrs;
-    const std::vector<int> in_values = node.inputs;
+    const std::vector<ir::ValueId> in_values = node.inputs;
     const DType out_dtype = tc.graph().value(node.outputs[0]).type.dtype;
     std::vector<Tensor> ins;
     std::vector<bool> weak;
-    for (int v : in_values) {
+    for (ir::ValueId v : in_values) {
       const ir::Value& val = tc.graph().value(v);
       weak.push_back(val.weak);
       // A weak number becomes a 0-d constant of the op's dtype (no promotion change).

@@ -315,28 +315,29 @@ bool collect(const ir::Graph& g, const ir::Graph& base, std::vector<double>& num
     why = ::ms::detail::str_cat(a...);
     return false;
   };
-  auto num = [&](double v, Slot::Where w, int a, int b, int c) {
+  auto num = [&](double v, Slot::Where w, ir::ValueId value, ir::NodeId node, std::size_t b,
+                 std::size_t c) {
     nums.push_back(v);
-    if (locs) locs->push_back({w, a, b, c, {}});
+    if (locs) locs->push_back({w, value, node, b, c, {}});
   };
   if (g.values.size() != base.values.size() || g.nodes.size() != base.nodes.size() ||
       g.outputs != base.outputs)
     return fail("the graph has another size (", g.nodes.size(), " nodes instead of ",
                 base.nodes.size(), ")");
-  for (std::size_t v = 0; v < g.values.size(); ++v) {
-    const ir::Value& x = g.values[v];
-    const ir::Value& y = base.values[v];
+  for (std::size_t i = 0; i < g.values.size(); ++i) {
+    const ir::ValueId v{i};
+    const ir::Value& x = g.value(v);
+    const ir::Value& y = base.value(v);
     if (x.type.dtype != y.type.dtype || x.node != y.node || x.index != y.index ||
         x.weak != y.weak || x.type.shape.size() != y.type.shape.size())
       return fail("value ", v, " has another type or rank");
     for (std::size_t d = 0; d < x.type.shape.size(); ++d)
-      num(static_cast<double>(x.type.shape[d]), Slot::Where::Dim, static_cast<int>(v),
-          static_cast<int>(d), 0);
+      num(static_cast<double>(x.type.shape[d]), Slot::Where::Dim, v, ir::kNoNode, d, 0);
   }
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     const ir::Node& m = base.nodes[i];
-    const int ni = static_cast<int>(i);
+    const ir::NodeId ni{i};
     if (n.kind != m.kind || n.def != m.def || n.ew_id != m.ew_id || n.inputs != m.inputs ||
         n.outputs != m.outputs || n.arg_index != m.arg_index || n.name != m.name ||
         n.fused != m.fused)
@@ -349,7 +350,7 @@ bool collect(const ir::Graph& g, const ir::Graph& base, std::vector<double>& num
     if (n.kind == ir::NodeKind::Scalar) {
       if (n.scalar.kind() != m.scalar.kind()) return fail("scalar node ", i, " changed kind");
       if (n.scalar.kind() == ScalarKind::Int || n.scalar.kind() == ScalarKind::Float)
-        num(n.scalar.to<double>(), Slot::Where::Scalar, ni, 0, 0);
+        num(n.scalar.to<double>(), Slot::Where::Scalar, ir::kNoValue, ni, 0, 0);
       else if (n.scalar.to_string() != m.scalar.to_string())
         return fail("scalar node ", i, " changed");
     }
@@ -359,19 +360,18 @@ bool collect(const ir::Graph& g, const ir::Graph& base, std::vector<double>& num
     for (std::size_t k = 0; k < ia.size(); ++k) {
       if (ia[k].first != ib[k].first || ia[k].second.index() != ib[k].second.index())
         return fail("node ", i, " has other attributes");
-      const int ki = static_cast<int>(k);
       // A closure handle (host callbacks, random draws): each trace registers
       // its own, all for the same call site; the base trace's one is kept.
       if (ia[k].first == "fn") continue;
       if (const auto* p = std::get_if<std::int64_t>(&ia[k].second)) {
-        num(static_cast<double>(*p), Slot::Where::Attr, ni, ki, 0);
+        num(static_cast<double>(*p), Slot::Where::Attr, ir::kNoValue, ni, k, 0);
       } else if (const auto* q = std::get_if<double>(&ia[k].second)) {
-        num(*q, Slot::Where::Attr, ni, ki, 0);
+        num(*q, Slot::Where::Attr, ir::kNoValue, ni, k, 0);
       } else if (const auto* r = std::get_if<std::vector<std::int64_t>>(&ia[k].second)) {
         if (r->size() != std::get<std::vector<std::int64_t>>(ib[k].second).size())
           return fail("node ", i, " attribute ", ia[k].first, " changed length");
         for (std::size_t e = 0; e < r->size(); ++e)
-          num(static_cast<double>((*r)[e]), Slot::Where::AttrElem, ni, ki, static_cast<int>(e));
+          num(static_cast<double>((*r)[e]), Slot::Where::AttrElem, ir::kNoValue, ni, k, e);
       } else if (!(ia[k].second == ib[k].second)) {
         return fail("node ", i, " attribute ", ia[k].first, " changed");
       }
@@ -385,35 +385,30 @@ bool close(double a, double b) {
 }
 
 std::string describe(const ir::Graph& g, const Slot& s) {
-  auto node_text = [&](int node) {
-    const ir::Node& n = g.nodes[static_cast<std::size_t>(node)];
+  auto node_text = [&](ir::NodeId node) {
+    const ir::Node& n = g.node(node);
     const std::string op = n.kind == ir::NodeKind::Op ? std::string(ops::ir_name(*n.def))
                                                       : std::string(ir::node_kind_name(n.kind));
     if (n.outputs.empty()) return op;
-    return ::ms::detail::str_cat(ir::value_names(g)[static_cast<std::size_t>(n.outputs[0])], " (",
-                                 op, ")");
+    return ::ms::detail::str_cat(ir::value_names(g)[n.outputs[0].index()], " (", op, ")");
   };
   switch (s.where) {
     case Slot::Where::Dim:
-      return ::ms::detail::str_cat("dim ", s.b, " of ", node_text(g.value(s.a).node));
+      return ::ms::detail::str_cat("dim ", s.b, " of ", node_text(g.value(s.value).node));
     case Slot::Where::Attr:
-      return ::ms::detail::str_cat(
-          "attribute ",
-          g.nodes[static_cast<std::size_t>(s.a)].attrs.items()[static_cast<std::size_t>(s.b)].first,
-          " of ", node_text(s.a));
+      return ::ms::detail::str_cat("attribute ", g.node(s.node).attrs.items()[s.b].first, " of ",
+                                   node_text(s.node));
     case Slot::Where::AttrElem:
-      return ::ms::detail::str_cat(
-          "attribute ",
-          g.nodes[static_cast<std::size_t>(s.a)].attrs.items()[static_cast<std::size_t>(s.b)].first,
-          "[", s.c, "] of ", node_text(s.a));
+      return ::ms::detail::str_cat("attribute ", g.node(s.node).attrs.items()[s.b].first, "[", s.c,
+                                   "] of ", node_text(s.node));
     case Slot::Where::Scalar: {
-      const ir::Node& n = g.nodes[static_cast<std::size_t>(s.a)];
-      const int v = n.outputs.at(0);
+      const ir::Node& n = g.node(s.node);
+      const ir::ValueId v = n.outputs.at(0);
       for (std::size_t u = 0; u < g.nodes.size(); ++u)
-        for (int in : g.nodes[u].inputs)
+        for (ir::ValueId in : g.nodes[u].inputs)
           if (in == v)
             return ::ms::detail::str_cat("the number ", n.scalar.to_string(), " in ",
-                                         node_text(static_cast<int>(u)));
+                                         node_text(ir::NodeId{u}));
       return ::ms::detail::str_cat("the number ", n.scalar.to_string());
     }
   }
@@ -608,8 +603,7 @@ void SymbolicGraph::print_symbolic() {
       shown.symbolic_dims[v].push_back(std::to_string(d));
   for (const Slot& s : slots_)
     if (s.where == Slot::Where::Dim)
-      shown.symbolic_dims[static_cast<std::size_t>(s.a)][static_cast<std::size_t>(s.b)] =
-          s.expr.to_string(var_names);
+      shown.symbolic_dims[s.value.index()][s.b] = s.expr.to_string(var_names);
   dump_ = ir::to_string(shown);
   std::string numbers;
   for (const Slot& s : slots_)
@@ -663,13 +657,12 @@ std::optional<ir::Graph> SymbolicGraph::instantiate(std::span<const std::int64_t
       case Slot::Where::Dim:
         if (!integral || as_int < 0)
           return fail(describe(base_, slot), " would be ", x, ", not a size");
-        g.values[static_cast<std::size_t>(slot.a)].type.shape[static_cast<std::size_t>(slot.b)] =
-            as_int;
+        g.value(slot.value).type.shape[slot.b] = as_int;
         break;
       case Slot::Where::Attr:
       case Slot::Where::AttrElem: {
-        ir::Node& n = g.nodes[static_cast<std::size_t>(slot.a)];
-        auto item = n.attrs.items()[static_cast<std::size_t>(slot.b)];
+        ir::Node& n = g.node(slot.node);
+        auto item = n.attrs.items()[slot.b];
         if (auto* p = std::get_if<std::int64_t>(&item.second)) {
           if (!integral) return fail(describe(base_, slot), " would be ", x, ", not an integer");
           *p = as_int;
@@ -677,13 +670,13 @@ std::optional<ir::Graph> SymbolicGraph::instantiate(std::span<const std::int64_t
           *q = x;
         } else if (auto* e = std::get_if<std::vector<std::int64_t>>(&item.second)) {
           if (!integral) return fail(describe(base_, slot), " would be ", x, ", not an integer");
-          (*e)[static_cast<std::size_t>(slot.c)] = as_int;
+          (*e)[slot.c] = as_int;
         }
         n.attrs.set(item.first, std::move(item.second));
         break;
       }
       case Slot::Where::Scalar: {
-        ir::Node& n = g.nodes[static_cast<std::size_t>(slot.a)];
+        ir::Node& n = g.node(slot.node);
         if (n.scalar.kind() == ScalarKind::Int) {
           if (!integral) return fail(describe(base_, slot), " would be ", x, ", not an integer");
           n.scalar = Scalar(as_int);

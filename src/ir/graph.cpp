@@ -19,11 +19,11 @@ std::string_view node_kind_name(NodeKind k) {
   return "?";
 }
 
-int Graph::add(Node n, const std::vector<ops::TensorType>& types, bool weak) {
-  const int id = static_cast<int>(nodes.size());
+NodeId Graph::add(Node n, const std::vector<ops::TensorType>& types, bool weak) {
+  const NodeId id = next_node();
   n.outputs.clear();
   for (std::size_t i = 0; i < types.size(); ++i) {
-    n.outputs.push_back(static_cast<int>(values.size()));
+    n.outputs.push_back(next_value());
     values.push_back({types[i], id, static_cast<int>(i), weak});
   }
   nodes.push_back(std::move(n));
@@ -77,8 +77,8 @@ std::string type_str(const ops::TensorType& t) {
 }
 
 // The printed type of value `v`: symbolic dims when the graph has them.
-std::string type_str(const Graph& g, int v) {
-  const auto i = static_cast<std::size_t>(v);
+std::string type_str(const Graph& g, ValueId v) {
+  const std::size_t i = v.index();
   if (i >= g.symbolic_dims.size() || g.symbolic_dims[i].empty()) return type_str(g.value(v).type);
   std::string s(short_dtype_name(g.value(v).type.dtype));
   s += '[';
@@ -97,14 +97,14 @@ struct Namer {
   explicit Namer(const Graph& graph) : g(graph), names(graph.values.size()) {
     int next = 0;
     for (const Node& n : g.nodes)
-      for (int v : n.outputs)
-        names[static_cast<std::size_t>(v)] =
+      for (ValueId v : n.outputs)
+        names[v.index()] =
             ::ms::detail::str_cat('%', n.name.empty() ? std::to_string(next++) : n.name);
   }
-  std::string operand(int v) const {
+  std::string operand(ValueId v) const {
     const Node& p = g.producer(v);
     if (p.kind == NodeKind::Scalar) return p.scalar.to_string();
-    return names[static_cast<std::size_t>(v)];
+    return names[v.index()];
   }
 };
 
@@ -136,7 +136,7 @@ std::string to_string(const Graph& g) {
     for (const Node& n : g.nodes)
       if (n.kind == k) {
         if (!s.empty()) s += ", ";
-        s += nm.names[static_cast<std::size_t>(n.outputs[0])];
+        s += nm.names[n.outputs[0].index()];
         s += ": ";
         s += type_str(g, n.outputs[0]);
       }
@@ -151,7 +151,7 @@ std::string to_string(const Graph& g) {
       continue;
     os << "  ";
     for (std::size_t i = 0; i < n.outputs.size(); ++i)
-      os << (i ? ", " : "") << nm.names[static_cast<std::size_t>(n.outputs[i])];
+      os << (i ? ", " : "") << nm.names[n.outputs[i].index()];
     if (!n.outputs.empty()) os << " = ";
     os << op_name(n) << "(";
     std::string in_types;
@@ -212,7 +212,7 @@ namespace {
 struct Verifier {
   const Graph& g;
   std::string_view stage;
-  std::vector<int> defined_at;  ///< per value: the node that defines it, or -1
+  std::vector<NodeId> defined_at;  ///< per value: the node that defines it, or kNoNode
 
   template <class... M>
   [[noreturn]] void fail(std::size_t node, const M&... msg) const {
@@ -222,23 +222,22 @@ struct Verifier {
 
   // Inputs are defined before they are read; outputs name this node and are
   // defined once.
+  bool exists(ValueId v) const { return v.valid() && v.index() < g.values.size(); }
+
   void wiring(std::size_t i) {
     const Node& n = g.nodes[i];
-    for (int v : n.inputs) {
-      if (v < 0 || static_cast<std::size_t>(v) >= g.values.size())
-        fail(i, "input value ", v, " does not exist");
-      if (defined_at[static_cast<std::size_t>(v)] < 0)
-        fail(i, "reads value ", v, " before it is defined");
+    for (ValueId v : n.inputs) {
+      if (!exists(v)) fail(i, "input value ", v, " does not exist");
+      if (!defined_at[v.index()].valid()) fail(i, "reads value ", v, " before it is defined");
     }
     for (std::size_t k = 0; k < n.outputs.size(); ++k) {
-      const int v = n.outputs[k];
-      if (v < 0 || static_cast<std::size_t>(v) >= g.values.size())
-        fail(i, "output value ", v, " does not exist");
+      const ValueId v = n.outputs[k];
+      if (!exists(v)) fail(i, "output value ", v, " does not exist");
       const Value& val = g.value(v);
-      if (val.node != static_cast<int>(i) || val.index != static_cast<int>(k))
+      if (val.node != NodeId{i} || val.index != static_cast<int>(k))
         fail(i, "output value ", v, " names another producer");
-      if (defined_at[static_cast<std::size_t>(v)] >= 0) fail(i, "value ", v, " is defined twice");
-      defined_at[static_cast<std::size_t>(v)] = static_cast<int>(i);
+      if (defined_at[v.index()].valid()) fail(i, "value ", v, " is defined twice");
+      defined_at[v.index()] = NodeId{i};
     }
   }
 
@@ -253,14 +252,14 @@ struct Verifier {
     if (n.ew_id >= 0) {
       std::vector<Value> vals;
       std::vector<ms::Scalar> sc;
-      for (int v : n.inputs) {
+      for (ValueId v : n.inputs) {
         vals.push_back(g.value(v));
         sc.push_back(g.producer(v).scalar);
       }
       out.push_back(infer_elementwise(n.ew_id, vals, sc));
     } else {
       std::vector<ops::TensorType> in;
-      for (int v : n.inputs) {
+      for (ValueId v : n.inputs) {
         if (g.value(v).weak) fail(i, n.def->name, " reads a weak scalar");
         in.push_back(g.value(v).type);
       }
@@ -301,7 +300,7 @@ struct Verifier {
       case NodeKind::Fused:
         one_output();
         if (!n.fused) fail(i, "has no program");
-        for (int v : n.inputs)
+        for (ValueId v : n.inputs)
           if (g.value(v).weak) fail(i, "fused region reads a weak scalar as an input");
         if (n.fused->program.dtype != g.value(n.outputs[0]).type.dtype)
           fail(i, "program dtype differs from its value");
@@ -320,14 +319,13 @@ struct Verifier {
 }  // namespace
 
 void verify(const Graph& g, std::string_view stage) {
-  Verifier check{g, stage, std::vector<int>(g.values.size(), -1)};
+  Verifier check{g, stage, std::vector<NodeId>(g.values.size())};
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     check.wiring(i);
     check.kind(i);
   }
-  for (int v : g.outputs)
-    if (v < 0 || static_cast<std::size_t>(v) >= g.values.size() ||
-        check.defined_at[static_cast<std::size_t>(v)] < 0 || g.value(v).weak)
+  for (ValueId v : g.outputs)
+    if (!check.exists(v) || !check.defined_at[v.index()].valid() || g.value(v).weak)
       ::ms::detail::raise<ValueError>(stage, ": graph output ", v,
                                       " is not a defined tensor value");
 }

@@ -10,6 +10,7 @@
 // offset when its size matches and no block sharing its bytes is alive, else
 // from the system, so a replay that differs from the recording stays correct.
 #include <algorithm>
+#include <limits>
 #include <mutex>
 
 #include "ms/jit/compile.hpp"
@@ -31,8 +32,8 @@ class PlannedSource final : public StorageSource {
     if (i >= blocks_.size() || blocks_[i].offset < 0 || blocks_[i].nbytes != nbytes) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
     if (live_[i]) return nullptr;
-    for (int j : blocks_[i].conflicts)
-      if (live_[static_cast<std::size_t>(j)]) return nullptr;
+    for (std::size_t j : blocks_[i].conflicts)
+      if (live_[j]) return nullptr;
     live_[i] = 1;
     return arena_->data() + blocks_[i].offset;
   }
@@ -88,7 +89,7 @@ class PlannedSource final : public StorageSource {
       for (std::size_t j : placed)
         if (i != j && blocks_[i].offset < blocks_[j].offset + rounded(ev[j].nbytes) &&
             blocks_[j].offset < blocks_[i].offset + rounded(ev[i].nbytes))
-          blocks_[i].conflicts.push_back(static_cast<int>(j));
+          blocks_[i].conflicts.push_back(j);
     live_.assign(blocks_.size(), 0);
     planned_ = static_cast<std::int64_t>(placed.size());
     if (total > 0) arena_ = Storage::allocate(total, "jit memory plan");
@@ -107,7 +108,7 @@ class PlannedSource final : public StorageSource {
   struct Block {
     std::int64_t nbytes = 0;
     std::int64_t offset = -1;  ///< -1: served by the system
-    std::vector<int> conflicts;
+    std::vector<std::size_t> conflicts;
   };
   std::mutex mu_;
   bool recording_ = true;
@@ -136,15 +137,15 @@ struct Executable::Step {
   const ops::OpDef* def = nullptr;
   ops::Attrs attrs;
   std::shared_ptr<const ir::FusedRegion> region;
-  std::vector<int> in, out;
-  std::vector<int> release;  ///< values dead after this step
-  int in_place = -1;         ///< Fused: a capture to write the result into (its Assign is skipped)
-  bool skip = false;         ///< Assign: done in place by the step that computes its value
-  std::string dump;          ///< file-name stem when the op is marked by set_dump
+  std::vector<ir::ValueId> in, out;
+  std::vector<ir::ValueId> release;  ///< values dead after this step
+  ir::ValueId in_place;  ///< Fused: a capture to write the result into (its Assign is skipped)
+  bool skip = false;     ///< Assign: done in place by the step that computes its value
+  std::string dump;      ///< file-name stem when the op is marked by set_dump
 };
 
 struct Executable::Frame {
-  std::vector<Tensor> vals;
+  ir::IdTable<ir::ValueId, Tensor> vals;
   std::vector<Tensor> scratch;
   std::vector<const Tensor*> ptrs;
   std::shared_ptr<PlannedSource> source = std::make_shared<PlannedSource>();
@@ -152,22 +153,24 @@ struct Executable::Frame {
 
 Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   const ir::Graph& G = graph_;
-  std::vector<int> last_use(G.values.size(), -1);
-  std::vector<bool> keep(G.values.size(), false);  // bound for the frame's life or returned
-  for (int v : G.outputs) keep[static_cast<std::size_t>(v)] = true;
+  constexpr std::size_t kNoStep = std::numeric_limits<std::size_t>::max();
+  ir::IdTable<ir::ValueId, std::size_t> last_use(G.values.size(), kNoStep);
+  // bound for the frame's life or returned
+  ir::IdTable<ir::ValueId, bool> keep(G.values.size(), false);
+  for (ir::ValueId v : G.outputs) keep[v] = true;
   for (std::size_t i = 0; i < G.nodes.size(); ++i) {
     const ir::Node& n = G.nodes[i];
     switch (n.kind) {
       case ir::NodeKind::Input: {
         const auto a = static_cast<std::size_t>(n.arg_index);
-        if (input_values_.size() <= a) input_values_.resize(a + 1, -1);
+        if (input_values_.size() <= a) input_values_.resize(a + 1);
         input_values_[a] = n.outputs[0];
         leaf_values_.push_back(n.outputs[0]);
         break;
       }
       case ir::NodeKind::Capture:
       case ir::NodeKind::Const:
-        keep[static_cast<std::size_t>(n.outputs[0])] = true;
+        keep[n.outputs[0]] = true;
         leaf_values_.push_back(n.outputs[0]);
         break;
       case ir::NodeKind::Scalar: break;
@@ -184,8 +187,8 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
           s.region = n.fused;
         } else if (n.ew_id >= 0) {  // an unfused elementwise op: a region of one
           s.kind = Step::Kind::Fused;
-          const int id = static_cast<int>(i);
-          s.region = build_region(G, std::span<const int>(&id, 1), s.in);
+          const ir::NodeId id{i};
+          s.region = build_region(G, std::span<const ir::NodeId>(&id, 1), s.in);
           if (dump_enabled(n.def->name))
             s.dump = ::ms::detail::str_cat(ops::ir_name(*n.def), '.', i);
         } else {
@@ -196,16 +199,17 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
         }
         // An output nothing reads (conv2d's pre-pool output in a forward-only
         // graph, an unused draw) is released right after its own step.
-        for (int v : s.out) last_use[static_cast<std::size_t>(v)] = static_cast<int>(steps_.size());
-        for (int v : s.in) last_use[static_cast<std::size_t>(v)] = static_cast<int>(steps_.size());
+        for (ir::ValueId v : s.out) last_use[v] = steps_.size();
+        for (ir::ValueId v : s.in) last_use[v] = steps_.size();
         steps_.push_back(std::move(s));
         break;
       }
     }
   }
-  for (std::size_t v = 0; v < G.values.size(); ++v)
-    if (last_use[v] >= 0 && !keep[v])
-      steps_[static_cast<std::size_t>(last_use[v])].release.push_back(static_cast<int>(v));
+  for (std::size_t i = 0; i < G.values.size(); ++i) {
+    const ir::ValueId v{i};
+    if (last_use[v] != kNoStep && !keep[v]) steps_[last_use[v]].release.push_back(v);
+  }
   plan_in_place_updates();
 }
 
@@ -217,50 +221,51 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
 void Executable::plan_in_place_updates() {
   const ir::Graph& G = graph_;
   const std::size_t nv = G.values.size();
-  std::vector<int> producer(nv, -1);
-  std::vector<std::vector<int>> users(nv);
-  std::vector<int> assigns(nv, 0);
+  constexpr std::size_t kNoStep = std::numeric_limits<std::size_t>::max();
+  ir::IdTable<ir::ValueId, std::size_t> producer(nv, kNoStep);   // step index
+  ir::IdTable<ir::ValueId, std::vector<std::size_t>> users(nv);  // step indices
+  ir::IdTable<ir::ValueId, int> assigns(nv, 0);
   for (std::size_t i = 0; i < steps_.size(); ++i) {
-    for (int v : steps_[i].in) users[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
-    for (int v : steps_[i].out) producer[static_cast<std::size_t>(v)] = static_cast<int>(i);
-    if (steps_[i].kind == Step::Kind::Assign) ++assigns[static_cast<std::size_t>(steps_[i].in[0])];
+    for (ir::ValueId v : steps_[i].in) users[v].push_back(i);
+    for (ir::ValueId v : steps_[i].out) producer[v] = i;
+    if (steps_[i].kind == Step::Kind::Assign) ++assigns[steps_[i].in[0]];
   }
-  std::vector<bool> is_output(nv, false);
-  for (int v : G.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  ir::IdTable<ir::ValueId, bool> is_output(nv, false);
+  for (ir::ValueId v : G.outputs) is_output[v] = true;
   // Steps whose outputs may share memory with an input (the op's may_alias).
   auto may_alias = [](const Step& s) { return s.kind == Step::Kind::Op && s.def->may_alias; };
   for (std::size_t a = 0; a < steps_.size(); ++a) {
     Step& as = steps_[a];
     if (as.kind != Step::Kind::Assign) continue;
-    const int c = as.in[0], v = as.in[1];
-    const int si = producer[static_cast<std::size_t>(v)];
-    if (assigns[static_cast<std::size_t>(c)] != 1 || si < 0) continue;
-    Step& s = steps_[static_cast<std::size_t>(si)];
-    if (s.kind != Step::Kind::Fused || s.out.size() != 1 || s.in_place >= 0) continue;
+    const ir::ValueId c = as.in[0], v = as.in[1];
+    const std::size_t si = producer[v];
+    if (assigns[c] != 1 || si == kNoStep) continue;
+    Step& s = steps_[si];
+    if (s.kind != Step::Kind::Fused || s.out.size() != 1 || s.in_place.valid()) continue;
     if (!(G.value(c).type == G.value(v).type)) continue;
     bool ok = true;
-    std::vector<int> todo{c};
-    std::vector<bool> seen(nv, false);
-    seen[static_cast<std::size_t>(c)] = true;
+    std::vector<ir::ValueId> todo{c};
+    ir::IdTable<ir::ValueId, bool> seen(nv, false);
+    seen[c] = true;
     while (!todo.empty() && ok) {
-      const int x = todo.back();
+      const ir::ValueId x = todo.back();
       todo.pop_back();
-      if (x != c && is_output[static_cast<std::size_t>(x)]) ok = false;
-      for (int u : users[static_cast<std::size_t>(x)]) {
-        if (static_cast<std::size_t>(u) == a) continue;
+      if (x != c && is_output[x]) ok = false;
+      for (std::size_t u : users[x]) {
+        if (u == a) continue;
         if (u == si) {
           ok &= x == c;  // S reads the parameter itself, not a view of it
           continue;
         }
-        const Step& us = steps_[static_cast<std::size_t>(u)];
+        const Step& us = steps_[u];
         if (u > si || us.kind == Step::Kind::Assign) {
           ok = false;  // the old value is read after S
           break;
         }
         if (may_alias(us))
-          for (int o : us.out)
-            if (!seen[static_cast<std::size_t>(o)]) {
-              seen[static_cast<std::size_t>(o)] = true;
+          for (ir::ValueId o : us.out)
+            if (!seen[o]) {
+              seen[o] = true;
               todo.push_back(o);
             }
       }
@@ -286,7 +291,7 @@ std::unique_ptr<Executable::Frame> Executable::take_frame() const {
   f->vals.resize(graph_.values.size());
   for (const ir::Node& n : graph_.nodes)
     if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
-      f->vals[static_cast<std::size_t>(n.outputs[0])] = n.tensor;
+      f->vals[n.outputs[0]] = n.tensor;
   return f;
 }
 
@@ -307,7 +312,7 @@ std::int64_t Executable::planned_allocations() const {
 
 namespace {
 
-void check_inputs(const ir::Graph& g, std::span<const int> input_values,
+void check_inputs(const ir::Graph& g, std::span<const ir::ValueId> input_values,
                   std::span<const Tensor> inputs) {
   MS_CHECK(inputs.size() == input_values.size(), ValueError, "jit: the graph takes ",
            input_values.size(), " tensor inputs, got ", inputs.size());
@@ -325,17 +330,16 @@ void check_inputs(const ir::Graph& g, std::span<const int> input_values,
 // last). An output that shares memory with an input, capture or constant
 // without being that tensor (a view, or a same-type cast that returned its
 // input) is copied: the caller must not get an alias that later writes change.
-std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const int> leaf_values,
+std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const ir::ValueId> leaf_values,
                                  const Executable::Frame& f) {
   std::vector<Tensor> outs;
   outs.reserve(g.outputs.size());
-  for (int v : g.outputs) {
-    const Tensor& t = f.vals[static_cast<std::size_t>(v)];
+  for (ir::ValueId v : g.outputs) {
+    const Tensor& t = f.vals[v];
     const ir::NodeKind k = g.producer(v).kind;
     bool alias = k == ir::NodeKind::Const;  // the caller may write into it
     if (k != ir::NodeKind::Input && k != ir::NodeKind::Capture && !alias)
-      for (int l : leaf_values)
-        alias |= f.vals[static_cast<std::size_t>(l)].storage() == t.storage();
+      for (ir::ValueId l : leaf_values) alias |= f.vals[l].storage() == t.storage();
     outs.push_back(alias ? t.clone() : t);
   }
   return outs;
@@ -345,28 +349,27 @@ void run_step(const Executable::Step& s, Executable::Frame& f) {
   switch (s.kind) {
     case Executable::Step::Kind::Fused: {
       f.ptrs.clear();
-      for (int v : s.in) f.ptrs.push_back(&f.vals[static_cast<std::size_t>(v)]);
-      if (s.in_place >= 0) {
-        const Tensor& dst = f.vals[static_cast<std::size_t>(s.in_place)];
+      for (ir::ValueId v : s.in) f.ptrs.push_back(&f.vals[v]);
+      if (s.in_place.valid()) {
+        const Tensor& dst = f.vals[s.in_place];
         kernels::ew_run(s.region->program, f.ptrs, dst);
-        f.vals[static_cast<std::size_t>(s.out[0])] = dst;
+        f.vals[s.out[0]] = dst;
       } else {
-        f.vals[static_cast<std::size_t>(s.out[0])] = kernels::ew_eval(s.region->program, f.ptrs);
+        f.vals[s.out[0]] = kernels::ew_eval(s.region->program, f.ptrs);
       }
       break;
     }
     case Executable::Step::Kind::Op: {
       f.scratch.clear();
-      for (int v : s.in) f.scratch.push_back(f.vals[static_cast<std::size_t>(v)]);
+      for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
       std::vector<Tensor> r = s.def->eval(f.scratch, s.attrs);
       f.scratch.clear();  // holds no input past its step
-      for (std::size_t k = 0; k < s.out.size(); ++k)
-        f.vals[static_cast<std::size_t>(s.out[k])] = std::move(r[k]);
+      for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(r[k]);
       break;
     }
     case Executable::Step::Kind::Assign:
       if (s.skip) break;
-      f.vals[static_cast<std::size_t>(s.in[0])].copy_(f.vals[static_cast<std::size_t>(s.in[1])]);
+      f.vals[s.in[0]].copy_(f.vals[s.in[1]]);
       break;
   }
 }
@@ -375,30 +378,28 @@ void run_step(const Executable::Step& s, Executable::Frame& f) {
 void dump_step(const Executable::Step& s, const Executable::Frame& f, std::int64_t call) {
   const std::string stem = ::ms::detail::str_cat(s.dump, '.', call);
   for (std::size_t k = 0; k < s.in.size(); ++k)
-    compiler::detail::dump_tensor(f.vals[static_cast<std::size_t>(s.in[k])],
-                                  ::ms::detail::str_cat(stem, ".input.", k));
+    compiler::detail::dump_tensor(f.vals[s.in[k]], ::ms::detail::str_cat(stem, ".input.", k));
   for (std::size_t k = 0; k < s.out.size(); ++k)
-    compiler::detail::dump_tensor(f.vals[static_cast<std::size_t>(s.out[k])],
-                                  ::ms::detail::str_cat(stem, ".output.", k));
+    compiler::detail::dump_tensor(f.vals[s.out[k]], ::ms::detail::str_cat(stem, ".output.", k));
 }
 
 // Drops the frame's tensors except captures and constants (`all`), or only
 // its inputs and outputs (after a run: the other values were released by
 // their steps), so that a frame keeps nothing alive.
-void clear_frame(const ir::Graph& g, std::span<const int> input_values, Executable::Frame& f,
-                 bool all) {
-  auto bound = [&](int v) {
+void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
+                 Executable::Frame& f, bool all) {
+  auto bound = [&](ir::ValueId v) {
     const ir::NodeKind k = g.producer(v).kind;
     return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
   };
   if (all) {
-    for (std::size_t v = 0; v < g.values.size(); ++v)
-      if (!bound(static_cast<int>(v))) f.vals[v] = Tensor();
+    for (std::size_t i = 0; i < g.values.size(); ++i)
+      if (!bound(ir::ValueId{i})) f.vals[ir::ValueId{i}] = Tensor();
     return;
   }
-  for (int v : input_values) f.vals[static_cast<std::size_t>(v)] = Tensor();
-  for (int v : g.outputs)
-    if (!bound(v)) f.vals[static_cast<std::size_t>(v)] = Tensor();
+  for (ir::ValueId v : input_values) f.vals[v] = Tensor();
+  for (ir::ValueId v : g.outputs)
+    if (!bound(v)) f.vals[v] = Tensor();
 }
 
 }  // namespace
@@ -411,8 +412,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   {
     f->source->begin_run();
     SourceScope scope(f->source);
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      f->vals[static_cast<std::size_t>(input_values_[i])] = inputs[i];
+    for (std::size_t i = 0; i < inputs.size(); ++i) f->vals[input_values_[i]] = inputs[i];
     bool taken = false;
     try {
       for (const Step& s : steps_) {
@@ -422,7 +422,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
         }
         run_step(s, *f);
         if (!s.dump.empty()) dump_step(s, *f, call);
-        for (int v : s.release) f->vals[static_cast<std::size_t>(v)] = Tensor();
+        for (ir::ValueId v : s.release) f->vals[v] = Tensor();
       }
       if (!taken) outs = take_outputs(graph_, leaf_values_, *f);
     } catch (...) {

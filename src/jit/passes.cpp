@@ -21,8 +21,12 @@ namespace ms::compiler {
 namespace {
 
 using ir::Graph;
+using ir::IdTable;
+using ir::kNoValue;
 using ir::Node;
+using ir::NodeId;
 using ir::NodeKind;
+using ir::ValueId;
 
 bool is_ew(const Node& n) { return n.kind == NodeKind::Op && n.ew_id >= 0; }
 bool is_random(const Node& n) {
@@ -34,53 +38,65 @@ bool fusable(const Node& n) {
   return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name);
 }
 
-// The value that finally replaces `v` (repl[v] < 0: v itself).
-int follow(const std::vector<int>& repl, int v) {
-  while (repl[static_cast<std::size_t>(v)] >= 0) v = repl[static_cast<std::size_t>(v)];
+// Per value: the value that replaces it, or kNoValue for itself.
+using Replacements = IdTable<ValueId, ValueId>;
+
+// The value that finally replaces `v`.
+ValueId follow(const Replacements& repl, ValueId v) {
+  while (repl[v].valid()) v = repl[v];
   return v;
 }
 
 // Rebuilds `g` from the nodes `order` (old ids, each once, a valid order),
 // reading every value through `repl` (old value -> the old value that replaces
-// it, -1 for itself). Values are renumbered densely.
-Graph rebuild(const Graph& g, const std::vector<int>& order, const std::vector<int>& repl) {
-  auto resolve = [&](int v) { return follow(repl, v); };
-  std::vector<int> map(g.values.size(), -1);
+// it, kNoValue for itself). Values are renumbered densely.
+Graph rebuild(const Graph& g, const std::vector<NodeId>& order, const Replacements& repl) {
+  auto resolve = [&](ValueId v) { return follow(repl, v); };
+  IdTable<ValueId, ValueId> map(g.values.size());
   Graph out;
-  for (int id : order) {
-    Node n = g.nodes[static_cast<std::size_t>(id)];
-    for (int& v : n.inputs) {
-      v = map[static_cast<std::size_t>(resolve(v))];
-      MS_ASSERT(v >= 0);
+  for (NodeId id : order) {
+    Node n = g.node(id);
+    for (ValueId& v : n.inputs) {
+      v = map[resolve(v)];
+      MS_ASSERT(v.valid());
     }
     std::vector<ops::TensorType> types;
     bool weak = false;
-    for (int v : n.outputs) {
+    for (ValueId v : n.outputs) {
       types.push_back(g.value(v).type);
       weak = g.value(v).weak;
     }
-    const std::vector<int> old_outputs = n.outputs;
-    const int nid = out.add(std::move(n), types, weak);
+    const std::vector<ValueId> old_outputs = n.outputs;
+    const NodeId nid = out.add(std::move(n), types, weak);
     for (std::size_t k = 0; k < old_outputs.size(); ++k)
-      map[static_cast<std::size_t>(old_outputs[k])] =
-          out.nodes[static_cast<std::size_t>(nid)].outputs[k];
+      map[old_outputs[k]] = out.node(nid).outputs[k];
   }
-  for (int v : g.outputs) out.outputs.push_back(map[static_cast<std::size_t>(resolve(v))]);
+  for (ValueId v : g.outputs) out.outputs.push_back(map[resolve(v)]);
   return out;
 }
 
-std::vector<int> identity_order(const Graph& g) {
-  std::vector<int> o(g.nodes.size());
-  std::iota(o.begin(), o.end(), 0);
+Replacements no_replacements(const Graph& g) { return Replacements(g.values.size()); }
+
+std::vector<NodeId> identity_order(const Graph& g) {
+  std::vector<NodeId> o;
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) o.push_back(NodeId{i});
   return o;
 }
 
 // consumers[v] = nodes reading value v.
-std::vector<std::vector<int>> consumers_of(const Graph& g) {
-  std::vector<std::vector<int>> c(g.values.size());
+using Consumers = IdTable<ValueId, std::vector<NodeId>>;
+Consumers consumers_of(const Graph& g) {
+  Consumers c(g.values.size());
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    for (int v : g.nodes[i].inputs) c[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
+    for (ValueId v : g.nodes[i].inputs) c[v].push_back(NodeId{i});
   return c;
+}
+
+// is_output[v]: v is returned by the graph.
+IdTable<ValueId, bool> outputs_of(const Graph& g) {
+  IdTable<ValueId, bool> is_output(g.values.size(), false);
+  for (ValueId v : g.outputs) is_output[v] = true;
+  return is_output;
 }
 
 // Exact text of a number (printing rounds: 1e6 and 1000001 must differ).
@@ -140,32 +156,32 @@ void check(const Graph& g, const CompileOptions& o, std::string_view pass) {
 }  // namespace
 
 void eliminate_dead_code(Graph& g) {
-  std::vector<bool> live(g.nodes.size(), false);
-  std::vector<int> stack;
-  auto mark_value = [&](int v) { stack.push_back(g.value(v).node); };
-  for (int v : g.outputs) mark_value(v);
+  IdTable<NodeId, bool> live(g.nodes.size(), false);
+  std::vector<NodeId> stack;
+  auto mark_value = [&](ValueId v) { stack.push_back(g.value(v).node); };
+  for (ValueId v : g.outputs) mark_value(v);
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].kind == NodeKind::Assign || g.nodes[i].kind == NodeKind::Input ||
         is_random(g.nodes[i]))  // a draw advances its generator even when unused
-      stack.push_back(static_cast<int>(i));
+      stack.push_back(NodeId{i});
   while (!stack.empty()) {
-    const int n = stack.back();
+    const NodeId n = stack.back();
     stack.pop_back();
-    if (live[static_cast<std::size_t>(n)]) continue;
-    live[static_cast<std::size_t>(n)] = true;
-    for (int v : g.nodes[static_cast<std::size_t>(n)].inputs) mark_value(v);
+    if (live[n]) continue;
+    live[n] = true;
+    for (ValueId v : g.node(n).inputs) mark_value(v);
   }
-  std::vector<int> order;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    if (live[i]) order.push_back(static_cast<int>(i));
+  std::vector<NodeId> order;
+  for (NodeId id : identity_order(g))
+    if (live[id]) order.push_back(id);
   if (order.size() == g.nodes.size()) return;
-  g = rebuild(g, order, std::vector<int>(g.values.size(), -1));
+  g = rebuild(g, order, no_replacements(g));
 }
 
 void eliminate_common_subexpressions(Graph& g) {
-  std::vector<int> repl(g.values.size(), -1);
-  auto resolve = [&](int v) { return follow(repl, v); };
-  std::unordered_map<std::string, int> seen;  // key -> node
+  Replacements repl = no_replacements(g);
+  auto resolve = [&](ValueId v) { return follow(repl, v); };
+  std::unordered_map<std::string, NodeId> seen;  // key -> node
   bool changed = false;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
@@ -183,12 +199,11 @@ void eliminate_common_subexpressions(Graph& g) {
         break;
       default: continue;  // inputs, captures, fused regions, side effects stay
     }
-    for (int v : n.inputs) key += ::ms::detail::str_cat(",", resolve(v));
-    auto [it, fresh] = seen.emplace(std::move(key), static_cast<int>(i));
+    for (ValueId v : n.inputs) key += ::ms::detail::str_cat(",", resolve(v));
+    auto [it, fresh] = seen.emplace(std::move(key), NodeId{i});
     if (fresh) continue;
-    const Node& first = g.nodes[static_cast<std::size_t>(it->second)];
-    for (std::size_t k = 0; k < n.outputs.size(); ++k)
-      repl[static_cast<std::size_t>(n.outputs[k])] = first.outputs[k];
+    const Node& first = g.node(it->second);
+    for (std::size_t k = 0; k < n.outputs.size(); ++k) repl[n.outputs[k]] = first.outputs[k];
     changed = true;
   }
   if (!changed) return;
@@ -196,13 +211,13 @@ void eliminate_common_subexpressions(Graph& g) {
   eliminate_dead_code(g);
 }
 
-std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const int> members,
-                                              std::vector<int>& leaves) {
+std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const NodeId> members,
+                                              std::vector<ValueId>& leaves) {
   auto region = std::make_shared<ir::FusedRegion>();
   expr::Lowering L;
-  std::unordered_map<int, expr::Lowered> lowered;  // value -> its register
+  std::unordered_map<ValueId, expr::Lowered> lowered;  // value -> its register
   leaves.clear();
-  auto operand = [&](int v) -> expr::Lowered {
+  auto operand = [&](ValueId v) -> expr::Lowered {
     if (auto it = lowered.find(v); it != lowered.end()) return it->second;
     const ir::Value& val = g.value(v);
     expr::Lowered lo;
@@ -221,8 +236,8 @@ std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const in
     return lo;
   };
   expr::Lowered root;
-  for (int id : members) {
-    const Node& n = g.nodes[static_cast<std::size_t>(id)];
+  for (NodeId id : members) {
+    const Node& n = g.node(id);
     MS_ASSERT(is_ew(n));
     expr::Lowered ops_in[3];
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ops_in[k] = operand(n.inputs[k]);
@@ -230,7 +245,7 @@ std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const in
     lowered[n.outputs[0]] = root;
     region->ops.push_back(ops::ir_name(*n.def));
   }
-  const ir::Value& out = g.value(g.nodes[static_cast<std::size_t>(members.back())].outputs[0]);
+  const ir::Value& out = g.value(g.value_of(members.back()));
   region->program = L.builder.finish(root.reg, out.type.shape, out.type.dtype);
   return region;
 }
@@ -242,7 +257,7 @@ void fold_constants(Graph& g) {
     if (n.def->kind == ops::OpKind::HostCallback || n.def->kind == ops::OpKind::Random)
       continue;  // runs at run time, every time
     bool all_const = !n.inputs.empty(), any_tensor = false;
-    for (int v : n.inputs) {
+    for (ValueId v : n.inputs) {
       const NodeKind k = g.producer(v).kind;
       all_const &= k == NodeKind::Const || k == NodeKind::Scalar;
       any_tensor |= k == NodeKind::Const;
@@ -250,15 +265,15 @@ void fold_constants(Graph& g) {
     if (!all_const || !any_tensor) continue;
     Tensor value;
     if (is_ew(n)) {
-      std::vector<int> leaves;
-      const int id = g.value(n.outputs[0]).node;
-      const auto region = build_region(g, std::span<const int>(&id, 1), leaves);
+      std::vector<ValueId> leaves;
+      const NodeId id = g.value(n.outputs[0]).node;
+      const auto region = build_region(g, std::span<const NodeId>(&id, 1), leaves);
       std::vector<const Tensor*> in;
-      for (int v : leaves) in.push_back(&g.producer(v).tensor);
+      for (ValueId v : leaves) in.push_back(&g.producer(v).tensor);
       value = kernels::ew_eval(region->program, in);
     } else {
       std::vector<Tensor> in;
-      for (int v : n.inputs) in.push_back(g.producer(v).tensor);
+      for (ValueId v : n.inputs) in.push_back(g.producer(v).tensor);
       value = n.def->eval(in, n.attrs)[0];
     }
     n.kind = NodeKind::Const;
@@ -273,9 +288,9 @@ void fold_constants(Graph& g) {
 }
 
 void simplify(Graph& g) {
-  std::vector<int> repl(g.values.size(), -1);
-  auto resolve = [&](int v) { return follow(repl, v); };
-  auto scalar_is = [&](int v, double x) {
+  Replacements repl = no_replacements(g);
+  auto resolve = [&](ValueId v) { return follow(repl, v); };
+  auto scalar_is = [&](ValueId v, double x) {
     const Node& p = g.producer(v);
     if (p.kind != NodeKind::Scalar) return false;
     const auto k = p.scalar.kind();
@@ -283,15 +298,14 @@ void simplify(Graph& g) {
   };
   // A graph output is never replaced by a leaf (input, capture, constant): the
   // caller would get an alias of it instead of a new tensor.
-  std::vector<bool> is_output(g.values.size(), false);
-  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
+  const IdTable<ValueId, bool> is_output = outputs_of(g);
   bool changed = false;
   for (Node& n : g.nodes) {
     if (n.kind != NodeKind::Op || n.outputs.size() != 1) continue;
-    for (int& v : n.inputs) v = resolve(v);
-    const int out = n.outputs[0];
+    for (ValueId& v : n.inputs) v = resolve(v);
+    const ValueId out = n.outputs[0];
     const ops::TensorType& ot = g.value(out).type;
-    int same = -1;  // the input that the node's value equals
+    ValueId same;  // the input that the node's value equals
     const ops::Algebra& alg = n.def->algebra;
     const auto& in = n.inputs;
     if (in.size() == 2 && (alg.identity_right || alg.identity_left)) {
@@ -309,10 +323,9 @@ void simplify(Graph& g) {
                (alg.identity_when == nullptr || alg.identity_when(n.attrs))) {
       same = in[0];
     }
-    if (same >= 0 && is_output[static_cast<std::size_t>(out)] && g.producer(same).inputs.empty())
-      same = -1;
-    if (same >= 0 && !g.value(same).weak && g.value(same).type == ot) {
-      repl[static_cast<std::size_t>(out)] = same;
+    if (same.valid() && is_output[out] && g.producer(same).inputs.empty()) same = kNoValue;
+    if (same.valid() && !g.value(same).weak && g.value(same).type == ot) {
+      repl[out] = same;
       changed = true;
     }
   }
@@ -330,9 +343,8 @@ void simplify(Graph& g) {
 // and the order stays valid.
 void fold_transposed_matmuls(Graph& g) {
   const auto consumers = consumers_of(g);
-  std::vector<bool> is_output(g.values.size(), false);
-  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
-  auto rank2 = [&](int v) { return g.value(v).type.shape.rank() == 2; };
+  const IdTable<ValueId, bool> is_output = outputs_of(g);
+  auto rank2 = [&](ValueId v) { return g.value(v).type.shape.rank() == 2; };
   auto is_t2 = [&](const Node& n) {
     return n.kind == NodeKind::Op && n.def == &ops::def_of<ops::Transpose>() &&
            n.inputs.size() == 1 && n.outputs.size() == 1 && rank2(n.outputs[0]) &&
@@ -344,18 +356,16 @@ void fold_transposed_matmuls(Graph& g) {
   const ops::Attrs swap = ops::attrs_to(ops::Transpose::Attrs{.axis0 = 0, .axis1 = 1});
   for (Node& t : g.nodes) {
     if (!is_t2(t)) continue;
-    const int mv = t.inputs[0];
-    Node& m = g.nodes[static_cast<std::size_t>(g.value(mv).node)];
+    const ValueId mv = t.inputs[0];
+    Node& m = g.node(g.value(mv).node);
     if (m.kind != NodeKind::Op || m.def != &mm || m.inputs.size() != 2 || m.outputs.size() != 1)
       continue;
-    if (consumers[static_cast<std::size_t>(mv)].size() != 1 ||
-        is_output[static_cast<std::size_t>(mv)])
-      continue;
-    const int a = m.inputs[0], b = m.inputs[1];
+    if (consumers[mv].size() != 1 || is_output[mv]) continue;
+    const ValueId a = m.inputs[0], b = m.inputs[1];
     if (!rank2(a) || !rank2(b)) continue;
     const Node& pa = g.producer(a);
     const Node& pb = g.producer(b);
-    int first = -1, second = -1, flip = -1;  // t := MatMul(first, second); m := Transpose(flip)
+    ValueId first, second, flip;  // t := MatMul(first, second); m := Transpose(flip)
     if (is_t2(pa)) {
       flip = b;
       second = pa.inputs[0];
@@ -369,11 +379,10 @@ void fold_transposed_matmuls(Graph& g) {
     m.def = &tr;
     m.inputs = {flip};
     m.attrs = swap;
-    g.values[static_cast<std::size_t>(mv)].type =
-        ops::TensorType{ft.dtype, Shape({ft.shape.dims()[1], ft.shape.dims()[0]})};
+    g.value(mv).type = ops::TensorType{ft.dtype, Shape({ft.shape.dims()[1], ft.shape.dims()[0]})};
     t.def = &mm;
     t.attrs = {};
-    t.inputs = first >= 0 ? std::vector<int>{first, mv} : std::vector<int>{mv, second};
+    t.inputs = first.valid() ? std::vector<ValueId>{first, mv} : std::vector<ValueId>{mv, second};
   }
 }
 
@@ -396,14 +405,11 @@ namespace {
 // that redirect readers.
 struct FusionSite {
   Graph& g;
-  std::vector<std::vector<int>> consumers;
-  std::vector<bool> is_output;
-  std::vector<int> repl;
+  Consumers consumers;
+  IdTable<ValueId, bool> is_output;
+  Replacements repl;
   // v is read by one node and is not a graph output
-  bool only_reader(int v) const {
-    return consumers[static_cast<std::size_t>(v)].size() == 1 &&
-           !is_output[static_cast<std::size_t>(v)];
-  }
+  bool only_reader(ValueId v) const { return consumers[v].size() == 1 && !is_output[v]; }
 };
 
 struct FusionRule {
@@ -439,7 +445,7 @@ typename E::Attrs attrs_of(const Node& n) {
 
 // The conv2d (plain or fused) producing value v, as fused attributes; false
 // when v is not the first output of a conv.
-bool conv_attrs_at(const Graph& g, int v, fused::Conv2dFused::Attrs& a) {
+bool conv_attrs_at(const Graph& g, ValueId v, fused::Conv2dFused::Attrs& a) {
   const Node& c = g.producer(v);
   if (c.kind != NodeKind::Op || g.value(v).index != 0) return false;
   if (c.def == &ops::def_of<ops::Conv2d>()) {
@@ -458,7 +464,7 @@ bool conv_attrs_at(const Graph& g, int v, fused::Conv2dFused::Attrs& a) {
 // value only when its chosen input is > 0, which is what relu_grad keeps.
 bool fuse_pool_grad_relu(Node& n, FusionSite& s) {
   if (!is_single(n, ops::def_of<ops::ReluGrad>()) || n.inputs.size() != 2) return false;
-  const int gv = n.inputs[0], y = n.inputs[1];
+  const ValueId gv = n.inputs[0], y = n.inputs[1];
   const Node& pg = s.g.producer(gv);
   if (!is_single(pg, ops::def_of<ops::MaxPool2dGrad>()) || !s.only_reader(gv) ||
       s.g.value(gv).type != s.g.value(n.outputs[0]).type)
@@ -477,7 +483,7 @@ bool fuse_pool_grad_relu(Node& n, FusionSite& s) {
 // in cache.
 bool fuse_conv_relu(Node& n, FusionSite& s) {
   if (!is_single(n, ops::def_of<ops::Relu>()) || n.inputs.size() != 1) return false;
-  const int cv = n.inputs[0];
+  const ValueId cv = n.inputs[0];
   const Node& c = s.g.producer(cv);
   if (!is_single(c, ops::def_of<ops::Conv2d>()) || !s.only_reader(cv) ||
       s.g.value(cv).type != s.g.value(n.outputs[0]).type ||
@@ -500,22 +506,22 @@ bool fuse_conv_pool(Node& n, FusionSite& s) {
   if (!is_single(n, ops::def_of<ops::MaxPool2d>()) || n.inputs.size() != 1 ||
       !pool_is_2x2(attrs_of<ops::MaxPool2d>(n)))
     return false;
-  const int cv = n.inputs[0];
+  const ValueId cv = n.inputs[0];
   fused::Conv2dFused::Attrs a;
   const ops::TensorType& ct = s.g.value(cv).type;
   if (!conv_attrs_at(s.g, cv, a) || a.max_pool2x2 || !fusable_dtype(ct.dtype) ||
       ct.shape.rank() != 4 || ct.shape[2] < 2 || ct.shape[3] < 2)
     return false;
-  const int ci = s.g.value(cv).node;
-  Node& c = s.g.nodes[static_cast<std::size_t>(ci)];
-  const int nv = static_cast<int>(s.g.values.size());
+  const NodeId ci = s.g.value(cv).node;
+  Node& c = s.g.node(ci);
+  const ValueId nv = s.g.next_value();
   s.g.values.push_back(ir::Value{s.g.value(n.outputs[0]).type, ci, 1, false});
   c.outputs.push_back(nv);
   a.max_pool2x2 = true;
   c.def = &fused::def<fused::Conv2dFused>();
   c.attrs = ops::attrs_to(a);
-  s.repl.resize(s.g.values.size(), -1);
-  s.repl[static_cast<std::size_t>(n.outputs[0])] = nv;
+  s.repl.resize(s.g.values.size());
+  s.repl[n.outputs[0]] = nv;
   return true;
 }
 
@@ -530,7 +536,7 @@ bool fuse_pool_grad_index(Node& n, FusionSite& s) {
       !pool_is_2x2(attrs_of<ops::MaxPool2dGrad>(n)))
     return false;
   const ir::Value x = s.g.value(n.inputs[0]);  // a copy: values grow below
-  Node& c = s.g.nodes[static_cast<std::size_t>(x.node)];
+  Node& c = s.g.node(x.node);
   if (c.kind != NodeKind::Op || c.def != &fused::def<fused::Conv2dFused>() || x.index != 0 ||
       dump_enabled(fused::Conv2dFused::name) ||
       (x.type.dtype != DType::Float32 && x.type.dtype != DType::Float64))
@@ -540,7 +546,7 @@ bool fuse_pool_grad_index(Node& n, FusionSite& s) {
   if (!a.max_pool2x2_index) {
     // conv2d_fused's pooled output (its second) has the index's shape
     const ops::TensorType pooled = s.g.value(c.outputs[1]).type;
-    c.outputs.push_back(static_cast<int>(s.g.values.size()));
+    c.outputs.push_back(s.g.next_value());
     s.g.values.push_back(ir::Value{{DType::UInt8, pooled.shape}, x.node, 2, false});
     a.max_pool2x2_index = true;
     c.attrs = ops::attrs_to(a);
@@ -564,13 +570,11 @@ constexpr FusionRule kFusionRules[] = {
 
 void fuse_activations(Graph& g) {
   for (const FusionRule& rule : kFusionRules) {
-    FusionSite s{g, consumers_of(g), std::vector<bool>(g.values.size(), false),
-                 std::vector<int>(g.values.size(), -1)};
-    for (int v : g.outputs) s.is_output[static_cast<std::size_t>(v)] = true;
+    FusionSite s{g, consumers_of(g), outputs_of(g), no_replacements(g)};
     bool changed = false;
     for (std::size_t i = 0; i < g.nodes.size(); ++i) changed |= rule.rewrite(g.nodes[i], s);
     if (!changed) continue;
-    if (std::any_of(s.repl.begin(), s.repl.end(), [](int v) { return v >= 0; }))
+    if (std::any_of(s.repl.begin(), s.repl.end(), [](ValueId v) { return v.valid(); }))
       g = rebuild(g, identity_order(g), s.repl);
     eliminate_dead_code(g);
   }
@@ -578,44 +582,37 @@ void fuse_activations(Graph& g) {
 
 void fuse_elementwise(Graph& g) {
   const auto consumers = consumers_of(g);
-  std::vector<bool> is_output(g.values.size(), false);
-  for (int v : g.outputs) is_output[static_cast<std::size_t>(v)] = true;
-  // region[i]: the node id of the region's root that node i belongs to (-1: none).
-  std::vector<int> region(g.nodes.size(), -1);
-  std::vector<std::vector<int>> members(g.nodes.size());
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
+  const IdTable<ValueId, bool> is_output = outputs_of(g);
+  // region[i]: the root of the region node i belongs to (kNoNode: none).
+  IdTable<NodeId, NodeId> region(g.nodes.size());
+  IdTable<NodeId, std::vector<NodeId>> members(g.nodes.size());
+  for (NodeId id : identity_order(g)) {
+    const Node& n = g.node(id);
     if (!fusable(n)) continue;
-    const int id = static_cast<int>(i);
-    region[i] = id;
-    std::vector<int> m;
-    for (int v : n.inputs) {
-      const int p = g.value(v).node;
-      const Node& pn = g.nodes[static_cast<std::size_t>(p)];
-      if (!fusable(pn) || region[static_cast<std::size_t>(p)] != p) continue;
-      if (consumers[static_cast<std::size_t>(v)].size() != 1 ||
-          is_output[static_cast<std::size_t>(v)])
-        continue;
+    region[id] = id;
+    std::vector<NodeId> m;
+    for (ValueId v : n.inputs) {
+      const NodeId p = g.value(v).node;
+      if (!fusable(g.node(p)) || region[p] != p) continue;
+      if (consumers[v].size() != 1 || is_output[v]) continue;
       // Absorb the producer's region (a tree rooted at p) into this one.
-      for (int q : members[static_cast<std::size_t>(p)]) region[static_cast<std::size_t>(q)] = id;
-      m.insert(m.end(), members[static_cast<std::size_t>(p)].begin(),
-               members[static_cast<std::size_t>(p)].end());
-      members[static_cast<std::size_t>(p)].clear();
+      for (NodeId q : members[p]) region[q] = id;
+      m.insert(m.end(), members[p].begin(), members[p].end());
+      members[p].clear();
     }
     m.push_back(id);
     std::sort(m.begin(), m.end());
-    members[i] = std::move(m);
+    members[id] = std::move(m);
   }
-  bool any = false;
-  for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    if (region[i] == static_cast<int>(i) && members[i].size() > 1) any = true;
-  if (!any) return;
+  const std::vector<NodeId> all = identity_order(g);
+  auto is_root = [&](NodeId id) { return region[id] == id && members[id].size() > 1; };
+  if (std::none_of(all.begin(), all.end(), is_root)) return;
   // Replace each multi-op region's root by a Fused node; members become dead.
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (region[i] != static_cast<int>(i) || members[i].size() < 2) continue;
-    std::vector<int> leaves;
-    auto fused = build_region(g, members[i], leaves);
-    Node& n = g.nodes[i];
+  for (NodeId id : all) {
+    if (!is_root(id)) continue;
+    std::vector<ValueId> leaves;
+    auto fused = build_region(g, members[id], leaves);
+    Node& n = g.node(id);
     n.kind = NodeKind::Fused;
     n.fused = std::move(fused);
     n.inputs = leaves;
@@ -633,60 +630,58 @@ void order_nodes(Graph& g, ExecOrder exec_order) {
            "jit: exec_order must be ms::ExecOrder::Bfs or ms::ExecOrder::Dfs, got the value ",
            static_cast<int>(exec_order));
   const std::size_t n = g.nodes.size();
-  std::vector<int> order;
-  std::vector<bool> placed(n, false);
+  const std::vector<NodeId> all = identity_order(g);
+  std::vector<NodeId> order;
+  IdTable<NodeId, bool> placed(n, false);
   // Leaves (inputs, captures, constants, scalars) first, in their order.
-  for (std::size_t i = 0; i < n; ++i)
-    if (g.nodes[i].inputs.empty() && g.nodes[i].kind != NodeKind::Assign) {
-      order.push_back(static_cast<int>(i));
-      placed[i] = true;
+  for (NodeId id : all)
+    if (g.node(id).inputs.empty() && g.node(id).kind != NodeKind::Assign) {
+      order.push_back(id);
+      placed[id] = true;
     }
-  std::vector<int> assigns;
-  for (std::size_t i = 0; i < n; ++i)
-    if (g.nodes[i].kind == NodeKind::Assign) assigns.push_back(static_cast<int>(i));
+  std::vector<NodeId> assigns;
+  for (NodeId id : all)
+    if (g.node(id).kind == NodeKind::Assign) assigns.push_back(id);
   if (exec_order == ExecOrder::Bfs) {
     // Kahn's algorithm with a FIFO queue: level by level.
     const auto consumers = consumers_of(g);
-    std::vector<int> pending(n, 0);
-    std::deque<int> ready;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (placed[i] || g.nodes[i].kind == NodeKind::Assign) continue;
-      for (int v : g.nodes[i].inputs)
-        pending[i] += !placed[static_cast<std::size_t>(g.value(v).node)];
-      if (pending[i] == 0) ready.push_back(static_cast<int>(i));
+    IdTable<NodeId, int> pending(n, 0);
+    std::deque<NodeId> ready;
+    for (NodeId id : all) {
+      if (placed[id] || g.node(id).kind == NodeKind::Assign) continue;
+      for (ValueId v : g.node(id).inputs) pending[id] += !placed[g.value(v).node];
+      if (pending[id] == 0) ready.push_back(id);
     }
-    auto release = [&](int id) {
-      for (int v : g.nodes[static_cast<std::size_t>(id)].outputs)
-        for (int c : consumers[static_cast<std::size_t>(v)])
-          if (g.nodes[static_cast<std::size_t>(c)].kind != NodeKind::Assign &&
-              --pending[static_cast<std::size_t>(c)] == 0)
-            ready.push_back(c);
+    auto release = [&](NodeId id) {
+      for (ValueId v : g.node(id).outputs)
+        for (NodeId c : consumers[v])
+          if (g.node(c).kind != NodeKind::Assign && --pending[c] == 0) ready.push_back(c);
     };
     while (!ready.empty()) {
-      const int id = ready.front();
+      const NodeId id = ready.front();
       ready.pop_front();
       order.push_back(id);
-      placed[static_cast<std::size_t>(id)] = true;
+      placed[id] = true;
       release(id);
     }
   } else {
     // Depth first from each output (then each update), children before parents.
-    std::function<void(int)> visit = [&](int id) {
-      if (placed[static_cast<std::size_t>(id)]) return;
-      placed[static_cast<std::size_t>(id)] = true;
-      for (int v : g.nodes[static_cast<std::size_t>(id)].inputs) visit(g.value(v).node);
+    std::function<void(NodeId)> visit = [&](NodeId id) {
+      if (placed[id]) return;
+      placed[id] = true;
+      for (ValueId v : g.node(id).inputs) visit(g.value(v).node);
       order.push_back(id);
     };
-    for (int v : g.outputs) visit(g.value(v).node);
-    for (int a : assigns)
-      for (int v : g.nodes[static_cast<std::size_t>(a)].inputs) visit(g.value(v).node);
-    for (std::size_t i = 0; i < n; ++i)
-      if (g.nodes[i].kind != NodeKind::Assign) visit(static_cast<int>(i));
+    for (ValueId v : g.outputs) visit(g.value(v).node);
+    for (NodeId a : assigns)
+      for (ValueId v : g.node(a).inputs) visit(g.value(v).node);
+    for (NodeId id : all)
+      if (g.node(id).kind != NodeKind::Assign) visit(id);
   }
   // Updates last, in trace order: every read of a parameter's old value precedes them.
   order.insert(order.end(), assigns.begin(), assigns.end());
   MS_ASSERT(order.size() == n);
-  g = rebuild(g, order, std::vector<int>(g.values.size(), -1));
+  g = rebuild(g, order, no_replacements(g));
 }
 
 void optimize(Graph& g, const CompileOptions& o) {

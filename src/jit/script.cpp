@@ -3,6 +3,7 @@
 #include "ms/jit/detail/cache.hpp"
 
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -23,8 +24,9 @@ void ScriptGraph::print(std::ostream& os) const { os << to_string() << std::flus
 
 // ---------------------------------------------------------------- graph split
 
-GraphFragment::GraphFragment(int id, bool is_graph, std::string py_key, std::vector<int> args,
-                             std::vector<int> outputs, ir::Graph g)
+GraphFragment::GraphFragment(int id, bool is_graph, std::string py_key,
+                             std::vector<ir::ValueId> args, std::vector<ir::ValueId> outputs,
+                             ir::Graph g)
     : id_(id),
       is_graph_(is_graph),
       py_key_(std::move(py_key)),
@@ -66,10 +68,10 @@ bool is_split(const ir::Node& n) {
 
 // The subgraph of `nodes` (ids of g) reading `args` as its inputs and returning `outs`;
 // captures, constants and scalars it reads are copied in.
-ir::Graph extract(const ir::Graph& g, const std::vector<int>& nodes, const std::vector<int>& args,
-                  const std::vector<int>& outs) {
+ir::Graph extract(const ir::Graph& g, const std::vector<ir::NodeId>& nodes,
+                  const std::vector<ir::ValueId>& args, const std::vector<ir::ValueId>& outs) {
   ir::Graph f;
-  std::unordered_map<int, int> map;  // value of g -> value of f
+  std::unordered_map<ir::ValueId, ir::ValueId> map;  // value of g -> value of f
   for (std::size_t k = 0; k < args.size(); ++k) {
     ir::Node in;
     in.kind = ir::NodeKind::Input;
@@ -77,27 +79,26 @@ ir::Graph extract(const ir::Graph& g, const std::vector<int>& nodes, const std::
     in.name = "arg" + std::to_string(k);
     map[args[k]] = f.value_of(f.add(std::move(in), {g.value(args[k]).type}));
   }
-  auto value = [&](int v) {
+  auto value = [&](ir::ValueId v) {
     if (auto it = map.find(v); it != map.end()) return it->second;
     const ir::Node& p = g.producer(v);
     MS_ASSERT(is_leaf(p.kind) && p.kind != ir::NodeKind::Input);
     ir::Node copy = p;
     copy.inputs.clear();
-    const int nv = f.value_of(f.add(std::move(copy), {g.value(v).type}, g.value(v).weak));
+    const ir::ValueId nv = f.value_of(f.add(std::move(copy), {g.value(v).type}, g.value(v).weak));
     map[v] = nv;
     return nv;
   };
-  for (int id : nodes) {
-    ir::Node n = g.nodes[static_cast<std::size_t>(id)];
-    for (int& v : n.inputs) v = value(v);
+  for (ir::NodeId id : nodes) {
+    ir::Node n = g.node(id);
+    for (ir::ValueId& v : n.inputs) v = value(v);
     std::vector<ops::TensorType> types;
-    for (int v : n.outputs) types.push_back(g.value(v).type);
-    const std::vector<int> old = n.outputs;
-    const int nid = f.add(std::move(n), types);
-    for (std::size_t k = 0; k < old.size(); ++k)
-      map[old[k]] = f.nodes[static_cast<std::size_t>(nid)].outputs[k];
+    for (ir::ValueId v : n.outputs) types.push_back(g.value(v).type);
+    const std::vector<ir::ValueId> old = n.outputs;
+    const ir::NodeId nid = f.add(std::move(n), types);
+    for (std::size_t k = 0; k < old.size(); ++k) map[old[k]] = f.node(nid).outputs[k];
   }
-  for (int v : outs) f.outputs.push_back(value(v));
+  for (ir::ValueId v : outs) f.outputs.push_back(value(v));
   return f;
 }
 
@@ -106,53 +107,55 @@ ir::Graph extract(const ir::Graph& g, const std::vector<int>& nodes, const std::
 std::vector<GraphFragment> graph_split(const ScriptGraph& sg) {
   const ir::Graph& g = sg.graph();
   // Segments of consecutive non-split nodes, and each split node alone.
-  std::vector<std::pair<std::vector<int>, bool>> segs;
-  std::vector<int> cur;
+  std::vector<std::pair<std::vector<ir::NodeId>, bool>> segs;
+  std::vector<ir::NodeId> cur;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
     if (is_leaf(n.kind)) continue;
     if (is_split(n)) {
       if (!cur.empty()) segs.emplace_back(std::move(cur), true);
       cur.clear();
-      segs.emplace_back(std::vector<int>{static_cast<int>(i)}, false);
+      segs.emplace_back(std::vector<ir::NodeId>{ir::NodeId{i}}, false);
     } else {
-      cur.push_back(static_cast<int>(i));
+      cur.push_back(ir::NodeId{i});
     }
   }
   if (!cur.empty()) segs.emplace_back(std::move(cur), true);
 
-  std::vector<int> seg_of(g.nodes.size(), -1);
+  // seg_of[node]: the segment holding the node (leaves: none).
+  constexpr std::size_t kNoSeg = std::numeric_limits<std::size_t>::max();
+  ir::IdTable<ir::NodeId, std::size_t> seg_of(g.nodes.size(), kNoSeg);
   for (std::size_t s = 0; s < segs.size(); ++s)
-    for (int id : segs[s].first) seg_of[static_cast<std::size_t>(id)] = static_cast<int>(s);
-  std::vector<bool> is_out(g.values.size(), false);
-  for (int v : g.outputs) is_out[static_cast<std::size_t>(v)] = true;
+    for (ir::NodeId id : segs[s].first) seg_of[id] = s;
+  ir::IdTable<ir::ValueId, bool> is_out(g.values.size(), false);
+  for (ir::ValueId v : g.outputs) is_out[v] = true;
 
   std::vector<GraphFragment> frags;
   for (std::size_t s = 0; s < segs.size(); ++s) {
-    std::vector<int> args, outs;
-    auto add_unique = [](std::vector<int>& xs, int v) {
+    std::vector<ir::ValueId> args, outs;
+    auto add_unique = [](std::vector<ir::ValueId>& xs, ir::ValueId v) {
       if (std::find(xs.begin(), xs.end(), v) == xs.end()) xs.push_back(v);
     };
-    for (int id : segs[s].first)
-      for (int v : g.nodes[static_cast<std::size_t>(id)].inputs) {
+    for (ir::NodeId id : segs[s].first)
+      for (ir::ValueId v : g.node(id).inputs) {
         const ir::Node& p = g.producer(v);
-        if (p.kind == ir::NodeKind::Input ||
-            (!is_leaf(p.kind) &&
-             seg_of[static_cast<std::size_t>(g.value(v).node)] != static_cast<int>(s)))
+        if (p.kind == ir::NodeKind::Input || (!is_leaf(p.kind) && seg_of[g.value(v).node] != s))
           add_unique(args, v);
       }
-    for (int id : segs[s].first)
-      for (int v : g.nodes[static_cast<std::size_t>(id)].outputs) {
-        bool needed = is_out[static_cast<std::size_t>(v)];
-        for (std::size_t i = 0; i < g.nodes.size() && !needed; ++i)
-          if (seg_of[i] > static_cast<int>(s))
-            for (int u : g.nodes[i].inputs) needed |= u == v;
+    for (ir::NodeId id : segs[s].first)
+      for (ir::ValueId v : g.node(id).outputs) {
+        bool needed = is_out[v];
+        for (std::size_t i = 0; i < g.nodes.size() && !needed; ++i) {
+          const std::size_t later = seg_of[ir::NodeId{i}];
+          if (later != kNoSeg && later > s)
+            for (ir::ValueId u : g.nodes[i].inputs) needed |= u == v;
+        }
         if (needed) outs.push_back(v);
       }
     const bool graph = segs[s].second;
     std::string key;
     if (!graph) {
-      const ir::Node& n = g.nodes[static_cast<std::size_t>(segs[s].first[0])];
+      const ir::Node& n = g.node(segs[s].first[0]);
       key = n.attrs.get_or<std::string>("func_id", std::string(n.def->name), n.def->name);
     }
     frags.emplace_back(static_cast<int>(s), graph, std::move(key), args, outs,
@@ -164,7 +167,7 @@ std::vector<GraphFragment> graph_split(const ScriptGraph& sg) {
 std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<GraphFragment>& frags,
                                   std::span<const Tensor> inputs) {
   const ir::Graph& g = sg.graph();
-  std::unordered_map<int, Tensor> env;
+  std::unordered_map<ir::ValueId, Tensor> env;
   for (const ir::Node& n : g.nodes) {
     if (n.kind == ir::NodeKind::Input) {
       MS_CHECK(static_cast<std::size_t>(n.arg_index) < inputs.size(), ValueError,
@@ -176,7 +179,7 @@ std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<Graph
   }
   for (const GraphFragment& f : frags) {
     std::vector<Tensor> args;
-    for (int v : f.args_list()) {
+    for (ir::ValueId v : f.args_list()) {
       auto it = env.find(v);
       MS_CHECK(it != env.end(), ValueError, "run_fragments: fragment ", f.id(), " reads value ", v,
                " that no earlier fragment produced");
@@ -186,7 +189,7 @@ std::vector<Tensor> run_fragments(const ScriptGraph& sg, const std::vector<Graph
     for (std::size_t k = 0; k < out.size(); ++k) env[f.outputs()[k]] = std::move(out[k]);
   }
   std::vector<Tensor> res;
-  for (int v : g.outputs) res.push_back(env.at(v));
+  for (ir::ValueId v : g.outputs) res.push_back(env.at(v));
   return res;
 }
 

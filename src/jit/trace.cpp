@@ -26,9 +26,9 @@ void TraceContext::deactivate() {
   active_ = false;
 }
 
-Tensor TraceContext::symbolic(int value) const {
+Tensor TraceContext::symbolic(ir::ValueId value) const {
   const ir::Value& v = g_.value(value);
-  return Tensor::symbolic(v.type.dtype, v.type.shape, id_, value);
+  return Tensor::symbolic(v.type.dtype, v.type.shape, id_, value.raw());
 }
 
 Tensor TraceContext::add_input(DType dtype, const Shape& shape, std::string name) {
@@ -46,7 +46,8 @@ void TraceContext::bind_input(const Tensor& t, std::string name) {
   MS_CHECK(t.defined() && !t.is_symbolic(), ValueError,
            "jit_begin: arguments must be concrete tensors");
   const Tensor s = add_input(t.dtype(), t.shape(), std::move(name));
-  bound_.push_back({t, s.symbolic_id(), s.symbolic_id()});
+  const ir::ValueId v{s.symbolic_id()};
+  bound_.push_back({t, v, v});
 }
 
 bool TraceContext::bound(const Tensor& t) const {
@@ -55,13 +56,13 @@ bool TraceContext::bound(const Tensor& t) const {
   return false;
 }
 
-int TraceContext::value_of(const Tensor& t, std::string_view what) {
+ir::ValueId TraceContext::value_of(const Tensor& t, std::string_view what) {
   MS_CHECK(t.defined(), ValueError, what, ": an input is an undefined tensor");
   if (t.is_symbolic()) {
     MS_CHECK(t.trace_id() == id_, ValueError, what,
              ": a symbolic tensor of another trace was used (a traced value was kept after its "
              "ms::jit call returned)");
-    return t.symbolic_id();
+    return ir::ValueId{t.symbolic_id()};
   }
   for (const Bound& b : bound_)
     if (b.tensor.is_same(t)) return b.current;
@@ -81,7 +82,7 @@ int TraceContext::value_of(const Tensor& t, std::string_view what) {
     }
     n.name = std::move(name);
   }
-  const int v = g_.value_of(g_.add(std::move(n), {{t.dtype(), t.shape()}}));
+  const ir::ValueId v = g_.value_of(g_.add(std::move(n), {{t.dtype(), t.shape()}}));
   bound_.push_back({t, v, v});
   return v;
 }
@@ -109,9 +110,9 @@ std::vector<Tensor> TraceContext::record(const ops::OpDef& def, std::span<const 
   }
   // Shape and dtype errors surface here, at trace time, from the op's own rule.
   const std::vector<ops::TensorType> out = def.infer(types, attrs);
-  const int node = g_.add(std::move(n), out);
+  const ir::NodeId node = g_.add(std::move(n), out);
   std::vector<Tensor> res;
-  for (int v : g_.nodes[static_cast<std::size_t>(node)].outputs) res.push_back(symbolic(v));
+  for (ir::ValueId v : g_.node(node).outputs) res.push_back(symbolic(v));
   return res;
 }
 
@@ -125,7 +126,7 @@ Tensor TraceContext::record_elementwise(int op_id, std::span<const ops::EwTraceA
   std::vector<ir::Value> vals;
   std::vector<Scalar> scalars;
   for (const ops::EwTraceArg& a : args) {
-    int v;
+    ir::ValueId v;
     if (a.tensor == nullptr) {
       ir::Node s;
       s.kind = ir::NodeKind::Scalar;
@@ -165,14 +166,14 @@ void TraceContext::record_assign(const Tensor& dst, const Tensor& src, const cha
   value_of(dst, what);  // registers the capture if new
   std::size_t bi = 0;
   while (!bound_[bi].tensor.is_same(dst)) ++bi;
-  const int dst_capture = bound_[bi].value;
+  const ir::ValueId dst_capture = bound_[bi].value;
   MS_CHECK(g_.producer(dst_capture).kind == ir::NodeKind::Capture, ValueError, what,
            ": cannot write into a tensor created inside the traced function");
   // Writes convert and broadcast like copy_: record that as ops, then the update.
   Tensor v = src;
   if (v.dtype() != dst.dtype()) v = cast(v, dst.dtype());
   if (v.shape() != dst.shape()) v = broadcast_to(v, dst.shape());
-  const int src_value = value_of(v, what);
+  const ir::ValueId src_value = value_of(v, what);
   ir::Node n;
   n.kind = ir::NodeKind::Assign;
   n.inputs = {dst_capture, src_value};

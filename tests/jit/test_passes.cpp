@@ -202,7 +202,7 @@ TEST_SUITE("jit") {
         },
         {{2, 2}, {2, 2}});
     auto op_inputs = [](const ir::Graph& gr) {  // which input each matmul reads, in order
-      std::vector<int> order;
+      std::vector<ir::ValueId> order;
       for (const ir::Node& n : gr.nodes)
         if (n.kind == NodeKind::Op && n.def->name == "matmul") order.push_back(n.inputs[0]);
       return order;

@@ -14,8 +14,13 @@
 //   // }
 #pragma once
 
+#include <compare>
+#include <concepts>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -24,6 +29,53 @@
 #include "ms/ops/op.hpp"
 
 namespace ms::ir {
+
+/// A typed index into one of a Graph's tables: `ValueId` into `values`,
+/// `NodeId` into `nodes`. Made explicitly from an index, read back with
+/// `index()`, so a node id cannot be passed where a value id is meant.
+/// Default-constructed, it is "none" (`kNoValue`, `kNoNode`).
+template <class Tag>
+class Id {
+ public:
+  constexpr Id() = default;
+  template <std::integral I>
+  constexpr explicit Id(I i) : v_(static_cast<int>(i)) {}
+  /// The position in the graph's table (the id must not be "none").
+  constexpr std::size_t index() const { return static_cast<std::size_t>(v_); }
+  /// The id as a signed number (-1 for "none"): for printing and for the
+  /// places that store it as a plain int (a symbolic tensor's id).
+  constexpr int raw() const { return v_; }
+  constexpr bool valid() const { return v_ >= 0; }
+  friend constexpr bool operator==(Id, Id) = default;
+  friend constexpr auto operator<=>(Id, Id) = default;
+  friend std::ostream& operator<<(std::ostream& os, Id id) { return os << id.v_; }
+
+ private:
+  int v_ = -1;
+};
+
+using ValueId = Id<struct ValueTag>;
+using NodeId = Id<struct NodeTag>;
+inline constexpr ValueId kNoValue{};
+inline constexpr NodeId kNoNode{};
+
+/// A table with one entry per value (`IdTable<ValueId, T>`) or per node,
+/// indexed by id.
+template <class K, class T>
+class IdTable {
+ public:
+  IdTable() = default;
+  explicit IdTable(std::size_t n, const T& init = T{}) : v_(n, init) {}
+  decltype(auto) operator[](K k) { return v_[k.index()]; }
+  decltype(auto) operator[](K k) const { return v_[k.index()]; }
+  std::size_t size() const { return v_.size(); }
+  void resize(std::size_t n, const T& init = T{}) { v_.resize(n, init); }
+  auto begin() const { return v_.begin(); }
+  auto end() const { return v_.end(); }
+
+ private:
+  std::vector<T> v_;
+};
 
 enum class NodeKind : std::uint8_t {
   Input,    ///< argument `arg_index` of the function (a tensor)
@@ -47,8 +99,8 @@ struct Node {
   NodeKind kind = NodeKind::Op;
   const ops::OpDef* def = nullptr;           ///< Op
   int ew_id = -1;                            ///< Op of an elementwise def: its ElementwiseOps id
-  std::vector<int> inputs;                   ///< value ids
-  std::vector<int> outputs;                  ///< value ids
+  std::vector<ValueId> inputs;               ///< read values
+  std::vector<ValueId> outputs;              ///< defined values
   ops::Attrs attrs;                          ///< Op
   Tensor tensor;                             ///< Capture, Const
   ms::Scalar scalar = 0;                     ///< Scalar
@@ -59,7 +111,7 @@ struct Node {
 
 struct Value {
   ops::TensorType type;
-  int node = -1;      ///< producing node
+  NodeId node;        ///< producing node
   int index = 0;      ///< output index in that node
   bool weak = false;  ///< a Scalar node's value: a weak number
 };
@@ -68,17 +120,23 @@ struct Value {
 struct Graph {
   std::vector<Node> nodes;
   std::vector<Value> values;
-  std::vector<int> outputs;  ///< value ids returned by the function, in order
+  std::vector<ValueId> outputs;  ///< values returned by the function, in order
   /// A generalized graph's dims as printed (`s0`, `784*s0`), per value; empty
   /// (or an empty entry) prints the concrete dims. Only the printer reads it.
   std::vector<std::vector<std::string>> symbolic_dims;
 
   /// Appends `n`, creating one value per entry of `types`; returns the node id.
-  int add(Node n, const std::vector<ops::TensorType>& types, bool weak = false);
+  NodeId add(Node n, const std::vector<ops::TensorType>& types, bool weak = false);
   /// The value produced by single-output node `node`.
-  int value_of(int node) const { return nodes[static_cast<std::size_t>(node)].outputs.at(0); }
-  const Value& value(int v) const { return values[static_cast<std::size_t>(v)]; }
-  const Node& producer(int v) const { return nodes[static_cast<std::size_t>(value(v).node)]; }
+  ValueId value_of(NodeId node) const { return this->node(node).outputs.at(0); }
+  const Value& value(ValueId v) const { return values[v.index()]; }
+  Value& value(ValueId v) { return values[v.index()]; }
+  const Node& node(NodeId n) const { return nodes[n.index()]; }
+  Node& node(NodeId n) { return nodes[n.index()]; }
+  const Node& producer(ValueId v) const { return node(value(v).node); }
+  /// The id of the next node `add` makes / of the next value.
+  NodeId next_node() const { return NodeId{nodes.size()}; }
+  ValueId next_value() const { return ValueId{values.size()}; }
   /// Number of nodes of kind `k`.
   std::size_t count(NodeKind k) const;
   /// Number of Op nodes whose op is `name`.
@@ -106,3 +164,8 @@ ops::TensorType infer_elementwise(int ew_id, std::span<const Value> operands,
                                   std::span<const ms::Scalar> scalars);
 
 }  // namespace ms::ir
+
+template <class Tag>
+struct std::hash<ms::ir::Id<Tag>> {
+  std::size_t operator()(ms::ir::Id<Tag> id) const noexcept { return std::hash<int>{}(id.raw()); }
+};

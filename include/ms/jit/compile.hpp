@@ -65,8 +65,9 @@ void order_nodes(ir::Graph& g, ExecOrder exec_order);
 /// Builds the elementwise program computing the value of node `root` from the
 /// elementwise Op nodes `members` (in graph order, root last). `leaves`
 /// receives the value ids the program loads, in leaf order.
-std::shared_ptr<ir::FusedRegion> build_region(const ir::Graph& g, std::span<const int> members,
-                                              std::vector<int>& leaves);
+std::shared_ptr<ir::FusedRegion> build_region(const ir::Graph& g,
+                                              std::span<const ir::NodeId> members,
+                                              std::vector<ir::ValueId>& leaves);
 
 /// A compiled graph, ready to run. Thread-safe: concurrent runs use separate frames.
 class Executable {
@@ -90,8 +91,8 @@ class Executable {
  private:
   ir::Graph graph_;
   std::vector<Step> steps_;
-  std::vector<int> input_values_;  ///< by argument index
-  std::vector<int> leaf_values_;   ///< inputs, captures and constants
+  std::vector<ir::ValueId> input_values_;  ///< by argument index
+  std::vector<ir::ValueId> leaf_values_;   ///< inputs, captures and constants
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Frame>> free_frames_;
   mutable std::int64_t arena_bytes_ = 0;

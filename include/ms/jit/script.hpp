@@ -53,16 +53,16 @@ class ScriptGraph {
 /// graph, named by their ids in it.
 class GraphFragment {
  public:
-  GraphFragment(int id, bool is_graph, std::string py_key, std::vector<int> args,
-                std::vector<int> outputs, ir::Graph g);
+  GraphFragment(int id, bool is_graph, std::string py_key, std::vector<ir::ValueId> args,
+                std::vector<ir::ValueId> outputs, ir::Graph g);
   int id() const { return id_; }
   bool is_graph() const { return is_graph_; }
   /// The split op's `func_id` attribute (empty for graph fragments).
   const std::string& py_key() const { return py_key_; }
   /// Script-graph values the fragment reads, in argument order.
-  const std::vector<int>& args_list() const { return args_; }
+  const std::vector<ir::ValueId>& args_list() const { return args_; }
   /// Script-graph values the fragment produces, in result order.
-  const std::vector<int>& outputs() const { return outputs_; }
+  const std::vector<ir::ValueId>& outputs() const { return outputs_; }
   const ir::Graph& graph() const { return exe_->graph(); }
   /// Runs the fragment on tensors for args_list(); returns tensors for outputs().
   std::vector<Tensor> operator()(std::span<const Tensor> args) const;
@@ -72,7 +72,7 @@ class GraphFragment {
   int id_;
   bool is_graph_;
   std::string py_key_;
-  std::vector<int> args_, outputs_;
+  std::vector<ir::ValueId> args_, outputs_;
   std::shared_ptr<compiler::Executable> exe_;
 };
 

@@ -50,9 +50,9 @@ class TraceContext final : public ops::Tracer {
   const ir::Graph& graph() const { return g_; }
   /// The value a tensor stands for in this trace (a concrete tensor becomes a
   /// capture or constant on first use).
-  int value_id(const Tensor& t) { return value_of(t, "trace"); }
+  ir::ValueId value_id(const Tensor& t) { return value_of(t, "trace"); }
   /// A symbolic tensor for value `v`.
-  Tensor symbolic_value(int v) const { return symbolic(v); }
+  Tensor symbolic_value(ir::ValueId v) const { return symbolic(v); }
 
   std::uint32_t trace_id() const override { return id_; }
   std::vector<Tensor> record(const ops::OpDef& def, std::span<const Tensor> inputs,
@@ -61,9 +61,9 @@ class TraceContext final : public ops::Tracer {
   void record_assign(const Tensor& dst, const Tensor& src, const char* what) override;
 
  private:
-  int value_of(const Tensor& t, std::string_view what);
+  ir::ValueId value_of(const Tensor& t, std::string_view what);
   bool bound(const Tensor& t) const;  ///< its storage already feeds the graph
-  Tensor symbolic(int value) const;
+  Tensor symbolic(ir::ValueId value) const;
   void deactivate();
 
   ir::Graph g_;
@@ -74,9 +74,9 @@ class TraceContext final : public ops::Tracer {
   bool active_ = false;
   ops::Tracer* prev_ = nullptr;
   struct Bound {
-    Tensor tensor;  ///< the concrete tensor
-    int value;      ///< its Capture / Const value
-    int current;    ///< its value now (after Assign nodes: the assigned value)
+    Tensor tensor;        ///< the concrete tensor
+    ir::ValueId value;    ///< its Capture / Const value
+    ir::ValueId current;  ///< its value now (after Assign nodes: the assigned value)
   };
   std::vector<Bound> bound_;
   std::vector<Shape> shapes_;  ///< override_input_shapes

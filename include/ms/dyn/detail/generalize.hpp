@@ -39,9 +39,9 @@
 #include <vector>
 
 #include "ms/core/function_ref.hpp"
+#include "ms/core/symbolic.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/ir/graph.hpp"
-#include "ms/core/symbolic.hpp"
 
 namespace ms::dyn::detail {
 
@@ -165,8 +165,9 @@ class SymbolicGraph {
   /// Where a size-dependent number lives, and its expression.
   struct Slot {
     enum class Where : std::uint8_t { Dim, Attr, AttrElem, Scalar } where = Where::Dim;
-    int a = 0, b = 0, c = 0;  ///< Dim: value a, dim b; Attr(Elem): node a, attribute b (element c);
-                              ///< Scalar: node a
+    ir::ValueId value;         ///< Dim: the value
+    ir::NodeId node;           ///< Attr, AttrElem, Scalar: the node
+    std::size_t b = 0, c = 0;  ///< Dim: dim b; Attr(Elem): attribute b (element c)
     SymExpr expr;
   };
 
