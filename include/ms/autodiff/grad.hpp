@@ -120,8 +120,8 @@ void check_sens(const Tensor& y, const Tensor& sens, std::string_view api);
 /// defined floating-point tensor; ValueError or TypeError naming `api` otherwise.
 void check_wrt(const Tensor& t, std::string_view what, std::string_view api);
 
-template <class T>
 /// `&a` when `a` is a Tensor, null for any other argument.
+template <class T>
 const Tensor* tensor_ptr(const T& a) {
   if constexpr (std::is_same_v<std::remove_cvref_t<T>, Tensor>)
     return &a;
@@ -142,9 +142,9 @@ class GradFunction {
         has_aux_(opts.has_aux),
         warn_unused_(opts.warn_unused) {}
 
-  template <class... A>
   /// Calls the function on `args` under a trace and returns the gradients (and
   /// the value, the aux outputs) as ms::grad / ms::value_and_grad describe.
+  template <class... A>
   auto operator()(const A&... args) const {
     if constexpr (Sens) {
       static_assert(sizeof...(A) >= 1, "ms::grad with sens_param: pass the sensitivity last");
@@ -258,8 +258,8 @@ class GradFunction {
   bool warn_unused_;
 };
 
-template <class...>
 /// False for any `T...`: a static_assert in a template that must not be instantiated.
+template <class...>
 inline constexpr bool always_false_v = false;
 
 }  // namespace autodiff
@@ -314,9 +314,9 @@ requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void grad(F, A&&,
                 "true}) (every field may be left out; .position = std::nullopt differentiates "
                 "only the weights), and ms::sens_param after the options for a sensitivity");
 }
-template <class F, class A, class... Rest>
 /// As for grad: any second argument but a GradOptions stops the build with a
 /// sentence naming the accepted forms.
+template <class F, class A, class... Rest>
 requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void value_and_grad(F, A&&,
                                                                                    Rest&&...) {
   static_assert(autodiff::always_false_v<F, A, Rest...>,

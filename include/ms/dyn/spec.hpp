@@ -51,8 +51,8 @@ struct EnableDynamic {
   F fn;
   /// One spec per tensor argument of `fn`, in order.
   std::vector<TensorSpec> specs;
-  template <class... A>
   /// Calls the wrapped function with `a` (the specs only matter under ms::jit).
+  template <class... A>
   decltype(auto) operator()(A&&... a) {
     return fn(std::forward<A>(a)...);
   }
@@ -69,8 +69,8 @@ template <class C>
 struct CellRef {
   /// The cell (not owned: it must outlive the jitted function).
   C* cell;
-  template <class... A>
   /// Calls the cell with `a`.
+  template <class... A>
   decltype(auto) operator()(A&&... a) {
     return (*cell)(std::forward<A>(a)...);
   }

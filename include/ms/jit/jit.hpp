@@ -99,13 +99,13 @@ struct Mutable {
   /// The wrapped argument.
   T value;
 };
-template <Number T>
 /// Marks the number `v` as a mutable graph input: `ms::mutable_(0.5)`.
+template <Number T>
 Mutable<T> mutable_(T v) {
   return {v};
 }
-template <class X>
 /// Marks the sequence `v` as mutable: each element may be generalized on its own.
+template <class X>
 Mutable<std::vector<X>> mutable_(std::vector<X> v) {
   return {std::move(v)};
 }

@@ -129,8 +129,8 @@ auto frontend_compile(F fn) {
 
 /// Starts recording a snippet of eager code named `name` whose inputs are `args`.
 void jit_begin(const std::string& name, std::vector<Tensor> args);
-template <class... T>
 /// As jit_begin(name, args) with the tensors given one by one.
+template <class... T>
 requires(std::same_as<std::remove_cvref_t<T>, Tensor>&&...) void jit_begin(const std::string& name,
                                                                            const T&... args) {
   jit_begin(name, std::vector<Tensor>{args...});

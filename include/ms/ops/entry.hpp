@@ -86,8 +86,8 @@ struct Field {
   /// The member holding it.
   T A::*member;
 };
-template <class A, class T>
 /// Describes the attribute `member` of `A` under `name` (for Attrs::fields()).
+template <class A, class T>
 constexpr Field<A, T> field(std::string_view name, T A::*member) {
   return {name, member};
 }
