@@ -229,9 +229,13 @@ concept Element = requires {
 }
 &&std::is_trivially_copyable_v<T>;
 
-/// Calls `f(ms::TypeTag<T>{})` with the C++ type of `t`:
-/// `ms::dtype_dispatch(t, [&](auto tag) { using T = typename std::decay_t<decltype(tag)>::type; ...
-/// });` int4 has no element type and raises TypeError naming `what`.
+/// Calls `f(ms::TypeTag<T>{})` with the C++ type of `t`; int4 has no element
+/// type and raises TypeError naming `what`:
+///
+///     ms::dtype_dispatch(t, [&](auto tag) {
+///       using T = typename std::decay_t<decltype(tag)>::type;
+///       ...
+///     });
 template <class F>
 decltype(auto) dtype_dispatch(DType t, F&& f, std::string_view what = "dtype_dispatch") {
   switch (t) {
