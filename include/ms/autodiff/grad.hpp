@@ -39,8 +39,8 @@
 #include "ms/core/warning.hpp"
 #include "ms/jit/compile.hpp"
 #include "ms/jit/jit.hpp"
-#include "ms/ops/layout.hpp"  // ms::stop_gradient
 #include "ms/jit/trace.hpp"
+#include "ms/ops/layout.hpp"  // ms::stop_gradient
 
 namespace ms {
 
@@ -48,10 +48,15 @@ namespace ms {
 /// a list of indices, or std::nullopt (none: only the weights).
 ///   {.position = 1}   {.position = {0, 2}}   {.position = std::nullopt}
 struct GradPosition {
-  GradPosition(int i) : idx{i} {}                          // NOLINT: implicit, as MindSpore's int
+  /// One argument index.
+  GradPosition(int i) : idx{i} {}  // NOLINT: implicit, as MindSpore's int
+  /// Several argument indices, in the order their gradients are returned.
   GradPosition(std::vector<int> v) : idx(std::move(v)) {}  // NOLINT
-  GradPosition(std::initializer_list<int> v) : idx(v) {}   // NOLINT
-  GradPosition(std::nullopt_t) {}                          // NOLINT
+  /// Several argument indices: `{0, 2}`.
+  GradPosition(std::initializer_list<int> v) : idx(v) {}  // NOLINT
+  /// No argument: only the weights are differentiated.
+  GradPosition(std::nullopt_t) {}  // NOLINT
+  /// The argument indices (empty: none).
   std::vector<int> idx;
 };
 
@@ -73,12 +78,15 @@ struct GradOptions {
 
 /// Tag: the call's last argument is the sensitivity (see the header comment).
 struct SensParam {};
+/// The ms::SensParam tag value: `ms::grad(f, {}, ms::sens_param)`.
 inline constexpr SensParam sens_param{};
 
 /// What value_and_grad returns: `auto [value, grads] = ...`.
 template <class V, class G>
 struct ValueAndGrad {
+  /// What the function returned.
   V value;
+  /// The gradients, as grad returns them.
   G grads;
 };
 
@@ -87,7 +95,9 @@ struct ValueAndGrad {
 /// outputs after the first, flattened.
 template <class G>
 struct GradAndAux {
+  /// The gradients, as grad without has_aux returns them.
   G grads;
+  /// The function's outputs after the first, flattened, without gradient.
   std::vector<Tensor> aux;
 };
 
@@ -106,8 +116,11 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
 void check_output(const Tensor& y, std::string_view api);
 /// Checks a sensitivity against the output it stands for.
 void check_sens(const Tensor& y, const Tensor& sens, std::string_view api);
+/// Checks that `t` (named `what` in the message) can be differentiated against: a
+/// defined floating-point tensor; ValueError or TypeError naming `api` otherwise.
 void check_wrt(const Tensor& t, std::string_view what, std::string_view api);
 
+/// `&a` when `a` is a Tensor, null for any other argument.
 template <class T>
 const Tensor* tensor_ptr(const T& a) {
   if constexpr (std::is_same_v<std::remove_cvref_t<T>, Tensor>)
@@ -121,6 +134,7 @@ const Tensor* tensor_ptr(const T& a) {
 template <class F, bool WithValue, bool Single, bool Sens = false>
 class GradFunction {
  public:
+  /// Differentiates `fn` as `opts` says.
   GradFunction(F fn, GradOptions opts)
       : fn_(std::move(fn)),
         pos_(std::move(opts.position.idx)),
@@ -128,6 +142,8 @@ class GradFunction {
         has_aux_(opts.has_aux),
         warn_unused_(opts.warn_unused) {}
 
+  /// Calls the function on `args` under a trace and returns the gradients (and
+  /// the value, the aux outputs) as ms::grad / ms::value_and_grad describe.
   template <class... A>
   auto operator()(const A&... args) const {
     if constexpr (Sens) {
@@ -242,6 +258,7 @@ class GradFunction {
   bool warn_unused_;
 };
 
+/// False for any `T...`: a static_assert in a template that must not be instantiated.
 template <class...>
 inline constexpr bool always_false_v = false;
 
@@ -297,6 +314,8 @@ requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void grad(F, A&&,
                 "true}) (every field may be left out; .position = std::nullopt differentiates "
                 "only the weights), and ms::sens_param after the options for a sensitivity");
 }
+/// As for grad: any second argument but a GradOptions stops the build with a
+/// sentence naming the accepted forms.
 template <class F, class A, class... Rest>
 requires(!std::is_same_v<std::remove_cvref_t<A>, GradOptions>) void value_and_grad(F, A&&,
                                                                                    Rest&&...) {

@@ -19,17 +19,25 @@
 
 namespace ms::testing {
 
+/// Step and tolerances of gradcheck: an analytic entry `a` matches the numeric `n`
+/// when |a - n| <= atol + rtol * |n|.
 struct GradcheckOptions {
+  /// The central-difference step.
   double eps = 1e-6;
+  /// Absolute tolerance.
   double atol = 1e-5;
+  /// Relative tolerance.
   double rtol = 1e-4;
   /// Inputs not to differentiate (indices), e.g. integer indices or masks.
   std::vector<int> skip = {};
 };
 
+/// What gradcheck found.
 struct GradcheckResult {
+  /// Whether every gradient entry matched.
   bool ok = true;
   std::string message;  ///< the first mismatch: input, element, analytic vs numeric
+  /// The largest |analytic - numeric| seen over all entries.
   double max_error = 0;
 };
 

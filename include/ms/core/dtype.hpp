@@ -37,26 +37,45 @@ enum class DType : std::uint8_t {
   Int4,  ///< packed two per byte, low nibble first; storage and cast only
 };
 
+/// The number of DType values (the size of a table indexed by dtype).
 inline constexpr int kNumDTypes = 16;
 
+/// The dtype DType::Bool (`ms::bool_`, as MindSpore's `mindspore.bool_`).
 inline constexpr DType bool_ = DType::Bool;
+/// The dtype DType::Int8 (`ms::int8`, as MindSpore's `mindspore.int8`).
 inline constexpr DType int8 = DType::Int8;
+/// The dtype DType::Int16 (`ms::int16`, as MindSpore's `mindspore.int16`).
 inline constexpr DType int16 = DType::Int16;
+/// The dtype DType::Int32 (`ms::int32`, as MindSpore's `mindspore.int32`).
 inline constexpr DType int32 = DType::Int32;
+/// The dtype DType::Int64 (`ms::int64`, as MindSpore's `mindspore.int64`).
 inline constexpr DType int64 = DType::Int64;
+/// The dtype DType::UInt8 (`ms::uint8`, as MindSpore's `mindspore.uint8`).
 inline constexpr DType uint8 = DType::UInt8;
+/// The dtype DType::UInt16 (`ms::uint16`, as MindSpore's `mindspore.uint16`).
 inline constexpr DType uint16 = DType::UInt16;
+/// The dtype DType::UInt32 (`ms::uint32`, as MindSpore's `mindspore.uint32`).
 inline constexpr DType uint32 = DType::UInt32;
+/// The dtype DType::UInt64 (`ms::uint64`, as MindSpore's `mindspore.uint64`).
 inline constexpr DType uint64 = DType::UInt64;
+/// The dtype DType::Float16 (`ms::float16`, as MindSpore's `mindspore.float16`).
 inline constexpr DType float16 = DType::Float16;
+/// The dtype DType::BFloat16 (`ms::bfloat16`, as MindSpore's `mindspore.bfloat16`).
 inline constexpr DType bfloat16 = DType::BFloat16;
+/// The dtype DType::Float32 (`ms::float32`, as MindSpore's `mindspore.float32`).
 inline constexpr DType float32 = DType::Float32;
+/// The dtype DType::Float64 (`ms::float64`, as MindSpore's `mindspore.float64`).
 inline constexpr DType float64 = DType::Float64;
+/// The dtype DType::Complex64 (`ms::complex64`, as MindSpore's `mindspore.complex64`).
 inline constexpr DType complex64 = DType::Complex64;
+/// The dtype DType::Complex128 (`ms::complex128`, as MindSpore's `mindspore.complex128`).
 inline constexpr DType complex128 = DType::Complex128;
+/// The dtype DType::Int4 (packed two per byte; storage and cast only).
 inline constexpr DType int4 = DType::Int4;
 
+/// The C++ type of complex64 elements.
 using complex64_t = std::complex<float>;
+/// The C++ type of complex128 elements.
 using complex128_t = std::complex<double>;
 
 /// MindSpore's spelling of a dtype, as printed in tensors: "Float32", "Int64", "Bool".
@@ -67,6 +86,7 @@ constexpr std::string_view dtype_name(DType t) {
   return names[static_cast<int>(t)];
 }
 
+/// Prints dtype_name(t).
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 /// Bytes per element; 0 for int4, whose size is given by `dtype_nbytes`.
@@ -75,19 +95,24 @@ constexpr std::int64_t dtype_itemsize(DType t) {
   return sizes[static_cast<int>(t)];
 }
 
+/// True for bool_.
 constexpr bool dtype_is_bool(DType t) { return t == DType::Bool; }
+/// True for int4, int8, int16, int32 and int64.
 constexpr bool dtype_is_signed_int(DType t) {
   return t == DType::Int8 || t == DType::Int16 || t == DType::Int32 || t == DType::Int64 ||
          t == DType::Int4;
 }
+/// True for uint8, uint16, uint32 and uint64.
 constexpr bool dtype_is_unsigned_int(DType t) {
   return t == DType::UInt8 || t == DType::UInt16 || t == DType::UInt32 || t == DType::UInt64;
 }
 /// Integral, bool excluded.
 constexpr bool dtype_is_int(DType t) { return dtype_is_signed_int(t) || dtype_is_unsigned_int(t); }
+/// True for float16, bfloat16, float32 and float64.
 constexpr bool dtype_is_float(DType t) {
   return t == DType::Float16 || t == DType::BFloat16 || t == DType::Float32 || t == DType::Float64;
 }
+/// True for complex64 and complex128.
 constexpr bool dtype_is_complex(DType t) { return t == DType::Complex64 || t == DType::Complex128; }
 
 /// The type kernels compute in for a stored dtype: half types in float32,
@@ -123,8 +148,10 @@ DType promote_with_scalar(DType t, ScalarKind k);
 
 // ------------------------------------------------------------- C++ types
 
+/// A C++ type as a value, for dtype_dispatch: `typename std::decay_t<decltype(tag)>::type`.
 template <class T>
 struct TypeTag {
+  /// The C++ type.
   using type = T;
 };
 
@@ -202,9 +229,13 @@ concept Element = requires {
 }
 &&std::is_trivially_copyable_v<T>;
 
-/// Calls `f(ms::TypeTag<T>{})` with the C++ type of `t`:
-/// `ms::dtype_dispatch(t, [&](auto tag) { using T = typename decltype(tag)::type; ... });`
-/// int4 has no element type and raises TypeError naming `what`.
+/// Calls `f(ms::TypeTag<T>{})` with the C++ type of `t`; int4 has no element
+/// type and raises TypeError naming `what`:
+///
+///     ms::dtype_dispatch(t, [&](auto tag) {
+///       using T = typename std::decay_t<decltype(tag)>::type;
+///       ...
+///     });
 template <class F>
 decltype(auto) dtype_dispatch(DType t, F&& f, std::string_view what = "dtype_dispatch") {
   switch (t) {

@@ -162,6 +162,9 @@ class numeric_limits<ms::float16_t> {
   using T = ms::float16_t;
 
  public:
+  /// @{
+  /// Each member as the C++ standard defines it for std::numeric_limits, for IEEE
+  /// binary16 (1 sign, 5 exponent and 10 fraction bits).
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;
   static constexpr bool is_integer = false;
@@ -180,6 +183,7 @@ class numeric_limits<ms::float16_t> {
   static constexpr T infinity() noexcept { return T::from_bits(0x7c00); }
   static constexpr T quiet_NaN() noexcept { return T::from_bits(0x7e00); }
   static constexpr T denorm_min() noexcept { return T::from_bits(0x0001); }
+  /// @}
 };
 
 /// The limits of ms::bfloat16_t.
@@ -188,6 +192,9 @@ class numeric_limits<ms::bfloat16_t> {
   using T = ms::bfloat16_t;
 
  public:
+  /// @{
+  /// Each member as the C++ standard defines it for std::numeric_limits, for
+  /// bfloat16 (1 sign, 8 exponent and 7 fraction bits).
   static constexpr bool is_specialized = true;
   static constexpr bool is_signed = true;
   static constexpr bool is_integer = false;
@@ -206,6 +213,7 @@ class numeric_limits<ms::bfloat16_t> {
   static constexpr T infinity() noexcept { return T::from_bits(0x7f80); }
   static constexpr T quiet_NaN() noexcept { return T::from_bits(0x7fc0); }
   static constexpr T denorm_min() noexcept { return T::from_bits(0x0001); }
+  /// @}
 };
 
 }  // namespace std

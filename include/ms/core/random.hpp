@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "ms/core/dtype.hpp"
-#include "ms/core/tensor.hpp"
 #include "ms/core/shape.hpp"
+#include "ms/core/tensor.hpp"
 
 namespace ms {
 
@@ -62,7 +62,9 @@ class Generator {
   Generator() : Generator(0) {}
   /// Seed `seed`, offset 0.
   explicit Generator(std::uint64_t seed) : seed_(seed), in_trace_(detail::tracing_active()) {}
+  /// Copies the seed and offset (the copy draws the same numbers as `other` from here on).
   Generator(const Generator& other);
+  /// Copies the seed and offset of `other`.
   Generator& operator=(const Generator& other);
 
   /// Sets the seed and resets the offset to 0; returns this generator.
@@ -81,7 +83,9 @@ class Generator {
 
   /// What a random function draws from: the key and its first block.
   struct Draw {
+    /// The Philox key.
     std::uint64_t seed;
+    /// The first 128-bit Philox block to use.
     std::uint64_t offset;
   };
   /// Returns the current seed and offset and advances the offset by `blocks`

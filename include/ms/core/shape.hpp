@@ -28,21 +28,34 @@ inline constexpr std::int64_t kAnyRank = -2;
 class Shape {
  public:
   Shape() = default;
+  /// `Shape{2, 3}`: the dims in order (`{}`: a scalar).
   Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
+  /// Takes the dims.
   explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+  /// Copies the dims.
   explicit Shape(std::span<const std::int64_t> dims) : dims_(dims.begin(), dims.end()) {}
 
+  /// The number of dims (as rank(), unsigned).
   std::size_t size() const { return dims_.size(); }
+  /// The number of dims.
   std::int64_t rank() const { return static_cast<std::int64_t>(dims_.size()); }
+  /// True for the shape of a scalar.
   bool empty() const { return dims_.empty(); }
+  /// Dim `i` (unchecked; at() takes negative axes and checks).
   std::int64_t operator[](std::size_t i) const { return dims_[i]; }
+  /// Dim `i`, writable (unchecked).
   std::int64_t& operator[](std::size_t i) { return dims_[i]; }
   /// Dim at a possibly negative axis (-1 is the last); IndexError when out of range.
   std::int64_t at(std::int64_t axis) const;
+  /// Iterates over the dims.
   auto begin() const { return dims_.begin(); }
+  /// The end of the dims.
   auto end() const { return dims_.end(); }
+  /// The dims as a vector.
   const std::vector<std::int64_t>& dims() const { return dims_; }
+  /// The dims as a vector, writable.
   std::vector<std::int64_t>& dims() { return dims_; }
+  /// Appends the dim `d`.
   void push_back(std::int64_t d) { dims_.push_back(d); }
 
   /// True when every dim is a known size (no kAnyDim / kAnyRank).
@@ -61,6 +74,7 @@ class Shape {
   std::vector<std::int64_t> dims_;
 };
 
+/// Prints `s.to_string()`.
 std::ostream& operator<<(std::ostream& os, const Shape& s);
 
 /// Number of elements, checked: a negative dim is a ValueError, and so is a

@@ -15,6 +15,7 @@
 
 namespace ms {
 
+/// Alignment in bytes of every Storage allocation (a cache line; enough for AVX-512 loads).
 inline constexpr std::size_t kStorageAlignment = 64;
 
 /// Statistics over all Storage allocations of the process.
@@ -43,6 +44,7 @@ void storage_cache_clear();
 /// Caps a single allocation (bytes); a larger request raises ms::MemoryError.
 /// The default is 64 GiB; `0` restores it.
 void set_max_alloc_bytes(std::int64_t bytes);
+/// The current cap on a single allocation, in bytes (see set_max_alloc_bytes).
 std::int64_t max_alloc_bytes();
 
 /// Where the storages allocated by one thread take their memory from, instead
@@ -80,7 +82,9 @@ class Storage {
   /// For allocate (through std::make_shared: the storage and its count in one allocation).
   Storage(Key, std::byte* data, std::int64_t nbytes);
 
+  /// The first byte of the allocation (aligned to kStorageAlignment).
   std::byte* data() const { return data_; }
+  /// The size of the allocation in bytes.
   std::int64_t nbytes() const { return nbytes_; }
   /// A number unique to this storage, increasing with allocation order.
   std::uint64_t serial() const { return serial_; }
@@ -89,6 +93,7 @@ class Storage {
   /// A name for graph dumps (a Parameter sets its name here, so a captured
   /// parameter prints as `%fc1.weight`); empty by default.
   const std::string& label() const { return label_; }
+  /// Sets the name shown in graph dumps (see label()).
   void set_label(std::string label) { label_ = std::move(label); }
 
  private:

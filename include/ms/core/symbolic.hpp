@@ -31,18 +31,26 @@ namespace ms {
 /// One dim of a spec: a size >= 0, kAnyDim (-1), or a named symbol.
 class Dim {
  public:
+  /// A fixed size (>= 0), kAnyDim (-1, any size) or kAnyRank (-2, only alone in a spec).
   Dim(std::int64_t size = kAnyDim);  // NOLINT: implicit on purpose, `{-1, 784}` reads as dims
+  /// As Dim(std::int64_t), so that `{-1, 784}` reads as dims.
   Dim(int size) : Dim(static_cast<std::int64_t>(size)) {}  // NOLINT
   /// A named symbol: dims with the same name have the same size.
   explicit Dim(std::string name);
+  /// As Dim(std::string).
   explicit Dim(const char* name) : Dim(std::string(name)) {}
 
+  /// A fixed size.
   bool is_static() const { return name_.empty() && size_ >= 0; }
+  /// Any size (-1).
   bool is_any() const { return name_.empty() && size_ == kAnyDim; }
+  /// Any rank (-2).
   bool is_any_rank() const { return name_.empty() && size_ == kAnyRank; }
+  /// A named symbol.
   bool is_named() const { return !name_.empty(); }
   /// The size (>= 0), kAnyDim or kAnyRank; kAnyDim for a named symbol.
   std::int64_t size() const { return size_; }
+  /// The symbol's name (empty unless is_named()).
   const std::string& name() const { return name_; }
   /// "784", "-1" or "batch".
   std::string to_string() const;
@@ -55,7 +63,9 @@ class Dim {
 
 /// The spec of a tensor argument: dtype and dims (`-1`, named symbols) or any rank.
 struct TensorSpec {
+  /// The dims (empty when any_rank).
   std::vector<Dim> shape;
+  /// The dtype.
   DType dtype = float32;
   bool any_rank = false;  ///< MindSpore's `(-2,)`: any rank, any sizes
 
@@ -63,30 +73,40 @@ struct TensorSpec {
   /// `TensorSpec({-1, 784}, ms::float32)`; `{-2}` alone means any rank. ValueError
   /// for a size below -2, or -2 next to other dims.
   TensorSpec(std::vector<Dim> dims, DType dt);
+  /// `{-2}` of dtype `dt`: any rank, any sizes.
   static TensorSpec any_rank_of(DType dt);
   /// "f32[-1,784]", "f32[batch,784]", "f32[-2]".
   std::string to_string() const;
   friend bool operator==(const TensorSpec&, const TensorSpec&) = default;
 };
 
+/// Prints `s.to_string()`.
 std::ostream& operator<<(std::ostream& os, const TensorSpec& s);
 
 /// A number as a function of the symbols s0, s1, ...
 class SymExpr {
  public:
+  /// How the terms combine with the constant.
   enum class Form : std::uint8_t {
     Affine,   ///< c + sum(a_i * s_i)
     Product,  ///< c * prod(s_i)
     Inverse,  ///< c / prod(s_i)
   };
   SymExpr() = default;
+  /// The number `c`.
   static SymExpr constant(double c);
+  /// The symbol `s` itself.
   static SymExpr symbol(int s);
+  /// c + sum(a_i * s_i) over `terms` (symbol i, coefficient a_i).
   static SymExpr affine(double c, std::vector<std::pair<int, double>> terms);
+  /// c * prod(s_i) over `symbols`.
   static SymExpr product(double c, std::vector<int> symbols);
+  /// c / prod(s_i) over `symbols`.
   static SymExpr inverse(double c, std::vector<int> symbols);
 
+  /// How the expression combines its terms.
   Form form() const { return form_; }
+  /// True when it names no symbol.
   bool is_constant() const { return terms_.empty(); }
   /// The value for the symbol values `s` (indexed by symbol id).
   double eval(std::span<const std::int64_t> s) const;

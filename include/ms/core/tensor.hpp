@@ -31,8 +31,8 @@
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/error.hpp"
-#include "ms/core/storage.hpp"
 #include "ms/core/shape.hpp"
+#include "ms/core/storage.hpp"
 
 namespace ms {
 
@@ -40,19 +40,28 @@ namespace ms {
 /// `ms::full({2, 2}, 1.5)`, `ms::full({3}, true, ms::bool_)`.
 class Scalar {
  public:
+  /// The value, one alternative per ScalarKind.
   using Value = std::variant<bool, std::int64_t, double, std::complex<double>>;
+  /// A bool.
   Scalar(bool v) : v_(v) {}  // NOLINT: implicit on purpose, like a C++ number
+  /// An integer (kept as int64).
   template <class T>
   requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) Scalar(T v)
       : v_(static_cast<std::int64_t>(v)) {}  // NOLINT
+  /// A floating-point number (kept as double).
   template <class T>
   requires std::is_floating_point_v<T> Scalar(T v) : v_(static_cast<double>(v)) {}  // NOLINT
-  Scalar(float16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}           // NOLINT
-  Scalar(bfloat16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}          // NOLINT
+  /// A float16 number (kept as double).
+  Scalar(float16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}  // NOLINT
+  /// A bfloat16 number (kept as double).
+  Scalar(bfloat16_t v) : v_(static_cast<double>(static_cast<float>(v))) {}  // NOLINT
+  /// A complex number (kept as std::complex<double>).
   template <class T>
   Scalar(std::complex<T> v) : v_(std::complex<double>(v)) {}  // NOLINT
 
+  /// Which kind of number it holds.
   ScalarKind kind() const { return static_cast<ScalarKind>(v_.index()); }
+  /// The number.
   const Value& value() const { return v_; }
   /// The value converted like a cast to T.
   template <class T>
@@ -61,6 +70,7 @@ class Scalar {
   }
   /// The dtype a literal of this kind gets on its own: bool, int64, float32, complex64.
   DType default_dtype() const;
+  /// The number as text (`2`, `2.5`, `true`, `(1+2j)`).
   std::string to_string() const;
 
  private:
@@ -91,17 +101,25 @@ class Tensor {
   std::uint32_t trace_id() const { return trace_; }
   /// A symbolic tensor (made by the jit tracer only).
   static Tensor symbolic(DType dtype, Shape shape, std::uint32_t trace, std::int32_t id);
+  /// The element type.
   DType dtype() const { return dtype_; }
+  /// The dims.
   const Shape& shape() const { return shape_; }
+  /// The number of dims.
   std::int64_t rank() const { return shape_.rank(); }
   /// Size of a (possibly negative) axis.
   std::int64_t dim(std::int64_t axis) const { return shape_.at(axis); }
+  /// The number of elements (the product of the dims).
   std::int64_t numel() const { return numel_; }
+  /// Bytes per element (dtype_itemsize).
   std::int64_t itemsize() const { return dtype_itemsize(dtype_); }
   /// Bytes of the elements (not of the whole storage).
   std::int64_t nbytes() const;
+  /// The step between neighbours along each axis, in elements.
   const std::vector<std::int64_t>& strides() const { return strides_; }
+  /// The position of element 0 in the storage, in elements.
   std::int64_t offset() const { return offset_; }
+  /// The memory (null for an undefined or symbolic tensor).
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   /// True when the elements are dense in row-major order.
   bool is_contiguous() const;
@@ -125,6 +143,7 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   /// Like reshape but never copies: ShapeError when a view is impossible.
   Tensor view(const Shape& shape) const;
+  /// Swaps axes `axis0` and `axis1` (negative: from the end); a view, no copy.
   Tensor transpose(std::int64_t axis0, std::int64_t axis1) const;
   /// Reorders axes: `permute({2, 0, 1})`.
   Tensor permute(const std::vector<std::int64_t>& axes) const;
@@ -143,6 +162,7 @@ class Tensor {
   /// Broadcasts to `shape` with stride 0 along expanded axes (NumPy rules;
   /// -1 keeps a dim). A view: do not write through it.
   Tensor expand(const Shape& shape) const;
+  /// As expand(shape) (PyTorch's name for it).
   Tensor broadcast_to(const Shape& shape) const { return expand(shape); }
   /// Merges axes [start, end] into one.
   Tensor flatten(std::int64_t start = 0, std::int64_t end = -1) const;
@@ -184,19 +204,26 @@ class Tensor {
   std::shared_ptr<Storage> storage_;
 };
 
+/// Prints `t.to_string()`.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---------------------------------------------------------------- creation
 /// Uninitialized dense tensor.
 Tensor empty(const Shape& shape, DType dtype = float32);
+/// Zero-filled dense tensor: `ms::zeros({2, 3})`.
 Tensor zeros(const Shape& shape, DType dtype = float32);
+/// One-filled dense tensor: `ms::ones({2, 3}, ms::int64)`.
 Tensor ones(const Shape& shape, DType dtype = float32);
 /// Every element `value`; the dtype defaults to the value's own (float32 for
 /// a floating literal, int64 for an integer one, bool for bool).
 Tensor full(const Shape& shape, const Scalar& value);
+/// As full(shape, value), converted to `dtype`.
 Tensor full(const Shape& shape, const Scalar& value, DType dtype);
+/// An uninitialized tensor with the dtype and shape of `t`.
 Tensor empty_like(const Tensor& t);
+/// A zero tensor with the dtype and shape of `t`.
 Tensor zeros_like(const Tensor& t);
+/// A one tensor with the dtype and shape of `t`.
 Tensor ones_like(const Tensor& t);
 /// start, start+step, ... < stop (1-D), built in `dtype`: NumPy's length
 /// (ceil((stop - start) / step)); element i is start + i * step in double
@@ -208,10 +235,12 @@ Tensor eye(std::int64_t n, std::int64_t m = -1, DType dtype = float32);
 /// A tensor owning a copy of `values` with `shape` (element counts must match).
 template <Element T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape);
+/// A 1-D tensor owning a copy of `values`.
 template <Element T>
 Tensor from_vector(const std::vector<T>& values) {
   return from_vector(values, Shape{static_cast<std::int64_t>(values.size())});
 }
+/// @{
 /// Literals, as LibTorch's `torch::tensor`: floating literals give float32,
 /// integer literals int64, bool bool, unless a dtype is given.
 /// `ms::tensor({1.f, 2.f})`, `ms::tensor({{1, 2}, {3, 4}}, ms::float64)`.
@@ -221,6 +250,7 @@ Tensor tensor(std::initializer_list<Scalar> values);
 Tensor tensor(std::initializer_list<Scalar> values, DType dtype);
 Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> values);
 Tensor tensor(std::initializer_list<std::initializer_list<Scalar>> values, DType dtype);
+/// @}
 
 /// |a - b| <= atol + rtol * |b| elementwise, shapes broadcast; NaNs are equal
 /// only with `equal_nan`. Compared in double (complex: by modulus).

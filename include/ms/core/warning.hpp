@@ -15,6 +15,7 @@
 
 namespace ms {
 
+/// Receives each warning's text (see set_warning_handler).
 using WarningHandler = std::function<void(const std::string&)>;
 
 /// Installs `h` (empty: the default, stderr) and returns the previous handler.

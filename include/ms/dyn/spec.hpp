@@ -47,8 +47,11 @@ std::ostream& operator<<(std::ostream& os, DynamicPolicy policy);
 /// and over `JitConfig::input_signature`.
 template <class F>
 struct EnableDynamic {
+  /// The wrapped function.
   F fn;
+  /// One spec per tensor argument of `fn`, in order.
   std::vector<TensorSpec> specs;
+  /// Calls the wrapped function with `a` (the specs only matter under ms::jit).
   template <class... A>
   decltype(auto) operator()(A&&... a) {
     return fn(std::forward<A>(a)...);
@@ -64,11 +67,14 @@ concept HasInputs = requires(const T& t) {
 /// A cell held by reference (cells are not copyable): `ms::jit(net)`.
 template <class C>
 struct CellRef {
+  /// The cell (not owned: it must outlive the jitted function).
   C* cell;
+  /// Calls the cell with `a`.
   template <class... A>
   decltype(auto) operator()(A&&... a) {
     return (*cell)(std::forward<A>(a)...);
   }
+  /// The cell's specs (set by CellBase::set_inputs).
   const std::vector<TensorSpec>& get_inputs() const { return cell->get_inputs(); }
 };
 /// True for the result of ms::enable_dynamic.

@@ -77,16 +77,22 @@ namespace expr {
 struct Lowered {
   int reg = -1;                  ///< register of its value (-1 for a weak scalar)
   DType dtype = DType::Float32;  ///< dtype of its value
+  /// The register type it is computed in.
   DType reg_type = DType::Float32;
+  /// Its shape (empty for an operand inside an Expr: the node knows it).
   Shape shape;
+  /// True for a weak scalar.
   bool is_scalar = false;
   Scalar value = 0;  ///< for weak scalars
 };
 
 /// Lowering state: the program being built and its inputs.
 struct Lowering {
+  /// The program being built.
   kernels::EwBuilder builder;
+  /// The input tensors, in load order.
   std::vector<const Tensor*> inputs;
+  /// The index of input `t`, added on first use.
   int input(const Tensor* t) {
     for (std::size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i] == t) return static_cast<int>(i);
@@ -115,24 +121,32 @@ void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst);
 /// a copy instead (symbolic tensors are cheap to copy), so that a traced
 /// function may return an expression over its local tensors.
 struct TensorRef {
+  /// References `*p` (or copies it while a trace records).
   explicit TensorRef(const Tensor* p) : t(p) {
     if (expr::active_recorder() != nullptr) {
       own = std::make_shared<const Tensor>(*p);
       t = own.get();
     }
   }
+  /// The tensor.
   const Tensor* t;
+  /// The copy made while tracing (null otherwise).
   std::shared_ptr<const Tensor> own;
+  /// Lowers the tensor as a program input.
   Lowered lower(Lowering& L) const { return lower_tensor(L, *t); }
 };
 /// Leaf owning a temporary tensor.
 struct TensorVal {
+  /// The tensor.
   Tensor t;
+  /// Lowers the tensor as a program input.
   Lowered lower(Lowering& L) const { return lower_tensor(L, t); }
 };
 /// Leaf holding a weak scalar.
 struct ScalarVal {
+  /// The number.
   Scalar v;
+  /// A weak scalar operand (no register).
   Lowered lower(Lowering&) const {
     Lowered r;
     r.is_scalar = true;
@@ -146,7 +160,9 @@ struct ScalarVal {
 /// What a node knows of an operand when it is built: its dtype and, for a
 /// tensor, its shape (null for a weak scalar).
 struct Meta {
+  /// The operand's shape (null for a weak scalar).
   const Shape* shape = nullptr;
+  /// The operand's dtype.
   DType dtype = DType::Float32;
   ScalarKind kind = ScalarKind::Float;  ///< of a weak scalar
   bool defined = true;                  ///< false for an undefined tensor
@@ -154,6 +170,8 @@ struct Meta {
   /// (the shape of a referenced tensor, or one a node holds on the heap).
   bool stable = false;
 };
+/// @{
+/// The Meta of a leaf or node.
 inline Meta meta(const TensorRef& r) {
   return {&r.t->shape(), r.t->dtype(), {}, r.t->defined(), true};
 }
@@ -167,7 +185,9 @@ template <TensorExpr E>
 Meta meta(const E& e) {
   return {&e.shape(), e.dtype(), {}, true, e.stable_shape() != nullptr};
 }
+/// @}
 
+/// @{
 /// The shape of a leaf or node (a weak scalar has none: an empty shape).
 inline const Shape& shape_of(const TensorRef& r) { return r.t->shape(); }
 inline const Shape& shape_of(const TensorVal& v) { return v.t.shape(); }
@@ -179,6 +199,7 @@ template <TensorExpr E>
 const Shape& shape_of(const E& e) {
   return e.shape();
 }
+/// @}
 
 /// What a node infers when it is built.
 struct Inferred {
@@ -242,6 +263,7 @@ Inferred infer_node(std::span<const Meta> operands, std::shared_ptr<const Shape>
   return {t, static_cast<int>(from), m.stable ? m.shape : nullptr};
 }
 
+/// @{
 /// Lowers an operand of an Expr node (tensors without their shape).
 inline Lowered lower_operand(Lowering& L, const TensorRef& r) {
   return lower_tensor(L, *r.t, false);
@@ -254,10 +276,14 @@ template <TensorExpr E>
 Lowered lower_operand(Lowering& L, const E& e) {
   return e.lower_node(L);
 }
+/// @}
 
+/// @{
 /// The tensor of a tensor leaf.
 inline const Tensor* leaf_tensor(const TensorRef& r) { return r.t; }
 inline const Tensor* leaf_tensor(const TensorVal& v) { return &v.t; }
+/// @}
+/// True for the two tensor leaves, TensorRef and TensorVal.
 template <class C>
 inline constexpr bool is_tensor_leaf = std::is_same_v<C, TensorRef> || std::is_same_v<C, TensorVal>;
 
@@ -274,10 +300,15 @@ bool eval_dense(int op_id, std::span<const Tensor* const> operands, Tensor& out,
 
 /// A subexpression as ms::jit traces it: a (symbolic) tensor or a weak number.
 struct Traced {
+  /// The tensor (undefined for a number).
   Tensor t;
+  /// The number.
   Scalar s = 0;
+  /// True for a weak number.
   bool is_scalar = false;
 };
+/// @{
+/// A leaf or node as the tracer sees it (a node records its op).
 inline Traced trace_node(const TensorRef& r) { return {*r.t}; }
 inline Traced trace_node(const TensorVal& v) { return {v.t}; }
 inline Traced trace_node(const ScalarVal& v) { return {Tensor(), v.v, true}; }
@@ -285,11 +316,15 @@ template <TensorExpr E>
 Traced trace_node(const E& e) {
   return {e.trace()};
 }
+/// @}
 /// Records one elementwise op application with the active tracer.
 Tensor trace_apply(int op_id, std::span<const Traced> args);
 /// Records `dst = v` (an in-place update) with the active tracer.
 void trace_assign(const Tensor& dst, const Traced& v);
 
+/// The leaf or node holding `x` as an Expr child: an Expr itself, an lvalue tensor by
+/// reference (TensorRef), a temporary tensor by value (TensorVal), a number as a weak
+/// scalar (ScalarVal).
 template <class T>
 auto make_leaf(T&& x) {
   using D = std::remove_cvref_t<T>;
@@ -305,6 +340,7 @@ auto make_leaf(T&& x) {
   }
 }
 
+/// The type make_leaf gives for a T.
 template <class T>
 using leaf_t = decltype(make_leaf(std::declval<T>()));
 
@@ -317,6 +353,7 @@ using leaf_t = decltype(make_leaf(std::declval<T>()));
 template <class Op, class... Children>
 class Expr {
  public:
+  /// The op (a kernels::ew instruction).
   using op_type = Op;
   /// Builds the node and infers its dtype and shape (nothing is computed):
   /// operands that do not broadcast are an ms::ShapeError here.
@@ -350,6 +387,7 @@ class Expr {
     const expr::Lowered root = lower(L);
     return expr::evaluate(L, root);
   }
+  /// Evaluates the expression into a new tensor.
   operator Tensor() const { return eval(); }  // NOLINT: implicit on purpose
 
   /// Dtype of the value, inferred at construction (nothing is computed).
@@ -399,6 +437,7 @@ class Expr {
         children_);
   }
 
+  /// The operands (leaves or nodes).
   const std::tuple<Children...>& children() const { return children_; }
 
   /// Records the tree, one node per op, with the active tracer.
@@ -439,6 +478,7 @@ inline constexpr bool any_tensor_like = (TensorLike<A> || ...);
 /// The callable behind each elementwise function: `ms::exp(x)`, `ms::add(a, 2)`.
 template <class Op>
 struct EwFunction {
+  /// Applies the op to `a` (at least one tensor or expression): an unevaluated Expr.
   template <class... A>
   requires(sizeof...(A) == Op::arity && (Operand<A> && ...) && detail::any_tensor_like<A...>) auto
   operator()(A&&... a) const {
@@ -456,21 +496,29 @@ inline constexpr EwFunction<kernels::ew::Exp> exp{};
 inline constexpr EwFunction<kernels::ew::Log> log{};
 /// log(1 + x), accurate near 0
 inline constexpr EwFunction<kernels::ew::Log1p> log1p{};
+/// sqrt(x)
 inline constexpr EwFunction<kernels::ew::Sqrt> sqrt{};
 /// 1 / sqrt(x)
 inline constexpr EwFunction<kernels::ew::Rsqrt> rsqrt{};
+/// x * x
 inline constexpr EwFunction<kernels::ew::Square> square{};
 /// 1 / x
 inline constexpr EwFunction<kernels::ew::Reciprocal> reciprocal{};
 /// -1, 0 or 1 (NaN stays NaN)
 inline constexpr EwFunction<kernels::ew::Sign> sign{};
+/// rounds toward -infinity
 inline constexpr EwFunction<kernels::ew::Floor> floor{};
+/// rounds toward +infinity
 inline constexpr EwFunction<kernels::ew::Ceil> ceil{};
 /// rounds half to even
 inline constexpr EwFunction<kernels::ew::Round> round{};
+/// sine
 inline constexpr EwFunction<kernels::ew::Sin> sin{};
+/// cosine
 inline constexpr EwFunction<kernels::ew::Cos> cos{};
+/// hyperbolic tangent
 inline constexpr EwFunction<kernels::ew::Tanh> tanh{};
+/// 1 / (1 + e^-x)
 inline constexpr EwFunction<kernels::ew::Sigmoid> sigmoid{};
 /// max(x, 0)
 inline constexpr EwFunction<kernels::ew::Relu> relu{};
@@ -480,6 +528,7 @@ inline constexpr EwFunction<kernels::ew::ReluGrad> relu_grad{};
 inline constexpr EwFunction<kernels::ew::Gelu> gelu{};
 /// the error function
 inline constexpr EwFunction<kernels::ew::Erf> erf{};
+/// gelu, tanh approximation (MindSpore's default for nn::GELU)
 inline constexpr EwFunction<kernels::ew::GeluTanh> gelu_tanh{};
 /// x * sigmoid(x)
 inline constexpr EwFunction<kernels::ew::Silu> silu{};
@@ -487,24 +536,37 @@ inline constexpr EwFunction<kernels::ew::Silu> silu{};
 inline constexpr EwFunction<kernels::ew::Hardswish> hardswish{};
 /// log(1 + e^x)
 inline constexpr EwFunction<kernels::ew::Softplus> softplus{};
+/// true where x is zero
 inline constexpr EwFunction<kernels::ew::LogicalNot> logical_not{};
+/// a + b
 inline constexpr EwFunction<kernels::ew::Add> add{};
+/// a - b
 inline constexpr EwFunction<kernels::ew::Sub> sub{};
+/// a * b
 inline constexpr EwFunction<kernels::ew::Mul> mul{};
 /// true division (integers give float32)
 inline constexpr EwFunction<kernels::ew::Div> div{};
+/// a to the power b
 inline constexpr EwFunction<kernels::ew::Pow> pow{};
 /// elementwise max of two operands (NaN propagates)
 inline constexpr EwFunction<kernels::ew::Maximum> maximum{};
 /// elementwise min of two operands (NaN propagates)
 inline constexpr EwFunction<kernels::ew::Minimum> minimum{};
+/// a == b (bool)
 inline constexpr EwFunction<kernels::ew::Eq> eq{};
+/// a != b (bool)
 inline constexpr EwFunction<kernels::ew::Ne> ne{};
+/// a < b (bool)
 inline constexpr EwFunction<kernels::ew::Lt> lt{};
+/// a <= b (bool)
 inline constexpr EwFunction<kernels::ew::Le> le{};
+/// a > b (bool)
 inline constexpr EwFunction<kernels::ew::Gt> gt{};
+/// a >= b (bool)
 inline constexpr EwFunction<kernels::ew::Ge> ge{};
+/// a and b, each read as `!= 0` (bool)
 inline constexpr EwFunction<kernels::ew::LogicalAnd> logical_and{};
+/// a or b, each read as `!= 0` (bool)
 inline constexpr EwFunction<kernels::ew::LogicalOr> logical_or{};
 /// where(cond, x, y): x where cond is non-zero, else y. `ms::where(x > 0, x, 0.f)`
 inline constexpr EwFunction<kernels::ew::Where> where{};
@@ -513,50 +575,62 @@ inline constexpr EwFunction<kernels::ew::Clamp> clamp{};
 
 // ---------------------------------------------------------------- operators
 
+/// ms::add(a, b), unevaluated: `auto y = x + 1.f;`
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator+(A&& a, B&& b) {
   return add(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::sub(a, b), unevaluated.
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator-(A&& a, B&& b) {
   return sub(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::mul(a, b), unevaluated.
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator*(A&& a, B&& b) {
   return mul(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::div(a, b), unevaluated.
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator/(A&& a, B&& b) {
   return div(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::eq(a, b), unevaluated (a bool tensor, not a C++ bool).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator==(A&& a, B&& b) {
   return eq(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::ne(a, b), unevaluated (a bool tensor).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator!=(A&& a, B&& b) {
   return ne(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::lt(a, b), unevaluated (a bool tensor).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator<(A&& a, B&& b) {
   return lt(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::le(a, b), unevaluated (a bool tensor).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator<=(A&& a, B&& b) {
   return le(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::gt(a, b), unevaluated (a bool tensor).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator>(A&& a, B&& b) {
   return gt(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::ge(a, b), unevaluated (a bool tensor).
 template <class A, class B>
 requires(Operand<A>&& Operand<B>&& detail::any_tensor_like<A, B>) auto operator>=(A&& a, B&& b) {
   return ge(std::forward<A>(a), std::forward<B>(b));
 }
+/// ms::neg(a), unevaluated.
 template <TensorLike A>
 auto operator-(A&& a) {
   return neg(std::forward<A>(a));
 }
+/// ms::logical_not(a), unevaluated.
 template <TensorLike A>
 auto operator!(A&& a) {
   return logical_not(std::forward<A>(a));
@@ -573,24 +647,28 @@ void assign(const Tensor& dst, E&& e) {
   expr::evaluate_into(L, leaf.lower(L), dst);
 }
 
+/// `a = a + b` in place (assign): `a` keeps its storage; traced tensors are rebound.
 template <Operand B>
 Tensor& operator+=(Tensor& a, B&& b) {
   if (a.is_symbolic()) return a = add(a, std::forward<B>(b));  // traced values are rebound
   assign(a, add(a, std::forward<B>(b)));
   return a;
 }
+/// `a = a - b` in place, as operator+=.
 template <Operand B>
 Tensor& operator-=(Tensor& a, B&& b) {
   if (a.is_symbolic()) return a = sub(a, std::forward<B>(b));  // traced values are rebound
   assign(a, sub(a, std::forward<B>(b)));
   return a;
 }
+/// `a = a * b` in place, as operator+=.
 template <Operand B>
 Tensor& operator*=(Tensor& a, B&& b) {
   if (a.is_symbolic()) return a = mul(a, std::forward<B>(b));  // traced values are rebound
   assign(a, mul(a, std::forward<B>(b)));
   return a;
 }
+/// `a = a / b` in place, as operator+=.
 template <Operand B>
 Tensor& operator/=(Tensor& a, B&& b) {
   if (a.is_symbolic()) return a = div(a, std::forward<B>(b));  // traced values are rebound

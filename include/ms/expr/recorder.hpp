@@ -20,6 +20,7 @@ namespace ms::expr {
 /// One operand of a traced elementwise op: a tensor or a weak C++ number.
 struct EwTraceArg {
   const Tensor* tensor = nullptr;  ///< null for a number
+  /// The number when `tensor` is null (a weak scalar: it takes the tensor operand's dtype).
   Scalar scalar = 0;
 };
 

@@ -132,12 +132,14 @@ class LazyOnce {
 struct WithKwargs {
   explicit WithKwargs() = default;
 };
+/// The ms::WithKwargs tag value, passed as the last argument of a hook registration.
 inline constexpr WithKwargs with_kwargs{};
 
 /// Removes the hook it was returned for. Copyable; `remove()` is idempotent.
 class HookHandle {
  public:
   HookHandle() = default;
+  /// A handle to hook `id` of `owner` (made by the register_* functions; users get one from them).
   HookHandle(std::weak_ptr<detail::HookOwner> owner, std::uint64_t id)
       : owner_(std::move(owner)), id_(id) {}
   /// Takes the hook out. No effect when already removed or when its owner is gone.
@@ -156,10 +158,12 @@ class HookHandle {
 /// Removes its hook when it goes out of scope: `ms::ScopedHook s = net.register_...;`.
 class ScopedHook {
  public:
+  /// Takes over `h`: the hook is removed when this object is destroyed.
   ScopedHook(HookHandle h) : h_(std::move(h)) {}  // NOLINT: implicit, for `ScopedHook s = ...`
   ScopedHook(const ScopedHook&) = delete;
   ScopedHook& operator=(const ScopedHook&) = delete;
   ~ScopedHook() { h_.remove(); }
+  /// The wrapped handle (to read its id, or remove the hook early).
   HookHandle& handle() { return h_; }
 
  private:

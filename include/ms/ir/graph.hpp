@@ -77,6 +77,7 @@ class IdTable {
   std::vector<T> v_;
 };
 
+/// What a graph node is.
 enum class NodeKind : std::uint8_t {
   Input,    ///< argument `arg_index` of the function (a tensor)
   Capture,  ///< a concrete tensor made before tracing (a parameter): bound by identity
@@ -87,15 +88,19 @@ enum class NodeKind : std::uint8_t {
   Assign,   ///< side effect: writes input 1 into the captured tensor input 0
 };
 
+/// The name of `k` as dumps print it.
 std::string_view node_kind_name(NodeKind k);
 
 /// A fused elementwise region: the program and the ops it was made of.
 struct FusedRegion {
+  /// The program, run tile by tile over the region's leaves.
   kernels::EwProgram program;
   std::vector<std::string> ops;  ///< op names in program order, for printing
 };
 
+/// One operation of a Graph; the fields a kind does not use keep their defaults.
 struct Node {
+  /// What the node is; decides which fields below are used.
   NodeKind kind = NodeKind::Op;
   const ops::OpDef* def = nullptr;           ///< Op
   int ew_id = -1;                            ///< Op of an elementwise def: its ElementwiseOps id
@@ -109,7 +114,9 @@ struct Node {
   std::string name;                          ///< Input, Capture: printed name (without %)
 };
 
+/// One SSA value: a tensor produced by one output of one node.
 struct Value {
+  /// Its dtype and shape.
   ops::TensorType type;
   NodeId node;        ///< producing node
   int index = 0;      ///< output index in that node
@@ -118,7 +125,9 @@ struct Value {
 
 /// An SSA graph. Nodes are stored in execution order.
 struct Graph {
+  /// The nodes, in execution order.
   std::vector<Node> nodes;
+  /// The values, indexed by value id.
   std::vector<Value> values;
   std::vector<ValueId> outputs;  ///< values returned by the function, in order
   /// A generalized graph's dims as printed (`s0`, `784*s0`), per value; empty
@@ -129,13 +138,21 @@ struct Graph {
   NodeId add(Node n, const std::vector<ops::TensorType>& types, bool weak = false);
   /// The value produced by single-output node `node`.
   ValueId value_of(NodeId node) const { return this->node(node).outputs.at(0); }
+  /// The value with id `v`.
+  /// @{
   const Value& value(ValueId v) const { return values[v.index()]; }
   Value& value(ValueId v) { return values[v.index()]; }
+  /// @}
+  /// The node with id `n`.
+  /// @{
   const Node& node(NodeId n) const { return nodes[n.index()]; }
   Node& node(NodeId n) { return nodes[n.index()]; }
+  /// @}
+  /// The node that produces value `v`.
   const Node& producer(ValueId v) const { return node(value(v).node); }
   /// The id of the next node `add` makes / of the next value.
   NodeId next_node() const { return NodeId{nodes.size()}; }
+  /// The id of the next value a node added now would produce.
   ValueId next_value() const { return ValueId{values.size()}; }
   /// Number of nodes of kind `k`.
   std::size_t count(NodeKind k) const;

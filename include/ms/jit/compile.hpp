@@ -26,8 +26,11 @@
 
 namespace ms::compiler {
 
+/// What optimize does to a graph: the pass level, the node order and whether to verify.
 struct CompileOptions {
+  /// Which passes run (see ms::JitLevel).
   JitLevel jit_level = JitLevel::O1;
+  /// The node order of the final graph (see ms::ExecOrder).
   ExecOrder exec_order = ExecOrder::Bfs;
   bool verify = kVerifyDefault;  ///< run ir::verify after every pass
 };
@@ -72,6 +75,7 @@ std::shared_ptr<ir::FusedRegion> build_region(const ir::Graph& g,
 /// A compiled graph, ready to run. Thread-safe: concurrent runs use separate frames.
 class Executable {
  public:
+  /// Plans `g` as given (buffer lifetimes, the arena); run optimize on it first.
   explicit Executable(ir::Graph g);
   ~Executable();
   Executable(const Executable&) = delete;
@@ -79,6 +83,7 @@ class Executable {
 
   /// Runs the graph on the flat tensor inputs (checked against the graph's types).
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  /// The graph this executable runs.
   const ir::Graph& graph() const { return graph_; }
   /// Bytes of the planned arena of the most recently planned frame (0 before the 2nd run).
   std::int64_t arena_bytes() const;

@@ -26,6 +26,7 @@ void set_dump(std::string_view target, bool enabled = true);
 bool dump_enabled(std::string_view target);
 /// Where dumps go: `dir` (created when needed). Default: $MS_DUMP_DIR, else ./ms_dump.
 void set_dump_dir(const std::filesystem::path& dir);
+/// The directory dumps are written to (see set_dump_dir).
 std::filesystem::path dump_dir();
 
 namespace compiler::detail {

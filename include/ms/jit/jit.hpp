@@ -40,11 +40,11 @@
 #include <vector>
 
 #include "ms/core/function_ref.hpp"
+#include "ms/core/symbolic.hpp"
 #include "ms/dyn/spec.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/jit/options.hpp"
 #include "ms/ops/op.hpp"
-#include "ms/core/symbolic.hpp"
 
 namespace ms::dyn::detail {
 struct SigItem;
@@ -96,12 +96,15 @@ struct JitConfig {
 /// generalize its tensors one by one; a plain sequence must keep its shapes.
 template <class T>
 struct Mutable {
+  /// The wrapped argument.
   T value;
 };
+/// Marks the number `v` as a mutable graph input: `ms::mutable_(0.5)`.
 template <Number T>
 Mutable<T> mutable_(T v) {
   return {v};
 }
+/// Marks the sequence `v` as mutable: each element may be generalized on its own.
 template <class X>
 Mutable<std::vector<X>> mutable_(std::vector<X> v) {
   return {std::move(v)};
@@ -112,6 +115,7 @@ namespace compiler {
 /// The global hook version: any hook registration or removal bumps it, and it
 /// is part of every compile key, so graphs built before the change recompile.
 std::uint64_t hook_version();
+/// Increments the global hook version (cells call it when a hook is added or removed).
 void bump_hook_version();
 
 namespace detail {
@@ -529,6 +533,7 @@ using ResultTraits = compiler::detail::OutTraits<T>;
 template <class F>
 class Jitted {
  public:
+  /// Wraps `fn`; nothing is compiled until the first call (see ms::jit).
   Jitted(F fn, JitConfig cfg)
       : fn_(std::move(fn)),
         cache_(std::make_shared<compiler::detail::FunctionCache>(std::move(cfg))) {}

@@ -41,6 +41,7 @@ std::ostream& operator<<(std::ostream& os, ExecOrder order);
 namespace ms::compiler {
 
 #ifdef NDEBUG
+/// Whether the IR verifier runs after each pass by default: on in debug builds, off under NDEBUG.
 inline constexpr bool kVerifyDefault = false;
 #else
 inline constexpr bool kVerifyDefault = true;

@@ -34,13 +34,17 @@ namespace ms::advanced {
 /// A graph made by the front end: traced, dead code removed, not optimized.
 class ScriptGraph {
  public:
+  /// Wraps the traced graph `g` made by the call with key `phase`.
   ScriptGraph(ir::Graph g, std::string phase) : graph_(std::move(g)), phase_(std::move(phase)) {}
+  /// The graph.
   const ir::Graph& graph() const { return graph_; }
   /// The readable key of the call that made it.
   const std::string& phase() const { return phase_; }
+  /// The graph as ir::to_string prints it.
   std::string to_string() const { return ir::to_string(graph_); }
   /// Prints the graph (to std::cout unless another stream is given).
   void print() const;
+  /// Prints the graph to `os`.
   void print(std::ostream& os) const;
 
  private:
@@ -53,9 +57,12 @@ class ScriptGraph {
 /// graph, named by their ids in it.
 class GraphFragment {
  public:
+  /// A fragment made by graph_split: `id` in split order, `g` its graph (compiled here).
   GraphFragment(int id, bool is_graph, std::string py_key, std::vector<ir::ValueId> args,
                 std::vector<ir::ValueId> outputs, ir::Graph g);
+  /// The fragment's position in the split order.
   int id() const { return id_; }
+  /// True for a compiled segment, false for a single split op run on the host.
   bool is_graph() const { return is_graph_; }
   /// The split op's `func_id` attribute (empty for graph fragments).
   const std::string& py_key() const { return py_key_; }
@@ -63,9 +70,11 @@ class GraphFragment {
   const std::vector<ir::ValueId>& args_list() const { return args_; }
   /// Script-graph values the fragment produces, in result order.
   const std::vector<ir::ValueId>& outputs() const { return outputs_; }
+  /// The fragment's graph.
   const ir::Graph& graph() const { return exe_->graph(); }
   /// Runs the fragment on tensors for args_list(); returns tensors for outputs().
   std::vector<Tensor> operator()(std::span<const Tensor> args) const;
+  /// A one-line description: id, kind, py_key, args and outputs.
   std::string to_string() const;
 
  private:
@@ -120,6 +129,7 @@ auto frontend_compile(F fn) {
 
 /// Starts recording a snippet of eager code named `name` whose inputs are `args`.
 void jit_begin(const std::string& name, std::vector<Tensor> args);
+/// As jit_begin(name, args) with the tensors given one by one.
 template <class... T>
 requires(std::same_as<std::remove_cvref_t<T>, Tensor>&&...) void jit_begin(const std::string& name,
                                                                            const T&... args) {
@@ -128,6 +138,7 @@ requires(std::same_as<std::remove_cvref_t<T>, Tensor>&&...) void jit_begin(const
 /// Ends the snippet: compiles it (once per name and input signature), runs it
 /// on the inputs given to jit_begin, and returns the concrete values of `outputs`.
 std::vector<Tensor> jit_end(const std::vector<Tensor>& outputs);
+/// As jit_end(outputs) for a single output.
 inline Tensor jit_end(const Tensor& output) { return jit_end(std::vector<Tensor>{output})[0]; }
 /// Compiles done by jit_end for snippet `name` so far.
 int jit_snippet_compile_count(const std::string& name);

@@ -24,6 +24,9 @@
 
 namespace ms::compiler {
 
+/// Records the ops run on symbolic tensors into an ir::Graph: the tracer behind ms::jit,
+/// ms::grad's traced mode and advanced::jit_begin. While it is this thread's active
+/// tracer, every op called on a symbolic tensor appends a node instead of computing.
 class TraceContext final : public ops::Tracer {
  public:
   /// Starts a trace and makes it this thread's active tracer.

@@ -32,6 +32,7 @@ inline constexpr std::int64_t kTile = 512;
 /// 0.64-0.73x with 512 (bench/chain_vs_triad.sh); programs on data in cache
 /// lose up to 20% per element with 128, so they keep kTile.
 inline constexpr std::int64_t kStreamTile = 128;
+/// Total bytes of a run's inputs and output above which it streams (uses kStreamTile).
 inline constexpr std::int64_t kStreamBytes = std::int64_t{8} << 20;
 /// Outputs of at least this many bytes are written with non-temporal stores
 /// (past the caches, without reading the lines first): larger than the
@@ -44,25 +45,33 @@ inline constexpr int kMaxEwRank = 16;
 
 /// One instruction of an elementwise program.
 struct EwInstr {
+  /// What the instruction does.
   enum class Kind : std::uint8_t {
     Load,     ///< reg = input tensor `leaf` (broadcast to the output shape), converted to `type`
     Const,    ///< reg = the constant `value` in `type`
     Convert,  ///< reg = convert(reg a) to `type`
     Apply,    ///< reg = op(a[, b[, c]]) computed in the operands' register type
   };
+  /// What the instruction does.
   Kind kind = Kind::Load;
   DType type =
       DType::Float32;    ///< register type of the result (bool, int32, int64, float32, float64)
   std::int16_t op = -1;  ///< EwInstructions id for Apply
+  /// The register it writes.
   std::int16_t dst = 0;
+  /// @{
+  /// The operand registers (-1: unused).
   std::int16_t a = -1, b = -1, c = -1;
+  /// @}
   std::int32_t leaf = -1;  ///< index into the program's inputs for Load
   Scalar value = 0;        ///< for Const
 };
 
 /// A lowered elementwise computation. Build it with EwBuilder.
 struct EwProgram {
+  /// The instructions, run in order for each tile.
   std::vector<EwInstr> instrs;
+  /// The number of registers the instructions use.
   int num_regs = 0;
   int result = -1;               ///< register holding the result
   Shape shape;                   ///< output shape (broadcast of every input)
@@ -84,8 +93,11 @@ struct EwTypes {
 /// One operand as seen by type inference: a tensor value of `dtype`, or a C++
 /// number (weak: it only lifts the kind, as PyTorch's Python scalars).
 struct EwOperand {
+  /// The tensor's dtype (unused for a number).
   DType dtype = DType::Float32;
+  /// True for a C++ number.
   bool is_scalar = false;
+  /// The number's kind (for a number).
   ScalarKind kind = ScalarKind::Float;
 };
 
@@ -97,10 +109,14 @@ class EwBuilder {
  public:
   /// Adds an input (index into the `inputs` given to ew_run); returns its register.
   int load(int leaf, DType reg_type);
+  /// Adds the constant `v` in `reg_type`; returns its register.
   int constant(const Scalar& v, DType reg_type);
   /// Converts register `r` (of type `from`) to `to`; returns r when equal.
   int convert(int r, DType from, DType to);
+  /// Adds op `op_id` (EwInstructions id) on registers a[, b[, c]], computed in
+  /// `result_type`; returns the result's register.
   int apply(int op_id, DType result_type, int a, int b = -1, int c = -1);
+  /// The program whose value is register `result`, of output `shape` and `dtype`.
   EwProgram finish(int result, Shape shape, DType dtype);
 
  private:
@@ -121,6 +137,7 @@ Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
 /// i < n, the values ew_run computes (the same kernel). Null when the op has
 /// none for t (bool, int32, int64, float32 or float64) or t is no register type.
 using EwDenseFn = void (*)(const void* const* in, void* out, std::int64_t n);
+/// The kernel described above for op `op_id` and register type `t` (null when none).
 EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept;
 
 }  // namespace ms::kernels

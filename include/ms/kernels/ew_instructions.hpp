@@ -39,6 +39,7 @@ enum class EwRule : std::uint8_t {
 /// A list of elementwise instructions (or of the op entries deriving from them).
 template <class... Ops>
 struct OpList {
+  /// The number of instructions in the list.
   static constexpr int size = sizeof...(Ops);
 };
 
@@ -53,10 +54,15 @@ inline constexpr bool is_int_expr = std::is_integral_v<scalar_of<X>>;
 
 // ---------------------------------------------------------------- unary
 
+/// The elementwise instruction "neg": 1 operand, EwRule::Same.
 struct Neg {
+  /// The instruction's name.
   static constexpr std::string_view name = "neg";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
@@ -69,10 +75,15 @@ struct Neg {
   }
 };
 
+/// The elementwise instruction "abs": 1 operand, EwRule::Same.
 struct Abs {
+  /// The instruction's name.
   static constexpr std::string_view name = "abs";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
@@ -85,70 +96,115 @@ struct Abs {
   }
 };
 
+/// The elementwise instruction "exp": 1 operand, EwRule::Float.
 struct Exp {
+  /// The instruction's name.
   static constexpr std::string_view name = "exp";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.exp(); }
 };
 
+/// The elementwise instruction "log": 1 operand, EwRule::Float.
 struct Log {
+  /// The instruction's name.
   static constexpr std::string_view name = "log";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.log(); }
 };
 
+/// The elementwise instruction "log1p": 1 operand, EwRule::Float.
 struct Log1p {
+  /// The instruction's name.
   static constexpr std::string_view name = "log1p";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.log1p(); }
 };
 
+/// The elementwise instruction "sqrt": 1 operand, EwRule::Float.
 struct Sqrt {
+  /// The instruction's name.
   static constexpr std::string_view name = "sqrt";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.sqrt(); }
 };
 
+/// The elementwise instruction "rsqrt": 1 operand, EwRule::Float.
 struct Rsqrt {
+  /// The instruction's name.
   static constexpr std::string_view name = "rsqrt";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.rsqrt(); }
 };
 
+/// The elementwise instruction "square": 1 operand, EwRule::Same.
 struct Square {
+  /// The instruction's name.
   static constexpr std::string_view name = "square";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.square(); }
 };
 
+/// The elementwise instruction "reciprocal": 1 operand, EwRule::Float.
 struct Reciprocal {
+  /// The instruction's name.
   static constexpr std::string_view name = "reciprocal";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.inverse(); }
 };
 
+/// The elementwise instruction "sign": 1 operand, EwRule::Same.
 struct Sign {
+  /// The instruction's name.
   static constexpr std::string_view name = "sign";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
   // NaN stays NaN (x * 0), as NumPy.
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     return (x > T(0)).select(T(1), (x < T(0)).select(T(-1), x * T(0)));
   }
 };
 
+/// The elementwise instruction "floor": 1 operand, EwRule::Same.
 struct Floor {
+  /// The instruction's name.
   static constexpr std::string_view name = "floor";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     if constexpr (detail::is_int_expr<decltype(x)>)
       return x;
@@ -157,10 +213,15 @@ struct Floor {
   }
 };
 
+/// The elementwise instruction "ceil": 1 operand, EwRule::Same.
 struct Ceil {
+  /// The instruction's name.
   static constexpr std::string_view name = "ceil";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     if constexpr (detail::is_int_expr<decltype(x)>)
       return x;
@@ -171,9 +232,13 @@ struct Ceil {
 
 /// Rounds half to even, as NumPy, PyTorch and MindSpore.
 struct Round {
+  /// The instruction's name.
   static constexpr std::string_view name = "round";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     if constexpr (detail::is_int_expr<decltype(x)>)
       return x;
@@ -182,39 +247,63 @@ struct Round {
   }
 };
 
+/// The elementwise instruction "sin": 1 operand, EwRule::Float.
 struct Sin {
+  /// The instruction's name.
   static constexpr std::string_view name = "sin";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.sin(); }
 };
 
+/// The elementwise instruction "cos": 1 operand, EwRule::Float.
 struct Cos {
+  /// The instruction's name.
   static constexpr std::string_view name = "cos";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.cos(); }
 };
 
+/// The elementwise instruction "tanh": 1 operand, EwRule::Float.
 struct Tanh {
+  /// The instruction's name.
   static constexpr std::string_view name = "tanh";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.tanh(); }
 };
 
+/// The elementwise instruction "sigmoid": 1 operand, EwRule::Float.
 struct Sigmoid {
+  /// The instruction's name.
   static constexpr std::string_view name = "sigmoid";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.logistic(); }
 };
 
 /// max(x, 0); NaN stays NaN, as PyTorch.
 struct Relu {
+  /// The instruction's name.
   static constexpr std::string_view name = "relu";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     return (x < T(0)).select(T(0), x);
@@ -224,9 +313,13 @@ struct Relu {
 /// relu's gradient: relu_grad(g, x) = g where x > 0, else 0 (NaN x gives 0),
 /// one pass instead of where(x > 0, g, 0)'s two (MindSpore's ReluGrad).
 struct ReluGrad {
+  /// The instruction's name.
   static constexpr std::string_view name = "relu_grad";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& g, const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     return (x > T(0)).select(g, T(0));
@@ -235,9 +328,13 @@ struct ReluGrad {
 
 /// x * Phi(x) with the exact (erf) form, PyTorch's default gelu.
 struct Gelu {
+  /// The instruction's name.
   static constexpr std::string_view name = "gelu";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     return T(0.5) * x * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf());
@@ -246,17 +343,25 @@ struct Gelu {
 
 /// The error function (used by gelu's gradient).
 struct Erf {
+  /// The instruction's name.
   static constexpr std::string_view name = "erf";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.erf(); }
 };
 
 /// The tanh approximation of gelu (PyTorch's approximate="tanh", MindSpore's default).
 struct GeluTanh {
+  /// The instruction's name.
   static constexpr std::string_view name = "gelu_tanh";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     const T k = T(std::sqrt(2.0 / std::numbers::pi));
@@ -264,18 +369,27 @@ struct GeluTanh {
   }
 };
 
+/// The elementwise instruction "silu": 1 operand, EwRule::Float.
 struct Silu {
+  /// The instruction's name.
   static constexpr std::string_view name = "silu";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x * x.logistic(); }
 };
 
 /// log(1 + exp(x)), linear above 20 as PyTorch (threshold=20) to avoid overflow.
 struct Softplus {
+  /// The instruction's name.
   static constexpr std::string_view name = "softplus";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     return (x > T(20)).select(x, x.exp().log1p());
@@ -284,9 +398,13 @@ struct Softplus {
 
 /// x * relu6(x + 3) / 6 (MindSpore's HSwish, PyTorch's hardswish).
 struct Hardswish {
+  /// The instruction's name.
   static constexpr std::string_view name = "hardswish";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
     const auto r = x + T(3);
@@ -294,50 +412,78 @@ struct Hardswish {
   }
 };
 
+/// The elementwise instruction "logical_not": 1 operand, EwRule::Logical.
 struct LogicalNot {
+  /// The instruction's name.
   static constexpr std::string_view name = "logical_not";
+  /// Number of operands (1).
   static constexpr int arity = 1;
+  /// Dtype rule: EwRule::Logical.
   static constexpr EwRule rule = EwRule::Logical;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return !x; }
 };
 
 // ---------------------------------------------------------------- binary
 
+/// The elementwise instruction "add": 2 operands, EwRule::Same.
 struct Add {
+  /// The instruction's name.
   static constexpr std::string_view name = "add";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a + b; }
 };
 
+/// The elementwise instruction "sub": 2 operands, EwRule::Same.
 struct Sub {
+  /// The instruction's name.
   static constexpr std::string_view name = "sub";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a - b; }
 };
 
+/// The elementwise instruction "mul": 2 operands, EwRule::Same.
 struct Mul {
+  /// The instruction's name.
   static constexpr std::string_view name = "mul";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a * b; }
 };
 
 /// True division: integers divide as float32 (as PyTorch's `/`).
 struct Div {
+  /// The instruction's name.
   static constexpr std::string_view name = "div";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a / b; }
 };
 
 /// a ** b. Integer powers of integers stay integers (negative exponents give
 /// 0 except for bases 1 and -1, as NumPy's integer power).
 struct Pow {
+  /// The instruction's name.
   static constexpr std::string_view name = "pow";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) {
     using T = detail::scalar_of<decltype(a)>;
     if constexpr (std::is_integral_v<T>) {
@@ -357,73 +503,121 @@ struct Pow {
 
 /// Elementwise max; NaN propagates (as PyTorch's maximum).
 struct Maximum {
+  /// The instruction's name.
   static constexpr std::string_view name = "maximum";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return (a < b || b != b).select(b, a); }
 };
 
 /// Elementwise min; NaN propagates (as PyTorch's minimum).
 struct Minimum {
+  /// The instruction's name.
   static constexpr std::string_view name = "minimum";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return (a > b || b != b).select(b, a); }
 };
 
+/// The elementwise instruction "eq": 2 operands, EwRule::Compare.
 struct Eq {
+  /// The instruction's name.
   static constexpr std::string_view name = "eq";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a == b; }
 };
 
+/// The elementwise instruction "ne": 2 operands, EwRule::Compare.
 struct Ne {
+  /// The instruction's name.
   static constexpr std::string_view name = "ne";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a != b; }
 };
 
+/// The elementwise instruction "lt": 2 operands, EwRule::Compare.
 struct Lt {
+  /// The instruction's name.
   static constexpr std::string_view name = "lt";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a < b; }
 };
 
+/// The elementwise instruction "le": 2 operands, EwRule::Compare.
 struct Le {
+  /// The instruction's name.
   static constexpr std::string_view name = "le";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a <= b; }
 };
 
+/// The elementwise instruction "gt": 2 operands, EwRule::Compare.
 struct Gt {
+  /// The instruction's name.
   static constexpr std::string_view name = "gt";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a > b; }
 };
 
+/// The elementwise instruction "ge": 2 operands, EwRule::Compare.
 struct Ge {
+  /// The instruction's name.
   static constexpr std::string_view name = "ge";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Compare.
   static constexpr EwRule rule = EwRule::Compare;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a >= b; }
 };
 
+/// The elementwise instruction "logical_and": 2 operands, EwRule::Logical.
 struct LogicalAnd {
+  /// The instruction's name.
   static constexpr std::string_view name = "logical_and";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Logical.
   static constexpr EwRule rule = EwRule::Logical;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a && b; }
 };
 
+/// The elementwise instruction "logical_or": 2 operands, EwRule::Logical.
 struct LogicalOr {
+  /// The instruction's name.
   static constexpr std::string_view name = "logical_or";
+  /// Number of operands (2).
   static constexpr int arity = 2;
+  /// Dtype rule: EwRule::Logical.
   static constexpr EwRule rule = EwRule::Logical;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a || b; }
 };
 
@@ -431,17 +625,25 @@ struct LogicalOr {
 
 /// where(cond, x, y): x where cond is true, else y.
 struct Where {
+  /// The instruction's name.
   static constexpr std::string_view name = "where";
+  /// Number of operands (3).
   static constexpr int arity = 3;
+  /// Dtype rule: EwRule::Select.
   static constexpr EwRule rule = EwRule::Select;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& c, const auto& x, const auto& y) { return c.select(x, y); }
 };
 
 /// clamp(x, lo, hi) = min(max(x, lo), hi); NaN in x propagates.
 struct Clamp {
+  /// The instruction's name.
   static constexpr std::string_view name = "clamp";
+  /// Number of operands (3).
   static constexpr int arity = 3;
+  /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x, const auto& lo, const auto& hi) {
     const auto m = (x < lo).select(lo, x);
     return (m > hi).select(hi, m);
@@ -480,8 +682,11 @@ inline constexpr int ew_instr_id = detail::instr_index<Op, EwInstructions>::valu
 
 /// Static facts about an elementwise instruction, by id.
 struct EwOpInfo {
+  /// The instruction's name.
   std::string_view name;
+  /// Number of operands.
   int arity;
+  /// Its dtype rule.
   EwRule rule;
 };
 /// The facts of instruction `id`; IndexError for an id out of range.

@@ -84,7 +84,9 @@ using Kwargs = std::map<std::string, KwValue, std::less<>>;
 
 /// What load_state_dict did not match (strict = false reports, true raises).
 struct LoadResult {
+  /// Keys the cell has that the state dict lacks.
   std::vector<std::string> missing_keys;
+  /// Keys of the state dict that name nothing in the cell.
   std::vector<std::string> unexpected_keys;
 };
 
@@ -167,6 +169,7 @@ class CellBase {
       const std::string& prefix = {}, bool recurse = true) const;
   /// The parameters (`get_parameters()` in MindSpore).
   ParameterList parameters(bool recurse = true) const;
+  /// As parameters (MindSpore's name for it).
   ParameterList get_parameters(bool recurse = true) const { return parameters(recurse); }
   /// The parameters with requires_grad.
   ParameterList trainable_params(bool recurse = true) const;
@@ -179,14 +182,17 @@ class CellBase {
   /// Every buffer with its hierarchical name (persistent or not).
   std::vector<std::pair<std::string, Tensor>> buffers_and_names(const std::string& prefix = {},
                                                                 bool recurse = true) const;
+  /// The buffers of buffers_and_names, without their names.
   std::vector<Tensor> buffers(bool recurse = true) const;
 
   // ---------------------------------------------------------------- modes
   /// Training mode for this cell and its descendants (Dropout, BatchNorm read it).
   CellBase& set_train(bool mode = true);
+  /// Whether the cell is in training mode (see set_train; false for a new cell).
   bool training() const { return training_; }
   /// Marks the cell (and descendants) as needing gradients (MindSpore's set_grad).
   CellBase& set_grad(bool requires_grad = true);
+  /// Whether set_grad marked the cell (false for a new cell).
   bool requires_grad() const { return requires_grad_; }
 
   // ---------------------------------------------------------------- dynamic shapes
@@ -199,6 +205,7 @@ class CellBase {
     inputs_ = std::move(specs);
     return *this;
   }
+  /// The specs given to set_inputs (empty when none).
   const std::vector<TensorSpec>& get_inputs() const { return inputs_; }
 
   // ---------------------------------------------------------------- printing
@@ -219,18 +226,28 @@ class CellBase {
   /// unless all of it is valid.
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
 
-  /// State-dict hooks (MindSpore's `_register_state_dict_hook` and friends):
-  /// pre/post see the dict being built; load pre-hooks may edit the dict before
-  /// it is checked, load post-hooks see the missing and unexpected keys.
+  // State-dict hooks (MindSpore's `_register_state_dict_hook` and friends).
+  // Each returns a handle that removes the hook.
+  /// `fn(cell, sd, prefix)` runs before state_dict adds this cell's entries
+  /// (under `prefix`) to `sd`.
   HookHandle register_state_dict_pre_hook(detail::StateDictHook fn);
+  /// `fn(cell, sd, prefix)` runs after state_dict added this cell's entries to
+  /// `sd`, and may edit them.
   HookHandle register_state_dict_post_hook(detail::StateDictHook fn);
+  /// `fn(cell, sd, prefix)` runs at the start of load_state_dict, before any
+  /// entry is checked, and may edit the dict `sd` that is then loaded.
   HookHandle register_load_state_dict_pre_hook(detail::LoadPreHook fn);
+  /// `fn(cell, result)` runs at the end of load_state_dict and sees (and may
+  /// edit) the missing and unexpected keys it returns.
   HookHandle register_load_state_dict_post_hook(detail::LoadPostHook fn);
 
   /// Whether any forward or backward hook is registered on this cell.
   bool has_hooks() const { return hooks_ && (hooks_->any_forward() || hooks_->any_backward()); }
 
  protected:
+  /// \cond INTERNAL
+  // The registry behind the public API; protected only so that Cell<Derived>
+  // reaches its hook lists.
   detail::CellHooks& hooks() { return hooks_.get_or_make(); }
   const detail::CellHooks* hooks_ptr() const { return hooks_.get(); }
 
@@ -251,8 +268,10 @@ class CellBase {
   std::vector<TensorSpec> inputs_;
   detail::LazyOnce<detail::CellHooks> hooks_;
   detail::LazyOnce<detail::StateHooks> state_hooks_;
+  /// \endcond
 };
 
+/// Prints `c.to_string()`.
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
 
 namespace detail {
@@ -382,7 +401,9 @@ class Cell : public CellBase {
     return call_hooked<T, Out>(a...);
   }
 
+  /// This cell as its own type.
   Derived& derived() { return static_cast<Derived&>(*this); }
+  /// This cell as its own type.
   const Derived& derived() const { return static_cast<const Derived&>(*this); }
 
   /// Whether Derived defines its own backward, `bprop` (MindSpore's has_bprop).
@@ -510,6 +531,8 @@ class Cell : public CellBase {
                   "register a hook that takes the keyword arguments");
     return {};
   }
+  /// As for register_forward_pre_hook: a bool in place of the tag
+  /// ms::with_kwargs stops the build with a message saying so.
   template <class F, class B>
   requires std::is_same_v<B, bool> HookHandle register_forward_hook(F, B) {
     static_assert(detail::always_false_v<F, B>,

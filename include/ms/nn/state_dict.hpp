@@ -29,24 +29,29 @@ namespace ms {
 /// An ordered list of (hierarchical name, tensor), indexable by name.
 class StateDict : public std::vector<std::pair<std::string, Tensor>> {
  public:
+  /// The underlying list of (name, tensor) entries in registration order.
   using Base = std::vector<std::pair<std::string, Tensor>>;
   using Base::at;
   using Base::Base;
   using Base::operator[];
   StateDict() = default;
+  /// Takes over a plain list of (name, tensor) entries, in their order.
   StateDict(Base entries) : Base(std::move(entries)) {}  // NOLINT: implicit, from a plain list
 
   /// The tensor named `name`; ms::KeyError naming the key and the closest
   /// names when there is none. `sd.at("fc1.weight")`.
   Tensor& at(std::string_view name) { return entry(name).second; }
+  /// As the non-const at(name).
   const Tensor& at(std::string_view name) const { return entry(name).second; }
   /// As at(name): `sd["fc1.weight"]` (a missing name is a KeyError, never inserted).
   Tensor& operator[](std::string_view name) { return at(name); }
+  /// As the non-const operator[](name).
   const Tensor& operator[](std::string_view name) const { return at(name); }
   /// Whether an entry is named `name`.
   bool contains(std::string_view name) const { return find(name) != end(); }
   /// The first entry named `name`, or end().
   iterator find(std::string_view name);
+  /// As the non-const find(name).
   const_iterator find(std::string_view name) const;
   /// Replaces the tensor of `name`, or appends (name, tensor) when there is none.
   void insert_or_assign(std::string name, Tensor tensor);

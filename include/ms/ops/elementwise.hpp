@@ -40,267 +40,430 @@ using kernels::OpList;
 /// floats to multiples of 0.5 (ties for comparisons and rounding),
 /// `avoid_zero` keeps |x| >= 0.25.
 struct Domain {
+  /// @{
+  /// The range of floating operands.
   double lo = -2, hi = 2;
+  /// @}
+  /// @{
+  /// The range of integer operands.
   double int_lo = -3, int_hi = 3;
+  /// @}
+  /// Round floating operands to multiples of 0.5.
   bool halves = false;
+  /// Keep |x| >= 0.25.
   bool avoid_zero = false;
 };
 
 // ---------------------------------------------------------------- unary
 
+/// The entry of the elementwise op behind kernels::ew::Neg: the instruction plus its
+/// reference, gradient and test domain.
 struct Neg : kernels::ew::Neg {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return -x; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// Algebraic facts the jit's simplification uses.
   static constexpr Algebra algebra{.involution = true};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Abs: the instruction plus its
+/// reference, gradient and test domain.
 struct Abs : kernels::ew::Abs {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::fabs(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Exp: the instruction plus its
+/// reference, gradient and test domain.
 struct Exp : kernels::ew::Exp {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::exp(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Log: the instruction plus its
+/// reference, gradient and test domain.
 struct Log : kernels::ew::Log {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::log(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Log1p: the instruction plus its
+/// reference, gradient and test domain.
 struct Log1p : kernels::ew::Log1p {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::log1p(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = -0.5, .hi = 3, .int_lo = 0, .int_hi = 4}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Sqrt: the instruction plus its
+/// reference, gradient and test domain.
 struct Sqrt : kernels::ew::Sqrt {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::sqrt(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Rsqrt: the instruction plus its
+/// reference, gradient and test domain.
 struct Rsqrt : kernels::ew::Rsqrt {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return 1.0 / std::sqrt(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = 0.25, .hi = 3, .int_lo = 1, .int_hi = 4}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Square: the instruction plus its
+/// reference, gradient and test domain.
 struct Square : kernels::ew::Square {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x * x; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Reciprocal: the instruction plus its
+/// reference, gradient and test domain.
 struct Reciprocal : kernels::ew::Reciprocal {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return 1.0 / x; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = -3, .hi = 3, .avoid_zero = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Sign: the instruction plus its
+/// reference, gradient and test domain.
 struct Sign : kernels::ew::Sign {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x * 0.0; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Floor: the instruction plus its
+/// reference, gradient and test domain.
 struct Floor : kernels::ew::Floor {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::floor(x); }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Ceil: the instruction plus its
+/// reference, gradient and test domain.
 struct Ceil : kernels::ew::Ceil {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::ceil(x); }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}};
 };
 
 /// Rounds half to even, as NumPy, PyTorch and MindSpore.
 struct Round : kernels::ew::Round {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::nearbyint(x); }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Sin: the instruction plus its
+/// reference, gradient and test domain.
 struct Sin : kernels::ew::Sin {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::sin(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Cos: the instruction plus its
+/// reference, gradient and test domain.
 struct Cos : kernels::ew::Cos {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::cos(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Tanh: the instruction plus its
+/// reference, gradient and test domain.
 struct Tanh : kernels::ew::Tanh {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::tanh(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Sigmoid: the instruction plus its
+/// reference, gradient and test domain.
 struct Sigmoid : kernels::ew::Sigmoid {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// max(x, 0); NaN stays NaN, as PyTorch.
 struct Relu : kernels::ew::Relu {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x < 0 ? 0.0 : x; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// relu's gradient: relu_grad(g, x) = g where x > 0, else 0 (NaN x gives 0),
 /// one pass instead of where(x > 0, g, 0)'s two (MindSpore's ReluGrad).
 struct ReluGrad : kernels::ew::ReluGrad {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double g, double x) { return x > 0 ? g : 0.0; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
 };
 
 /// x * Phi(x) with the exact (erf) form, PyTorch's default gelu.
 struct Gelu : kernels::ew::Gelu {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// The error function (used by gelu's gradient).
 struct Erf : kernels::ew::Erf {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return std::erf(x); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// The tanh approximation of gelu (PyTorch's approximate="tanh", MindSpore's default).
 struct GeluTanh : kernels::ew::GeluTanh {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) {
     return 0.5 * x *
            (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
   }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// The entry of the elementwise op behind kernels::ew::Silu: the instruction plus its
+/// reference, gradient and test domain.
 struct Silu : kernels::ew::Silu {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x / (1.0 + std::exp(-x)); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// log(1 + exp(x)), linear above 20 as PyTorch (threshold=20) to avoid overflow.
 struct Softplus : kernels::ew::Softplus {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x > 20 ? x : std::log1p(std::exp(x)); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
 /// x * relu6(x + 3) / 6 (MindSpore's HSwish, PyTorch's hardswish).
 struct Hardswish : kernels::ew::Hardswish {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = -4, .hi = 4, .int_lo = -5, .int_hi = 5}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::LogicalNot: the instruction plus its
+/// reference, gradient and test domain.
 struct LogicalNot : kernels::ew::LogicalNot {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x) { return x == 0 ? 1.0 : 0.0; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}};
 };
 
 // ---------------------------------------------------------------- binary
 
+/// The entry of the elementwise op behind kernels::ew::Add: the instruction plus its
+/// reference, gradient and test domain.
 struct Add : kernels::ew::Add {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a + b; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
   // x + 0 is not x for floats: -0.0 + 0 = +0.0
+  /// Algebraic facts the jit's simplification uses.
   static constexpr Algebra algebra{.identity = 0,
                                    .identity_right = true,
                                    .identity_left = true,
                                    .identity_exact_for_floats = false};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Sub: the instruction plus its
+/// reference, gradient and test domain.
 struct Sub : kernels::ew::Sub {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a - b; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// Algebraic facts the jit's simplification uses.
   static constexpr Algebra algebra{.identity = 0, .identity_right = true};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Mul: the instruction plus its
+/// reference, gradient and test domain.
 struct Mul : kernels::ew::Mul {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a * b; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// Algebraic facts the jit's simplification uses.
   static constexpr Algebra algebra{.identity = 1, .identity_right = true, .identity_left = true};
 };
 
 /// True division: integers divide as float32 (as PyTorch's `/`).
 struct Div : kernels::ew::Div {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a / b; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{}, {.lo = -3, .hi = 3, .avoid_zero = true}};
+  /// Algebraic facts the jit's simplification uses.
   static constexpr Algebra algebra{.identity = 1, .identity_right = true};
 };
 
 /// a ** b. Integer powers of integers stay integers (negative exponents give
 /// 0 except for bases 1 and -1, as NumPy's integer power).
 struct Pow : kernels::ew::Pow {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return std::pow(a, b); }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.lo = 0.5, .hi = 2, .int_lo = 1, .int_hi = 4},
                                       {.lo = -2, .hi = 2, .int_lo = 0, .int_hi = 3}};
 };
 
 /// Elementwise max; NaN propagates (as PyTorch's maximum).
 struct Maximum : kernels::ew::Maximum {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) {
     return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
   }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
 /// Elementwise min; NaN propagates (as PyTorch's minimum).
 struct Minimum : kernels::ew::Minimum {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) {
     return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
   }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
                                        const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Eq: the instruction plus its
+/// reference, gradient and test domain.
 struct Eq : kernels::ew::Eq {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a == b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Ne: the instruction plus its
+/// reference, gradient and test domain.
 struct Ne : kernels::ew::Ne {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a != b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Lt: the instruction plus its
+/// reference, gradient and test domain.
 struct Lt : kernels::ew::Lt {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a < b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Le: the instruction plus its
+/// reference, gradient and test domain.
 struct Le : kernels::ew::Le {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a <= b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Gt: the instruction plus its
+/// reference, gradient and test domain.
 struct Gt : kernels::ew::Gt {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a > b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::Ge: the instruction plus its
+/// reference, gradient and test domain.
 struct Ge : kernels::ew::Ge {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return a >= b; }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::LogicalAnd: the instruction plus its
+/// reference, gradient and test domain.
 struct LogicalAnd : kernels::ew::LogicalAnd {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return (a != 0) && (b != 0); }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
+/// The entry of the elementwise op behind kernels::ew::LogicalOr: the instruction plus its
+/// reference, gradient and test domain.
 struct LogicalOr : kernels::ew::LogicalOr {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) { return (a != 0) || (b != 0); }
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}};
 };
 
@@ -308,19 +471,25 @@ struct LogicalOr : kernels::ew::LogicalOr {
 
 /// where(cond, x, y): x where cond is true, else y.
 struct Where : kernels::ew::Where {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double c, double x, double y) { return c != 0 ? x : y; }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::array<Tensor, 3> vjp(const Tensor& x, const Tensor& y, const Tensor& z,
                                    const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{.halves = true}, {.halves = true}, {.halves = true}};
 };
 
 /// clamp(x, lo, hi) = min(max(x, lo), hi); NaN in x propagates.
 struct Clamp : kernels::ew::Clamp {
+  /// The result in double precision: the reference the tests compare against.
   static double ref(double x, double lo, double hi) {
     return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
   }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::array<Tensor, 3> vjp(const Tensor& x, const Tensor& y, const Tensor& z,
                                    const Tensor& out, const Tensor& g);
+  /// The domain the tests draw each operand from.
   static constexpr Domain domain[] = {{},
                                       {.lo = -2, .hi = -0.25, .int_lo = -3, .int_hi = -1},
                                       {.lo = 0.25, .hi = 2, .int_lo = 1, .int_hi = 3}};

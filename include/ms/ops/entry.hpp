@@ -50,12 +50,15 @@ namespace ms::ops {
 
 /// How many inputs an op takes (`max` -1: any number from `min`).
 struct Arity {
+  /// The fewest inputs.
   int min = 1;
+  /// The most inputs (-1: no limit).
   int max = 1;
 };
 
 /// What passes and tests may assume of an op.
 struct Props {
+  /// Whether gradients flow through the op (false: its inputs get no gradient from it).
   bool differentiable = true;
   /// For a non-differentiable op whose gradient is not zero: why ms cannot
   /// differentiate through it (a gradient reaching it is then a ValueError).
@@ -78,9 +81,12 @@ struct Props {
 /// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.
 template <class A, class T>
 struct Field {
+  /// The attribute's name, as printed in dumps and read by string-keyed calls.
   std::string_view name;
+  /// The member holding it.
   T A::*member;
 };
+/// Describes the attribute `member` of `A` under `name` (for Attrs::fields()).
 template <class A, class T>
 constexpr Field<A, T> field(std::string_view name, T A::*member) {
   return {name, member};
@@ -88,6 +94,7 @@ constexpr Field<A, T> field(std::string_view name, T A::*member) {
 
 /// An entry's attributes with no members.
 struct NoAttrs {
+  /// No fields: an empty tuple.
   static constexpr auto fields() { return std::tuple<>{}; }
 };
 

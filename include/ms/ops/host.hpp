@@ -28,6 +28,7 @@
 
 namespace ms::ops {
 
+/// A host callback: concrete tensors in, concrete tensors out (see host_call).
 using HostFn = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
 
 /// Runs `fn` on `inputs` now (concrete) or, while tracing, records a node

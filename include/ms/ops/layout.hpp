@@ -199,57 +199,91 @@ struct BroadcastTo {
 /// slice semantics: negative start / stop count from the end and are clamped;
 /// step > 0). `x.slice(1, 0, -1, 2)`
 struct Slice {
+  /// The op-table name.
   static constexpr std::string_view name = "slice";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Layout;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{.view = true};
+  /// Which part of which axis is kept.
   struct Attrs {
+    /// The axis (negative: from the end).
     std::int64_t axis = 0;
+    /// The first index kept.
     std::int64_t start = 0;
+    /// One past the last index kept.
     std::int64_t stop = 0;
+    /// The distance between kept indices.
     std::int64_t step = 1;
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("axis", &Attrs::axis), field("start", &Attrs::start),
                         field("stop", &Attrs::stop), field("step", &Attrs::step)};
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
 /// The sub-tensor at `index` (in [-size, size)) along `axis`, which is
 /// removed (a view). `x.select(0, -1)` is the last row.
 struct Select {
+  /// The op-table name.
   static constexpr std::string_view name = "select";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Layout;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{.view = true};
+  /// Which axis is removed, at which index.
   struct Attrs {
+    /// The axis (negative: from the end).
     std::int64_t axis = 0;
+    /// The index kept (negative: from the end).
     std::int64_t index = 0;
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("axis", &Attrs::axis), field("index", &Attrs::index)};
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
 /// The identity whose gradient is zero (`ms::stop_gradient`): the input itself.
 struct StopGradient {
+  /// The op-table name.
   static constexpr std::string_view name = "stop_gradient";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Layout;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
   // Not differentiable on purpose: no gradient flows through it.
+  /// What passes and tests may assume of it.
   static constexpr Props props{
       .differentiable = false, .view = true, .algebra = {.identity_when_same_type = true}};
+  /// Its attributes.
   using Attrs = NoAttrs;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -606,20 +640,31 @@ struct Cumsum {
 /// [0, num_classes) (IndexError otherwise). Integer indices carry no
 /// gradient. The public ms::one_hot also accepts num_classes -1.
 struct OneHot {
+  /// The op-table name.
   static constexpr std::string_view name = "one_hot";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Indexing;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
   // Its input is integer indices: a zero gradient is right.
+  /// What passes and tests may assume of it.
   static constexpr Props props{.differentiable = false};
+  /// The number of classes and the output dtype.
   struct Attrs {
+    /// The size of the new last axis.
     std::int64_t num_classes = 0;
+    /// The output dtype.
     DType dtype = float32;
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("num_classes", &Attrs::num_classes), field("dtype", &Attrs::dtype)};
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 

@@ -91,15 +91,25 @@ namespace ms::ops {
 /// padded input; ValueError for a stride, dilation or groups <= 0, a negative
 /// padding, option lists not of 1 or 2 values, sizes that overflow int64.
 struct Conv2d {
+  /// The op-table name.
   static constexpr std::string_view name = "conv2d";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "Conv2D";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Conv;
+  /// How many inputs it takes.
   static constexpr Arity arity{2, 3};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// Its attributes.
   using Attrs = Conv2dOptions;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -114,15 +124,25 @@ struct Conv2d {
 /// ValueError for a kernel, stride or dilation <= 0, a negative padding or one
 /// over kernel / 2, lists not of 1 or 2 values, sizes that overflow int64.
 struct MaxPool2d {
+  /// The op-table name.
   static constexpr std::string_view name = "max_pool2d";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "MaxPool2D";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Pool;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// Its attributes.
   using Attrs = MaxPool2dOptions;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -132,15 +152,25 @@ struct MaxPool2d {
 /// input elements. dtypes: float32, float64; float16 and bfloat16 compute in
 /// float32. Errors as `max_pool2d`, and TypeError for integer inputs.
 struct AvgPool2d {
+  /// The op-table name.
   static constexpr std::string_view name = "avg_pool2d";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "AvgPool2D";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Pool;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// Its attributes.
   using Attrs = AvgPool2dOptions;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -152,15 +182,25 @@ struct AvgPool2d {
 /// naming the row, also when a compiled graph runs. Its gradient is
 /// (softmax(logits) - one_hot(labels)) * grad.
 struct SoftmaxCrossEntropy {
+  /// The op-table name.
   static constexpr std::string_view name = "softmax_cross_entropy";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "SoftmaxCrossEntropy";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Composite;
+  /// How many inputs it takes.
   static constexpr Arity arity{2, 2};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// Its attributes.
   using Attrs = NoAttrs;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -177,21 +217,33 @@ struct SoftmaxCrossEntropy {
 /// convolution, as GEMM W^T G + col2im per image. input_size: 4 sizes >= 0
 /// (ValueError for a negative one).
 struct Conv2dGradInput {
+  /// The op-table name.
   static constexpr std::string_view name = "conv2d_grad_input";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "Conv2DGradInput";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Conv;
+  /// How many inputs it takes.
   static constexpr Arity arity{2, 2};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// conv2d's options, and the shape of the input whose gradient is computed.
   struct Attrs : Conv2dOptions {
+    /// The input's shape [N, C, H, W].
     std::vector<std::int64_t> input_size = {};
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple_cat(Conv2dOptions::fields(),
                             std::tuple{field("input_size", &Attrs::input_size)});
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -200,21 +252,33 @@ struct Conv2dGradInput {
 /// of G cols^T (GEMM on im2col columns). The batch is summed in a fixed order
 /// (results do not depend on the thread count).
 struct Conv2dGradWeight {
+  /// The op-table name.
   static constexpr std::string_view name = "conv2d_grad_weight";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "Conv2DGradWeight";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Conv;
+  /// How many inputs it takes.
   static constexpr Arity arity{2, 2};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// conv2d's options, and the shape of the weight whose gradient is computed.
   struct Attrs : Conv2dOptions {
+    /// The weight's shape [O, C / groups, KH, KW].
     std::vector<std::int64_t> weight_size = {};
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple_cat(Conv2dOptions::fields(),
                             std::tuple{field("weight_size", &Attrs::weight_size)});
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -222,15 +286,25 @@ struct Conv2dGradWeight {
 /// the element its window's maximum came from (the first one on ties, the
 /// last NaN, as the forward), recomputed from x; overlapping windows add up.
 struct MaxPool2dGrad {
+  /// The op-table name.
   static constexpr std::string_view name = "max_pool2d_grad";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "MaxPool2DGrad";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Pool;
+  /// How many inputs it takes.
   static constexpr Arity arity{2, 2};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// Its attributes.
   using Attrs = MaxPool2dOptions;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
@@ -238,21 +312,33 @@ struct MaxPool2dGrad {
 /// [N, C, H, W]): each grad_out element divided by its window's divisor is
 /// added to the window's input elements.
 struct AvgPool2dGrad {
+  /// The op-table name.
   static constexpr std::string_view name = "avg_pool2d_grad";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "AvgPool2DGrad";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Pool;
+  /// How many inputs it takes.
   static constexpr Arity arity{1, 1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{};
+  /// avg_pool2d's options, and the shape of the input whose gradient is computed.
   struct Attrs : AvgPool2dOptions {
+    /// The input's shape.
     std::vector<std::int64_t> input_size = {};
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple_cat(AvgPool2dOptions::fields(),
                             std::tuple{field("input_size", &Attrs::input_size)});
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The inputs' gradients, written with ops (so they are differentiable again).
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 

@@ -39,6 +39,7 @@ enum class OpKind : std::uint8_t {
   Random,        ///< draws from a Generator when the graph runs: never folded, merged or dropped
 };
 
+/// The name of `k` (`Elementwise`, `Reduction`, ...).
 std::string_view op_kind_name(OpKind k);
 
 /// One attribute value.
@@ -49,19 +50,23 @@ using AttrValue =
 class Attrs {
  public:
   Attrs() = default;
+  /// `{{"axis", std::int64_t{1}}, {"keepdims", true}}`: the attributes in order.
   Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
 
   /// Sets (or replaces) an attribute.
   Attrs& set(std::string name, AttrValue v);
+  /// Whether an attribute `name` is set.
   bool has(std::string_view name) const;
   /// The attribute `name` as T; ValueError naming `op` when missing or of another type.
   /// int64 attributes also read as double.
   template <class T>
   T get(std::string_view name, std::string_view op) const;
+  /// As get, or `fallback` when no attribute `name` is set.
   template <class T>
   T get_or(std::string_view name, T fallback, std::string_view op) const {
     return has(name) ? get<T>(name, op) : fallback;
   }
+  /// The attributes in the order they were set.
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   /// "axes=[1], keepdims=false"
   std::string to_string() const;
@@ -74,48 +79,63 @@ class Attrs {
 
 /// The dtype and shape of a value (a tensor not yet computed).
 struct TensorType {
+  /// The element type.
   DType dtype = float32;
+  /// The dims.
   Shape shape;
   friend bool operator==(const TensorType&, const TensorType&) = default;
 };
 
+/// Shape and dtype inference: the output types for the input types and attributes.
 using InferFn = std::function<std::vector<TensorType>(std::span<const TensorType>, const Attrs&)>;
 
 /// What a gradient rule sees: the op's inputs and outputs (symbolic while
 /// autodiff traces the backward pass) and the gradients of its outputs.
 struct GradContext {
   std::span<const Tensor> inputs;  ///< a weak scalar operand is a 0-d tensor of its partner's dtype
+  /// The op's outputs from the forward pass.
   std::span<const Tensor> outputs;
   std::span<const Tensor> out_grads;  ///< undefined where an output gets no gradient
+  /// The op's attributes.
   const Attrs& attrs;
 };
 /// Reverse-mode rule: one gradient per input (undefined: none), written with
 /// ops so that it records graph nodes (and so is differentiable again). The
 /// gradient of an input must have that input's shape.
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
+/// Evaluation: the concrete outputs for concrete inputs and attributes.
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
 
 /// One sample of an op, for the table-driven tests (tests/ops/test_entries.cpp):
 /// inputs and attributes, and what the test checks of them.
 struct Sample {
+  /// What the case covers (shown when it fails).
   std::string label;
+  /// The inputs.
   std::vector<Tensor> inputs;
+  /// The attributes.
   Attrs attrs = {};
   /// The outputs' values (compared to `tol`, 0: bitwise); empty: not compared.
   std::vector<Tensor> expected = {};
+  /// The largest allowed |output - expected| (0: bitwise equal).
   double tol = 0;
   /// Inputs the finite-difference gradient check differentiates (floating
   /// inputs, run in float64); empty: no gradient check of this sample.
   std::vector<int> grad_inputs = {};
+  /// @{
   /// The gradient check's step and absolute tolerance (larger where an op
   /// rounds through a narrower dtype).
   double grad_eps = 1e-6, grad_atol = 1e-5;
+  /// @}
 };
 
 /// A bad call of an op and the error it must raise.
 struct ErrorSample {
+  /// What the case tries (shown when it fails).
   std::string label;
+  /// The inputs of the bad call.
   std::vector<Tensor> inputs;
+  /// The attributes of the bad call.
   Attrs attrs = {};
   std::string_view kind;  ///< Error::kind() of the error, e.g. "ms::ShapeError"
   std::string message;    ///< a part of its message
@@ -124,7 +144,9 @@ struct ErrorSample {
 /// An op's samples: calls that must work (checked forward, eagerly against
 /// `ms::jit` at O0 and O1, and by gradcheck) and calls that must fail.
 struct Samples {
+  /// Calls that must work.
   std::vector<Sample> cases;
+  /// Calls that must fail, with their errors.
   std::vector<ErrorSample> errors = {};
 };
 
@@ -134,7 +156,9 @@ struct Algebra {
   /// A binary op's identity element e: x op e == x when `identity_right`
   /// (x * 1, x / 1, x - 0, x + 0), e op x == x when `identity_left` (1 * x, 0 + x).
   double identity = 0;
+  /// Whether x op e == x.
   bool identity_right = false;
+  /// Whether e op x == x.
   bool identity_left = false;
   /// False where the identity fails for floating and complex dtypes (x + 0 is
   /// +0.0 for x = -0.0).
@@ -151,12 +175,16 @@ struct Algebra {
 
 /// One entry of the op table.
 struct OpDef {
+  /// The name of the public function and of the entry (`matmul`).
   std::string_view name;
   /// Name in graph dumps (`MatMul`); empty: the name in CamelCase (`log_softmax` -> `LogSoftmax`).
   std::string_view ir_name = {};
+  /// The op's family (elementwise, reduction, ...).
   OpKind kind = OpKind::Elementwise;
+  /// The fewest inputs.
   int min_inputs = 1;
   int max_inputs = 1;  ///< -1: variadic (concat, stack)
+  /// Whether gradients flow through the op.
   bool differentiable = true;
   /// For a non-differentiable op whose gradient is not zero (an op whose
   /// rule is not written yet): why ms cannot
@@ -195,6 +223,7 @@ const OpDef& op(std::string_view name);
 std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs = {});
 /// `call` for a single-output op.
 Tensor call1(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs = {});
+/// As call1(def, inputs, attrs) with the inputs in braces.
 inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
                     const Attrs& attrs = {}) {
   return call1(def, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);

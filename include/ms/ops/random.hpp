@@ -34,11 +34,13 @@ namespace ms {
 /// Uniform in [low, high) (float16 / bfloat16 may round up to `high`). Needs finite low < high.
 /// Example: `ms::uniform({2, 3}, -1.0, 1.0)`.
 Tensor uniform(const Shape& shape, double low = 0.0, double high = 1.0, DType dtype = float32);
+/// As above, drawing from `gen`.
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype = float32);
 
 /// Normal N(mean, std^2) by the Box-Muller transform. Needs std >= 0.
 /// Example: `ms::normal({128, 64}, 0.0, 0.02)`.
 Tensor normal(const Shape& shape, double mean = 0.0, double std = 1.0, DType dtype = float32);
+/// As above, drawing from `gen`.
 Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = float32);
 
 /// Normal N(mean, std^2) conditioned on [a, b] (absolute bounds, as PyTorch's
@@ -47,23 +49,27 @@ Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType
 /// Example: `ms::truncated_normal({64, 64}, 0.0, 1.0, -2.0, 2.0)`.
 Tensor truncated_normal(const Shape& shape, double mean = 0.0, double std = 1.0, double a = -2.0,
                         double b = 2.0, DType dtype = float32);
+/// As above, drawing from `gen`.
 Tensor truncated_normal(const Shape& shape, double mean, double std, double a, double b,
                         Generator& gen, DType dtype = float32);
 
 /// 1 with probability p, else 0, in `dtype` (bool, integer or floating). Needs p in [0, 1].
 /// Example: `ms::bernoulli({10}, 0.3)`.
 Tensor bernoulli(const Shape& shape, double p = 0.5, DType dtype = float32);
+/// As above, drawing from `gen`.
 Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype = float32);
 /// Element i is 1 with probability probs[i] (a floating tensor with values in
 /// [0, 1]); the result has the shape and dtype of `probs`.
 /// Example: `ms::bernoulli(ms::full({3}, 0.25))`.
 Tensor bernoulli(const Tensor& probs);
+/// As above, drawing from `gen`.
 Tensor bernoulli(const Tensor& probs, Generator& gen);
 
 /// Integers uniform in [low, high), int64 by default (any integer dtype whose
 /// range holds [low, high - 1]).
 /// Example: `ms::randint(0, 10, {5})`.
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = int64);
+/// As above, drawing from `gen`.
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen,
                DType dtype = int64);
 
@@ -71,6 +77,7 @@ Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generato
 /// or floating dtypes that hold n - 1 exactly).
 /// Example: `ms::randperm(5)` may give [3, 0, 4, 1, 2].
 Tensor randperm(std::int64_t n, DType dtype = int64);
+/// As above, drawing from `gen`.
 Tensor randperm(std::int64_t n, Generator& gen, DType dtype = int64);
 
 /// Inverted dropout: each element is zeroed with probability p and the others
@@ -78,6 +85,7 @@ Tensor randperm(std::int64_t n, Generator& gen, DType dtype = int64);
 /// itself, with p == 1 zeros. `x` must be floating. Needs p in [0, 1].
 /// Example: `ms::dropout(h, 0.5, net.training())`.
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+/// As above, drawing from `gen`.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 }  // namespace ms
@@ -104,25 +112,40 @@ namespace ms::ops {
 /// Passes never fold, merge or drop it. Not differentiable: the numbers do not
 /// depend on the inputs' values in a differentiable way (zero gradient).
 struct Random {
+  /// The op-table name.
   static constexpr std::string_view name = "random";
+  /// The name in graph dumps.
   static constexpr std::string_view ir_name = "Random";
+  /// The op's family.
   static constexpr OpKind kind = OpKind::Random;
+  /// How many inputs it takes.
   static constexpr Arity arity{0, -1};
+  /// What passes and tests may assume of it.
   static constexpr Props props{.differentiable = false, .random = true};
+  /// What the recorded draw is.
   struct Attrs {
+    /// The draw's id in the table of host callbacks.
     std::int64_t fn = -1;
+    /// The name shown in dumps.
     std::string label = {};
+    /// The output dtype.
     DType dtype = float32;
+    /// How many leading inputs the draw reads.
     std::int64_t data_inputs = 0;
+    /// The output shape when there is no data input.
     std::optional<std::vector<std::int64_t>> shape = {};
+    /// Each attribute's name and member, for dumps and export.
     static constexpr auto fields() {
       return std::tuple{field("fn", &Attrs::fn), field("label", &Attrs::label),
                         field("dtype", &Attrs::dtype), field("data_inputs", &Attrs::data_inputs),
                         field("shape", &Attrs::shape)};
     }
   };
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
   static Samples samples();
 };
 
