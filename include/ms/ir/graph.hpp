@@ -38,6 +38,7 @@ template <class Tag>
 class Id {
  public:
   constexpr Id() = default;
+  /// The id of table position `i` (-1: "none").
   template <std::integral I>
   constexpr explicit Id(I i) : v_(static_cast<int>(i)) {}
   /// The position in the graph's table (the id must not be "none").
@@ -45,6 +46,7 @@ class Id {
   /// The id as a signed number (-1 for "none"): for printing and for the
   /// places that store it as a plain int (a symbolic tensor's id).
   constexpr int raw() const { return v_; }
+  /// False for "none".
   constexpr bool valid() const { return v_ >= 0; }
   friend constexpr bool operator==(Id, Id) = default;
   friend constexpr auto operator<=>(Id, Id) = default;
@@ -54,9 +56,13 @@ class Id {
   int v_ = -1;
 };
 
+/// The id of a value of a Graph (an index into `Graph::values`).
 using ValueId = Id<struct ValueTag>;
+/// The id of a node of a Graph (an index into `Graph::nodes`).
 using NodeId = Id<struct NodeTag>;
+/// "No value" (a default-constructed ValueId).
 inline constexpr ValueId kNoValue{};
+/// "No node" (a default-constructed NodeId).
 inline constexpr NodeId kNoNode{};
 
 /// A table with one entry per value (`IdTable<ValueId, T>`) or per node,
@@ -65,13 +71,22 @@ template <class K, class T>
 class IdTable {
  public:
   IdTable() = default;
+  /// `n` entries, each `init`.
   explicit IdTable(std::size_t n, const T& init = T{}) : v_(n, init) {}
+  /// The entry of id `k`.
+  /// @{
   decltype(auto) operator[](K k) { return v_[k.index()]; }
   decltype(auto) operator[](K k) const { return v_[k.index()]; }
+  /// @}
+  /// The number of entries.
   std::size_t size() const { return v_.size(); }
+  /// Grows or shrinks to `n` entries (new ones `init`).
   void resize(std::size_t n, const T& init = T{}) { v_.resize(n, init); }
+  /// Iteration in id order.
+  /// @{
   auto begin() const { return v_.begin(); }
   auto end() const { return v_.end(); }
+  /// @}
 
  private:
   std::vector<T> v_;
@@ -182,7 +197,9 @@ ops::TensorType infer_elementwise(int ew_id, std::span<const Value> operands,
 
 }  // namespace ms::ir
 
+/// Hashing of IR ids, for unordered containers keyed by value or node.
 template <class Tag>
 struct std::hash<ms::ir::Id<Tag>> {
+  /// The hash of the id's number.
   std::size_t operator()(ms::ir::Id<Tag> id) const noexcept { return std::hash<int>{}(id.raw()); }
 };
