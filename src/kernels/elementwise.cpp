@@ -5,8 +5,8 @@
 // stream from memory in short tiles, large outputs with non-temporal stores).
 #include "ms/kernels/elementwise.hpp"
 
-#include "ms/core/detail/eigen.hpp"
 #include <algorithm>
+#include "ms/core/detail/eigen.hpp"
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif

@@ -9,7 +9,6 @@
 // (wrapping, as two's complement int64 does, without signed-overflow UB).
 #include "ms/kernels/reduce.hpp"
 
-#include "ms/core/detail/eigen.hpp"
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +17,7 @@
 #include <numeric>
 #include <type_traits>
 #include <vector>
+#include "ms/core/detail/eigen.hpp"
 
 #include "ms/kernels/parallel.hpp"
 

@@ -144,16 +144,16 @@ void add_ew_cases(std::vector<Case>& cases) {
                        return Tensors{EwFunction<Op>{}(xs[0], s1), EwFunction<Op>{}(s1, xs[0]),
                                       EwFunction<Op>{}(xs[0] * 2.f, 1.f - xs[0])};
                      }});
-    cases.push_back(
-        {name, "weak int scalar with i64 and f64",
-         [](unsigned s) {
-           return Tensors{random_tensor(int64, {3, 4}, test::range_of(ops::ew_domain<Op>(0)), s),
-                          random_tensor(float64, {4}, {0.5, 2}, s + 1)};
-         },
-         [](const Tensors& xs) {
-           return Tensors{EwFunction<Op>{}(xs[0], 2), EwFunction<Op>{}(3, xs[0]),
-                          EwFunction<Op>{}(xs[1], 2), EwFunction<Op>{}(2.5, xs[1])};
-         }});
+    cases.push_back({name, "weak int scalar with i64 and f64",
+                     [](unsigned s) {
+                       return Tensors{
+                           random_tensor(int64, {3, 4}, test::range_of(ops::ew_domain<Op>(0)), s),
+                           random_tensor(float64, {4}, {0.5, 2}, s + 1)};
+                     },
+                     [](const Tensors& xs) {
+                       return Tensors{EwFunction<Op>{}(xs[0], 2), EwFunction<Op>{}(3, xs[0]),
+                                      EwFunction<Op>{}(xs[1], 2), EwFunction<Op>{}(2.5, xs[1])};
+                     }});
   } else if constexpr (std::is_same_v<Op, ops::Where>) {
     cases.push_back({name, "weak scalar branches", in1, [](const Tensors& xs) {
                        return Tensors{ms::where(xs[0] > 0.f, xs[0], 0.f),
@@ -168,15 +168,15 @@ void add_ew_cases(std::vector<Case>& cases) {
   }
   // bool inputs where they are meaningful.
   if constexpr (Op::rule == ops::EwRule::Logical || Op::rule == ops::EwRule::Compare) {
-    cases.push_back({name, "bool inputs",
-                     [](unsigned s) {
-                       Tensors in;
-                       for (const Shape& sh : ew_shapes(n, false))
-                         in.push_back(random_tensor(bool_, sh, {},
-                                                    s * 7 + static_cast<unsigned>(in.size())));
-                       return in;
-                     },
-                     via_table});
+    cases.push_back(
+        {name, "bool inputs",
+         [](unsigned s) {
+           Tensors in;
+           for (const Shape& sh : ew_shapes(n, false))
+             in.push_back(random_tensor(bool_, sh, {}, s * 7 + static_cast<unsigned>(in.size())));
+           return in;
+         },
+         via_table});
   }
 }
 

@@ -26,8 +26,8 @@
 #include <variant>
 
 #include "ms/core/dtype.hpp"
-#include "ms/core/tensor.hpp"
 #include "ms/core/shape.hpp"
+#include "ms/core/tensor.hpp"
 #include "ms/ops/random.hpp"
 
 namespace ms {
@@ -342,18 +342,18 @@ class InitSpec {
   /// An initializer object (copied): `InitSpec s = ms::init::Normal(0.02);`.
   InitSpec(const init::Initializer& init) : v_(init.clone()) {}  // NOLINT
   /// A shared initializer object (ValueError when null).
-  InitSpec(std::shared_ptr<const init::Initializer> init);       // NOLINT
+  InitSpec(std::shared_ptr<const init::Initializer> init);  // NOLINT
   /// A name from MindSpore's alias table, looked up by resolve(): `"he_uniform"`.
-  InitSpec(const char* name) : v_(std::string(name)) {}          // NOLINT
+  InitSpec(const char* name) : v_(std::string(name)) {}  // NOLINT
   /// A name, as the `const char*` form.
-  InitSpec(std::string name) : v_(std::move(name)) {}            // NOLINT
+  InitSpec(std::string name) : v_(std::move(name)) {}  // NOLINT
   /// A name, as the `const char*` form.
-  InitSpec(std::string_view name) : v_(std::string(name)) {}     // NOLINT
+  InitSpec(std::string_view name) : v_(std::string(name)) {}  // NOLINT
   /// A number: every element that value (ms::init::Constant).
   template <class T>
   requires std::is_arithmetic_v<T> InitSpec(T number) : v_(Scalar(number)) {}  // NOLINT
   /// A tensor used as the value itself (its shape must match the parameter's).
-  InitSpec(Tensor tensor) : v_(std::move(tensor)) {}                           // NOLINT
+  InitSpec(Tensor tensor) : v_(std::move(tensor)) {}  // NOLINT
 
   /// True when the spec holds a tensor rather than an initializer.
   bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }

@@ -114,7 +114,7 @@ class ParameterList : public std::vector<Parameter> {
   /// The parameters `v`, in order.
   ParameterList(std::vector<Parameter> v) : std::vector<Parameter>(std::move(v)) {}  // NOLINT
   /// The parameters as tensors (sharing their storage), for APIs taking tensors.
-  operator std::vector<Tensor>() const {                                             // NOLINT
+  operator std::vector<Tensor>() const {  // NOLINT
     return std::vector<Tensor>(begin(), end());
   }
 };
