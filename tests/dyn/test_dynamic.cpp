@@ -481,13 +481,14 @@ TEST_SUITE("jit.dynamic") {
     CHECK(variadic.specs == listed.specs);
     auto f = jit(variadic);
     for (std::int64_t b : {2, 6}) {
-      const Tensor x = rand_t({b, 5}, 2), y = rand_t({b}, 3);
+      const Tensor x = random_tensor(float32, {b, 5}, {}, 2),
+                   y = random_tensor(float32, {b}, {}, 3);
       CHECK(allclose(f(x, y), fn(x, y), 1e-6, 1e-6));
     }
     CHECK(f.compile_count() == 1);
     CHECK(contains(f.phase(), "(f32[n,5], f32[n])"));
-    CHECK_THROWS_WITH_AS(f(rand_t({2, 5}, 2), rand_t({3}, 3)),
-                         doctest::Contains("ms::jit enable_dynamic: argument 1 dim 0 is 3"),
-                         ShapeError);
+    CHECK_THROWS_WITH_AS(
+        f(random_tensor(float32, {2, 5}, {}, 2), random_tensor(float32, {3}, {}, 3)),
+        doctest::Contains("ms::jit enable_dynamic: argument 1 dim 0 is 3"), ShapeError);
   }
 }
