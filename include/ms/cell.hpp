@@ -1,12 +1,13 @@
 // ms/cell.hpp — what a model author needs: tensors and ops, ms::jit,
 // ms::grad / ms::value_and_grad, Cell and Parameter, hooks, layers, losses,
-// optimizers and initializers.
+// optimizers and initializers, warnings (ms::set_warning_handler).
 //
 //   #include <ms/cell.hpp>
 //   struct MLP : ms::Cell<MLP> { ... };
 #pragma once
 
 #include "ms/autodiff/grad.hpp"
+#include "ms/core/warning.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"

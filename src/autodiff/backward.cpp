@@ -2,6 +2,7 @@
 
 #include "ms/autodiff/grad.hpp"
 #include "ms/autodiff/tensor_hooks.hpp"
+#include "ms/jit/trace.hpp"
 #include "ms/ops/layout.hpp"
 
 namespace ms {

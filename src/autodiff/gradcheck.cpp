@@ -4,6 +4,8 @@
 #include <random>
 
 #include "ms/autodiff/grad.hpp"
+#include "ms/jit/compile.hpp"
+#include "ms/jit/trace.hpp"
 #include "ms/ops/reduce.hpp"
 
 namespace ms::testing {

@@ -37,6 +37,113 @@ std::string short_type_name(const std::type_info& t) {
 
 CellBase::~CellBase() = default;
 
+void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
+  auto list = hooks_->pre;
+  if (!list || list->empty()) return;
+  if (tracing && !args.empty()) {
+    // Runs each time the graph runs, long after this call: it keeps its own
+    // copy of the kwargs (edits to them cannot change the traced graph).
+    auto kwc = kw ? std::make_shared<Kwargs>(*kw) : nullptr;
+    auto run = [this, list, kwc](Args v) {
+      for (auto& h : list->snapshot()) {
+        Kwargs scratch = kwc ? *kwc : Kwargs{};
+        if (auto r = h(*this, v, kwc ? &scratch : nullptr)) {
+          MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
+                   ": returned ", r->size(), " arguments for ", v.size(),
+                   " under ms::jit, where the count is fixed");
+          v = std::move(*r);
+        }
+      }
+      return v;
+    };
+    args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
+    return;
+  }
+  for (auto& h : list->snapshot()) {
+    if (auto r = h(*this, args, kw)) args = std::move(*r);
+  }
+}
+
+void CellBase::run_fwd_hooks(const Args& args, const Kwargs* kw, Args& out, bool tracing) {
+  auto list = hooks_->fwd;
+  if (!list || list->empty()) return;
+  const std::size_t nargs = args.size();
+  std::shared_ptr<const Kwargs> kwc;
+  if (kw)
+    kwc = tracing ? std::make_shared<const Kwargs>(*kw)
+                  : std::shared_ptr<const Kwargs>(kw, [](const Kwargs*) {});
+  auto run = [this, list, kwc, nargs](Args v) {
+    const Kwargs* kw = kwc.get();
+    // v = args..., outputs...
+    Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
+    Args o(v.begin() + static_cast<std::ptrdiff_t>(nargs), v.end());
+    for (auto& h : list->snapshot()) {
+      if (auto r = h(*this, a, kw, o)) o = std::move(*r);
+    }
+    std::copy(o.begin(), o.end(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
+    return v;
+  };
+  if (tracing) {
+    Args all = args;
+    all.insert(all.end(), out.begin(), out.end());
+    Args r = ops::host_call(run, std::move(all), cls_name() + ".forward_hook");
+    out.assign(r.begin() + static_cast<std::ptrdiff_t>(nargs), r.end());
+  } else {
+    Args all = args;
+    all.insert(all.end(), out.begin(), out.end());
+    Args r = run(std::move(all));
+    MS_CHECK(r.size() >= nargs, ValueError, "forward hook of ", cls_name(), ": bad output count");
+    out.assign(r.begin() + static_cast<std::ptrdiff_t>(nargs), r.end());
+  }
+}
+
+void CellBase::wrap_backward_out(Args& out, const std::shared_ptr<BwdState>& st) {
+  auto pre = hooks_->bwd_pre;
+  const bool want_bwd = hooks_->bwd && !hooks_->bwd->empty();
+  auto fn = [this, pre, st, want_bwd](Args g) {
+    if (pre && !pre->empty()) {
+      g = ops::host_call(
+          [this, pre](Args v) {
+            for (auto& h : pre->snapshot()) {
+              if (auto r = h(*this, v)) v = std::move(*r);
+            }
+            return v;
+          },
+          std::move(g), cls_name() + ".backward_pre_hook");
+    }
+    if (want_bwd) st->grad_out = g;
+    return g;
+  };
+  out = ops::grad_hook(fn, std::move(out), cls_name() + ".backward_out");
+}
+void CellBase::wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st) {
+  auto list = hooks_->bwd;
+  if (!list || list->empty() || args.empty()) return;
+  const std::size_t nin = args.size();
+  auto fn = [this, list, st, nin](Args gi) {
+    Args all = gi;
+    all.insert(all.end(), st->grad_out.begin(), st->grad_out.end());
+    Args r = ops::host_call(
+        [this, list, nin](Args v) {
+          Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nin));
+          Args o(v.begin() + static_cast<std::ptrdiff_t>(nin), v.end());
+          for (auto& h : list->snapshot()) {
+            if (auto r2 = h(*this, a, o)) {
+              MS_CHECK(r2->size() == nin, ValueError, "backward hook of ", cls_name(),
+                       ": returned ", r2->size(), " input gradients for ", nin, " inputs");
+              a = std::move(*r2);
+            }
+          }
+          std::copy(a.begin(), a.end(), v.begin());
+          return v;
+        },
+        std::move(all), cls_name() + ".backward_hook");
+    r.resize(nin);
+    return r;
+  };
+  args = ops::grad_hook(fn, std::move(args), cls_name() + ".backward_in");
+}
+
 void CellBase::check_name(const std::string& name, std::string_view api) const {
   MS_CHECK(!name.empty(), ValueError, api, ": the name is empty");
   MS_CHECK(name.find('.') == std::string::npos, ValueError, api, ": name '", name,

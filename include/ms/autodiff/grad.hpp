@@ -30,17 +30,22 @@
 // `ms::grad(f, {.position = 0}, ms::sens_param)(x, sens)` takes it as the call's last argument.
 #pragma once
 
+#include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
-#include "ms/core/warning.hpp"
-#include "ms/jit/compile.hpp"
 #include "ms/jit/jit.hpp"
-#include "ms/jit/trace.hpp"
 #include "ms/ops/layout.hpp"  // ms::stop_gradient
+
+namespace ms::compiler {
+class TraceContext;
+}  // namespace ms::compiler
 
 namespace ms {
 
@@ -120,6 +125,47 @@ void check_sens(const Tensor& y, const Tensor& sens, std::string_view api);
 /// defined floating-point tensor; ValueError or TypeError naming `api` otherwise.
 void check_wrt(const Tensor& t, std::string_view what, std::string_view api);
 
+namespace detail {
+
+/// The trace one grad call records into, defined in libms so that this header
+/// needs no IR or jit internals: the active trace of an enclosing ms::jit (or
+/// grad) when there is one, else a fresh eager trace of its own (the active
+/// tracer until `run` or destruction) that `run` compiles and runs at once,
+/// uncached.
+class GradTrace {
+ public:
+  GradTrace();
+  ~GradTrace();
+  GradTrace(const GradTrace&) = delete;
+  GradTrace& operator=(const GradTrace&) = delete;
+
+  /// Whether this is a trace of its own (no enclosing trace).
+  bool eager() const { return own_ != nullptr; }
+  /// Eager trace: makes the concrete tensor `t` the next graph input.
+  void bind_input(const Tensor& t);
+  /// The number of nodes recorded so far (where the function's nodes start).
+  std::size_t mark() const;
+  /// The gradients of one call of the differentiated function, after checking
+  /// it: `outputs` its flattened result (the first is differentiated; more
+  /// only with `has_aux`), recorded from node `first_node` on; `args` its
+  /// arguments (nullptr for a non-tensor); gradients for the arguments at
+  /// `position`, then for `weights`. ms::Error naming `api` on bad input.
+  std::vector<Tensor> gradients(std::size_t first_node, std::span<const Tensor> outputs,
+                                std::span<const Tensor* const> args, std::span<const int> position,
+                                std::span<const Tensor> weights, bool has_aux, bool warn_unused,
+                                const Tensor* sens, std::string_view api);
+  /// Eager trace: ends it with these outputs, optimizes the graph (default
+  /// options) and runs it on the bound inputs; the outputs' concrete values.
+  std::vector<Tensor> run(std::span<const Tensor> outputs);
+
+ private:
+  std::unique_ptr<compiler::TraceContext> own_;  ///< the eager trace, if any
+  compiler::TraceContext* tc_;                   ///< the trace recorded into
+  std::vector<Tensor> bound_;                    ///< the eager trace's inputs
+};
+
+}  // namespace detail
+
 /// `&a` when `a` is a Tensor, null for any other argument.
 template <class T>
 const Tensor* tensor_ptr(const T& a) {
@@ -165,33 +211,26 @@ class GradFunction {
  private:
   template <class... A>
   auto dispatch(const Tensor* sens, const A&... args) const {
-    auto* outer = dynamic_cast<compiler::TraceContext*>(ops::active_tracer());
-    if (outer != nullptr) return run(*outer, sens, args...);
+    detail::GradTrace trace;
+    if (!trace.eager()) return run(trace, sens, args...);
     // Eager: a trace of its own, compiled and run at once (not cached).
-    compiler::TraceContext tc;
-    std::vector<Tensor> bound;
     auto bind = [&](const auto& a) {
-      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, Tensor>) {
-        tc.bind_input(a);
-        bound.push_back(a);
-      }
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(a)>, Tensor>) trace.bind_input(a);
     };
     (bind(args), ...);
-    auto r = run(tc, sens, args...);
+    auto r = run(trace, sens, args...);
     using Out = ResultTraits<decltype(r)>;
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;
     Out::flatten(r, flat, st);
-    ir::Graph g = tc.finish(flat);
-    compiler::optimize(g, {});
-    std::vector<Tensor> outs = compiler::Executable(std::move(g)).run(bound);
+    std::vector<Tensor> outs = trace.run(flat);
     std::size_t pos = 0, sp = 0;
     return Out::unflatten(outs, pos, st, sp);
   }
 
   template <class... A>
-  auto run(compiler::TraceContext& tc, const Tensor* sens, const A&... args) const {
-    const std::size_t mark = tc.graph().nodes.size();
+  auto run(detail::GradTrace& trace, const Tensor* sens, const A&... args) const {
+    const std::size_t mark = trace.mark();
     const std::vector<const Tensor*> targs{tensor_ptr(args)...};
     using Raw = std::remove_cvref_t<std::invoke_result_t<const F&, const A&...>>;
     using Out = ResultTraits<Raw>;
@@ -199,40 +238,9 @@ class GradFunction {
     std::vector<Tensor> flat;
     std::vector<std::size_t> st;
     Out::flatten(raw, flat, st);
-    const std::string_view api = WithValue ? "value_and_grad" : "grad";
-    MS_CHECK(!flat.empty(), ValueError, api, ": the function returns no tensor");
-    MS_CHECK(has_aux_ || flat.size() == 1, ValueError, api, ": the function returns ", flat.size(),
-             " tensors; differentiate one, or pass {.has_aux = true} to differentiate "
-             "the first");
-    if (sens != nullptr)
-      check_sens(flat[0], *sens, api);
-    else
-      check_output(flat[0], api);
-    std::vector<Tensor> wrt;
-    for (int p : pos_) {
-      MS_CHECK(p >= 0 && static_cast<std::size_t>(p) < targs.size(), IndexError, api,
-               ": grad_position ", p, " is out of range for a function of ", targs.size(),
-               " arguments");
-      MS_CHECK(targs[static_cast<std::size_t>(p)] != nullptr, TypeError, api, ": argument ", p,
-               " is not a tensor and cannot be differentiated");
-      check_wrt(*targs[static_cast<std::size_t>(p)], "argument " + std::to_string(p), api);
-      wrt.push_back(*targs[static_cast<std::size_t>(p)]);
-    }
-    for (std::size_t i = 0; i < weights_.size(); ++i) {
-      check_wrt(weights_[i], "weight " + std::to_string(i), api);
-      wrt.push_back(weights_[i]);
-    }
-    std::vector<bool> reached;
-    std::vector<Tensor> grads = backward(tc, mark, flat[0], wrt, sens, &reached);
-    if (warn_unused_)
-      for (std::size_t i = 0; i < weights_.size(); ++i)
-        if (!reached[pos_.size() + i]) {
-          const std::string& label = weights_[i].storage()->label();
-          warn(::ms::detail::str_cat(api, ": weight ", i,
-                                     label.empty() ? std::string() : " '" + label + "'",
-                                     " gets no gradient (the function does not use it, or only "
-                                     "through non-differentiable ops); its gradient is zeros"));
-        }
+    std::vector<Tensor> grads =
+        trace.gradients(mark, flat, targs, pos_, weights_, has_aux_, warn_unused_, sens,
+                        WithValue ? "value_and_grad" : "grad");
     auto grads_out = [&] {
       if constexpr (Single)
         return grads.at(0);
