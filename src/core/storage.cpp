@@ -31,7 +31,7 @@ std::shared_ptr<StorageSource>& thread_source() {
 // Debian's kernels default to): writing a fresh 64 MiB result then takes 32
 // page faults instead of 16384. On the 2-core VM this project is measured on a
 // 4 KiB fault costs ~16-20 µs, so a fresh 64 MiB block cost ~290 ms before a
-// byte of arithmetic, 4.4 ms with huge pages (an ad-hoc program, session 8).
+// byte of arithmetic, 4.4 ms with huge pages (measured with an ad-hoc program).
 // The rounding wastes less than 2 MiB per block. Kernels without THP ignore
 // the advice. Blocks below kHugeMin come from aligned_alloc.
 //

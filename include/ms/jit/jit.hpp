@@ -622,7 +622,7 @@ class Jitted {
   }
 
   // The specs that fix this function's dynamic shapes, and the API they came
-  // from (the seeds' precedence: enable_dynamic, then set_inputs; the cache
+  // from (MindSpore's precedence: enable_dynamic, then set_inputs; the cache
   // falls back to JitConfig::input_signature, then to auto-dynamic).
   std::pair<std::string_view, const std::vector<TensorSpec>*> explicit_specs() const {
     if constexpr (dyn::IsEnableDynamic<F>::value) {
