@@ -157,7 +157,7 @@ std::vector<std::uint8_t> encode_idx(const Tensor& t) {
   for (std::int64_t d : t.shape().dims())
     MS_CHECK(d <= std::numeric_limits<std::uint32_t>::max(), ShapeError, "encode_idx: dim ", d,
              " of shape ", t.shape(), " does not fit IDX's uint32 dims");
-  const Tensor c = t.contiguous();
+  const Tensor c = ::ms::detail::to_dense(t, t.dtype());
   const auto header = static_cast<std::size_t>(4 + 4 * t.rank());
   const auto size = static_cast<std::size_t>(c.itemsize());
   std::vector<std::uint8_t> out(header + static_cast<std::size_t>(c.nbytes()));

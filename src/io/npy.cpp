@@ -297,7 +297,8 @@ Tensor load_npy_from(const ByteSource& src, const std::string& what) {
     std::vector<std::int64_t> axes(dims.size());
     std::iota(axes.rbegin(), axes.rend(), 0);
     const detail::TracingSuspend eager;
-    t = t.permute(axes).contiguous();
+    const Tensor view = detail::permute_view(t, axes);
+    t = detail::to_dense(view, view.dtype());
   }
   return t;
 }
@@ -349,7 +350,7 @@ void write_npy(ByteSink& out, const Tensor& t) {
   const std::string h = npy_header(t);
   out.write(h.data(), h.size());
   const detail::TracingSuspend eager;
-  const Tensor c = t.contiguous();
+  const Tensor c = detail::to_dense(t, t.dtype());
   if (c.numel() > 0) out.write(c.raw_data(), static_cast<std::size_t>(c.nbytes()));
 }
 

@@ -390,7 +390,8 @@ void write_safetensors(ByteSink& out, const NamedTensors& tensors,
 
   const detail::TracingSuspend eager;  // concrete values, even inside a jit trace
   for (const std::size_t i : order) {
-    const Tensor c = tensors[i].second.contiguous();  // one tensor copied at a time
+    // One tensor copied at a time.
+    const Tensor c = detail::to_dense(tensors[i].second, tensors[i].second.dtype());
     if (c.numel() > 0) out.write(c.raw_data(), static_cast<std::size_t>(c.nbytes()));
   }
 }
