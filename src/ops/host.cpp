@@ -56,8 +56,9 @@ std::vector<Tensor> run(const Callback& cb, std::span<const Tensor> in) {
 struct HostAttrs {
   std::int64_t fn = -1;
   std::string label = {};
-  static constexpr auto fields() {
-    return std::tuple{field("fn", &HostAttrs::fn), field("label", &HostAttrs::label)};
+  static void fields(auto&& visit) {
+    visit("fn", &HostAttrs::fn);
+    visit("label", &HostAttrs::label);
   }
 };
 

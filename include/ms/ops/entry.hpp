@@ -2,14 +2,13 @@
 //
 // Stage: ops. An entry has the op's name, kind and arity; a typed `Attrs`
 // struct whose member initializers are the defaults (written only there) and
-// whose `fields()` names each member, so that attributes serialize as
-// (name, value) pairs for dumps and export; shape and dtype inference;
-// evaluation (a call into kernels/); its vector-Jacobian product beside the
-// evaluation, written with ops so that gradients are graphs and differentiable
-// again; its properties; and its samples for the table-driven tests. The
-// registry row (OpDef), tracing, printing, autodiff and the tests are derived
-// from it; the public function beside it is one `invoke` line that states the
-// signature users call. Entries are listed once per family in src/ops/
+// whose `fields(visit)` calls `visit(name, &Attrs::member)` for each member, so that attributes
+// serialize as (name, value) pairs for dumps and export; shape and dtype inference; evaluation (a
+// call into kernels/); its vector-Jacobian product beside the evaluation, written with ops so that
+// gradients are graphs and differentiable again; its properties; and its samples for the
+// table-driven tests. The registry row (OpDef), tracing, printing, autodiff and the tests are
+// derived from it; the public function beside it is one `invoke` line that states the signature
+// users call. Entries are listed once per family in src/ops/
 // (`register_entries<...>`).
 //
 //   struct Cumsum {
@@ -19,7 +18,7 @@
 //     static constexpr Props props{};
 //     struct Attrs {
 //       std::int64_t axis = 0;
-//       static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+//       static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
 //     };
 //     static std::vector<TensorType> infer(const Attrs&, std::span<const TensorType>);
 //     static std::vector<Tensor> eval(const Attrs&, std::span<const Tensor>);
@@ -78,24 +77,10 @@ struct Props {
   Algebra algebra = {};
 };
 
-/// One member of an entry's `Attrs`, by name: `field("axis", &Attrs::axis)`.
-template <class A, class T>
-struct Field {
-  /// The attribute's name, as printed in dumps and read by string-keyed calls.
-  std::string_view name;
-  /// The member holding it.
-  T A::*member;
-};
-/// Describes the attribute `member` of `A` under `name` (for Attrs::fields()).
-template <class A, class T>
-constexpr Field<A, T> field(std::string_view name, T A::*member) {
-  return {name, member};
-}
-
 /// An entry's attributes with no members.
 struct NoAttrs {
-  /// No fields: an empty tuple.
-  static constexpr auto fields() { return std::tuple<>{}; }
+  /// No fields: calls nothing.
+  static void fields(auto&& /*visit*/) {}
 };
 
 /// What the registry derives a row from.
@@ -105,7 +90,7 @@ concept OpEntry = requires {
   { E::kind } -> std::convertible_to<OpKind>;
   { E::arity } -> std::convertible_to<Arity>;
   { E::props } -> std::convertible_to<Props>;
-  E::Attrs::fields();
+  E::Attrs::fields([](std::string_view, auto) {});
 };
 
 namespace detail {
@@ -124,15 +109,14 @@ struct optional_of<std::optional<T>> {
 template <class A>
 Attrs attrs_to(const A& a) {
   Attrs out;
-  const auto put = [&](const auto& f) {
-    const auto& v = a.*(f.member);
+  A::fields([&](std::string_view name, auto member) {
+    const auto& v = a.*member;
     using T = std::remove_cvref_t<decltype(v)>;
     if constexpr (std::is_void_v<typename detail::optional_of<T>::type>)
-      out.set(std::string(f.name), AttrValue(v));
+      out.set(std::string(name), AttrValue(v));
     else if (v.has_value())
-      out.set(std::string(f.name), AttrValue(*v));
-  };
-  std::apply([&](const auto&... f) { (put(f), ...); }, A::fields());
+      out.set(std::string(name), AttrValue(*v));
+  });
   return out;
 }
 
@@ -141,17 +125,16 @@ Attrs attrs_to(const A& a) {
 template <class A>
 A attrs_from(const Attrs& s, std::string_view op) {
   A a{};
-  const auto take = [&](const auto& f) {
-    if (!s.has(f.name)) return;
-    auto& v = a.*(f.member);
+  A::fields([&](std::string_view name, auto member) {
+    if (!s.has(name)) return;
+    auto& v = a.*member;
     using T = std::remove_cvref_t<decltype(v)>;
     using U = typename detail::optional_of<T>::type;
     if constexpr (std::is_void_v<U>)
-      v = s.get<T>(f.name, op);
+      v = s.get<T>(name, op);
     else
-      v = s.get<U>(f.name, op);
-  };
-  std::apply([&](const auto&... f) { (take(f), ...); }, A::fields());
+      v = s.get<U>(name, op);
+  });
   return a;
 }
 

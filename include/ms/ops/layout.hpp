@@ -43,7 +43,7 @@ struct Reshape {
     /// The new shape; one dim may be -1 (inferred from the element count).
     std::vector<std::int64_t> shape = {};
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
+    static void fields(auto&& visit) { visit("shape", &Attrs::shape); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -67,8 +67,9 @@ struct Transpose {
     /// The second axis swapped.
     std::int64_t axis1 = 1;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("axis0", &Attrs::axis0), field("axis1", &Attrs::axis1)};
+    static void fields(auto&& visit) {
+      visit("axis0", &Attrs::axis0);
+      visit("axis1", &Attrs::axis1);
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
@@ -93,7 +94,7 @@ struct Permute {
     /// Output axis i is input axis axes[i]; a permutation of the axes.
     std::vector<std::int64_t> axes = {};
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axes", &Attrs::axes)}; }
+    static void fields(auto&& visit) { visit("axes", &Attrs::axes); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -116,7 +117,7 @@ struct Squeeze {
     /// The size-1 axis removed; none removes every size-1 axis.
     std::optional<std::int64_t> axis = {};
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+    static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -138,7 +139,7 @@ struct Unsqueeze {
     /// Where the new size-1 axis goes, in [-rank - 1, rank].
     std::int64_t axis = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+    static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -162,8 +163,9 @@ struct Flatten {
     /// The last axis merged (-1: the last axis).
     std::int64_t end = -1;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("start", &Attrs::start), field("end", &Attrs::end)};
+    static void fields(auto&& visit) {
+      visit("start", &Attrs::start);
+      visit("end", &Attrs::end);
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
@@ -186,7 +188,7 @@ struct BroadcastTo {
     /// The target shape (NumPy broadcasting rules).
     std::vector<std::int64_t> shape = {};
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("shape", &Attrs::shape)}; }
+    static void fields(auto&& visit) { visit("shape", &Attrs::shape); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -218,9 +220,11 @@ struct Slice {
     /// The distance between kept indices.
     std::int64_t step = 1;
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("axis", &Attrs::axis), field("start", &Attrs::start),
-                        field("stop", &Attrs::stop), field("step", &Attrs::step)};
+    static void fields(auto&& visit) {
+      visit("axis", &Attrs::axis);
+      visit("start", &Attrs::start);
+      visit("stop", &Attrs::stop);
+      visit("step", &Attrs::step);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
@@ -251,8 +255,9 @@ struct Select {
     /// The index kept (negative: from the end).
     std::int64_t index = 0;
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("axis", &Attrs::axis), field("index", &Attrs::index)};
+    static void fields(auto&& visit) {
+      visit("axis", &Attrs::axis);
+      visit("index", &Attrs::index);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
@@ -302,7 +307,7 @@ struct Concat {
     /// The axis the inputs are joined along.
     std::int64_t axis = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+    static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -324,7 +329,7 @@ struct Stack {
     /// Where the new axis goes.
     std::int64_t axis = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+    static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -351,9 +356,10 @@ struct Split {
     /// The axis split.
     std::int64_t axis = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("split_size", &Attrs::split_size), field("sizes", &Attrs::sizes),
-                        field("axis", &Attrs::axis)};
+    static void fields(auto&& visit) {
+      visit("split_size", &Attrs::split_size);
+      visit("sizes", &Attrs::sizes);
+      visit("axis", &Attrs::axis);
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
@@ -380,9 +386,10 @@ struct Pad {
     /// The fill value of "constant" mode.
     double value = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("pads", &Attrs::pads), field("mode", &Attrs::mode),
-                        field("value", &Attrs::value)};
+    static void fields(auto&& visit) {
+      visit("pads", &Attrs::pads);
+      visit("mode", &Attrs::mode);
+      visit("value", &Attrs::value);
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
@@ -405,7 +412,7 @@ struct Cast {
     /// The target dtype.
     DType dtype = float32;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("dtype", &Attrs::dtype)}; }
+    static void fields(auto&& visit) { visit("dtype", &Attrs::dtype); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -518,7 +525,7 @@ struct Gather {
     /// The axis indexed (negative counts from the end).
     std::int64_t axis = 0;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() { return std::tuple{field("axis", &Attrs::axis)}; }
+    static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
@@ -552,9 +559,9 @@ struct ScatterGradAttrs {
   /// The shape of the indexed input (the gradient's shape).
   std::vector<std::int64_t> input_size = {};
   /// Each attribute by name, for dumps and export.
-  static constexpr auto fields() {
-    return std::tuple{field("axis", &ScatterGradAttrs::axis),
-                      field("input_size", &ScatterGradAttrs::input_size)};
+  static void fields(auto&& visit) {
+    visit("axis", &ScatterGradAttrs::axis);
+    visit("input_size", &ScatterGradAttrs::input_size);
   }
 };
 
@@ -623,9 +630,10 @@ struct Cumsum {
     /// Sums from the back of the axis to the front.
     bool reverse = false;
     /// Each attribute by name, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("axis", &Attrs::axis), field("exclusive", &Attrs::exclusive),
-                        field("reverse", &Attrs::reverse)};
+    static void fields(auto&& visit) {
+      visit("axis", &Attrs::axis);
+      visit("exclusive", &Attrs::exclusive);
+      visit("reverse", &Attrs::reverse);
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
@@ -656,8 +664,9 @@ struct OneHot {
     /// The output dtype.
     DType dtype = float32;
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("num_classes", &Attrs::num_classes), field("dtype", &Attrs::dtype)};
+    static void fields(auto&& visit) {
+      visit("num_classes", &Attrs::num_classes);
+      visit("dtype", &Attrs::dtype);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).

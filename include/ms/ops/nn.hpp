@@ -30,11 +30,11 @@ struct Conv2dOptions {
   std::vector<std::int64_t> dilation{1, 1};  ///< spacing of kernel taps, > 0
   std::int64_t groups = 1;                   ///< divides C and O
   /// The fields by name (serialized attributes of the conv2d op).
-  static constexpr auto fields() {
-    return std::tuple{ops::field("stride", &Conv2dOptions::stride),
-                      ops::field("padding", &Conv2dOptions::padding),
-                      ops::field("dilation", &Conv2dOptions::dilation),
-                      ops::field("groups", &Conv2dOptions::groups)};
+  static void fields(auto&& visit) {
+    visit("stride", &Conv2dOptions::stride);
+    visit("padding", &Conv2dOptions::padding);
+    visit("dilation", &Conv2dOptions::dilation);
+    visit("groups", &Conv2dOptions::groups);
   }
 };
 
@@ -48,12 +48,12 @@ struct MaxPool2dOptions {
   std::vector<std::int64_t> dilation{1, 1};  ///< spacing of window taps, > 0
   bool ceil_mode = false;                    ///< ceil instead of floor for the output size
   /// The fields by name (serialized attributes of the max_pool2d op).
-  static constexpr auto fields() {
-    return std::tuple{ops::field("kernel", &MaxPool2dOptions::kernel),
-                      ops::field("stride", &MaxPool2dOptions::stride),
-                      ops::field("padding", &MaxPool2dOptions::padding),
-                      ops::field("dilation", &MaxPool2dOptions::dilation),
-                      ops::field("ceil_mode", &MaxPool2dOptions::ceil_mode)};
+  static void fields(auto&& visit) {
+    visit("kernel", &MaxPool2dOptions::kernel);
+    visit("stride", &MaxPool2dOptions::stride);
+    visit("padding", &MaxPool2dOptions::padding);
+    visit("dilation", &MaxPool2dOptions::dilation);
+    visit("ceil_mode", &MaxPool2dOptions::ceil_mode);
   }
 };
 
@@ -67,12 +67,12 @@ struct AvgPool2dOptions {
   bool ceil_mode = false;                   ///< ceil instead of floor for the output size
   bool count_include_pad = true;            ///< the divisor counts the padding
   /// The fields by name (serialized attributes of the avg_pool2d op).
-  static constexpr auto fields() {
-    return std::tuple{ops::field("kernel", &AvgPool2dOptions::kernel),
-                      ops::field("stride", &AvgPool2dOptions::stride),
-                      ops::field("padding", &AvgPool2dOptions::padding),
-                      ops::field("ceil_mode", &AvgPool2dOptions::ceil_mode),
-                      ops::field("count_include_pad", &AvgPool2dOptions::count_include_pad)};
+  static void fields(auto&& visit) {
+    visit("kernel", &AvgPool2dOptions::kernel);
+    visit("stride", &AvgPool2dOptions::stride);
+    visit("padding", &AvgPool2dOptions::padding);
+    visit("ceil_mode", &AvgPool2dOptions::ceil_mode);
+    visit("count_include_pad", &AvgPool2dOptions::count_include_pad);
   }
 };
 
@@ -232,9 +232,9 @@ struct Conv2dGradInput {
     /// The input's shape [N, C, H, W].
     std::vector<std::int64_t> input_size = {};
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple_cat(Conv2dOptions::fields(),
-                            std::tuple{field("input_size", &Attrs::input_size)});
+    static void fields(auto&& visit) {
+      Conv2dOptions::fields(visit);
+      visit("input_size", &Attrs::input_size);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
@@ -267,9 +267,9 @@ struct Conv2dGradWeight {
     /// The weight's shape [O, C / groups, KH, KW].
     std::vector<std::int64_t> weight_size = {};
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple_cat(Conv2dOptions::fields(),
-                            std::tuple{field("weight_size", &Attrs::weight_size)});
+    static void fields(auto&& visit) {
+      Conv2dOptions::fields(visit);
+      visit("weight_size", &Attrs::weight_size);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
@@ -327,9 +327,9 @@ struct AvgPool2dGrad {
     /// The input's shape.
     std::vector<std::int64_t> input_size = {};
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple_cat(AvgPool2dOptions::fields(),
-                            std::tuple{field("input_size", &Attrs::input_size)});
+    static void fields(auto&& visit) {
+      AvgPool2dOptions::fields(visit);
+      visit("input_size", &Attrs::input_size);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).

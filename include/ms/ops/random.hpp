@@ -135,10 +135,12 @@ struct Random {
     /// The output shape when there is no data input.
     std::optional<std::vector<std::int64_t>> shape = {};
     /// Each attribute's name and member, for dumps and export.
-    static constexpr auto fields() {
-      return std::tuple{field("fn", &Attrs::fn), field("label", &Attrs::label),
-                        field("dtype", &Attrs::dtype), field("data_inputs", &Attrs::data_inputs),
-                        field("shape", &Attrs::shape)};
+    static void fields(auto&& visit) {
+      visit("fn", &Attrs::fn);
+      visit("label", &Attrs::label);
+      visit("dtype", &Attrs::dtype);
+      visit("data_inputs", &Attrs::data_inputs);
+      visit("shape", &Attrs::shape);
     }
   };
   /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).

@@ -42,8 +42,9 @@ struct AxesAttrs {
   /// Keep each reduced axis with size 1.
   bool keepdims = false;
   /// Each attribute by name, for dumps and export.
-  static constexpr auto fields() {
-    return std::tuple{field("axes", &AxesAttrs::axes), field("keepdims", &AxesAttrs::keepdims)};
+  static void fields(auto&& visit) {
+    visit("axes", &AxesAttrs::axes);
+    visit("keepdims", &AxesAttrs::keepdims);
   }
 };
 /// Attributes of argmax and argmin: one axis, or none (the flattened tensor).
@@ -53,8 +54,9 @@ struct ArgAttrs {
   /// Keep the searched axis with size 1.
   bool keepdims = false;
   /// Each attribute by name, for dumps and export.
-  static constexpr auto fields() {
-    return std::tuple{field("axis", &ArgAttrs::axis), field("keepdims", &ArgAttrs::keepdims)};
+  static void fields(auto&& visit) {
+    visit("axis", &ArgAttrs::axis);
+    visit("keepdims", &ArgAttrs::keepdims);
   }
 };
 /// Attributes of var and std: axes, the correction `ddof` (>= 0), keepdims.
@@ -66,9 +68,10 @@ struct VarAttrs {
   /// Keep each reduced axis with size 1.
   bool keepdims = false;
   /// Each attribute by name, for dumps and export.
-  static constexpr auto fields() {
-    return std::tuple{field("axes", &VarAttrs::axes), field("ddof", &VarAttrs::ddof),
-                      field("keepdims", &VarAttrs::keepdims)};
+  static void fields(auto&& visit) {
+    visit("axes", &VarAttrs::axes);
+    visit("ddof", &VarAttrs::ddof);
+    visit("keepdims", &VarAttrs::keepdims);
   }
 };
 /// Attributes of softmax and log_softmax: the axis.
@@ -76,7 +79,7 @@ struct SoftmaxAttrs {
   /// The axis normalized (negative counts from the end).
   std::int64_t axis = -1;
   /// Each attribute by name, for dumps and export.
-  static constexpr auto fields() { return std::tuple{field("axis", &SoftmaxAttrs::axis)}; }
+  static void fields(auto&& visit) { visit("axis", &SoftmaxAttrs::axis); }
 };
 
 /// Sum over `axes` (all when empty).

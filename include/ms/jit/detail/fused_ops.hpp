@@ -50,11 +50,11 @@ struct Conv2dFused {
     bool relu = false;
     bool max_pool2x2 = false;
     bool max_pool2x2_index = false;
-    static constexpr auto fields() {
-      return std::tuple_cat(Conv2dOptions::fields(),
-                            std::tuple{ops::field("relu", &Attrs::relu),
-                                       ops::field("max_pool2x2", &Attrs::max_pool2x2),
-                                       ops::field("max_pool2x2_index", &Attrs::max_pool2x2_index)});
+    static void fields(auto&& visit) {
+      Conv2dOptions::fields(visit);
+      visit("relu", &Attrs::relu);
+      visit("max_pool2x2", &Attrs::max_pool2x2);
+      visit("max_pool2x2_index", &Attrs::max_pool2x2_index);
     }
   };
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
@@ -85,8 +85,9 @@ struct MaxPool2x2GradIndex {
   struct Attrs {
     std::vector<std::int64_t> input_hw = {};
     bool relu = false;
-    static constexpr auto fields() {
-      return std::tuple{ops::field("input_hw", &Attrs::input_hw), ops::field("relu", &Attrs::relu)};
+    static void fields(auto&& visit) {
+      visit("input_hw", &Attrs::input_hw);
+      visit("relu", &Attrs::relu);
     }
   };
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
