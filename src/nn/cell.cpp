@@ -12,6 +12,25 @@
 namespace ms {
 namespace detail {
 
+struct CellHooks {
+  const std::shared_ptr<HookList<PreHook>> pre = std::make_shared<HookList<PreHook>>();
+  const std::shared_ptr<HookList<FwdHook>> fwd = std::make_shared<HookList<FwdHook>>();
+  const std::shared_ptr<HookList<BwdPreHook>> bwd_pre = std::make_shared<HookList<BwdPreHook>>();
+  const std::shared_ptr<HookList<BwdHook>> bwd = std::make_shared<HookList<BwdHook>>();
+  bool any_forward() const { return !pre->empty() || !fwd->empty(); }
+  bool any_backward() const { return !bwd_pre->empty() || !bwd->empty(); }
+};
+
+struct StateHooks {
+  const std::shared_ptr<HookList<StateDictHook>> sd_pre =
+      std::make_shared<HookList<StateDictHook>>();
+  const std::shared_ptr<HookList<StateDictHook>> sd_post =
+      std::make_shared<HookList<StateDictHook>>();
+  const std::shared_ptr<HookList<LoadPreHook>> load_pre = std::make_shared<HookList<LoadPreHook>>();
+  const std::shared_ptr<HookList<LoadPostHook>> load_post =
+      std::make_shared<HookList<LoadPostHook>>();
+};
+
 std::uint64_t new_hook_id() {
   static std::atomic<std::uint64_t> next{1};
   compiler::bump_hook_version();
@@ -35,7 +54,46 @@ std::string short_type_name(const std::type_info& t) {
 
 }  // namespace detail
 
+CellBase::CellBase() = default;
 CellBase::~CellBase() = default;
+
+namespace {
+template <class L>
+HookHandle add_to(const std::shared_ptr<L>& list, typename L::value_type fn) {
+  return HookHandle(list, list->add(std::move(fn)));
+}
+}  // namespace
+
+HookHandle CellBase::add_forward_pre_hook(detail::PreHook h) {
+  return add_to(hooks_.get_or_make().pre, std::move(h));
+}
+HookHandle CellBase::add_forward_hook(detail::FwdHook h) {
+  return add_to(hooks_.get_or_make().fwd, std::move(h));
+}
+HookHandle CellBase::add_backward_pre_hook(detail::BwdPreHook h) {
+  return add_to(hooks_.get_or_make().bwd_pre, std::move(h));
+}
+HookHandle CellBase::add_backward_hook(detail::BwdHook h) {
+  return add_to(hooks_.get_or_make().bwd, std::move(h));
+}
+bool CellBase::hooks_active() const {
+  return hooks_ && (hooks_->any_forward() || hooks_->any_backward());
+}
+bool CellBase::forward_hooks() const { return hooks_ && !hooks_->fwd->empty(); }
+bool CellBase::backward_hooks() const { return hooks_ && hooks_->any_backward(); }
+
+Args CellBase::run_hooked(Args& args, Kwargs* kw,
+                          ::ms::detail::FunctionRef<Args(const Args&, Kwargs*)> construct) {
+  const bool tracing = ops::active_tracer() != nullptr;
+  run_pre_hooks(args, kw, tracing);
+  const bool bwd = tracing && backward_hooks();
+  auto st = std::make_shared<BwdState>();
+  if (bwd) wrap_backward_in(args, st);
+  Args out = construct(args, kw);
+  if (forward_hooks()) run_fwd_hooks(args, kw, out, tracing);
+  if (bwd) wrap_backward_out(out, st);
+  return out;
+}
 
 void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
   auto list = hooks_->pre;
@@ -398,8 +456,7 @@ namespace {
 template <class L>
 HookHandle add_hook(detail::LazyOnce<detail::StateHooks>& sh,
                     const std::shared_ptr<L> detail::StateHooks::*m, typename L::value_type fn) {
-  const std::shared_ptr<L>& list = sh.get_or_make().*m;
-  return HookHandle(list, list->add(std::move(fn)));
+  return add_to(sh.get_or_make().*m, std::move(fn));
 }
 }  // namespace
 

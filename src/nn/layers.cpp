@@ -198,6 +198,15 @@ std::string AvgPool2d::extra_repr() const {
 
 // ------------------------------------------------------------------ activations, dropout
 
+Tensor ReLU::construct(const Tensor& x) const { return ms::relu(x); }
+Tensor Sigmoid::construct(const Tensor& x) const { return ms::sigmoid(x); }
+Tensor Tanh::construct(const Tensor& x) const { return ms::tanh(x); }
+Tensor SiLU::construct(const Tensor& x) const { return ms::silu(x); }
+Tensor GELU::construct(const Tensor& x) const {
+  return approximate ? Tensor(ms::gelu_tanh(x)) : Tensor(ms::gelu(x));
+}
+Tensor Softmax::construct(const Tensor& x) const { return ms::softmax(x, axis); }
+Tensor LogSoftmax::construct(const Tensor& x) const { return ms::log_softmax(x, axis); }
 Tensor LeakyReLU::construct(const Tensor& x) const { return ms::where(x >= 0, x, x * alpha); }
 
 Dropout::Dropout(double p, Generator* generator) : p(p), generator(generator) {

@@ -105,26 +105,12 @@ using StateDictHook = std::function<void(CellBase&, StateDict&, const std::strin
 using LoadPreHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
 using LoadPostHook = std::function<void(CellBase&, LoadResult&)>;
 
-// A cell's hook lists, all made at once with the first hook (LazyOnce) and
-// never replaced, so threads may read the pointers while others register.
-struct CellHooks {
-  const std::shared_ptr<HookList<PreHook>> pre = std::make_shared<HookList<PreHook>>();
-  const std::shared_ptr<HookList<FwdHook>> fwd = std::make_shared<HookList<FwdHook>>();
-  const std::shared_ptr<HookList<BwdPreHook>> bwd_pre = std::make_shared<HookList<BwdPreHook>>();
-  const std::shared_ptr<HookList<BwdHook>> bwd = std::make_shared<HookList<BwdHook>>();
-  bool any_forward() const { return (pre && !pre->empty()) || (fwd && !fwd->empty()); }
-  bool any_backward() const { return (bwd_pre && !bwd_pre->empty()) || (bwd && !bwd->empty()); }
-};
-
-struct StateHooks {
-  const std::shared_ptr<HookList<StateDictHook>> sd_pre =
-      std::make_shared<HookList<StateDictHook>>();
-  const std::shared_ptr<HookList<StateDictHook>> sd_post =
-      std::make_shared<HookList<StateDictHook>>();
-  const std::shared_ptr<HookList<LoadPreHook>> load_pre = std::make_shared<HookList<LoadPreHook>>();
-  const std::shared_ptr<HookList<LoadPostHook>> load_post =
-      std::make_shared<HookList<LoadPostHook>>();
-};
+// A cell's hook lists (forward, backward) and its state-dict hook lists, each
+// set made at once with the first hook of its kind (LazyOnce) and never
+// replaced, so threads may read them while others register. Defined in libms
+// (src/nn/cell.cpp): a user's file never instantiates them.
+struct CellHooks;
+struct StateHooks;
 
 /// The class name of T without namespaces (`ms::nn::Dense` -> `Dense`).
 std::string short_type_name(const std::type_info& t);
@@ -135,7 +121,7 @@ std::string short_type_name(const std::type_info& t);
 /// train/eval mode, state dicts. Use Cell<Derived> to define a cell.
 class CellBase {
  public:
-  CellBase() = default;
+  CellBase();  // in libms, where the hook lists are complete
   virtual ~CellBase();
   CellBase(const CellBase&) = delete;
   CellBase& operator=(const CellBase&) = delete;
@@ -242,17 +228,27 @@ class CellBase {
   HookHandle register_load_state_dict_post_hook(detail::LoadPostHook fn);
 
   /// Whether any forward or backward hook is registered on this cell.
-  bool has_hooks() const { return hooks_ && (hooks_->any_forward() || hooks_->any_backward()); }
+  bool has_hooks() const { return hooks_ && hooks_active(); }
 
  protected:
   /// \cond INTERNAL
-  // The registry behind the public API; protected only so that Cell<Derived>
-  // reaches its hook lists.
-  detail::CellHooks& hooks() { return hooks_.get_or_make(); }
-  const detail::CellHooks* hooks_ptr() const { return hooks_.get(); }
+  // The registry behind the public API, in libms; protected only so that
+  // Cell<Derived> adds to its hook lists and asks which are in use.
+  HookHandle add_forward_pre_hook(detail::PreHook h);
+  HookHandle add_forward_hook(detail::FwdHook h);
+  HookHandle add_backward_pre_hook(detail::BwdPreHook h);
+  HookHandle add_backward_hook(detail::BwdHook h);
+  bool hooks_active() const;    // any forward or backward hook registered
+  bool forward_hooks() const;   // any forward (post) hook registered
+  bool backward_hooks() const;  // any backward or backward pre-hook registered
 
   // The hook machinery of Cell<Derived>::call_hooked, the same for every cell
   // type (hooks see the cell as CellBase&), so it is compiled once in libms.
+  /// A call with hooks: the forward pre-hooks on (args, kwargs), the inputs'
+  /// backward wrap, `construct` (which flattens the result into tensors), the
+  /// forward hooks and the outputs' backward wrap; returns the outputs.
+  Args run_hooked(Args& args, Kwargs* kw,
+                  ::ms::detail::FunctionRef<Args(const Args&, Kwargs*)> construct);
   /// Runs the forward pre-hooks on (args, kwargs), concrete or by host callback.
   void run_pre_hooks(Args& args, Kwargs* kw, bool tracing);
   /// Runs the forward hooks on the outputs `out`, concrete or by host callback.
@@ -443,11 +439,10 @@ class Cell : public CellBase {
                   "ms::Args& args) returning void, a Tensor, ms::Args or a std::optional of "
                   "those; a hook taking the keyword arguments, fn(cell, args, const ms::Kwargs& "
                   "kwargs), is registered with ms::with_kwargs");
-    auto& list = hooks().pre;
-    detail::PreHook h = [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
-      return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
-    };
-    return HookHandle(list, list->add(std::move(h)));
+    return add_forward_pre_hook(
+        [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
+          return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
+        });
   }
 
   /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
@@ -459,7 +454,6 @@ class Cell : public CellBase {
                   "register_forward_pre_hook with ms::with_kwargs: the hook must be callable as "
                   "fn(Cell& cell, const ms::Args& args, const ms::Kwargs& kwargs) returning void, "
                   "a std::pair<ms::Args, ms::Kwargs> or a std::optional of it");
-    auto& list = hooks().pre;
     detail::PreHook h = [fn = std::move(fn)](CellBase& c, const Args& args,
                                              Kwargs* kw) mutable -> std::optional<Args> {
       static const Kwargs empty;
@@ -480,7 +474,7 @@ class Cell : public CellBase {
         }
       }
     };
-    return HookHandle(list, list->add(std::move(h)));
+    return add_forward_pre_hook(std::move(h));
   }
 
   /// Runs after `construct`: `fn(Derived& cell, const ms::Args& args, const
@@ -494,7 +488,6 @@ class Cell : public CellBase {
                   "args, const ms::Args& outputs) returning void, a Tensor, ms::Args or a "
                   "std::optional of those; a hook taking the keyword arguments, fn(cell, args, "
                   "const ms::Kwargs& kwargs, output), is registered with ms::with_kwargs");
-    auto& list = hooks().fwd;
     detail::FwdHook h;
     if constexpr (detail::HookCallable<F, Derived&, const Args&, const Args&>) {
       h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
@@ -508,7 +501,7 @@ class Cell : public CellBase {
         return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out[0]);
       };
     }
-    return HookHandle(list, list->add(std::move(h)));
+    return add_forward_hook(std::move(h));
   }
 
   /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
@@ -520,7 +513,6 @@ class Cell : public CellBase {
                   "fn(Cell& cell, const ms::Args& args, const ms::Kwargs& kwargs, const "
                   "ms::Tensor& output) or with `const ms::Args& outputs`, returning void, a "
                   "Tensor, ms::Args or a std::optional of those");
-    auto& list = hooks().fwd;
     detail::FwdHook h;
     if constexpr (detail::HookCallable<F, Derived&, const Args&, const Kwargs&, const Args&>) {
       h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
@@ -536,7 +528,7 @@ class Cell : public CellBase {
         return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out[0]);
       };
     }
-    return HookHandle(list, list->add(std::move(h)));
+    return add_forward_hook(std::move(h));
   }
 
   /// The keyword-argument choice is a tag (ms::with_kwargs), not a bool.
@@ -565,11 +557,10 @@ class Cell : public CellBase {
                   "register_backward_pre_hook: the hook must be callable as fn(Cell& cell, const "
                   "ms::Args& grad_outputs) returning void, a Tensor, ms::Args or a std::optional "
                   "of those");
-    auto& list = hooks().bwd_pre;
     detail::BwdPreHook h = [fn = std::move(fn)](CellBase& c, const Args& g) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), g);
     };
-    return HookHandle(list, list->add(std::move(h)));
+    return add_backward_pre_hook(std::move(h));
   }
 
   /// `fn(Derived& cell, const ms::Args& grad_inputs, const ms::Args& grad_outputs)`
@@ -581,11 +572,10 @@ class Cell : public CellBase {
                   "register_backward_hook: the hook must be callable as fn(Cell& cell, const "
                   "ms::Args& grad_inputs, const ms::Args& grad_outputs) returning void, a Tensor, "
                   "ms::Args or a std::optional of those");
-    auto& list = hooks().bwd;
     detail::BwdHook h = [fn = std::move(fn)](CellBase& c, const Args& gi, const Args& go) mutable {
       return detail::invoke_hook(fn, static_cast<Derived&>(c), gi, go);
     };
-    return HookHandle(list, list->add(std::move(h)));
+    return add_backward_hook(std::move(h));
   }
 
  private:
@@ -604,38 +594,37 @@ class Cell : public CellBase {
                   "a cell with hooks takes tensor arguments (and an optional trailing "
                   "ms::Kwargs)");
     Args args;
-    std::optional<Kwargs> kw;
+    // A copy of the keyword arguments (hooks may replace them); a call
+    // without them instantiates nothing of Kwargs.
+    [[maybe_unused]] std::conditional_t<(nkw > 0), Kwargs, char> kw{};
+    Kwargs* kwp = nullptr;
     auto collect = [&](const auto& x) {
-      if constexpr (detail::is_kwargs_v<decltype(x)>)
+      if constexpr (detail::is_kwargs_v<decltype(x)>) {
         kw = x;
-      else
+        kwp = &kw;
+      } else {
         args.push_back(Tensor(x));
+      }
     };
     (collect(a), ...);
-    const bool tracing = tracing_now();
-    Kwargs* kwp = kw ? &*kw : nullptr;
-    run_pre_hooks(args, kwp, tracing);
-    const bool bwd = tracing && hooks_->any_backward();
-    auto st = std::make_shared<BwdState>();
-    if (bwd) wrap_backward_in(args, st);
-    T result = [&] {
-      if constexpr (detail::BpropFor<Derived, A...>) {
-        if (tracing) {
-          MS_CHECK(args.size() == sizeof...(A), ValueError, cls_name(),
-                   ": forward pre-hooks returned ", args.size(), " arguments; construct takes ",
-                   sizeof...(A));
-          return call_bprop<sizeof...(A)>(args);
-        }
-      }
-      return invoke_construct<T>(args, kwp, std::type_identity<std::tuple<A...>>{});
-    }();
-    const bool fwd = hooks_->fwd && !hooks_->fwd->empty();
-    if (!fwd && !bwd) return result;
-    Args out;
     std::vector<std::size_t> structure;
-    Out::flatten(result, out, structure);
-    if (fwd) run_fwd_hooks(args, kwp, out, tracing);
-    if (bwd) wrap_backward_out(out, st);
+    auto construct = [&](const Args& in, Kwargs* k) {
+      T result = [&] {
+        if constexpr (detail::BpropFor<Derived, A...>) {
+          if (tracing_now()) {
+            MS_CHECK(in.size() == sizeof...(A), ValueError, cls_name(),
+                     ": forward pre-hooks returned ", in.size(), " arguments; construct takes ",
+                     sizeof...(A));
+            return call_bprop<sizeof...(A)>(in);
+          }
+        }
+        return invoke_construct<T>(in, k, std::type_identity<std::tuple<A...>>{});
+      }();
+      Args out;
+      Out::flatten(result, out, structure);
+      return out;
+    };
+    Args out = run_hooked(args, kwp, construct);
     std::size_t pos = 0, sp = 0;
     return Out::unflatten(out, pos, structure, sp);
   }

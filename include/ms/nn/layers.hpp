@@ -170,19 +170,19 @@ class Flatten : public Cell<Flatten> {
 class ReLU : public Cell<ReLU> {
  public:
   /// relu(x).
-  Tensor construct(const Tensor& x) const { return ms::relu(x); }
+  Tensor construct(const Tensor& x) const;
 };
 /// ms::sigmoid as a cell.
 class Sigmoid : public Cell<Sigmoid> {
  public:
   /// sigmoid(x).
-  Tensor construct(const Tensor& x) const { return ms::sigmoid(x); }
+  Tensor construct(const Tensor& x) const;
 };
 /// ms::tanh as a cell.
 class Tanh : public Cell<Tanh> {
  public:
   /// tanh(x).
-  Tensor construct(const Tensor& x) const { return ms::tanh(x); }
+  Tensor construct(const Tensor& x) const;
 };
 /// GELU as a cell: ms::gelu_tanh when `approximate` (MindSpore's default), else the exact ms::gelu.
 class GELU : public Cell<GELU> {
@@ -190,9 +190,7 @@ class GELU : public Cell<GELU> {
   /// The tanh form when `approximate`, else the erf form.
   explicit GELU(bool approximate = true) : approximate(approximate) {}  // MindSpore: tanh form
   /// gelu_tanh(x) or gelu(x).
-  Tensor construct(const Tensor& x) const {
-    return approximate ? Tensor(ms::gelu_tanh(x)) : Tensor(ms::gelu(x));
-  }
+  Tensor construct(const Tensor& x) const;
   /// Whether the tanh approximation is used.
   bool approximate;
 };
@@ -200,7 +198,7 @@ class GELU : public Cell<GELU> {
 class SiLU : public Cell<SiLU> {
  public:
   /// silu(x).
-  Tensor construct(const Tensor& x) const { return ms::silu(x); }
+  Tensor construct(const Tensor& x) const;
 };
 /// x for x >= 0, alpha * x below.
 class LeakyReLU : public Cell<LeakyReLU> {
@@ -218,7 +216,7 @@ class Softmax : public Cell<Softmax> {
   /// Softmax over `axis` (negative: from the end).
   explicit Softmax(std::int64_t axis = -1) : axis(axis) {}
   /// softmax(x, axis).
-  Tensor construct(const Tensor& x) const { return ms::softmax(x, axis); }
+  Tensor construct(const Tensor& x) const;
   /// The axis.
   std::int64_t axis;
 };
@@ -228,7 +226,7 @@ class LogSoftmax : public Cell<LogSoftmax> {
   /// Log-softmax over `axis` (negative: from the end).
   explicit LogSoftmax(std::int64_t axis = -1) : axis(axis) {}
   /// log_softmax(x, axis).
-  Tensor construct(const Tensor& x) const { return ms::log_softmax(x, axis); }
+  Tensor construct(const Tensor& x) const;
   /// The axis.
   std::int64_t axis;
 };
