@@ -424,6 +424,23 @@ std::shared_ptr<const Initializer> from_name(std::string_view name) {
   return it->second();
 }
 
+// The definitions the header declares with `extern template`.
+template class InitializerImpl<Zero>;
+template class InitializerImpl<One>;
+template class InitializerImpl<Constant>;
+template class InitializerImpl<Normal>;
+template class InitializerImpl<Uniform>;
+template class InitializerImpl<TruncatedNormal>;
+template class InitializerImpl<HeUniform>;
+template class InitializerImpl<HeNormal>;
+template class InitializerImpl<XavierUniform>;
+template class InitializerImpl<XavierNormal>;
+template class InitializerImpl<VarianceScaling>;
+template class InitializerImpl<Orthogonal>;
+template class InitializerImpl<Identity>;
+template class InitializerImpl<Dirac>;
+template class InitializerImpl<Sparse>;
+
 }  // namespace init
 
 // ------------------------------------------------------------------ InitSpec, initializer

@@ -110,6 +110,18 @@ void register_elementwise_ops() { register_list(ElementwiseOps{}); }
 
 namespace ms::ops {
 
+// Checked here, once, rather than in every file that includes the header.
+namespace {
+template <class... Ops>
+constexpr bool ew_ids_in_order(OpList<Ops...>) {
+  int i = 0;
+  return ((ew_op_id<Ops> == i++) && ...);
+}
+}  // namespace
+static_assert(
+    ElementwiseOps::size == kernels::EwInstructions::size && ew_ids_in_order(ElementwiseOps{}),
+    "ElementwiseOps lists one entry per kernels::EwInstructions instruction, in its order");
+
 // ---------------------------------------------------------------- gradients
 // x, y, z are the inputs, out the output, g its gradient; a binary or ternary
 // vjp returns the gradients before broadcasting is undone.

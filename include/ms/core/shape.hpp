@@ -6,7 +6,6 @@
 // >= 0; symbolic dims (named symbols) extend this in the dynamic-shape stage.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
@@ -60,7 +59,9 @@ class Shape {
 
   /// True when every dim is a known size (no kAnyDim / kAnyRank).
   bool is_static() const {
-    return std::all_of(dims_.begin(), dims_.end(), [](std::int64_t d) { return d >= 0; });
+    for (const std::int64_t d : dims_)
+      if (d < 0) return false;
+    return true;
   }
   /// True for the unknown-rank spec `[-2]`.
   bool is_any_rank() const { return dims_.size() == 1 && dims_[0] == kAnyRank; }

@@ -293,7 +293,8 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape) {
   MS_CHECK(n == static_cast<std::int64_t>(values.size()), ShapeError, "from_vector: shape ", shape,
            " holds ", n, " elements but ", values.size(), " values were given");
   Tensor t = empty(shape, dtype_of<T>);
-  std::copy(values.begin(), values.end(), t.data<T>());
+  T* out = t.data<T>();
+  for (const T& v : values) *out++ = v;
   return t;
 }
 

@@ -358,12 +358,10 @@ class Expr {
   /// Builds the node and infers its dtype and shape (nothing is computed):
   /// operands that do not broadcast are an ms::ShapeError here.
   explicit Expr(Children... children) : children_(std::move(children)...) {
-    const expr::Inferred inf = std::apply(
-        [&](const auto&... c) {
-          const expr::Meta operands[] = {expr::meta(c)...};
-          return expr::infer_node<Op>(operands, own_shape_);
-        },
-        children_);
+    const expr::Inferred inf = with_children([&](const auto&... c) {
+      const expr::Meta operands[] = {expr::meta(c)...};
+      return expr::infer_node<Op>(operands, own_shape_);
+    });
     types_ = inf.types;
     shape_ = inf.stable;
     shape_from_ = static_cast<std::int8_t>(inf.shape_from);
@@ -375,12 +373,10 @@ class Expr {
     if (expr::active_recorder() != nullptr) return trace();
     if constexpr (sizeof...(Children) <= 2 && (expr::is_tensor_leaf<Children> && ...)) {
       Tensor out;
-      const bool done = std::apply(
-          [&](const auto&... c) {
-            const Tensor* operands[] = {expr::leaf_tensor(c)...};
-            return expr::eval_dense(kernels::ew_instr_id<Op>, operands, out, &types_);
-          },
-          children_);
+      const bool done = with_children([&](const auto&... c) {
+        const Tensor* operands[] = {expr::leaf_tensor(c)...};
+        return expr::eval_dense(kernels::ew_instr_id<Op>, operands, out, &types_);
+      });
       if (done) return out;
     }
     expr::Lowering L;
@@ -429,12 +425,10 @@ class Expr {
   /// Lowers the tree with the types inferred at construction, without
   /// shapes (the kernel checks every input against the root's shape).
   expr::Lowered lower_node(expr::Lowering& L) const {
-    return std::apply(
-        [&](const auto&... c) {
-          const expr::Lowered operands[] = {expr::lower_operand(L, c)...};
-          return expr::lower_apply_typed(L, kernels::ew_instr_id<Op>, operands, types_);
-        },
-        children_);
+    return with_children([&](const auto&... c) {
+      const expr::Lowered operands[] = {expr::lower_operand(L, c)...};
+      return expr::lower_apply_typed(L, kernels::ew_instr_id<Op>, operands, types_);
+    });
   }
 
   /// The operands (leaves or nodes).
@@ -442,15 +436,22 @@ class Expr {
 
   /// Records the tree, one node per op, with the active tracer.
   Tensor trace() const {
-    return std::apply(
-        [&](const auto&... c) {
-          const expr::Traced args[] = {expr::trace_node(c)...};
-          return expr::trace_apply(kernels::ew_instr_id<Op>, args);
-        },
-        children_);
+    return with_children([&](const auto&... c) {
+      const expr::Traced args[] = {expr::trace_node(c)...};
+      return expr::trace_apply(kernels::ew_instr_id<Op>, args);
+    });
   }
 
  private:
+  // f(children...), without std::apply: its noexcept test would instantiate a
+  // chain of invocability traits per node type in every file that includes
+  // this header.
+  template <class F>
+  auto with_children(F&& f) const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) { return f(std::get<I>(children_)...); }
+    (std::index_sequence_for<Children...>{});
+  }
+
   // The shape of child `k`, found again on each call: a node holding a
   // temporary tensor moves with its parent, so no pointer into it is kept.
   template <std::size_t I>

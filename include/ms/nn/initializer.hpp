@@ -327,6 +327,23 @@ class Sparse final : public InitializerImpl<Sparse> {
   double sparsity_, sigma_;
 };
 
+// The built-in initializers' clone() and name() are compiled once, in libms.
+extern template class InitializerImpl<Zero>;
+extern template class InitializerImpl<One>;
+extern template class InitializerImpl<Constant>;
+extern template class InitializerImpl<Normal>;
+extern template class InitializerImpl<Uniform>;
+extern template class InitializerImpl<TruncatedNormal>;
+extern template class InitializerImpl<HeUniform>;
+extern template class InitializerImpl<HeNormal>;
+extern template class InitializerImpl<XavierUniform>;
+extern template class InitializerImpl<XavierNormal>;
+extern template class InitializerImpl<VarianceScaling>;
+extern template class InitializerImpl<Orthogonal>;
+extern template class InitializerImpl<Identity>;
+extern template class InitializerImpl<Dirac>;
+extern template class InitializerImpl<Sparse>;
+
 /// The initializer registered under `name` in MindSpore's alias table
 /// (case-insensitive), made with its default arguments. ValueError when unknown.
 /// Example: `ms::init::from_name("he_uniform")`.

@@ -14,7 +14,6 @@
 //   };
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -285,7 +284,10 @@ struct Softplus : kernels::ew::Softplus {
 /// x * relu6(x + 3) / 6 (MindSpore's HSwish, PyTorch's hardswish).
 struct Hardswish : kernels::ew::Hardswish {
   /// The result in double precision: the reference the tests compare against.
-  static double ref(double x) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }
+  static double ref(double x) {
+    const double r = x + 3 < 0 ? 0.0 : x + 3;  // relu6(x + 3)
+    return x * (6.0 < r ? 6.0 : r) / 6;
+  }
   /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
   /// The domain the tests draw each operand from.
@@ -373,7 +375,7 @@ struct Pow : kernels::ew::Pow {
 struct Maximum : kernels::ew::Maximum {
   /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) {
-    return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    return std::isnan(a) || std::isnan(b) ? NAN : (a < b ? b : a);  // std::max
   }
   /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
@@ -386,7 +388,7 @@ struct Maximum : kernels::ew::Maximum {
 struct Minimum : kernels::ew::Minimum {
   /// The result in double precision: the reference the tests compare against.
   static double ref(double a, double b) {
-    return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    return std::isnan(a) || std::isnan(b) ? NAN : (b < a ? b : a);  // std::min
   }
   /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::pair<Tensor, Tensor> vjp(const Tensor& x, const Tensor& y, const Tensor& out,
@@ -484,7 +486,9 @@ struct Where : kernels::ew::Where {
 struct Clamp : kernels::ew::Clamp {
   /// The result in double precision: the reference the tests compare against.
   static double ref(double x, double lo, double hi) {
-    return std::isnan(x) ? x : std::min(std::max(x, lo), hi);
+    if (std::isnan(x)) return x;
+    const double m = x < lo ? lo : x;  // std::min(std::max(x, lo), hi)
+    return hi < m ? hi : m;
   }
   /// The gradient of each input given `g`, the output's gradient (written with ops).
   static std::array<Tensor, 3> vjp(const Tensor& x, const Tensor& y, const Tensor& z,
@@ -506,18 +510,6 @@ using ElementwiseOps =
 /// Position of an op in ElementwiseOps: the id of its instruction in fused programs.
 template <class Op>
 inline constexpr int ew_op_id = kernels::ew_instr_id<Op>;
-
-namespace detail {
-template <class... Ops>
-constexpr bool ew_ids_in_order(OpList<Ops...>) {
-  int i = 0;
-  return ((ew_op_id<Ops> == i++) && ...);
-}
-}  // namespace detail
-static_assert(
-    ElementwiseOps::size == kernels::EwInstructions::size &&
-        detail::ew_ids_in_order(ElementwiseOps{}),
-    "ElementwiseOps lists one entry per kernels::EwInstructions instruction, in its order");
 
 /// True for the elementwise ops with a gradient (a `vjp`).
 template <class Op>
