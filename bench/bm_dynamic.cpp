@@ -28,6 +28,7 @@
 // dynamic = 1, static graphs and LibTorch; after the warm-up the dynamic step
 // has compiled exactly 3 graphs (2 static + 1 generalized) and is still
 // auto-dynamic; during the timed loop neither ms step compiles or traces again.
+#include <algorithm>
 #include <functional>
 #include <set>
 

@@ -18,6 +18,7 @@
 // bench::fma_kernel) when the first such row starts.
 #include "bench_common.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>

@@ -12,6 +12,7 @@
 // Linear means the same time per tensor (items_per_second) at 10k, 100k and 1M
 // tensors; the header of 1M tensors is 74 MB, under the format's 100 MB limit.
 #include <benchmark/benchmark.h>
+#include <algorithm>
 
 #include <cstdint>
 #include <map>

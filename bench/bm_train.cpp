@@ -18,6 +18,7 @@
 // three steps of a fresh ms trainer and of LibTorch from the same weights and
 // checks that the three losses agree (the benchmark fails otherwise).
 // bench/compare_train.sh runs them and prints the table with the ratios.
+#include <algorithm>
 #include <functional>
 
 #include "bench_common.hpp"

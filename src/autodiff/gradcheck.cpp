@@ -1,5 +1,6 @@
 #include "ms/autodiff/gradcheck.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 

@@ -1,5 +1,6 @@
 #include "ms/core/shape.hpp"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 

@@ -1,4 +1,5 @@
 // Strided copy with conversion, int4 packing, and MindSpore-style printing.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iomanip>

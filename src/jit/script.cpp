@@ -2,6 +2,7 @@
 
 #include "ms/jit/detail/cache.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <limits>
 #include <map>

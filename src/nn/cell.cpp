@@ -2,6 +2,7 @@
 #include "ms/nn/cell.hpp"
 
 #include <cxxabi.h>
+#include <algorithm>
 
 #include <atomic>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // The layers of ms/nn/layers.hpp.
 #include "ms/nn/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 

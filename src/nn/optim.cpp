@@ -1,6 +1,7 @@
 // Optimizers and schedules of ms/nn/optim.hpp.
 #include "ms/nn/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <unordered_map>

@@ -2,6 +2,7 @@
 // with a message otherwise), and small synthetic files in a temp dir for the
 // checks on counts, shapes and labels.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include <array>
 #include <cstdint>

@@ -3,6 +3,7 @@
 // behaves like a tensor (shape, dtype, values, printing) and reports bad
 // operands where it is built.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include "random.hpp"
 

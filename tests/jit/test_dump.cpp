@@ -1,5 +1,6 @@
 // set_dump: marked ops write their inputs and outputs as .npy per call.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include "temp_dir.hpp"
 

@@ -1,6 +1,7 @@
 // Layers, losses and optimizers: values against references computed here in
 // double, and a jitted training step against the same step run eagerly.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include <cmath>
 #include <ms/cell.hpp>

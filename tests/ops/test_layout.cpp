@@ -3,6 +3,7 @@
 // non-contiguous inputs, empty and rank-0 tensors, 1 vs 2 threads, and every
 // declared error.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,6 @@
 // matmul and the GEMM kernel against naive double-precision loops written here.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include "random.hpp"
 #include "thread_guard.hpp"
