@@ -228,15 +228,32 @@ struct Problem {
   std::int64_t ldc;
   // B read where it is (libxsmm's A with lda = ldb) instead of packed.
   bool b_in_place = false;
+  // A read where it is (libxsmm's B with ldb = lda) instead of packed.
+  bool a_in_place = false;
 };
 
 // B stored [k, n] is read in place by a product of few rows, which would not
 // repay copying B (MLP 784 -> 512 input gradient at batch 64: 0.58 -> 0.77 of
 // peak, CPU time), when its rows fall on different L1 sets: an odd number of cache lines
 // apart, or not a whole number of them.
+bool rows_spread(std::int64_t ld) {
+  const std::int64_t bytes = ld * static_cast<std::int64_t>(sizeof(float));
+  return bytes % 64 != 0 || (bytes / 64) % 2 == 1;
+}
+
 bool read_b_in_place(const Problem& pr, std::int64_t m) {
-  const std::int64_t bytes = pr.ldb * static_cast<std::int64_t>(sizeof(float));
-  return !pr.tb && m <= 2 * kTaskRows && (bytes % 64 != 0 || (bytes / 64) % 2 == 1);
+  return !pr.tb && m <= 2 * kTaskRows && rows_spread(pr.ldb);
+}
+
+// A stored [m, k] is read in place under the same condition on its rows (alpha
+// is folded into packed rows, so only when alpha is 1).
+bool read_a_in_place(const Problem& pr) { return !pr.ta && pr.alpha == 1.f && rows_spread(pr.lda); }
+
+// Where the rows of op(A) of chunk q start (row stride lda in place, else chunk).
+const float* a_rows(const Plan& pl, const Problem& pr, const float* pa, std::int64_t q,
+                    std::int64_t i0) {
+  return pr.a_in_place ? pr.a + i0 * pr.lda + q * pl.chunk
+                       : pa + q * pl.m * pl.chunk + i0 * pl.chunk;
 }
 
 // Rows of C per kernel call into the chunk-sum block (32 x kPanel floats, 6
@@ -257,12 +274,12 @@ struct Kernels {
   }
 };
 
-bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ldc,
-                  bool need_into_c) {
+bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
+                  std::int64_t ldc, bool need_into_c) {
   const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
   const auto lda = static_cast<libxsmm_blasint>(ld_b);
-  const auto ldb = static_cast<libxsmm_blasint>(pl.chunk);
+  const auto ldb = static_cast<libxsmm_blasint>(ld_a);
   const float alpha = 1.f, beta = 0.f;
   const int flags = LIBXSMM_GEMM_FLAG_BETA_0, prefetch = LIBXSMM_PREFETCH_NONE;
   for (int ic = 0; ic < 2; ++ic) {
@@ -326,7 +343,7 @@ void add_chunk(const Plan& pl, const Problem& pr, const Kernels& ks, const float
   const std::int64_t w = pl.width(jp), depth = pl.depth(q);
   for (std::int64_t r = 0; r < rows; r += kSumRows) {
     const std::int64_t h = std::min(kSumRows, rows - r);
-    ks.get(pl, w, h, depth, false)(ka, kb + r * pl.chunk, sum);
+    ks.get(pl, w, h, depth, false)(ka, kb + r * (pr.a_in_place ? pr.lda : pl.chunk), sum);
     for (std::int64_t i = 0; i < h; ++i) {
       float* crow = pr.c + (i0 + r + i) * pr.ldc + jp;
       const float* srow = sum + i * kPanel;
@@ -347,7 +364,7 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
   if (pr.beta != 0.f && pr.beta != 1.f)
     scale_block(pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, pr.beta);
   for (std::int64_t q = 0; q < pl.chunks; ++q) {
-    const float* kb = pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+    const float* kb = a_rows(pl, pr, pa, q, i0);
     for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
       const float* ka = pr.b_in_place ? pr.b + q * pl.chunk * pr.ldb + jp
                                       : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
@@ -361,7 +378,7 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
 
 void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, float* pb) {
   // Packing: rows of A in groups of kTaskRows, then the panels of B.
-  const std::int64_t a_units = pl.row_tasks;
+  const std::int64_t a_units = pr.a_in_place ? 0 : pl.row_tasks;
   parallel_units(pl, a_units + (pr.b_in_place ? 0 : pl.panels), static_cast<double>(kPanel * pl.k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
@@ -426,9 +443,12 @@ namespace {
 bool sgemm_slab(Problem pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
   const Plan pl(m, n, k, false);
   pr.b_in_place = read_b_in_place(pr, m);
+  pr.a_in_place = read_a_in_place(pr);
   Kernels ks;
-  if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.ldc, pr.beta == 0.f)) return false;
-  const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
+  if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
+                    pr.ldc, pr.beta == 0.f))
+    return false;
+  const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
   auto* buf = static_cast<float*>(pack_scratch().get((a_size + b_size) * sizeof(float)));
   if (buf == nullptr) return false;
@@ -436,15 +456,45 @@ bool sgemm_slab(Problem pr, std::int64_t m, std::int64_t n, std::int64_t k, bool
   return true;
 }
 
-}  // namespace
-
-bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc) noexcept {
-  if (m <= 0 || n <= 0 || k <= 0) return false;
-  normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
-  for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
-    if (v > INT_MAX) return false;
+                   float beta, float* c, std::int64_t ldc, bool may_swap);
+
+Scratch& swap_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// A B stored [n, k] must be transposed to be packed (n k moves), unless the
+// product is computed as C^T = op(B)^T op(A)^T, where B is read as it is
+// stored: then op(A) is transposed (m k moves, none when A is stored [k, m])
+// and C goes through a scratch block (m n moves each way). That pays for few
+// rows and many columns (MLP 784 -> 512 forward at batch 64, x W^T). Each
+// element of C is the same sum in the same order either way (the two factors
+// of each multiply-add swap places), so the result keeps its bits.
+bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha) {
+  const double moves = static_cast<double>(ta ? 0 : m) * static_cast<double>(k) +
+                       4.0 * static_cast<double>(m) * static_cast<double>(n);
+  return tb && alpha == 1.f && static_cast<double>(n) * static_cast<double>(k) > 2 * moves;
+}
+
+bool sgemm_swapped(bool ta, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                   std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                   std::int64_t ldc) {
+  auto* d =
+      static_cast<float*>(swap_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
+  if (d == nullptr) return false;
+  if (beta != 0.f) transpose32(c, ldc, m, n, d, m);  // d = C^T, [n, m]
+  if (!sgemm_checked(false, !ta, n, m, k, 1.f, b, ldb, a, lda, beta, d, m, false)) return false;
+  transpose32(d, m, n, m, c, ldc);
+  return true;
+}
+
+bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc, bool may_swap) {
+  if (may_swap && swap_pays(trans_a, trans_b, m, n, k, alpha))
+    return sgemm_swapped(trans_a, m, n, k, a, lda, b, ldb, beta, c, ldc);
   // A dry pass generates every slab's kernels first, so that a failure
   // leaves C untouched (Eigen then computes the product).
   bool ok = true;
@@ -464,6 +514,18 @@ bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                     ok = ok && sgemm_slab(pr, rows, cols, k, dry);
                   });
   return ok;
+}
+
+}  // namespace
+
+bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0 || k <= 0) return false;
+  normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
+    if (v > INT_MAX) return false;
+  return sgemm_checked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, true);
 }
 
 // ---------------------------------------------------------------- bfloat16
