@@ -123,8 +123,9 @@ for nt in (1, 2):
             t_f = med(f"{t_name}/n:{n}/nt:{nt}", "items_per_second")
             m_p = med(f"{ms_name}/n:{n}/nt:{nt}", "of_peak")
             t_p = med(f"{t_name}/n:{n}/nt:{nt}", "of_peak")
+            r = ratio(m_f, t_f)
             print(f"| {kind} n={n} | {nt} | {gf(m_f)} | {fr(m_p)} | {gf(t_f)} | {fr(t_p)} | "
-                  f"{fr(ratio(m_f, t_f))}x |")
+                  f"{'n/a' if r is None else f'{r:.2f}x'} |")
             if kind == "sgemm":
                 checks.append((f"sgemm n={n}, {nt} thread(s) >= {0.85 if nt == 1 else 0.8} of peak",
                                m_p is not None and m_p >= (0.85 if nt == 1 else 0.8), fr(m_p)))
@@ -132,7 +133,7 @@ for nt in (1, 2):
                 s_f = med(f"BM_Sgemm_Ms/n:{n}/nt:{nt}", "items_per_second")
                 r = ratio(m_f, s_f)
                 checks.append((f"bf16 matmul n={n}, {nt} thread(s) >= 1.6x float32 matmul",
-                               r is not None and r >= 1.6, f"{fr(r)}x"))
+                               r is not None and r >= 1.6, "n/a" if r is None else f"{r:.2f}x"))
 print()
 print("Each backend on raw buffers (`ms::kernels::gemm_on`; `ac`: C += product, as gradients "
       "accumulate), and `gemm_bf16` on the default backend:")
@@ -150,7 +151,9 @@ for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::
     e = med(name.replace("libxsmm", "eigen"), "of_peak")
     bf = med(f"BM_Bgemm/m:{m}/n:{n}/k:{k}/ta:{ta}/tb:{tb}/nt:{nt}", "of_peak")
     op = ("A^T " if ta == "1" else "A ") + ("B^T" if tb == "1" else "B") + (", C +=" if ac == "1" else "")
-    print(f"| {m} x {n} x {k} | {op} | {nt} | {fr(x)} | {fr(e)} | {fr(ratio(x, e))}x | {fr(bf)} |")
+    r = ratio(x, e)
+    print(f"| {m} x {n} x {k} | {op} | {nt} | {fr(x)} | {fr(e)} | "
+          f"{'n/a' if r is None else f'{r:.2f}x'} | {fr(bf)} |")
     square = m == n == k and m in ("256", "512", "1024")
     if nt == "1" and not square:
         checks.append((f"training shape {m}x{n}x{k} ({op}), 1 thread >= 0.75 of peak on libxsmm",
