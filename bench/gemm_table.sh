@@ -91,9 +91,23 @@ def med(name, key):
     rs = runs.get(name)
     return statistics.median(r[key] for r in rs) if rs else None
 
-def peak(nt):
+def cpu_rate(r):
+    """flop/s per second of the calling thread's CPU time (1 thread: what
+    the core did while it ran, whatever the other tenants took)."""
+    return r["items_per_second"] * r["real_time"] / r["cpu_time"]
+
+def peak(nt, cpu=False):
     rs = runs.get(f"BM_Peak_Fma/nt:{nt}")
-    return max(r["items_per_second"] for r in rs) if rs else None
+    if not rs:
+        return None
+    return max(cpu_rate(r) if cpu else r["items_per_second"] for r in rs)
+
+def frac(name, nt, cpu=False):
+    rs = runs.get(name)
+    p = peak(nt, cpu)
+    if not rs or not p:
+        return None
+    return statistics.median((cpu_rate(r) if cpu else r["items_per_second"]) for r in rs) / p
 
 def gf(v):
     return "n/a" if v is None else f"{v / 1e9:.0f}"
@@ -105,30 +119,37 @@ def ratio(x, y):
     return None if x is None or not y else x / y
 
 print(f"Measured at {meta}. Medians of {reps} repetitions of {min_time} s, interleaved in one "
-      f"process per thread count; `of peak` = GFLOP/s over the float32 FMA peak of the same "
-      f"process and thread count (its best repetition). 1-minute load average during the run: "
+      f"process per thread count. `of peak`: flop/s over the float32 FMA peak of the same process "
+      f"and thread count (`BM_Peak_Fma`, best repetition), in wall time; `CPU`: the same for 1 "
+      f"thread in the thread's CPU time (what the core did while it ran, robust to other "
+      f"processes taking turns on it). 1-minute load average during the run: "
       f"{min(loads):.1f} to {max(loads):.1f}.")
 print()
-print("| case | threads | ms GFLOP/s | ms of peak | LibTorch GFLOP/s | LibTorch of peak | "
-      "ms / LibTorch |")
-print("|---|---|---|---|---|---|---|")
+print("| case | threads | ms GFLOP/s | ms of peak | ms of peak, CPU | LibTorch GFLOP/s | "
+      "LibTorch of peak | ms / LibTorch |")
+print("|---|---|---|---|---|---|---|---|")
 checks = []
+disturbed = False
 for nt in (1, 2):
-    print(f"| FMA peak (`BM_Peak_Fma`) | {nt} | {gf(peak(nt))} | 1.00 | | | |")
+    print(f"| FMA peak (`BM_Peak_Fma`) | {nt} | {gf(peak(nt))} | 1.00 | | | | |")
     for kind, ms_name, t_name, sizes in (("sgemm", "BM_Sgemm_Ms", "BM_Sgemm_Torch", (256, 512, 1024)),
                                          ("bf16 matmul", "BM_Bmatmul_Ms", "BM_Bmatmul_Torch",
                                           (512, 1024))):
         for n in sizes:
-            m_f = med(f"{ms_name}/n:{n}/nt:{nt}", "items_per_second")
-            t_f = med(f"{t_name}/n:{n}/nt:{nt}", "items_per_second")
-            m_p = med(f"{ms_name}/n:{n}/nt:{nt}", "of_peak")
-            t_p = med(f"{t_name}/n:{n}/nt:{nt}", "of_peak")
+            mn, tn = f"{ms_name}/n:{n}/nt:{nt}", f"{t_name}/n:{n}/nt:{nt}"
+            m_f, t_f = med(mn, "items_per_second"), med(tn, "items_per_second")
+            m_p, t_p = frac(mn, nt), frac(tn, nt)
+            m_c = frac(mn, nt, True) if nt == 1 else None
             r = ratio(m_f, t_f)
-            print(f"| {kind} n={n} | {nt} | {gf(m_f)} | {fr(m_p)} | {gf(t_f)} | {fr(t_p)} | "
-                  f"{'n/a' if r is None else f'{r:.2f}x'} |")
+            print(f"| {kind} n={n} | {nt} | {gf(m_f)} | {fr(m_p)} | {fr(m_c)} | {gf(t_f)} | "
+                  f"{fr(t_p)} | {'n/a' if r is None else f'{r:.2f}x'} |")
             if kind == "sgemm":
-                checks.append((f"sgemm n={n}, {nt} thread(s) >= {0.85 if nt == 1 else 0.8} of peak",
-                               m_p is not None and m_p >= (0.85 if nt == 1 else 0.8), fr(m_p)))
+                disturbed |= m_p is not None and m_p > 1.0
+                goal = 0.85 if nt == 1 else 0.8
+                got = m_c if nt == 1 else m_p
+                checks.append((f"sgemm n={n}, {nt} thread(s) >= {goal} of peak"
+                               + (" (CPU time)" if nt == 1 else ""),
+                               got is not None and got >= goal, fr(got)))
             else:
                 s_f = med(f"BM_Sgemm_Ms/n:{n}/nt:{nt}", "items_per_second")
                 r = ratio(m_f, s_f)
@@ -139,26 +160,33 @@ print("Each backend on raw buffers (`ms::kernels::gemm_on`; `ac`: C += product, 
       "accumulate), and `gemm_bf16` on the default backend:")
 print()
 print("| m x n x k | op | threads | libxsmm of peak | Eigen of peak | libxsmm / Eigen | "
-      "gemm_bf16 of peak |")
-print("|---|---|---|---|---|---|---|")
+      "gemm_bf16 of peak | libxsmm of peak, CPU |")
+print("|---|---|---|---|---|---|---|---|")
 pat = re.compile(r"BM_Sgemm_libxsmm/m:(\d+)/n:(\d+)/k:(\d+)/ta:(\d)/tb:(\d)/ac:(\d)/nt:(\d)$")
 for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::-1]]):
     mt = pat.match(name)
     if not mt:
         continue
     m, n, k, ta, tb, ac, nt = mt.groups()
-    x = med(name, "of_peak")
-    e = med(name.replace("libxsmm", "eigen"), "of_peak")
-    bf = med(f"BM_Bgemm/m:{m}/n:{n}/k:{k}/ta:{ta}/tb:{tb}/nt:{nt}", "of_peak")
+    x = frac(name, int(nt))
+    e = frac(name.replace("libxsmm", "eigen"), int(nt))
+    bf = frac(f"BM_Bgemm/m:{m}/n:{n}/k:{k}/ta:{ta}/tb:{tb}/nt:{nt}", int(nt))
+    xc = frac(name, 1, True) if nt == "1" else None
+    disturbed |= x is not None and x > 1.0
     op = ("A^T " if ta == "1" else "A ") + ("B^T" if tb == "1" else "B") + (", C +=" if ac == "1" else "")
     r = ratio(x, e)
     print(f"| {m} x {n} x {k} | {op} | {nt} | {fr(x)} | {fr(e)} | "
-          f"{'n/a' if r is None else f'{r:.2f}x'} | {fr(bf)} |")
+          f"{'n/a' if r is None else f'{r:.2f}x'} | {fr(bf)} | {fr(xc)} |")
     square = m == n == k and m in ("256", "512", "1024")
     if nt == "1" and not square:
-        checks.append((f"training shape {m}x{n}x{k} ({op}), 1 thread >= 0.75 of peak on libxsmm",
-                       x is not None and x >= 0.75, fr(x)))
+        checks.append((f"training shape {m}x{n}x{k} ({op}), 1 thread >= 0.75 of peak on libxsmm "
+                       "(CPU time)", xc is not None and xc >= 0.75, fr(xc)))
 print()
+if disturbed:
+    print("**The wall-time peak of this run was disturbed** (a float32 product above 1.0 of it is "
+          "impossible): other processes took the cores while the peak ran. Trust the CPU-time "
+          "columns (1 thread) and the ratios measured side by side, not the wall-time fractions.")
+    print()
 print("Targets:")
 for what, ok, got in checks:
     print(f"- {what}: {'met' if ok else 'NOT met'} ({got})")
