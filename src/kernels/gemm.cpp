@@ -93,9 +93,10 @@ GemmBackend choose_backend() {
   if (choice == "openblas") return {"openblas", blas + ", MS_GEMM=openblas"};
 #endif
   // libxsmm by default where its JIT targets AVX-512: there its kernels beat
-  // Eigen's and OpenBLAS's on the square and training shapes of bm_gemm
-  // (BM_Sgemm_libxsmm against BM_Sgemm_eigen). On AVX2-only CPUs that is not
-  // measured, so the kernels below stay the default there.
+  // Eigen's on the square and training shapes of bm_gemm (BM_Sgemm_libxsmm
+  // against BM_Sgemm_eigen, 1.07-1.76x on one thread, bench/gemm_table.sh).
+  // On AVX2-only CPUs that is not measured, so the kernels below stay the
+  // default there.
   if (xsmm && detail::libxsmm_avx512())
     return {"libxsmm", xsmm_desc + " (default: libxsmm targets AVX-512 here)"};
   if (xsmm) xsmm_why = "libxsmm available (MS_GEMM=libxsmm), not the default below AVX-512";

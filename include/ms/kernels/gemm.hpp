@@ -53,8 +53,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with AVX-512
 /// (decided at run time, so a portable build uses it too): float products
 /// then run on its kernels (packed operands, blocks of C fixed by the shape),
-/// double ones on Eigen's; there it beats Eigen and OpenBLAS on the square and
-/// training shapes of bench/bm_gemm.cpp. Otherwise "eigen" when libms was
+/// double ones on Eigen's; there it beats Eigen on the square and training
+/// shapes of bench/bm_gemm.cpp on one thread. Otherwise "eigen" when libms was
 /// compiled with AVX-512 (Eigen's AVX-512 kernels beat OpenBLAS 0.3.21 pinned
 /// to its "Haswell" kernels by the environment's OPENBLAS_CORETYPE), else
 /// "openblas" when it was found at build time, else "eigen". `MS_GEMM=libxsmm`
