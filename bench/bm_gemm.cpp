@@ -1,21 +1,25 @@
 // bench/bm_gemm.cpp — sgemm n x n x n, ms::matmul against torch::mm, with the
-// FMA peak of this machine measured in the same binary; and each GEMM backend
-// of this build (ms::kernels::gemm_on) on square and training shapes.
+// FMA peak of this machine measured in the same binary; bfloat16 ms::matmul
+// against the float32 one; and each GEMM backend of this build
+// (ms::kernels::gemm_on) on square and training shapes.
 //
 //   BM_Sgemm_Ms/n:512/nt:2     ms::matmul(a, b), float32, 2 threads
 //   BM_Sgemm_Torch/n:512/nt:2  torch::mm(a, b) on the same numbers
+//   BM_Bmatmul_Ms/n:512/nt:1   ms::matmul on bfloat16 copies of a and b
+//   BM_Bmatmul_Torch/n:512/nt:1  torch::mm on the same bfloat16 numbers
 //   BM_Peak_Fma/nt:2           the AVX-512 (or AVX2) FMA peak of 2 threads
 //   BM_Sgemm_libxsmm/m:64/n:512/k:784/ta:0/tb:1/nt:1
 //                              gemm_on("libxsmm", ...) on raw buffers (also
-//                              _eigen)
+//                              _eigen); beta 1 (ac:1) accumulates into C
 //   BM_Bgemm/m:512/n:512/k:512/ta:0/tb:0/nt:1
 //                              gemm_bf16 (bfloat16 A and B, float32 C) on
 //                              the process's backend (the label)
 //
-// items_per_second is flop/s (2 m n k per product): GFLOP/s = items/s / 1e9.
-// The backend rows also report `of_peak`: their flop/s over the FMA peak of
-// the same thread count, measured once in the process (best of 20 runs of
-// bench::fma_kernel) when the first such row starts.
+// items_per_second is flop/s (2 m n k per product, bfloat16 too): GFLOP/s =
+// items/s / 1e9. Every GEMM row also reports `of_peak`: its flop/s over the
+// float32 FMA peak of the same thread count, measured once in the process
+// (best of 20 runs of bench::fma_kernel) when the first such row starts.
+// bench/gemm_table.sh runs the rows and prints the table of docs/benchmarks.md.
 #include "bench_common.hpp"
 
 #include <algorithm>
@@ -27,33 +31,6 @@
 namespace {
 
 std::int64_t flops(std::int64_t n) { return 2 * n * n * n; }
-
-void BM_Sgemm_Ms(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  bench::set_threads(state.range(1));
-  const ms::Tensor a = bench::random_tensor({n, n}, 1), b = bench::random_tensor({n, n}, 2);
-  for (auto _ : state) {
-    ms::Tensor c = ms::matmul(a, b);
-    benchmark::DoNotOptimize(c.raw_data());
-  }
-  state.SetItemsProcessed(state.iterations() * flops(n));
-}
-
-#if MS_BENCH_TORCH
-void BM_Sgemm_Torch(benchmark::State& state) {
-  const std::int64_t n = state.range(0);
-  bench::set_threads(state.range(1));
-  c10::InferenceMode guard;
-  const ms::Tensor ma = bench::random_tensor({n, n}, 1), mb = bench::random_tensor({n, n}, 2);
-  const torch::Tensor a = bench::to_torch(ma), b = bench::to_torch(mb);
-  if (!bench::check_same(state, ms::matmul(ma, mb), torch::mm(a, b), 1e-4)) return;
-  for (auto _ : state) {
-    torch::Tensor c = torch::mm(a, b);
-    benchmark::DoNotOptimize(c.data_ptr());
-  }
-  state.SetItemsProcessed(state.iterations() * flops(n));
-}
-#endif
 
 // The FMA peak of nt threads in flop/s: the best of 20 runs of the kernel of
 // BM_Peak_Fma, measured once per thread count.
@@ -73,11 +50,67 @@ double fma_peak(int nt) {
   return peak[nt];
 }
 
-// One backend on C[m, n] = op(A) op(B), random values, beta 0.
+// flop/s over the FMA peak of nt threads, as a rate counter.
+benchmark::Counter of_peak(const benchmark::State& state, double flop_per_iter, int nt) {
+  return benchmark::Counter(double(state.iterations()) * flop_per_iter / fma_peak(nt),
+                            benchmark::Counter::kIsRate);
+}
+
+// ms::matmul on n x n inputs of `dtype` (float32, or bfloat16 copies).
+void matmul_case(benchmark::State& state, ms::DType dtype) {
+  const std::int64_t n = state.range(0);
+  const int nt = static_cast<int>(state.range(1));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor a = bench::random_tensor({n, n}, 1).to(dtype),
+                   b = bench::random_tensor({n, n}, 2).to(dtype);
+  for (auto _ : state) {
+    ms::Tensor c = ms::matmul(a, b);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * flops(n));
+  state.counters["of_peak"] = of_peak(state, double(flops(n)), nt);
+  state.SetLabel(ms::kernels::gemm_backend().name);
+}
+
+void BM_Sgemm_Ms(benchmark::State& state) { matmul_case(state, ms::float32); }
+void BM_Bmatmul_Ms(benchmark::State& state) { matmul_case(state, ms::bfloat16); }
+
+#if MS_BENCH_TORCH
+// torch::mm on the numbers of matmul_case (bfloat16: converted by LibTorch
+// from the same float32 values, so both round alike).
+void torch_case(benchmark::State& state, bool bf16) {
+  const std::int64_t n = state.range(0);
+  const int nt = static_cast<int>(state.range(1));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  c10::InferenceMode guard;
+  const ms::Tensor ma = bench::random_tensor({n, n}, 1), mb = bench::random_tensor({n, n}, 2);
+  torch::Tensor a = bench::to_torch(ma), b = bench::to_torch(mb);
+  if (bf16) {
+    a = a.to(torch::kBFloat16);
+    b = b.to(torch::kBFloat16);
+  } else if (!bench::check_same(state, ms::matmul(ma, mb), torch::mm(a, b), 1e-4)) {
+    return;
+  }
+  for (auto _ : state) {
+    torch::Tensor c = torch::mm(a, b);
+    benchmark::DoNotOptimize(c.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * flops(n));
+  state.counters["of_peak"] = of_peak(state, double(flops(n)), nt);
+}
+void BM_Sgemm_Torch(benchmark::State& state) { torch_case(state, false); }
+void BM_Bmatmul_Torch(benchmark::State& state) { torch_case(state, true); }
+#endif
+
+// One backend on C[m, n] = op(A) op(B) (+ C when ac, as a gradient
+// accumulates), random values.
 void BM_Sgemm_Backend(benchmark::State& state, const char* backend) {
   const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const bool ta = state.range(3) != 0, tb = state.range(4) != 0;
-  const int nt = static_cast<int>(state.range(5));
+  const float beta = state.range(5) != 0 ? 1.f : 0.f;
+  const int nt = static_cast<int>(state.range(6));
   const double peak = fma_peak(nt);
   bench::set_threads(nt);
   const ms::Tensor a = bench::random_tensor({m * k}, 1), b = bench::random_tensor({k * n}, 2);
@@ -90,7 +123,7 @@ void BM_Sgemm_Backend(benchmark::State& state, const char* backend) {
     return;
   }
   for (auto _ : state) {
-    ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, 0.f,
+    ms::kernels::gemm_on(backend, ta, tb, m, n, k, 1.f, pa, ta ? m : k, pb, tb ? k : n, beta,
                          c.data(), n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -144,19 +177,33 @@ void register_all() {
           ->Args({n, nt})
           ->UseRealTime();
 #endif
+      if (n == 256) continue;
+      benchmark::RegisterBenchmark("BM_Bmatmul_Ms", BM_Bmatmul_Ms)
+          ->ArgNames({"n", "nt"})
+          ->Args({n, nt})
+          ->UseRealTime();
+#if MS_BENCH_TORCH
+      benchmark::RegisterBenchmark("BM_Bmatmul_Torch", BM_Bmatmul_Torch)
+          ->ArgNames({"n", "nt"})
+          ->Args({n, nt})
+          ->UseRealTime();
+#endif
     }
-    // Square products, then MLP 784-512-256-10 at batch 64 (forward x W^T,
-    // input gradient, weight gradient) and 256x512x256, on each backend.
-    const std::int64_t shapes[][5] = {{256, 256, 256, 0, 0},    {512, 512, 512, 0, 0},
-                                      {1024, 1024, 1024, 0, 0}, {64, 512, 784, 0, 1},
-                                      {64, 784, 512, 0, 0},     {784, 512, 64, 1, 0},
-                                      {256, 512, 256, 0, 0}};
+    // m, n, k, ta, tb, ac: square products; MLP 784-512-256-10 at batch 64
+    // (fc1 forward x W^T, input gradient dY W, weight gradient dY^T X
+    // accumulated, and X^T dY); 256x512x256 plain, B^T and accumulated A^T;
+    // fc1's forward at batch 16 and 256.
+    const std::int64_t shapes[][6] = {
+        {256, 256, 256, 0, 0, 0}, {512, 512, 512, 0, 0, 0}, {1024, 1024, 1024, 0, 0, 0},
+        {64, 512, 784, 0, 1, 0},  {64, 784, 512, 0, 0, 0},  {512, 784, 64, 1, 0, 1},
+        {784, 512, 64, 1, 0, 0},  {256, 512, 256, 0, 0, 0}, {256, 512, 256, 0, 1, 0},
+        {256, 512, 256, 1, 0, 1}, {16, 512, 784, 0, 1, 0},  {256, 512, 784, 0, 1, 0}};
     for (const auto& sh : shapes)
       for (const char* backend : {"libxsmm", "eigen"})
         benchmark::RegisterBenchmark((std::string("BM_Sgemm_") + backend).c_str(), BM_Sgemm_Backend,
                                      backend)
-            ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
-            ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
+            ->ArgNames({"m", "n", "k", "ta", "tb", "ac", "nt"})
+            ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], nt})
             ->UseRealTime();
     for (const auto& sh : shapes)
       benchmark::RegisterBenchmark("BM_Bgemm", BM_Bgemm)

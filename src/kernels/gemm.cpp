@@ -92,9 +92,14 @@ GemmBackend choose_backend() {
     blas += std::string(" (core ") + openblas_get_corename() + ")";
   if (choice == "openblas") return {"openblas", blas + ", MS_GEMM=openblas"};
 #endif
-  // libxsmm is chosen only by MS_GEMM=libxsmm until it beats the kernels below
-  // on the training shapes of bm_gemm (BM_Sgemm_libxsmm against BM_Sgemm_eigen).
-  if (xsmm) xsmm_why = "libxsmm available (MS_GEMM=libxsmm), not the default";
+  // libxsmm by default where its JIT targets AVX-512: there its kernels beat
+  // Eigen's on the square and training shapes of bm_gemm (BM_Sgemm_libxsmm
+  // against BM_Sgemm_eigen, 1.07-1.76x on one thread, bench/gemm_table.sh).
+  // On AVX2-only CPUs that is not measured, so the kernels below stay the
+  // default there.
+  if (xsmm && detail::libxsmm_avx512())
+    return {"libxsmm", xsmm_desc + " (default: libxsmm targets AVX-512 here)"};
+  if (xsmm) xsmm_why = "libxsmm available (MS_GEMM=libxsmm), not the default below AVX-512";
 #if MS_HAVE_BLAS
   if (eigen_first)
     return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512); " + xsmm_why};
@@ -419,6 +424,9 @@ constexpr std::int64_t kMaxColumnBlocks = 8;
 constexpr std::int64_t kMinColumnBlock = 128;
 // Below this many multiply-adds a product is not worth a thread.
 constexpr double kFlopsPerThread = 1 << 16;
+// The smallest float products libxsmm takes (see gemm_impl).
+constexpr double kLibxsmmMinOutputs = 1024;
+constexpr double kLibxsmmMinFlops = 1 << 16;
 // Products up to this size run one per thread over a batch (OpenBLAS itself
 // stays single-threaded below 64^3, and a batch splits more evenly above it).
 constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
@@ -451,7 +459,13 @@ void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int
   }
   if constexpr (std::is_same_v<T, float>) {
     // libxsmm declines only sizes beyond its int (then Eigen takes the product).
-    if (route == Route::libxsmm &&
+    // Products with a small C (m n < kLibxsmmMinOutputs) or little work stay
+    // with Eigen: packing costs libxsmm its lead there (1 thread, CPU time:
+    // 16x16x245 A^T 1.88 vs 1.82 us, 64x10x256 B^T 6.44 vs 6.11 us, 8x16x16
+    // 0.30 vs 0.15 us; 441x16x16 3.1 vs 4.5 us, 64^3 4.1 vs 4.6 us).
+    const double outputs = static_cast<double>(m) * static_cast<double>(n);
+    if (route == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
+        outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
         detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
       return;
   }
@@ -526,7 +540,7 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {
   if (m <= 0 || n <= 0) return;
-  if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm &&
+  if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm && detail::libxsmm_bf16_native() &&
       detail::libxsmm_bgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
     return;
   // op(A) [m, k] and op(B) [k, n] in float32, then the float product.

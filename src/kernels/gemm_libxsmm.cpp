@@ -1,49 +1,64 @@
-// float32 GEMM on libxsmm's JIT micro-kernels: ms cuts the product into
-// cache-sized blocks and libxsmm's generated kernel (AVX-512 or AVX2, chosen
-// by libxsmm for the CPU it runs on) multiplies each block.
+// GEMM on libxsmm's JIT micro-kernels, float32 and bfloat16: ms packs the
+// operands into cache-friendly panels and cuts the product into blocks fixed
+// by its shape; libxsmm's generated kernel (AVX-512 or AVX2, chosen by libxsmm
+// for the CPU it runs on) multiplies each block.
 //
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so libxsmm
 // (column-major) sees C's columns as its M and C's rows as its N; its "A"
-// operand is a panel of op(B), its "B" operand a block of op(A). Both are
-// packed into contiguous buffers first (read in place, a row stride of 4 KiB
-// maps every row of a block to the same L1 sets: 1024^3 ran at 2/3 of the
-// packed speed), with copies along the stored rows; a transposed A keeps its
-// layout and runs on libxsmm's transposed-B kernels, a transposed B (stored
-// [n, k]) is transposed while packed.
+// operand is a panel of op(B), its "B" operand a group of rows of op(A).
 //
-// Blocking, fixed by the shape only (never by the thread count):
+// Packing (once per product, shared by the threads):
+//   - op(B) into panels of kPanel columns: panel j is k x kPanel row-major
+//     (libxsmm's A, lda = kPanel; the last panel may be narrower). A stored
+//     [n, k] B is transposed while packed (libxsmm's transpose);
+//   - op(A), times alpha, into chunks of the inner dimension: chunk q holds
+//     every row of op(A) restricted to the chunk, m x chunk row-major
+//     (libxsmm's B, ldb = chunk). A stored [k, m] A is transposed while packed.
+//   Both operands then read the same way whatever their stored layout, so the
+//   result is bitwise the same whichever operand is stored transposed.
+//
+// Blocking (fixed by the shape only, never by the thread count):
 //   - C is cut into tasks of at most kTaskRows rows x kTaskCols columns; one
 //     thread computes a whole task in one fixed order, so the thread count
 //     never changes a sum's order;
-//   - the inner dimension is cut into chunks of equal size (at most kChunk,
-//     the last one may be shorter), packed kChunksPerPack at a time: op(B)'s
-//     panels once per task (reused by kTaskRows rows), op(A)'s rows once per
-//     kTileRows rows (reused by kTaskCols columns). A kernel call multiplies
-//     kPanel columns by kTileRows rows over one chunk: 32 KiB of each operand;
-//   - each chunk's product is summed by the kernel from zero into a block of
-//     kPanel x kTileRows floats (in L1), then alpha times that block is added
-//     to C, chunk after chunk: C's element is a sum of chunk sums, whose
-//     rounding error grows with kChunk + k / kChunk rather than with k
-//     (libxsmm's batch-reduce kernels keep one chain of k terms, so plain
-//     kernels are used). The first chunk goes straight into C when beta is 0
-//     and alpha 1.
+//   - within a task, chunk after chunk of k (at most kChunk deep: a panel's
+//     chunk, kPanel x kChunk floats, stays in L1 while the kernel walks the
+//     task's rows), panel after panel: the kernel sums the chunk's product
+//     from zero into a small block, which is added to C (the first chunk goes
+//     straight into C when beta is 0). Each element of C is a sum of chunk
+//     sums, each a chain of multiply-adds in order.
+//
+// bfloat16 products take the same path with op(B)'s panels in libxsmm's VNNI
+// layout (pairs of consecutive inner indices side by side: the operand of the
+// CPU's BF16 dot-product instruction), chunks of even depth (an odd k is
+// padded with a zero), float32 accumulation in C; alpha != 1 goes through a
+// float32 block per task. On CPUs with AMX, bfloat16 products run on its
+// tiles instead (see "bfloat16 on AMX" below).
 //
 // libxsmm's core library starts no threads (Debian builds it without OpenMP;
-// libxsmmext is not linked): the tasks run on ms's pool (parallel_for).
+// libxsmmext is not linked): packing and tasks run on ms's pool (parallel_for).
 #include "gemm_libxsmm.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 
+#include "ms/core/detail/eigen.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms_libxsmm_config.h"  // MS_HAVE_LIBXSMM, from meson.build
 
 #if MS_HAVE_LIBXSMM
 #include <libxsmm.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace ms::kernels::detail {
@@ -51,27 +66,158 @@ namespace ms::kernels::detail {
 #if MS_HAVE_LIBXSMM
 namespace {
 
-// libxsmm's kernel size: kPanel columns of C (libxsmm's M: four AVX-512
-// vectors) by kTileRows rows (its N) by a chunk of k.
-constexpr std::int64_t kPanel = 64;
-constexpr std::int64_t kTileRows = 64;
+// libxsmm's kernel: kPanel columns of C (its M: three AVX-512 vectors, so
+// libxsmm keeps 3 x 9 accumulators) by the rows of a task (its N) by one chunk
+// of k (at most kChunk: a 48 x 128 float panel chunk is 24 KiB, in L1).
+// Measured here (bm_gemm, CPU time, 1 thread): 48-wide panels reach 0.78 of
+// the FMA peak at 512^3 where 64-wide ones (4 x 6 accumulators) reach 0.72.
+constexpr std::int64_t kPanel = 48;
 constexpr std::int64_t kChunk = 128;
-// A task: the unit of work of one thread. Columns: two panels (an even split
-// of the MLP's 512-wide layers over two threads); rows: as many as share one
-// packed panel of a transposed B.
+// A task, the unit of work of one thread: its rows of packed A (per chunk) and
+// its block of C stay in L2 while the kernel runs over its panels.
 constexpr std::int64_t kTaskCols = 2 * kPanel;
-constexpr std::int64_t kTaskRows = 4 * kTileRows;
-// Chunks packed at a time: 128 KiB of B and 256 KiB of A per task (L2).
-constexpr std::int64_t kChunksPerPack = 2;
-// Below this many multiply-adds per task the tasks of a product are grouped
+constexpr std::int64_t kTaskRows = 128;
+// Below this many multiply-adds per thread the tasks of a product are grouped
 // (a thread's share should be a few microseconds at least).
 constexpr double kFlopsPerThread = 1 << 17;
+// Packing units (rows of A, panels of B) per thread: at least this many
+// elements copied.
+constexpr double kCopiesPerThread = 1 << 14;
+
+// The cut of one product, fixed by its shape.
+struct Plan {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t chunk = 0, chunks = 0;  // k = (chunks - 1) * chunk + the last chunk's depth
+  std::int64_t panels = 0;
+  std::int64_t row_tasks = 0, col_tasks = 0;
+  // even: chunks of even depth (bfloat16 pairs)
+  Plan(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool even) : m(m_), n(n_), k(k_) {
+    const std::int64_t count = (k + kChunk - 1) / kChunk;
+    chunk = (k + count - 1) / count;
+    if (even) chunk += chunk & 1;
+    chunks = (k + chunk - 1) / chunk;
+    panels = (n + kPanel - 1) / kPanel;
+    row_tasks = (m + kTaskRows - 1) / kTaskRows;
+    col_tasks = (n + kTaskCols - 1) / kTaskCols;
+  }
+  std::int64_t depth(std::int64_t q) const { return std::min(chunk, k - q * chunk); }
+  std::int64_t width(std::int64_t j0) const { return std::min(kPanel, n - j0); }
+  // Groups of tasks per parallel_for chunk so each thread gets enough work.
+  std::int64_t task_grain() const {
+    const double per = static_cast<double>(std::min(m, kTaskRows)) *
+                       static_cast<double>(std::min(n, kTaskCols)) * static_cast<double>(k);
+    return static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / per));
+  }
+};
+
+// A 64-byte aligned buffer of the calling thread, grown on demand and kept
+// for the thread's next products (contents not kept).
+class Scratch {
+ public:
+  void* get(std::size_t bytes) noexcept {
+    if (bytes > size_) {
+      const std::size_t rounded = (bytes + 63) / 64 * 64;
+      data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
+      size_ = data_ ? rounded : 0;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, Free> data_;
+  std::size_t size_ = 0;
+};
+
+Scratch& pack_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+Scratch& block_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// Packed copies of A and B hold at most about this many elements each: a
+// larger product is cut into slabs of C (fixed by the shape), each packed
+// and computed in turn, so that packing never needs more than a few MiB.
+constexpr std::int64_t kPackBudget = 1 << 20;
+
+// Calls fn(i0, rows, j0, cols) for each slab of C, column slabs outer.
+template <class F>
+void for_each_slab(std::int64_t m, std::int64_t n, std::int64_t k, F&& fn) {
+  const std::int64_t slab_rows = std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
+  const std::int64_t slab_cols = std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
+  for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols)
+    for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows)
+      fn(i0, std::min(slab_rows, m - i0), j0, std::min(slab_cols, n - j0));
+}
+
+// Runs `fn(first, last)` on [0, units) over the threads, `per_unit` elements
+// copied per unit; on one thread when the whole product is too small to share.
+template <class F>
+void parallel_units(const Plan& pl, std::int64_t units, double per_unit, F&& fn) {
+  const double flops =
+      static_cast<double>(pl.m) * static_cast<double>(pl.n) * static_cast<double>(pl.k);
+  const auto grain = flops < 2 * kFlopsPerThread
+                         ? units
+                         : static_cast<std::int64_t>(std::max(1.0, kCopiesPerThread / per_unit));
+  parallel_for(units, grain, fn);
+}
+
+// A matrix with a single stored row has no meaningful leading dimension:
+// give it its column count (libxsmm checks leading dimensions).
+void normalize_lds(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+                   std::int64_t& lda, std::int64_t& ldb, std::int64_t& ldc) {
+  if ((ta ? k : m) == 1) lda = ta ? m : k;
+  if ((tb ? n : k) == 1) ldb = tb ? k : n;
+  if (m == 1) ldc = n;
+}
+
+// Scales rows x cols of C by beta (not 0, not 1).
+void scale_block(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, float beta) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] *= beta;
+  }
+}
+
+// out[c][r] = in[r][c] for a rows x cols block of 32-bit words (floats, or
+// pairs of bfloat16), by square blocks of SIMD packets transposed in
+// registers (Eigen's ptranspose; libxsmm_otrans ran at 0.5 ns per float
+// here), the edges one by one. Moves only: the bits are kept.
+// (Eigen's packet types carry vector attributes that a template argument drops.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+void transpose32(const float* in, std::int64_t ldi, std::int64_t rows, std::int64_t cols,
+                 float* out, std::int64_t ldo) {
+  using P = Eigen::internal::packet_traits<float>::type;
+  constexpr std::int64_t PS = Eigen::internal::unpacket_traits<P>::size;
+  const std::int64_t r_full = rows / PS * PS, c_full = cols / PS * PS;
+  for (std::int64_t r = 0; r < r_full; r += PS)
+    for (std::int64_t c = 0; c < c_full; c += PS) {
+      Eigen::internal::PacketBlock<P, PS> blk;
+      for (std::int64_t i = 0; i < PS; ++i)
+        blk.packet[i] = Eigen::internal::ploadu<P>(in + (r + i) * ldi + c);
+      Eigen::internal::ptranspose(blk);
+      for (std::int64_t i = 0; i < PS; ++i)
+        Eigen::internal::pstoreu(out + (c + i) * ldo + r, blk.packet[i]);
+    }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = r < r_full ? c_full : 0; c < cols; ++c)
+      out[c * ldo + r] = in[r * ldi + c];
+}
+#pragma GCC diagnostic pop
+
+// ---------------------------------------------------------------- float32
 
 using Kernel = libxsmm_smmfunction;
 
 struct Problem {
   bool ta, tb;
-  std::int64_t m, n, k;
   float alpha;
   const float* a;
   std::int64_t lda;
@@ -80,168 +226,175 @@ struct Problem {
   float beta;
   float* c;
   std::int64_t ldc;
-  std::int64_t chunk, chunks;  // k = (chunks - 1) * chunk + the last chunk's size
-  std::int64_t chunk_size(std::int64_t q) const { return std::min(chunk, k - q * chunk); }
+  // B read where it is (libxsmm's A with lda = ldb) instead of packed.
+  bool b_in_place = false;
+  // A read where it is (libxsmm's B with ldb = lda) instead of packed.
+  bool a_in_place = false;
 };
 
-// The JIT kernels one product needs, generated before C is touched: full and
-// edge panel widths x full and edge tile heights x full and last chunk x
-// (into C | into the block). All overwrite their output (beta 0).
+// B stored [k, n] is read in place by a product of few rows, which would not
+// repay copying B (MLP 784 -> 512 input gradient at batch 64: 0.58 -> 0.77 of
+// peak, CPU time), when its rows fall on different L1 sets: an odd number of cache lines
+// apart, or not a whole number of them.
+bool rows_spread(std::int64_t ld) {
+  const std::int64_t bytes = ld * static_cast<std::int64_t>(sizeof(float));
+  return bytes % 64 != 0 || (bytes / 64) % 2 == 1;
+}
+
+bool read_b_in_place(const Problem& pr, std::int64_t m) {
+  return !pr.tb && m <= 2 * kTaskRows && rows_spread(pr.ldb);
+}
+
+// A stored [m, k] is read in place under the same condition on its rows (alpha
+// is folded into packed rows, so only when alpha is 1).
+bool read_a_in_place(const Problem& pr) { return !pr.ta && pr.alpha == 1.f && rows_spread(pr.lda); }
+
+// Where the rows of op(A) of chunk q start (row stride lda in place, else chunk).
+const float* a_rows(const Plan& pl, const Problem& pr, const float* pa, std::int64_t q,
+                    std::int64_t i0) {
+  return pr.a_in_place ? pr.a + i0 * pr.lda + q * pl.chunk
+                       : pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+}
+
+// Rows of C per kernel call into the chunk-sum block (32 x kPanel floats, 6
+// KiB: stays in L1 beside the panel chunk).
+constexpr std::int64_t kSumRows = 32;
+
+// The JIT kernels of one product, generated before C is touched: full and
+// edge panel width x full and edge height x full and last chunk depth x
+// (a chunk's sum into the block, kSumRows rows at a time | the first chunk
+// straight into C, a task's rows at a time). All overwrite their output.
 struct Kernels {
   Kernel k[2][2][2][2] = {};
-  Kernel get(std::int64_t cols, std::int64_t rows, std::int64_t depth, bool into_c,
-             const Problem& pr) const {
-    return k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][depth == pr.chunk ? 0 : 1]
-            [into_c ? 1 : 0];
+  Kernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth,
+             bool into_c) const {
+    const std::int64_t full_rows = std::min(pl.m, into_c ? kTaskRows : kSumRows);
+    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == full_rows ? 0 : 1]
+            [depth == pl.chunk ? 0 : 1][into_c ? 1 : 0];
   }
 };
 
-bool make_kernels(Kernels& ks, const Problem& pr) {
-  const std::int64_t cols[2] = {std::min(pr.n, kPanel), pr.n % kPanel};
-  const std::int64_t rows[2] = {std::min(pr.m, kTileRows), pr.m % kTileRows};
-  const std::int64_t depths[2] = {pr.chunk, pr.chunk_size(pr.chunks - 1)};
-  // libxsmm's A: a packed panel, chunk x kPanel row-major (ld kPanel); its
-  // B: packed rows of A, kTileRows x chunk row-major (ld chunk), or, A
-  // transposed, chunk x kTileRows row-major (ld kTileRows, transposed-B kernel).
-  const libxsmm_blasint lda = kPanel;
-  const auto ldb = static_cast<libxsmm_blasint>(pr.ta ? kTileRows : pr.chunk);
+bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
+                  std::int64_t ldc, bool need_into_c) {
+  const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
+  const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
+  const auto lda = static_cast<libxsmm_blasint>(ld_b);
+  const auto ldb = static_cast<libxsmm_blasint>(ld_a);
   const float alpha = 1.f, beta = 0.f;
-  const int flags = LIBXSMM_GEMM_FLAG_BETA_0 | (pr.ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
-  const int prefetch = LIBXSMM_PREFETCH_NONE;
-  for (int ci = 0; ci < 2; ++ci)
-    for (int ri = 0; ri < 2; ++ri)
-      for (int di = 0; di < 2; ++di)
-        for (int into_c = 0; into_c < 2; ++into_c) {
-          const std::int64_t mm = cols[ci], nn = rows[ri], kk = depths[di];
-          if (mm == 0 || nn == 0 || (ci == 1 && mm == cols[0]) || (ri == 1 && nn == rows[0]) ||
-              (di == 1 && kk == depths[0]))
+  const int flags = LIBXSMM_GEMM_FLAG_BETA_0, prefetch = LIBXSMM_PREFETCH_NONE;
+  for (int ic = 0; ic < 2; ++ic) {
+    if (ic == 1 && !need_into_c) continue;
+    const std::int64_t step = ic ? kTaskRows : kSumRows;
+    const std::int64_t rows[2] = {std::min(pl.m, step), pl.m % step};
+    const auto ldcx = static_cast<libxsmm_blasint>(ic ? ldc : kPanel);
+    for (int ci = 0; ci < 2; ++ci)
+      for (int ri = 0; ri < 2; ++ri)
+        for (int di = 0; di < 2; ++di) {
+          if (cols[ci] == 0 || rows[ri] == 0 || (ci == 1 && cols[1] == cols[0]) ||
+              (ri == 1 && rows[1] == rows[0]) || (di == 1 && depths[1] == depths[0]))
             continue;
-          const auto ldc = static_cast<libxsmm_blasint>(into_c ? pr.ldc : kPanel);
-          Kernel f = libxsmm_smmdispatch(
-              static_cast<libxsmm_blasint>(mm), static_cast<libxsmm_blasint>(nn),
-              static_cast<libxsmm_blasint>(kk), &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
+          Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
+                                         static_cast<libxsmm_blasint>(rows[ri]),
+                                         static_cast<libxsmm_blasint>(depths[di]), &lda, &ldb,
+                                         &ldcx, &alpha, &beta, &flags, &prefetch);
           if (f == nullptr) return false;
-          // A size that is both the full and the edge one (n < kPanel) is
-          // stored under the index get() computes for it.
-          ks.k[mm == kPanel ? 0 : 1][nn == kTileRows ? 0 : 1][kk == pr.chunk ? 0 : 1][into_c] = f;
+          ks.k[ci][ri][di][ic] = f;
         }
+  }
   return true;
 }
 
-// Buffers of one thread: packed panels of B, packed rows of A and the block a
-// chunk's product is summed into. Allocated at a thread's first product.
-struct Buffers {
-  std::unique_ptr<float[]> b, a, sum;
-  Buffers()
-      : b(new float[static_cast<std::size_t>(kTaskCols * kChunksPerPack * kChunk)]),
-        a(new float[static_cast<std::size_t>(kTaskRows * kChunksPerPack * kChunk)]),
-        sum(new float[static_cast<std::size_t>(kPanel * kTileRows)]) {}
-};
-
-Buffers& thread_buffers() {
-  thread_local Buffers buffers;
-  return buffers;
+// Rows [r0, r1) of op(A), times alpha, into the chunks of `pa`.
+void pack_a(const Plan& pl, const Problem& pr, std::int64_t r0, std::int64_t r1, float* pa) {
+  for (std::int64_t q = 0; q < pl.chunks; ++q) {
+    const std::int64_t p0 = q * pl.chunk, depth = pl.depth(q);
+    float* dst = pa + q * pl.m * pl.chunk + r0 * pl.chunk;
+    if (pr.ta)  // A stored [k, m]: rows p0.. of A, columns r0..r1, transposed
+      transpose32(pr.a + p0 * pr.lda + r0, pr.lda, depth, r1 - r0, dst, pl.chunk);
+    else
+      for (std::int64_t i = r0; i < r1; ++i)
+        std::memcpy(dst + (i - r0) * pl.chunk, pr.a + i * pr.lda + p0,
+                    static_cast<std::size_t>(depth) * sizeof(float));
+    if (pr.alpha != 1.f)
+      for (std::int64_t i = r0; i < r1; ++i)
+        for (std::int64_t p = 0; p < depth; ++p) dst[(i - r0) * pl.chunk + p] *= pr.alpha;
+  }
 }
 
-// Columns [j0, j0 + cols) of op(B) for the chunks [q0, q0 + count): panel jp's
-// chunk q is chunk_size(q) x kPanel, row-major (libxsmm's A, lda = kPanel), at
-// ((jp - j0) / kPanel * kChunksPerPack + q - q0) * kPanel * kChunk.
-void pack_b(const Problem& pr, std::int64_t j0, std::int64_t cols, std::int64_t q0,
-            std::int64_t count, float* out) {
-  for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-    const std::int64_t w = std::min(kPanel, j0 + cols - jp);
-    for (std::int64_t q = q0; q < q0 + count; ++q) {
-      float* blk = out + ((jp - j0) / kPanel * kChunksPerPack + q - q0) * kPanel * kChunk;
-      const std::int64_t p0 = q * pr.chunk, depth = pr.chunk_size(q);
-      if (!pr.tb) {  // rows of B: straight copies
-        for (std::int64_t p = 0; p < depth; ++p) {
-          const float* src = pr.b + (p0 + p) * pr.ldb + jp;
-          float* dst = blk + p * kPanel;
-          for (std::int64_t j = 0; j < w; ++j) dst[j] = src[j];
-        }
-        continue;
-      }
-      // B stored [n, k]: libxsmm's transpose (its JIT'ed kernels where it has them).
-      libxsmm_otrans(blk, pr.b + jp * pr.ldb + p0, sizeof(float),
-                     static_cast<libxsmm_blasint>(depth), static_cast<libxsmm_blasint>(w),
-                     static_cast<libxsmm_blasint>(pr.ldb), static_cast<libxsmm_blasint>(kPanel));
+// Panel `panel` of op(B) into `pb`: k rows of width(j0) floats, row stride kPanel.
+void pack_b(const Plan& pl, const Problem& pr, std::int64_t panel, float* pb) {
+  const std::int64_t j0 = panel * kPanel, w = pl.width(j0);
+  float* dst = pb + panel * pl.k * kPanel;
+  if (pr.tb) {  // B stored [n, k]: rows j0.. of B, transposed
+    transpose32(pr.b + j0 * pr.ldb, pr.ldb, w, pl.k, dst, kPanel);
+    return;
+  }
+  for (std::int64_t p = 0; p < pl.k; ++p)
+    std::memcpy(dst + p * kPanel, pr.b + p * pr.ldb + j0, static_cast<std::size_t>(w) * 4);
+}
+
+// Columns [jp, jp + w) of C's rows [i0, i0 + rows) += chunk q's product,
+// summed into the block kSumRows rows at a time, then added to C.
+void add_chunk(const Plan& pl, const Problem& pr, const Kernels& ks, const float* ka,
+               const float* kb, std::int64_t q, std::int64_t i0, std::int64_t rows,
+               std::int64_t jp) {
+  float* sum = static_cast<float*>(
+      block_scratch().get(static_cast<std::size_t>(kSumRows * kPanel) * sizeof(float)));
+  const std::int64_t w = pl.width(jp), depth = pl.depth(q);
+  for (std::int64_t r = 0; r < rows; r += kSumRows) {
+    const std::int64_t h = std::min(kSumRows, rows - r);
+    ks.get(pl, w, h, depth, false)(ka, kb + r * (pr.a_in_place ? pr.lda : pl.chunk), sum);
+    for (std::int64_t i = 0; i < h; ++i) {
+      float* crow = pr.c + (i0 + r + i) * pr.ldc + jp;
+      const float* srow = sum + i * kPanel;
+      for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
     }
   }
 }
 
-// Rows [i0, i0 + rows) of op(A) for the chunks [q0, q0 + count): chunk q at
-// (q - q0) * kTileRows * kChunk is rows x chunk_size(q) row-major (ld chunk),
-// or, A stored [k, m], chunk_size(q) x rows row-major (ld kTileRows).
-void pack_a(const Problem& pr, std::int64_t i0, std::int64_t rows, std::int64_t q0,
-            std::int64_t count, float* out) {
-  for (std::int64_t q = q0; q < q0 + count; ++q) {
-    float* blk = out + (q - q0) * kTileRows * kChunk;
-    const std::int64_t p0 = q * pr.chunk, depth = pr.chunk_size(q);
-    if (!pr.ta) {
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const float* src = pr.a + (i0 + r) * pr.lda + p0;
-        float* dst = blk + r * pr.chunk;
-        for (std::int64_t p = 0; p < depth; ++p) dst[p] = src[p];
-      }
-    } else {
-      for (std::int64_t p = 0; p < depth; ++p) {
-        const float* src = pr.a + (p0 + p) * pr.lda + i0;
-        float* dst = blk + p * kTileRows;
-        for (std::int64_t r = 0; r < rows; ++r) dst[r] = src[r];
-      }
-    }
-  }
-}
-
-// One task of C: rows [i0, i0 + rows), columns [j0, j0 + cols).
-void run_task(const Problem& pr, const Kernels& ks, std::int64_t i0, std::int64_t rows,
-              std::int64_t j0, std::int64_t cols) {
-  Buffers& buf = thread_buffers();
+// One task of C: rows [i0, i0 + rows), columns [j0, j0 + cols). Each chunk's
+// product is summed from zero by the kernel and then added to C (the first
+// one written straight into C when beta is 0): an element of C is a sum of
+// chunk sums, whose rounding error grows with kChunk + k / kChunk rather than
+// with k (Winograd's weight gradient, k = 1764 tiles, needs that to stay
+// within 1e-5 of the exact sum).
+void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float* pa,
+              const float* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+              std::int64_t cols) {
   if (pr.beta != 0.f && pr.beta != 1.f)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* row = pr.c + (i0 + r) * pr.ldc + j0;
-      for (std::int64_t j = 0; j < cols; ++j) row[j] *= pr.beta;
-    }
-  // Each panel chunk of B (libxsmm's A, read again for every register block
-  // of rows) stays in L1 while the kernel runs over all the task's row tiles.
-  for (std::int64_t q0 = 0; q0 < pr.chunks; q0 += kChunksPerPack) {
-    const std::int64_t count = std::min(kChunksPerPack, pr.chunks - q0);
-    pack_b(pr, j0, cols, q0, count, buf.b.get());
-    for (std::int64_t it = i0; it < i0 + rows; it += kTileRows)
-      pack_a(pr, it, std::min(kTileRows, i0 + rows - it), q0, count,
-             buf.a.get() + (it - i0) / kTileRows * kChunksPerPack * kTileRows * kChunk);
+    scale_block(pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, pr.beta);
+  for (std::int64_t q = 0; q < pl.chunks; ++q) {
+    const float* kb = a_rows(pl, pr, pa, q, i0);
     for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-      const std::int64_t w = std::min(kPanel, j0 + cols - jp);
-      for (std::int64_t q = q0; q < q0 + count; ++q) {
-        const std::int64_t depth = pr.chunk_size(q);
-        const float* ka =
-            buf.b.get() + ((jp - j0) / kPanel * kChunksPerPack + q - q0) * kPanel * kChunk;
-        for (std::int64_t it = i0; it < i0 + rows; it += kTileRows) {
-          const std::int64_t h = std::min(kTileRows, i0 + rows - it);
-          const float* kb =
-              buf.a.get() + ((it - i0) / kTileRows * kChunksPerPack + q - q0) * kTileRows * kChunk;
-          float* c = pr.c + it * pr.ldc + jp;
-          if (q == 0 && pr.beta == 0.f && pr.alpha == 1.f) {  // the first chunk sum is C
-            ks.get(w, h, depth, true, pr)(ka, kb, c);
-            continue;
-          }
-          float* sum = buf.sum.get();
-          ks.get(w, h, depth, false, pr)(ka, kb, sum);
-          const bool first = q == 0 && pr.beta == 0.f;  // C is not read then
-          for (std::int64_t r = 0; r < h; ++r) {
-            float* crow = c + r * pr.ldc;
-            const float* srow = sum + r * kPanel;
-            if (first)
-              for (std::int64_t j = 0; j < w; ++j) crow[j] = pr.alpha * srow[j];
-            else if (pr.alpha == 1.f)
-              for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
-            else
-              for (std::int64_t j = 0; j < w; ++j) crow[j] += pr.alpha * srow[j];
-          }
-        }
-      }
+      const float* ka = pr.b_in_place ? pr.b + q * pl.chunk * pr.ldb + jp
+                                      : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
+      if (q == 0 && pr.beta == 0.f)
+        ks.get(pl, pl.width(jp), rows, pl.depth(q), true)(ka, kb, pr.c + i0 * pr.ldc + jp);
+      else
+        add_chunk(pl, pr, ks, ka, kb, q, i0, rows, jp);
     }
   }
+}
+
+void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, float* pb) {
+  // Packing: rows of A in groups of kTaskRows, then the panels of B.
+  const std::int64_t a_units = pr.a_in_place ? 0 : pl.row_tasks;
+  parallel_units(pl, a_units + (pr.b_in_place ? 0 : pl.panels), static_cast<double>(kPanel * pl.k),
+                 [&](std::int64_t u0, std::int64_t u1) {
+                   for (std::int64_t u = u0; u < u1; ++u) {
+                     if (u < a_units)
+                       pack_a(pl, pr, u * kTaskRows, std::min(pl.m, (u + 1) * kTaskRows), pa);
+                     else
+                       pack_b(pl, pr, u - a_units, pb);
+                   }
+                 });
+  parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * kTaskCols;
+      run_task(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, pl.m - i0), j0,
+               std::min(kTaskCols, pl.n - j0));
+    }
+  });
 }
 
 }  // namespace
@@ -267,167 +420,455 @@ bool libxsmm_usable(std::string& why) noexcept {
   return verdict.usable;
 }
 
+bool libxsmm_avx512() noexcept {
+  std::string why;
+  return libxsmm_usable(why) && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
+}
+
+namespace {
+bool amx_usable() noexcept;
+}  // namespace
+
+bool libxsmm_bf16_native() noexcept {
+  std::string why;
+  return libxsmm_usable(why) &&
+         (libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CPX || amx_usable());
+}
+
+namespace {
+
+// One slab of C (see for_each_slab): false when a kernel or the packing buffer
+// is missing (then nothing was written). `dry`: only generate the kernels and
+// the buffer.
+bool sgemm_slab(Problem pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
+  const Plan pl(m, n, k, false);
+  pr.b_in_place = read_b_in_place(pr, m);
+  pr.a_in_place = read_a_in_place(pr);
+  Kernels ks;
+  if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
+                    pr.ldc, pr.beta == 0.f))
+    return false;
+  const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
+  const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
+  auto* buf = static_cast<float*>(pack_scratch().get((a_size + b_size) * sizeof(float)));
+  if (buf == nullptr) return false;
+  if (!dry) run_sgemm(pl, pr, ks, buf, buf + a_size);
+  return true;
+}
+
+bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc, bool may_swap);
+
+Scratch& swap_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// A B stored [n, k] must be transposed to be packed (n k moves), unless the
+// product is computed as C^T = op(B)^T op(A)^T, where B is read as it is
+// stored: then op(A) is transposed (m k moves, none when A is stored [k, m])
+// and C goes through a scratch block (m n moves each way). That pays for few
+// rows and many columns (MLP 784 -> 512 forward at batch 64, x W^T). Each
+// element of C is the same sum in the same order either way (the two factors
+// of each multiply-add swap places), so the result keeps its bits.
+bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha) {
+  const double moves = static_cast<double>(ta ? 0 : m) * static_cast<double>(k) +
+                       4.0 * static_cast<double>(m) * static_cast<double>(n);
+  return tb && alpha == 1.f && static_cast<double>(n) * static_cast<double>(k) > 2 * moves;
+}
+
+bool sgemm_swapped(bool ta, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
+                   std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+                   std::int64_t ldc) {
+  auto* d =
+      static_cast<float*>(swap_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
+  if (d == nullptr) return false;
+  if (beta != 0.f) transpose32(c, ldc, m, n, d, m);  // d = C^T, [n, m]
+  if (!sgemm_checked(false, !ta, n, m, k, 1.f, b, ldb, a, lda, beta, d, m, false)) return false;
+  transpose32(d, m, n, m, c, ldc);
+  return true;
+}
+
+bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc, bool may_swap) {
+  if (may_swap && swap_pays(trans_a, trans_b, m, n, k, alpha))
+    return sgemm_swapped(trans_a, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  // A dry pass generates every slab's kernels first, so that a failure
+  // leaves C untouched (Eigen then computes the product).
+  bool ok = true;
+  for (const bool dry : {true, false})
+    for_each_slab(m, n, k,
+                  [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
+                    const Problem pr{trans_a,
+                                     trans_b,
+                                     alpha,
+                                     trans_a ? a + i0 : a + i0 * lda,
+                                     lda,
+                                     trans_b ? b + j0 * ldb : b + j0,
+                                     ldb,
+                                     beta,
+                                     c + i0 * ldc + j0,
+                                     ldc};
+                    ok = ok && sgemm_slab(pr, rows, cols, k, dry);
+                  });
+  return ok;
+}
+
+}  // namespace
+
 bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                    float beta, float* c, std::int64_t ldc) noexcept {
   if (m <= 0 || n <= 0 || k <= 0) return false;
-  // A matrix with a single stored row has no meaningful leading dimension.
-  if ((trans_a ? k : m) == 1) lda = trans_a ? m : k;
-  if ((trans_b ? n : k) == 1) ldb = trans_b ? k : n;
-  if (m == 1) ldc = n;
+  normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX) return false;
-  const std::int64_t chunks = (k + kChunk - 1) / kChunk;
-  const std::int64_t chunk = (k + chunks - 1) / chunks;
-  const Problem pr{trans_a, trans_b, m,   n,     k,
-                   alpha,   a,       lda, b,     ldb,
-                   beta,    c,       ldc, chunk, (k + chunk - 1) / chunk};
-  Kernels ks;
-  if (!make_kernels(ks, pr)) return false;
-
-  const std::int64_t row_tasks = (m + kTaskRows - 1) / kTaskRows;
-  const std::int64_t col_tasks = (n + kTaskCols - 1) / kTaskCols;
-  const double task_flops = static_cast<double>(std::min(m, kTaskRows)) *
-                            static_cast<double>(std::min(n, kTaskCols)) * static_cast<double>(k);
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / task_flops));
-  parallel_for(row_tasks * col_tasks, grain, [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t i0 = t / col_tasks * kTaskRows, j0 = t % col_tasks * kTaskCols;
-      run_task(pr, ks, i0, std::min(kTaskRows, m - i0), j0, std::min(kTaskCols, n - j0));
-    }
-  });
-  return true;
+  return sgemm_checked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, true);
 }
 
 // ---------------------------------------------------------------- bfloat16
 
 namespace {
 
-// A bfloat16 product: the same tasks as the float one; per chunk, op(B)'s
-// panels are packed in libxsmm's VNNI layout (pairs of consecutive inner
-// indices side by side: the operand of the CPU's BF16 dot-product
-// instruction) and op(A)'s rows as they are; libxsmm's bf16 kernel sums the
-// pairs' products in float32 into the block, which is added to C as above.
-// Chunks have an even size; an odd last chunk is padded with a zero pair half.
+using BKernel = libxsmm_bsmmfunction;
+
 struct BProblem {
   bool ta, tb;
-  std::int64_t m, n, k;
   float alpha;
-  const void* a;
+  const std::uint16_t* a;
   std::int64_t lda;
-  const void* b;
+  const std::uint16_t* b;
   std::int64_t ldb;
   float beta;
   float* c;
   std::int64_t ldc;
-  std::int64_t chunk, chunks;
-  std::int64_t chunk_size(std::int64_t q) const { return std::min(chunk, k - q * chunk); }
-  static std::uint16_t load(const void* base, std::int64_t at) {
-    std::uint16_t v;
-    std::memcpy(&v, static_cast<const char*>(base) + at * 2, 2);
-    return v;
-  }
-  std::uint16_t op_a(std::int64_t i, std::int64_t p) const {
-    return load(a, ta ? p * lda + i : i * lda + p);
-  }
-  std::uint16_t op_b(std::int64_t p, std::int64_t j) const {
-    return load(b, tb ? j * ldb + p : p * ldb + j);
-  }
 };
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
 
-using BKernel = libxsmm_bsmmfunction;
-
+// As Kernels, for bfloat16 (VNNI panels, depths rounded up to even); `ldc` is
+// C's when alpha is 1, else the task block's.
 struct BKernels {
-  BKernel k[2][2][2] = {};
-  BKernel get(std::int64_t cols, std::int64_t rows, std::int64_t depth, const BProblem& pr) const {
-    return k[cols == kPanel ? 0 : 1][rows == kTileRows ? 0 : 1][depth == pr.chunk ? 0 : 1];
+  BKernel k[2][2][2][2] = {};
+  BKernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth,
+              bool overwrite) const {
+    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == std::min(pl.m, kTaskRows) ? 0 : 1]
+            [depth == pl.chunk ? 0 : 1][overwrite ? 1 : 0];
   }
 };
 
-bool make_bkernels(BKernels& ks, const BProblem& pr) {
-  const std::int64_t cols[2] = {std::min(pr.n, kPanel), pr.n % kPanel};
-  const std::int64_t rows[2] = {std::min(pr.m, kTileRows), pr.m % kTileRows};
-  const std::int64_t depths[2] = {pr.chunk, pr.chunk_size(pr.chunks - 1)};
-  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(pr.chunk), ldc = kPanel;
-  const float alpha = 1.f, beta = 0.f;
-  const int flags = LIBXSMM_GEMM_FLAG_BETA_0 | LIBXSMM_GEMM_FLAG_VNNI_A;
+bool make_bkernels(BKernels& ks, const Plan& pl, std::int64_t ldc, bool need_overwrite) {
+  const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
+  const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
+  const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
+  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(pl.chunk),
+                        ldcx = static_cast<libxsmm_blasint>(ldc);
+  const float alpha = 1.f;
   const int prefetch = LIBXSMM_PREFETCH_NONE;
   for (int ci = 0; ci < 2; ++ci)
     for (int ri = 0; ri < 2; ++ri)
-      for (int di = 0; di < 2; ++di) {
-        const std::int64_t mm = cols[ci], nn = rows[ri], kk = depths[di];
-        if (mm == 0 || nn == 0 || (ci == 1 && mm == cols[0]) || (ri == 1 && nn == rows[0]) ||
-            (di == 1 && kk == depths[0]))
-          continue;
-        BKernel f =
-            libxsmm_bsmmdispatch(static_cast<libxsmm_blasint>(mm), static_cast<libxsmm_blasint>(nn),
-                                 static_cast<libxsmm_blasint>(round_even(kk)), &lda, &ldb, &ldc,
-                                 &alpha, &beta, &flags, &prefetch);
-        if (f == nullptr) return false;
-        ks.k[mm == kPanel ? 0 : 1][nn == kTileRows ? 0 : 1][kk == pr.chunk ? 0 : 1] = f;
-      }
+      for (int di = 0; di < 2; ++di)
+        for (int ow = 0; ow < 2; ++ow) {
+          if (cols[ci] == 0 || rows[ri] == 0 || (ci == 1 && cols[1] == cols[0]) ||
+              (ri == 1 && rows[1] == rows[0]) || (di == 1 && depths[1] == depths[0]) ||
+              (ow == 1 && !need_overwrite))
+            continue;
+          const float beta = ow ? 0.f : 1.f;
+          const int flags = LIBXSMM_GEMM_FLAG_VNNI_A | (ow ? LIBXSMM_GEMM_FLAG_BETA_0 : 0);
+          BKernel f = libxsmm_bsmmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
+                                           static_cast<libxsmm_blasint>(rows[ri]),
+                                           static_cast<libxsmm_blasint>(round_even(depths[di])),
+                                           &lda, &ldb, &ldcx, &alpha, &beta, &flags, &prefetch);
+          if (f == nullptr) return false;
+          ks.k[ci][ri][di][ow] = f;
+        }
   return true;
 }
 
-struct BBuffers {
-  std::unique_ptr<libxsmm_bfloat16[]> b, a;
-  std::unique_ptr<float[]> sum;
-  BBuffers()
-      : b(new libxsmm_bfloat16[static_cast<std::size_t>(kTaskCols * kChunk)]),
-        a(new libxsmm_bfloat16[static_cast<std::size_t>(kTaskRows * kChunk)]),
-        sum(new float[static_cast<std::size_t>(kPanel * kTileRows)]) {}
-};
-
-BBuffers& thread_bbuffers() {
-  thread_local BBuffers buffers;
-  return buffers;
-}
-
-void run_btask(const BProblem& pr, const BKernels& ks, std::int64_t i0, std::int64_t rows,
-               std::int64_t j0, std::int64_t cols) {
-  BBuffers& buf = thread_bbuffers();
-  if (pr.beta != 0.f && pr.beta != 1.f)
-    for (std::int64_t r = 0; r < rows; ++r) {
-      float* row = pr.c + (i0 + r) * pr.ldc + j0;
-      for (std::int64_t j = 0; j < cols; ++j) row[j] *= pr.beta;
-    }
-  for (std::int64_t q = 0; q < pr.chunks; ++q) {
-    const std::int64_t p0 = q * pr.chunk, depth = pr.chunk_size(q), even = round_even(depth);
-    // Panel jp of op(B): [even / 2][kPanel][2] at (jp - j0) / kPanel * kPanel * kChunk.
-    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-      const std::int64_t w = std::min(kPanel, j0 + cols - jp);
-      libxsmm_bfloat16* blk = buf.b.get() + (jp - j0) / kPanel * kPanel * kChunk;
-      for (std::int64_t p = 0; p < even; ++p)
-        for (std::int64_t j = 0; j < w; ++j)
-          blk[(p / 2) * kPanel * 2 + j * 2 + (p & 1)] = p < depth ? pr.op_b(p0 + p, jp + j) : 0;
-    }
-    // Rows of op(A): rows x even row-major (ld chunk).
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t p = 0; p < even; ++p)
-        buf.a[static_cast<std::size_t>(r * pr.chunk + p)] =
-            p < depth ? pr.op_a(i0 + r, p0 + p) : std::uint16_t{0};
-    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-      const std::int64_t w = std::min(kPanel, j0 + cols - jp);
-      const libxsmm_bfloat16* ka = buf.b.get() + (jp - j0) / kPanel * kPanel * kChunk;
-      for (std::int64_t it = i0; it < i0 + rows; it += kTileRows) {
-        const std::int64_t h = std::min(kTileRows, i0 + rows - it);
-        float* sum = buf.sum.get();
-        ks.get(w, h, depth, pr)(ka, buf.a.get() + (it - i0) * pr.chunk, sum);
-        const bool first = q == 0 && pr.beta == 0.f;
-        for (std::int64_t r = 0; r < h; ++r) {
-          float* crow = pr.c + (it + r) * pr.ldc + jp;
-          const float* srow = sum + r * kPanel;
-          if (first)
-            for (std::int64_t j = 0; j < w; ++j) crow[j] = pr.alpha * srow[j];
-          else
-            for (std::int64_t j = 0; j < w; ++j) crow[j] += pr.alpha * srow[j];
-        }
-      }
-    }
+// Rows [r0, r1) of op(A) into the chunks of `pa` (m x chunk each), an odd
+// last chunk padded with a zero column.
+void pack_a_bf16(const Plan& pl, const BProblem& pr, std::int64_t r0, std::int64_t r1,
+                 std::uint16_t* pa) {
+  for (std::int64_t q = 0; q < pl.chunks; ++q) {
+    const std::int64_t p0 = q * pl.chunk, depth = pl.depth(q);
+    std::uint16_t* dst = pa + q * pl.m * pl.chunk + r0 * pl.chunk;
+    if (pr.ta)
+      libxsmm_otrans(dst, pr.a + p0 * pr.lda + r0, sizeof(std::uint16_t),
+                     static_cast<libxsmm_blasint>(r1 - r0), static_cast<libxsmm_blasint>(depth),
+                     static_cast<libxsmm_blasint>(pr.lda), static_cast<libxsmm_blasint>(pl.chunk));
+    else
+      for (std::int64_t i = r0; i < r1; ++i)
+        std::memcpy(dst + (i - r0) * pl.chunk, pr.a + i * pr.lda + p0,
+                    static_cast<std::size_t>(depth) * sizeof(std::uint16_t));
+    if (depth & 1)
+      for (std::int64_t i = r0; i < r1; ++i) dst[(i - r0) * pl.chunk + depth] = 0;
   }
 }
+
+// Panel `panel` of op(B) in VNNI pairs: the pair (p, p + 1) of column j is
+// one 32-bit word at (p / 2) * kPanel + j, the element of row p in its low
+// half; an odd k is padded with a zero. A stored [n, k] B already holds each
+// pair side by side in its rows, so its panel is a 32-bit transpose.
+void pack_b_bf16(const Plan& pl, const BProblem& pr, std::int64_t panel, std::uint16_t* pb) {
+  const std::int64_t j0 = panel * kPanel, w = pl.width(j0), pairs = pl.k / 2;
+  auto* dst = reinterpret_cast<std::uint32_t*>(pb + panel * round_even(pl.k) * kPanel);
+  const auto at = [&](std::int64_t p, std::int64_t j) -> std::uint32_t {
+    return pr.tb ? pr.b[(j0 + j) * pr.ldb + p] : pr.b[p * pr.ldb + j0 + j];
+  };
+  if (pr.tb && pr.ldb % 2 == 0) {
+    transpose32(reinterpret_cast<const float*>(pr.b + j0 * pr.ldb), pr.ldb / 2, w, pairs,
+                reinterpret_cast<float*>(dst), kPanel);
+  } else if (!pr.tb) {
+    for (std::int64_t q = 0; q < pairs; ++q) {
+      const std::uint16_t* lo = pr.b + 2 * q * pr.ldb + j0;
+      const std::uint16_t* hi = lo + pr.ldb;
+      std::uint32_t* out = dst + q * kPanel;
+      for (std::int64_t j = 0; j < w; ++j)
+        out[j] = std::uint32_t{lo[j]} | (std::uint32_t{hi[j]} << 16);
+    }
+  } else {
+    for (std::int64_t q = 0; q < pairs; ++q)
+      for (std::int64_t j = 0; j < w; ++j)
+        dst[q * kPanel + j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
+  }
+  if (pl.k % 2 != 0)
+    for (std::int64_t j = 0; j < w; ++j) dst[pairs * kPanel + j] = at(pl.k - 1, j);
+}
+
+void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std::uint16_t* pa,
+               const std::uint16_t* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
+               std::int64_t cols) {
+  // alpha != 1: the sums go to a float32 block first, then alpha * block + beta * C.
+  const bool direct = pr.alpha == 1.f;
+  float* out = pr.c + i0 * pr.ldc + j0;
+  std::int64_t ldo = pr.ldc;
+  if (!direct) {
+    out = static_cast<float*>(
+        block_scratch().get(static_cast<std::size_t>(kTaskRows * kTaskCols) * sizeof(float)));
+    ldo = kTaskCols;
+  } else if (pr.beta != 0.f && pr.beta != 1.f) {
+    scale_block(out, pr.ldc, rows, cols, pr.beta);
+  }
+  const std::int64_t kp = round_even(pl.k);
+  for (std::int64_t q = 0; q < pl.chunks; ++q) {
+    const std::uint16_t* kb = pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+    const bool overwrite = q == 0 && (!direct || pr.beta == 0.f);
+    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
+      const std::uint16_t* ka = pb + (jp / kPanel) * kp * kPanel + q * pl.chunk * kPanel;
+      ks.get(pl, pl.width(jp), rows, pl.depth(q), overwrite)(
+          reinterpret_cast<const libxsmm_bfloat16*>(ka),
+          reinterpret_cast<const libxsmm_bfloat16*>(kb), out + (jp - j0));
+    }
+  }
+  if (direct) return;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* crow = pr.c + (i0 + r) * pr.ldc + j0;
+    const float* srow = out + r * ldo;
+    for (std::int64_t j = 0; j < cols; ++j)
+      crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
+  }
+}
+
+}  // namespace
+
+namespace {
+
+bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
+  const Plan pl(m, n, k, true);
+  const bool direct = pr.alpha == 1.f;
+  BKernels ks;
+  if (!make_bkernels(ks, pl, direct ? pr.ldc : kTaskCols, !direct || pr.beta == 0.f)) return false;
+  const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
+  const auto b_size = static_cast<std::size_t>(pl.panels * kPanel * round_even(k));
+  auto* buf =
+      static_cast<std::uint16_t*>(pack_scratch().get((a_size + b_size) * sizeof(std::uint16_t)));
+  if (buf == nullptr) return false;
+  if (dry) return true;
+  std::uint16_t* pa = buf;
+  std::uint16_t* pb = buf + a_size;
+  const std::int64_t a_units = pl.row_tasks;
+  parallel_units(pl, a_units + pl.panels, static_cast<double>(kPanel * k),
+                 [&](std::int64_t u0, std::int64_t u1) {
+                   for (std::int64_t u = u0; u < u1; ++u) {
+                     if (u < a_units)
+                       pack_a_bf16(pl, pr, u * kTaskRows, std::min(m, (u + 1) * kTaskRows), pa);
+                     else
+                       pack_b_bf16(pl, pr, u - a_units, pb);
+                   }
+                 });
+  parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
+    for (std::int64_t t = t0; t < t1; ++t) {
+      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * kTaskCols;
+      run_btask(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, m - i0), j0,
+                std::min(kTaskCols, n - j0));
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- bfloat16 on AMX
+
+// Where the CPU has AMX (AMX-TILE and AMX-BF16, and Linux grants the tile
+// state), bfloat16 products run on its tile dot-product instruction
+// (TDPBF16PS: 16 x 16 float32 sums of 32 bfloat16 products per instruction)
+// instead of libxsmm 1.17's AVX512_BF16 kernels, which ran at 0.6x its
+// float32 kernels here (libxsmm 1.17 generates no AMX code). Operands are
+// packed padded with zeros: op(A) as rows of kpad = k rounded up to 32, m
+// rounded up to 32; op(B) as 32-column panels of VNNI pairs (kpad / 2 rows of
+// 32 words). Each 32 x 32 block of C is 2 x 2 tiles summed over the whole k
+// in order, then alpha * sum + beta * C is written for its valid part.
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+constexpr std::int64_t kAmxBlock = 32;
+
+bool amx_usable() noexcept {
+  static const bool ok = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+    if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0) return false;  // AMX-BF16, AMX-TILE
+    // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: the kernel must grant the tile state.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }();
+  return ok;
+}
+
+struct TileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+
+struct AmxPlan {
+  std::int64_t m, n, k, kpad, m_pad, panels;
+  AmxPlan(std::int64_t m_, std::int64_t n_, std::int64_t k_)
+      : m(m_),
+        n(n_),
+        k(k_),
+        kpad((k_ + kAmxBlock - 1) / kAmxBlock * kAmxBlock),
+        m_pad((m_ + kAmxBlock - 1) / kAmxBlock * kAmxBlock),
+        panels((n_ + kAmxBlock - 1) / kAmxBlock) {}
+};
+
+// Rows [r0, r1) of op(A) (rows >= m zero) into pa: m_pad x kpad, zero beyond k.
+void amx_pack_a(const AmxPlan& pl, const BProblem& pr, std::int64_t r0, std::int64_t r1,
+                std::uint16_t* pa) {
+  for (std::int64_t i = r0; i < r1; ++i) {
+    std::uint16_t* dst = pa + i * pl.kpad;
+    std::int64_t p = 0;
+    if (i < pl.m && !pr.ta) {
+      std::memcpy(dst, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
+      p = pl.k;
+    } else if (i < pl.m) {
+      for (; p < pl.k; ++p) dst[p] = pr.a[p * pr.lda + i];
+    }
+    std::fill(dst + p, dst + pl.kpad, std::uint16_t{0});
+  }
+}
+
+// Panel `panel` (columns 32 panel ..) of op(B) in VNNI pairs, zero beyond n and k.
+void amx_pack_b(const AmxPlan& pl, const BProblem& pr, std::int64_t panel, std::uint32_t* pb) {
+  const std::int64_t j0 = panel * kAmxBlock, w = std::min(kAmxBlock, pl.n - j0);
+  std::uint32_t* dst = pb + panel * (pl.kpad / 2) * kAmxBlock;
+  const auto at = [&](std::int64_t p, std::int64_t j) -> std::uint32_t {
+    if (p >= pl.k) return 0;
+    return pr.tb ? pr.b[(j0 + j) * pr.ldb + p] : pr.b[p * pr.ldb + j0 + j];
+  };
+  for (std::int64_t q = 0; q < pl.kpad / 2; ++q) {
+    std::uint32_t* out = dst + q * kAmxBlock;
+    for (std::int64_t j = 0; j < w; ++j) out[j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
+    std::fill(out + w, out + kAmxBlock, 0u);
+  }
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) void amx_block(const AmxPlan& pl,
+                                                            const std::uint16_t* pa,
+                                                            const std::uint32_t* pb, float* out) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const std::int64_t lda = pl.kpad * 2, ldb = kAmxBlock * 4;
+  for (std::int64_t p = 0; p < pl.kpad; p += kAmxBlock) {
+    _tile_loadd(4, pa + p, lda);
+    _tile_loadd(5, pa + 16 * pl.kpad + p, lda);
+    _tile_loadd(6, pb + (p / 2) * kAmxBlock, ldb);
+    _tile_loadd(7, pb + (p / 2) * kAmxBlock + 16, ldb);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, out, kAmxBlock * 4);
+  _tile_stored(1, out + 16, kAmxBlock * 4);
+  _tile_stored(2, out + 16 * kAmxBlock, kAmxBlock * 4);
+  _tile_stored(3, out + 16 * kAmxBlock + 16, kAmxBlock * 4);
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) void amx_task(const AmxPlan& pl, const BProblem& pr,
+                                                           const std::uint16_t* pa,
+                                                           const std::uint32_t* pb, std::int64_t i0,
+                                                           std::int64_t i1, std::int64_t j0,
+                                                           std::int64_t j1) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) float sum[kAmxBlock * kAmxBlock];
+  for (std::int64_t r = i0; r < i1; r += kAmxBlock)
+    for (std::int64_t c = j0; c < j1; c += kAmxBlock) {
+      amx_block(pl, pa + r * pl.kpad, pb + (c / kAmxBlock) * (pl.kpad / 2) * kAmxBlock, sum);
+      const std::int64_t rows = std::min(kAmxBlock, pl.m - r), cols = std::min(kAmxBlock, pl.n - c);
+      for (std::int64_t i = 0; i < rows; ++i) {
+        float* crow = pr.c + (r + i) * pr.ldc + c;
+        const float* srow = sum + i * kAmxBlock;
+        for (std::int64_t j = 0; j < cols; ++j)
+          crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
+      }
+    }
+  _tile_release();
+}
+
+bool amx_bgemm(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const AmxPlan pl(m, n, k);
+  const auto a_size = static_cast<std::size_t>(pl.m_pad * pl.kpad);                     // bfloat16
+  const auto b_size = static_cast<std::size_t>(pl.panels * (pl.kpad / 2) * kAmxBlock);  // words
+  auto* buf = static_cast<std::uint16_t*>(pack_scratch().get(a_size * 2 + b_size * 4));
+  if (buf == nullptr) return false;
+  std::uint16_t* pa = buf;
+  auto* pb = reinterpret_cast<std::uint32_t*>(buf + a_size);
+  const std::int64_t a_units = pl.m_pad / kAmxBlock;
+  const Plan tasks(m, n, k, true);
+  parallel_units(tasks, a_units + pl.panels, static_cast<double>(kAmxBlock * pl.kpad),
+                 [&](std::int64_t u0, std::int64_t u1) {
+                   for (std::int64_t u = u0; u < u1; ++u) {
+                     if (u < a_units)
+                       amx_pack_a(pl, pr, u * kAmxBlock, (u + 1) * kAmxBlock, pa);
+                     else
+                       amx_pack_b(pl, pr, u - a_units, pb);
+                   }
+                 });
+  parallel_for(tasks.row_tasks * tasks.col_tasks, tasks.task_grain(),
+               [&](std::int64_t t0, std::int64_t t1) {
+                 for (std::int64_t t = t0; t < t1; ++t) {
+                   const std::int64_t i0 = t / tasks.col_tasks * kTaskRows,
+                                      j0 = t % tasks.col_tasks * kTaskCols;
+                   amx_task(pl, pr, pa, pb, i0, std::min(m, i0 + kTaskRows), j0,
+                            std::min(n, j0 + kTaskCols));
+                 }
+               });
+  return true;
+}
+#else
+bool amx_usable() noexcept { return false; }
+bool amx_bgemm(const BProblem&, std::int64_t, std::int64_t, std::int64_t) { return false; }
+#endif
 
 }  // namespace
 
@@ -436,27 +877,31 @@ bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                    float beta, float* c, std::int64_t ldc) noexcept {
   std::string why;
   if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
-  if (m == 1) ldc = n;
-  if (m > INT_MAX || n > INT_MAX || ldc > INT_MAX) return false;
-  const std::int64_t chunks = (k + kChunk - 1) / kChunk;
-  const std::int64_t chunk = round_even((k + chunks - 1) / chunks);
-  const BProblem pr{trans_a, trans_b, m,   n,     k,
-                    alpha,   a,       lda, b,     ldb,
-                    beta,    c,       ldc, chunk, (k + chunk - 1) / chunk};
-  BKernels ks;
-  if (!make_bkernels(ks, pr)) return false;
-  const std::int64_t row_tasks = (m + kTaskRows - 1) / kTaskRows;
-  const std::int64_t col_tasks = (n + kTaskCols - 1) / kTaskCols;
-  const double task_flops = static_cast<double>(std::min(m, kTaskRows)) *
-                            static_cast<double>(std::min(n, kTaskCols)) * static_cast<double>(k);
-  const auto grain = static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / task_flops));
-  parallel_for(row_tasks * col_tasks, grain, [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t i0 = t / col_tasks * kTaskRows, j0 = t % col_tasks * kTaskCols;
-      run_btask(pr, ks, i0, std::min(kTaskRows, m - i0), j0, std::min(kTaskCols, n - j0));
-    }
-  });
-  return true;
+  normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
+    if (v > INT_MAX - 1) return false;
+  const auto* a16 = static_cast<const std::uint16_t*>(a);
+  const auto* b16 = static_cast<const std::uint16_t*>(b);
+  bool ok = true;
+  for (const bool dry : {true, false})
+    for_each_slab(m, n, k,
+                  [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
+                    const BProblem pr{trans_a,
+                                      trans_b,
+                                      alpha,
+                                      trans_a ? a16 + i0 : a16 + i0 * lda,
+                                      lda,
+                                      trans_b ? b16 + j0 * ldb : b16 + j0,
+                                      ldb,
+                                      beta,
+                                      c + i0 * ldc + j0,
+                                      ldc};
+                    if (amx_usable())
+                      ok = ok && (dry || amx_bgemm(pr, rows, cols, k));
+                    else
+                      ok = ok && bgemm_slab(pr, rows, cols, k, dry);
+                  });
+  return ok;
 }
 
 #else  // libxsmm not linked in
@@ -465,6 +910,10 @@ bool libxsmm_usable(std::string& why) noexcept {
   why = "libms was built without libxsmm";
   return false;
 }
+
+bool libxsmm_avx512() noexcept { return false; }
+
+bool libxsmm_bf16_native() noexcept { return false; }
 
 bool libxsmm_sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                    std::int64_t, const float*, std::int64_t, float, float*, std::int64_t) noexcept {

@@ -13,6 +13,15 @@ namespace ms::kernels::detail {
 /// ("cpx", "hsw", ...), else says why not. Initializes libxsmm on first call.
 bool libxsmm_usable(std::string& why) noexcept;
 
+/// True when libxsmm is usable and targets an AVX-512 CPU ("skx" and later),
+/// where its float32 kernels beat Eigen's (bench/bm_gemm.cpp).
+bool libxsmm_avx512() noexcept;
+
+/// True when libxsmm is usable and the CPU has BF16 dot-product instructions:
+/// AMX (then bfloat16 products run on ms's AMX tile loop) or AVX512_BF16
+/// (libxsmm's "cpx" target and later: libxsmm's bf16 kernels).
+bool libxsmm_bf16_native() noexcept;
+
 /// C = alpha * op(A) * op(B) + beta * C on row-major float32 matrices, with the
 /// contract of `ms::kernels::gemm` (beta == 0 never reads C). Returns false,
 /// with C untouched, when libxsmm is absent, a size or leading dimension does

@@ -36,8 +36,9 @@ bool matmul_dtype_ok(DType t) {
   }
 }
 
-// Half types compute in float32, small integers in int32 (wrapping on store,
-// as PyTorch's int8 / uint8 matmul does).
+// float16 computes in float32 (converted first), small integers in int32
+// (wrapping on store, as PyTorch's int8 / uint8 matmul does). bfloat16 is
+// multiplied as it is, with float32 sums (matmul_run_bf16), and rounded once.
 DType matmul_compute_dtype(DType t) {
   switch (t) {
     case DType::Float16:
@@ -224,6 +225,34 @@ void matmul_run(const MatOperand& a, const MatOperand& b, const Shape& batch_sha
                            n);
 }
 
+// bfloat16 operands, float32 result: the CPU's BF16 dot-product kernels where
+// libxsmm has them (kernels::gemm_bf16), float32 sums either way.
+void matmul_run_bf16(const MatOperand& a, const MatOperand& b, const Shape& batch_shape,
+                     std::int64_t batch, Tensor& out) {
+  const std::int64_t m = a.rows, k = a.cols, n = b.cols;
+  if (out.numel() == 0) return;
+  float* c = out.data<float>();
+  const std::vector<std::int64_t> ao = batch_offsets(a, batch_shape, batch);
+  const std::vector<std::int64_t> bo = batch_offsets(b, batch_shape, batch);
+  const bfloat16_t* ap = a.t.data<bfloat16_t>();
+  const bfloat16_t* bp = b.t.data<bfloat16_t>();
+  bool fold = batch > 1 && !a.trans;
+  for (std::int64_t i = 0; fold && i < batch; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    fold = bo[u] == bo[0] && ao[u] == ao[0] + i * m * a.ld;
+  }
+  if (fold || batch == 1) {
+    kernels::gemm_bf16(a.trans, b.trans, fold ? batch * m : m, n, k, 1.f, ap + ao[0], a.ld,
+                       bp + bo[0], b.ld, 0.f, c, n);
+    return;
+  }
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const auto u = static_cast<std::size_t>(i);
+    kernels::gemm_bf16(a.trans, b.trans, m, n, k, 1.f, ap + ao[u], a.ld, bp + bo[u], b.ld, 0.f,
+                       c + i * m * n, n);
+  }
+}
+
 Tensor matmul_compute(const Tensor& a_in, const Tensor& b_in, const Shape& out_shape) {
   const MatOperand a = make_operand(a_in, true);
   const MatOperand b = make_operand(b_in, false);
@@ -231,6 +260,11 @@ Tensor matmul_compute(const Tensor& a_in, const Tensor& b_in, const Shape& out_s
   const std::size_t mat_dims = (a_in.rank() >= 2 ? 1 : 0) + (b_in.rank() >= 2 ? 1 : 0);
   const Shape batch_shape = leading(out_shape, static_cast<std::int64_t>(mat_dims));
   const std::int64_t batch = shape_numel(batch_shape, "matmul");
+  if (a_in.dtype() == DType::BFloat16) {
+    Tensor out = empty(out_shape, float32);
+    matmul_run_bf16(a, b, batch_shape, batch, out);
+    return out.to(bfloat16);
+  }
   Tensor out = empty(out_shape, a_in.dtype());
   dtype_dispatch(a_in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -247,7 +281,8 @@ std::vector<Tensor> matmul_eval(std::span<const Tensor> in) {
   const std::vector<TensorType> types = ops::types_of(in);
   const TensorType out = matmul_infer(types)[0];
   const DType ct = matmul_compute_dtype(out.dtype);
-  if (ct == out.dtype) return {matmul_compute(in[0], in[1], out.shape)};
+  if (ct == out.dtype || out.dtype == DType::BFloat16)
+    return {matmul_compute(in[0], in[1], out.shape)};
   return {matmul_compute(in[0].to(ct), in[1].to(ct), out.shape).to(out.dtype)};
 }
 

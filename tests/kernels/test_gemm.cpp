@@ -277,12 +277,18 @@ TEST_SUITE("kernels") {
     std::mt19937 gen(5);
     // MLP 784-512 at batch 64 (forward, input gradient, weight gradient), a
     // square one, a large odd one and an accumulating gradient.
-    const std::array<Product, 6> shapes{{{64, 512, 784, false, true},
-                                         {64, 784, 512, false, false},
-                                         {512, 784, 64, true, false},
-                                         {256, 256, 512, false, false},
-                                         {1000, 255, 127, true, true},
-                                         {255, 1000, 33, false, true}}};
+    // Batches of 2 to 256 rows through fc1's forward, too.
+    const std::array<Product, 11> shapes{{{64, 512, 784, false, true},
+                                          {64, 784, 512, false, false},
+                                          {512, 784, 64, true, false},
+                                          {256, 256, 512, false, false},
+                                          {1000, 255, 127, true, true},
+                                          {255, 1000, 33, false, true},
+                                          {2, 512, 784, false, true},
+                                          {17, 512, 784, false, true},
+                                          {200, 512, 784, false, true},
+                                          {256, 512, 256, true, false},
+                                          {130, 1030, 300, false, false}}};
     for (const Product& p : shapes)
       for (const float beta : {0.f, 1.f}) {
         const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen),
@@ -346,12 +352,20 @@ TEST_SUITE("kernels") {
     CHECK(process_threads() == before);
   }
 
-  TEST_CASE("gemm_backend: libxsmm only when MS_GEMM asks for it, and gemm_on knows the names") {
+  TEST_CASE(
+      "gemm_backend: libxsmm by default on AVX-512 CPUs, MS_GEMM overrides, gemm_on knows "
+      "the names") {
     const std::string name = ms::kernels::gemm_backend().name;
     const std::string env = std::getenv("MS_GEMM") != nullptr ? std::getenv("MS_GEMM") : "";
+    if (env == "eigen") CHECK(name == "eigen");
     if (has_libxsmm()) {
-      CHECK((name == "libxsmm") == (env == "libxsmm"));
-      CHECK(std::string(ms::kernels::gemm_backend().detail).find("libxsmm") != std::string::npos);
+      if (env == "libxsmm") CHECK(name == "libxsmm");
+      // libxsmm reads the CPU's features at run time, as this check does.
+      if (env.empty()) CHECK((name == "libxsmm") == (__builtin_cpu_supports("avx512f") != 0));
+      if (name == "libxsmm")
+        CHECK(std::string(ms::kernels::gemm_backend().detail).find("libxsmm") != std::string::npos);
+    } else {
+      CHECK(name != std::string("libxsmm"));
     }
     const float one = 1.f;
     float c = 0.f;
@@ -412,12 +426,18 @@ TEST_SUITE("kernels") {
     std::mt19937 gen(21);
     std::uniform_real_distribution<double> val(-1, 1);
     const double eps32 = std::numeric_limits<float>::epsilon();
-    const double half_ulp_bf16 = std::ldexp(1.0, -8);  // 8-bit significand: 2^-8 relative
+    // bfloat16 has an 8-bit significand: rounding to nearest is off by at most
+    // u = 2^-8 of the value, so a product of two rounded inputs by at most
+    // 2u + u^2 < 2.01 u of the exact product.
+    const double u_bf16 = std::ldexp(1.0, -8);
     for (const Product& p :
          {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
           Product{33, 7, 17, true, false}, Product{127, 255, 1000, true, true},
-          Product{64, 512, 784, false, true}, Product{255, 33, 127, false, false}})
-      for (const float beta : {0.f, 1.f}) {
+          Product{64, 512, 784, false, true}, Product{255, 33, 127, false, false},
+          Product{300, 130, 255, true, false}, Product{1000, 7, 33, false, false}})
+      for (const auto& [alpha, beta] :
+           {std::pair{2.f, 0.f}, std::pair{2.f, 1.f}, std::pair{1.f, 0.f}, std::pair{1.f, 1.f},
+            std::pair{1.f, 0.5f}}) {
         const Operand oa = p.a(), ob = p.b();
         std::vector<double> xa(oa.size()), xb(ob.size());
         for (double& e : xa) e = val(gen);
@@ -441,7 +461,7 @@ TEST_SUITE("kernels") {
         for (int nt : {1, 2}) {
           ms::set_num_threads(nt);
           c[nt - 1] = c0;
-          ms::kernels::gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, 2.f, a.data(), oa.ld(), b.data(),
+          ms::kernels::gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), oa.ld(), b.data(),
                                  ob.ld(), beta, c[nt - 1].data(), p.ldc());
         }
         std::int64_t far_rounded = 0, far_exact = 0;
@@ -451,20 +471,23 @@ TEST_SUITE("kernels") {
             const auto e = static_cast<std::size_t>(i * p.n + j);
             double exact = 0;
             for (std::int64_t q = 0; q < p.k; ++q) exact += xa[oa.at(i, q)] * xb[ob.at(q, j)];
-            const double old = beta == 0.f ? 0.0 : double(c0[at]);
+            const double old = beta == 0.f ? 0.0 : double(beta) * double(c0[at]);
             const double got = double(c[0][at]);
-            // float32 sums of exact bfloat16 products (and 2 * + old, rounded)
-            const double tol32 = 2 * (double(p.k) + 2) * eps32 * (bound[e] + std::abs(old));
-            far_rounded += !(std::abs(got - (2 * rounded[e] + old)) <= tol32);
-            // each input within 2^-9 of its value: each product within ~2^-8
-            far_exact +=
-                !(std::abs(got - (2 * exact + old)) <= 2 * half_ulp_bf16 * 1.01 * bound[e] + tol32);
+            // float32 sums of exact bfloat16 products (k + 2 roundings of
+            // float32: the sum, alpha *, + beta * old), alpha a power of 2
+            const double tol32 =
+                (double(p.k) + 2) * eps32 * (double(alpha) * bound[e] + std::abs(old));
+            far_rounded += !(std::abs(got - (double(alpha) * rounded[e] + old)) <= tol32);
+            // against the unrounded inputs: 2.01 u of each |product| more
+            far_exact += !(std::abs(got - (double(alpha) * exact + old)) <=
+                           2.01 * u_bf16 * double(alpha) * bound[e] + tol32);
           }
         CAPTURE(p.m);
         CAPTURE(p.n);
         CAPTURE(p.k);
         CAPTURE(p.ta);
         CAPTURE(p.tb);
+        CAPTURE(alpha);
         CAPTURE(beta);
         CHECK(far_rounded == 0);
         CHECK(far_exact == 0);

@@ -151,7 +151,7 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE_TEMPLATE("matmul of non-contiguous inputs", T, float, double, std::int32_t,
-                     std::int64_t, float16_t) {
+                     std::int64_t, float16_t, bfloat16_t) {
     const DType dt = dtype_of<T>;
     const auto r = [&](const Shape& s, std::uint32_t seed) {
       return random_tensor(dt, s, {}, seed);
@@ -196,9 +196,10 @@ TEST_SUITE("ops") {
         const Values two = matmul(a, b).to_vector<double>();
         CAPTURE(dt);
         CAPTURE(as);
-        // Integer sums are exact; ms's own float split (blocks of C's columns)
-        // keeps every sum's order, so the "eigen" backend is bitwise too.
-        if (!dtype_is_float(dt) || std::string(kernels::gemm_backend().name) == "eigen") {
+        // Integer sums are exact; ms's own float split (blocks of C's columns,
+        // or libxsmm's tasks) keeps every sum's order, so the "eigen" and
+        // "libxsmm" backends are bitwise too.
+        if (!dtype_is_float(dt) || std::string(kernels::gemm_backend().name) != "openblas") {
           CHECK(one == two);
           continue;
         }
@@ -215,10 +216,66 @@ TEST_SUITE("ops") {
     }
   }
 
+  TEST_CASE(
+      "matmul on bfloat16: float32 sums of the bfloat16 values, rounded once; its gradients") {
+    ThreadGuard guard;
+    // Products of two bfloat16 values are exact in float32; a k-term float32
+    // sum is off by at most g = 1.01 k 2^-24 sum |a b|, and rounding it to
+    // bfloat16 (8-bit significand) by at most 2^-8 of the sum.
+    const auto check_close = [](const Tensor& got, const Tensor& a, const Tensor& b) {
+      REQUIRE(got.dtype() == bfloat16);
+      const Ref ref = matmul_ref(a, b), mag = matmul_ref(absolute(a), absolute(b));
+      REQUIRE(got.shape() == ref.shape);
+      const Values y = got.to_vector<double>();
+      const double k = static_cast<double>(a.dim(-1));
+      std::size_t far = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        const double g = 1.01 * k * std::ldexp(1.0, -24) * mag.v[i];
+        far += !(std::abs(y[i] - ref.v[i]) <= std::ldexp(1.0, -8) * (std::abs(ref.v[i]) + g) + g);
+      }
+      CHECK(far == 0);
+    };
+    std::uint32_t seed = 300;
+    const auto r = [&](const Shape& s) { return random_tensor(bfloat16, s, {}, seed++); };
+    for (int nt : {1, 2}) {
+      set_num_threads(nt);
+      // Dense's forward (x W^T, W a transposed view), odd sizes, a batch
+      const std::vector<std::pair<Tensor, Tensor>> cases = {
+          {r({64, 784}), r({512, 784}).transpose(0, 1)},
+          {r({33, 127}), r({127, 17})},
+          {r({127, 33}).transpose(0, 1), r({17, 127}).transpose(0, 1)},
+          {r({3, 7, 33}), r({33, 255})},
+          {r({2, 5, 17}), r({2, 17, 9})}};
+      for (const auto& [a, b] : cases) {
+        CAPTURE(nt);
+        CAPTURE(a.shape());
+        CAPTURE(b.shape());
+        const Tensor y = matmul(a, b);
+        check_close(y, a, b);
+        // the vjp of matmul on bfloat16: dA = G B^T, dB = A^T G
+        const Tensor g = r(y.shape());
+        const Tensor outs[1] = {y}, grads[1] = {g}, ins[2] = {a, b};
+        const ops::Attrs attrs;
+        const std::vector<Tensor> d = ops::Matmul::vjp({}, {ins, outs, grads, attrs});
+        REQUIRE(d.size() == 2);
+        check_close(d[0], g, b.transpose(-1, -2));
+        if (a.rank() == b.rank()) check_close(d[1], a.transpose(-1, -2), g);  // no batch sum
+      }
+    }
+    // The bfloat16 kernels themselves: the same bits as gemm_bf16's float32
+    // result rounded once.
+    const Tensor a = r({64, 784}), w = r({512, 784});
+    const Tensor y = matmul(a, w.transpose(0, 1));
+    Tensor c = empty({64, 512}, float32);
+    kernels::gemm_bf16(false, true, 64, 512, 784, 1.f, a.data<bfloat16_t>(), 784,
+                       w.data<bfloat16_t>(), 784, 0.f, c.data<float>(), 512);
+    CHECK(y.to_vector<double>() == c.to(bfloat16).to_vector<double>());
+  }
+
   TEST_CASE("gemm_backend: says which kernels run and follows MS_GEMM") {
     const kernels::GemmBackend& b = kernels::gemm_backend();
     const std::string name = b.name;
-    CHECK((name == "eigen" || name == "openblas"));
+    CHECK((name == "eigen" || name == "openblas" || name == "libxsmm"));
     CHECK(!b.detail.empty());
     // The process's choice is made once; MS_GEMM (when the test runner set it) wins.
     if (const char* env = std::getenv("MS_GEMM");
@@ -226,6 +283,8 @@ TEST_SUITE("ops") {
       CHECK(name == env);
     else if (name == "eigen")
       CHECK(b.detail.find("Eigen") != std::string::npos);
+    else if (name == "libxsmm")
+      CHECK(b.detail.find("libxsmm") != std::string::npos);
     else
       CHECK(b.detail.find("OpenBLAS") != std::string::npos);
   }

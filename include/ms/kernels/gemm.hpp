@@ -3,11 +3,11 @@
 // Stage: kernels. The one entry every matrix product in ms goes through:
 // matmul, conv2d (im2col + GEMM) and the JIT executor. float and double run on
 // one of three backends, chosen once per process (see `gemm_backend()`):
-// libxsmm's JIT micro-kernels (float only; double on Eigen), Eigen's own
-// product kernels (AVX-512 when built with -march=native on such a CPU) or
-// OpenBLAS called directly (cblas). int32 and int64 always run on Eigen's
-// product. The instantiations live in src/kernels/gemm.cpp, so including this
-// header costs nothing.
+// libxsmm's JIT micro-kernels (float and bfloat16; double on Eigen; the
+// default on AVX-512 CPUs), Eigen's own product kernels (AVX-512 when built
+// with -march=native on such a CPU) or OpenBLAS called directly (cblas). int32 and int64 always run
+// on Eigen's product. The instantiations live in src/kernels/gemm.cpp, so including this header
+// costs nothing.
 //
 //   // C[2x4] = A[2x3] * B[3x4], all row-major and dense
 //   ms::kernels::gemm<float>(false, false, 2, 4, 3, 1.f, a, 3, b, 4, 0.f, c, 4);
@@ -49,16 +49,16 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// kernels (libxsmm's target, Eigen's SIMD level, or OpenBLAS's core name) and
 /// why they were chosen.
 ///
-/// "libxsmm" only with `MS_GEMM=libxsmm`, when libms was built with libxsmm
-/// (meson option `libxsmm`, Debian's libxsmm-dev) and libxsmm's JIT targets
-/// this CPU with AVX2 or better (decided at run time, so a portable build can
-/// use it too); float products then run on its kernels, double ones on
-/// Eigen's. It is not the default until it beats the kernels below on the
-/// training shapes of bench/bm_gemm.cpp. Default: "eigen" when libms was
-/// compiled with AVX-512 (Eigen's AVX-512 kernels beat
-/// OpenBLAS 0.3.21 pinned to its "Haswell" kernels by the environment's
-/// OPENBLAS_CORETYPE), else "openblas" when it was found at build time, else
-/// "eigen". `MS_GEMM=libxsmm`, `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
+/// "libxsmm" when libms was built with libxsmm (meson option `libxsmm`,
+/// Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with AVX-512
+/// (decided at run time, so a portable build uses it too): float products
+/// then run on its kernels (packed operands, blocks of C fixed by the shape),
+/// double ones on Eigen's; there it beats Eigen on the square and training
+/// shapes of bench/bm_gemm.cpp on one thread. Otherwise "eigen" when libms was
+/// compiled with AVX-512 (Eigen's AVX-512 kernels beat OpenBLAS 0.3.21 pinned
+/// to its "Haswell" kernels by the environment's OPENBLAS_CORETYPE), else
+/// "openblas" when it was found at build time, else "eigen". `MS_GEMM=libxsmm`
+/// (also on AVX2 CPUs), `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
 /// environment overrides the default (read once, at the first product; an
 /// unavailable choice warns and keeps the default). With "libxsmm" and
 /// "eigen", a large product outside a parallel region is shared by the threads
@@ -88,14 +88,13 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
 
 /// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 and C in
 /// float32, with the conventions of `gemm` (row-major, `lda`, `ldb`, `ldc` row
-/// strides, beta == 0 never reads C). With the "libxsmm" backend on a CPU
-/// libxsmm has bf16 kernels for, pairs of bfloat16 products are summed in
-/// float32 by those kernels (the BF16 dot-product instructions where the CPU
-/// has them), without a float32 copy of A and B; otherwise op(A) and op(B) are
-/// converted to float32 and multiplied by `gemm<float>`. Either way the
-/// result is bitwise the same for any thread count. On this project's Intel
-/// Xeon VM libxsmm 1.17's bf16 kernels run slower than its float32 ones
-/// (BM_Bgemm against BM_Sgemm_libxsmm in bench/bm_gemm.cpp).
+/// strides, beta == 0 never reads C). With the "libxsmm" backend on a CPU with
+/// the BF16 dot-product instructions (AVX512_BF16; libxsmm's "cpx" target and
+/// later), libxsmm's bf16 kernels sum pairs of bfloat16 products in float32
+/// from packed bfloat16 operands (no float32 copy of A and B); otherwise op(A)
+/// and op(B) are converted to float32 and multiplied by `gemm<float>`. Either
+/// way the result is bitwise the same for any thread count. `ms::matmul` on
+/// bfloat16 tensors runs here and rounds C to bfloat16 once.
 ///
 ///   ms::kernels::gemm_bf16(false, false, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
