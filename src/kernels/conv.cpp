@@ -865,9 +865,15 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
       break;
     case ConvAlgo::Auto: break;
   }
-  // bench/bm_conv.cpp (BM_Conv{Fwd,GradIn,GradW}_{Direct,Winograd,Im2col}):
-  // on the CNN's shapes Direct is the fastest of the three for every pass.
-  if (direct) return ConvAlgo::Direct;
+  // By bench/conv_table.sh (bm_conv's BM_Conv<Pass>_<Algo> rows, the CNN's two
+  // layers): Direct is the fastest, or within the noise of Winograd, for every
+  // pass of conv2 (32 input channels); for conv1 (1 input channel) Im2col beats
+  // Direct on both gradients (Direct's kernels are then 1 wide: the channels
+  // of the input are their N), while the forward (N = the 32 outputs) is a tie.
+  // Below 16 channels per group the gradients take Winograd or Im2col (16: the
+  // smallest width of a full AVX-512 vector; between the measured 1 and 32).
+  const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
+  if (direct && (pass == ConvPass::Forward || !narrow)) return ConvAlgo::Direct;
   return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;
 }
 

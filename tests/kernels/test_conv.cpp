@@ -193,14 +193,21 @@ TEST_SUITE("kernels") {
     }
   }
 
-  TEST_CASE("conv algorithms: Direct is chosen for the CNN's shapes when libxsmm runs") {
+  TEST_CASE("conv algorithms: Auto's choice on the CNN's shapes") {
     Conv2dGeometry g = geometry({64, 32, 14, 14, 64, 3, 1, 1, 1, 1});
     g.algo = ConvAlgo::Direct;
     const ConvAlgo fwd = ms::kernels::conv2d_algorithm(g, ConvPass::Forward);
-    g.algo = ConvAlgo::Auto;
-    // Auto agrees with an explicit Direct: it is Direct exactly when Direct applies.
-    CHECK(ms::kernels::conv2d_algorithm(g, ConvPass::Forward) == fwd);
+    // Direct where libxsmm runs, else Winograd (both apply to this shape).
     CHECK((fwd == ConvAlgo::Direct || fwd == ConvAlgo::Winograd));
+    g.algo = ConvAlgo::Auto;
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::GradInput, ConvPass::GradWeight})
+      CHECK(ms::kernels::conv2d_algorithm(g, pass) == fwd);
+    // One input channel: the gradients take Im2col, the forward Direct where it runs.
+    Conv2dGeometry c1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradInput) == ConvAlgo::Im2col);
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradWeight) == ConvAlgo::Im2col);
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::Forward) ==
+          (fwd == ConvAlgo::Direct ? ConvAlgo::Direct : ConvAlgo::Im2col));
     // A stride of 2 along the width never runs Direct; Im2col is always honoured.
     Conv2dGeometry s = geometry({1, 3, 17, 17, 3, 3, 2, 1, 1, 1});
     s.algo = ConvAlgo::Direct;
