@@ -307,6 +307,24 @@ ConvAlgo algorithm_of(const Conv2dGeometry& g, ConvPass pass) {
   }
 }
 
+// The Direct forward (false when libxsmm cannot run it), with the pooling of
+// each block of planes right after it is written (in cache).
+bool direct_forward(const float* x, const float* w, const float* bias, float* y,
+                    const Conv2dGeometry& g, bool relu, float* pooled, std::uint8_t* pool_index) {
+  struct Pool {
+    const float* y;
+    float* pooled;
+    std::uint8_t* index;
+    const Conv2dGeometry* g;
+  } pool{y, pooled, pool_index, &g};
+  const detail::PlanesDone done{[](void* ctx, std::int64_t first, std::int64_t count) {
+                                  const Pool& pc = *static_cast<const Pool*>(ctx);
+                                  pool2x2_planes(pc.y, pc.pooled, pc.index, first, count, *pc.g);
+                                },
+                                &pool};
+  return detail::conv_direct_forward(x, w, bias, y, g, relu, pooled != nullptr ? &done : nullptr);
+}
+
 // U [16, rows, cols] of the kernels: kernel (r, s) is w[(r * cols + s) * 9 ..]
 // or, with `adjoint` (the input gradient's convolution: channels swapped,
 // kernel rotated by 180 degrees), w[(s * rows + r) * 9 + 8 - t].
@@ -547,20 +565,7 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
   if (pl.items == 0 || pl.og == 0) return;
   const ConvAlgo algo = algorithm_of<T>(g, ConvPass::Forward);
   if constexpr (std::is_same_v<T, float>) {
-    // The pooling of each block of planes right after it is written (in cache).
-    struct Pool {
-      const float* y;
-      float* pooled;
-      std::uint8_t* index;
-      const Conv2dGeometry* g;
-    } pool{y, pooled, pool_index, &g};
-    const detail::PlanesDone done{[](void* ctx, std::int64_t first, std::int64_t count) {
-                                    const Pool& pc = *static_cast<const Pool*>(ctx);
-                                    pool2x2_planes(pc.y, pc.pooled, pc.index, first, count, *pc.g);
-                                  },
-                                  &pool};
-    if (algo == ConvAlgo::Direct &&
-        detail::conv_direct_forward(x, w, bias, y, g, relu, pooled != nullptr ? &done : nullptr))
+    if (algo == ConvAlgo::Direct && direct_forward(x, w, bias, y, g, relu, pooled, pool_index))
       return;
   }
   if constexpr (std::is_floating_point_v<T>) {

@@ -1,7 +1,8 @@
 // Direct 2-D convolution on libxsmm's JIT'ed batch-reduce GEMM kernels.
 //
 // Forward, per image: the input is copied once into a zero-padded buffer
-// [c, hp, wp] (a thread's image stays in L1/L2), then each call of a
+// [c, hp, wp] (a thread's image stays in L1/L2; a row's right padding is the
+// next row's left padding), then each call of a
 // batch-reduce kernel computes a block of output positions (`rows` output
 // rows, vectorized along the positions) for a block of up to kBlock output
 // channels, summed over the batch of (input-channel block, kernel tap) pairs:
@@ -154,9 +155,14 @@ FwdPlan fwd_plan(const Conv2dGeometry& g, std::int64_t pair) {
   p.og = g.o / g.groups;
   p.taps = g.kh * g.kw;
   p.cgp = ceil_div(p.cg, pair) * pair;
+  // Rows of the padded input share their zero columns: the right padding of
+  // a row is the left padding of the next one (at stride 1 the rightmost tap
+  // reads up to column ow - 1 + (kw - 1) dw - pw = w + pw - 1), so a row is
+  // w + pw wide and a run of rows computes pw dropped positions per row
+  // instead of 2 pw. The plane ends with the last row's right padding.
   p.hp = g.h + 2 * g.ph;
-  p.wp = g.w + 2 * g.pw;
-  p.plane = p.hp * p.wp;
+  p.wp = g.w + g.pw;
+  p.plane = p.hp * p.wp + g.pw;
   // Several output rows per call only at stride 1 along the height (then the
   // rows' padded positions are one run); the count is fixed by the shape.
   p.rows =
