@@ -871,8 +871,10 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
     case ConvAlgo::Auto: break;
   }
   // By bench/conv_table.sh (bm_conv's BM_Conv<Pass>_<Algo> rows, the CNN's two
-  // layers): Direct is the fastest, or within the noise of Winograd, for every
-  // pass of conv2 (32 input channels); for conv1 (1 input channel) Im2col beats
+  // layers): Direct is the fastest for both gradients of conv2 (32 input
+  // channels); for its forward Winograd led by ~6% on one thread and Direct by
+  // ~7% on two, and the choice may not depend on the thread count (results
+  // would then too), so Direct. For conv1 (1 input channel) Im2col beats
   // Direct on both gradients (Direct's kernels are then 1 wide: the channels
   // of the input are their N), while the forward (N = the 32 outputs) is a tie.
   // Below 16 channels per group the gradients take Winograd or Im2col (16: the
