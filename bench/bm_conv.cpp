@@ -1,10 +1,26 @@
-// bench/bm_conv.cpp — conv2d, ms::conv2d against torch::conv2d, float32 NCHW.
+// bench/bm_conv.cpp — conv2d, ms against LibTorch, float32 NCHW, and each of
+// ms's convolution algorithms on the Fashion-MNIST CNN's convolutions.
 //
 //   BM_Conv2d_Ms/nt:N     x [64, 32, 28, 28] * w [64, 32, 3, 3], padding 1, no bias
 //   BM_Conv2d_Torch/nt:N  the same with torch::conv2d (LibTorch picks its algorithm)
 //
-// items_per_second is flop/s (2 * N * O * OH * OW * C * KH * KW per call).
+//   BM_Conv<Pass>_<Algo>/layer:L/nt:N  one pass (Fwd, GradIn, GradW) of the CNN's
+//       layer L (1: x [64, 1, 28, 28] * w [32, 1, 3, 3]; 2: x [64, 32, 14, 14] *
+//       w [64, 32, 3, 3]; both padding 1) on the kernels directly, with the
+//       algorithm forced (Direct, Winograd, Im2col; skipped where it does not
+//       apply) or chosen (Auto), and LibTorch's (Torch: conv2d, or
+//       at::convolution_backward for one gradient);
+//   BM_ConvFwd_Bf16/layer:L/nt:N  conv2d_bf16 (bfloat16 x and w, float32 sums).
+//   BM_Peak_Fma/nt:N  the FMA peak of the same process.
+//
+// items_per_second is flop/s counted as direct convolution (2 * N * O * OH *
+// OW * C * KH * KW per pass, also for Winograd), `of_peak` that over the FMA
+// peak of N threads measured in this process (best of 20 runs at start).
+#include <algorithm>
+#include <chrono>
+
 #include "bench_common.hpp"
+#include "ms/kernels/conv.hpp"
 #include "ms/ops/nn.hpp"
 
 namespace {
@@ -42,6 +58,179 @@ void BM_Conv2d_Torch(benchmark::State& state) {
 }
 #endif
 
+// ---------------------------------------------------------------- the CNN's layers, per algorithm
+
+using ms::kernels::ConvAlgo;
+using ms::kernels::ConvPass;
+
+// The FMA peak of nt threads in flop/s: the best of 20 runs of BM_Peak_Fma's kernel.
+double fma_peak(int nt) {
+  static double peak[3] = {0, 0, 0};
+  if (nt < 1 || nt > 2) return 0;
+  if (peak[nt] == 0)
+    for (int rep = 0; rep < 20; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      float r = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : r)
+      r += bench::fma_kernel(1.f + float(omp_get_thread_num()));
+      benchmark::DoNotOptimize(r);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      peak[nt] = std::max(peak[nt], nt * 2.0 * bench::kLanes * bench::kAcc * bench::kSteps / s);
+    }
+  return peak[nt];
+}
+
+// Layer 1 or 2 of the CNN at batch 64 (padding 1, "same").
+ms::kernels::Conv2dGeometry cnn_layer(std::int64_t layer) {
+  const std::int64_t c = layer == 1 ? 1 : 32, o = layer == 1 ? 32 : 64, hw = layer == 1 ? 28 : 14;
+  return {.n = 64,
+          .c = c,
+          .h = hw,
+          .w = hw,
+          .o = o,
+          .kh = 3,
+          .kw = 3,
+          .oh = hw,
+          .ow = hw,
+          .ph = 1,
+          .pw = 1};
+}
+
+double conv_flops(const ms::kernels::Conv2dGeometry& g) {
+  return 2.0 * double(g.n * g.o * g.oh * g.ow) * double(g.c / g.groups * g.kh * g.kw);
+}
+
+const char* algo_name(ConvAlgo a) {
+  return a == ConvAlgo::Direct ? "direct" : a == ConvAlgo::Winograd ? "winograd" : "im2col";
+}
+
+void set_rate(benchmark::State& state, double per, int nt) {
+  state.SetItemsProcessed(static_cast<std::int64_t>(double(state.iterations()) * per));
+  state.counters["of_peak"] = benchmark::Counter(double(state.iterations()) * per / fma_peak(nt),
+                                                 benchmark::Counter::kIsRate);
+}
+
+// One pass of layer `layer` on ms's kernels with algorithm `algo`.
+void BM_Conv_Ms(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
+  const int nt = static_cast<int>(state.range(1));
+  ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
+  g.algo = algo;
+  const ConvAlgo ran = ms::kernels::conv2d_algorithm(g, pass);
+  if (algo != ConvAlgo::Auto && ran != algo) {
+    state.SkipWithError("the algorithm does not apply to this shape in this build");
+    return;
+  }
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor x = bench::random_tensor({g.n, g.c, g.h, g.w}, 1),
+                   w = bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2),
+                   gy = bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3);
+  ms::Tensor out = ms::empty(pass == ConvPass::Forward     ? gy.shape()
+                             : pass == ConvPass::GradInput ? x.shape()
+                                                           : w.shape());
+  for (auto _ : state) {
+    if (pass == ConvPass::Forward)
+      ms::kernels::conv2d<float>(x.data<float>(), w.data<float>(), nullptr, out.data<float>(), g);
+    else if (pass == ConvPass::GradInput)
+      ms::kernels::conv2d_grad_input<float>(gy.data<float>(), w.data<float>(), out.data<float>(),
+                                            g);
+    else
+      ms::kernels::conv2d_grad_weight<float>(x.data<float>(), gy.data<float>(), out.data<float>(),
+                                             g);
+    benchmark::DoNotOptimize(out.raw_data());
+    benchmark::ClobberMemory();
+  }
+  set_rate(state, conv_flops(g), nt);
+  state.SetLabel(algo_name(ran));
+}
+
+// The bfloat16 forward of layer `layer` (conv2d_bf16; skipped where it does not run).
+void BM_ConvFwd_Bf16(benchmark::State& state) {
+  const int nt = static_cast<int>(state.range(1));
+  const ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor x = bench::random_tensor({g.n, g.c, g.h, g.w}, 1).to(ms::bfloat16),
+                   w = bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2).to(ms::bfloat16);
+  ms::Tensor y = ms::empty({g.n, g.o, g.oh, g.ow}, ms::bfloat16);
+  const auto run = [&] {
+    return ms::kernels::conv2d_bf16(x.data<ms::bfloat16_t>(), w.data<ms::bfloat16_t>(), nullptr,
+                                    y.data<ms::bfloat16_t>(), g);
+  };
+  if (!run()) {
+    state.SkipWithError("conv2d_bf16 does not run on this shape in this build");
+    return;
+  }
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(y.raw_data());
+    benchmark::ClobberMemory();
+  }
+  set_rate(state, conv_flops(g), nt);
+}
+
+#if MS_BENCH_TORCH
+// The same pass in LibTorch (its own choice of algorithm).
+void BM_Conv_Torch(benchmark::State& state, ConvPass pass) {
+  const int nt = static_cast<int>(state.range(1));
+  const ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  c10::InferenceMode guard;
+  const torch::Tensor x = bench::to_torch(bench::random_tensor({g.n, g.c, g.h, g.w}, 1)),
+                      w = bench::to_torch(bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2)),
+                      gy = bench::to_torch(bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3));
+  const std::array<bool, 3> mask = {pass == ConvPass::GradInput, pass == ConvPass::GradWeight,
+                                    false};
+  for (auto _ : state) {
+    if (pass == ConvPass::Forward) {
+      torch::Tensor y = torch::conv2d(x, w, {}, 1, 1);
+      benchmark::DoNotOptimize(y.data_ptr());
+    } else {
+      auto r = at::convolution_backward(gy, x, w, c10::nullopt, {1, 1}, {1, 1}, {1, 1}, false,
+                                        {0, 0}, 1, mask);
+      benchmark::DoNotOptimize(std::get<0>(r).defined() ? std::get<0>(r).data_ptr()
+                                                        : std::get<1>(r).data_ptr());
+    }
+  }
+  set_rate(state, conv_flops(g), nt);
+}
+#endif
+
+void register_layers() {
+  const std::pair<const char*, ConvPass> passes[] = {
+      {"Fwd", ConvPass::Forward}, {"GradIn", ConvPass::GradInput}, {"GradW", ConvPass::GradWeight}};
+  const std::pair<const char*, ConvAlgo> algos[] = {{"Auto", ConvAlgo::Auto},
+                                                    {"Direct", ConvAlgo::Direct},
+                                                    {"Winograd", ConvAlgo::Winograd},
+                                                    {"Im2col", ConvAlgo::Im2col}};
+  for (std::int64_t nt : {1, 2}) {
+    benchmark::RegisterBenchmark("BM_Peak_Fma", bench::BM_Peak_Fma)->ArgName("nt")->Arg(nt);
+    for (std::int64_t layer : {1, 2}) {
+      for (const auto& [pname, pass] : passes) {
+        for (const auto& [aname, algo] : algos)
+          benchmark::RegisterBenchmark(
+              (std::string("BM_Conv") + pname + "_" + aname).c_str(),
+              [pass, algo](benchmark::State& s) { BM_Conv_Ms(s, pass, algo); })
+              ->ArgNames({"layer", "nt"})
+              ->Args({layer, nt})
+              ->UseRealTime();
+#if MS_BENCH_TORCH
+        benchmark::RegisterBenchmark((std::string("BM_Conv") + pname + "_Torch").c_str(),
+                                     [pass](benchmark::State& s) { BM_Conv_Torch(s, pass); })
+            ->ArgNames({"layer", "nt"})
+            ->Args({layer, nt})
+            ->UseRealTime();
+#endif
+      }
+      benchmark::RegisterBenchmark("BM_ConvFwd_Bf16", BM_ConvFwd_Bf16)
+          ->ArgNames({"layer", "nt"})
+          ->Args({layer, nt})
+          ->UseRealTime();
+    }
+  }
+}
+
 void register_all() {
   for (std::int64_t nt : {1, 2}) {
     benchmark::RegisterBenchmark("BM_Conv2d_Ms", BM_Conv2d_Ms)
@@ -57,7 +246,7 @@ void register_all() {
   }
 }
 
-const int registered = (register_all(), 0);
+const int registered = (register_all(), register_layers(), 0);
 
 }  // namespace
 

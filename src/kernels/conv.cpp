@@ -5,11 +5,15 @@
 // GEMM G cols^T per tile accumulated over the images. 3x3 convolutions at
 // stride 1 with enough channels (and their input gradients, convolutions too)
 // take the Winograd F(2x2, 3x3) path instead: 2.25x fewer multiplications.
+// float32 convolutions (and bfloat16 forwards) at stride 1 along the width run
+// on libxsmm's batch-reduce kernels instead when libxsmm is usable
+// (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes.
 #include "ms/kernels/conv.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
+#include "conv_libxsmm.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
@@ -284,6 +288,43 @@ bool winograd_fits(const Conv2dGeometry& g) {
          ((g.oh + 1) / 2) * ((g.ow + 1) / 2) <= 256;
 }
 
+// Winograd for `pass` (the input gradient's convolution pads by 2 - p).
+bool winograd_fits(const Conv2dGeometry& g, ConvPass pass) {
+  return winograd_fits(g) && (pass != ConvPass::GradInput || (g.ph <= 2 && g.pw <= 2));
+}
+
+// The algorithm of conv2d<T> (and its gradients): float as conv2d_algorithm,
+// double Winograd where it fits (unless Im2col is asked for), integers Im2col.
+template <class T>
+ConvAlgo algorithm_of(const Conv2dGeometry& g, ConvPass pass) {
+  if constexpr (std::is_same_v<T, float>) {
+    return conv2d_algorithm(g, pass);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return g.algo != ConvAlgo::Im2col && winograd_fits(g, pass) ? ConvAlgo::Winograd
+                                                                : ConvAlgo::Im2col;
+  } else {
+    return ConvAlgo::Im2col;
+  }
+}
+
+// The Direct forward (false when libxsmm cannot run it), with the pooling of
+// each block of planes right after it is written (in cache).
+bool direct_forward(const float* x, const float* w, const float* bias, float* y,
+                    const Conv2dGeometry& g, bool relu, float* pooled, std::uint8_t* pool_index) {
+  struct Pool {
+    const float* y;
+    float* pooled;
+    std::uint8_t* index;
+    const Conv2dGeometry* g;
+  } pool{y, pooled, pool_index, &g};
+  const detail::PlanesDone done{[](void* ctx, std::int64_t first, std::int64_t count) {
+                                  const Pool& pc = *static_cast<const Pool*>(ctx);
+                                  pool2x2_planes(pc.y, pc.pooled, pc.index, first, count, *pc.g);
+                                },
+                                &pool};
+  return detail::conv_direct_forward(x, w, bias, y, g, relu, pooled != nullptr ? &done : nullptr);
+}
+
 // U [16, rows, cols] of the kernels: kernel (r, s) is w[(r * cols + s) * 9 ..]
 // or, with `adjoint` (the input gradient's convolution: channels swapped,
 // kernel rotated by 180 degrees), w[(s * rows + r) * 9 + 8 - t].
@@ -522,8 +563,13 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
             T* pooled, std::uint8_t* pool_index) {
   const ConvPlan pl = conv_plan(g);
   if (pl.items == 0 || pl.og == 0) return;
+  const ConvAlgo algo = algorithm_of<T>(g, ConvPass::Forward);
+  if constexpr (std::is_same_v<T, float>) {
+    if (algo == ConvAlgo::Direct && direct_forward(x, w, bias, y, g, relu, pooled, pool_index))
+      return;
+  }
   if constexpr (std::is_floating_point_v<T>) {
-    if (winograd_fits(g)) {
+    if (algo == ConvAlgo::Winograd) {
       winograd_conv(x, w, bias, y, g, g.c, g.o, false, relu, pooled, pool_index);
       return;
     }
@@ -714,7 +760,10 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
     std::fill(dx, dx + g.n * g.c * g.h * g.w, T(0));
     return;
   }
-  if (winograd_fits(g) && g.ph <= 2 && g.pw <= 2) {
+  const ConvAlgo algo = algorithm_of<T>(g, ConvPass::GradInput);
+  if constexpr (std::is_same_v<T, float>)
+    if (algo == ConvAlgo::Direct && detail::conv_direct_grad_input(gy, w, dx, g)) return;
+  if (algo == ConvAlgo::Winograd) {
     // dx is the convolution of gy by the flipped kernels with the channels
     // swapped, padded by 2 - p: the forward's Winograd path with those sizes.
     Conv2dGeometry a = g;
@@ -760,7 +809,10 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
     std::fill(dw, dw + wnumel, T(0));
     return;
   }
-  if (winograd_fits(g)) {
+  const ConvAlgo algo = algorithm_of<T>(g, ConvPass::GradWeight);
+  if constexpr (std::is_same_v<T, float>)
+    if (algo == ConvAlgo::Direct && detail::conv_direct_grad_weight(x, gy, dw, g)) return;
+  if (algo == ConvAlgo::Winograd) {
     winograd_grad_weight(x, gy, dw, g);
     return;
   }
@@ -804,6 +856,38 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
         for (std::int64_t e = e0; e < e1; ++e) dw[e] += src[e];
       }
     });
+}
+
+ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
+  const bool direct = detail::conv_direct_fits(g, pass), wino = winograd_fits(g, pass);
+  switch (g.algo) {
+    case ConvAlgo::Im2col: return ConvAlgo::Im2col;
+    case ConvAlgo::Winograd:
+      if (wino) return ConvAlgo::Winograd;
+      break;
+    case ConvAlgo::Direct:
+      if (direct) return ConvAlgo::Direct;
+      break;
+    case ConvAlgo::Auto: break;
+  }
+  // By bench/conv_table.sh (bm_conv's BM_Conv<Pass>_<Algo> rows, the CNN's two
+  // layers): Direct is the fastest for both gradients of conv2 (32 input
+  // channels); for its forward Winograd led by ~6% on one thread and Direct by
+  // ~7% on two, and the choice may not depend on the thread count (results
+  // would then too), so Direct. For conv1 (1 input channel) Im2col beats
+  // Direct on both gradients (Direct's kernels are then 1 wide: the channels
+  // of the input are their N), while the forward (N = the 32 outputs) is a tie.
+  // Below 16 channels per group the gradients take Winograd or Im2col (16: the
+  // smallest width of a full AVX-512 vector; between the measured 1 and 32).
+  const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
+  if (direct && (pass == ConvPass::Forward || !narrow)) return ConvAlgo::Direct;
+  return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;
+}
+
+bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
+                 const Conv2dGeometry& g) {
+  if (conv2d_algorithm(g, ConvPass::Forward) != ConvAlgo::Direct) return false;
+  return detail::conv_direct_forward_bf16(x, w, bias, y, g);
 }
 
 #define MS_CONV_INSTANTIATE(T)                                                               \

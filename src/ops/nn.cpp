@@ -183,9 +183,28 @@ kernels::Conv2dGeometry conv_geometry(const Shape& xs, const Shape& ws, const Sh
   return g;
 }
 
+// bfloat16 on the bf16 kernels (pairs of products summed in float32, one
+// rounding per output), without float32 copies of x and w; false when those
+// kernels do not take the shape (then it converts to float32, as other halves).
+bool conv2d_bf16_eval(std::span<const Tensor> in, const TensorType& out_t,
+                      const Conv2dOptions& opts, Tensor& out) {
+  const Tensor x = in[0].to(DType::BFloat16), w = in[1].to(DType::BFloat16);  // dense
+  const Tensor b = in.size() > 2 ? in[2].to(DType::Float32) : Tensor();
+  out = empty(out_t.shape, DType::BFloat16);
+  if (out.numel() == 0) return true;
+  const kernels::Conv2dGeometry g =
+      conv_geometry(x.shape(), w.shape(), out_t.shape, conv_attrs(opts, "conv2d"));
+  return kernels::conv2d_bf16(x.data<bfloat16_t>(), w.data<bfloat16_t>(),
+                              b.defined() ? b.data<float>() : nullptr, out.data<bfloat16_t>(), g);
+}
+
 std::vector<Tensor> conv2d_eval(std::span<const Tensor> in, const Conv2dOptions& opts) {
   constexpr std::string_view op = "conv2d";
   const TensorType out_t = conv2d_infer(ops::types_of(in), opts, op)[0];
+  if (out_t.dtype == DType::BFloat16) {
+    Tensor out;
+    if (conv2d_bf16_eval(in, out_t, opts, out)) return {out};
+  }
   const DType ct = half_to_float(out_t.dtype);
   const Tensor x = in[0].to(ct), w = in[1].to(ct);  // dense (no copy when already so)
   const Tensor b = in.size() > 2 ? in[2].to(ct) : Tensor();

@@ -1,9 +1,10 @@
-// ms/kernels/conv.hpp — 2-D convolution by im2col + GEMM on NCHW buffers, and
-// by Winograd F(2x2, 3x3) for floating 3x3 kernels at stride 1 without
-// dilation or groups, >= 16 input and output channels and outputs of at most
-// 32 x 32 (conv2d and
-// conv2d_grad_input; rounding a few ulps from im2col's, still bitwise the same
-// for any thread count).
+// ms/kernels/conv.hpp — 2-D convolution on NCHW buffers, by one of three
+// algorithms chosen per shape (`conv2d_algorithm`): direct convolution on
+// libxsmm's JIT'ed batch-reduce GEMM kernels (float32 and bfloat16; stride 1
+// along the width), Winograd F(2x2, 3x3) (floating 3x3 kernels at stride 1
+// without dilation or groups, >= 16 input and output channels, outputs of at
+// most 32 x 32), or im2col + GEMM (everything). Each is bitwise the same for
+// any thread count; they round differently from one another by a few ulps.
 //
 // Stage: kernels. Called by the conv2d op (src/ops/nn.cpp), which validates
 // every size first; these functions assume a consistent, overflow-free
@@ -17,28 +18,67 @@
 
 #include <cstdint>
 
+#include "ms/core/half.hpp"
+
 namespace ms::kernels {
+
+/// How a convolution is computed. `Auto` picks per shape and pass by the
+/// measurements of bench/bm_conv.cpp (see `conv2d_algorithm`); the others
+/// force an algorithm where it applies (tests, benchmarks) and fall back to
+/// `Auto`'s choice where it does not.
+enum class ConvAlgo : std::uint8_t {
+  Auto,      ///< chosen per shape
+  Im2col,    ///< im2col + GEMM (any geometry, any dtype)
+  Winograd,  ///< Winograd F(2x2, 3x3) (floating types)
+  Direct,    ///< libxsmm batch-reduce kernels (float32; bfloat16 forward)
+};
+
+/// Which of conv2d's computations: the forward, or one of its gradients.
+enum class ConvPass : std::uint8_t { Forward, GradInput, GradWeight };
 
 /// Sizes of one convolution: input [n, c, h, w], weight [o, c / groups, kh, kw],
 /// output [n, o, oh, ow]; strides, zero paddings and dilations per spatial axis.
 struct Conv2dGeometry {
-  std::int64_t n = 0;       ///< batch size
-  std::int64_t c = 0;       ///< input channels
-  std::int64_t h = 0;       ///< input height
-  std::int64_t w = 0;       ///< input width
-  std::int64_t o = 0;       ///< output channels
-  std::int64_t kh = 1;      ///< kernel height
-  std::int64_t kw = 1;      ///< kernel width
-  std::int64_t oh = 0;      ///< output height
-  std::int64_t ow = 0;      ///< output width
-  std::int64_t sh = 1;      ///< stride along height
-  std::int64_t sw = 1;      ///< stride along width
-  std::int64_t ph = 0;      ///< zero padding along height (each side)
-  std::int64_t pw = 0;      ///< zero padding along width (each side)
-  std::int64_t dh = 1;      ///< dilation along height
-  std::int64_t dw = 1;      ///< dilation along width
-  std::int64_t groups = 1;  ///< channel groups (c and o are multiples of it)
+  std::int64_t n = 0;              ///< batch size
+  std::int64_t c = 0;              ///< input channels
+  std::int64_t h = 0;              ///< input height
+  std::int64_t w = 0;              ///< input width
+  std::int64_t o = 0;              ///< output channels
+  std::int64_t kh = 1;             ///< kernel height
+  std::int64_t kw = 1;             ///< kernel width
+  std::int64_t oh = 0;             ///< output height
+  std::int64_t ow = 0;             ///< output width
+  std::int64_t sh = 1;             ///< stride along height
+  std::int64_t sw = 1;             ///< stride along width
+  std::int64_t ph = 0;             ///< zero padding along height (each side)
+  std::int64_t pw = 0;             ///< zero padding along width (each side)
+  std::int64_t dh = 1;             ///< dilation along height
+  std::int64_t dw = 1;             ///< dilation along width
+  std::int64_t groups = 1;         ///< channel groups (c and o are multiples of it)
+  ConvAlgo algo = ConvAlgo::Auto;  ///< the algorithm (Auto: `conv2d_algorithm` picks)
 };
+
+/// The algorithm conv2d<float> (or its gradient `pass`) runs for g: g.algo
+/// when it applies to g, else the fastest that applies as measured by
+/// bench/conv_table.sh on the CNN's shapes: Direct where it applies (libxsmm
+/// usable on this CPU, stride 1 along the width; for the input gradient
+/// stride 1 and padding <= (k - 1) * dilation) except for the gradients of
+/// convolutions with fewer than 16 input channels per group, else Winograd
+/// where it applies, else Im2col. double takes Winograd or Im2col, integers
+/// Im2col.
+///
+///   if (ms::kernels::conv2d_algorithm(g, ms::kernels::ConvPass::Forward) ==
+///       ms::kernels::ConvAlgo::Direct) { /* libxsmm runs it */ }
+ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
+
+/// y = conv2d(x, w) + bias on dense NCHW bfloat16 buffers (bias in float32,
+/// may be null) on libxsmm's bf16 kernels: pairs of bfloat16 products summed
+/// in float32 (the CPU's BF16 dot-product instructions where it has them),
+/// each sum rounded to bfloat16 once. Returns false, computing nothing, when
+/// conv2d_algorithm(g, Forward) is not Direct (the caller then converts to
+/// float32). Bitwise the same for any thread count.
+bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
+                 const Conv2dGeometry& g);
 
 /// Unfolds the patches of one image's `c` channels, x [c, h, w] (dense), into
 /// the columns [p0, p1) of its im2col matrix [c * kh * kw, oh * ow], stored as
@@ -50,9 +90,9 @@ template <class T>
 void im2col(const T* x, std::int64_t c, const Conv2dGeometry& g, std::int64_t p0, std::int64_t p1,
             T* col) noexcept;
 
-/// y = conv2d(x, w) + bias on dense NCHW buffers (bias may be null). The work
-/// is cut into (image, group, tile of output positions) items, the cut
-/// depending on the shape only; each item is one im2col into a reused
+/// y = conv2d(x, w) + bias on dense NCHW buffers (bias may be null), by the
+/// algorithm `conv2d_algorithm` names. Im2col: the work is cut into (image, group, tile of output
+/// positions) items, the cut depending on the shape only; each item is one im2col into a reused
 /// per-thread buffer and one single-threaded GEMM [o/groups, c/groups*kh*kw] x
 /// [c/groups*kh*kw, tile] written straight into y. Items are split over the
 /// threads in contiguous runs, so results are bitwise the same for any thread
@@ -70,15 +110,18 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
 
 /// dx = the gradient of conv2d's input x [n, c, h, w] given the output's
 /// gradient gy [n, o, oh, ow] and the weight w [o, c / groups, kh, kw] (all
-/// dense): per (image, group), tiles of columns = W_g^T G_g (one GEMM each)
-/// added back into dx by col2im (the adjoint of im2col). Items are (image,
-/// group) pairs split over the threads in contiguous runs, each summed in a
-/// fixed order: bitwise the same results for any thread count. float, double.
+/// dense), by the algorithm `conv2d_algorithm(g, ConvPass::GradInput)` names
+/// (Direct: the forward's kernels on gy with the rotated kernel). Im2col: per (image, group), tiles
+/// of columns = W_g^T G_g (one GEMM each) added back into dx by col2im (the adjoint of im2col).
+/// Items are (image, group) pairs split over the threads in contiguous runs, each summed in a fixed
+/// order: bitwise the same results for any thread count. float, double.
 template <class T>
 void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g);
 
 /// dw [o, c / groups, kh, kw] = the gradient of conv2d's weight given the input
-/// x and the output's gradient gy (dense): sum over the images of G_g cols_g^T
+/// x and the output's gradient gy (dense), by the algorithm
+/// `conv2d_algorithm(g, ConvPass::GradWeight)` names (Direct: per tap, a
+/// batch-reduce over the output rows of each image). Im2col: sum over the images of G_g cols_g^T
 /// (one GEMM per image and tile of columns). The batch is cut into at most 8
 /// chunks (by the shape only), summed into partial gradients in parallel and
 /// added in chunk order: bitwise the same results for any thread count.

@@ -1,7 +1,7 @@
 // ms/kernels/gemm.hpp — general matrix products (GEMM) on raw row-major buffers.
 //
 // Stage: kernels. The one entry every matrix product in ms goes through:
-// matmul, conv2d (im2col + GEMM) and the JIT executor. float and double run on
+// matmul, conv2d's im2col path and the JIT executor. float and double run on
 // one of three backends, chosen once per process (see `gemm_backend()`):
 // libxsmm's JIT micro-kernels (float and bfloat16; double on Eigen; the
 // default on AVX-512 CPUs), Eigen's own product kernels (AVX-512 when built

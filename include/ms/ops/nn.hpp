@@ -83,9 +83,11 @@ namespace ms::ops {
 /// 2-D convolution (cross-correlation, as PyTorch's `conv2d`) of x [N, C, H, W]
 /// with weight [O, C / groups, KH, KW] and an optional bias [O]; the output is
 /// [N, O, OH, OW] with OH = (H + 2 * pad_h - dil_h * (KH - 1) - 1) / stride_h + 1
-/// (likewise OW). Runs as im2col + GEMM, split over images.
-/// dtypes (all inputs alike): float32, float64, int32, int64; float16 and
-/// bfloat16 compute in float32. Errors: TypeError for mixed or other dtypes;
+/// (likewise OW). Runs on the algorithm kernels::conv2d_algorithm picks
+/// (libxsmm's direct kernels, Winograd or im2col + GEMM), split over images.
+/// dtypes (all inputs alike): float32, float64, int32, int64; bfloat16 on
+/// libxsmm's bf16 kernels (float32 sums, one rounding) where they take the
+/// shape, else, as float16, in float32. Errors: TypeError for mixed or other dtypes;
 /// ShapeError for ranks other than 4, channel counts that do not match or are
 /// not divisible by `groups`, a bias that is not [O], a kernel larger than the
 /// padded input; ValueError for a stride, dilation or groups <= 0, a negative
@@ -214,7 +216,8 @@ struct SoftmaxCrossEntropy {
 
 /// The gradient of `conv2d`'s input [N, C, H, W] = input_size, given the
 /// output's gradient grad_out [N, O, OH, OW] and the weight: the transposed
-/// convolution, as GEMM W^T G + col2im per image. input_size: 4 sizes >= 0
+/// convolution (kernels::conv2d_grad_input: libxsmm's direct kernels,
+/// Winograd, or GEMM W^T G + col2im per image). input_size: 4 sizes >= 0
 /// (ValueError for a negative one).
 struct Conv2dGradInput {
   /// The op-table name.
@@ -249,7 +252,8 @@ struct Conv2dGradInput {
 
 /// The gradient of `conv2d`'s weight [O, C / groups, KH, KW] = weight_size,
 /// given the input x and the output's gradient grad_out: the sum over images
-/// of G cols^T (GEMM on im2col columns). The batch is summed in a fixed order
+/// of G cols^T (kernels::conv2d_grad_weight: libxsmm's direct kernels,
+/// Winograd, or GEMM on im2col columns). The batch is summed in a fixed order
 /// (results do not depend on the thread count).
 struct Conv2dGradWeight {
   /// The op-table name.
