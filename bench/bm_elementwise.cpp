@@ -6,12 +6,16 @@
 //   BM_Chain_MsInto/nt:N    the same expression assigned into an existing y (no allocation)
 //   BM_Chain_Torch/nt:N     torch::relu(a * b + c) * 0.5;  four eager ops, four results
 //   BM_Chain_TorchInto/nt:N mul_out into an existing y, then add_, relu_, mul_ in place
+//   BM_ChainBf16_Ms/nt:N    the chain on bfloat16 a, b, c (computed in float32 registers,
+//                           rounded to bfloat16 on store), fresh result
+//   BM_ChainBf16_MsInto/nt:N the same into an existing bfloat16 y
 //   BM_Stream_Triad/nt:N    a[i] = b[i] + s * c[i], a plain loop (the bandwidth reference)
 //   BM_SmallChain20_*/nt:N  20 elementwise ops on 32x32 (one ms expression vs 20 eager ops)
 //   BM_SmallAdd_*/nt:N      one 32x32 add
 //
 // bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
-// (the data a fused pass must move), whatever each library actually moves.
+// (2 bytes for bfloat16: the data a fused pass must move), whatever each
+// library actually moves.
 #include "bench_common.hpp"
 
 namespace {
@@ -51,6 +55,30 @@ void BM_Chain_MsInto(benchmark::State& state) {
   }
   chain_bytes(state);
 }
+
+// ---------------------------------------------------------------- the chain on bfloat16
+
+void BM_ChainBf16(benchmark::State& state, bool into) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kBig}, 1).to(ms::bfloat16),
+                   b = bench::random_tensor({kBig}, 2).to(ms::bfloat16),
+                   c = bench::random_tensor({kBig}, 3).to(ms::bfloat16);
+  ms::Tensor y = ms::zeros({kBig}, ms::bfloat16);
+  for (auto _ : state) {
+    if (into) {
+      ms::assign(y, ms::relu(a * b + c) * 0.5f);
+      benchmark::DoNotOptimize(y.raw_data());
+      benchmark::ClobberMemory();
+    } else {
+      ms::Tensor r = ms::relu(a * b + c) * 0.5f;
+      benchmark::DoNotOptimize(r.raw_data());
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * 2);
+  state.SetItemsProcessed(state.iterations() * kBig);
+}
+void BM_ChainBf16_Ms(benchmark::State& state) { BM_ChainBf16(state, false); }
+void BM_ChainBf16_MsInto(benchmark::State& state) { BM_ChainBf16(state, true); }
 
 #if MS_BENCH_TORCH
 void BM_Chain_Torch(benchmark::State& state) {
@@ -161,6 +189,8 @@ void register_all() {
     reg("BM_Stream_Triad", bench::BM_Stream_Triad, nt);
     reg("BM_Chain_Ms", BM_Chain_Ms, nt);
     reg("BM_Chain_MsInto", BM_Chain_MsInto, nt);
+    reg("BM_ChainBf16_Ms", BM_ChainBf16_Ms, nt);
+    reg("BM_ChainBf16_MsInto", BM_ChainBf16_MsInto, nt);
 #if MS_BENCH_TORCH
     reg("BM_Chain_Torch", BM_Chain_Torch, nt);
     reg("BM_Chain_TorchInto", BM_Chain_TorchInto, nt);
