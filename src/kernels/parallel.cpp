@@ -17,9 +17,9 @@
 // chunks not finished; the caller waits for it to reach zero, spinning for a
 // while, then asleep on it (a futex) so that its core is free for the thread
 // that still holds a chunk. A worker spins on the word for kSpin after a job
-// it could take part in, then sleeps on `wake_`; either stops spinning at
-// once when it notices it was descheduled while spinning (the core is wanted
-// by another program). Each pair of "store, then load the other side's
+// it could take part in, then sleeps on `wake_`; either yields its core when
+// it notices it was descheduled while spinning (the core is wanted by
+// another program). Each pair of "store, then load the other side's
 // flag" (word and sleepers_, remaining_ and waiting_) is sequentially
 // consistent, so one of the two sides always sees the other.
 #include "ms/kernels/parallel.hpp"
@@ -79,13 +79,15 @@ inline void cpu_relax() {
 }
 
 using Clock = std::chrono::steady_clock;
-// How long a worker spins after a job before it sleeps, and how long the
-// caller spins for the chunks others still run: long enough to bridge the
-// gaps between the ops of a step, short enough not to hold a core once the
-// program does something else.
+// How long a worker spins after a job before it sleeps: long enough to bridge
+// the gaps between the ops of a step, short enough not to hold a core once
+// the program does something else.
 constexpr auto kSpin = std::chrono::microseconds(100);
+// How long the caller spins for the chunks other threads still run before it
+// sleeps (a sleeping caller costs the last worker a wake-up call).
+constexpr auto kWait = std::chrono::milliseconds(1);
 // A gap this long between two looks at the clock of a spinning thread means
-// it was descheduled: another program wants the core, so spinning stops.
+// it was descheduled: another program wants the core, so it yields.
 constexpr auto kPreempted = std::chrono::microseconds(50);
 
 // Chunk `part` of [0, n) in chunks of `chunk` items (possibly empty at the end).
@@ -96,10 +98,13 @@ void run_part(kernels::detail::ChunkBody body, void* ctx, std::int64_t n, std::i
   if (b < e) body(ctx, b, e);
 }
 
-// Spins with `done()` polled until it is true (returns true) or until kSpin
-// passed or the thread was descheduled meanwhile (returns false).
+// Spins with `done()` polled until it is true (returns true) or until `limit`
+// passed (returns false). When the thread notices it was descheduled while
+// spinning (another program wants the core), it yields the core at once
+// instead of spinning on, and keeps polling when it gets it back: sleeping
+// instead would make every later call pay a wake-up.
 template <class Done>
-bool spin_until(Done done) noexcept {
+bool spin_until(Done done, Clock::duration limit) noexcept {
   Clock::time_point last = Clock::now();
   const Clock::time_point start = last;
   for (int i = 1;; ++i) {
@@ -107,8 +112,13 @@ bool spin_until(Done done) noexcept {
     cpu_relax();
     if ((i & 63) == 0) {
       const Clock::time_point now = Clock::now();
-      if (now - start > kSpin || now - last > kPreempted) return false;
-      last = now;
+      if (now - start > limit) return false;
+      if (now - last > kPreempted) {
+        std::this_thread::yield();
+        last = Clock::now();
+      } else {
+        last = now;
+      }
     }
   }
 }
@@ -190,7 +200,8 @@ class Pool {
 
   // The caller's wait for the chunks other threads still run.
   void wait_done() noexcept {
-    if (spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; })) return;
+    if (spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; }, kWait))
+      return;
     waiting_.store(true, std::memory_order_seq_cst);
     for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
       remaining_.wait(r, std::memory_order_seq_cst);
@@ -218,7 +229,7 @@ class Pool {
   std::uint64_t next_word(std::uint64_t seen, bool used) noexcept {
     std::uint64_t w = seen;
     if (used && spin_.load(std::memory_order_relaxed) &&
-        spin_until([&] { return (w = word_.load(std::memory_order_acquire)) != seen; }))
+        spin_until([&] { return (w = word_.load(std::memory_order_acquire)) != seen; }, kSpin))
       return w;
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
     for (;;) {

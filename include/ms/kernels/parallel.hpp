@@ -5,8 +5,8 @@
 // by libms. The caller and the workers claim the chunks of a call one by one,
 // so a chunk is never left waiting for a worker the scheduler has parked (a
 // shared machine): the caller or a running worker takes it. A worker that has
-// just finished a chunk spins for a short while before it sleeps (at once
-// when it notices another program wants its core), so the next call
+// just finished a chunk spins for a short while before it sleeps (yielding
+// its core when it notices another program wants it), so the next call
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
 // parallel region (libgomp) costs ~2.4 us and an OpenMP barrier ~1.2 us on
 // the 2-core VMs this project is measured on, which kept small products on one
