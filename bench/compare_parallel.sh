@@ -24,20 +24,36 @@
 # Prints a Markdown table on stdout (progress and the programs' output go to
 # stderr). OpenMPI runs over shared memory only (--mca btl self,vader).
 #
+# With --shared instead: a shared machine. Runs, in build-bench/ (BUILD_DIR),
+# bm_train's MLP step at batch 64 and bm_dynamic's dynamic-shape stream
+# (ms_dynamic), with 1 and 2 threads interleaved in one process per case
+# (and their LibTorch twins when the binaries have them), first on the
+# machine as it is, then beside one CPU-bound competitor at the same
+# priority (`sh -c 'while :; do :; done'`, started before and killed after
+# each process); prints each case's speed and the ratio 2 threads / 1 thread
+# both ways (target: >= 0.95 with the competitor), with the load. TORCH=1
+# adds the LibTorch twins (slower: the stream's warm-up); the JSON stays in
+# $BUILD_DIR/bench-results-shared/.
+#
 #   bench/compare_parallel.sh              # the MLP
 #   bench/compare_parallel.sh --cnn        # the CNN
+#   REPS=5 bench/compare_parallel.sh --shared   # the shared-machine table
+#   TORCH=1 NO_BUILD=1 bench/compare_parallel.sh --shared
+#   REPORT_ONLY=1 bench/compare_parallel.sh --shared   # the table again from the JSON
 #   RUNS=3 bench/compare_parallel.sh       # 3 alternated (1 process, 2 ranks) pairs; medians
 #   ONE_THREAD=0 bench/compare_parallel.sh # without the 1 process x 1 thread row
 #   NO_BUILD=1 BUILD_DIR=build bench/compare_parallel.sh
 set -euo pipefail
 
 model=mlp
+shared=0
 for arg in "$@"; do
   case "$arg" in
     --cnn) model=cnn ;;
     --mlp) model=mlp ;;
+    --shared) shared=1 ;;
     -h | --help)
-      sed -n '2,32p' "$0"
+      sed -n '2,43p' "$0"
       exit 0
       ;;
     *)
@@ -48,6 +64,127 @@ for arg in "$@"; do
 done
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+load() { cut -d' ' -f1 /proc/loadavg; }
+
+# --shared: the 2-thread / 1-thread ratios, quiet and beside a competitor.
+shared_machine() {
+  local build=${BUILD_DIR:-$root/build-bench} reps=${REPS:-5} min_time=${MIN_TIME:-0.5}
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" "$root" --buildtype=release -Dtorch=enabled -Dtests=false \
+      -Dexamples=false -Dbench=enabled --wrap-mode=nodownload >&2
+  fi
+  [ "${NO_BUILD:-0}" = 1 ] || [ "${REPORT_ONLY:-0}" = 1 ] ||
+    ninja -C "$build" -j "${JOBS:-2}" bench/bm_train bench/bm_dynamic >&2
+  local out="$build/bench-results-shared"
+  [ "${REPORT_ONLY:-0}" = 1 ] || shared_runs "$build" "$out" "$reps" "$min_time"
+  shared_report "$out" "$(cat "$out/reps" 2>/dev/null || echo "$reps")"
+}
+
+# shared_runs <build> <out> <reps> <min time>: the processes of --shared.
+shared_runs() {
+  local build=$1 out=$2 reps=$3 min_time=$4
+  rm -rf "$out"
+  mkdir -p "$out"
+  # The competitor is killed (by its pid) whatever happens to this script.
+  busy=""
+  trap 'if [ -n "$busy" ]; then kill "$busy" 2>/dev/null || true; fi' EXIT
+  local ms="Ms" dyn="ms_dynamic"
+  if [ "${TORCH:-0}" = 1 ]; then ms="(Ms|Torch)" dyn="(ms_dynamic|torch)"; fi
+  local cases=("mlp bm_train ^BM_TrainMlp_$ms/batch:64/nt:[12]/real_time\$"
+    "stream bm_dynamic ^BM_DynamicStream/$dyn/nt:[12]/real_time\$")
+  local c name bin filter with
+  for with in quiet busy; do
+    for c in "${cases[@]}"; do
+      read -r name bin filter <<<"$c"
+      if [ "$with" = busy ]; then
+        sh -c 'while :; do :; done' &
+        busy=$!
+        sleep 1
+      fi
+      echo "running $name, $with (load $(load))" >&2
+      echo "${name}_$with $(load)" >>"$out/load"
+      "$build/bench/$bin" --benchmark_filter="$filter" --benchmark_repetitions="$reps" \
+        --benchmark_enable_random_interleaving=true --benchmark_min_time="$min_time" \
+        --benchmark_format=json --benchmark_out="$out/${name}_$with.json" \
+        --benchmark_out_format=json >/dev/null
+      echo "${name}_$with $(load)" >>"$out/load"
+      if [ -n "$busy" ]; then
+        kill "$busy"
+        wait "$busy" 2>/dev/null || true
+        busy=""
+      fi
+    done
+  done
+  git -C "$root" rev-parse --short HEAD >"$out/commit" 2>/dev/null || echo unknown >"$out/commit"
+  git -C "$root" diff --quiet HEAD 2>/dev/null || echo " (with uncommitted changes)" >>"$out/commit"
+  date -u '+%Y-%m-%d %H:%M UTC' >"$out/date"
+  echo "$reps" >"$out/reps"
+}
+
+# shared_report <out> <reps>: the table of --shared from the JSON in <out>.
+shared_report() {
+  local out=$1 reps=$2 meta
+  meta=$(printf 'commit %s, %s, %s CPUs, %s' "$(tr -d '\n' <"$out/commit")" \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" "$(nproc)" \
+    "$(cat "$out/date")")
+  python3 - "$out" "$reps" "$meta" <<'PY'
+import json, os, re, statistics, sys
+
+out, reps, meta = sys.argv[1:]
+loads = {}
+for line in open(os.path.join(out, "load")):
+    k, v = line.split()
+    loads.setdefault(k, []).append(float(v))
+
+def rates(stem):
+    """name without /real_time -> per-repetition items/s."""
+    r = {}
+    path = os.path.join(out, stem + ".json")
+    if not os.path.exists(path):
+        return r
+    for b in json.load(open(path))["benchmarks"]:
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        # The step: training steps per second; the stream: samples per second.
+        rate = b["items_per_second"] if stem.startswith("stream") else b["steps_per_s"]
+        r.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(rate)
+    return r
+
+print(f"Measured at {meta}; medians of {reps} repetitions, 1 and 2 threads interleaved in one "
+      "process per case; competitor: `sh -c 'while :; do :; done'` at the same priority.\n")
+print("| case | machine | 1 thread | 2 threads | 2 threads / 1 thread | 1-min load |")
+print("|---|---|---|---|---|---|")
+cases = (("mlp", "MLP 784-512-256-10 step, batch 64", "BM_TrainMlp_{}/batch:64/nt:{}", "steps/s",
+          ("Ms", "Torch")),
+         ("stream", "dynamic-shape stream (MLP, batch 1-256)", "BM_DynamicStream/{}/nt:{}",
+          "samples/s", ("ms_dynamic", "torch")))
+verdicts = []
+for stem, label, pattern, unit, sides in cases:
+    for side in sides:
+        for machine in ("quiet", "busy"):
+            r = rates(f"{stem}_{machine}")
+            one, two = (r.get(pattern.format(side, nt)) for nt in (1, 2))
+            if not one or not two:
+                continue
+            m1, m2 = statistics.median(one), statistics.median(two)
+            who = "ms" if side in ("Ms", "ms_dynamic") else "LibTorch"
+            where = "quiet" if machine == "quiet" else "with competitor"
+            ld = "-".join(f"{x:.1f}" for x in loads.get(f"{stem}_{machine}", []))
+            print(f"| {who}: {label} | {where} | {m1:,.0f} {unit} | {m2:,.0f} {unit} | "
+                  f"**{m2 / m1:.2f}x** | {ld} |")
+            if who == "ms" and machine == "busy":
+                verdicts.append((label, m2 / m1))
+print()
+for label, r in verdicts:
+    print(f"- {label}, with the competitor: 2 threads >= 0.95x 1 thread "
+          f"{'met' if r >= 0.95 else 'NOT met'} ({r:.2f}x)")
+PY
+}
+
+if [ "$shared" = 1 ]; then
+  shared_machine
+  exit 0
+fi
 build=${BUILD_DIR:-$root/build}
 runs=${RUNS:-1}
 jobs=${JOBS:-2}
@@ -79,7 +216,6 @@ done
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-load() { cut -d' ' -f1 /proc/loadavg; }
 
 # One epoch; the example's output in $out/<name>.log, the load before and after in $out/<name>.load.
 epoch() {

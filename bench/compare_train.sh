@@ -13,7 +13,9 @@
 #     optimizer (the loss and every parameter's gradient), the same cases and table;
 #  3. runs train_epoch: one epoch of Fashion-MNIST in ms and in LibTorch, each
 #     in its own process, 1 and 2 threads; prints its table (s/epoch, test
-#     accuracy, peak RSS).
+#     accuracy, peak RSS) and where ms's epoch goes (the steps that compiled,
+#     the other steps, waiting for the loader; epoch / steps). PREFETCH=P
+#     sets the loader's prefetch (default 2; 0: batches made between steps).
 # The tables go to stdout in the Markdown form of docs/benchmarks.md; progress
 # goes to stderr.
 #
@@ -34,7 +36,7 @@ for arg in "$@"; do
   case "$arg" in
     --markdown) ;;
     -h | --help)
-      sed -n '2,31p' "$0"
+      sed -n '2,33p' "$0"
       exit 0
       ;;
     *)
@@ -212,7 +214,7 @@ fi
 
 if [ "$part" = all ] || [ "$part" = epoch ]; then
   echo >&2
-  args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}" --pairs "${PAIRS:-1}")
+  args=(--epochs "${EPOCHS:-1}" --seed "${SEED:-1}" --pairs "${PAIRS:-1}" --prefetch "${PREFETCH:-2}")
   [ "${CNN:-0}" = 1 ] && args+=(--cnn)
   [ "${CNN:-0}" = only ] && args+=(--cnn-only)
   echo

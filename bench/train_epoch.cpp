@@ -6,6 +6,7 @@
 //   train_epoch --cnn --epochs 1      # the CNN too
 //   train_epoch --threads 1 --seed 3 --data-dir /usr/share/datasets/fashion-mnist
 //   train_epoch --cnn-only --threads 1 --pairs 5   # 5 alternated pairs, median ratio
+//   train_epoch --cnn-only --threads 2 --prefetch 0 # batches made between steps
 //
 // Each measurement runs in its own child process, so each one's peak resident
 // memory (getrusage) is its own: the ms children are this program re-executed
@@ -19,7 +20,11 @@
 // torch::optim::SGD compute the same update). Seconds per epoch: the training
 // loop only (every batch of the epoch, the last partial one included; no
 // evaluation); ms's first epoch includes compiling the jitted step (twice: the
-// last batch of 32 has another shape).
+// last batch of 32 has another shape). Below the table, where ms's first
+// epoch goes: the two steps that compiled, the other steps, the time spent
+// in the loader's begin() and ++ (waiting for, or making, the next batch),
+// and the rest; epoch / steps is the epoch's seconds over the other steps'
+// seconds scaled to every step.
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,15 +54,31 @@ int run_ms(const ChildArgs& a) {
 
   std::vector<double> seconds;
   double epoch_loss = 0;
+  // Where the first epoch's time goes: the steps that compiled, the other
+  // steps, waiting for the loader's next batch (begin() and ++), the rest.
+  double compile_s = 0, step_s = 0, fetch_s = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
   for (int e = 0; e < a.epochs; ++e) {
     double sum = 0;
     std::int64_t steps = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& b : data.train) {
-      sum += t.step(b.x, b.y).template item<float>();
+    const auto t0 = Clock::now();
+    auto it = data.train.begin();
+    if (e == 0) fetch_s += since(t0);
+    while (it != data.train.end()) {
+      const int compiles = t.step.compile_count();
+      const auto s0 = Clock::now();
+      sum += t.step(it->x, it->y).template item<float>();
+      const double dt = since(s0);
+      if (e == 0) (t.step.compile_count() != compiles ? compile_s : step_s) += dt;
       ++steps;
+      const auto f0 = Clock::now();
+      ++it;
+      if (e == 0) fetch_s += since(f0);
     }
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    seconds.push_back(since(t0));
     epoch_loss = sum / static_cast<double>(steps);
   }
   std::int64_t right = 0, total = 0;
@@ -69,6 +90,8 @@ int run_ms(const ChildArgs& a) {
   bench::epoch::print_result("ms", a, seconds,
                              static_cast<double>(right) / static_cast<double>(total), epoch_loss,
                              start_rss, static_cast<long>(t.step.compile_count()));
+  std::printf("RESULT compile_sec=%.4f step_sec=%.4f fetch_sec=%.4f\n", compile_s, step_s, fetch_s);
+  std::fflush(stdout);
   return 0;
 }
 
@@ -133,7 +156,7 @@ Result run_child(const std::string& cmd) {
 int usage() {
   std::fprintf(stderr,
                "usage: train_epoch [--cnn] [--cnn-only] [--epochs N] [--threads 1,2] [--seed S] "
-               "[--pairs N] [--data-dir DIR]\n");
+               "[--pairs N] [--prefetch P] [--data-dir DIR]\n");
   return 2;
 }
 
@@ -157,6 +180,7 @@ int main(int argc, char** argv) {
   int pairs = 1;  // alternated (ms, LibTorch) runs per cell: this VM's speed drifts by minutes
   std::uint64_t seed = 1;
   std::string data_dir(ms::data::FashionMNIST::kDefaultDir);
+  std::string prefetch = "2";
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     const bool has_value = i + 1 < argc;
@@ -172,6 +196,8 @@ int main(int argc, char** argv) {
       seed = std::strtoull(argv[++i], nullptr, 10);
     } else if (k == "--data-dir" && has_value) {
       data_dir = argv[++i];
+    } else if (k == "--prefetch" && has_value) {
+      prefetch = argv[++i];
     } else if (k == "--threads" && has_value) {
       threads.clear();
       for (const char* s = argv[++i]; *s != 0;) {
@@ -205,6 +231,7 @@ int main(int argc, char** argv) {
     for (int nt : threads) {
       const std::string args = " --model " + m + " --threads " + std::to_string(nt) + " --epochs " +
                                std::to_string(epochs) + " --seed " + std::to_string(seed) +
+                               " --prefetch " + std::to_string(std::atoll(prefetch.c_str())) +
                                " --data-dir '" + data_dir + "'";
       Row r{m, nt, {}, {}, {}, {}, {}};
       for (int k = 0; k < pairs; ++k) {
@@ -284,6 +311,20 @@ int main(int argc, char** argv) {
       std::printf(" %s/%dt ms %.2f LibTorch %.2f;", r.model.c_str(), r.nt,
                   r.ms.num("first_epoch_sec"), r.torch.num("first_epoch_sec"));
     std::printf("\n");
+  }
+  std::printf(
+      "\nWhere ms's epoch goes (first pair, first epoch): the steps that compiled, the other "
+      "steps, waiting for the loader's next batch; epoch / steps = epoch s / the other steps' s "
+      "scaled to all steps.\n\n");
+  for (const Row& r : rows) {
+    if (!r.ms.ok || r.ms.kv.count("step_sec") == 0) continue;
+    const double epoch = r.ms.num("first_epoch_sec"), comp = r.ms.num("compile_sec"),
+                 step = r.ms.num("step_sec"), fetch = r.ms.num("fetch_sec");
+    std::printf(
+        "- %s, %d thread(s): epoch %.2f s = compiling steps %.2f + other steps %.2f + waiting "
+        "for batches %.2f + the rest %.2f; epoch / steps %.2f\n",
+        r.model.c_str(), r.nt, epoch, comp, step, fetch, epoch - comp - step - fetch,
+        step > 0 ? epoch / (step * (1 + 2.0 / 936)) : 0.0);
   }
   std::printf("\nms step graphs compiled per run:");
   for (const Row& r : rows)

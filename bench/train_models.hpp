@@ -195,10 +195,12 @@ struct ChildArgs {
   int epochs = 1;
   std::string data_dir = std::string(ms::data::FashionMNIST::kDefaultDir);
   std::uint64_t seed = 1;
+  std::int64_t prefetch = 2;  ///< the training loader's DataLoaderOptions::prefetch
 };
 
 /// Parses `--model m --threads n --epochs e --data-dir d --seed s` (the
-/// driver passes all of them); false on anything else.
+/// driver passes all of them) and an optional `--prefetch p`; false on
+/// anything else.
 inline bool parse_child_args(int argc, char** argv, int first, ChildArgs& a) {
   for (int i = first; i + 1 < argc; i += 2) {
     const std::string_view k = argv[i];
@@ -213,10 +215,12 @@ inline bool parse_child_args(int argc, char** argv, int first, ChildArgs& a) {
       a.data_dir = v;
     else if (k == "--seed")
       a.seed = std::strtoull(v, nullptr, 10);
+    else if (k == "--prefetch")
+      a.prefetch = std::atoll(v);
     else
       return false;
   }
-  return (a.model == "mlp" || a.model == "cnn") && a.threads > 0 && a.epochs > 0;
+  return (a.model == "mlp" || a.model == "cnn") && a.threads > 0 && a.epochs > 0 && a.prefetch >= 0;
 }
 
 /// Resident set size now (VmRSS of /proc/self/status), in KiB.
@@ -246,7 +250,8 @@ struct Data {
                           .shuffle = true,
                           .seed = a.seed,
                           .normalize = ms::data::Normalize{0.2860, 0.3530},
-                          .flatten = a.model == "mlp"}),
+                          .flatten = a.model == "mlp",
+                          .prefetch = a.prefetch}),
         test(test_set, {.batch_size = 1000,
                         .shuffle = false,
                         .normalize = ms::data::Normalize{0.2860, 0.3530},

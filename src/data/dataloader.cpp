@@ -8,30 +8,41 @@
 #include <deque>
 #include <exception>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
 #include <utility>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 #include "ms/core/error.hpp"
 #include "ms/ops/random.hpp"
 
 namespace ms::data {
 
-/// The state of one running epoch. With prefetch > 0 a worker thread makes the
-/// batches in order into a queue of at most `capacity`; the consumer pops them.
+/// The state of one running epoch. With prefetch > 0 a worker thread makes
+/// batches ahead, at most `capacity` beyond the one the consumer waits for;
+/// batches are claimed by index (`next_make`), so when the next batch is not
+/// claimed yet the consumer makes it itself instead of waiting. Batches are
+/// delivered in index order whoever made them.
 struct DataLoader::Epoch {
   std::vector<std::int64_t> order;
   std::int64_t num_batches = 0;
-  std::int64_t delivered = 0;
 
   std::size_t capacity = 0;  // 0: no worker, batches are made by next()
   std::mutex mu;
-  std::condition_variable not_full, not_empty;
-  std::deque<Batch> queue;
+  std::condition_variable not_full, made;
+  std::int64_t delivered = 0;           // batches handed to the consumer (under mu)
+  std::int64_t next_make = 0;           // the next batch index to claim (under mu)
+  std::map<std::int64_t, Batch> ready;  // made, not yet delivered (under mu)
   std::atomic<bool> stop{false};
-  bool finished = false;  // the worker has exited (after its last push or an error)
+  bool finished = false;  // the worker has exited (after its last batch or an error)
   std::exception_ptr error;
+  std::int64_t error_at = -1;  // the batch whose making failed
   std::thread worker;
 
   void halt() {
@@ -190,6 +201,60 @@ void DataLoader::stop_epoch() {
   running_.reset();
 }
 
+namespace {
+
+/// Lowers the calling thread to the idle scheduling class (Linux; elsewhere
+/// nothing): it then runs only on a core nothing else wants, so making
+/// batches ahead never preempts the training step's threads.
+void lower_to_idle_priority() noexcept {
+#if defined(__linux__) && defined(SCHED_IDLE)
+  sched_param param{};
+  param.sched_priority = 0;
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);  // best effort
+#endif
+}
+
+}  // namespace
+
+Batch DataLoader::make_batch(const Epoch& ep, std::int64_t b) const {
+  const std::int64_t bs = options_.batch_size, n = static_cast<std::int64_t>(ep.order.size());
+  const std::int64_t start = b * bs;
+  return collate(std::span<const std::int64_t>(ep.order).subspan(
+      static_cast<std::size_t>(start), static_cast<std::size_t>(std::min(bs, n - start))));
+}
+
+void DataLoader::prefetch_loop(Epoch& e) const {
+  lower_to_idle_priority();
+  std::unique_lock<std::mutex> lock(e.mu);
+  for (;;) {
+    e.not_full.wait(lock, [&e] {
+      return e.stop || e.next_make >= e.num_batches ||
+             e.next_make - e.delivered < static_cast<std::int64_t>(e.capacity);
+    });
+    if (e.stop || e.next_make >= e.num_batches) break;
+    const std::int64_t b = e.next_make++;
+    lock.unlock();
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+    try {
+      batch = make_batch(e, b);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error) {
+      e.error = error;
+      e.error_at = b;
+      break;
+    }
+    e.ready.emplace(b, std::move(*batch));
+    e.made.notify_one();
+  }
+  e.finished = true;
+  lock.unlock();
+  e.made.notify_one();
+}
+
 DataLoader::Iterator DataLoader::begin() {
   stop_epoch();
   ++generation_;
@@ -200,30 +265,7 @@ DataLoader::Iterator DataLoader::begin() {
   ep->capacity = static_cast<std::size_t>(options_.prefetch);
   if (ep->capacity > 0 && ep->num_batches > 0) {
     Epoch* e = ep.get();
-    ep->worker = std::thread([this, e] {
-      const std::int64_t bs = options_.batch_size, n = static_cast<std::int64_t>(e->order.size());
-      try {
-        for (std::int64_t b = 0; b < e->num_batches && !e->stop; ++b) {
-          const std::int64_t start = b * bs, count = std::min(bs, n - start);
-          Batch batch = collate(std::span<const std::int64_t>(e->order).subspan(
-              static_cast<std::size_t>(start), static_cast<std::size_t>(count)));
-          std::unique_lock<std::mutex> lock(e->mu);
-          e->not_full.wait(lock, [e] { return e->stop || e->queue.size() < e->capacity; });
-          if (e->stop) break;
-          e->queue.push_back(std::move(batch));
-          lock.unlock();
-          e->not_empty.notify_one();
-        }
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(e->mu);
-        e->error = std::current_exception();
-      }
-      {
-        const std::lock_guard<std::mutex> lock(e->mu);
-        e->finished = true;
-      }
-      e->not_empty.notify_one();
-    });
+    ep->worker = std::thread([this, e] { prefetch_loop(*e); });
   }
   running_ = std::move(ep);
   return Iterator(this, generation_);
@@ -234,32 +276,45 @@ std::optional<Batch> DataLoader::next(std::uint64_t generation) {
            "DataLoader: this iterator's epoch was stopped by a later begin(); iterate over one "
            "epoch at a time");
   Epoch& ep = *running_;
-  if (ep.delivered == ep.num_batches) {
-    if (ep.worker.joinable()) ep.worker.join();  // it has pushed its last batch
+  std::unique_lock<std::mutex> lock(ep.mu);
+  const std::int64_t b = ep.delivered;
+  if (b == ep.num_batches) {
+    lock.unlock();
+    if (ep.worker.joinable()) ep.worker.join();  // it has made its last batch
     return std::nullopt;
   }
-  if (ep.capacity == 0) {
-    const std::int64_t bs = options_.batch_size, n = static_cast<std::int64_t>(ep.order.size());
-    const std::int64_t start = ep.delivered * bs;
-    Batch batch = collate(std::span<const std::int64_t>(ep.order).subspan(
-        static_cast<std::size_t>(start), static_cast<std::size_t>(std::min(bs, n - start))));
-    ++ep.delivered;
-    return batch;
+  for (;;) {
+    if (auto it = ep.ready.find(b); it != ep.ready.end()) {
+      Batch batch = std::move(it->second);
+      ep.ready.erase(it);
+      ++ep.delivered;
+      lock.unlock();
+      ep.not_full.notify_one();
+      return batch;
+    }
+    // Batches before a failure were delivered first; now the failure itself.
+    if (ep.error && ep.error_at == b) std::rethrow_exception(ep.error);
+    if (ep.next_make == b) break;  // nobody makes it yet: made here, below
+    MS_CHECK(!ep.finished, ValueError, "DataLoader: the prefetch thread stopped after ",
+             ep.delivered, " of ", ep.num_batches, " batches");
+    ep.made.wait(lock);
   }
-  std::unique_lock<std::mutex> lock(ep.mu);
-  ep.not_empty.wait(lock, [&ep] { return !ep.queue.empty() || ep.finished; });
-  if (!ep.queue.empty()) {
-    Batch batch = std::move(ep.queue.front());
-    ep.queue.pop_front();
-    lock.unlock();
-    ep.not_full.notify_one();
-    ++ep.delivered;
-    return batch;
+  ++ep.next_make;
+  lock.unlock();
+  Batch batch;
+  try {
+    batch = make_batch(ep, b);
+  } catch (...) {
+    const std::lock_guard<std::mutex> relock(ep.mu);
+    ep.error = std::current_exception();
+    ep.error_at = b;
+    throw;
   }
-  // Batches before a failure were delivered first; now the failure itself.
-  if (ep.error) std::rethrow_exception(ep.error);
-  detail::raise<ValueError>("DataLoader: the prefetch thread stopped after ", ep.delivered, " of ",
-                            ep.num_batches, " batches");
+  lock.lock();
+  ++ep.delivered;
+  lock.unlock();
+  ep.not_full.notify_one();
+  return batch;
 }
 
 DataLoader::Iterator::Iterator(DataLoader* loader, std::uint64_t generation)

@@ -5,17 +5,23 @@
 // 2-thread training steps 2.5-15x slower on 2 cores), ms's pool otherwise
 // (then no OpenBLAS call is made at all: see gemm.cpp). One set per process.
 //
-// The pool runs one job at a time: the caller writes the job, then publishes
-// it by bumping `word_` (generation in the high 32 bits, the number of chunks
-// in the low 32); worker i runs chunk i when i < chunks, and the caller runs
-// chunk 0, then waits until `pending_` (the workers' chunks still running) is
-// zero. Workers that are not needed read nothing but the word, so the next job
-// may overwrite the job fields as soon as `pending_` is zero. A worker spins
-// on the word for kSpin after its last chunk, then sleeps on `wake_` (a 32-bit
-// atomic wait: a futex); the caller bumps and notifies `wake_` only when
-// `sleepers_` says someone sleeps. The store of the word and the load of the
-// count, like the worker's increment and its load of the word, are
-// sequentially consistent, so one of the two sides always sees the other.
+// The pool runs one job at a time. The caller writes the job, then publishes
+// it twice: in `claim_` (generation, number of chunks, next chunk to hand
+// out) and in `word_` (generation and number of chunks), which the workers
+// watch. Chunks are not owned by threads: the caller and every worker with
+// index < chunks claim the next one from `claim_` (a compare-and-swap that
+// fails once the generation moved on) until none is left, so a chunk whose
+// worker is asleep or lost its core to another program is run by whoever
+// comes first, usually the caller. The chunks themselves (their boundaries)
+// depend only on the job, never on who runs them. `remaining_` counts the
+// chunks not finished; the caller waits for it to reach zero, spinning for a
+// while, then asleep on it (a futex) so that its core is free for the thread
+// that still holds a chunk. A worker spins on the word for kSpin after a job
+// it could take part in, then sleeps on `wake_`; either yields its core when
+// it notices it was descheduled while spinning (the core is wanted by
+// another program). Each pair of "store, then load the other side's
+// flag" (word and sleepers_, remaining_ and waiting_) is sequentially
+// consistent, so one of the two sides always sees the other.
 #include "ms/kernels/parallel.hpp"
 
 #include <omp.h>
@@ -50,6 +56,9 @@ int initial_threads() {
   return n;
 }
 
+// At most this many chunks per call (the claim word holds 16-bit counts).
+constexpr std::int64_t kMaxParts = 4096;
+
 thread_local bool t_in_parallel = false;
 
 // Sets this thread's in-parallel flag for a scope (nested parallel_for runs inline).
@@ -70,10 +79,16 @@ inline void cpu_relax() {
 }
 
 using Clock = std::chrono::steady_clock;
-// How long a worker spins after its last chunk before it sleeps: long enough
-// to bridge the gaps between the ops of a step, short enough not to hold a
-// core once the program does something else.
+// How long a worker spins after a job before it sleeps: long enough to bridge
+// the gaps between the ops of a step, short enough not to hold a core once
+// the program does something else.
 constexpr auto kSpin = std::chrono::microseconds(100);
+// How long the caller spins for the chunks other threads still run before it
+// sleeps (a sleeping caller costs the last worker a wake-up call).
+constexpr auto kWait = std::chrono::milliseconds(1);
+// A gap this long between two looks at the clock of a spinning thread means
+// it was descheduled: another program wants the core, so it yields.
+constexpr auto kPreempted = std::chrono::microseconds(50);
 
 // Chunk `part` of [0, n) in chunks of `chunk` items (possibly empty at the end).
 void run_part(kernels::detail::ChunkBody body, void* ctx, std::int64_t n, std::int64_t chunk,
@@ -81,6 +96,31 @@ void run_part(kernels::detail::ChunkBody body, void* ctx, std::int64_t n, std::i
   const std::int64_t b = static_cast<std::int64_t>(part) * chunk;
   const std::int64_t e = std::min(n, b + chunk);
   if (b < e) body(ctx, b, e);
+}
+
+// Spins with `done()` polled until it is true (returns true) or until `limit`
+// passed (returns false). When the thread notices it was descheduled while
+// spinning (another program wants the core), it yields the core at once
+// instead of spinning on, and keeps polling when it gets it back: sleeping
+// instead would make every later call pay a wake-up.
+template <class Done>
+bool spin_until(Done done, Clock::duration limit) noexcept {
+  Clock::time_point last = Clock::now();
+  const Clock::time_point start = last;
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if ((i & 63) == 0) {
+      const Clock::time_point now = Clock::now();
+      if (now - start > limit) return false;
+      if (now - last > kPreempted) {
+        std::this_thread::yield();
+        last = Clock::now();
+      } else {
+        last = now;
+      }
+    }
+  }
 }
 
 class Pool {
@@ -95,28 +135,27 @@ class Pool {
     chunk_ = chunk;
     body_ = body;
     ctx_ = ctx;
-    pending_.store(parts - 1, std::memory_order_relaxed);
+    remaining_.store(parts, std::memory_order_relaxed);
     // More chunks than cores: a spinning worker would hold a core another needs.
     // (Stored only when it changes: the workers read its cache line.)
     if (const bool spin = static_cast<unsigned>(parts) <= cores_;
         spin_.load(std::memory_order_relaxed) != spin)
       spin_.store(spin, std::memory_order_relaxed);
-    const std::uint64_t gen = (word_.load(std::memory_order_relaxed) >> 32) + 1;
-    word_.store((gen << 32) | static_cast<std::uint32_t>(parts), std::memory_order_seq_cst);
+    const std::uint64_t gen = ((word_.load(std::memory_order_relaxed) >> 32) + 1) & 0xffffffffu;
+    const auto uparts = static_cast<std::uint64_t>(parts);
+    claim_.store((gen << 32) | (uparts << 16), std::memory_order_release);
+    word_.store((gen << 32) | uparts, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       wake_.fetch_add(1, std::memory_order_seq_cst);
       wake_.notify_all();
     }
+    int done = 0;
     {
       const InParallel flag;
-      run_part(body, ctx, n, chunk_, 0);
+      done = run_claimed(gen);
     }
-    const Clock::time_point start = Clock::now();
-    for (int i = 1; pending_.load(std::memory_order_acquire) != 0; ++i) {
-      cpu_relax();
-      // A worker that lost its core (other programs): give ours away meanwhile.
-      if ((i & 1023) == 0 && Clock::now() - start > 10 * kSpin) std::this_thread::yield();
-    }
+    if (done > 0 && remaining_.fetch_sub(done, std::memory_order_acq_rel) == done) return true;
+    wait_done();
     return true;
   }
 
@@ -137,6 +176,38 @@ class Pool {
     }
   }
 
+  // The next unclaimed chunk of job `gen`, now this thread's; -1 when every
+  // chunk is taken or the job is no longer `gen`. A successful claim keeps
+  // the job (and its fields) alive until this thread counts the chunk done.
+  int claim(std::uint64_t gen) noexcept {
+    std::uint64_t c = claim_.load(std::memory_order_acquire);
+    for (;;) {
+      const auto next = static_cast<int>(c & 0xffffu);
+      const auto parts = static_cast<int>((c >> 16) & 0xffffu);
+      if ((c >> 32) != gen || next >= parts) return -1;
+      if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        return next;
+    }
+  }
+
+  // Claims and runs chunks of job `gen` until none is left; returns how many.
+  int run_claimed(std::uint64_t gen) noexcept {
+    int done = 0;
+    for (int part; (part = claim(gen)) >= 0; ++done) run_part(body_, ctx_, n_, chunk_, part);
+    return done;
+  }
+
+  // The caller's wait for the chunks other threads still run.
+  void wait_done() noexcept {
+    if (spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; }, kWait))
+      return;
+    waiting_.store(true, std::memory_order_seq_cst);
+    for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
+      remaining_.wait(r, std::memory_order_seq_cst);
+    waiting_.store(false, std::memory_order_relaxed);
+  }
+
   [[noreturn]] void work(int index, std::uint64_t seen) noexcept {
     t_in_parallel = true;
     bool used = true;
@@ -144,28 +215,23 @@ class Pool {
       seen = next_word(seen, used);
       const int parts = static_cast<int>(seen & 0xffffffffu);
       used = index < parts;
-      if (used) {
-        run_part(body_, ctx_, n_, chunk_, index);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
-      }
+      if (!used) continue;
+      const int done = run_claimed(seen >> 32);
+      if (done > 0 && remaining_.fetch_sub(done, std::memory_order_seq_cst) == done &&
+          waiting_.load(std::memory_order_seq_cst))
+        remaining_.notify_one();
     }
   }
 
   // Waits until the word differs from `seen`: spinning first (only a worker
-  // the last job used, and only when that job had no more chunks than
+  // the last job could use, and only when that job had no more chunks than
   // cores), then asleep.
   std::uint64_t next_word(std::uint64_t seen, bool used) noexcept {
-    if (used && spin_.load(std::memory_order_relaxed)) {
-      const Clock::time_point start = Clock::now();
-      for (int i = 1;; ++i) {
-        const std::uint64_t w = word_.load(std::memory_order_acquire);
-        if (w != seen) return w;
-        cpu_relax();
-        if ((i & 255) == 0 && Clock::now() - start > kSpin) break;
-      }
-    }
+    std::uint64_t w = seen;
+    if (used && spin_.load(std::memory_order_relaxed) &&
+        spin_until([&] { return (w = word_.load(std::memory_order_acquire)) != seen; }, kSpin))
+      return w;
     sleepers_.fetch_add(1, std::memory_order_seq_cst);
-    std::uint64_t w;
     for (;;) {
       const std::uint32_t wake = wake_.load(std::memory_order_seq_cst);
       if ((w = word_.load(std::memory_order_seq_cst)) != seen) break;
@@ -187,7 +253,10 @@ class Pool {
   std::int64_t chunk_ = 0;
   kernels::detail::ChunkBody body_ = nullptr;
   void* ctx_ = nullptr;
-  alignas(64) std::atomic<int> pending_{0};
+  // Generation (high 32 bits), chunks (16 bits), next chunk to hand out (16 bits).
+  alignas(64) std::atomic<std::uint64_t> claim_{0};
+  alignas(64) std::atomic<int> remaining_{0};
+  std::atomic<bool> waiting_{false};  // the caller sleeps on remaining_
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<std::uint32_t> wake_{0};
 };
@@ -229,7 +298,7 @@ int threads_for(std::int64_t n, std::int64_t grain) {
   const int nt = initial_threads();
   if (nt <= 1 || n <= grain) return 1;
   const std::int64_t by_grain = (n + grain - 1) / (grain > 0 ? grain : 1);
-  return static_cast<int>(by_grain < nt ? by_grain : nt);
+  return static_cast<int>(std::min<std::int64_t>({by_grain, nt, kMaxParts}));
 }
 
 bool runs_on_openmp() noexcept {

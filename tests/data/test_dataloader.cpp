@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <ms/core/storage.hpp>
 #include <ms/data/dataloader.hpp>
@@ -140,6 +141,42 @@ TEST_SUITE("data") {
     a.set_epoch(0);
     Generator fresh(42);
     CHECK(run_epoch(a) == randperm(257, fresh).to_vector<std::int64_t>());
+  }
+
+  TEST_CASE("DataLoader: the same batches, bit for bit, whoever makes them") {
+    // prefetch 0: every batch made by the iterator; 1-3: by the background
+    // thread ahead, or by the iterator when that thread has not claimed the
+    // next batch yet. Shuffled, normalized, several epochs, a partial last batch.
+    Tensor x = empty({203, 5, 7}, uint8);
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      x.data<std::uint8_t>()[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+    Tensor y = empty({203}, int64);
+    std::iota(y.data<std::int64_t>(), y.data<std::int64_t>() + 203, std::int64_t{0});
+    const data::TensorDataset ds(x, y);
+    auto epochs = [&](std::int64_t prefetch) {
+      data::DataLoader loader(ds, {.batch_size = 16,
+                                   .seed = 5,
+                                   .normalize = data::Normalize{0.25, 0.5},
+                                   .prefetch = prefetch});
+      std::vector<data::Batch> all;
+      for (int e = 0; e < 3; ++e)
+        for (auto& batch : loader) all.push_back(batch);
+      return all;
+    };
+    const std::vector<data::Batch> ref = epochs(0);
+    REQUIRE(ref.size() == 3 * 13);
+    for (std::int64_t prefetch : {1, 2, 3}) {
+      CAPTURE(prefetch);
+      const std::vector<data::Batch> got = epochs(prefetch);
+      REQUIRE(got.size() == ref.size());
+      for (std::size_t k = 0; k < ref.size(); ++k) {
+        CAPTURE(k);
+        REQUIRE(got[k].x.shape() == ref[k].x.shape());
+        CHECK(std::memcmp(got[k].x.raw_data(), ref[k].x.raw_data(),
+                          static_cast<std::size_t>(ref[k].x.nbytes())) == 0);
+        CHECK(got[k].y.to_vector<std::int32_t>() == ref[k].y.to_vector<std::int32_t>());
+      }
+    }
   }
 
   TEST_CASE("DataLoader: normalization, layouts and dtypes of x") {

@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include <ms/expr/expr.hpp>
 #include <ms/kernels/elementwise.hpp>
 #include <ms/kernels/parallel.hpp>
 
@@ -121,9 +122,75 @@ void check_chain(DType dt) {
   }
 }
 
+// float -> bfloat16 bits, rounded to nearest even (no NaN here).
+std::uint16_t bf16_bits(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+float bf16_value(std::uint16_t bits) {
+  const std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+  float f = 0;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// relu(a * b + c) * 0.5 on bfloat16 inputs, one rounding per statement in
+// float32, rounded to bfloat16 once at the end (`round_each`: after every
+// statement instead, as a bfloat16 register type would).
+std::vector<std::uint16_t> bf16_chain_reference(const Tensor& a, const Tensor& b, const Tensor& c,
+                                                bool round_each) {
+  const auto* pa = reinterpret_cast<const std::uint16_t*>(a.raw_data());
+  const auto* pb = reinterpret_cast<const std::uint16_t*>(b.raw_data());
+  const auto* pc = reinterpret_cast<const std::uint16_t*>(c.raw_data());
+  const auto r = [&](float v) { return round_each ? bf16_value(bf16_bits(v)) : v; };
+  std::vector<std::uint16_t> want(static_cast<std::size_t>(a.numel()));
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const float m = r(bf16_value(pa[i]) * bf16_value(pb[i]));
+    const float s = r(m + bf16_value(pc[i]));
+    const float z = s > 0.0f ? s : 0.0f;
+    want[i] = bf16_bits(z * 0.5f);
+  }
+  return want;
+}
+
 }  // namespace
 
 TEST_SUITE("kernels") {
+  TEST_CASE("bfloat16 programs compute in float32 registers and round once, on store") {
+    ThreadGuard guard;
+    const std::int64_t n = kernels::kTile * 5 + 3;
+    const Tensor a = test::random_tensor(bfloat16, {n}, kNonzero, 7),
+                 b = test::random_tensor(bfloat16, {n}, kNonzero, 8),
+                 c = test::random_tensor(bfloat16, {n}, kNonzero, 9);
+    CHECK(kernels::ew_register_type(bfloat16, "add") == float32);
+    const std::vector<std::uint16_t> want = bf16_chain_reference(a, b, c, false);
+    // Rounding after every op gives other bits for some elements: the check
+    // below tells the two apart.
+    CHECK(bf16_chain_reference(a, b, c, true) != want);
+    // The kernel's program (bfloat16 loads into float32 registers, a bfloat16
+    // output) and the eager expression, which lowers into such a program.
+    kernels::EwBuilder bld;
+    const int id_mul = kernels::ew_op_find("mul"), id_add = kernels::ew_op_find("add"),
+              id_relu = kernels::ew_op_find("relu");
+    const int x = bld.load(0, float32), y = bld.load(1, float32), z = bld.load(2, float32);
+    const int s = bld.apply(id_add, float32, bld.apply(id_mul, float32, x, y), z);
+    const int h = bld.constant(0.5, float32);
+    const EwProgram prog = bld.finish(bld.apply(id_mul, float32, bld.apply(id_relu, float32, s), h),
+                                      Shape{n}, bfloat16);
+    const Tensor* in[3] = {&a, &b, &c};
+    for (int nt : {1, 2}) {
+      CAPTURE(nt);
+      set_num_threads(nt);
+      const Tensor out = kernels::ew_eval(prog, in);
+      CHECK(std::memcmp(out.raw_data(), want.data(), want.size() * 2) == 0);
+      const Tensor eager = relu(a * b + c) * 0.5f;
+      REQUIRE(eager.dtype() == bfloat16);
+      CHECK(std::memcmp(eager.raw_data(), want.data(), want.size() * 2) == 0);
+    }
+  }
+
   TEST_CASE("straight programs: every value at the cache, streamed and non-temporal sizes") {
     check_chain<float>(float32);
     check_chain<double>(float64);

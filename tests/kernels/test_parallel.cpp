@@ -2,12 +2,21 @@
 // computed by exactly one call, in the documented chunks (ceil(n / parts)
 // items each, parts = min(threads, ceil(n / grain))), whoever runs them: the
 // pool's workers, the caller when another thread holds the pool, a worker
-// woken from sleep, a pool grown by set_num_threads, a child after fork().
+// woken from sleep, a pool grown by set_num_threads, a child after fork(), the
+// caller alone when the workers cannot run (chunks are claimed, not owned).
+//
+// Chunks are claimed by whoever comes first, so a test that needs several
+// threads to take part makes every chunk wait until that many threads have
+// entered one (with a timeout that fails the test rather than hanging it).
 #include <doctest/doctest.h>
 
+#include "random.hpp"
 #include "thread_guard.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include <ms/core/error.hpp>
+#include <ms/kernels/elementwise.hpp>
 #include <ms/kernels/parallel.hpp>
 
 namespace {
@@ -40,19 +50,36 @@ Chunks expected_chunks(std::int64_t n, std::int64_t grain, int nt) {
   return c;
 }
 
+// Waits until `count` reaches `want` (true), or 10 s passed (false).
+bool wait_for(const std::atomic<int>& count, int want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (count.load() < want)
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  return true;
+}
+
 // Runs parallel_for and checks the chunks it called and that every item was
-// written once; returns the number of distinct threads that ran chunks.
-int check_cover(std::int64_t n, std::int64_t grain, int nt) {
+// written once; returns the number of distinct threads that ran chunks. With
+// `meet` > 1 each chunk first waits until `meet` distinct threads have entered
+// a chunk (so that many must take part).
+int check_cover(std::int64_t n, std::int64_t grain, int nt, int meet = 1) {
   std::vector<int> hits(static_cast<std::size_t>(n), 0);
   std::mutex m;
   Chunks seen;
   std::set<std::thread::id> threads;
+  std::atomic<int> entered{0};
+  std::atomic<bool> timed_out{false};
   ms::kernels::parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
+    {
+      const std::lock_guard lock(m);
+      if (threads.insert(std::this_thread::get_id()).second) ++entered;
+    }
+    if (!wait_for(entered, meet)) timed_out = true;
     for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
     const std::lock_guard lock(m);
     seen.insert({b, e});
-    threads.insert(std::this_thread::get_id());
   });
+  CHECK_FALSE(timed_out);
   CHECK(seen == expected_chunks(n, grain, nt));
   CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
   return static_cast<int>(threads.size());
@@ -82,13 +109,16 @@ TEST_CASE("parallel_for: chunks run on the pool's workers, nested calls inline")
   std::mutex m;
   std::set<std::thread::id> threads;
   CHECK_FALSE(ms::kernels::detail::in_parallel());
+  std::atomic<int> entered{0};
+  std::atomic<bool> timed_out{false};
   ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
     ++outer_calls;
     if (ms::kernels::detail::in_parallel()) ++flagged;
     {
       const std::lock_guard lock(m);
-      threads.insert(std::this_thread::get_id());
+      if (threads.insert(std::this_thread::get_id()).second) ++entered;
     }
+    if (!wait_for(entered, 2)) timed_out = true;  // the worker must take the other chunk
     // A parallel_for inside a chunk is one call on this thread.
     ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
       CHECK(b == 0);
@@ -96,6 +126,7 @@ TEST_CASE("parallel_for: chunks run on the pool's workers, nested calls inline")
       ++nested_calls;
     });
   });
+  CHECK_FALSE(timed_out);
   CHECK(outer_calls == 2);
   CHECK(flagged == 2);
   CHECK(nested_calls == 2);
@@ -117,8 +148,8 @@ TEST_CASE("parallel_for: many calls in a row, and calls after the workers went t
   CHECK(all);
   for (int round = 0; round < 3; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the workers' spinning
-    CHECK(check_cover(1000, 10, 2) == 2);                       // woken from sleep
-    CHECK(check_cover(1000, 10, 2) == 2);                       // still spinning
+    CHECK(check_cover(1000, 10, 2, 2) == 2);                    // woken from sleep
+    CHECK(check_cover(1000, 10, 2, 2) == 2);                    // still spinning
   }
 }
 
@@ -150,15 +181,16 @@ TEST_CASE("parallel_for: two threads of the program calling at once") {
 TEST_CASE("parallel_for: more threads set later grow the pool, fewer leave workers idle") {
   const ThreadGuard guard;
   ms::set_num_threads(2);
-  CHECK(check_cover(64, 1, 2) == 2);
+  CHECK(check_cover(64, 1, 2, 2) == 2);
   ms::set_num_threads(4);
-  CHECK(check_cover(64, 1, 4) == 4);
+  CHECK(check_cover(64, 1, 4, 4) == 4);
   ms::set_num_threads(3);
-  CHECK(check_cover(64, 1, 3) == 3);
+  CHECK(check_cover(64, 1, 3, 3) == 3);
   ms::set_num_threads(2);
-  for (int round = 0; round < 100; ++round) CHECK(check_cover(64, 1, 2) == 2);
+  for (int round = 0; round < 100; ++round) CHECK(check_cover(64, 1, 2) <= 2);
+  CHECK(check_cover(64, 1, 2, 2) == 2);
   ms::set_num_threads(4);  // the idle workers, asleep, take part again
-  CHECK(check_cover(64, 1, 4) == 4);
+  CHECK(check_cover(64, 1, 4, 4) == 4);
 }
 
 TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
@@ -167,7 +199,7 @@ TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
   if (ms::kernels::detail::runs_on_openmp()) return;
   const ThreadGuard guard;
   ms::set_num_threads(2);
-  CHECK(check_cover(1000, 1, 2) == 2);  // the parent's workers exist
+  CHECK(check_cover(1000, 1, 2, 2) == 2);  // the parent's workers exist
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -175,19 +207,127 @@ TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
     std::vector<int> hits(1000, 0);
     std::mutex m;
     std::set<std::thread::id> threads;
+    std::atomic<int> entered{0};
+    std::atomic<bool> met{true};
     ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+      {
+        const std::lock_guard lock(m);
+        if (threads.insert(std::this_thread::get_id()).second) ++entered;
+      }
+      if (!wait_for(entered, 2)) met = false;
       for (std::int64_t i = b; i < e; ++i) ++hits[static_cast<std::size_t>(i)];
-      const std::lock_guard lock(m);
-      threads.insert(std::this_thread::get_id());
     });
-    const bool ok =
-        threads.size() == 2 && std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; });
+    const bool ok = met && threads.size() == 2 &&
+                    std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; });
     _exit(ok ? 0 : 1);
   }
   int status = 0;
   REQUIRE(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+namespace {
+
+// A worker held in a signal handler (SIGUSR1) until released: a thread of
+// the pool that cannot run, as when the scheduler gives its core to another
+// program.
+std::atomic<bool> g_held{false}, g_release{false};
+static_assert(std::atomic<bool>::is_always_lock_free);  // used in a signal handler
+
+extern "C" void hold_handler(int) {
+  g_held.store(true);
+  while (!g_release.load()) {
+    const timespec ms1{0, 1000000};
+    nanosleep(&ms1, nullptr);
+  }
+  g_held.store(false);
+}
+
+// The pool's worker with 2 threads: the thread that runs the second chunk of
+// a call whose first chunk waits for it.
+pthread_t pool_worker() {
+  const pthread_t self = pthread_self();
+  pthread_t worker = self;
+  std::atomic<int> entered{0};
+  ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+    if (pthread_equal(pthread_self(), self) == 0) worker = pthread_self();
+    ++entered;
+    (void)wait_for(entered, 2);
+  });
+  return worker;
+}
+
+// exp(x) * tanh(y) + x on float32 [n]: transcendental functions, whose
+// scalar and SIMD paths round differently, over many tiles.
+ms::kernels::EwProgram transcendental_program(std::int64_t n) {
+  ms::kernels::EwBuilder b;
+  const auto op = [](const char* name) { return ms::kernels::ew_op_find(name); };
+  const int x = b.load(0, ms::float32), y = b.load(1, ms::float32);
+  const int e = b.apply(op("exp"), ms::float32, x);
+  const int t = b.apply(op("tanh"), ms::float32, y);
+  const int m = b.apply(op("mul"), ms::float32, e, t);
+  return b.finish(b.apply(op("add"), ms::float32, m, x), ms::Shape{n}, ms::float32);
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for: the caller runs the chunks of a worker that cannot run, same bits") {
+  // (OpenMP's regions, the openblas backend, give each thread its chunks.)
+  if (ms::kernels::detail::runs_on_openmp()) return;
+  const ThreadGuard guard;
+  constexpr std::int64_t n = 3 * (1 << 16) + 1234;  // several chunks of tiles on 2 threads
+  const ms::Tensor x = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 1),
+                   y = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 2);
+  const ms::Tensor* in[2] = {&x, &y};
+  const ms::kernels::EwProgram prog = transcendental_program(n);
+  ms::set_num_threads(1);
+  const ms::Tensor one = ms::kernels::ew_eval(prog, in);
+  ms::set_num_threads(2);
+  const ms::Tensor two = ms::kernels::ew_eval(prog, in);
+  REQUIRE(ms::kernels::detail::threads_for(n, 1) == 2);
+
+  const pthread_t worker = pool_worker();
+  REQUIRE(pthread_equal(worker, pthread_self()) == 0);
+  struct sigaction hold {};
+  struct sigaction saved {};
+  hold.sa_handler = hold_handler;
+  sigemptyset(&hold.sa_mask);
+  REQUIRE(sigaction(SIGUSR1, &hold, &saved) == 0);
+  g_release = false;
+  REQUIRE(pthread_kill(worker, SIGUSR1) == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!g_held && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(g_held);
+  // Releases the worker after 10 s, so a pool that waits for it fails the
+  // test instead of hanging it.
+  std::thread watchdog([] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!g_release && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    g_release = true;
+  });
+  std::mutex m;
+  Chunks seen;
+  std::set<std::thread::id> threads;
+  ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+    const std::lock_guard lock(m);
+    seen.insert({b, e});
+    threads.insert(std::this_thread::get_id());
+  });
+  const ms::Tensor held = ms::kernels::ew_eval(prog, in);
+  const bool returned_while_held = !g_release.load();
+  g_release = true;
+  watchdog.join();
+  while (g_held) std::this_thread::yield();
+  REQUIRE(sigaction(SIGUSR1, &saved, nullptr) == 0);
+
+  CHECK(returned_while_held);
+  CHECK(seen == expected_chunks(1000, 1, 2));
+  CHECK(threads == std::set<std::thread::id>{std::this_thread::get_id()});
+  CHECK(ms::test::bitwise_equal(one, two));
+  CHECK(ms::test::bitwise_equal(one, held));
+  CHECK(check_cover(1000, 1, 2, 2) == 2);  // the worker, back, takes part again
 }
 
 TEST_CASE("set_num_threads: fewer than one thread is a ValueError naming the API and the value") {

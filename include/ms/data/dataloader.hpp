@@ -5,8 +5,13 @@
 // order of epoch e is the (e+1)-th ms::randperm drawn from `Generator(seed)`, so
 // it depends only on the seed and the epoch number (`set_epoch(e)` resumes).
 // A background thread makes the batches (gather, uint8 -> float32, normalize)
-// into a bounded queue of `prefetch` batches, so the training step does not wait
-// on decoding; an exception on that thread is rethrown by the iterator.
+// up to `prefetch` ahead, so the training step does not wait on decoding; an
+// exception on that thread is rethrown by the iterator. That thread runs in
+// Linux's idle scheduling class: it takes only cores nothing else wants, so
+// it never preempts the threads of a training step when every core computes.
+// When the next batch is not made or being made yet, the iterator makes it
+// on the caller's thread instead of waiting.
+// The batches and their order are the same with and without prefetching.
 //
 // Sharding (data-parallel training, MindSpore's `num_shards` / `shard_id`,
 // PyTorch's DistributedSampler): with `num_shards = S` each loader reads shard
@@ -168,6 +173,10 @@ class DataLoader {
   struct Epoch;
   /// The next batch of the running epoch, or nullopt when it is over.
   std::optional<Batch> next(std::uint64_t generation);
+  /// Batch `b` of the epoch's order.
+  Batch make_batch(const Epoch& ep, std::int64_t b) const;
+  /// The background thread's loop: claims and makes batches ahead.
+  void prefetch_loop(Epoch& ep) const;
   void stop_epoch();
 
   TensorDataset dataset_;

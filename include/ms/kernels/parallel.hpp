@@ -2,8 +2,11 @@
 //
 // Stage: kernels. Every ms kernel that uses more than one thread goes through
 // `parallel_for`, which runs on a pool of `get_num_threads() - 1` workers kept
-// by libms (the calling thread does the first chunk). A worker that has just
-// finished a chunk spins for a short while before it sleeps, so the next call
+// by libms. The caller and the workers claim the chunks of a call one by one,
+// so a chunk is never left waiting for a worker the scheduler has parked (a
+// shared machine): the caller or a running worker takes it. A worker that has
+// just finished a chunk spins for a short while before it sleeps (yielding
+// its core when it notices another program wants it), so the next call
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
 // parallel region (libgomp) costs ~2.4 us and an OpenMP barrier ~1.2 us on
 // the 2-core VMs this project is measured on, which kept small products on one
@@ -31,7 +34,9 @@ namespace kernels {
 /// Splits [0, n) into contiguous chunks of at least `grain` items and calls
 /// `fn(begin, end)` for each, on ms's pool. Chunk boundaries depend only on n,
 /// grain and the thread count, and every item is computed by exactly one call,
-/// so elementwise results are bitwise identical for any thread count. Runs
+/// so elementwise results are bitwise identical for any thread count; which
+/// thread runs a chunk is not fixed (the caller runs every chunk no worker
+/// has claimed yet). Runs
 /// inline (one call `fn(0, n)`) when n <= grain or one thread is set, or when
 /// called from inside another `parallel_for`. When another thread of the
 /// program holds the pool, the caller computes the same chunks itself, one
