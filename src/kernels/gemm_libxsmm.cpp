@@ -111,10 +111,13 @@ struct Plan {
 };
 
 // A 64-byte aligned buffer of the calling thread, grown on demand and kept
-// for the thread's next products (contents not kept).
+// for the thread's next products (contents not kept). Never null for a
+// request of 0 bytes (a product that packs nothing), so whether libxsmm takes
+// a product cannot depend on what the thread ran before.
 class Scratch {
  public:
   void* get(std::size_t bytes) noexcept {
+    bytes = std::max<std::size_t>(bytes, 64);
     if (bytes > size_) {
       const std::size_t rounded = (bytes + 63) / 64 * 64;
       data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));

@@ -29,6 +29,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ms/core/dtype.hpp>
@@ -303,6 +304,25 @@ TEST_SUITE("kernels") {
         CAPTURE(beta);
         CHECK(one == two);
       }
+  }
+
+  TEST_CASE("gemm on libxsmm: a product that packs nothing gives the same bits on a fresh thread") {
+    if (!has_libxsmm()) return;
+    ThreadGuard guard;
+    ms::set_num_threads(1);
+    std::mt19937 gen(11);
+    // Both operands read in place (alpha 1, neither transposed): no packing
+    // buffer. The first product of a new thread must not take another path
+    // than the same product on a thread that packed before.
+    const Product p{64, 500, 784, false, false};
+    const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen),
+                             c0(p.c_size(), 0.f);
+    std::vector<float> fresh;
+    std::thread([&] { fresh = run_on("libxsmm", p, 1.f, a, b, 0.f, c0); }).join();
+    const Product packs{64, 500, 784, true, false};  // A transposed: packed
+    (void)run_on("libxsmm", packs, 1.f, a, b, 0.f, c0);
+    const std::vector<float> warm = run_on("libxsmm", p, 1.f, a, b, 0.f, c0);
+    CHECK(fresh == warm);
   }
 
   TEST_CASE("gemm: libxsmm and Eigen agree within the rounding of a k-term sum") {
