@@ -43,6 +43,9 @@ struct DataLoader::Epoch {
   bool finished = false;  // the worker has exited (after its last batch or an error)
   std::exception_ptr error;
   std::int64_t error_at = -1;  // the batch whose making failed
+  // The worker runs at normal priority until its next batch is made: the
+  // consumer waits for it (under mu).
+  bool boosted = false;
   std::thread worker;
 
   void halt() {
@@ -203,14 +206,19 @@ void DataLoader::stop_epoch() {
 
 namespace {
 
-/// Lowers the calling thread to the idle scheduling class (Linux; elsewhere
-/// nothing): it then runs only on a core nothing else wants, so making
-/// batches ahead never preempts the training step's threads.
-void lower_to_idle_priority() noexcept {
+/// Puts `thread` in the idle scheduling class (Linux; elsewhere nothing): it
+/// then runs only on a core nothing else wants, so making batches ahead never
+/// preempts the training step's threads. With `idle` false, back to the
+/// normal class: the consumer waits for the batch it is making, and with
+/// another program busy on every core an idle thread would hardly run.
+void set_idle_priority(std::thread::native_handle_type thread, bool idle) noexcept {
 #if defined(__linux__) && defined(SCHED_IDLE)
   sched_param param{};
   param.sched_priority = 0;
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);  // best effort
+  (void)pthread_setschedparam(thread, idle ? SCHED_IDLE : SCHED_OTHER, &param);  // best effort
+#else
+  (void)thread;
+  (void)idle;
 #endif
 }
 
@@ -224,7 +232,7 @@ Batch DataLoader::make_batch(const Epoch& ep, std::int64_t b) const {
 }
 
 void DataLoader::prefetch_loop(Epoch& e) const {
-  lower_to_idle_priority();
+  set_idle_priority(pthread_self(), true);
   std::unique_lock<std::mutex> lock(e.mu);
   for (;;) {
     e.not_full.wait(lock, [&e] {
@@ -243,11 +251,17 @@ void DataLoader::prefetch_loop(Epoch& e) const {
     }
     lock.lock();
     if (error) {
-      e.error = error;
-      e.error_at = b;
+      if (!e.error || b < e.error_at) {  // the first failing batch is the one reported
+        e.error = error;
+        e.error_at = b;
+      }
       break;
     }
     e.ready.emplace(b, std::move(*batch));
+    if (e.boosted) {
+      set_idle_priority(pthread_self(), true);
+      e.boosted = false;
+    }
     e.made.notify_one();
   }
   e.finished = true;
@@ -297,6 +311,11 @@ std::optional<Batch> DataLoader::next(std::uint64_t generation) {
     if (ep.next_make == b) break;  // nobody makes it yet: made here, below
     MS_CHECK(!ep.finished, ValueError, "DataLoader: the prefetch thread stopped after ",
              ep.delivered, " of ", ep.num_batches, " batches");
+    if (!ep.boosted &&
+        ep.worker.joinable()) {  // it makes batch b now: at normal priority until it is made
+      set_idle_priority(ep.worker.native_handle(), false);
+      ep.boosted = true;
+    }
     ep.made.wait(lock);
   }
   ++ep.next_make;
@@ -306,8 +325,10 @@ std::optional<Batch> DataLoader::next(std::uint64_t generation) {
     batch = make_batch(ep, b);
   } catch (...) {
     const std::lock_guard<std::mutex> relock(ep.mu);
-    ep.error = std::current_exception();
-    ep.error_at = b;
+    if (!ep.error || b < ep.error_at) {
+      ep.error = std::current_exception();
+      ep.error_at = b;
+    }
     throw;
   }
   lock.lock();

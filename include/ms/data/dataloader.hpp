@@ -10,7 +10,9 @@
 // Linux's idle scheduling class: it takes only cores nothing else wants, so
 // it never preempts the threads of a training step when every core computes.
 // When the next batch is not made or being made yet, the iterator makes it
-// on the caller's thread instead of waiting.
+// on the caller's thread instead of waiting; when that thread is making it,
+// the iterator raises it to normal priority until the batch is made (with
+// another program busy on every core an idle thread would hardly run).
 // The batches and their order are the same with and without prefetching.
 //
 // Sharding (data-parallel training, MindSpore's `num_shards` / `shard_id`,
