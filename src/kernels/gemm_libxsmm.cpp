@@ -28,12 +28,12 @@
 //     straight into C when beta is 0). Each element of C is a sum of chunk
 //     sums, each a chain of multiply-adds in order.
 //
-// bfloat16 products take the same path with op(B)'s panels in libxsmm's VNNI
-// layout (pairs of consecutive inner indices side by side: the operand of the
-// CPU's BF16 dot-product instruction), chunks of even depth (an odd k is
-// padded with a zero), float32 accumulation in C; alpha != 1 goes through a
-// float32 block per task. On CPUs with AMX, bfloat16 products run on its
-// tiles instead (see "bfloat16 on AMX" below).
+// bfloat16 products take a similar path (each chunk's product added straight
+// into C, with no chunk-sum block: the rounding bound below is float32's) with
+// op(B)'s panels in libxsmm's VNNI layout (pairs of consecutive inner indices side by side: the
+// operand of the CPU's BF16 dot-product instruction), chunks of even depth (an odd k is padded with
+// a zero), float32 accumulation in C; alpha != 1 goes through a float32 block per task. On CPUs
+// with AMX, bfloat16 products run on its tiles instead (see "bfloat16 on AMX" below).
 //
 // libxsmm's core library starts no threads (Debian builds it without OpenMP;
 // libxsmmext is not linked): packing and tasks run on ms's pool (parallel_for).

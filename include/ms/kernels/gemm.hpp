@@ -89,9 +89,11 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
 /// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 and C in
 /// float32, with the conventions of `gemm` (row-major, `lda`, `ldb`, `ldc` row
 /// strides, beta == 0 never reads C). With the "libxsmm" backend on a CPU with
-/// the BF16 dot-product instructions (AVX512_BF16; libxsmm's "cpx" target and
-/// later), libxsmm's bf16 kernels sum pairs of bfloat16 products in float32
-/// from packed bfloat16 operands (no float32 copy of A and B); otherwise op(A)
+/// AMX (and Linux granting its tile state), ms's own tile loop sums bfloat16
+/// products over all of k in float32 (TDPBF16PS); on a CPU with the BF16
+/// dot-product instructions (AVX512_BF16; libxsmm's "cpx" target and later),
+/// libxsmm's bf16 kernels sum pairs of bfloat16 products in float32 from
+/// packed bfloat16 operands (no float32 copy of A and B); otherwise op(A)
 /// and op(B) are converted to float32 and multiplied by `gemm<float>`. Either
 /// way the result is bitwise the same for any thread count. `ms::matmul` on
 /// bfloat16 tensors runs here and rounds C to bfloat16 once.
