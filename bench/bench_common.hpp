@@ -18,6 +18,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -220,6 +221,25 @@ inline float fma_kernel(float seed) {
   for (float v : acc) r += v;
   return r;
 #endif
+}
+
+/// The FMA peak of nt (1 or 2) threads in flop/s: the best of 20 runs of
+/// fma_kernel, measured once per thread count and process (what the tables'
+/// "fraction of peak" divides by).
+inline double fma_peak(int nt) {
+  static double peak[3] = {0, 0, 0};
+  if (nt < 1 || nt > 2) return 0;
+  if (peak[nt] == 0)
+    for (int rep = 0; rep < 20; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      float r = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : r)
+      r += fma_kernel(1.f + float(omp_get_thread_num()));
+      benchmark::DoNotOptimize(r);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      peak[nt] = std::max(peak[nt], nt * 2.0 * kLanes * kAcc * kSteps / s);
+    }
+  return peak[nt];
 }
 
 /// BM_Peak_Fma/nt:N — the single-precision FMA peak of N threads (items/s =

@@ -63,22 +63,7 @@ void BM_Conv2d_Torch(benchmark::State& state) {
 using ms::kernels::ConvAlgo;
 using ms::kernels::ConvPass;
 
-// The FMA peak of nt threads in flop/s: the best of 20 runs of BM_Peak_Fma's kernel.
-double fma_peak(int nt) {
-  static double peak[3] = {0, 0, 0};
-  if (nt < 1 || nt > 2) return 0;
-  if (peak[nt] == 0)
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      float r = 0;
-#pragma omp parallel num_threads(nt) reduction(+ : r)
-      r += bench::fma_kernel(1.f + float(omp_get_thread_num()));
-      benchmark::DoNotOptimize(r);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      peak[nt] = std::max(peak[nt], nt * 2.0 * bench::kLanes * bench::kAcc * bench::kSteps / s);
-    }
-  return peak[nt];
-}
+using bench::fma_peak;
 
 // Layer 1 or 2 of the CNN at batch 64 (padding 1, "same").
 ms::kernels::Conv2dGeometry cnn_layer(std::int64_t layer) {

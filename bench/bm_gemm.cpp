@@ -32,23 +32,7 @@ namespace {
 
 std::int64_t flops(std::int64_t n) { return 2 * n * n * n; }
 
-// The FMA peak of nt threads in flop/s: the best of 20 runs of the kernel of
-// BM_Peak_Fma, measured once per thread count.
-double fma_peak(int nt) {
-  static double peak[3] = {0, 0, 0};
-  if (nt < 1 || nt > 2) return 0;
-  if (peak[nt] == 0)
-    for (int rep = 0; rep < 20; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      float r = 0;
-#pragma omp parallel num_threads(nt) reduction(+ : r)
-      r += bench::fma_kernel(1.f + float(omp_get_thread_num()));
-      benchmark::DoNotOptimize(r);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      peak[nt] = std::max(peak[nt], nt * 2.0 * bench::kLanes * bench::kAcc * bench::kSteps / s);
-    }
-  return peak[nt];
-}
+using bench::fma_peak;
 
 // flop/s over the FMA peak of nt threads, as a rate counter.
 benchmark::Counter of_peak(const benchmark::State& state, double flop_per_iter, int nt) {

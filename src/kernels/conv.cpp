@@ -630,19 +630,6 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
 
 namespace {
 
-// Runs fn(item, part) for items [0, items), cut into `parts` contiguous runs,
-// one per thread, inside one parallel region (so that GEMM runs single-threaded
-// in it, and each item's arithmetic is the same for any thread count).
-template <class F>
-void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
-  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
-    for (std::int64_t part = q0; part < q1; ++part) {
-      const std::int64_t i0 = items * part / parts, i1 = items * (part + 1) / parts;
-      for (std::int64_t item = i0; item < i1; ++item) fn(item, part);
-    }
-  });
-}
-
 // Y[xi][t] = (A g A^T)[xi] of tile t's 2x2 block g = [[a, b], [c, d]] of
 // the output gradient `gl` (channels last, [image, 2 th, 2 tw, cout]): A g has
 // the rows [a, b], [a + c, b + d], [a - c, b - d], [-c, -d], and each row
@@ -728,7 +715,7 @@ void winograd_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& 
   Tensor work = empty(Shape{parts * per_part + p.chunks * 16 * mat}, dtype_of<T>);
   T* const partial = work.data<T>() + parts * per_part;
   const std::int64_t oh2 = 2 * p.th, ow2 = 2 * p.tw;
-  for_items(p.chunks, parts, [&](std::int64_t c, std::int64_t part) {
+  detail::for_items(p.chunks, parts, [&](std::int64_t c, std::int64_t part) {
     T* const v = work.data<T>() + part * per_part;
     T* const yt = v + sp.v;
     T* const in = yt + sp.m;
@@ -780,7 +767,7 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
   T* const ws = col_numel > 0 ? work.data<T>() : nullptr;
   // One item per (image, group): its tiles all add into the same part of dx,
   // so they stay on one thread, in order.
-  for_items(units, parts, [&](std::int64_t u, std::int64_t part) {
+  detail::for_items(units, parts, [&](std::int64_t u, std::int64_t part) {
     const std::int64_t img = u / g.groups, grp = u % g.groups;
     T* dxi = dx + (img * g.c + grp * pl.cg) * g.h * g.w;
     const T* gi = gy + (img * g.o + grp * pl.og) * pl.p;  // [og, p]
@@ -825,7 +812,7 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
   Tensor work = empty(Shape{parts * col_numel + (chunks - 1) * wnumel}, dtype_of<T>);
   T* const cols = work.data<T>();
   T* const partials = cols + parts * col_numel;  // chunk c > 0 at partials + (c - 1) * wnumel
-  for_items(chunks * g.groups, parts, [&](std::int64_t item, std::int64_t part) {
+  detail::for_items(chunks * g.groups, parts, [&](std::int64_t item, std::int64_t part) {
     const std::int64_t chunk = item / g.groups, grp = item % g.groups;
     T* dwc = (chunk == 0 ? dw : partials + (chunk - 1) * wnumel) + grp * pl.og * pl.k;  // [og, k]
     T* col = cols + part * col_numel;

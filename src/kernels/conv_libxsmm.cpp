@@ -117,18 +117,6 @@ void run_kernel(Fn fn, const T** a, const T** b, float* c, std::int64_t count) {
        c, &cnt);
 }
 
-// Runs fn(item, part) for items [0, items), cut into `parts` contiguous runs
-// (one per thread) inside one parallel region.
-template <class F>
-void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
-  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
-    for (std::int64_t part = q0; part < q1; ++part) {
-      const std::int64_t i0 = items * part / parts, i1 = items * (part + 1) / parts;
-      for (std::int64_t item = i0; item < i1; ++item) fn(item, part);
-    }
-  });
-}
-
 std::int64_t parts_for(std::int64_t items) {
   return in_parallel()
              ? 1

@@ -8,8 +8,22 @@
 
 #include "ms/core/half.hpp"
 #include "ms/kernels/conv.hpp"
+#include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels::detail {
+
+/// Runs fn(item, part) for items [0, items), cut into `parts` contiguous runs
+/// (one per thread) inside one parallel region: a kernel called inside runs
+/// single-threaded, so each item's arithmetic is the same for any thread count.
+template <class F>
+void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
+  parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
+    for (std::int64_t part = q0; part < q1; ++part) {
+      const std::int64_t i0 = items * part / parts, i1 = items * (part + 1) / parts;
+      for (std::int64_t item = i0; item < i1; ++item) fn(item, part);
+    }
+  });
+}
 
 /// True when libxsmm was linked in and its JIT targets this CPU with AVX2 or
 /// better (decided once, at the first call).

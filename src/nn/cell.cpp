@@ -88,8 +88,11 @@ Args CellBase::run_hooked(Args& args, Kwargs* kw,
   const bool tracing = ops::active_tracer() != nullptr;
   run_pre_hooks(args, kw, tracing);
   const bool bwd = tracing && backward_hooks();
-  auto st = std::make_shared<BwdState>();
-  if (bwd) wrap_backward_in(args, st);
+  std::shared_ptr<BwdState> st;  // shared by the two backward wraps; only with backward hooks
+  if (bwd) {
+    st = std::make_shared<BwdState>();
+    wrap_backward_in(args, st);
+  }
   Args out = construct(args, kw);
   if (forward_hooks()) run_fwd_hooks(args, kw, out, tracing);
   if (bwd) wrap_backward_out(out, st);
