@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <ms/kernels/conv.hpp>
+#include <ms/ops/linalg.hpp>
 #include <ms/ops/nn.hpp>
 
 using namespace ms;
@@ -29,6 +30,16 @@ Tensor abs_of(const Tensor& t) {
 }  // namespace
 
 TEST_SUITE("ops") {
+  TEST_CASE("bfloat16 matmul and conv2d: bad inputs") {
+    // A bfloat16 operand does not mix with a float32 one (no silent promotion
+    // onto the float32 path); shapes are checked as for float32.
+    CHECK_THROWS_AS(matmul(zeros({2, 2}, bfloat16), zeros({2, 2})), TypeError);
+    CHECK_THROWS_AS(matmul(zeros({2, 3}, bfloat16), zeros({4, 2}, bfloat16)), ShapeError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 2, 5, 5}, bfloat16), zeros({3, 2, 3, 3})), TypeError);
+    CHECK_THROWS_AS(conv2d(zeros({1, 2, 5, 5}, bfloat16), zeros({3, 4, 3, 3}, bfloat16)),
+                    ShapeError);
+  }
+
   TEST_CASE("conv2d on bfloat16: float64 of the same values within one bfloat16 rounding") {
     struct Case {
       Shape xs, ws;
