@@ -11,10 +11,10 @@
 //   CHECK(r.ok);   // r.message says which input and element differ
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 
 namespace ms::testing {

@@ -12,9 +12,9 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 
 namespace ms::autodiff {

@@ -18,8 +18,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,6 +25,7 @@
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/shape.hpp"
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 
 namespace ms {

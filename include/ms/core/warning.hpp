@@ -10,8 +10,9 @@
 //   ms::set_warning_handler(prev);
 #pragma once
 
-#include <functional>
 #include <string>
+
+#include "ms/core/std_parts.hpp"
 
 namespace ms {
 

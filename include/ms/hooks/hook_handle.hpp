@@ -23,9 +23,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
+
+#include "ms/core/std_parts.hpp"
 
 namespace ms {
 namespace detail {

@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <new>
 #include <optional>
 #include <span>
@@ -29,6 +28,7 @@
 #include <vector>
 
 #include "ms/core/error.hpp"
+#include "ms/core/std_parts.hpp"
 
 namespace ms::io {
 

@@ -18,12 +18,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/elementwise.hpp"
 #include "ms/ops/op.hpp"

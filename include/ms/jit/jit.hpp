@@ -28,7 +28,6 @@
 #include <array>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <span>
@@ -40,6 +39,7 @@
 #include <vector>
 
 #include "ms/core/function_ref.hpp"
+#include "ms/core/std_parts.hpp"
 #include "ms/core/symbolic.hpp"
 #include "ms/dyn/spec.hpp"
 #include "ms/expr/expr.hpp"

@@ -10,9 +10,9 @@
 #pragma once
 
 #include <concepts>
-#include <functional>
 #include <memory>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/nn/cell.hpp"
 
 namespace ms {

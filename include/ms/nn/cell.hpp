@@ -52,7 +52,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +64,7 @@
 #include <variant>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
@@ -372,10 +372,10 @@ std::optional<Args> to_args(R&& r) {
 template <class F, class... A>
 std::optional<Args> invoke_hook(F& f, A&&... a) {
   if constexpr (std::is_void_v<std::invoke_result_t<F&, A...>>) {
-    std::invoke(f, std::forward<A>(a)...);
+    f(std::forward<A>(a)...);
     return std::nullopt;
   } else {
-    return to_args(std::invoke(f, std::forward<A>(a)...));
+    return to_args(f(std::forward<A>(a)...));
   }
 }
 

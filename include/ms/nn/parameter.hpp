@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
 

@@ -18,12 +18,12 @@
 //   }, {x}, "print_max")[0];
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 
 namespace ms::ops {

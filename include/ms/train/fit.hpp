@@ -15,12 +15,12 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/data/dataloader.hpp"
 #include "ms/nn/optim.hpp"

@@ -29,7 +29,6 @@
 #endif
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -39,6 +38,7 @@
 #include <vector>
 
 #include "ms/core/function_ref.hpp"
+#include "ms/core/std_parts.hpp"
 #include "ms/core/symbolic.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/ir/graph.hpp"
