@@ -34,5 +34,6 @@
 #include "ms/ops/op.hpp"
 #include "ms/ops/random.hpp"
 #include "ms/ops/reduce.hpp"
+#include "ms/ops/samples.hpp"
 #include "ms/train/checkpoint.hpp"
 #include "ms/train/fit.hpp"

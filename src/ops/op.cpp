@@ -24,6 +24,16 @@ std::string_view op_kind_name(OpKind k) {
   return "?";
 }
 
+Attrs::Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+
+Attrs::Attrs(const Attrs&) = default;
+Attrs::Attrs(Attrs&&) noexcept = default;
+Attrs& Attrs::operator=(const Attrs&) = default;
+Attrs& Attrs::operator=(Attrs&&) noexcept = default;
+Attrs::~Attrs() = default;
+
+bool operator==(const Attrs& a, const Attrs& b) { return a.items_ == b.items_; }
+
 Attrs& Attrs::set(std::string name, AttrValue v) {
   for (auto& [k, old] : items_)
     if (k == name) {
@@ -152,6 +162,12 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
              ": got a symbolic tensor outside its trace (was a traced value kept after ms::jit "
              "returned?)");
   return def.eval(inputs, attrs);
+}
+
+std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs,
+                               const void* typed) {
+  MS_ASSERT(def.attrs_of != nullptr);
+  return call(def, inputs, def.attrs_of(typed));
 }
 
 Tensor call1(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {

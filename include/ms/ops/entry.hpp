@@ -148,17 +148,17 @@ const OpDef& def_of() {
 /// Runs entry E on `inputs` (or records it while tracing) through its row.
 template <class E>
 std::vector<Tensor> invoke(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
-  return call(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs_to(a));
+  return call_typed(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), &a);
 }
 /// `invoke` for a list of inputs (concat, stack).
 template <class E>
 std::vector<Tensor> invoke(std::span<const Tensor> inputs, const typename E::Attrs& a) {
-  return call(def_of<E>(), inputs, attrs_to(a));
+  return call_typed(def_of<E>(), inputs, &a);
 }
 /// `invoke` for an op with one output.
 template <class E>
 Tensor invoke1(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
-  return call1(def_of<E>(), std::span<const Tensor>(inputs.begin(), inputs.size()), attrs_to(a));
+  return std::move(invoke<E>(inputs, a)[0]);
 }
 
 }  // namespace ms::ops

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -20,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/expr/recorder.hpp"
 
@@ -51,7 +51,16 @@ class Attrs {
  public:
   Attrs() = default;
   /// `{{"axis", std::int64_t{1}}, {"keepdims", true}}`: the attributes in order.
-  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items) : items_(items) {}
+  Attrs(std::initializer_list<std::pair<std::string, AttrValue>> items);
+  /// @{
+  /// Copies, moves and destroys the list (in src/ops/op.cpp, so that files
+  /// that only pass attributes do not compile the list's code).
+  Attrs(const Attrs&);
+  Attrs(Attrs&&) noexcept;
+  Attrs& operator=(const Attrs&);
+  Attrs& operator=(Attrs&&) noexcept;
+  ~Attrs();
+  /// @}
 
   /// Sets (or replaces) an attribute.
   Attrs& set(std::string name, AttrValue v);
@@ -70,7 +79,8 @@ class Attrs {
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   /// "axes=[1], keepdims=false"
   std::string to_string() const;
-  friend bool operator==(const Attrs&, const Attrs&) = default;
+  /// Same attributes, values and order.
+  friend bool operator==(const Attrs& a, const Attrs& b);
 
  private:
   const AttrValue* find(std::string_view name) const;
@@ -106,49 +116,8 @@ using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 /// Evaluation: the concrete outputs for concrete inputs and attributes.
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
 
-/// One sample of an op, for the table-driven tests (tests/ops/test_entries.cpp):
-/// inputs and attributes, and what the test checks of them.
-struct Sample {
-  /// What the case covers (shown when it fails).
-  std::string label;
-  /// The inputs.
-  std::vector<Tensor> inputs;
-  /// The attributes.
-  Attrs attrs = {};
-  /// The outputs' values (compared to `tol`, 0: bitwise); empty: not compared.
-  std::vector<Tensor> expected = {};
-  /// The largest allowed |output - expected| (0: bitwise equal).
-  double tol = 0;
-  /// Inputs the finite-difference gradient check differentiates (floating
-  /// inputs, run in float64); empty: no gradient check of this sample.
-  std::vector<int> grad_inputs = {};
-  /// @{
-  /// The gradient check's step and absolute tolerance (larger where an op
-  /// rounds through a narrower dtype).
-  double grad_eps = 1e-6, grad_atol = 1e-5;
-  /// @}
-};
-
-/// A bad call of an op and the error it must raise.
-struct ErrorSample {
-  /// What the case tries (shown when it fails).
-  std::string label;
-  /// The inputs of the bad call.
-  std::vector<Tensor> inputs;
-  /// The attributes of the bad call.
-  Attrs attrs = {};
-  std::string_view kind;  ///< Error::kind() of the error, e.g. "ms::ShapeError"
-  std::string message;    ///< a part of its message
-};
-
-/// An op's samples: calls that must work (checked forward, eagerly against
-/// `ms::jit` at O0 and O1, and by gradcheck) and calls that must fail.
-struct Samples {
-  /// Calls that must work.
-  std::vector<Sample> cases;
-  /// Calls that must fail, with their errors.
-  std::vector<ErrorSample> errors = {};
-};
+/// An op's samples for the table-driven tests (ms/ops/samples.hpp).
+struct Samples;
 
 /// Algebraic facts of an op, read by the jit's simplification (so that no
 /// pass compares op names).
@@ -211,6 +180,9 @@ struct OpDef {
   Samples (*samples)() = nullptr;
   /// What the jit's simplification may assume.
   Algebra algebra = {};
+  /// The serialized form of the entry's typed attributes (`const E::Attrs*`),
+  /// so that ops::invoke runs in libms and not in every file that calls an op.
+  Attrs (*attrs_of)(const void* typed) = nullptr;
 };
 
 /// Every registered op, in registration order.
@@ -228,6 +200,10 @@ inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
                     const Attrs& attrs = {}) {
   return call1(def, std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
 }
+
+/// `call` with the entry's typed attributes (`typed` points to its `E::Attrs`;
+/// `def.attrs_of` serializes them): what ops::invoke runs.
+std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs, const void* typed);
 
 /// Types of concrete tensors.
 std::vector<TensorType> types_of(std::span<const Tensor> ts);

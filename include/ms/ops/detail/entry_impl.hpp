@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ms/ops/entry.hpp"
+#include "ms/ops/samples.hpp"
 
 namespace ms::ops::detail {
 
@@ -45,6 +46,7 @@ OpDef entry_def() {
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
   if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
   d.algebra = E::props.algebra;
+  d.attrs_of = [](const void* typed) { return attrs_to(*static_cast<const A*>(typed)); };
   if constexpr (requires(const A& a) { E::is_identity(a); })
     d.algebra.identity_when = [](const Attrs& a) {
       return E::is_identity(attrs_from<A>(a, E::name));
