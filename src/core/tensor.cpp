@@ -36,6 +36,12 @@ std::string Scalar::to_string() const {
 
 // ---------------------------------------------------------------- Tensor
 
+Tensor::Tensor(const Tensor&) = default;
+Tensor::Tensor(Tensor&&) noexcept = default;
+Tensor& Tensor::operator=(const Tensor&) = default;
+Tensor& Tensor::operator=(Tensor&&) noexcept = default;
+Tensor::~Tensor() = default;
+
 Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
                std::vector<std::int64_t> strides, std::int64_t offset)
     : dtype_(dtype),

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <variant>
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -445,9 +446,23 @@ template class InitializerImpl<Sparse>;
 
 // ------------------------------------------------------------------ InitSpec, initializer
 
-InitSpec::InitSpec(std::shared_ptr<const init::Initializer> init) : v_(std::move(init)) {
-  MS_CHECK(std::get<0>(v_) != nullptr, ValueError, "InitSpec: the initializer pointer is null");
+struct InitSpec::Rep {
+  std::variant<std::shared_ptr<const init::Initializer>, std::string, Scalar, Tensor> v;
+};
+
+InitSpec::InitSpec(const init::Initializer& init)
+    : rep_(std::make_shared<const Rep>(Rep{init.clone()})) {}
+InitSpec::InitSpec(std::shared_ptr<const init::Initializer> init) {
+  MS_CHECK(init != nullptr, ValueError, "InitSpec: the initializer pointer is null");
+  rep_ = std::make_shared<const Rep>(Rep{std::move(init)});
 }
+InitSpec::InitSpec(const char* name) : InitSpec(std::string(name)) {}
+InitSpec::InitSpec(std::string name) : rep_(std::make_shared<const Rep>(Rep{std::move(name)})) {}
+InitSpec::InitSpec(std::string_view name) : InitSpec(std::string(name)) {}
+InitSpec::InitSpec(Scalar number) : rep_(std::make_shared<const Rep>(Rep{number})) {}
+InitSpec::InitSpec(Tensor tensor) : rep_(std::make_shared<const Rep>(Rep{std::move(tensor)})) {}
+
+bool InitSpec::is_tensor() const { return std::holds_alternative<Tensor>(rep_->v); }
 
 std::string InitSpec::to_string() const {
   struct {
@@ -460,20 +475,21 @@ std::string InitSpec::to_string() const {
       return detail::str_cat("Tensor", t.shape(), " ", t.dtype());
     }
   } visitor;
-  return std::visit(visitor, v_);
+  return std::visit(visitor, rep_->v);
 }
 
 std::shared_ptr<const init::Initializer> InitSpec::resolve() const {
-  if (const auto* p = std::get_if<std::shared_ptr<const init::Initializer>>(&v_)) return *p;
-  if (const auto* s = std::get_if<std::string>(&v_)) return init::from_name(*s);
-  if (const auto* c = std::get_if<Scalar>(&v_)) return std::make_shared<const init::Constant>(*c);
+  const auto& v = rep_->v;
+  if (const auto* p = std::get_if<std::shared_ptr<const init::Initializer>>(&v)) return *p;
+  if (const auto* s = std::get_if<std::string>(&v)) return init::from_name(*s);
+  if (const auto* c = std::get_if<Scalar>(&v)) return std::make_shared<const init::Constant>(*c);
   detail::raise<ValueError>(
       "InitSpec::resolve: a tensor spec has no initializer object; use "
       "ms::initializer(spec, shape)");
 }
 
 const Tensor& InitSpec::tensor() const {
-  const auto* t = std::get_if<Tensor>(&v_);
+  const auto* t = std::get_if<Tensor>(&rep_->v);
   MS_CHECK(t != nullptr, ValueError, "InitSpec::tensor: the spec is ", to_string(),
            ", not a tensor");
   return *t;

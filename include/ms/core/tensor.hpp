@@ -82,6 +82,16 @@ class Tensor {
  public:
   /// An undefined tensor (no storage); `defined()` is false.
   Tensor() = default;
+  /// @{
+  /// Copies share the storage (a view of the same elements). Defined in
+  /// src/core/tensor.cpp, so that a file passing tensors around does not
+  /// compile their members' code each time (bench/compile_time.sh).
+  Tensor(const Tensor&);
+  Tensor(Tensor&&) noexcept;
+  Tensor& operator=(const Tensor&);
+  Tensor& operator=(Tensor&&) noexcept;
+  ~Tensor();
+  /// @}
   /// A view over `storage`. Checks that every element it can reach lies inside.
   Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
          std::vector<std::int64_t> strides, std::int64_t offset);

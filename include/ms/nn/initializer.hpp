@@ -23,7 +23,6 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
-#include <variant>
 
 #include "ms/core/dtype.hpp"
 #include "ms/core/shape.hpp"
@@ -357,23 +356,25 @@ std::shared_ptr<const Initializer> from_name(std::string_view name);
 class InitSpec {
  public:
   /// An initializer object (copied): `InitSpec s = ms::init::Normal(0.02);`.
-  InitSpec(const init::Initializer& init) : v_(init.clone()) {}  // NOLINT
+  InitSpec(const init::Initializer& init);  // NOLINT
   /// A shared initializer object (ValueError when null).
   InitSpec(std::shared_ptr<const init::Initializer> init);  // NOLINT
   /// A name from MindSpore's alias table, looked up by resolve(): `"he_uniform"`.
-  InitSpec(const char* name) : v_(std::string(name)) {}  // NOLINT
+  InitSpec(const char* name);  // NOLINT
   /// A name, as the `const char*` form.
-  InitSpec(std::string name) : v_(std::move(name)) {}  // NOLINT
+  InitSpec(std::string name);  // NOLINT
   /// A name, as the `const char*` form.
-  InitSpec(std::string_view name) : v_(std::string(name)) {}  // NOLINT
+  InitSpec(std::string_view name);  // NOLINT
   /// A number: every element that value (ms::init::Constant).
   template <class T>
-  requires std::is_arithmetic_v<T> InitSpec(T number) : v_(Scalar(number)) {}  // NOLINT
+  requires std::is_arithmetic_v<T> InitSpec(T number) : InitSpec(Scalar(number)) {}  // NOLINT
+  /// A number given as a Scalar, as the arithmetic form.
+  InitSpec(Scalar number);  // NOLINT
   /// A tensor used as the value itself (its shape must match the parameter's).
-  InitSpec(Tensor tensor) : v_(std::move(tensor)) {}  // NOLINT
+  InitSpec(Tensor tensor);  // NOLINT
 
   /// True when the spec holds a tensor rather than an initializer.
-  bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }
+  bool is_tensor() const;
   /// "HeUniform", "'zeros'", "Constant(0.5)" or "Tensor[2, 3]", for messages and printing.
   std::string to_string() const;
   /// The initializer object this spec stands for (a name is looked up, a number
@@ -383,7 +384,10 @@ class InitSpec {
   const Tensor& tensor() const;
 
  private:
-  std::variant<std::shared_ptr<const init::Initializer>, std::string, Scalar, Tensor> v_;
+  // What the spec holds (src/nn/initializer.cpp); never changed after
+  // construction, so copies share it.
+  struct Rep;
+  std::shared_ptr<const Rep> rep_;
 };
 
 /// A new tensor of `shape` and `dtype` made by `init` (MindSpore's `initializer`).
