@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -252,23 +253,34 @@ void CellBase::insert_child_to_cell(const std::string& name, CellBase& child) {
 }
 
 void CellBase::rename_params(const std::string& prefix) {
-  // As MindSpore's auto_prefix: a child's parameter `weight` becomes `fc1.weight`.
+  // As MindSpore's auto_prefix: a child's parameter `weight` becomes
+  // `fc1.weight`, also where update_parameters_name had named it otherwise.
+  for (auto& [n, c] : cells_and_names()) c->name_prefix_.clear();
   for (auto& [n, p] : parameters_and_names(prefix)) p.set_name(n);
+}
+
+std::string CellBase::root_base(const std::string& prefix) const {
+  return (prefix.empty() ? std::string() : prefix + ".") + name_prefix_;
+}
+
+std::string CellBase::child_base(const std::string& base, const std::string& name,
+                                 const CellBase& child) {
+  return child.name_prefix_.empty() ? base + name + "." : child.name_prefix_;
 }
 
 std::vector<std::pair<std::string, Parameter>> CellBase::parameters_and_names(
     const std::string& prefix, bool recurse) const {
   std::vector<std::pair<std::string, Parameter>> out;
   std::set<const void*> seen;
-  auto walk = [&](auto&& self, const CellBase& c, const std::string& pre) -> void {
+  auto walk = [&](auto&& self, const CellBase& c, const std::string& base) -> void {
     for (const auto& [n, p] : c.params_) {
       if (!seen.insert(p.identity()).second) continue;  // shared by two cells: first name
-      out.emplace_back(pre.empty() ? n : pre + "." + n, p);
+      out.emplace_back(base + n, p);
     }
     if (!recurse) return;
-    for (const auto& [n, ch] : c.children_) self(self, *ch, pre.empty() ? n : pre + "." + n);
+    for (const auto& [n, ch] : c.children_) self(self, *ch, child_base(base, n, *ch));
   };
-  walk(walk, *this, prefix);
+  walk(walk, *this, root_base(prefix));
   return out;
 }
 
@@ -306,13 +318,12 @@ std::vector<std::pair<std::string, CellBase*>> CellBase::cells_and_names(
 std::vector<std::pair<std::string, Tensor>> CellBase::buffers_and_names(const std::string& prefix,
                                                                         bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  auto walk = [&](auto&& self, const CellBase& c, const std::string& pre) -> void {
-    for (const auto& b : c.buffers_)
-      out.emplace_back(pre.empty() ? b.name : pre + "." + b.name, b.tensor);
+  auto walk = [&](auto&& self, const CellBase& c, const std::string& base) -> void {
+    for (const auto& b : c.buffers_) out.emplace_back(base + b.name, b.tensor);
     if (!recurse) return;
-    for (const auto& [n, ch] : c.children_) self(self, *ch, pre.empty() ? n : pre + "." + n);
+    for (const auto& [n, ch] : c.children_) self(self, *ch, child_base(base, n, *ch));
   };
-  walk(walk, *this, prefix);
+  walk(walk, *this, root_base(prefix));
   return out;
 }
 
@@ -320,6 +331,128 @@ std::vector<Tensor> CellBase::buffers(bool recurse) const {
   std::vector<Tensor> out;
   for (auto& [n, t] : buffers_and_names({}, recurse)) out.push_back(t);
   return out;
+}
+
+CellBase& CellBase::apply(const std::function<void(CellBase&)>& fn) {
+  // A copy: `fn` may register or remove children of the cell it is given.
+  const auto children = children_;
+  for (const auto& [n, ch] : children) ch->apply(fn);
+  fn(*this);
+  return *this;
+}
+
+std::vector<std::pair<std::string, Parameter>> CellBase::parameters_dict(bool recurse) const {
+  return parameters_and_names({}, recurse);
+}
+
+// ------------------------------------------------------------------ lookup by path
+
+namespace {
+
+// "'a', 'b', 'c'" for the names of `items` (at most 8, then the count), or "none".
+template <class V, class F>
+std::string quoted_names(const V& items, F name_of) {
+  std::string s;
+  std::size_t i = 0;
+  for (const auto& it : items) {
+    if (i == 8) {
+      s += ", ... (" + std::to_string(items.size()) + " in all)";
+      break;
+    }
+    s += (i++ ? ", '" : "'") + name_of(it) + "'";
+  }
+  return s.empty() ? std::string("none") : s;
+}
+
+}  // namespace
+
+void CellBase::raise_missing(std::string_view api, const std::string& path, const std::string& part,
+                             const std::string& at, std::string_view kind) const {
+  auto first = [](const auto& e) { return e.first; };
+  const std::string where = at.empty() ? cls_name() : "'" + at + "' (" + cls_name() + ")";
+  detail::raise<KeyError>(api, ": '", path, "': ", where, " has no ", kind, " '", part,
+                          "'; its parameters: ", quoted_names(params_, first), "; buffers: ",
+                          quoted_names(buffers_, [](const Buffer& b) { return b.name; }),
+                          "; child cells: ", quoted_names(children_, first));
+}
+
+CellBase::PathEnd CellBase::resolve_parent(const std::string& path, std::string_view api) const {
+  const CellBase* cell = this;
+  std::string at;  // the path of `cell`
+  std::size_t pos = 0;
+  for (std::size_t dot; (dot = path.find('.', pos)) != std::string::npos; pos = dot + 1) {
+    const std::string part = path.substr(pos, dot - pos);
+    auto it = std::find_if(cell->children_.begin(), cell->children_.end(),
+                           [&](const auto& e) { return e.first == part; });
+    if (it == cell->children_.end()) cell->raise_missing(api, path, part, at, "child cell");
+    at += (at.empty() ? "" : ".") + part;
+    cell = it->second;
+  }
+  return {cell, path.substr(pos), at};
+}
+
+Parameter CellBase::get_parameter(const std::string& path) const {
+  auto [cell, last, at] = resolve_parent(path, "get_parameter");
+  for (const auto& [n, p] : cell->params_)
+    if (n == last) return p;
+  cell->raise_missing("get_parameter", path, last, at, "parameter");
+}
+
+Tensor CellBase::get_buffer(const std::string& path) const {
+  auto [cell, last, at] = resolve_parent(path, "get_buffer");
+  for (const auto& b : cell->buffers_)
+    if (b.name == last) return b.tensor;
+  cell->raise_missing("get_buffer", path, last, at, "buffer");
+}
+
+CellBase& CellBase::get_sub_cell(const std::string& path) {
+  if (path.empty()) return *this;
+  auto [cell, last, at] = resolve_parent(path, "get_sub_cell");
+  for (const auto& [n, c] : cell->children_)
+    if (n == last) return *c;
+  cell->raise_missing("get_sub_cell", path, last, at, "child cell");
+}
+
+// ------------------------------------------------------------------ names and removal
+
+void CellBase::update_parameters_name(const std::string& prefix) {
+  for (char ch : prefix)
+    MS_CHECK(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '/' ||
+                 ch == '.',
+             ValueError, "update_parameters_name: prefix '", prefix, "' holds '", ch,
+             "'; expected letters, digits, '_', '-', '/' and '.'");
+  rename_params({});
+  name_prefix_ = prefix;
+  for (auto& [n, p] : parameters_and_names()) p.set_name(n);
+}
+
+namespace {
+
+template <class V, class Pred>
+bool erase_first(V& v, Pred pred) {
+  auto it = std::find_if(v.begin(), v.end(), pred);
+  if (it == v.end()) return false;
+  v.erase(it);
+  // Graphs traced with the entry are stale: retrace them, as after a hook change.
+  compiler::bump_hook_version();
+  return true;
+}
+
+}  // namespace
+
+void CellBase::unregister_parameter(const std::string& name) {
+  if (!erase_first(params_, [&](const auto& e) { return e.first == name; }))
+    raise_missing("unregister_parameter", name, name, {}, "parameter");
+}
+
+void CellBase::unregister_buffer(const std::string& name) {
+  if (!erase_first(buffers_, [&](const Buffer& b) { return b.name == name; }))
+    raise_missing("unregister_buffer", name, name, {}, "buffer");
+}
+
+void CellBase::unregister_cell(const std::string& name) {
+  if (!erase_first(children_, [&](const auto& e) { return e.first == name; }))
+    raise_missing("unregister_cell", name, name, {}, "child cell");
 }
 
 CellBase& CellBase::set_train(bool mode) {
@@ -369,22 +502,24 @@ std::string CellBase::to_string() const {
 
 // ------------------------------------------------------------------ state dicts
 
-void CellBase::state_dict_into(StateDict& out, const std::string& prefix) const {
+void CellBase::state_dict_into(StateDict& out, const std::string& base) const {
   auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as MindSpore's hooks do)
+  // Hooks see the prefix without its trailing '.' ("fc1"), as MindSpore's.
+  const std::string prefix =
+      !base.empty() && base.back() == '.' ? base.substr(0, base.size() - 1) : base;
   if (state_hooks_ && state_hooks_->sd_pre)
     for (auto& h : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
-  auto full = [&](const std::string& n) { return prefix.empty() ? n : prefix + "." + n; };
-  for (const auto& [n, p] : params_) out.emplace_back(full(n), p);
+  for (const auto& [n, p] : params_) out.emplace_back(base + n, p);
   for (const auto& b : buffers_)
-    if (b.persistent) out.emplace_back(full(b.name), b.tensor);
-  for (const auto& [n, ch] : children_) ch->state_dict_into(out, full(n));
+    if (b.persistent) out.emplace_back(base + b.name, b.tensor);
+  for (const auto& [n, ch] : children_) ch->state_dict_into(out, child_base(base, n, *ch));
   if (state_hooks_ && state_hooks_->sd_post)
     for (auto& h : state_hooks_->sd_post->snapshot()) h(*self, out, prefix);
 }
 
 StateDict CellBase::state_dict(const std::string& prefix) const {
   StateDict out;
-  state_dict_into(out, prefix);
+  state_dict_into(out, root_base(prefix));
   // A parameter shared by two cells appears once, under its first name.
   StateDict dedup;
   std::set<std::pair<const void*, std::int64_t>> seen;

@@ -418,6 +418,16 @@ void CellListBase<Derived>::set(std::int64_t index, AnyCell cell) {
 }
 
 template <class Derived>
+void CellListBase<Derived>::unregister_cell(const std::string& name) {
+  const auto& ch = this->children_;
+  auto it = std::find_if(ch.begin(), ch.end(), [&](const auto& e) { return e.first == name; });
+  if (it == ch.end()) return CellBase::unregister_cell(name);  // raises the KeyError
+  pop(static_cast<std::int64_t>(it - ch.begin()));
+  // The forward changed: graphs traced before are stale.
+  compiler::bump_hook_version();
+}
+
+template <class Derived>
 const AnyCell& CellListBase<Derived>::operator[](std::int64_t index) const {
   return cells_[container_index(index, cells_.size(), false, this->cls_name() + "[]")];
 }
@@ -475,6 +485,12 @@ AnyCell CellDict::pop(const std::string& key) {
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(at));
   children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(at));
   return out;
+}
+
+void CellDict::unregister_cell(const std::string& name) {
+  if (!contains(name)) return CellBase::unregister_cell(name);  // raises the KeyError
+  pop(name);
+  compiler::bump_hook_version();
 }
 
 void CellDict::clear() {

@@ -170,6 +170,51 @@ class CellBase {
                                                                 bool recurse = true) const;
   /// The buffers of buffers_and_names, without their names.
   std::vector<Tensor> buffers(bool recurse = true) const;
+  /// Calls `fn` on every descendant, children before their parent (post-order,
+  /// as MindSpore's and PyTorch's apply), then on this cell; returns this cell.
+  ///   net.apply([](ms::CellBase& c) { if (auto* d = dynamic_cast<ms::nn::Dense*>(&c)) ...; });
+  CellBase& apply(const std::function<void(CellBase&)>& fn);
+  /// The parameters by full name, in the order and under the names of
+  /// parameters_and_names (the names of the state dict).
+  ///   for (const auto& [name, p] : net.parameters_dict()) std::cout << name << "\n";
+  std::vector<std::pair<std::string, Parameter>> parameters_dict(bool recurse = true) const;
+
+  // ---------------------------------------------------------------- lookup by path
+  // A path is the dotted chain of registration names from this cell
+  // ("body.0.fc.weight"). A missing part is an ms::KeyError naming the API,
+  // the path, the first part that is missing and what exists at that level.
+  /// The parameter at `path`.
+  ///   ms::Parameter w = net.get_parameter("body.0.fc.weight");
+  Parameter get_parameter(const std::string& path) const;
+  /// The buffer at `path` (the tensor itself, not a copy).
+  ///   ms::Tensor mean = net.get_buffer("body.0.bn.moving_mean");
+  Tensor get_buffer(const std::string& path) const;
+  /// The descendant cell at `path` (this cell for "").
+  ///   ms::CellBase& fc = net.get_sub_cell("body.0.fc");
+  CellBase& get_sub_cell(const std::string& path);
+
+  // ---------------------------------------------------------------- names and removal
+  /// Names every parameter under this cell `prefix` + its name relative to
+  /// this cell (MindSpore's update_parameters_name; always recursive), and
+  /// makes the state dict and parameters_and_names use the same names, also
+  /// when this cell is a child (the prefix replaces the path above it).
+  /// Registering the cell as a child later names it after the parent again.
+  /// `prefix` holds letters, digits, '_', '-', '/' and '.' (ValueError otherwise).
+  ///   net.update_parameters_name("net1.");   // fc1.weight -> net1.fc1.weight
+  void update_parameters_name(const std::string& prefix);
+  /// Removes this cell's parameter `name` (MindSpore's `del cell.name`):
+  /// parameters(), the state dict and parameters_and_names no longer see it,
+  /// and graphs ms::jit compiled before are retraced. KeyError if there is none.
+  ///   net.unregister_parameter("scale");
+  void unregister_parameter(const std::string& name);
+  /// Removes this cell's buffer `name`, as unregister_parameter.
+  ///   bn.unregister_buffer("moving_mean");
+  void unregister_buffer(const std::string& name);
+  /// Removes the child cell `name` with everything under it, as
+  /// unregister_parameter; containers remove the cell itself too
+  /// (CellList and SequentialCell as pop, CellDict as pop of the key).
+  ///   net.unregister_cell("aux_head");
+  virtual void unregister_cell(const std::string& name);
 
   // ---------------------------------------------------------------- modes
   /// Training mode for this cell and its descendants (Dropout, BatchNorm read it).
@@ -264,8 +309,29 @@ class CellBase {
   void wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st);
 
   void check_name(const std::string& name, std::string_view api) const;
-  void state_dict_into(StateDict& out, const std::string& prefix) const;
+  // `base` is the text put before this cell's entry names ("", "fc1.").
+  void state_dict_into(StateDict& out, const std::string& base) const;
+  // The base of the walk root for a `prefix` argument, and of a child.
+  std::string root_base(const std::string& prefix) const;
+  static std::string child_base(const std::string& base, const std::string& name,
+                                const CellBase& child);
+  // Clears the prefixes update_parameters_name set in this subtree, then
+  // names every parameter after its path under `prefix`.
   void rename_params(const std::string& prefix);
+  // The cell holding the last part of `path` (walking its other parts), that
+  // last part and the cell's path; KeyError naming `api` for a missing part.
+  struct PathEnd {
+    const CellBase* cell;
+    std::string last, at;
+  };
+  PathEnd resolve_parent(const std::string& path, std::string_view api) const;
+  // Raises the KeyError of a missing `part` of `path` at `at` (the path of
+  // this cell), listing `what` exists there.
+  [[noreturn]] void raise_missing(std::string_view api, const std::string& path,
+                                  const std::string& part, const std::string& at,
+                                  std::string_view kind) const;
+
+  std::string name_prefix_;  // set by update_parameters_name; empty: the path
 
   std::vector<std::pair<std::string, Parameter>> params_;
   struct Buffer {

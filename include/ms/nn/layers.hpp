@@ -372,6 +372,10 @@ class CellListBase : public Cell<Derived> {
   AnyCell pop(std::int64_t index = -1);
   /// As pop, discarding the cell (Python's `del list[index]`).
   void erase(std::int64_t index) { pop(index); }
+  /// As erase at the position of the child named `name` ("0", "1", ...);
+  /// KeyError as CellBase::unregister_cell for another name.
+  ///   seq.unregister_cell("1");   // as seq.erase(1)
+  void unregister_cell(const std::string& name) override;
   /// Replaces the cell at `index`; the new one is registered under the same name.
   void set(std::int64_t index, AnyCell cell);
   /// The cell at `index`. Read-only: assign with set() so the cell is registered.
@@ -442,6 +446,10 @@ class CellDict : public Cell<CellDict> {
   void update(const std::vector<Item>& items);
   /// Removes `key`, unregisters its cell and returns it.
   AnyCell pop(const std::string& key);
+  /// As pop(name), discarding the cell; KeyError as
+  /// CellBase::unregister_cell for a missing key.
+  ///   heads.unregister_cell("box");
+  void unregister_cell(const std::string& name) override;
   /// Removes every cell.
   void clear();
   /// Whether a cell is held under `key`.
