@@ -787,17 +787,17 @@ inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {
   return ops::invoke1<ops::Cumsum>({x}, a);
 }
 /// The upper triangle of the last two axes (ms::ops::Triu), zeros below
-/// diagonal `a.diagonal`: `ms::triu(x, {.diagonal = 1})`.
+/// diagonal `a.diagonal`. Example: `ms::triu(x, {.diagonal = 1})`.
 inline Tensor triu(const Tensor& x, const ops::TriangleAttrs& a = {}) {
   return ops::invoke1<ops::Triu>({x}, a);
 }
 /// The lower triangle of the last two axes (ms::ops::Tril), zeros above
-/// diagonal `a.diagonal`: `ms::tril(x, {.diagonal = -1})`.
+/// diagonal `a.diagonal`. Example: `ms::tril(ms::ones({4, 4}, ms::bool_))` is a causal mask.
 inline Tensor tril(const Tensor& x, const ops::TriangleAttrs& a = {}) {
   return ops::invoke1<ops::Tril>({x}, a);
 }
 /// `value` where the Bool `mask` (broadcast to x's shape) is true, else x
-/// (ms::ops::MaskedFill): `ms::masked_fill(scores, ms::logical_not(causal), -1e9)`.
+/// (ms::ops::MaskedFill). Example: `ms::masked_fill(x, mask, -1e9)`.
 inline Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   return ops::invoke1<ops::MaskedFill>({x, mask}, {.value = value});
 }
