@@ -343,6 +343,86 @@ void cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, co
   });
 }
 
+void triangle(const Tensor& x, std::int64_t diagonal, bool upper, const Tensor& out) {
+  const std::int64_t total = out.numel();
+  if (total == 0) return;
+  const Shape& s = x.shape();
+  const std::size_t r = s.size();  // >= 2
+  const std::int64_t M = s[r - 2], N = s[r - 1], rows = total / N;
+  // Below -M (above N) every row is kept whole or zeroed whole, as at -M (N):
+  // the clamp keeps i + k from overflowing.
+  const std::int64_t k = std::clamp<std::int64_t>(diagonal, -M, N);
+  const std::int64_t col = x.strides()[r - 1];
+  const std::byte* xb = x.raw_data();
+  std::byte* ob = out.raw_data();
+  with_elem(out.itemsize(), [&](auto esz) {
+    constexpr std::size_t kE = decltype(esz)::value;
+    constexpr auto sE = static_cast<std::int64_t>(kE);
+    const std::int64_t block = std::max<std::int64_t>(1, kCopyGrainBytes / (N * sE));
+    // One item = one row (batch position and row i, the odometer's last axis).
+    for_blocks(rows, block, r - 1, [&](std::int64_t b, std::int64_t e, std::int64_t* c) {
+      Odometer od{s.dims().data(), x.strides().data(), c, r - 1};
+      od.seek(b);
+      for (std::int64_t row = b; row < e; ++row, od.next()) {
+        const std::int64_t i = c[r - 2];
+        // Columns [lo, hi) are kept; zero is all-zero bytes in every dtype.
+        const std::int64_t lo = upper ? std::clamp<std::int64_t>(i + k, 0, N) : 0;
+        const std::int64_t hi = upper ? N : std::clamp<std::int64_t>(i + k + 1, 0, N);
+        std::byte* o = ob + row * N * sE;
+        const std::byte* src = xb + od.off * sE;
+        std::memset(o, 0, static_cast<std::size_t>(lo * sE));
+        if (col == 1) {
+          std::memcpy(o + lo * sE, src + lo * sE, static_cast<std::size_t>((hi - lo) * sE));
+        } else {
+          for (std::int64_t j = lo; j < hi; ++j) copy_elem<kE>(o + j * sE, src + j * col * sE);
+        }
+        std::memset(o + hi * sE, 0, static_cast<std::size_t>((N - hi) * sE));
+      }
+    });
+  });
+}
+
+void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& fill, const Tensor& out) {
+  const std::int64_t total = out.numel();
+  if (total == 0) return;
+  const std::byte* xb = x.raw_data();
+  const std::byte* mb = mask.raw_data();  // Bool: one byte per element, 0 or 1
+  const std::byte* fb = fill.raw_data();
+  std::byte* ob = out.raw_data();
+  const std::size_t r = x.shape().size();
+  if (r == 0) {
+    std::memcpy(ob, mb[0] != std::byte{0} ? fb : xb, static_cast<std::size_t>(out.itemsize()));
+    return;
+  }
+  const std::int64_t L = x.shape()[r - 1], rows = total / L;
+  const std::int64_t xl = x.strides()[r - 1], ml = mask.strides()[r - 1];
+  with_elem(out.itemsize(), [&](auto esz) {
+    constexpr std::size_t kE = decltype(esz)::value;
+    constexpr auto sE = static_cast<std::int64_t>(kE);
+    const std::int64_t block = std::max<std::int64_t>(1, kCopyGrainBytes / (L * sE));
+    // One item = one row of the last axis; x and mask each walk their strides.
+    for_blocks(rows, block, 2 * (r - 1), [&](std::int64_t b, std::int64_t e, std::int64_t* c) {
+      Odometer xo{x.shape().dims().data(), x.strides().data(), c, r - 1};
+      Odometer mo{x.shape().dims().data(), mask.strides().data(), c + (r - 1), r - 1};
+      xo.seek(b);
+      mo.seek(b);
+      for (std::int64_t row = b; row < e; ++row, xo.next(), mo.next()) {
+        std::byte* o = ob + row * L * sE;
+        const std::byte* xr = xb + xo.off * sE;
+        const std::byte* mr = mb + mo.off;
+        if (xl == 1) {  // the row in one copy, then the filled positions
+          std::memcpy(o, xr, static_cast<std::size_t>(L * sE));
+          for (std::int64_t j = 0; j < L; ++j)
+            if (mr[j * ml] != std::byte{0}) copy_elem<kE>(o + j * sE, fb);
+        } else {
+          for (std::int64_t j = 0; j < L; ++j)
+            copy_elem<kE>(o + j * sE, mr[j * ml] != std::byte{0} ? fb : xr + j * xl * sE);
+        }
+      }
+    });
+  });
+}
+
 void pad(const Tensor& x, std::span<const std::int64_t> before, PadMode mode, const Tensor& fill,
          const Tensor& out) {
   const std::int64_t total = out.numel();

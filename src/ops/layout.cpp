@@ -682,8 +682,9 @@ struct PadPlan {
   double value = 0;
 };
 
-// A constant fill for an integer dtype must survive the cast (no UB, no wrap).
-void check_pad_value(double v, DType dt) {
+// A fill value (pad's constant, masked_fill's value) for an integer dtype
+// must survive the cast (no UB, no wrap).
+void check_fill_value(double v, DType dt, std::string_view op) {
   if (!dtype_is_int(dt)) return;
   dtype_dispatch(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -692,7 +693,7 @@ void check_pad_value(double v, DType dt) {
       const double lo = std::is_signed_v<T> ? -std::ldexp(1.0, bits - 1) : 0.0;
       const double hi = std::ldexp(1.0, std::is_signed_v<T> ? bits - 1 : bits);
       const double t = std::trunc(v);
-      MS_CHECK(std::isfinite(v) && t >= lo && t < hi, ValueError, "pad: value ", v,
+      MS_CHECK(std::isfinite(v) && t >= lo && t < hi, ValueError, op, ": value ", v,
                " does not fit dtype ", dt, " of x");
     }
   });
@@ -720,7 +721,7 @@ PadPlan plan_pad(const TensorType& x, const ops::Pad::Attrs& a) {
   else
     detail::raise<ValueError>(
         "pad: mode must be \"constant\", \"reflect\" or \"replicate\", got \"", mode, "\"");
-  if (p.mode == kernels::PadMode::Constant) check_pad_value(p.value, x.dtype);
+  if (p.mode == kernels::PadMode::Constant) check_fill_value(p.value, x.dtype, "pad");
   p.before.assign(u(r), 0);
   Shape out = s;
   for (std::int64_t k = 0; k < pairs; ++k) {
@@ -1128,6 +1129,201 @@ Samples Cumsum::samples() {
                   "cumsum: axis"}}};
 }
 
+// ---------------------------------------------------------------- triu, tril
+
+namespace {
+
+TypeList infer_triangle(Types in, std::string_view op) {
+  const TensorType& x = in[0];
+  check_packed(x.dtype, op, "x");
+  MS_CHECK(x.shape.rank() >= 2, ShapeError, op,
+           ": x must have rank >= 2 (matrices in its last two axes), got shape ", x.shape,
+           " of rank ", x.shape.rank());
+  return {x};
+}
+
+TensorList eval_triangle(Inputs in, const TriangleAttrs& a, bool upper, const char* op) {
+  const TypeList t = infer_triangle(types_of(in), op);
+  Tensor out = alloc(t[0], op);
+  kernels::triangle(in[0], a.diagonal, upper, out);
+  return {out};
+}
+
+}  // namespace
+
+TypeList Triu::infer(const Attrs&, Types in) { return infer_triangle(in, name); }
+TensorList Triu::eval(const Attrs& a, Inputs in) { return eval_triangle(in, a, true, "triu"); }
+TypeList Tril::infer(const Attrs&, Types in) { return infer_triangle(in, name); }
+TensorList Tril::eval(const Attrs& a, Inputs in) { return eval_triangle(in, a, false, "tril"); }
+
+// Each output element is its input element or 0: the gradient keeps the same band.
+TensorList Triu::vjp(const Attrs& a, const GradContext& c) { return {triu(c.out_grads[0], a)}; }
+TensorList Tril::vjp(const Attrs& a, const GradContext& c) { return {tril(c.out_grads[0], a)}; }
+
+namespace {
+
+// x = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]] (float64) and int32
+// [2, 3, 2] = 1 ... 12, the inputs of the triangle samples with values.
+Tensor tri34() {
+  return tensor({{1.0, 2.0, 3.0, 4.0}, {5.0, 6.0, 7.0, 8.0}, {9.0, 10.0, 11.0, 12.0}}, float64);
+}
+Tensor tri232() {
+  return from_vector(std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 3, 2});
+}
+
+// What triu and tril share: large diagonals, other dtypes and shapes (values
+// compared across eager and jit), gradients, and the errors of `op`.
+Samples triangle_samples(std::string_view op, std::vector<ops::Sample> cases) {
+  using A = TriangleAttrs;
+  const Tensor x = tri34();
+  const Tensor none = zeros({3, 4}, float64);
+  const bool up = op == "triu";
+  cases.push_back(detail::sample("diagonal -5: beyond the matrix", {x}, A{-5}, {up ? x : none}));
+  cases.push_back(detail::sample("diagonal 6: beyond the matrix", {x}, A{6}, {up ? none : x}));
+  cases.push_back(detail::sample("bool [4, 4], diagonal 1",
+                                 {sample_tensor({4, 4}, 80, 0, 1, int8).to(bool_)}, A{1}));
+  cases.push_back(detail::sample("float16 [2, 2, 5, 3], diagonal -1",
+                                 {sample_tensor({2, 2, 5, 3}, 81, -2, 2, float16)}, A{-1}));
+  cases.push_back(detail::sample("bfloat16 [3, 6], diagonal 2",
+                                 {sample_tensor({3, 6}, 82, -2, 2, bfloat16)}, A{2}));
+  cases.push_back(
+      detail::sample("uint8 [1, 4, 4]", {sample_tensor({1, 4, 4}, 83, 0, 9, uint8)}, A{}));
+  cases.push_back(detail::sample("gradient, [2, 4, 3], diagonal 1", {sample_tensor({2, 4, 3}, 84)},
+                                 A{1}, {}, {0}));
+  cases.push_back(
+      detail::sample("gradient, [3, 5], diagonal -2", {sample_tensor({3, 5}, 85)}, A{-2}, {}, {0}));
+  const std::string rank_msg = ::ms::detail::str_cat(op, ": x must have rank >= 2");
+  return {
+      .cases = std::move(cases),
+      .errors = {detail::error_sample("rank 1", {zeros({3})}, A{}, "ms::ShapeError",
+                                      rank_msg + " (matrices in its last two axes), got "
+                                                 "shape [3] of rank 1"),
+                 detail::error_sample("rank 0", {tensor(1.0)}, A{}, "ms::ShapeError", rank_msg),
+                 detail::error_sample("packed Int4", {zeros({2, 2}, int4)}, A{}, "ms::TypeError",
+                                      ::ms::detail::str_cat(op, ": x has dtype Int4"))}};
+}
+
+}  // namespace
+
+Samples Triu::samples() {
+  const Tensor x = tri34();
+  return triangle_samples(
+      name,
+      {detail::sample(
+           "[3, 4], main diagonal", {x}, Attrs{},
+           {tensor({{1.0, 2.0, 3.0, 4.0}, {0.0, 6.0, 7.0, 8.0}, {0.0, 0.0, 11.0, 12.0}}, float64)}),
+       detail::sample(
+           "[3, 4], diagonal 2", {x}, Attrs{2},
+           {tensor({{0.0, 0.0, 3.0, 4.0}, {0.0, 0.0, 0.0, 8.0}, {0.0, 0.0, 0.0, 0.0}}, float64)}),
+       detail::sample("[3, 4], diagonal -1", {x}, Attrs{-1},
+                      {tensor({{1.0, 2.0, 3.0, 4.0}, {5.0, 6.0, 7.0, 8.0}, {0.0, 10.0, 11.0, 12.0}},
+                              float64)}),
+       detail::sample("int32 batch [2, 3, 2], diagonal 0", {tri232()}, Attrs{},
+                      {from_vector(std::vector<std::int32_t>{1, 2, 0, 4, 0, 0, 7, 8, 0, 10, 0, 0},
+                                   {2, 3, 2})})});
+}
+
+Samples Tril::samples() {
+  const Tensor x = tri34();
+  return triangle_samples(
+      name,
+      {detail::sample(
+           "[3, 4], main diagonal", {x}, Attrs{},
+           {tensor({{1.0, 0.0, 0.0, 0.0}, {5.0, 6.0, 0.0, 0.0}, {9.0, 10.0, 11.0, 0.0}}, float64)}),
+       detail::sample("[3, 4], diagonal 2", {x}, Attrs{2},
+                      {tensor({{1.0, 2.0, 3.0, 0.0}, {5.0, 6.0, 7.0, 8.0}, {9.0, 10.0, 11.0, 12.0}},
+                              float64)}),
+       detail::sample(
+           "[3, 4], diagonal -1", {x}, Attrs{-1},
+           {tensor({{0.0, 0.0, 0.0, 0.0}, {5.0, 0.0, 0.0, 0.0}, {9.0, 10.0, 0.0, 0.0}}, float64)}),
+       detail::sample("int32 batch [2, 3, 2], diagonal -1", {tri232()}, Attrs{-1},
+                      {from_vector(std::vector<std::int32_t>{0, 0, 3, 0, 5, 6, 0, 0, 9, 0, 11, 12},
+                                   {2, 3, 2})})});
+}
+
+// ---------------------------------------------------------------- masked_fill
+
+TypeList MaskedFill::infer(const Attrs& a, Types in) {
+  const TensorType &x = in[0], &mask = in[1];
+  const Shape &xs = x.shape, &m = mask.shape;
+  check_packed(x.dtype, "masked_fill", "x");
+  MS_CHECK(mask.dtype == bool_, TypeError, "masked_fill: mask must have dtype Bool, got ",
+           mask.dtype, " (a comparison such as x == 0 gives one)");
+  MS_CHECK(m.rank() <= xs.rank(), ShapeError, "masked_fill: mask of shape ", m, " has rank ",
+           m.rank(), ", more than x of shape ", xs, " (rank ", xs.rank(),
+           "); mask must broadcast to x's shape, which the output has");
+  for (std::int64_t d = 1; d <= m.rank(); ++d) {
+    const std::int64_t md = m[u(m.rank() - d)], xd = xs[u(xs.rank() - d)];
+    MS_CHECK(md == xd || md == 1, ShapeError, "masked_fill: mask of shape ", m,
+             " does not broadcast to x's shape ", xs, ": axis ", -d, " has size ", md,
+             " in mask and ", xd, " in x (expected ", xd, " or 1",
+             xd == 1 ? "; the output has x's shape, so x is not broadcast)" : ")");
+  }
+  check_fill_value(a.value, x.dtype, "masked_fill");
+  return {x};
+}
+
+TensorList MaskedFill::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "masked_fill");
+  const Tensor fill = full({}, Scalar(a.value), t[0].dtype);
+  kernels::masked_fill(in[0], ::ms::detail::expand_view(in[1], t[0].shape), fill, out);
+  return {out};
+}
+
+// Where mask is true the output does not depend on x.
+TensorList MaskedFill::vjp(const Attrs&, const GradContext& c) {
+  return {masked_fill(c.out_grads[0], c.inputs[1], 0), Tensor()};
+}
+
+Samples MaskedFill::samples() {
+  const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  const Tensor m = tensor({{true, false, false}, {false, true, true}});
+  const auto a = [](double v) { return Attrs{.value = v}; };
+  return {
+      .cases = {detail::sample("same shape", {x, m}, a(-1),
+                               {tensor({{-1.0, 2.0, 3.0}, {4.0, -1.0, -1.0}})}),
+                detail::sample("mask [3] over [2, 3]", {x, tensor({false, true, false})}, a(9),
+                               {tensor({{1.0, 9.0, 3.0}, {4.0, 9.0, 6.0}})}),
+                detail::sample("mask [2, 1] over [2, 3]",
+                               {x, tensor({false, true}).reshape({2, 1})}, a(0.5),
+                               {tensor({{1.0, 2.0, 3.0}, {0.5, 0.5, 0.5}})}),
+                detail::sample("int32, value -7",
+                               {tensor({{1, 2}, {3, 4}}, int32), tensor({true, false})}, a(-7),
+                               {tensor({{-7, 2}, {-7, 4}}, int32)}),
+                detail::sample("int64, value 2.75 truncates",
+                               {tensor({5, 6}), tensor({false, true})}, a(2.75), {tensor({5, 2})}),
+                detail::sample("bool x", {tensor({true, false, true}), tensor({true, true, false})},
+                               a(0), {tensor({false, false, true})}),
+                detail::sample("rank 0", {tensor(3.0), tensor(true)}, a(4), {tensor(4.0)}),
+                detail::sample("rank-0 mask", {x, tensor(false)}, a(4), {x}),
+                detail::sample("float16 [2, 3, 4], mask [3, 1]",
+                               {sample_tensor({2, 3, 4}, 90, -2, 2, float16),
+                                sample_tensor({3, 1}, 91, 0, 1, int8).to(bool_)},
+                               a(-65504)),
+                detail::sample("gradient, mask [4] over [3, 4]",
+                               {sample_tensor({3, 4}, 92), tensor({true, false, false, true})},
+                               a(-3), {}, {0}),
+                detail::sample("gradient, mask [2, 1, 3] over [2, 4, 3]",
+                               {sample_tensor({2, 4, 3}, 93),
+                                sample_tensor({2, 1, 3}, 94, 0, 1, int8).to(bool_)},
+                               a(0), {}, {0})},
+      .errors = {
+          detail::error_sample("float mask", {x, zeros({2, 3})}, a(0), "ms::TypeError",
+                               "masked_fill: mask must have dtype Bool, got Float32"),
+          detail::error_sample("mask [4] over [2, 3]", {x, zeros({4}, bool_)}, a(0),
+                               "ms::ShapeError",
+                               "masked_fill: mask of shape [4] does not broadcast to x's shape "
+                               "[2, 3]: axis -1 has size 4 in mask and 3 in x"),
+          detail::error_sample("mask [2, 3] would grow x [1, 3]", {zeros({1, 3}), m}, a(0),
+                               "ms::ShapeError", "axis -2 has size 2 in mask and 1 in x"),
+          detail::error_sample("mask of a higher rank", {zeros({3}), zeros({1, 3}, bool_)}, a(0),
+                               "ms::ShapeError", "masked_fill: mask of shape [1, 3] has rank 2"),
+          detail::error_sample("value beyond int8", {zeros({2}, int8), zeros({2}, bool_)}, a(300),
+                               "ms::ValueError",
+                               "masked_fill: value 300 does not fit dtype Int8 of x")}};
+}
+
 // ---------------------------------------------------------------- shape and layout entries
 
 TypeList Reshape::infer(const Attrs& a, Types in) { return infer_reshape(in, a); }
@@ -1456,7 +1652,7 @@ namespace ops::detail {
 void register_layout_ops() {
   register_entries<Reshape, Transpose, Permute, Squeeze, Unsqueeze, Flatten, BroadcastTo, Concat,
                    Stack, Split, Pad, Cast, Gather, IndexSelect, GatherGrad, IndexSelectGrad,
-                   Cumsum, OneHot>();
+                   Cumsum, OneHot, Triu, Tril, MaskedFill>();
 }
 
 }  // namespace ops::detail

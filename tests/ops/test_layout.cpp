@@ -135,7 +135,7 @@ TEST_SUITE("ops") {
     for (const char* n : {"reshape", "transpose", "permute", "squeeze", "unsqueeze", "flatten",
                           "broadcast_to", "concat", "stack", "split", "pad", "cast"})
       CHECK(ops::op(n).kind == ops::OpKind::Layout);
-    for (const char* n : {"gather", "index_select", "one_hot"})
+    for (const char* n : {"gather", "index_select", "one_hot", "triu", "tril", "masked_fill"})
       CHECK(ops::op(n).kind == ops::OpKind::Indexing);
     CHECK(ops::op("concat").max_inputs == -1);
     CHECK(ops::op("gather").min_inputs == 2);
@@ -980,5 +980,125 @@ TEST_SUITE("ops") {
     CHECK_THROWS_WITH_AS(cast(zeros({1}, int8).expand({std::int64_t{1} << 40}), float32),
                          doctest::Contains("cast: allocation of"), MemoryError);
     CHECK(memory_stats().alloc_count == allocs + 1);  // zeros({1}) only
+  }
+
+  // ------------------------------------------------------------ triu, tril
+  TEST_CASE_TEMPLATE("triu and tril match a naive double loop", D, LAYOUT_DTYPES) {
+    const DType dt = D::value;
+    const Shape s{2, 3, 5, 4};
+    for (int layout = 0; layout < 3; ++layout) {  // dense, sliced, permuted
+      CAPTURE(layout);
+      const Tensor x = make_input(s, dt, layout);
+      const auto xv = vals(x);
+      for (std::int64_t k = -2; k <= 2; ++k) {
+        CAPTURE(k);
+        const Tensor up = triu(x, {.diagonal = k}), low = tril(x, {.diagonal = k});
+        REQUIRE(up.shape() == s);
+        REQUIRE(low.shape() == s);
+        CHECK(up.dtype() == dt);
+        CHECK(low.dtype() == dt);
+        std::vector<double> want_up(xv.size(), 0.0), want_low(xv.size(), 0.0);
+        for (std::int64_t b = 0; b < 2 * 3; ++b)
+          for (std::int64_t i = 0; i < 5; ++i)
+            for (std::int64_t j = 0; j < 4; ++j) {
+              const auto f = static_cast<std::size_t>((b * 5 + i) * 4 + j);
+              if (j - i >= k) want_up[f] = xv[f];
+              if (j - i <= k) want_low[f] = xv[f];
+            }
+        CHECK(vals(up) == want_up);
+        CHECK(vals(low) == want_low);
+      }
+    }
+  }
+
+  TEST_CASE("triu, tril: beyond the matrix, a causal mask, empty, threads, errors") {
+    const Tensor x = rand_tensor({3, 2, 4}, float32);
+    CHECK(vals(triu(x, {.diagonal = -3})) == vals(x));
+    CHECK(vals(tril(x, {.diagonal = 4})) == vals(x));
+    CHECK(vals(triu(x, {.diagonal = kMax})) == vals(zeros({3, 2, 4})));
+    CHECK(vals(tril(x, {.diagonal = kMin})) == vals(zeros({3, 2, 4})));
+    CHECK(vals(triu(x, {.diagonal = kMin})) == vals(x));
+    CHECK(tril(ones({3, 3}, bool_)).to_vector<bool>() ==
+          std::vector<bool>{true, false, false, true, true, false, true, true, true});
+    CHECK(triu(zeros({0, 3})).shape() == Shape{0, 3});
+    CHECK(tril(zeros({2, 3, 0}, int8)).shape() == Shape{2, 3, 0});
+    const Tensor big = make_input({8, 300, 200}, float64, 2);
+    check_thread_invariant([&] { return triu(big, {.diagonal = 7}); });
+    check_thread_invariant([&] { return tril(big.contiguous(), {.diagonal = -30}); });
+    CHECK_THROWS_WITH_AS(triu(zeros({4})),
+                         doctest::Contains("triu: x must have rank >= 2 (matrices in its last two "
+                                           "axes), got shape [4] of rank 1"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(tril(tensor(1.0)), doctest::Contains("tril: x must have rank >= 2"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(tril(zeros({2, 2}, int4)), doctest::Contains("tril: x has dtype Int4"),
+                         TypeError);
+  }
+
+  // ------------------------------------------------------------ masked_fill
+  TEST_CASE_TEMPLATE("masked_fill matches a naive loop with a broadcast mask", D, LAYOUT_DTYPES) {
+    const DType dt = D::value;
+    const Shape s{2, 3, 5, 4};
+    const double value = dt == bool_ ? 1 : dtype_is_unsigned_int(dt) ? 7 : -2.5;
+    const Shape masks[] = {{2, 3, 5, 4}, {5, 1}, {3, 1, 4}, {4}, {2, 1, 1, 1}, {}};
+    for (int layout = 0; layout < 3; ++layout) {
+      CAPTURE(layout);
+      const Tensor x = make_input(s, dt, layout);
+      const auto xv = vals(x);
+      for (const Shape& msh : masks) {
+        CAPTURE(msh);
+        const Tensor mask = make_input(msh, bool_, 2 - layout);
+        const auto mv = vals(mask);
+        const Tensor out = masked_fill(x, mask, value);
+        REQUIRE(out.shape() == s);
+        CHECK(out.dtype() == dt);
+        const std::size_t lead = s.size() - msh.size();
+        std::vector<double> want(xv.size());
+        for (std::int64_t f = 0; f < shape_numel(s); ++f) {
+          const Dims c = unravel(f, s);
+          Dims mc(c.begin() + static_cast<std::ptrdiff_t>(lead), c.end());
+          for (std::size_t d = 0; d < mc.size(); ++d)
+            if (msh[d] == 1) mc[d] = 0;
+          const bool hit = mv[static_cast<std::size_t>(ravel(mc, msh))] != 0;
+          want[static_cast<std::size_t>(f)] =
+              hit ? through(value, dt) : xv[static_cast<std::size_t>(f)];
+        }
+        CHECK(vals(out) == want);
+      }
+    }
+  }
+
+  TEST_CASE("masked_fill: values, rank 0, empty, threads, errors") {
+    const Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}});
+    const double inf = std::numeric_limits<double>::infinity();
+    CHECK(vals(masked_fill(x, tensor({true, false}), -inf)) ==
+          std::vector<double>{-inf, 2.0, -inf, 4.0});
+    CHECK(
+        masked_fill(tensor({5, 6}, int8), tensor({false, true}), -128.9).to_vector<std::int8_t>() ==
+        std::vector<std::int8_t>{5, -128});
+    CHECK(masked_fill(tensor(2.0), tensor(true), 9).item<double>() == 9);
+    CHECK(masked_fill(zeros({0, 3}), zeros({3}, bool_), 1).shape() == Shape{0, 3});
+    const Tensor big = make_input({600, 300}, float32, 1);
+    const Tensor mask = make_input({300}, bool_, 0);
+    check_thread_invariant([&] { return masked_fill(big, mask, 3); });
+    check_thread_invariant([&] { return masked_fill(big.contiguous(), mask, 3); });
+    CHECK_THROWS_WITH_AS(masked_fill(x, zeros({2}, int32), 0),
+                         doctest::Contains("masked_fill: mask must have dtype Bool, got Int32"),
+                         TypeError);
+    CHECK_THROWS_WITH_AS(masked_fill(x, zeros({3}, bool_), 0),
+                         doctest::Contains("masked_fill: mask of shape [3] does not broadcast to "
+                                           "x's shape [2, 2]: axis -1 has size 3 in mask and 2 "
+                                           "in x (expected 2 or 1)"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(masked_fill(zeros({1, 2}), zeros({3, 2}, bool_), 0),
+                         doctest::Contains("x is not broadcast"), ShapeError);
+    CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), zeros({1, 2}, bool_), 0),
+                         doctest::Contains("mask of shape [1, 2] has rank 2, more than x"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(masked_fill(zeros({2}, uint8), zeros({2}, bool_), -1),
+                         doctest::Contains("masked_fill: value -1 does not fit dtype UInt8"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(masked_fill(zeros({2}, int4), zeros({2}, bool_), 0),
+                         doctest::Contains("masked_fill: x has dtype Int4"), TypeError);
   }
 }

@@ -53,6 +53,19 @@ void one_hot(const Tensor& indices, const Tensor& out);
 /// Bool, complex and Int4 are not supported (the op checks).
 void cumsum(const Tensor& x, std::int64_t axis, bool exclusive, bool reverse, const Tensor& out);
 
+/// The band of the matrices in x's last two axes: for row i and column j of
+/// each x[..., :, :], out keeps x where j - i >= diagonal (`upper`: triu) or
+/// j - i <= diagonal (lower: tril), else writes 0. x has rank >= 2 and may be
+/// strided; out is dense with x's shape and dtype. Any diagonal (beyond the
+/// matrix: all kept or all zeroed). Rows are independent: the result does not
+/// depend on the thread count.
+void triangle(const Tensor& x, std::int64_t diagonal, bool upper, const Tensor& out);
+
+/// out = x where mask is false, else the one element of `fill` (out's dtype).
+/// mask is Bool with x's shape (a broadcast, stride-0 view is fine); x and
+/// mask may be strided; out is dense with x's shape and dtype.
+void masked_fill(const Tensor& x, const Tensor& mask, const Tensor& fill, const Tensor& out);
+
 /// How `pad` fills positions outside the input.
 enum class PadMode : std::uint8_t { Constant, Reflect, Replicate };
 

@@ -1,6 +1,7 @@
 // ms/ops/layout.hpp — shape and indexing ops: reshape, transpose, permute,
 // squeeze, unsqueeze, flatten, broadcast_to, slice, select, stop_gradient
-// (views), concat, stack, split, gather, index_select, one_hot, pad, cast.
+// (views), concat, stack, split, gather, index_select, gather_grad,
+// index_select_grad, cumsum, one_hot, triu, tril, masked_fill, pad, cast.
 // The view methods of ms::Tensor (`x.slice(...)`, `x.transpose(...)`, ...)
 // are these entries' public forms (src/ops/view.cpp).
 //
@@ -677,6 +678,84 @@ struct OneHot {
   static Samples samples();
 };
 
+/// The attributes of triu and tril: which diagonal bounds the kept band.
+struct TriangleAttrs {
+  /// The diagonal j - i = diagonal of rows i and columns j: 0 the main one,
+  /// positive above it, negative below it (any value; beyond the matrix all
+  /// elements are kept or all zeroed).
+  std::int64_t diagonal = 0;
+  /// Each attribute by name, for dumps and export.
+  static void fields(auto&& visit) { visit("diagonal", &TriangleAttrs::diagonal); }
+};
+
+/// The upper triangle of the matrices in x's last two axes (torch.triu,
+/// MindSpore's Triu): out[..., i, j] = x[..., i, j] where j - i >= diagonal,
+/// else 0. x has rank >= 2 (ShapeError otherwise; leading axes are a batch)
+/// and any dtype but packed Int4; out has x's shape and dtype. Its gradient is
+/// triu of the gradient. `ms::triu(scores, {.diagonal = 1})`
+struct Triu {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
+  static constexpr std::string_view name = "triu";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = TriangleAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+  ///@}
+};
+
+/// The lower triangle of the matrices in x's last two axes (torch.tril,
+/// MindSpore's Tril): out[..., i, j] = x[..., i, j] where j - i <= diagonal,
+/// else 0. Otherwise as triu; its gradient is tril of the gradient.
+/// `ms::tril(ms::ones({4, 4}, ms::bool_))` is a causal mask.
+struct Tril {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
+  static constexpr std::string_view name = "tril";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{1, 1};
+  static constexpr Props props{};
+  using Attrs = TriangleAttrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+  ///@}
+};
+
+/// x with `value` where `mask` is true (torch.masked_fill, MindSpore's
+/// MaskedFill): out = mask ? value : x. mask has dtype Bool (TypeError
+/// otherwise) and broadcasts to x's shape (NumPy rules, from the right; a
+/// mask that does not, or that would grow x, is a ShapeError: out has x's
+/// shape). `value` is converted to x's dtype as a cast is (for an integer
+/// dtype it must fit, ValueError otherwise); x has any dtype but packed Int4.
+/// x's gradient is the gradient with zeros where mask is true; mask gets none.
+/// `ms::masked_fill(scores, causal, -1e9)`
+struct MaskedFill {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
+  static constexpr std::string_view name = "masked_fill";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{2, 2};
+  static constexpr Props props{};
+  /// The attributes of masked_fill; their defaults are written here only.
+  struct Attrs {
+    /// The value written where mask is true (converted to x's dtype).
+    double value = 0;
+    /// Each attribute by name, for dumps and export.
+    static void fields(auto&& visit) { visit("value", &Attrs::value); }
+  };
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+  ///@}
+};
+
 }  // namespace ms::ops
 
 namespace ms {
@@ -706,6 +785,21 @@ inline Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const
 /// Running sums along an axis (ms::ops::Cumsum): `ms::cumsum(x, {.axis = 1, .reverse = true})`.
 inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {
   return ops::invoke1<ops::Cumsum>({x}, a);
+}
+/// The upper triangle of the last two axes (ms::ops::Triu), zeros below
+/// diagonal `a.diagonal`. Example: `ms::triu(x, {.diagonal = 1})`.
+inline Tensor triu(const Tensor& x, const ops::TriangleAttrs& a = {}) {
+  return ops::invoke1<ops::Triu>({x}, a);
+}
+/// The lower triangle of the last two axes (ms::ops::Tril), zeros above
+/// diagonal `a.diagonal`. Example: `ms::tril(ms::ones({4, 4}, ms::bool_))` is a causal mask.
+inline Tensor tril(const Tensor& x, const ops::TriangleAttrs& a = {}) {
+  return ops::invoke1<ops::Tril>({x}, a);
+}
+/// `value` where the Bool `mask` (broadcast to x's shape) is true, else x
+/// (ms::ops::MaskedFill). Example: `ms::masked_fill(x, mask, -1e9)`.
+inline Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  return ops::invoke1<ops::MaskedFill>({x, mask}, {.value = value});
 }
 
 /// One-hot encoding (MindSpore's OneHot with on=1, off=0): out has shape
