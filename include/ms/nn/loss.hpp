@@ -5,10 +5,12 @@
 // traced under ms::jit and is differentiated by ms::grad.
 //
 //   ms::Tensor loss = ms::nn::cross_entropy(logits, labels);          // labels int32 [N]
+//   ms::Tensor lm = ms::nn::cross_entropy(logits_btv, tokens_bt);     // classes on the last axis
 //   ms::Tensor l2 = ms::nn::mse_loss(pred, target, "sum");
 //   ms::nn::CrossEntropyLoss ce({.label_smoothing = 0.1});  ms::Tensor l = ce(logits, labels);
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "ms/core/tensor.hpp"
@@ -25,15 +27,37 @@ struct CrossEntropyOptions {
   /// Optional per-class weight [C] (sparse labels only): each sample's loss is
   /// scaled by weight[label]; "mean" divides by the sum of those weights.
   Tensor weight = {};
+  /// Class-index labels equal to this contribute neither loss nor gradient
+  /// (PyTorch's and MindSpore's default -100, e.g. padding in a GPT batch).
+  std::int64_t ignore_index = -100;
 };
 
-/// Cross entropy of `logits` [N, C] (or [C]) against `labels`: class indices
-/// (int32/int64 [N], values in [0, C)) or class probabilities (floating, the
-/// shape of logits). Computed as -sum(target * log_softmax(logits)) per sample
-/// (numerically stable). Errors: ShapeError for mismatched shapes, TypeError
-/// for non-floating logits, ValueError for a bad reduction or smoothing;
-/// an out-of-range class index raises IndexError eagerly (under ms::jit it
-/// gives a zero target row, as one_hot does).
+/// Cross entropy of `logits` against `labels`, classes on the LAST axis:
+/// logits [C], [N, C] or [B, T, ..., C], labels the class indices (int32 /
+/// int64, the shape of logits without its last axis: [], [N], [B, T, ...]) or
+/// class probabilities (floating, the shape of logits). Note: PyTorch and
+/// MindSpore put the classes on axis 1 for N-d input ([N, C, d1, ...]); ms
+/// follows what a GPT training loop computes, logits [B, T, V] against
+/// labels [B, T], with no reshape (the same loss as PyTorch's
+/// `cross_entropy(logits.view(-1, V), labels.view(-1))`); permute other
+/// layouts first. Computed as -log_softmax(logits)[label] per position (one
+/// fused, numerically stable op), or -sum(target * log_softmax(logits)).
+///
+/// Class-index labels equal to `ignore_index` (default -100) add nothing to
+/// the loss or the gradient; "mean" divides by the number of the other
+/// positions (by the sum of their weights with `weight`), so when every
+/// position is ignored "mean" is NaN, as PyTorch, with a zero gradient;
+/// "sum" is 0, "none" is 0 at ignored positions.
+///
+/// Errors: ShapeError for mismatched shapes (naming both; e.g. [N, C, T]
+/// logits against [N, T] labels), TypeError for non-floating logits,
+/// ValueError for a bad reduction or smoothing; a class index outside [0, C)
+/// that is not ignore_index raises IndexError naming its position and value
+/// (`labels[1, 3]`) eagerly; inside a compiled graph the fused op raises
+/// IndexError when the graph runs, naming the value and its row of the
+/// flattened [N, C] logits.
+///
+///   ms::Tensor loss = ms::nn::cross_entropy(logits, targets);   // [B, T, V], [B, T] int64
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const CrossEntropyOptions& o = {});
 /// Negative log likelihood of log-probabilities `logp` [N, C] at `labels` [N].
 Tensor nll_loss(const Tensor& logp, const Tensor& labels, const std::string& reduction = "mean");
