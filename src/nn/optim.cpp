@@ -8,6 +8,7 @@
 
 #include "ms/expr/expr.hpp"
 #include "ms/ops/op.hpp"
+#include "ms/ops/reduce.hpp"
 
 namespace ms::optim {
 
@@ -205,6 +206,11 @@ void StepLR::step() {
   opt_.set_lr(base_ * std::pow(gamma_, static_cast<double>(n_ / step_size_)));
 }
 
+double cosine_lr(double base, double min_lr, std::int64_t step, std::int64_t total) {
+  const double t = static_cast<double>(std::min(step, total)) / static_cast<double>(total);
+  return min_lr + (base - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
+}
+
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, std::int64_t t_max, double eta_min)
     : opt_(opt), base_(opt.lr()), t_max_(t_max), eta_min_(eta_min) {
   MS_CHECK(t_max > 0, ValueError, "CosineAnnealingLR: t_max must be > 0, got ", t_max);
@@ -214,8 +220,74 @@ CosineAnnealingLR::CosineAnnealingLR(Optimizer& opt, std::int64_t t_max, double 
 
 void CosineAnnealingLR::step() {
   ++n_;
-  const double t = static_cast<double>(std::min(n_, t_max_)) / static_cast<double>(t_max_);
-  opt_.set_lr(eta_min_ + (base_ - eta_min_) * 0.5 * (1.0 + std::cos(std::numbers::pi * t)));
+  opt_.set_lr(cosine_lr(base_, eta_min_, n_, t_max_));
+}
+
+WarmupCosineLR::WarmupCosineLR(Optimizer& opt, std::int64_t warmup_steps, std::int64_t total_steps,
+                               double min_lr, double start_factor)
+    : opt_(opt),
+      base_(opt.lr()),
+      warmup_(warmup_steps),
+      total_(total_steps),
+      min_lr_(min_lr),
+      start_factor_(start_factor) {
+  MS_CHECK(warmup_steps >= 0 && warmup_steps < total_steps, ValueError,
+           "WarmupCosineLR: expected 0 <= warmup_steps < total_steps, got warmup_steps ",
+           warmup_steps, " and total_steps ", total_steps);
+  MS_CHECK(min_lr >= 0.0 && min_lr <= base_, ValueError,
+           "WarmupCosineLR: min_lr must be in [0, lr = ", base_, "], got ", min_lr);
+  MS_CHECK(start_factor >= 0.0 && start_factor <= 1.0, ValueError,
+           "WarmupCosineLR: start_factor must be in [0, 1], got ", start_factor);
+  opt_.set_lr(lr_at(0));
+}
+
+double WarmupCosineLR::lr_at(std::int64_t n) const {
+  if (n < warmup_)
+    return base_ * (start_factor_ +
+                    (1.0 - start_factor_) * static_cast<double>(n) / static_cast<double>(warmup_));
+  return cosine_lr(base_, min_lr_, n - warmup_, total_ - warmup_);
+}
+
+void WarmupCosineLR::step() {
+  ++n_;
+  opt_.set_lr(lr_at(n_));
 }
 
 }  // namespace ms::optim
+
+namespace ms::nn {
+
+ClippedGrads clip_grad_norm(const std::vector<Tensor>& grads, double max_norm,
+                            const ClipGradNormOptions& o) {
+  constexpr std::string_view api = "clip_grad_norm";
+  MS_CHECK(max_norm >= 0.0, ValueError, api, ": max_norm must be >= 0, got ", max_norm);
+  MS_CHECK(o.norm_type > 0.0, ValueError, api, ": norm_type must be > 0 (or infinity), got ",
+           o.norm_type);
+  DType dt = float32;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    MS_CHECK(dtype_is_float(grads[i].dtype()), TypeError, api, ": gradient ", i,
+             " must be floating, got ", grads[i].dtype());
+    if (grads[i].dtype() == float64) dt = float64;
+  }
+  const bool inf = std::isinf(o.norm_type);
+  const double p = o.norm_type;
+  Tensor acc;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    const Tensor a = ms::abs(g.to(dt));
+    // |g|^p summed (p = 2: squares); infinity: the largest |g|.
+    const Tensor part = inf ? ms::max(a) : p == 2.0 ? sum(ms::square(a)) : sum(ms::pow(a, p));
+    acc = !acc.defined() ? part : inf ? Tensor(ms::maximum(acc, part)) : Tensor(acc + part);
+  }
+  if (!acc.defined()) return {grads, zeros(Shape{}, dt)};
+  const Tensor total = inf ? acc : p == 2.0 ? Tensor(ms::sqrt(acc)) : Tensor(ms::pow(acc, 1.0 / p));
+  const Tensor factor = where(total > max_norm, max_norm / (total + 1e-6), 1.0);
+  ClippedGrads out{{}, total};
+  out.grads.reserve(grads.size());
+  for (const Tensor& g : grads)
+    out.grads.push_back(g.defined() ? Tensor(g * factor.to(g.dtype())) : g);
+  return out;
+}
+
+}  // namespace ms::nn

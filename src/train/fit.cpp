@@ -278,8 +278,7 @@ std::int64_t meta_count(const std::map<std::string, std::string>& m, const char*
 }
 
 double cosine_lr(double base, std::int64_t step, std::int64_t total) {
-  const double t = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
-  return 0.5 * base * (1.0 + std::cos(std::numbers::pi * t));
+  return optim::cosine_lr(base, 0.0, step, total);
 }
 }  // namespace
 
@@ -341,6 +340,13 @@ std::string CosineSchedule::resume_from(const std::map<std::string, std::string>
   ms::warn(w.str());
   return w.str();
 }
+
+LRSchedule::LRSchedule(optim::Optimizer& opt, std::function<double(std::int64_t)> lr_at)
+    : opt_(opt), lr_at_(std::move(lr_at)) {
+  MS_CHECK(static_cast<bool>(lr_at_), ValueError, "LRSchedule: lr_at is empty");
+}
+void LRSchedule::on_train_begin(TrainState& s) { opt_.set_lr(lr_at_(s.global_step)); }
+void LRSchedule::on_step_end(TrainState& s) { opt_.set_lr(lr_at_(s.global_step)); }
 
 std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy) {
   const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;

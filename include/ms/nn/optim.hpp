@@ -14,9 +14,12 @@
 //     opt.parameters()})(x, y); opt.apply(grads); return loss;
 //   });
 //   ms::optim::CosineAnnealingLR sched(opt, /*t_max=*/1000);   // sched.step() after each step
+//   ms::optim::WarmupCosineLR gpt(opt, /*warmup_steps=*/100, /*total_steps=*/5000, 1e-5);
+//   auto [clipped, norm] = ms::nn::clip_grad_norm(grads, 1.0);  // before opt.apply(clipped)
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -203,6 +206,13 @@ class StepLR {
   std::int64_t n_ = 0;
 };
 
+/// The cosine rate shared by the cosine schedules (CosineAnnealingLR,
+/// WarmupCosineLR, ms::train::CosineSchedule): from `base` at step 0 to
+/// `min_lr` at step `total` (> 0), and `min_lr` after:
+/// min_lr + (base - min_lr) * (1 + cos(pi * min(step, total) / total)) / 2.
+/// `ms::optim::cosine_lr(0.1, 0.0, 50, 100)` is 0.05.
+double cosine_lr(double base, double min_lr, std::int64_t step, std::int64_t total);
+
 /// Cosine annealing from the optimizer's rate to `eta_min` over `t_max` steps.
 class CosineAnnealingLR {
  public:
@@ -222,4 +232,74 @@ class CosineAnnealingLR {
   std::int64_t n_ = 0;
 };
 
+/// Linear warm-up then cosine decay, the usual schedule of GPT-style training
+/// (PyTorch's LinearLR followed by CosineAnnealingLR; Hugging Face's
+/// get_cosine_schedule_with_warmup with a floor). With base = the optimizer's
+/// rate when constructed, the rate after n calls of step() is
+///   base * (start_factor + (1 - start_factor) * n / warmup_steps)  for n < warmup_steps,
+///   cosine_lr(base, min_lr, n - warmup_steps, total_steps - warmup_steps)  after,
+/// so it reaches base at n = warmup_steps and min_lr at n = total_steps and
+/// stays there. The constructor sets the optimizer's rate for step 0.
+///   ms::optim::WarmupCosineLR sched(opt, 100, 5000, 1e-5);   // sched.step() after each step
+class WarmupCosineLR {
+ public:
+  /// Schedules `opt`'s rate; ValueError unless 0 <= warmup_steps < total_steps,
+  /// min_lr is in [0, rate] and start_factor in [0, 1].
+  WarmupCosineLR(Optimizer& opt, std::int64_t warmup_steps, std::int64_t total_steps,
+                 double min_lr = 0.0, double start_factor = 0.0);
+  /// Counts one step and sets the optimizer's rate for the next.
+  void step();
+  /// The number of step() calls so far.
+  std::int64_t last_step() const { return n_; }
+  /// The rate it sets for the step after `last_step()` calls: lr_at(last_step()).
+  double lr() const { return lr_at(n_); }
+  /// The rate after `n` steps (a pure function of n; ms::train::LRSchedule
+  /// drives it by the global step).
+  double lr_at(std::int64_t n) const;
+  /// The rate it warms up to (the optimizer's rate when constructed).
+  double base_lr() const { return base_; }
+
+ private:
+  Optimizer& opt_;
+  double base_;
+  std::int64_t warmup_, total_;
+  double min_lr_, start_factor_;
+  std::int64_t n_ = 0;
+};
+
 }  // namespace ms::optim
+
+namespace ms::nn {
+
+/// The options of ms::nn::clip_grad_norm.
+struct ClipGradNormOptions {
+  /// The p of the p-norm (> 0), or infinity for the largest |g|.
+  double norm_type = 2.0;
+};
+
+/// What ms::nn::clip_grad_norm returns: `auto [grads, norm] = clip_grad_norm(g, 1.0);`.
+struct ClippedGrads {
+  std::vector<Tensor> grads;  ///< the clipped gradients, in the given order
+  Tensor total_norm;          ///< 0-d: the norm of all gradients before clipping
+};
+
+/// Clips gradients by their global norm, as PyTorch's clip_grad_norm_ (not in
+/// place: the clipped tensors are returned). `total` is the p-norm of all
+/// gradients together (the norm of the per-tensor norms; with p = infinity
+/// the largest |g|), computed in float32 (float64 when a gradient is float64);
+/// when total > max_norm every gradient is multiplied by
+/// max_norm / (total + 1e-6), else returned unchanged (PyTorch multiplies by
+/// min(1, max_norm / (total + 1e-6)), which differs only by that 1e-6 just
+/// below max_norm). A NaN or infinite total clips nothing. The norm stays a
+/// 0-d tensor, so inside ms::jit this records graph ops and needs no host
+/// sync; eagerly it computes at once. Undefined tensors (no gradient) are
+/// skipped and returned undefined; no gradients give a norm of 0.
+/// ValueError unless max_norm >= 0 and norm_type > 0; TypeError for a
+/// non-floating gradient (naming its position).
+///   auto [loss, grads] = ms::value_and_grad(
+///       loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
+///   opt.apply(ms::nn::clip_grad_norm(grads, 1.0).grads);
+ClippedGrads clip_grad_norm(const std::vector<Tensor>& grads, double max_norm,
+                            const ClipGradNormOptions& o = {});
+
+}  // namespace ms::nn
