@@ -290,6 +290,37 @@ TEST_SUITE("train") {
     ms::set_warning_handler(prev);
   }
 
+  TEST_CASE("LRSchedule drives WarmupCosineLR by fit's global step, also on resume") {
+    const auto ds = toy();
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 9});  // 7 steps per epoch
+    struct LrLog : ms::train::Callback {
+      ms::optim::Optimizer* opt = nullptr;
+      std::vector<double> used;  // the rate each step ran with
+      void on_step_end(ms::train::TrainState&) override { used.push_back(opt->lr()); }
+    };
+    Setup s(4);
+    ms::optim::WarmupCosineLR warm(s.opt, 3, 14, 0.005);
+    auto log = std::make_shared<LrLog>();
+    log->opt = &s.opt;
+    auto sched = std::make_shared<ms::train::LRSchedule>(
+        s.opt, [&](std::int64_t n) { return warm.lr_at(n); });
+    ms::train::fit(s.step, loader, {.epochs = 1, .callbacks = {log, sched}});
+    REQUIRE(log->used.size() == 7);
+    for (std::size_t n = 0; n < 7; ++n)
+      CHECK(log->used[n] == doctest::Approx(warm.lr_at(static_cast<std::int64_t>(n))));
+    CHECK(log->used[0] == 0.0);
+    CHECK(log->used[3] == doctest::Approx(0.05));  // the top of the warm-up
+    // Resuming at epoch 1 continues from global step 7.
+    log->used.clear();
+    s.opt.set_lr(1.0);
+    ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {log, sched}, .initial_epoch = 1});
+    REQUIRE(log->used.size() == 7);
+    for (std::size_t n = 0; n < 7; ++n)
+      CHECK(log->used[n] == doctest::Approx(warm.lr_at(static_cast<std::int64_t>(n + 7))));
+    CHECK(s.opt.lr() == doctest::Approx(0.005));  // min_lr at total_steps
+    CHECK_THROWS_AS(ms::train::LRSchedule(s.opt, {}), ms::ValueError);
+  }
+
   TEST_CASE("LossMonitor stops on a NaN loss; bad fit options are errors") {
     const auto ds = toy();
     ms::data::DataLoader loader(ds, {.batch_size = 50});

@@ -252,6 +252,25 @@ class CosineSchedule : public Callback {
   std::int64_t total_;
 };
 
+/// Sets the optimizer's rate to `lr_at(global_step)` when training begins and
+/// after every step, so a schedule written as a function of the step (such
+/// as ms::optim::WarmupCosineLR::lr_at) follows fit's global step, also on
+/// resume. The schedule object is then not step()ped by hand.
+///   ms::optim::WarmupCosineLR warm(opt, 100, epochs * loader.size(), 1e-5);
+///   auto sched = std::make_shared<ms::train::LRSchedule>(
+///       opt, [&](std::int64_t s) { return warm.lr_at(s); });
+class LRSchedule : public Callback {
+ public:
+  /// Drives `opt`'s rate by `lr_at`; ValueError when lr_at is empty.
+  LRSchedule(optim::Optimizer& opt, std::function<double(std::int64_t)> lr_at);
+  void on_train_begin(TrainState& s) override;
+  void on_step_end(TrainState& s) override;
+
+ private:
+  optim::Optimizer& opt_;
+  std::function<double(std::int64_t)> lr_at_;
+};
+
 /// The SVG of one or two curves over epochs (used by CurveWriter; public for tests).
 std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy);
 
