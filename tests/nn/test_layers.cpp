@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <ms/autodiff/gradcheck.hpp>
 #include <ms/cell.hpp>
 
 namespace {
@@ -189,6 +190,102 @@ TEST_SUITE("nn") {
     REQUIRE(d2 != nullptr);
     CHECK(seq[1].as<ms::nn::Dense>() == nullptr);
     CHECK(ms::allclose(seq(x), (*d2)(ms::relu((*d0)(x))), 0, 0));
+  }
+
+  TEST_CASE("Embedding on [B, T] ids: repeated ids accumulate, as a naive float64 scatter-add") {
+    ms::nn::Embedding emb(7, 3);
+    // float64 table, so the comparison is exact up to rounding of the sums.
+    emb.embedding_table = ms::Parameter(randn({7, 3}, 31).to(ms::float64), "embedding_table");
+    const std::vector<std::int64_t> idv{1, 3, 1, 6, 1, 3, 0, 1, 3, 6};
+    const ms::Tensor ids = ms::from_vector(idv, ms::Shape{2, 5});
+    const ms::Tensor r = randn({2, 5, 3}, 32).to(ms::float64);
+    const ms::Tensor out = emb(ids);
+    CHECK(out.shape() == ms::Shape({2, 5, 3}));
+    const auto tv = vec(emb.embedding_table), rv = vec(r), ov = vec(out);
+    std::vector<double> want(21, 0.0);
+    for (std::size_t p = 0; p < idv.size(); ++p)
+      for (std::size_t k = 0; k < 3; ++k) {
+        const auto row = static_cast<std::size_t>(idv[p]);
+        CHECK(ov[p * 3 + k] == tv[row * 3 + k]);
+        want[row * 3 + k] += rv[p * 3 + k];
+      }
+    auto loss = [&](const ms::Tensor& i) { return ms::sum(emb(i) * r); };
+    const ms::ParameterList w{emb.embedding_table};
+    const auto g = ms::grad(loss, {.position = std::nullopt, .weights = w})(ids);
+    REQUIRE(g.size() == 1);
+    const auto gv = vec(g[0]);
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(gv[i] == doctest::Approx(want[i]));
+    CHECK(want[1 * 3] != 0.0);  // row 1 is looked up four times
+    const auto gj = ms::jit(ms::grad(loss, {.position = std::nullopt, .weights = w}))(ids);
+    CHECK(ms::allclose(gj[0], g[0], 1e-14, 1e-14));
+    // Varying [B, T] under the auto-dynamic manager.
+    auto fwd = [&](const ms::Tensor& i) { return emb(i); };
+    std::string log;
+    ms::JitConfig dyn;
+    dyn.dynamic = 1;
+    dyn.on_recompile = [&](const std::string& l) { log += l + "\n"; };
+    auto fd = ms::jit(fwd, dyn);
+    for (auto [b, t] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{2, 5}, {3, 2}, {1, 4}, {4, 3}}) {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(b * t));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>((i * 5) % 7);
+      const ms::Tensor x = ms::from_vector(v, ms::Shape{b, t});
+      CHECK(ms::allclose(fd(x), fwd(x), 0, 0));
+    }
+    CHECK(fd.compile_count() == 3);
+    INFO(log);
+    CHECK(log.find("traced a graph of their own") == std::string::npos);
+  }
+
+  TEST_CASE("LayerNorm over the last dim of [B, T, D]: forward and gradients vs naive float64") {
+    const std::int64_t B = 2, T = 3, D = 4;
+    ms::nn::LayerNorm ln({D}, 1e-5);
+    ln.gamma = ms::Parameter(randn({D}, 41).to(ms::float64), "gamma");
+    ln.beta = ms::Parameter(randn({D}, 42).to(ms::float64), "beta");
+    const ms::Tensor x = randn({B, T, D}, 43).to(ms::float64);
+    const ms::Tensor r = randn({B, T, D}, 44).to(ms::float64);
+    const auto xv = vec(x), rv = vec(r), gv = vec(ln.gamma), bv = vec(ln.beta);
+    const auto n = static_cast<std::size_t>(D);
+    std::vector<double> y(xv.size()), dx(xv.size()), dgamma(n, 0.0), dbeta(n, 0.0);
+    for (std::size_t row = 0; row < static_cast<std::size_t>(B * T); ++row) {
+      const double* xr = xv.data() + row * n;
+      double mu = 0, var = 0;
+      for (std::size_t k = 0; k < n; ++k) mu += xr[k] / D;
+      for (std::size_t k = 0; k < n; ++k) var += (xr[k] - mu) * (xr[k] - mu) / D;
+      const double inv = 1.0 / std::sqrt(var + 1e-5);
+      double mg = 0, mgx = 0;  // means of g and g * xhat, g = dL/dxhat
+      for (std::size_t k = 0; k < n; ++k) {
+        const double xh = (xr[k] - mu) * inv, g = rv[row * n + k] * gv[k];
+        y[row * n + k] = xh * gv[k] + bv[k];
+        dgamma[k] += rv[row * n + k] * xh;
+        dbeta[k] += rv[row * n + k];
+        mg += g / D;
+        mgx += g * xh / D;
+      }
+      for (std::size_t k = 0; k < n; ++k) {
+        const double xh = (xr[k] - mu) * inv;
+        dx[row * n + k] = inv * (rv[row * n + k] * gv[k] - mg - xh * mgx);
+      }
+    }
+    const auto out = vec(ln(x));
+    for (std::size_t i = 0; i < y.size(); ++i) CHECK(out[i] == doctest::Approx(y[i]));
+    auto loss = [&](const ms::Tensor& u) { return ms::sum(ln(u) * r); };
+    const ms::ParameterList w{ln.gamma, ln.beta};
+    auto vg = ms::value_and_grad(loss, {.position = 0, .weights = w});
+    for (int jitted = 0; jitted < 2; ++jitted) {
+      const auto [l, grads] = jitted ? ms::jit(vg)(x) : vg(x);
+      REQUIRE(grads.size() == 3);  // x, gamma, beta
+      CHECK(l.item<double>() == doctest::Approx(ms::sum(ln(x) * r).item<double>()));
+      const auto a = vec(grads[0]), g0 = vec(grads[1]), g1 = vec(grads[2]);
+      for (std::size_t i = 0; i < dx.size(); ++i) CHECK(a[i] == doctest::Approx(dx[i]));
+      for (std::size_t k = 0; k < n; ++k) {
+        CHECK(g0[k] == doctest::Approx(dgamma[k]));
+        CHECK(g1[k] == doctest::Approx(dbeta[k]));
+      }
+    }
+    auto rc =
+        ms::testing::gradcheck([&](const std::vector<ms::Tensor>& u) { return ln(u[0]); }, {x});
+    CHECK_MESSAGE(rc.ok, rc.message);
   }
 
   TEST_CASE("losses against direct formulas") {
