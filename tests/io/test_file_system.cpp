@@ -1,7 +1,8 @@
 // The pluggable file system: checkpoints saved and loaded through a registered
 // backend (in memory: nothing reaches the disk), a backend whose init fails
 // (warning, POSIX instead), writes failing part-way (the previous checkpoint
-// stays), a backend without rename (not atomic, best effort), POSIX restored.
+// stays), a backend without rename (not atomic, best effort), POSIX restored,
+// set_dump's files through the backend.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <ms/io/file_system.hpp>
 #include <ms/io/npy.hpp>
 #include <ms/io/safetensors.hpp>
+#include <ms/ms.hpp>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -243,5 +245,30 @@ TEST_SUITE("io") {
     for (const auto& p : mem->paths())
       CHECK(same_tensor(io::from_npy_bytes(mem->contents(p)), pattern({4}, float32)));
     CHECK(io::file_system() == io::posix_file_system());
+  }
+
+  TEST_CASE("set_dump writes its files through the registered file system") {
+    auto mem = std::make_shared<MemoryFileSystem>();
+    ScopedFileSystem scope(mem);
+    const std::filesystem::path prev = dump_dir();
+    const std::string d = kNowhere + "/dump";
+    set_dump_dir(d);
+    const Tensor w = arange(0, 6).reshape({3, 2});
+    auto f = jit([&](const auto& x) -> Tensor { return relu(matmul(x, w)); });
+    set_dump("relu");
+    const Tensor x = arange(-3, 3).reshape({2, 3});
+    const Tensor y = f(x);
+    set_dump("relu", false);
+    set_dump_dir(prev);
+    CHECK_FALSE(std::filesystem::exists(kNowhere));
+    CHECK(mem->dirs().count(d) == 1);
+    const auto paths = mem->paths();
+    REQUIRE(paths.size() == 2);  // Relu's input and output
+    std::string out;
+    for (const auto& p : paths)
+      if (p.ends_with(".output.0.npy")) out = p;
+    REQUIRE(!out.empty());
+    CHECK(out.starts_with(d + "/Relu."));
+    CHECK(same_tensor(io::load_npy(out), y));
   }
 }
