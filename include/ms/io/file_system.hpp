@@ -138,7 +138,7 @@ std::shared_ptr<FileSystem> posix_file_system();
 /// for this call, makes POSIX active and returns false. Returns true when `fs` is
 /// active. Saves and loads already running finish on the backend they started
 /// with. ms::ValueError when `fs` is null. Thread-safe.
-/// Example: `if (!ms::io::register_file_system(std::make_shared<MyFs>())) { ... }`
+/// Example: `bool active = ms::io::register_file_system(fs);` (`fs`: a std::shared_ptr<MyFs>)
 bool register_file_system(std::shared_ptr<FileSystem> fs);
 
 /// The active file system (POSIX unless one was registered). Thread-safe; the
