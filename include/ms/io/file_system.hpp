@@ -1,9 +1,9 @@
 // ms/io/file_system.hpp — the pluggable file system under checkpoints and dumps.
 //
 // Stage: io. Every file ms::io writes or reads (write_file_atomic, read_file,
-// InputFile, hence safetensors, npy / npz, train::save_checkpoint and the
-// train::Checkpoint and CurveWriter callbacks) goes through the active
-// ms::io::FileSystem. The default is POSIX (files on the local disk, written
+// InputFile, hence safetensors, npy / npz, ms::save_checkpoint, the
+// train::Checkpoint and CurveWriter callbacks, and set_dump's files) goes
+// through the active ms::io::FileSystem. The default is POSIX (files on the local disk, written
 // atomically). An application registers its own backend (MindIO, an object
 // store, a test's in-memory map); when the backend's init() fails, ms warns and
 // keeps POSIX, as MindSpore's mindspore/common/file_system.py does for MindIO.
