@@ -129,6 +129,7 @@ void copy_over(FileSystem& fs, const std::string& tmp, const std::string& path) 
     const auto in = fs.open(tmp);
     const std::uint64_t size = in->size();
     const auto out = fs.create(path, CreateMode::kTruncate);
+    MS_CHECK(out != nullptr, ValueError, "create returned no file");
     std::vector<std::uint8_t> buf(std::size_t{8} << 20);
     for (std::uint64_t off = 0; off < size;) {
       const std::size_t want =
@@ -195,11 +196,10 @@ void write_file_atomic(const std::string& path, std::span<const std::uint8_t> by
   write_file_atomic(path, [&](ByteSink& sink) { sink.write(bytes.data(), bytes.size()); });
 }
 
-InputFile::InputFile(const std::string& path) : path_(path) {
-  const std::shared_ptr<FileSystem> fs = file_system();
-  file_ = fs_step("read", path, "open", [&] { return fs->open(path); });
+InputFile::InputFile(const std::string& path) : path_(path), fs_(file_system()) {
+  file_ = fs_step("read", path, "open", [&] { return fs_->open(path); });
   MS_CHECK(file_ != nullptr, ValueError, "read: '", path, "': open failed: the file system '",
-           fs->name(), "' returned no file");
+           fs_->name(), "' returned no file");
   size_ = fs_step("read", path, "size", [&] { return file_->size(); });
 }
 

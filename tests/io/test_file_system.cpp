@@ -226,6 +226,22 @@ TEST_SUITE("io") {
     CHECK(mem->paths().empty());
   }
 
+  TEST_CASE("InputFile keeps its file system alive after the registration ends") {
+    auto mem = std::make_shared<MemoryFileSystem>();
+    const std::string path = kNowhere + "/x.bin";
+    mem->put(path, bytes_of("abc"));
+    REQUIRE(io::register_file_system(mem));
+    const io::InputFile f(path);
+    io::restore_default_file_system();
+    const std::weak_ptr<MemoryFileSystem> weak = mem;
+    mem.reset();
+    CHECK_FALSE(weak.expired());  // held by f
+    char got[3] = {};
+    f.read_at(0, got, 3);
+    CHECK(std::string(got, 3) == "abc");
+    f.check_unchanged();
+  }
+
   TEST_CASE("file_system: registration races with saves without harm") {
     TempDir dir;
     auto mem = std::make_shared<MemoryFileSystem>();

@@ -127,7 +127,8 @@ class InputFile {
 
  private:
   std::string path_;
-  std::unique_ptr<ReadableFile> file_;  // from the file system active when opened
+  std::shared_ptr<FileSystem> fs_;      // the file system active when opened, kept alive
+  std::unique_ptr<ReadableFile> file_;  // opened by fs_ (destroyed first)
   std::uint64_t size_ = 0;
 };
 

@@ -30,7 +30,8 @@
 
 namespace ms::io {
 
-/// A file opened for writing by FileSystem::create. Methods report failures by
+/// A file opened for writing by FileSystem::create. ms::io keeps the FileSystem
+/// alive (a shared_ptr) for as long as a file it opened is open. Methods report failures by
 /// throwing (ms::ValueError from the POSIX backend); ms::io adds the API and the
 /// path it was saving to. Destroying an unclosed file closes it, ignoring errors.
 class WritableFile {
