@@ -1,9 +1,7 @@
-// ms/io/file.hpp: atomic writes (temp file + fsync + rename) and bounded reads.
+// ms/io/file.hpp: atomic writes (temp file + sync + rename) and bounded reads,
+// through the active ms::io::FileSystem.
 #include "ms/io/file.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -20,40 +18,38 @@
 namespace ms::io {
 namespace {
 
-std::string os_reason(int err) { return std::strerror(err); }
-
-[[noreturn]] void raise_os(std::string_view what, const std::string& path, std::string_view action,
-                           int err) {
-  detail::raise<ValueError>(what, ": '", path, "': ", action, " failed: ", os_reason(err));
+/// Runs `step` (a call into the file system) and turns its failure into an
+/// ms::ValueError "<what>: '<path>': <action> failed: <reason>". bad_alloc passes.
+template <class F>
+auto fs_step(std::string_view what, const std::string& path, std::string_view action, F&& step)
+    -> decltype(step()) {
+  try {
+    return std::forward<F>(step)();
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    detail::raise<ValueError>(what, ": '", path, "': ", action, " failed: ", e.what());
+  } catch (...) {
+    detail::raise<ValueError>(what, ": '", path, "': ", action,
+                              " failed: an exception that is not a std::exception");
+  }
 }
 
-/// Closes a descriptor, retrying nothing (close must not be retried on EINTR on Linux).
-int close_fd(int fd) { return ::close(fd); }
+constexpr std::string_view kWrite = "write_file_atomic";
 
-/// The ByteSink of write_file_atomic: unbuffered writes to the temporary file.
-class FdSink final : public ByteSink {
+/// The ByteSink of write_file_atomic: writes to the temporary file, naming the
+/// target in errors.
+class FileSink final : public ByteSink {
  public:
-  FdSink(int fd, const std::string& path) : fd_(fd), path_(path) {}
+  FileSink(WritableFile& file, const std::string& path) : file_(file), path_(path) {}
   void write(const void* data, std::size_t n) override {
-    const auto* p = static_cast<const std::uint8_t*>(data);
-    while (n > 0) {
-      // Linux writes at most 0x7ffff000 bytes per call.
-      const std::size_t chunk = std::min<std::size_t>(n, std::size_t{1} << 30);
-      const ssize_t w = ::write(fd_, p, chunk);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        raise_os("write_file_atomic", path_, "write", errno);
-      }
-      if (w == 0) raise_os("write_file_atomic", path_, "write", EIO);
-      p += w;
-      n -= static_cast<std::size_t>(w);
-      written_ += static_cast<std::uint64_t>(w);
-    }
+    fs_step(kWrite, path_, "write", [&] { file_.write(data, n); });
+    written_ += n;
   }
   std::uint64_t written() const override { return written_; }
 
  private:
-  int fd_;
+  WritableFile& file_;
   const std::string& path_;
   std::uint64_t written_ = 0;
 };
@@ -94,21 +90,67 @@ pid_t temp_file_pid(std::string_view entry) {
 /// Removes from `dir` the temporary files of saves whose process no longer exists
 /// (killed mid-save: nothing else removes them). Files of a live process, of this
 /// one (a save in progress on another thread) and of a pid this process may not
-/// signal (EPERM: it exists) are kept. Best effort: a failure removes nothing more.
-void remove_stale_temporaries(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
+/// signal (EPERM: it exists) are kept. Best effort: failures are ignored.
+void remove_stale_temporaries(FileSystem& fs, const std::string& dir) {
   const pid_t self = ::getpid();
-  while (const dirent* e = ::readdir(d)) {
-    const pid_t pid = temp_file_pid(e->d_name);
+  for (const std::string& name : fs.list_directory(dir)) {
+    const pid_t pid = temp_file_pid(name);
     if (pid == 0 || pid == self) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    struct stat st {};
-    // Regular files only (lstat: a symlink is not followed).
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-      (void)::unlinkat(::dirfd(d), e->d_name, 0);
+    try {
+      (void)fs.remove(dir + "/" + name);
+    } catch (const std::exception&) {  // another process removed it, or no permission
+    }
   }
-  ::closedir(d);
+}
+
+/// A new temporary file next to `path` (rename is atomic only within one file
+/// system); `tmp` receives its name.
+std::unique_ptr<WritableFile> create_temporary(FileSystem& fs, const std::string& path,
+                                               std::string& tmp) {
+  const std::string prefix =
+      dir_of(path) + "/." + base_of(path) + ".tmp." + std::to_string(::getpid()) + ".";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    tmp = prefix + std::to_string(g_temp_counter.fetch_add(1));
+    auto file = fs_step(kWrite, path, "creating temporary file '" + tmp + "'",
+                        [&] { return fs.create(tmp, CreateMode::kNew); });
+    if (file) return file;
+  }
+  detail::raise<ValueError>(kWrite, ": '", path,
+                            "': creating a temporary file failed: ", "100 names like '", tmp,
+                            "' exist already");
+}
+
+/// Overwrites `path` with the contents of the complete temporary file `tmp`: the
+/// best a backend without rename allows. The temporary file is removed only when
+/// the copy succeeded.
+void copy_over(FileSystem& fs, const std::string& tmp, const std::string& path) {
+  try {
+    const auto in = fs.open(tmp);
+    const std::uint64_t size = in->size();
+    const auto out = fs.create(path, CreateMode::kTruncate);
+    MS_CHECK(out != nullptr, ValueError, "create returned no file");
+    std::vector<std::uint8_t> buf(std::size_t{8} << 20);
+    for (std::uint64_t off = 0; off < size;) {
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size - off));
+      const std::size_t got = in->read_at(off, buf.data(), want);
+      MS_CHECK(got == want, ValueError, "'", tmp, "' ended at byte ", off + got, " of ", size);
+      out->write(buf.data(), got);
+      off += got;
+    }
+    out->sync();
+    out->close();
+  } catch (const std::exception& e) {
+    detail::raise<ValueError>(kWrite, ": '", path, "': replacing the file failed: ", e.what(),
+                              "; the file system '", fs.name(), "' cannot rename atomically, so '",
+                              path, "' may be damaged; the complete new contents are in '", tmp,
+                              "'");
+  }
+  try {
+    (void)fs.remove(tmp);
+  } catch (const std::exception&) {  // the save itself succeeded
+  }
 }
 
 }  // namespace
@@ -119,130 +161,67 @@ void VectorSink::write(const void* data, std::size_t n) {
 }
 
 void write_file_atomic(const std::string& path, const std::function<void(ByteSink&)>& produce) {
-  constexpr std::string_view kWhat = "write_file_atomic";
-  MS_CHECK(!path.empty(), ValueError, kWhat, ": empty path");
+  MS_CHECK(!path.empty(), ValueError, kWrite, ": empty path");
   const std::string base = base_of(path);
-  MS_CHECK(!base.empty() && base != "." && base != "..", ValueError, kWhat, ": '", path,
+  MS_CHECK(!base.empty() && base != "." && base != "..", ValueError, kWrite, ": '", path,
            "' does not name a file");
+  const std::shared_ptr<FileSystem> fs = file_system();
   const std::string dir = dir_of(path);
-  remove_stale_temporaries(dir);
+  remove_stale_temporaries(*fs, dir);
 
-  // A fresh name in the same directory (rename is atomic only within one file system).
   std::string tmp;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmp = dir + "/." + base + ".tmp." + std::to_string(::getpid()) + "." +
-          std::to_string(g_temp_counter.fetch_add(1));
-    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    const int err = errno;
-    if (fd < 0 && err != EEXIST)
-      raise_os(kWhat, path, "creating temporary file '" + tmp + "'", err);
-  }
-  if (fd < 0) raise_os(kWhat, path, "creating a temporary file", EEXIST);
-
+  std::unique_ptr<WritableFile> file = create_temporary(*fs, path, tmp);
+  const bool atomic = fs->supports_atomic_rename();
   try {
-    FdSink sink(fd, path);
+    FileSink sink(*file, path);
     produce(sink);
-    while (::fsync(fd) != 0) {
-      if (errno != EINTR) raise_os(kWhat, path, "fsync", errno);
-    }
-    const int fd_to_close = fd;
-    fd = -1;
-    if (close_fd(fd_to_close) != 0) raise_os(kWhat, path, "close", errno);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) raise_os(kWhat, path, "rename", errno);
+    fs_step(kWrite, path, "sync", [&] { file->sync(); });
+    fs_step(kWrite, path, "close", [&] { file->close(); });
+    file.reset();
+    if (atomic) fs_step(kWrite, path, "rename", [&] { fs->rename(tmp, path); });
   } catch (...) {
-    if (fd >= 0) close_fd(fd);
-    ::unlink(tmp.c_str());
+    file.reset();  // closes, ignoring errors
+    try {
+      (void)fs->remove(tmp);
+    } catch (const std::exception&) {  // the original failure is the one to report
+    }
     throw;
   }
-  // Make the rename itself durable. Best effort: the new file is in place already,
-  // and some file systems refuse fsync on directories.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    close_fd(dfd);
-  }
+  if (!atomic) copy_over(*fs, tmp, path);
+  // Make the rename itself durable. Best effort: the new file is in place already.
+  fs->sync_directory(dir);
 }
 
 void write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
   write_file_atomic(path, [&](ByteSink& sink) { sink.write(bytes.data(), bytes.size()); });
 }
 
-namespace {
-
-/// What a file that is not regular is, for messages.
-std::string_view file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  return "of another kind";
+InputFile::InputFile(const std::string& path) : path_(path), fs_(file_system()) {
+  file_ = fs_step("read", path, "open", [&] { return fs_->open(path); });
+  MS_CHECK(file_ != nullptr, ValueError, "read: '", path, "': open failed: the file system '",
+           fs_->name(), "' returned no file");
+  size_ = fs_step("read", path, "size", [&] { return file_->size(); });
 }
 
-/// Opens `path` for reading and checks it is a regular file, without blocking;
-/// `size` receives its size.
-int open_regular_file(const std::string& path, std::string_view what, std::uint64_t& size) {
-  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer
-  // forever; the type is checked first and the flag cleared before any read.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) raise_os(what, path, "open", errno);
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    close_fd(fd);
-    raise_os(what, path, "fstat", err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close_fd(fd);
-    detail::raise<ValueError>(what, ": '", path, "' is not a regular file (it is ",
-                              file_kind(st.st_mode), ")");
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    const int err = errno;
-    close_fd(fd);
-    raise_os(what, path, "fcntl", err);
-  }
-  size = static_cast<std::uint64_t>(st.st_size);
-  return fd;
-}
-
-}  // namespace
-
-InputFile::InputFile(const std::string& path) : path_(path) {
-  fd_ = open_regular_file(path, "read", size_);
-}
-
-InputFile::~InputFile() {
-  if (fd_ >= 0) close_fd(fd_);
-}
+InputFile::~InputFile() = default;
 
 void InputFile::read_at(std::uint64_t offset, void* dst, std::size_t n) const {
   auto* p = static_cast<std::uint8_t*>(dst);
-  MS_CHECK(offset <= static_cast<std::uint64_t>(std::numeric_limits<off_t>::max()), ValueError,
-           "read: '", path_, "': offset ", offset, " is out of range");
-  auto pos = static_cast<off_t>(offset);
+  std::uint64_t pos = offset;
   while (n > 0) {
-    const std::size_t chunk = std::min<std::size_t>(n, std::size_t{1} << 30);
-    const ssize_t r = ::pread(fd_, p, chunk, pos);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      raise_os("read", path_, "pread", errno);
-    }
-    MS_CHECK(r > 0, ValueError, "read: '", path_, "': the file ended at byte ", pos, " but ", n,
-             " more bytes were expected (it was truncated while being read)");
+    const std::size_t r = fs_step("read", path_, "read", [&] { return file_->read_at(pos, p, n); });
+    MS_CHECK(r > 0 && r <= n, ValueError, "read: '", path_, "': the file ended at byte ", pos,
+             " but ", n, " more bytes were expected (it was truncated while being read)");
     p += r;
     pos += r;
-    n -= static_cast<std::size_t>(r);
+    n -= r;
   }
 }
 
 void InputFile::check_unchanged() const {
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) raise_os("read", path_, "fstat", errno);
-  MS_CHECK(static_cast<std::uint64_t>(st.st_size) == size_, ValueError, "read: '", path_,
-           "' changed size while being read (", size_, " -> ", st.st_size, " bytes)");
+  const std::uint64_t now = fs_step("read", path_, "size", [&] { return file_->size(); });
+  MS_CHECK(now == size_, ValueError, "read: '", path_, "' changed size while being read (", size_,
+           " -> ", now, " bytes)");
 }
 
 std::vector<std::uint8_t> read_file(const std::string& path, std::int64_t max_bytes) {

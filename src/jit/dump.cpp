@@ -8,11 +8,6 @@
 #include "ms/jit/jit.hpp"
 #include "ms/ops/op.hpp"
 
-#if MS_HAVE_XTENSOR
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xnpy.hpp>
-#endif
-
 namespace ms {
 namespace {
 std::mutex g_mu;
@@ -58,38 +53,38 @@ std::filesystem::path dump_dir() {
 
 namespace compiler::detail {
 
+namespace {
+DumpWriter& writer() {
+  static DumpWriter w;
+  return w;
+}
+}  // namespace
+
+DumpWriter set_dump_writer(DumpWriter w) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  std::swap(writer(), w);
+  return w;
+}
+
 void dump_tensor(const Tensor& t, const std::string& name) {
-#if MS_HAVE_XTENSOR
   const std::filesystem::path d = dump_dir();
-  std::error_code ec;
-  std::filesystem::create_directories(d, ec);
-  MS_CHECK(!ec, ValueError, "set_dump: cannot create the dump directory ", d.string(), ": ",
-           ec.message());
+  const std::string path = (d / (name + ".npy")).string();
+  DumpWriter write;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    write = writer();
+  }
+  MS_CHECK(static_cast<bool>(write), ValueError, "set_dump: cannot write ", path,
+           ": no dump writer is installed (ms's io stage, which installs it, is not linked)");
   DType dt = t.dtype();
   if (dt == DType::Float16 || dt == DType::BFloat16) dt = DType::Float32;
   if (dt == DType::Int4) dt = DType::Int8;
   const Tensor c = t.to(dt);  // dense, in a type NumPy knows
-  std::vector<std::size_t> shape;
-  for (std::int64_t s : c.shape().dims()) shape.push_back(static_cast<std::size_t>(s));
-  const std::string path = (d / (name + ".npy")).string();
-  dtype_dispatch(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, std::complex<float>> ||
-                  std::is_same_v<T, std::complex<double>>) {
-      const auto view =
-          xt::adapt(c.data<T>(), static_cast<std::size_t>(c.numel()), xt::no_ownership(), shape);
-      try {
-        xt::dump_npy(path, view);
-      } catch (const std::exception& e) {
-        ::ms::detail::raise<ValueError>("set_dump: cannot write ", path, ": ", e.what());
-      }
-    }
-  });
-#else
-  (void)t;
-  ::ms::detail::raise<ValueError>("set_dump: ms was built without xtensor; cannot write ", name,
-                                  ".npy");
-#endif
+  try {
+    write(d.string(), path, c);
+  } catch (const std::exception& e) {
+    ::ms::detail::raise<ValueError>("set_dump: cannot write ", path, ": ", e.what());
+  }
 }
 
 }  // namespace compiler::detail

@@ -7,7 +7,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -201,15 +200,23 @@ Checkpoint::Checkpoint(SaveFn save, std::string dir, std::string prefix, std::in
 
 void Checkpoint::save(const TrainState& s) {
   if (s.global_step == last_saved_) return;
-  std::filesystem::create_directories(dir_);
+  const std::shared_ptr<io::FileSystem> fs = io::file_system();
+  try {
+    fs->create_directories(dir_);
+  } catch (const std::exception& e) {
+    ::ms::detail::raise<ValueError>("Checkpoint: cannot create the directory '", dir_,
+                                    "': ", e.what());
+  }
   const std::string path =
       dir_ + "/" + prefix_ + "-" + std::to_string(s.global_step) + ".safetensors";
   save_(path, s);
   last_saved_ = s.global_step;
   kept_.push_back(path);
   while (static_cast<std::int64_t>(kept_.size()) > keep_) {
-    std::error_code ec;
-    std::filesystem::remove(kept_.front(), ec);
+    try {
+      (void)fs->remove(kept_.front());
+    } catch (const std::exception&) {  // best effort, as before: an old file may stay
+    }
     kept_.erase(kept_.begin());
   }
 }

@@ -1,6 +1,7 @@
 // The training loop, its callbacks, and checkpoints that resume exactly.
 #include <doctest/doctest.h>
 
+#include "io/memory_file_system.hpp"
 #include "temp_dir.hpp"
 
 #include <cmath>
@@ -226,6 +227,31 @@ TEST_SUITE("train") {
     CHECK(ss.str().rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
     CHECK(ss.str().find("test accuracy") != std::string::npos);
     CHECK(ss.str().find("</svg>") != std::string::npos);
+  }
+
+  TEST_CASE("Checkpoint and CurveWriter write through the registered file system") {
+    const auto ds = toy();
+    auto mem = std::make_shared<io_test::MemoryFileSystem>();
+    io_test::ScopedFileSystem scope(mem);
+    const std::string dir = "/nonexistent-ms-train-fs/run";  // never created on disk
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 1});
+    Setup s(5);
+    auto ck = std::make_shared<ms::train::Checkpoint>(
+        [&](const std::string& p, const ms::train::TrainState& st) {
+          ms::save_checkpoint(p, s.net, &s.opt, {.global_step = st.global_step});
+        },
+        dir, "net", 5, 2);
+    auto curves = std::make_shared<ms::train::CurveWriter>(dir + "/curves");
+    ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {ck, curves}});
+    CHECK_FALSE(fs::exists("/nonexistent-ms-train-fs"));
+    CHECK(mem->dirs().count(dir) == 1);
+    // net-5 was removed through the file system; the last two are kept.
+    CHECK(mem->paths() == std::vector<std::string>{dir + "/curves.csv", dir + "/curves.svg",
+                                                   dir + "/net-10.safetensors",
+                                                   dir + "/net-14.safetensors"});
+    Setup other(6);
+    ms::load_checkpoint(dir + "/net-14.safetensors", other.net, &other.opt);
+    CHECK(ms::allclose(other.net.fc1.weight, s.net.fc1.weight, 0, 0));
   }
 
   TEST_CASE("CosineSchedule: its length is in the checkpoint; resuming with another warns") {

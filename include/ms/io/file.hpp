@@ -1,10 +1,13 @@
-// ms/io/file.hpp — atomic file writing and bounded reading (POSIX).
+// ms/io/file.hpp — atomic file writing and bounded reading.
 //
-// Stage: io (checkpoints: ms/io/safetensors.hpp, ms/io/npy.hpp). A save never
-// leaves a half-written file where a good one was: the bytes go to a temporary
-// file in the target's directory, which is flushed, fsync'ed and renamed over
-// the target only when everything was written. Reads are bounded (a size cap,
-// short reads and files that change size are errors).
+// Stage: io (checkpoints: ms/io/safetensors.hpp, ms/io/npy.hpp). Files are
+// written and read through the active ms::io::FileSystem (ms/io/file_system.hpp;
+// POSIX unless an application registered another). A save never leaves a
+// half-written file where a good one was: the bytes go to a temporary file in
+// the target's directory, which is synced and renamed over the target only when
+// everything was written (on a backend without atomic rename, see
+// write_file_atomic). Reads are bounded (a size cap, short reads and files that
+// change size are errors).
 //
 //   ms::io::write_file_atomic("ckpt/model.bin", bytes);           // all or nothing
 //   ms::io::write_file_atomic("ckpt/model.bin", [&](ms::io::ByteSink& out) {
@@ -19,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -29,6 +33,7 @@
 
 #include "ms/core/error.hpp"
 #include "ms/core/std_parts.hpp"
+#include "ms/io/file_system.hpp"
 
 namespace ms::io {
 
@@ -55,17 +60,29 @@ class VectorSink final : public ByteSink {
   std::vector<std::uint8_t>& out_;
 };
 
-/// Writes `path` atomically: `produce` writes the contents into a sink backed by
-/// a new temporary file in the same directory (named `.NAME.tmp.PID.N` for a file NAME),
-/// which is then fsync'ed, closed and renamed onto `path` (the directory is
-/// fsync'ed too). If anything fails — `produce` throws, a write, fsync, close or
-/// rename fails — the temporary file is removed, `path` keeps its previous
-/// contents (or stays absent), and the exception propagates (OS failures as
-/// ms::ValueError naming the path). A symlink at `path` is replaced, not followed.
+/// Writes `path` through the active file system (ms::io::file_system(), taken once
+/// at the start): `produce` writes the contents into a sink backed by a new
+/// temporary file in the same directory (named `.NAME.tmp.PID.N` for a file NAME),
+/// which is then synced, closed and renamed onto `path` (the directory is synced
+/// too). If anything fails — `produce` throws, a write, sync, close or rename
+/// fails — the temporary file is removed, `path` keeps its previous contents (or
+/// stays absent), and the exception propagates (file-system failures as
+/// ms::ValueError "write_file_atomic: '<path>': <step> failed: <reason>").
+/// On POSIX a symlink at `path` is replaced, not followed.
+///
+/// This is atomic only on a backend whose supports_atomic_rename() is true (POSIX
+/// is). On another backend the save is NOT atomic; ms does the best it can: the
+/// temporary file is written and synced in full first (a failure there keeps the
+/// old file, as above), then `path` is overwritten with a copy of it and the
+/// temporary file removed. A failure or a crash during that copy can leave `path`
+/// damaged; the error then names the temporary file, which keeps the complete new
+/// contents. (MindSpore's basic backend removes the old checkpoint before writing.)
+///
 /// A process killed mid-save leaves its temporary file behind: each save first
 /// removes from the directory the regular files named `.<name>.tmp.<pid>.<n>`
 /// whose process no longer exists (never those of a live process; pids are those
-/// of this machine's pid namespace, so do not share a directory across machines).
+/// of this machine's pid namespace, so do not share a directory across machines),
+/// as far as the backend lists directories (FileSystem::list_directory).
 /// Example: `ms::io::write_file_atomic("a.bin", [](ms::io::ByteSink& s) { s.write("x", 1); });`
 void write_file_atomic(const std::string& path, const std::function<void(ByteSink&)>& produce);
 
@@ -76,15 +93,17 @@ void write_file_atomic(const std::string& path, std::span<const std::uint8_t> by
 /// The default cap of read_file: ms::max_alloc_bytes() (64 GiB unless changed).
 inline constexpr std::int64_t kReadFileDefaultMax = -1;
 
-/// The whole contents of the regular file `path`. ValueError naming the path when
+/// The whole contents of the regular file `path`, read through the active file
+/// system. ValueError naming the path when
 /// it cannot be opened, is not a regular file, is larger than `max_bytes`
 /// (kReadFileDefaultMax: ms::max_alloc_bytes()), or changes size while read.
 /// Example: `auto bytes = ms::io::read_file("weights.safetensors", 1LL << 30);`
 std::vector<std::uint8_t> read_file(const std::string& path,
                                     std::int64_t max_bytes = kReadFileDefaultMax);
 
-/// A regular file opened for positioned reads (the loaders read headers first and
-/// then each tensor's bytes straight into its storage). Closed by the destructor.
+/// A regular file opened for positioned reads through the active file system (the
+/// loaders read headers first and then each tensor's bytes straight into its
+/// storage). Closed by the destructor.
 /// Example: `ms::io::InputFile f("x.npy"); std::uint8_t magic[6]; f.read_at(0, magic, 6);`
 class InputFile {
  public:
@@ -108,7 +127,8 @@ class InputFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  std::shared_ptr<FileSystem> fs_;      // the file system active when opened, kept alive
+  std::unique_ptr<ReadableFile> file_;  // opened by fs_ (destroyed first)
   std::uint64_t size_ = 0;
 };
 

@@ -168,7 +168,8 @@ class Evaluate : public Callback {
 
 /// Calls `save(path, state)` every `every_steps` steps (and at the end of
 /// training), with paths `<dir>/<prefix>-<global_step>.safetensors`, keeping
-/// the last `keep` files.
+/// the last `keep` files. Directories are created and old files removed through
+/// ms::io::file_system().
 class Checkpoint : public Callback {
  public:
   /// Writes a checkpoint to `path` (e.g. a lambda calling ms::save_checkpoint).
