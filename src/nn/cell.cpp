@@ -15,7 +15,7 @@ namespace ms {
 namespace detail {
 
 struct CellHooks {
-  const std::shared_ptr<HookList<PreHook>> pre = std::make_shared<HookList<PreHook>>();
+  const std::shared_ptr<HookList<PreHookEntry>> pre = std::make_shared<HookList<PreHookEntry>>();
   const std::shared_ptr<HookList<FwdHook>> fwd = std::make_shared<HookList<FwdHook>>();
   const std::shared_ptr<HookList<BwdPreHook>> bwd_pre = std::make_shared<HookList<BwdPreHook>>();
   const std::shared_ptr<HookList<BwdHook>> bwd = std::make_shared<HookList<BwdHook>>();
@@ -82,8 +82,8 @@ HookHandle add_to(const std::shared_ptr<L>& list, typename L::value_type fn) {
 }
 }  // namespace
 
-HookHandle CellBase::add_forward_pre_hook(detail::PreHook h) {
-  return add_to(hooks_.get_or_make().pre, std::move(h));
+HookHandle CellBase::add_forward_pre_hook(detail::PreHook h, bool with_kwargs) {
+  return add_to(hooks_.get_or_make().pre, detail::PreHookEntry{std::move(h), with_kwargs});
 }
 HookHandle CellBase::add_forward_hook(detail::FwdHook h) {
   return add_to(hooks_.get_or_make().fwd, std::move(h));
@@ -121,12 +121,13 @@ void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
   if (!list || list->empty()) return;
   if (tracing && !args.empty()) {
     // Runs each time the graph runs, long after this call: it keeps its own
-    // copy of the kwargs (edits to them cannot change the traced graph).
-    auto kwc = kw ? std::make_shared<Kwargs>(*kw) : nullptr;
+    // copy of the kwargs, which each hook sees as the previous one left them
+    // (as eagerly); edits to them cannot change the traced graph.
+    auto kwc = kw ? std::make_shared<const Kwargs>(*kw) : nullptr;
     auto run = [this, list, kwc](Args v) {
-      for (auto& h : list->snapshot()) {
-        Kwargs scratch = kwc ? *kwc : Kwargs{};
-        if (auto r = h(*this, v, kwc ? &scratch : nullptr)) {
+      Kwargs cur = kwc ? *kwc : Kwargs{};
+      for (auto& e : list->snapshot()) {
+        if (auto r = e.fn(*this, v, kwc ? &cur : nullptr)) {
           MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
                    ": returned ", r->size(), " arguments for ", v.size(),
                    " under ms::jit, where the count is fixed");
@@ -136,10 +137,17 @@ void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
       return v;
     };
     args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
+    // The kwargs are constants of the graph: those construct is traced with
+    // are what the with_kwargs hooks return now, on the symbolic arguments
+    // (their argument replacements come from the callback above).
+    if (kw) {
+      for (auto& e : list->snapshot())
+        if (e.with_kwargs) (void)e.fn(*this, args, kw);
+    }
     return;
   }
-  for (auto& h : list->snapshot()) {
-    if (auto r = h(*this, args, kw)) args = std::move(*r);
+  for (auto& e : list->snapshot()) {
+    if (auto r = e.fn(*this, args, kw)) args = std::move(*r);
   }
 }
 

@@ -103,6 +103,11 @@ namespace detail {
 // Hook function types, erased over the cell type (Cell<Derived> adapts the
 // user's callable). A hook returns std::nullopt to keep what it was given.
 using PreHook = std::function<std::optional<Args>(CellBase&, const Args&, Kwargs*)>;
+// A forward pre-hook and whether it takes the keyword arguments (with_kwargs).
+struct PreHookEntry {
+  PreHook fn;
+  bool with_kwargs = false;
+};
 using FwdHook =
     std::function<std::optional<Args>(CellBase&, const Args&, const Kwargs*, const Args&)>;
 using BwdPreHook = std::function<std::optional<Args>(CellBase&, const Args&)>;
@@ -354,7 +359,7 @@ class CellBase {
   /// \cond INTERNAL
   // The registry behind the public API, in libms; protected only so that
   // Cell<Derived> adds to its hook lists and asks which are in use.
-  HookHandle add_forward_pre_hook(detail::PreHook h);
+  HookHandle add_forward_pre_hook(detail::PreHook h, bool with_kwargs = false);
   HookHandle add_forward_hook(detail::FwdHook h);
   HookHandle add_backward_pre_hook(detail::BwdPreHook h);
   HookHandle add_backward_hook(detail::BwdHook h);
@@ -464,7 +469,9 @@ HookHandle register_cell_buffer_registration_hook(F fn) {
     return {};
   } else {
     using R = typename Sig::type;
-    static_assert(std::is_void_v<R> || std::is_convertible_v<R, std::optional<Tensor>>,
+    using T = std::remove_cvref_t<R>;
+    static_assert(std::is_void_v<R> || std::is_same_v<T, std::optional<Tensor>> ||
+                      std::is_same_v<T, Tensor> || std::is_same_v<T, Parameter> || TensorExpr<T>,
                   "register_cell_buffer_registration_hook: the hook must return void, a Tensor "
                   "or a std::optional<ms::Tensor>");
     return detail::add_buffer_registration_hook(
@@ -641,7 +648,16 @@ class Cell : public CellBase {
 
   /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
   /// const ms::Kwargs& kwargs)` returns nothing or a `std::pair<ms::Args,
-  /// ms::Kwargs>` (or a std::optional of it) that replaces both.
+  /// ms::Kwargs>` (or a std::optional of it) that replaces both. Under
+  /// ms::jit the keyword arguments are constants of the graph, so such a hook
+  /// also runs once while the call is traced, on the symbolic arguments, and
+  /// the keyword arguments it returns then are those `construct` is traced
+  /// with; each time the graph runs it runs again on the concrete arguments
+  /// (whose replacements count; its keyword arguments then are the call's
+  /// and what it returns for them is not used). So it must not read argument
+  /// values to choose keyword arguments (`item()` fails on a symbolic tensor),
+  /// and keyword arguments it returns that change from call to call keep the
+  /// value of the trace.
   template <class F>
   HookHandle register_forward_pre_hook(F fn, WithKwargs) {
     static_assert(detail::ForwardPreHookWithKwargs<F, Derived>,
@@ -668,7 +684,7 @@ class Cell : public CellBase {
         }
       }
     };
-    return add_forward_pre_hook(std::move(h));
+    return add_forward_pre_hook(std::move(h), /*with_kwargs=*/true);
   }
 
   /// Runs after `construct`: `fn(Derived& cell, const ms::Args& args, const
