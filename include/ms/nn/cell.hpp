@@ -22,7 +22,10 @@
 // (ms/ops/host.hpp) that run with concrete values each time the graph runs,
 // and gradient hooks are traced into the backward graph; registering or
 // removing a hook bumps the global hook version, which
-// is part of every compile key.
+// is part of every compile key. Besides a cell's own hooks, global buffer
+// registration hooks (ms::register_cell_buffer_registration_hook) see every
+// cell's register_buffer, and state-dict hooks take part in state_dict and
+// load_state_dict (see those members).
 //
 // A cell may define its own backward, used instead of autodiff through
 // `construct` (MindSpore's `bprop`). For a call with tensors x1..xn returning
