@@ -15,7 +15,7 @@ namespace ms {
 namespace detail {
 
 struct CellHooks {
-  const std::shared_ptr<HookList<PreHook>> pre = std::make_shared<HookList<PreHook>>();
+  const std::shared_ptr<HookList<PreHookEntry>> pre = std::make_shared<HookList<PreHookEntry>>();
   const std::shared_ptr<HookList<FwdHook>> fwd = std::make_shared<HookList<FwdHook>>();
   const std::shared_ptr<HookList<BwdPreHook>> bwd_pre = std::make_shared<HookList<BwdPreHook>>();
   const std::shared_ptr<HookList<BwdHook>> bwd = std::make_shared<HookList<BwdHook>>();
@@ -28,7 +28,9 @@ struct StateHooks {
       std::make_shared<HookList<StateDictHook>>();
   const std::shared_ptr<HookList<StateDictHook>> sd_post =
       std::make_shared<HookList<StateDictHook>>();
-  const std::shared_ptr<HookList<LoadPreHook>> load_pre = std::make_shared<HookList<LoadPreHook>>();
+  // Both forms of load pre-hook, in one list (the short form adapted).
+  const std::shared_ptr<HookList<LoadPreHookFull>> load_pre =
+      std::make_shared<HookList<LoadPreHookFull>>();
   const std::shared_ptr<HookList<LoadPostHook>> load_post =
       std::make_shared<HookList<LoadPostHook>>();
 };
@@ -42,6 +44,20 @@ std::uint64_t new_hook_id() {
 void hook_removed() { compiler::bump_hook_version(); }
 
 void hook_changed() { compiler::bump_hook_version(); }
+
+namespace {
+// The global buffer registration hooks: one list for the process; handles
+// keep a weak reference to it.
+const std::shared_ptr<HookList<BufferHook>>& buffer_hooks() {
+  static const auto list = std::make_shared<HookList<BufferHook>>();
+  return list;
+}
+}  // namespace
+
+HookHandle add_buffer_registration_hook(BufferHook fn) {
+  const auto& list = buffer_hooks();
+  return HookHandle(list, list->add(std::move(fn)));
+}
 
 std::string short_type_name(const std::type_info& t) {
   int status = 0;
@@ -66,8 +82,8 @@ HookHandle add_to(const std::shared_ptr<L>& list, typename L::value_type fn) {
 }
 }  // namespace
 
-HookHandle CellBase::add_forward_pre_hook(detail::PreHook h) {
-  return add_to(hooks_.get_or_make().pre, std::move(h));
+HookHandle CellBase::add_forward_pre_hook(detail::PreHook h, bool with_kwargs) {
+  return add_to(hooks_.get_or_make().pre, detail::PreHookEntry{std::move(h), with_kwargs});
 }
 HookHandle CellBase::add_forward_hook(detail::FwdHook h) {
   return add_to(hooks_.get_or_make().fwd, std::move(h));
@@ -105,12 +121,13 @@ void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
   if (!list || list->empty()) return;
   if (tracing && !args.empty()) {
     // Runs each time the graph runs, long after this call: it keeps its own
-    // copy of the kwargs (edits to them cannot change the traced graph).
-    auto kwc = kw ? std::make_shared<Kwargs>(*kw) : nullptr;
+    // copy of the kwargs, which each hook sees as the previous one left them
+    // (as eagerly); edits to them cannot change the traced graph.
+    auto kwc = kw ? std::make_shared<const Kwargs>(*kw) : nullptr;
     auto run = [this, list, kwc](Args v) {
-      for (auto& h : list->snapshot()) {
-        Kwargs scratch = kwc ? *kwc : Kwargs{};
-        if (auto r = h(*this, v, kwc ? &scratch : nullptr)) {
+      Kwargs cur = kwc ? *kwc : Kwargs{};
+      for (auto& e : list->snapshot()) {
+        if (auto r = e.fn(*this, v, kwc ? &cur : nullptr)) {
           MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
                    ": returned ", r->size(), " arguments for ", v.size(),
                    " under ms::jit, where the count is fixed");
@@ -120,10 +137,17 @@ void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
       return v;
     };
     args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
+    // The kwargs are constants of the graph: those construct is traced with
+    // are what the with_kwargs hooks return now, on the symbolic arguments
+    // (their argument replacements come from the callback above).
+    if (kw) {
+      for (auto& e : list->snapshot())
+        if (e.with_kwargs) (void)e.fn(*this, args, kw);
+    }
     return;
   }
-  for (auto& h : list->snapshot()) {
-    if (auto r = h(*this, args, kw)) args = std::move(*r);
+  for (auto& e : list->snapshot()) {
+    if (auto r = e.fn(*this, args, kw)) args = std::move(*r);
   }
 }
 
@@ -235,10 +259,24 @@ void CellBase::register_parameter(const std::string& name, const Parameter& para
   params_.emplace_back(name, std::move(p));
 }
 
-void CellBase::register_buffer(const std::string& name, const Tensor& buffer, bool persistent) {
+Tensor CellBase::register_buffer(const std::string& name, const Tensor& buffer, bool persistent) {
   MS_CHECK(buffer.defined(), ValueError, "register_buffer: buffer '", name, "' is undefined");
   check_name(name, "register_buffer");
-  buffers_.push_back({name, buffer, persistent});
+  Tensor t = buffer;
+  const auto& hooks = detail::buffer_hooks();
+  if (!hooks->empty()) {
+    for (auto& h : hooks->snapshot()) {
+      auto r = h(*this, name, t);
+      if (!r) continue;
+      MS_CHECK(r->defined(), ValueError,
+               "register_buffer: a buffer registration hook returned an undefined tensor for "
+               "buffer '",
+               name, "' of ", cls_name(), "; expected a tensor or std::nullopt (keep)");
+      t = std::move(*r);
+    }
+  }
+  buffers_.push_back({name, t, persistent});
+  return t;
 }
 
 void CellBase::insert_child_to_cell(const std::string& name, CellBase& child) {
@@ -519,31 +557,60 @@ void CellBase::state_dict_into(StateDict& out, const std::string& base) const {
 
 StateDict CellBase::state_dict(const std::string& prefix) const {
   StateDict out;
-  state_dict_into(out, root_base(prefix));
-  // A parameter shared by two cells appears once, under its first name.
-  StateDict dedup;
+  state_dict(out, prefix, true);
+  return out;
+}
+
+StateDict& CellBase::state_dict(StateDict& destination, const std::string& prefix,
+                                bool keep_vars) const {
+  const std::string p =
+      !prefix.empty() && prefix.back() == '.' ? prefix.substr(0, prefix.size() - 1) : prefix;
+  const std::size_t n0 = destination.size();
+  state_dict_into(destination, root_base(p));
+  // The entries appended: a parameter shared by two cells appears once, under
+  // its first name; a key `destination` held before is replaced in place.
+  StateDict added(std::make_move_iterator(destination.begin() + static_cast<std::ptrdiff_t>(n0)),
+                  std::make_move_iterator(destination.end()));
+  destination.resize(n0);
   std::set<std::pair<const void*, std::int64_t>> seen;
-  for (auto& e : out) {
+  for (auto& e : added) {
     if (!e.second.is_symbolic() &&
         !seen.insert({e.second.storage().get(), e.second.offset()}).second)
       continue;
-    dedup.push_back(std::move(e));
+    if (!keep_vars && e.second.defined() && !e.second.is_symbolic()) e.second = e.second.clone();
+    auto old =
+        std::find_if(destination.begin(), destination.begin() + static_cast<std::ptrdiff_t>(n0),
+                     [&](const auto& d) { return d.first == e.first; });
+    if (old != destination.begin() + static_cast<std::ptrdiff_t>(n0))
+      old->second = std::move(e.second);
+    else
+      destination.push_back(std::move(e));
   }
-  return dedup;
+  return destination;
 }
 
-LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
-  StateDict sd = sd_in;
-  for (auto& [pre, c] : cells_and_names())
-    if (c->state_hooks_ && c->state_hooks_->load_pre)
-      for (auto& h : c->state_hooks_->load_pre->snapshot()) h(*c, sd, pre);
+void CellBase::run_load_pre_hooks(StateDict& sd, bool strict, LoadResult& res,
+                                  std::vector<std::string>& errors) {
+  // Pre-order, each cell with the key prefix of its entries (as state_dict).
+  auto walk = [&](auto&& self, CellBase& c, const std::string& base) -> void {
+    if (c.state_hooks_ && !c.state_hooks_->load_pre->empty()) {
+      const LoadMetadata metadata;  // ms state dicts carry none
+      for (auto& h : c.state_hooks_->load_pre->snapshot())
+        h(c, sd, base, metadata, strict, res.missing_keys, res.unexpected_keys, errors);
+    }
+    for (const auto& [n, ch] : c.children_) self(self, *ch, child_base(base, n, *ch));
+  };
+  walk(walk, *this, root_base({}));
+}
+
+std::vector<std::pair<Tensor, const Tensor*>> CellBase::match_state_dict(const StateDict& sd,
+                                                                         LoadResult& res) const {
   const StateDict mine = state_dict();
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [k, t] : sd) {
     MS_CHECK(given.emplace(k, &t).second, ValueError, "load_state_dict: key '", k,
              "' appears twice");
   }
-  LoadResult res;
   std::vector<std::pair<Tensor, const Tensor*>> writes;
   std::set<std::string> used;
   for (const auto& [k, dst] : mine) {
@@ -564,30 +631,84 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   }
   for (const auto& [k, t] : sd)
     if (!used.count(k)) res.unexpected_keys.push_back(k);
-  if (strict) {
-    auto join = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", '" : "'") + v[i] + "'";
-      if (v.size() > 8) s += ", ... (" + std::to_string(v.size()) + " in all)";
-      return s;
-    };
-    MS_CHECK(res.missing_keys.empty(), ValueError, "load_state_dict: missing keys for ", cls_name(),
-             ": ", join(res.missing_keys), " (strict = true; nothing was loaded)");
-    MS_CHECK(res.unexpected_keys.empty(), ValueError, "load_state_dict: unexpected keys for ",
-             cls_name(), ": ", join(res.unexpected_keys), " (strict = true; nothing was loaded)");
+  return writes;
+}
+
+bool CellBase::run_load_post_hooks(LoadResult& res, bool dry) {
+  // Children before their parent, as the seed's recursive load runs them.
+  bool any = false;
+  auto walk = [&](auto&& self, CellBase& c) -> void {
+    for (const auto& [n, ch] : c.children_) self(self, *ch);
+    if (!c.state_hooks_ || c.state_hooks_->load_post->empty()) return;
+    any = true;
+    if (!dry)
+      for (auto& h : c.state_hooks_->load_post->snapshot()) h(c, res);
+  };
+  walk(walk, *this);
+  return any;
+}
+
+void CellBase::raise_load_errors(const LoadResult& res, const std::vector<std::string>& errors,
+                                 bool strict) const {
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (std::size_t i = 0; i < v.size() && i < 8; ++i) s += (i ? ", '" : "'") + v[i] + "'";
+    if (v.size() > 8) s += ", ... (" + std::to_string(v.size()) + " in all)";
+    return s;
+  };
+  const bool missing = strict && !res.missing_keys.empty();
+  const bool unexpected = strict && !res.unexpected_keys.empty();
+  if (errors.empty()) {
+    MS_CHECK(!missing, ValueError, "load_state_dict: missing keys for ", cls_name(), ": ",
+             join(res.missing_keys), " (strict = true; nothing was loaded)");
+    MS_CHECK(!unexpected, ValueError, "load_state_dict: unexpected keys for ", cls_name(), ": ",
+             join(res.unexpected_keys), " (strict = true; nothing was loaded)");
+    return;
   }
+  // As the seed: the strict findings first, then each hook's message.
+  std::string all;
+  if (missing) all += "\n\tmissing keys: " + join(res.missing_keys);
+  if (unexpected) all += "\n\tunexpected keys: " + join(res.unexpected_keys);
+  for (const auto& e : errors) all += "\n\t" + e;
+  detail::raise<ValueError>("load_state_dict: error(s) in loading the state dict for ", cls_name(),
+                            " (nothing was loaded):", all);
+}
+
+LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
+  StateDict sd = sd_in;
+  LoadResult res;
+  std::vector<std::string> errors;
+  run_load_pre_hooks(sd, strict, res, errors);
+  const auto writes = match_state_dict(sd, res);
+  const bool post = run_load_post_hooks(res, /*dry=*/true);
+  // Without post-hooks the verdict is known now: nothing is written on failure.
+  if (!post) raise_load_errors(res, errors, strict);
+  // With them, they see the loaded values first; keep the old ones to put
+  // back when the load still fails after them.
+  std::vector<Tensor> undo;
+  if (post && (strict || !errors.empty()))
+    for (const auto& [dst, src] : writes) undo.push_back(dst.clone());
   // Everything is valid: now write (copies cannot fail on checked shapes).
   // A source that aliases a destination is copied first.
   std::vector<Tensor> srcs;
   srcs.reserve(writes.size());
-  for (auto& [dst, src] : writes) srcs.push_back(src->clone());
+  for (const auto& [dst, src] : writes) srcs.push_back(src->clone());
   for (std::size_t i = 0; i < writes.size(); ++i) {
     Tensor d = writes[i].first;
     d.copy_(srcs[i]);
   }
-  for (auto& [pre, c] : cells_and_names())
-    if (c->state_hooks_ && c->state_hooks_->load_post)
-      for (auto& h : c->state_hooks_->load_post->snapshot()) h(*c, res);
+  if (post) {
+    run_load_post_hooks(res, /*dry=*/false);
+    try {
+      raise_load_errors(res, errors, strict);
+    } catch (...) {
+      for (std::size_t i = 0; i < undo.size(); ++i) {
+        Tensor d = writes[i].first;
+        d.copy_(undo[i]);
+      }
+      throw;
+    }
+  }
   return res;
 }
 
@@ -606,6 +727,16 @@ HookHandle CellBase::register_state_dict_post_hook(detail::StateDictHook fn) {
   return add_hook(state_hooks_, &detail::StateHooks::sd_post, std::move(fn));
 }
 HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHook fn) {
+  // The short form sees the prefix without its trailing '.' ("fc1").
+  detail::LoadPreHookFull full = [fn = std::move(fn)](
+                                     CellBase& c, StateDict& sd, const std::string& base,
+                                     const LoadMetadata&, bool, std::vector<std::string>&,
+                                     std::vector<std::string>&, std::vector<std::string>&) {
+    fn(c, sd, !base.empty() && base.back() == '.' ? base.substr(0, base.size() - 1) : base);
+  };
+  return add_hook(state_hooks_, &detail::StateHooks::load_pre, std::move(full));
+}
+HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHookFull fn) {
   return add_hook(state_hooks_, &detail::StateHooks::load_pre, std::move(fn));
 }
 HookHandle CellBase::register_load_state_dict_post_hook(detail::LoadPostHook fn) {

@@ -233,10 +233,9 @@ BatchNorm::BatchNorm(std::int64_t n, int spatial_rank, BatchNormOptions o)
   beta = Parameter(zeros({n}), "beta", o.affine);
   register_parameter("gamma", gamma);
   register_parameter("beta", beta);
-  moving_mean = zeros({n});
-  moving_variance = ones({n});
-  register_buffer("moving_mean", moving_mean);
-  register_buffer("moving_variance", moving_variance);
+  // What is registered (a buffer registration hook may replace it) is what construct uses.
+  moving_mean = register_buffer("moving_mean", zeros({n}));
+  moving_variance = register_buffer("moving_variance", ones({n}));
 }
 
 Tensor BatchNorm::construct(const Tensor& x) const {

@@ -22,7 +22,10 @@
 // (ms/ops/host.hpp) that run with concrete values each time the graph runs,
 // and gradient hooks are traced into the backward graph; registering or
 // removing a hook bumps the global hook version, which
-// is part of every compile key.
+// is part of every compile key. Besides a cell's own hooks, global buffer
+// registration hooks (ms::register_cell_buffer_registration_hook) see every
+// cell's register_buffer, and state-dict hooks take part in state_dict and
+// load_state_dict (see those members).
 //
 // A cell may define its own backward, used instead of autodiff through
 // `construct` (MindSpore's `bprop`). For a call with tensors x1..xn returning
@@ -82,6 +85,12 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
 
+/// Per-cell metadata handed to a full load pre-hook (the seed's
+/// `local_metadata`). ms's StateDict carries no metadata (MindSpore and PyTorch
+/// keep a `_metadata` version per module), so it is always empty in ms; it is
+/// in the signature so that hooks written against the seed's form port as they are.
+using LoadMetadata = std::map<std::string, std::string, std::less<>>;
+
 /// What load_state_dict did not match (strict = false reports, true raises).
 struct LoadResult {
   /// Keys the cell has that the state dict lacks.
@@ -97,13 +106,27 @@ namespace detail {
 // Hook function types, erased over the cell type (Cell<Derived> adapts the
 // user's callable). A hook returns std::nullopt to keep what it was given.
 using PreHook = std::function<std::optional<Args>(CellBase&, const Args&, Kwargs*)>;
+// A forward pre-hook and whether it takes the keyword arguments (with_kwargs).
+struct PreHookEntry {
+  PreHook fn;
+  bool with_kwargs = false;
+};
 using FwdHook =
     std::function<std::optional<Args>(CellBase&, const Args&, const Kwargs*, const Args&)>;
 using BwdPreHook = std::function<std::optional<Args>(CellBase&, const Args&)>;
 using BwdHook = std::function<std::optional<Args>(CellBase&, const Args&, const Args&)>;
 using StateDictHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
 using LoadPreHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
+// The seed's full form: (cell, state_dict, prefix, local_metadata, strict,
+// missing_keys, unexpected_keys, error_msgs).
+using LoadPreHookFull = std::function<void(
+    CellBase&, StateDict&, const std::string& prefix, const LoadMetadata& local_metadata,
+    bool strict, std::vector<std::string>& missing_keys, std::vector<std::string>& unexpected_keys,
+    std::vector<std::string>& error_msgs)>;
 using LoadPostHook = std::function<void(CellBase&, LoadResult&)>;
+// A global buffer registration hook: std::nullopt keeps the tensor.
+using BufferHook =
+    std::function<std::optional<Tensor>(CellBase&, const std::string& name, const Tensor&)>;
 
 // A cell's hook lists (forward, backward) and its state-dict hook lists, each
 // set made at once with the first hook of its kind (LazyOnce) and never
@@ -111,6 +134,10 @@ using LoadPostHook = std::function<void(CellBase&, LoadResult&)>;
 // (src/nn/cell.cpp): a user's file never instantiates them.
 struct CellHooks;
 struct StateHooks;
+
+/// Adds `fn` to the global buffer registration hooks (in libms; see
+/// ms::register_cell_buffer_registration_hook).
+HookHandle add_buffer_registration_hook(BufferHook fn);
 
 /// The class name of T without namespaces (`ms::nn::Dense` -> `Dense`).
 std::string short_type_name(const std::type_info& t);
@@ -137,8 +164,13 @@ class CellBase {
     register_parameter(name, param);
   }
   /// Registers a buffer (state that is not trained: BatchNorm's running
-  /// statistics). Persistent buffers are part of the state dict.
-  void register_buffer(const std::string& name, const Tensor& buffer, bool persistent = true);
+  /// statistics). Persistent buffers are part of the state dict. The global
+  /// buffer registration hooks (ms::register_cell_buffer_registration_hook)
+  /// run first, in registration order, and may replace the tensor; returns
+  /// the tensor registered (`buffer`, or the last hook's replacement), which a
+  /// cell keeping the buffer in a member should store there too:
+  ///   moving_mean = register_buffer("moving_mean", ms::zeros({n}));
+  Tensor register_buffer(const std::string& name, const Tensor& buffer, bool persistent = true);
   /// Registers `child` under `name`; its parameters are renamed `name.<theirs>`.
   void insert_child_to_cell(const std::string& name, CellBase& child);
   /// `register_cells("fc1", fc1, "fc2", fc2, ...)`.
@@ -249,12 +281,41 @@ class CellBase {
 
   // ---------------------------------------------------------------- state dicts
   /// Parameters and persistent buffers by hierarchical name (the tensors
-  /// themselves, not copies: clone them to keep a snapshot).
+  /// themselves, not copies: clone them to keep a snapshot). As
+  /// `state_dict(out, prefix, true)` into an empty `out`.
   StateDict state_dict(const std::string& prefix = {}) const;
+  /// The seed's `state_dict(destination, prefix, keep_vars)`: appends this
+  /// cell's entries to `destination` and returns it. A key `destination`
+  /// already holds is replaced in place (as a dict assignment); the state-dict
+  /// hooks see `destination` itself. `prefix` is put before every key with a
+  /// dot, as in state_dict(prefix): "model" and the seed's "model." both give
+  /// "model.fc1.weight".
+  ///
+  /// keep_vars in ms: eager ms tensors carry no autograd history, so the
+  /// seed's distinction (the Parameter itself vs a detached tensor sharing its
+  /// storage) is one of storage here. `true`: the entries are the parameters'
+  /// and buffers' tensors themselves (writing into one changes the cell, as
+  /// state_dict() does). `false`: they are detached copies, a snapshot that
+  /// later training does not change and writing into does not touch the cell
+  /// (in MindSpore and PyTorch a keep_vars=false entry still shares storage).
+  ///   ms::StateDict all;
+  ///   encoder.state_dict(all, "encoder", false);
+  ///   decoder.state_dict(all, "decoder", false);
+  StateDict& state_dict(StateDict& destination, const std::string& prefix, bool keep_vars) const;
   /// Copies `sd` into the parameters and persistent buffers. Every entry is
-  /// checked first (shape and dtype equal, ValueError naming the key
-  /// otherwise; strict: no missing or unexpected key); nothing is written
-  /// unless all of it is valid.
+  /// checked first (shape and dtype equal, a ShapeError or TypeError naming
+  /// the key otherwise; strict: no missing or unexpected key); nothing is
+  /// written unless all of it is valid.
+  ///
+  /// The load hooks run as in the seed: the load pre-hooks of every cell
+  /// (this cell first, then its descendants depth first), then the checks,
+  /// then the load post-hooks (children before their parent), and only then
+  /// does `strict` judge the missing and unexpected keys (so a post-hook that
+  /// clears them lets a strict load succeed) and does any message a pre-hook
+  /// appended to `error_msgs` fail the load: a ValueError naming every message
+  /// (the seed raises RuntimeError). Post-hooks see the values loaded; when
+  /// the load then fails, every parameter and buffer gets its old value back
+  /// (so a strict load with post-hooks keeps a copy of the old values).
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
 
   // State-dict hooks (MindSpore's `_register_state_dict_hook` and friends).
@@ -267,9 +328,31 @@ class CellBase {
   HookHandle register_state_dict_post_hook(detail::StateDictHook fn);
   /// `fn(cell, sd, prefix)` runs at the start of load_state_dict, before any
   /// entry is checked, and may edit the dict `sd` that is then loaded.
+  /// `prefix` is the cell's key prefix without its trailing dot ("fc1").
   HookHandle register_load_state_dict_pre_hook(detail::LoadPreHook fn);
-  /// `fn(cell, result)` runs at the end of load_state_dict and sees (and may
-  /// edit) the missing and unexpected keys it returns.
+  /// The seed's full form (`_register_load_state_dict_pre_hook`):
+  /// `fn(cell, sd, prefix, local_metadata, strict, missing_keys,
+  /// unexpected_keys, error_msgs)`, each `ms::StateDict&`, `const
+  /// std::string&` (the cell's key prefix with its dot, "fc1."; "" for the
+  /// cell loaded), `const ms::LoadMetadata&` (always empty in ms), `bool`, and
+  /// three `std::vector<std::string>&`. It may edit `sd`, and append to the
+  /// three lists: keys appended to missing_keys or unexpected_keys are
+  /// reported (and judged by `strict`) with those load_state_dict finds; a
+  /// message appended to error_msgs fails the load after all hooks ran. ms
+  /// checks the keys after every pre-hook ran, so the lists hold only what
+  /// earlier hooks appended (the seed checks each cell before its children's
+  /// hooks run).
+  ///   net.register_load_state_dict_pre_hook(
+  ///       [](ms::CellBase&, ms::StateDict& sd, const std::string& prefix,
+  ///          const ms::LoadMetadata&, bool, std::vector<std::string>&,
+  ///          std::vector<std::string>&, std::vector<std::string>& errors) {
+  ///         if (!sd.contains(prefix + "version")) errors.push_back("no version");
+  ///       });
+  HookHandle register_load_state_dict_pre_hook(detail::LoadPreHookFull fn);
+  /// `fn(cell, result)` runs once load_state_dict has checked and written the
+  /// entries, before `strict` judges the keys: it sees (and may edit, e.g.
+  /// clear) the missing and unexpected keys that load_state_dict then judges
+  /// and returns (the seed's `incompatible_keys`).
   HookHandle register_load_state_dict_post_hook(detail::LoadPostHook fn);
 
   /// Whether any forward or backward hook is registered on this cell.
@@ -279,7 +362,7 @@ class CellBase {
   /// \cond INTERNAL
   // The registry behind the public API, in libms; protected only so that
   // Cell<Derived> adds to its hook lists and asks which are in use.
-  HookHandle add_forward_pre_hook(detail::PreHook h);
+  HookHandle add_forward_pre_hook(detail::PreHook h, bool with_kwargs = false);
   HookHandle add_forward_hook(detail::FwdHook h);
   HookHandle add_backward_pre_hook(detail::BwdPreHook h);
   HookHandle add_backward_hook(detail::BwdHook h);
@@ -309,6 +392,17 @@ class CellBase {
   void wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st);
 
   void check_name(const std::string& name, std::string_view api) const;
+  // load_state_dict's parts: the pre-hooks of every cell, the key matching
+  // and checks (the (destination, source) pairs to write), the post-hooks
+  // (children first), and the error raised for what `strict` and the
+  // pre-hooks' error messages reject (nothing when nothing is rejected).
+  void run_load_pre_hooks(StateDict& sd, bool strict, LoadResult& res,
+                          std::vector<std::string>& errors);
+  std::vector<std::pair<Tensor, const Tensor*>> match_state_dict(const StateDict& sd,
+                                                                 LoadResult& res) const;
+  bool run_load_post_hooks(LoadResult& res, bool dry);
+  void raise_load_errors(const LoadResult& res, const std::vector<std::string>& errors,
+                         bool strict) const;
   // `base` is the text put before this cell's entry names ("", "fc1.").
   void state_dict_into(StateDict& out, const std::string& base) const;
   // The base of the walk root for a `prefix` argument, and of a child.
@@ -351,6 +445,50 @@ class CellBase {
 
 /// Prints `c.to_string()`.
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
+
+/// Registers a hook that every cell, of any type, runs whenever it registers
+/// a buffer (MindSpore's `nn.register_cell_buffer_registration_hook`, global
+/// as in the seed): `fn(ms::CellBase& cell, const std::string& name, const
+/// ms::Tensor& buffer)` returns nothing (keep the tensor), a Tensor, or a
+/// std::optional<ms::Tensor> (std::nullopt: keep); a tensor returned is
+/// registered instead. Hooks run in registration order, each seeing the
+/// previous one's replacement; an undefined tensor returned is a ValueError.
+/// The returned handle's remove() unregisters the hook. Registration and
+/// removal are thread-safe (the list locks, as a cell's hook lists do); a
+/// hook runs in the thread registering the buffer, often inside a cell's
+/// constructor (the cell is then as far constructed as its constructor got).
+///   ms::HookHandle h = ms::register_cell_buffer_registration_hook(
+///       [](ms::CellBase&, const std::string&, const ms::Tensor& t) {
+///         return ms::cast(t, ms::float64);
+///       });
+template <class F>
+HookHandle register_cell_buffer_registration_hook(F fn) {
+  using Sig = std::invoke_result<F&, CellBase&, const std::string&, const Tensor&>;
+  if constexpr (!std::is_invocable_v<F&, CellBase&, const std::string&, const Tensor&>) {
+    static_assert(std::is_invocable_v<F&, CellBase&, const std::string&, const Tensor&>,
+                  "register_cell_buffer_registration_hook: the hook must be callable as "
+                  "fn(ms::CellBase& cell, const std::string& name, const ms::Tensor& buffer) "
+                  "returning void, a Tensor or a std::optional<ms::Tensor>");
+    return {};
+  } else {
+    using R = typename Sig::type;
+    using T = std::remove_cvref_t<R>;
+    static_assert(std::is_void_v<R> || std::is_same_v<T, std::optional<Tensor>> ||
+                      std::is_same_v<T, Tensor> || std::is_same_v<T, Parameter> || TensorExpr<T>,
+                  "register_cell_buffer_registration_hook: the hook must return void, a Tensor "
+                  "or a std::optional<ms::Tensor>");
+    return detail::add_buffer_registration_hook(
+        [fn = std::move(fn)](CellBase& c, const std::string& n,
+                             const Tensor& t) mutable -> std::optional<Tensor> {
+          if constexpr (std::is_void_v<R>) {
+            fn(c, n, t);
+            return std::nullopt;
+          } else {
+            return std::optional<Tensor>(fn(c, n, t));
+          }
+        });
+  }
+}
 
 namespace detail {
 
@@ -513,7 +651,16 @@ class Cell : public CellBase {
 
   /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
   /// const ms::Kwargs& kwargs)` returns nothing or a `std::pair<ms::Args,
-  /// ms::Kwargs>` (or a std::optional of it) that replaces both.
+  /// ms::Kwargs>` (or a std::optional of it) that replaces both. Under
+  /// ms::jit the keyword arguments are constants of the graph, so such a hook
+  /// also runs once while the call is traced, on the symbolic arguments, and
+  /// the keyword arguments it returns then are those `construct` is traced
+  /// with; each time the graph runs it runs again on the concrete arguments
+  /// (whose replacements count; its keyword arguments then are the call's
+  /// and what it returns for them is not used). So it must not read argument
+  /// values to choose keyword arguments (`item()` fails on a symbolic tensor),
+  /// and keyword arguments it returns that change from call to call keep the
+  /// value of the trace.
   template <class F>
   HookHandle register_forward_pre_hook(F fn, WithKwargs) {
     static_assert(detail::ForwardPreHookWithKwargs<F, Derived>,
@@ -540,7 +687,7 @@ class Cell : public CellBase {
         }
       }
     };
-    return add_forward_pre_hook(std::move(h));
+    return add_forward_pre_hook(std::move(h), /*with_kwargs=*/true);
   }
 
   /// Runs after `construct`: `fn(Derived& cell, const ms::Args& args, const
