@@ -115,8 +115,11 @@ Tensor sparse_cross_entropy(const Tensor& logits, const Tensor& labels,
                             const CrossEntropyOptions& o, std::string_view api) {
   const std::int64_t axis = logits.rank() - 1;
   const std::int64_t classes = logits.dim(axis);
-  // Ignored positions look up class 0 and are masked out of loss and gradient.
-  const Tensor keep = labels != o.ignore_index;
+  if (!o.ignore_index && !o.weight.defined() && o.label_smoothing == 0.0)
+    return reduce_loss(sparse_nll(logits, labels), o.reduction, api);
+  // Ignored positions look up class 0 and are masked out of loss and gradient
+  // (without ignore_index every position is kept: labels == labels).
+  const Tensor keep = o.ignore_index ? Tensor(labels != *o.ignore_index) : Tensor(labels == labels);
   const Tensor safe = Tensor(where(keep, labels, 0)).to(labels.dtype());
   const Tensor mask = keep.to(logits.dtype());
   Tensor per, denom;
@@ -212,7 +215,8 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
   MS_CHECK(sparse != dtype_is_float(labels.dtype()), TypeError,
            "SoftmaxCrossEntropyWithLogits: sparse = ", sparse ? "true" : "false", " needs ",
            sparse ? "integer class labels" : "floating one-hot labels", ", got ", labels.dtype());
-  return cross_entropy(logits, labels, {.reduction = reduction});
+  // MindSpore's cell ignores no label: -100 is out of range, as any other.
+  return cross_entropy(logits, labels, {.reduction = reduction, .ignore_index = std::nullopt});
 }
 NLLLoss::NLLLoss(std::string r) : reduction(std::move(r)) { check_reduction(reduction, "NLLLoss"); }
 BCEWithLogitsLoss::BCEWithLogitsLoss(std::string r) : reduction(std::move(r)) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/cell.hpp>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -165,6 +166,31 @@ TEST_SUITE("nn") {
     const std::vector<double> all = naive_per(logits, {0, 2, 1, 2}, -100);
     CHECK(ms::nn::cross_entropy(logits, labels).item<double>() ==
           doctest::Approx((all[0] + all[1] + all[2] + all[3]) / 4).epsilon(1e-12));
+  }
+
+  TEST_CASE("cross_entropy without ignore_index: the fused op alone; -100 is out of range") {
+    const ms::Tensor logits = randn({2, 3, 5}, 12);
+    const std::vector<std::int64_t> y{0, 4, 1, 3, 2, 4};
+    const ms::Tensor labels = labels_of(y, {2, 3});
+    const std::vector<double> per = naive_per(logits, y, -100);
+    double mean = 0;
+    for (double v : per) mean += v / 6.0;
+    const auto none = std::optional<std::int64_t>{};
+    CHECK(ms::nn::cross_entropy(logits, labels, {.ignore_index = none}).item<double>() ==
+          doctest::Approx(mean).epsilon(1e-12));
+    const ms::Tensor per_t =
+        ms::nn::cross_entropy(logits, labels, {.reduction = "none", .ignore_index = none});
+    const auto got = per_t.to_vector<double>();
+    for (std::size_t i = 0; i < y.size(); ++i)
+      CHECK(got[i] == doctest::Approx(per[i]).epsilon(1e-12));
+    const ms::Tensor bad = labels_of({0, -100, 1, 3, 2, 4}, {2, 3});
+    CHECK_THROWS_WITH_AS(ms::nn::cross_entropy(logits, bad, {.ignore_index = none}),
+                         doctest::Contains("got -100 at labels[0, 1]"), ms::IndexError);
+    // MindSpore's cell ignores no label.
+    ms::nn::SoftmaxCrossEntropyWithLogits cell(true, "mean");
+    CHECK_THROWS_AS(cell(logits.reshape({6, 5}), bad.reshape({6})), ms::IndexError);
+    CHECK(cell(logits.reshape({6, 5}), labels.reshape({6})).item<double>() ==
+          doctest::Approx(mean).epsilon(1e-12));
   }
 
   TEST_CASE("cross_entropy under ms::jit: eager == jit, gradients too, dynamic [B, T]") {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "ms/core/tensor.hpp"
@@ -28,8 +29,9 @@ struct CrossEntropyOptions {
   /// scaled by weight[label]; "mean" divides by the sum of those weights.
   Tensor weight = {};
   /// Class-index labels equal to this contribute neither loss nor gradient
-  /// (PyTorch's and MindSpore's default -100, e.g. padding in a GPT batch).
-  std::int64_t ignore_index = -100;
+  /// (PyTorch's and MindSpore's default -100, e.g. padding in a GPT batch);
+  /// std::nullopt: no label is ignored, and the loss is the fused op alone.
+  std::optional<std::int64_t> ignore_index = -100;
 };
 
 /// Cross entropy of `logits` against `labels`, classes on the LAST axis:
