@@ -273,8 +273,9 @@ bool register_file_system(std::shared_ptr<FileSystem> fs) {
                          "; checkpoints and dumps use the POSIX file system"));
     return false;
   }
+  std::shared_ptr<FileSystem> old;  // released after the lock, as in restore_default_file_system
   std::lock_guard<std::mutex> lock(g_mu);
-  active() = std::move(fs);
+  old = std::exchange(active(), std::move(fs));
   return true;
 }
 

@@ -46,6 +46,15 @@ void hook_removed() { compiler::bump_hook_version(); }
 void hook_changed() { compiler::bump_hook_version(); }
 
 namespace {
+
+// "fc1." -> "fc1": the key prefix as state-dict hooks see it (MindSpore's form).
+std::string without_trailing_dot(const std::string& s) {
+  return !s.empty() && s.back() == '.' ? s.substr(0, s.size() - 1) : s;
+}
+
+}  // namespace
+
+namespace {
 // The global buffer registration hooks: one list for the process; handles
 // keep a weak reference to it.
 const std::shared_ptr<HookList<BufferHook>>& buffer_hooks() {
@@ -288,6 +297,9 @@ void CellBase::insert_child_to_cell(const std::string& name, CellBase& child) {
              ") contains ", cls_name(), " itself: cells must form a tree");
   children_.emplace_back(name, &child);
   child.rename_params(name);
+  // Under a prefix set by update_parameters_name, the new parameters take it too.
+  if (!name_prefix_.empty())
+    for (auto& [n, p] : parameters_and_names()) p.set_name(n);
 }
 
 void CellBase::rename_params(const std::string& prefix) {
@@ -543,8 +555,7 @@ std::string CellBase::to_string() const {
 void CellBase::state_dict_into(StateDict& out, const std::string& base) const {
   auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as MindSpore's hooks do)
   // Hooks see the prefix without its trailing '.' ("fc1"), as MindSpore's.
-  const std::string prefix =
-      !base.empty() && base.back() == '.' ? base.substr(0, base.size() - 1) : base;
+  const std::string prefix = without_trailing_dot(base);
   if (state_hooks_ && state_hooks_->sd_pre)
     for (auto& h : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
   for (const auto& [n, p] : params_) out.emplace_back(base + n, p);
@@ -563,15 +574,13 @@ StateDict CellBase::state_dict(const std::string& prefix) const {
 
 StateDict& CellBase::state_dict(StateDict& destination, const std::string& prefix,
                                 bool keep_vars) const {
-  const std::string p =
-      !prefix.empty() && prefix.back() == '.' ? prefix.substr(0, prefix.size() - 1) : prefix;
+  // The cell's entries are collected apart (the state-dict hooks see and may
+  // edit them, never what `destination` held before), then appended: a
+  // parameter shared by two cells appears once, under its first name; a key
+  // `destination` held before is replaced in place.
+  StateDict added;
+  state_dict_into(added, root_base(without_trailing_dot(prefix)));
   const std::size_t n0 = destination.size();
-  state_dict_into(destination, root_base(p));
-  // The entries appended: a parameter shared by two cells appears once, under
-  // its first name; a key `destination` held before is replaced in place.
-  StateDict added(std::make_move_iterator(destination.begin() + static_cast<std::ptrdiff_t>(n0)),
-                  std::make_move_iterator(destination.end()));
-  destination.resize(n0);
   std::set<std::pair<const void*, std::int64_t>> seen;
   for (auto& e : added) {
     if (!e.second.is_symbolic() &&
@@ -635,7 +644,7 @@ std::vector<std::pair<Tensor, const Tensor*>> CellBase::match_state_dict(const S
 }
 
 bool CellBase::run_load_post_hooks(LoadResult& res, bool dry) {
-  // Children before their parent, as the seed's recursive load runs them.
+  // Children before their parent, as MindSpore's recursive load runs them.
   bool any = false;
   auto walk = [&](auto&& self, CellBase& c) -> void {
     for (const auto& [n, ch] : c.children_) self(self, *ch);
@@ -665,7 +674,7 @@ void CellBase::raise_load_errors(const LoadResult& res, const std::vector<std::s
              join(res.unexpected_keys), " (strict = true; nothing was loaded)");
     return;
   }
-  // As the seed: the strict findings first, then each hook's message.
+  // As MindSpore: the strict findings first, then each hook's message.
   std::string all;
   if (missing) all += "\n\tmissing keys: " + join(res.missing_keys);
   if (unexpected) all += "\n\tunexpected keys: " + join(res.unexpected_keys);
@@ -685,8 +694,9 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   if (!post) raise_load_errors(res, errors, strict);
   // With them, they see the loaded values first; keep the old ones to put
   // back when the load still fails after them.
+  // A post-hook that throws puts the old values back too.
   std::vector<Tensor> undo;
-  if (post && (strict || !errors.empty()))
+  if (post)
     for (const auto& [dst, src] : writes) undo.push_back(dst.clone());
   // Everything is valid: now write (copies cannot fail on checked shapes).
   // A source that aliases a destination is copied first.
@@ -698,8 +708,8 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
     d.copy_(srcs[i]);
   }
   if (post) {
-    run_load_post_hooks(res, /*dry=*/false);
     try {
+      run_load_post_hooks(res, /*dry=*/false);
       raise_load_errors(res, errors, strict);
     } catch (...) {
       for (std::size_t i = 0; i < undo.size(); ++i) {
@@ -728,12 +738,10 @@ HookHandle CellBase::register_state_dict_post_hook(detail::StateDictHook fn) {
 }
 HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHook fn) {
   // The short form sees the prefix without its trailing '.' ("fc1").
-  detail::LoadPreHookFull full = [fn = std::move(fn)](
-                                     CellBase& c, StateDict& sd, const std::string& base,
-                                     const LoadMetadata&, bool, std::vector<std::string>&,
-                                     std::vector<std::string>&, std::vector<std::string>&) {
-    fn(c, sd, !base.empty() && base.back() == '.' ? base.substr(0, base.size() - 1) : base);
-  };
+  detail::LoadPreHookFull full =
+      [fn = std::move(fn)](CellBase& c, StateDict& sd, const std::string& base, const LoadMetadata&,
+                           bool, std::vector<std::string>&, std::vector<std::string>&,
+                           std::vector<std::string>&) { fn(c, sd, without_trailing_dot(base)); };
   return add_hook(state_hooks_, &detail::StateHooks::load_pre, std::move(full));
 }
 HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHookFull fn) {

@@ -462,6 +462,15 @@ InitSpec::InitSpec(std::string_view name) : InitSpec(std::string(name)) {}
 InitSpec::InitSpec(Scalar number) : rep_(std::make_shared<const Rep>(Rep{number})) {}
 InitSpec::InitSpec(Tensor tensor) : rep_(std::make_shared<const Rep>(Rep{std::move(tensor)})) {}
 
+InitSpec::InitSpec(const InitSpec&) = default;
+InitSpec::InitSpec(InitSpec&& o) noexcept : rep_(o.rep_) {}
+InitSpec& InitSpec::operator=(const InitSpec&) = default;
+InitSpec& InitSpec::operator=(InitSpec&& o) noexcept {
+  rep_ = o.rep_;
+  return *this;
+}
+InitSpec::~InitSpec() = default;
+
 bool InitSpec::is_tensor() const { return std::holds_alternative<Tensor>(rep_->v); }
 
 std::string InitSpec::to_string() const {

@@ -122,16 +122,19 @@ Tensor sparse_cross_entropy(const Tensor& logits, const Tensor& labels,
   const Tensor keep = o.ignore_index ? Tensor(labels != *o.ignore_index) : Tensor(labels == labels);
   const Tensor safe = Tensor(where(keep, labels, 0)).to(labels.dtype());
   const Tensor mask = keep.to(logits.dtype());
+  // The logits of ignored rows are read as 0, so that a row masked to -inf
+  // (or overflowed) cannot turn the loss or its gradient into NaN.
+  const Tensor x = o.ignore_index ? Tensor(where(unsqueeze(keep, -1), logits, 0.0)) : logits;
   Tensor per, denom;
   if (!o.weight.defined() && o.label_smoothing == 0.0) {
-    per = sparse_nll(logits, safe) * mask;
+    per = sparse_nll(x, safe) * mask;
     denom = sum(mask);
   } else {
     MS_CHECK(!o.weight.defined() || (o.weight.rank() == 1 && o.weight.dim(0) == classes),
              ShapeError, api, ": weight must be [", classes, "], got ", o.weight.shape());
     // As PyTorch: (1 - s) * w[y] * -logp[y] + s / C * sum_c w[c] * -logp[c];
     // "mean" divides by sum_i w[y_i] over the kept positions.
-    const Tensor logp = log_softmax(logits, axis);
+    const Tensor logp = log_softmax(x, axis);
     const Tensor target = one_hot(safe, classes, logits.dtype());
     const Tensor w = o.weight.defined() ? o.weight : ones(Shape{classes}, logits.dtype());
     const Tensor wy = sum(target * w, {axis}) * mask;

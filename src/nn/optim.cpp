@@ -207,6 +207,7 @@ void StepLR::step() {
 }
 
 double cosine_lr(double base, double min_lr, std::int64_t step, std::int64_t total) {
+  MS_CHECK(total > 0, ValueError, "cosine_lr: total must be > 0, got ", total);
   const double t = static_cast<double>(std::min(step, total)) / static_cast<double>(total);
   return min_lr + (base - min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * t));
 }

@@ -211,7 +211,8 @@ TEST_SUITE("io") {
     CHECK(mem->exists(tmp));  // this live process's copy is not cleaned up
   }
 
-  TEST_CASE("restore_default_file_system: POSIX again, and saves already running finish") {
+  TEST_CASE(
+      "restore_default_file_system: POSIX again; a backend in use outlives its registration") {
     TempDir dir;
     auto mem = std::make_shared<MemoryFileSystem>();
     REQUIRE(io::register_file_system(mem));

@@ -187,6 +187,19 @@ TEST_SUITE("nn") {
     CHECK_THROWS_WITH_AS(net.update_parameters_name("a b."),
                          doctest::Contains("update_parameters_name: prefix 'a b.' holds ' '"),
                          ms::ValueError);
+
+    // A cell registered under a prefixed one: its parameters take the prefix,
+    // in their names as in the state dict.
+    struct Holder : ms::Cell<Holder> {
+      ms::nn::Dense fc{2, 2};
+      ms::nn::Dense extra{2, 2};
+      Holder() { register_cells("fc", fc); }
+      ms::Tensor construct(const ms::Tensor& x) { return fc(x); }
+    } holder;
+    holder.update_parameters_name("p.");
+    holder.register_cells("extra", holder.extra);
+    CHECK(holder.extra.weight.name() == "p.extra.weight");
+    CHECK(keys_of(holder.state_dict())[2] == "p.extra.weight");
   }
 
   TEST_CASE("unregister_*: parameters(), the state dict and named iteration no longer see it") {

@@ -12,6 +12,7 @@
 #include <ms/nn/initializer.hpp>
 #include <ms/ops/random.hpp>
 #include <numbers>
+#include <utility>
 #include <vector>
 
 using namespace ms;
@@ -364,6 +365,15 @@ TEST_SUITE("nn") {
     CHECK(specs[2].resolve()->name() == "Constant");
     CHECK_THROWS_AS(specs[3].resolve(), ValueError);
     CHECK_THROWS_AS(specs[0].tensor(), ValueError);
+    // Copies and moves: a moved-from spec keeps its value.
+    InitSpec a = specs[1];
+    InitSpec b = std::move(a);
+    CHECK(b.to_string() == "'he_normal'");
+    CHECK(a.to_string() == "'he_normal'");  // NOLINT(bugprone-use-after-move)
+    a = specs[3];
+    b = std::move(a);
+    CHECK(a.is_tensor());  // NOLINT(bugprone-use-after-move)
+    CHECK(b.is_tensor());
   }
 
   TEST_CASE(

@@ -168,6 +168,18 @@ TEST_SUITE("nn") {
           doctest::Approx((all[0] + all[1] + all[2] + all[3]) / 4).epsilon(1e-12));
   }
 
+  TEST_CASE("cross_entropy: an ignored row of -inf logits leaves loss and gradient finite") {
+    const double inf = std::numeric_limits<double>::infinity();
+    const ms::Tensor logits = ms::tensor({{0.5, -1.0, 2.0}, {-inf, -inf, -inf}, {1.0, 0.0, -inf}});
+    const ms::Tensor labels = labels_of({2, -100, 0}, {3});
+    const std::vector<double> per = naive_per(logits, {2, -100, 0}, -100);
+    auto f = [&](const ms::Tensor& z) { return ms::nn::cross_entropy(z, labels); };
+    auto [loss, grads] = ms::value_and_grad(f)(logits);
+    CHECK(loss.item<double>() == doctest::Approx((per[0] + per[2]) / 2).epsilon(1e-12));
+    for (double g : grads.to_vector<double>()) CHECK(std::isfinite(g));
+    for (double g : grads.select(0, 1).to_vector<double>()) CHECK(g == 0.0);
+  }
+
   TEST_CASE("cross_entropy without ignore_index: the fused op alone; -100 is out of range") {
     const ms::Tensor logits = randn({2, 3, 5}, 12);
     const std::vector<std::int64_t> y{0, 4, 1, 3, 2, 4};

@@ -66,6 +66,23 @@ TEST_SUITE("nn") {
                          doctest::Contains("gradient 1 must be floating"), ms::TypeError);
   }
 
+  TEST_CASE("clip_grad_norm: a NaN total clips nothing, an infinite one scales by 0") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const auto [c1, n1] =
+        ms::nn::clip_grad_norm({ms::tensor({1.0f, inf}), ms::tensor({3.0f})}, 1.0);
+    CHECK(std::isinf(n1.item<float>()));
+    const auto v1 = c1[0].to_vector<float>();
+    CHECK(v1[0] == 0.0f);
+    CHECK(std::isnan(v1[1]));
+    CHECK(c1[1].to_vector<float>()[0] == 0.0f);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const auto [c2, n2] = ms::nn::clip_grad_norm({ms::tensor({1.0f, nan})}, 1.0);
+    CHECK(std::isnan(n2.item<float>()));
+    CHECK(c2[0].to_vector<float>()[0] == 1.0f);
+    CHECK_THROWS_WITH_AS(ms::optim::cosine_lr(0.1, 0.0, 1, 0),
+                         doctest::Contains("cosine_lr: total must be > 0, got 0"), ms::ValueError);
+  }
+
   TEST_CASE("clip_grad_norm inside a jitted training step equals the eager step, one compile") {
     struct Net : ms::Cell<Net> {
       ms::nn::Dense fc1{6, 16}, fc2{16, 3};

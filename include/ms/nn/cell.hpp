@@ -85,10 +85,10 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
 
-/// Per-cell metadata handed to a full load pre-hook (the seed's
+/// Per-cell metadata handed to a full load pre-hook (MindSpore's
 /// `local_metadata`). ms's StateDict carries no metadata (MindSpore and PyTorch
 /// keep a `_metadata` version per module), so it is always empty in ms; it is
-/// in the signature so that hooks written against the seed's form port as they are.
+/// in the signature so that hooks written against MindSpore's form port as they are.
 using LoadMetadata = std::map<std::string, std::string, std::less<>>;
 
 /// What load_state_dict did not match (strict = false reports, true raises).
@@ -117,7 +117,7 @@ using BwdPreHook = std::function<std::optional<Args>(CellBase&, const Args&)>;
 using BwdHook = std::function<std::optional<Args>(CellBase&, const Args&, const Args&)>;
 using StateDictHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
 using LoadPreHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
-// The seed's full form: (cell, state_dict, prefix, local_metadata, strict,
+// MindSpore's full form: (cell, state_dict, prefix, local_metadata, strict,
 // missing_keys, unexpected_keys, error_msgs).
 using LoadPreHookFull = std::function<void(
     CellBase&, StateDict&, const std::string& prefix, const LoadMetadata& local_metadata,
@@ -204,6 +204,8 @@ class CellBase {
   std::vector<Tensor> buffers(bool recurse = true) const;
   /// Calls `fn` on every descendant, children before their parent (post-order,
   /// as MindSpore's and PyTorch's apply), then on this cell; returns this cell.
+  /// `fn` may change the cell it gets (values, hooks, modes) but must not add
+  /// or remove cells of the tree being walked.
   ///   net.apply([](ms::CellBase& c) { if (auto* d = dynamic_cast<ms::nn::Dense*>(&c)) ...; });
   CellBase& apply(const std::function<void(CellBase&)>& fn);
   /// The parameters by full name, in the order and under the names of
@@ -284,15 +286,16 @@ class CellBase {
   /// themselves, not copies: clone them to keep a snapshot). As
   /// `state_dict(out, prefix, true)` into an empty `out`.
   StateDict state_dict(const std::string& prefix = {}) const;
-  /// The seed's `state_dict(destination, prefix, keep_vars)`: appends this
+  /// MindSpore's `state_dict(destination, prefix, keep_vars)`: appends this
   /// cell's entries to `destination` and returns it. A key `destination`
-  /// already holds is replaced in place (as a dict assignment); the state-dict
-  /// hooks see `destination` itself. `prefix` is put before every key with a
-  /// dot, as in state_dict(prefix): "model" and the seed's "model." both give
+  /// already holds is replaced in place (as a dict assignment). The state-dict
+  /// hooks see (and may edit) the entries of this call, collected apart, not
+  /// what `destination` held before (MindSpore's hooks get the destination). `prefix` is put before
+  /// every key with a dot, as in state_dict(prefix): "model" and MindSpore's "model." both give
   /// "model.fc1.weight".
   ///
-  /// keep_vars in ms: eager ms tensors carry no autograd history, so the
-  /// seed's distinction (the Parameter itself vs a detached tensor sharing its
+  /// keep_vars in ms: eager ms tensors carry no autograd history, so
+  /// MindSpore's distinction (the Parameter itself vs a detached tensor sharing its
   /// storage) is one of storage here. `true`: the entries are the parameters'
   /// and buffers' tensors themselves (writing into one changes the cell, as
   /// state_dict() does). `false`: they are detached copies, a snapshot that
@@ -307,13 +310,13 @@ class CellBase {
   /// the key otherwise; strict: no missing or unexpected key); nothing is
   /// written unless all of it is valid.
   ///
-  /// The load hooks run as in the seed: the load pre-hooks of every cell
+  /// The load hooks run as in MindSpore: the load pre-hooks of every cell
   /// (this cell first, then its descendants depth first), then the checks,
   /// then the load post-hooks (children before their parent), and only then
   /// does `strict` judge the missing and unexpected keys (so a post-hook that
   /// clears them lets a strict load succeed) and does any message a pre-hook
   /// appended to `error_msgs` fail the load: a ValueError naming every message
-  /// (the seed raises RuntimeError). Post-hooks see the values loaded; when
+  /// (MindSpore raises RuntimeError). Post-hooks see the values loaded; when
   /// the load then fails, every parameter and buffer gets its old value back
   /// (so a strict load with post-hooks keeps a copy of the old values).
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
@@ -330,7 +333,7 @@ class CellBase {
   /// entry is checked, and may edit the dict `sd` that is then loaded.
   /// `prefix` is the cell's key prefix without its trailing dot ("fc1").
   HookHandle register_load_state_dict_pre_hook(detail::LoadPreHook fn);
-  /// The seed's full form (`_register_load_state_dict_pre_hook`):
+  /// MindSpore's full form (`_register_load_state_dict_pre_hook`):
   /// `fn(cell, sd, prefix, local_metadata, strict, missing_keys,
   /// unexpected_keys, error_msgs)`, each `ms::StateDict&`, `const
   /// std::string&` (the cell's key prefix with its dot, "fc1."; "" for the
@@ -340,7 +343,7 @@ class CellBase {
   /// reported (and judged by `strict`) with those load_state_dict finds; a
   /// message appended to error_msgs fails the load after all hooks ran. ms
   /// checks the keys after every pre-hook ran, so the lists hold only what
-  /// earlier hooks appended (the seed checks each cell before its children's
+  /// earlier hooks appended (MindSpore checks each cell before its children's
   /// hooks run).
   ///   net.register_load_state_dict_pre_hook(
   ///       [](ms::CellBase&, ms::StateDict& sd, const std::string& prefix,
@@ -352,7 +355,7 @@ class CellBase {
   /// `fn(cell, result)` runs once load_state_dict has checked and written the
   /// entries, before `strict` judges the keys: it sees (and may edit, e.g.
   /// clear) the missing and unexpected keys that load_state_dict then judges
-  /// and returns (the seed's `incompatible_keys`).
+  /// and returns (MindSpore's `incompatible_keys`).
   HookHandle register_load_state_dict_post_hook(detail::LoadPostHook fn);
 
   /// Whether any forward or backward hook is registered on this cell.
@@ -448,7 +451,7 @@ inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os
 
 /// Registers a hook that every cell, of any type, runs whenever it registers
 /// a buffer (MindSpore's `nn.register_cell_buffer_registration_hook`, global
-/// as in the seed): `fn(ms::CellBase& cell, const std::string& name, const
+/// as in MindSpore): `fn(ms::CellBase& cell, const std::string& name, const
 /// ms::Tensor& buffer)` returns nothing (keep the tensor), a Tensor, or a
 /// std::optional<ms::Tensor> (std::nullopt: keep); a tensor returned is
 /// registered instead. Hooks run in registration order, each seeing the
@@ -536,14 +539,17 @@ concept KwargsPreHookResult =
     std::is_same_v<std::remove_cvref_t<R>, std::optional<std::pair<Args, Kwargs>>>;
 
 template <class F, class... A>
-concept HookCallable = std::is_invocable_v<F&, A...> && HookResult<std::invoke_result_t<F&, A...>>;
+concept HookCallable = !std::is_member_pointer_v<std::remove_cvref_t<F>> &&
+                       std::is_invocable_v<F&, A...> && HookResult<std::invoke_result_t<F&, A...>>;
 
 // The accepted hook forms, for a cell of type D. Each register_*_hook checks
 // its form with a static_assert whose sentence lists them.
 template <class F, class D>
 concept ForwardPreHook = HookCallable<F, D&, const Args&>;
 template <class F, class D>
-concept ForwardPreHookWithKwargs = std::is_invocable_v<F&, D&, const Args&, const Kwargs&> &&
+concept ForwardPreHookWithKwargs =
+    !std::is_member_pointer_v<std::remove_cvref_t<F>> &&
+    std::is_invocable_v<F&, D&, const Args&, const Kwargs&> &&
     KwargsPreHookResult<std::invoke_result_t<F&, D&, const Args&, const Kwargs&>>;
 template <class F, class D>
 concept ForwardHook = HookCallable<F, D&, const Args&, const Args&> ||

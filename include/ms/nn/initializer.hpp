@@ -372,6 +372,15 @@ class InitSpec {
   InitSpec(Scalar number);  // NOLINT
   /// A tensor used as the value itself (its shape must match the parameter's).
   InitSpec(Tensor tensor);  // NOLINT
+  /// @{
+  /// Copies share the spec (it never changes); a moved-from spec keeps its
+  /// value, so that it stays usable.
+  InitSpec(const InitSpec&);
+  InitSpec(InitSpec&&) noexcept;
+  InitSpec& operator=(const InitSpec&);
+  InitSpec& operator=(InitSpec&&) noexcept;
+  ~InitSpec();
+  /// @}
 
   /// True when the spec holds a tensor rather than an initializer.
   bool is_tensor() const;

@@ -210,7 +210,7 @@ class StepLR {
 /// WarmupCosineLR, ms::train::CosineSchedule): from `base` at step 0 to
 /// `min_lr` at step `total` (> 0), and `min_lr` after:
 /// min_lr + (base - min_lr) * (1 + cos(pi * min(step, total) / total)) / 2.
-/// `ms::optim::cosine_lr(0.1, 0.0, 50, 100)` is 0.05.
+/// ValueError unless total > 0. `ms::optim::cosine_lr(0.1, 0.0, 50, 100)` is 0.05.
 double cosine_lr(double base, double min_lr, std::int64_t step, std::int64_t total);
 
 /// Cosine annealing from the optimizer's rate to `eta_min` over `t_max` steps.
@@ -290,7 +290,9 @@ struct ClippedGrads {
 /// when total > max_norm every gradient is multiplied by
 /// max_norm / (total + 1e-6), else returned unchanged (PyTorch multiplies by
 /// min(1, max_norm / (total + 1e-6)), which differs only by that 1e-6 just
-/// below max_norm). A NaN or infinite total clips nothing. The norm stays a
+/// below max_norm). A NaN total clips nothing; an infinite one multiplies every
+/// gradient by 0 (an infinite element becomes NaN), as PyTorch's does when
+/// not asked to raise on non-finite norms. The norm stays a
 /// 0-d tensor, so inside ms::jit this records graph ops and needs no host
 /// sync; eagerly it computes at once. Undefined tensors (no gradient) are
 /// skipped and returned undefined; no gradients give a norm of 0.

@@ -158,7 +158,9 @@ std::vector<Tensor> invoke(std::span<const Tensor> inputs, const typename E::Att
 /// `invoke` for an op with one output.
 template <class E>
 Tensor invoke1(std::initializer_list<Tensor> inputs, const typename E::Attrs& a) {
-  return std::move(invoke<E>(inputs, a)[0]);
+  auto out = invoke<E>(inputs, a);
+  MS_ASSERT(out.size() == 1);
+  return std::move(out[0]);
 }
 
 }  // namespace ms::ops
