@@ -555,7 +555,7 @@ std::string CellBase::to_string() const {
 void CellBase::state_dict_into(StateDict& out, const std::string& base) const {
   auto* self = const_cast<CellBase*>(this);  // hooks take the cell (as MindSpore's hooks do)
   // Hooks see the prefix without its trailing '.' ("fc1"), as MindSpore's.
-  const std::string prefix = without_trailing_dot(base);
+  const std::string prefix = detail::without_trailing_dot(base);
   if (state_hooks_ && state_hooks_->sd_pre)
     for (auto& h : state_hooks_->sd_pre->snapshot()) h(*self, out, prefix);
   for (const auto& [n, p] : params_) out.emplace_back(base + n, p);
@@ -579,7 +579,7 @@ StateDict& CellBase::state_dict(StateDict& destination, const std::string& prefi
   // parameter shared by two cells appears once, under its first name; a key
   // `destination` held before is replaced in place.
   StateDict added;
-  state_dict_into(added, root_base(without_trailing_dot(prefix)));
+  state_dict_into(added, root_base(detail::without_trailing_dot(prefix)));
   const std::size_t n0 = destination.size();
   std::set<std::pair<const void*, std::int64_t>> seen;
   for (auto& e : added) {
@@ -738,10 +738,12 @@ HookHandle CellBase::register_state_dict_post_hook(detail::StateDictHook fn) {
 }
 HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHook fn) {
   // The short form sees the prefix without its trailing '.' ("fc1").
-  detail::LoadPreHookFull full =
-      [fn = std::move(fn)](CellBase& c, StateDict& sd, const std::string& base, const LoadMetadata&,
-                           bool, std::vector<std::string>&, std::vector<std::string>&,
-                           std::vector<std::string>&) { fn(c, sd, without_trailing_dot(base)); };
+  detail::LoadPreHookFull full = [fn = std::move(fn)](
+                                     CellBase& c, StateDict& sd, const std::string& base,
+                                     const LoadMetadata&, bool, std::vector<std::string>&,
+                                     std::vector<std::string>&, std::vector<std::string>&) {
+    fn(c, sd, detail::without_trailing_dot(base));
+  };
   return add_hook(state_hooks_, &detail::StateHooks::load_pre, std::move(full));
 }
 HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHookFull fn) {

@@ -366,14 +366,14 @@ TEST_SUITE("nn") {
     CHECK_THROWS_AS(specs[3].resolve(), ValueError);
     CHECK_THROWS_AS(specs[0].tensor(), ValueError);
     // Copies and moves: a moved-from spec keeps its value.
-    InitSpec a = specs[1];
-    InitSpec b = std::move(a);
-    CHECK(b.to_string() == "'he_normal'");
-    CHECK(a.to_string() == "'he_normal'");  // NOLINT(bugprone-use-after-move)
-    a = specs[3];
-    b = std::move(a);
-    CHECK(a.is_tensor());  // NOLINT(bugprone-use-after-move)
-    CHECK(b.is_tensor());
+    InitSpec s1 = specs[1];
+    InitSpec s2 = std::move(s1);
+    CHECK(s2.to_string() == "'he_normal'");
+    CHECK(s1.to_string() == "'he_normal'");  // NOLINT(bugprone-use-after-move)
+    s1 = specs[3];
+    s2 = std::move(s1);
+    CHECK(s1.is_tensor());  // NOLINT(bugprone-use-after-move)
+    CHECK(s2.is_tensor());
   }
 
   TEST_CASE(
