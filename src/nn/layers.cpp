@@ -371,6 +371,8 @@ void CellListBase<Derived>::reregister(std::size_t from) {
   this->children_.resize(std::min(from, this->children_.size()));
   for (std::size_t i = from; i < cells_.size(); ++i)
     this->insert_child_to_cell(std::to_string(i), cells_[i].cell());
+  // The forward changed: graphs ms::jit traced before are stale.
+  compiler::bump_hook_version();
 }
 
 template <class Derived>
@@ -422,8 +424,6 @@ void CellListBase<Derived>::unregister_cell(const std::string& name) {
   auto it = std::find_if(ch.begin(), ch.end(), [&](const auto& e) { return e.first == name; });
   if (it == ch.end()) return CellBase::unregister_cell(name);  // raises the KeyError
   pop(static_cast<std::int64_t>(it - ch.begin()));
-  // The forward changed: graphs traced before are stale.
-  compiler::bump_hook_version();
 }
 
 template <class Derived>
@@ -460,6 +460,8 @@ void CellDict::check_item(const std::string& key, const AnyCell& cell, std::stri
 void CellDict::insert(const std::string& key, AnyCell cell) {
   check_item(key, cell, "CellDict.insert");
   const std::size_t at = find(key);
+  // Graphs ms::jit traced before see another forward: they are stale.
+  compiler::bump_hook_version();
   if (at == items_.size()) {
     insert_child_to_cell(key, cell.cell());
     items_.emplace_back(key, std::move(cell));
@@ -483,18 +485,19 @@ AnyCell CellDict::pop(const std::string& key) {
   AnyCell out = std::move(items_[at].second);
   items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(at));
   children_.erase(children_.begin() + static_cast<std::ptrdiff_t>(at));
+  compiler::bump_hook_version();  // as in insert
   return out;
 }
 
 void CellDict::unregister_cell(const std::string& name) {
   if (!contains(name)) return CellBase::unregister_cell(name);  // raises the KeyError
   pop(name);
-  compiler::bump_hook_version();
 }
 
 void CellDict::clear() {
   items_.clear();
   children_.clear();
+  compiler::bump_hook_version();  // as in insert
 }
 
 bool CellDict::contains(const std::string& key) const { return find(key) < items_.size(); }

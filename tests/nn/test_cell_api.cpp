@@ -275,5 +275,43 @@ TEST_SUITE("nn") {
     CHECK(f.compile_count() == 3);
     CHECK(ms::allclose(f(x), one_block, 1e-6, 1e-6));
     CHECK(f.compile_count() == 3);
+
+    // So does it with the container's own edits: append, pop, set.
+    net.body.append(std::make_shared<Block>());
+    const ms::Tensor appended = net(x);
+    CHECK_FALSE(ms::allclose(appended, one_block, 1e-3, 1e-3));
+    CHECK(ms::allclose(f(x), appended, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 4);
+    net.body.pop();
+    CHECK(ms::allclose(f(x), one_block, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 5);
+    net.body.set(0, std::make_shared<Block>());
+    const ms::Tensor replaced = net(x);
+    CHECK(ms::allclose(f(x), replaced, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 6);
+  }
+
+  TEST_CASE("ms::jit after a CellDict edit: the graph is traced again") {
+    struct Heads : ms::Cell<Heads> {
+      ms::nn::CellDict heads;
+      Heads() {
+        heads.insert("a", std::make_shared<Dense>(4, 2));
+        register_cells("heads", heads);
+      }
+      ms::Tensor construct(const ms::Tensor& x) {
+        ms::Tensor y = ms::zeros({x.dim(0), 2});
+        for (const auto& key : heads.keys()) y = y + heads[key](x);
+        return y;
+      }
+    } net;
+    const ms::Tensor x = input();
+    auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
+    CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
+    net.heads.insert("b", std::make_shared<Dense>(4, 2));
+    CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
+    CHECK(f.compile_count() == 2);
+    net.heads.pop("a");
+    CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
+    CHECK(f.compile_count() == 3);
   }
 }
