@@ -27,6 +27,7 @@ FREE = {
     'parse': 'std::function<ms::Tensor(const std::vector<std::uint8_t>&)>',
     'reducer': 'ms::parallel::DistributedGradReducer',
     'fs': 'std::shared_ptr<ms::io::FileSystem>',
+    'buf': 'std::shared_ptr<std::vector<float>>',
 }
 KEYWORDS = set('''auto const constexpr return for if else while true false nullptr new delete
     sizeof static_cast reinterpret_cast void int char bool float double long unsigned signed

@@ -264,7 +264,21 @@ std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what
   return s;
 }
 
+std::shared_ptr<Storage> Storage::wrap(std::byte* data, std::int64_t nbytes,
+                                       std::shared_ptr<const void> owner) {
+  MS_CHECK(owner != nullptr, ValueError,
+           "Storage::wrap: owner must keep the memory alive (expected a non-null owner, "
+           "given null)");
+  MS_CHECK(nbytes >= 0, ValueError, "Storage::wrap: nbytes must be >= 0, given ", nbytes);
+  MS_CHECK(data != nullptr || nbytes == 0, ValueError, "Storage::wrap: data is null for ", nbytes,
+           " bytes");
+  auto s = std::make_shared<Storage>(Key{}, data, nbytes);
+  s->owner_ = std::move(owner);
+  return s;
+}
+
 Storage::~Storage() {
+  if (owner_) return;  // wrapped memory: its owner frees it; never counted
   if (source_) source_->release(token_, from_source_);
   if (from_source_) return;  // the source's memory (an arena): not counted, not freed
   BlockCache* cache = kCacheEnabled ? block_cache() : nullptr;

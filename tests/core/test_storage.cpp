@@ -156,4 +156,38 @@ TEST_SUITE("core") {
     std::memset(after_clear->data(), 3, static_cast<std::size_t>(42 * kMiB));
     if (kCached) CHECK(minor_faults() > faults);
   }
-}
+
+  TEST_CASE("Storage::wrap keeps its owner alive, never frees or counts the memory") {
+    auto buf = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+    std::weak_ptr<std::vector<float>> watch = buf;
+    const ms::MemoryStats before = ms::memory_stats();
+    {
+      auto s = ms::Storage::wrap(reinterpret_cast<std::byte*>(buf->data()), 16, buf);
+      buf.reset();
+      CHECK_FALSE(watch.expired());  // the storage holds the owner
+      ms::Tensor t(s, ms::float32, ms::Shape{2, 2}, {2, 1}, 0);
+      s.reset();
+      CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 3, 4});
+      const ms::MemoryStats during = ms::memory_stats();
+      CHECK(during.live_bytes == before.live_bytes);
+      CHECK(during.live_count == before.live_count);
+    }
+    CHECK(watch.expired());  // released with the last tensor
+  }
+
+  TEST_CASE("Storage::wrap rejects a null owner, a negative size and null data") {
+    auto owner = std::make_shared<int>(0);
+    std::byte b{};
+    CHECK_THROWS_WITH_AS(ms::Storage::wrap(&b, 1, nullptr), doctest::Contains("owner"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::Storage::wrap(&b, -1, owner), doctest::Contains("nbytes"),
+                         ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::Storage::wrap(nullptr, 4, owner), doctest::Contains("null"),
+                         ms::ValueError);
+    CHECK(ms::Storage::wrap(nullptr, 0, owner)->nbytes() == 0);
+    // a view reaching past the wrapped bytes is refused by the tensor
+    CHECK_THROWS_AS(ms::Tensor(ms::Storage::wrap(&b, 1, owner), ms::float32, ms::Shape{1}, {1}, 0),
+                    ms::Error);
+  }
+
+}  // TEST_SUITE

@@ -75,6 +75,14 @@ class Storage {
   /// Allocates `nbytes` (uninitialized), 64-byte aligned. `what` names the API
   /// for the error message when the request is over the cap or refused.
   static std::shared_ptr<Storage> allocate(std::int64_t nbytes, const char* what = "allocate");
+  /// A storage over memory that `owner` keeps valid (zero-copy interop, e.g.
+  /// ms/core/xtensor.hpp): `data` (any alignment) and `nbytes`. ms never frees
+  /// it and does not count it in memory_stats(); the storage holds `owner`
+  /// until the last tensor viewing it goes away. ValueError when `owner` is
+  /// null, or `data` is null while `nbytes` > 0.
+  /// Example: `auto s = ms::Storage::wrap(reinterpret_cast<std::byte*>(buf->data()), 16, buf);`
+  static std::shared_ptr<Storage> wrap(std::byte* data, std::int64_t nbytes,
+                                       std::shared_ptr<const void> owner);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -102,7 +110,8 @@ class Storage {
   std::uint64_t serial_;
   std::shared_ptr<StorageSource> source_;  ///< set when a source saw this allocation
   std::int64_t token_ = 0;
-  bool from_source_ = false;  ///< the memory belongs to source_, not to the system
+  bool from_source_ = false;           ///< the memory belongs to source_, not to the system
+  std::shared_ptr<const void> owner_;  ///< set by wrap: keeps memory ms does not own
   std::string label_;
 };
 
