@@ -56,25 +56,45 @@ bool remove_tensor_grad_hook(std::uint64_t id) {
   return true;
 }
 
+namespace {
+
+// The hook's result as the gradient: `g` when the hook kept it, else the
+// replacement, checked against the gradient it replaces.
+Tensor hook_result(const Tensor& r, const Tensor& g, const std::string& who) {
+  if (!r.defined()) return g;
+  MS_CHECK(!r.is_symbolic(), ValueError, who, " returned a symbolic tensor");
+  MS_CHECK(r.shape() == g.shape(), ShapeError, who, " returned a gradient of shape ", r.shape(),
+           "; expected ", g.shape());
+  MS_CHECK(r.dtype() == g.dtype(), TypeError, who, " returned a gradient of dtype ", r.dtype(),
+           "; expected ", g.dtype());
+  return r;
+}
+
+}  // namespace
+
 Tensor apply_tensor_grad_hooks(const Tensor& t, const Tensor& grad) {
   std::vector<Hook> hooks = hooks_of(t);
   if (hooks.empty()) return grad;
   const std::string label = "gradient hook of '" + hooks.front().label + "'";
   auto run = [hooks = std::move(hooks)](std::vector<Tensor> g) {
-    for (const Hook& h : hooks) {
-      Tensor r = h.fn(g[0]);
-      if (!r.defined()) continue;
-      MS_CHECK(!r.is_symbolic(), ValueError, "register_hook: the hook of '", h.label,
-               "' returned a symbolic tensor");
-      MS_CHECK(r.shape() == g[0].shape(), ShapeError, "register_hook: the hook of '", h.label,
-               "' returned a gradient of shape ", r.shape(), "; expected ", g[0].shape());
-      MS_CHECK(r.dtype() == g[0].dtype(), TypeError, "register_hook: the hook of '", h.label,
-               "' returned a gradient of dtype ", r.dtype(), "; expected ", g[0].dtype());
-      g[0] = std::move(r);
-    }
+    for (const Hook& h : hooks)
+      g[0] = hook_result(h.fn(g[0]), g[0], "register_hook: the hook of '" + h.label + "'");
     return g;
   };
   return ops::host_call(std::move(run), {grad}, label)[0];
+}
+
+Tensor hook_grad_fn(const Tensor& y, TensorGradHook fn, std::string label) {
+  MS_CHECK(y.defined(), ValueError, "hook_grad: '", label, "': the tensor is undefined");
+  MS_CHECK(static_cast<bool>(fn), ValueError, "hook_grad: '", label, "': empty hook function");
+  auto on_grads = [fn = std::move(fn), label](std::vector<Tensor> grads) {
+    auto run = [fn, label](std::vector<Tensor> g) {
+      g[0] = hook_result(fn(g[0]), g[0], "hook_grad: the hook '" + label + "'");
+      return g;
+    };
+    return ops::host_call(std::move(run), std::move(grads), "hook_grad '" + label + "'");
+  };
+  return ops::grad_hook(std::move(on_grads), {y}, std::move(label))[0];
 }
 
 }  // namespace ms::autodiff

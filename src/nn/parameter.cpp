@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "ms/autodiff/tensor_hooks.hpp"
 #include "ms/core/error.hpp"
@@ -85,4 +87,70 @@ void Parameter::set_data(const Tensor& value) {
   copy_(value);
 }
 
+namespace {
+
+// Owns the gradient hooks registered on plain tensors: one owner for all of
+// them (handles hold it weakly; it lives as long as the process). A hook whose
+// storage is gone is taken out at the next registration.
+class TensorGradHooks final : public detail::HookOwner {
+ public:
+  void add(std::uint64_t id, const std::shared_ptr<Storage>& storage) {
+    std::vector<std::uint64_t> dead;
+    {
+      std::lock_guard lock(mu_);
+      std::erase_if(entries_, [&](const Entry& e) {
+        if (!e.storage.expired()) return false;
+        dead.push_back(e.id);
+        return true;
+      });
+      entries_.push_back({id, storage});
+    }
+    for (std::uint64_t d : dead) autodiff::remove_tensor_grad_hook(d);
+  }
+  void erase_hook(std::uint64_t id) override {
+    {
+      std::lock_guard lock(mu_);
+      if (std::erase_if(entries_, [&](const Entry& e) { return e.id == id; }) == 0) return;
+    }
+    autodiff::remove_tensor_grad_hook(id);
+    detail::hook_removed();
+  }
+
+ private:
+  struct Entry {
+    std::uint64_t id;
+    std::weak_ptr<Storage> storage;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+const std::shared_ptr<TensorGradHooks>& tensor_grad_hooks() {
+  static const auto* owner =
+      new std::shared_ptr<TensorGradHooks>(std::make_shared<TensorGradHooks>());
+  return *owner;  // never destroyed: handles may be removed during static destruction
+}
+
+}  // namespace
+
+namespace detail {
+
+HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook fn) {
+  MS_CHECK(t.defined(), ValueError, "register_hook: the tensor is undefined");
+  MS_CHECK(!t.is_symbolic(), ValueError,
+           "register_hook: the tensor is symbolic (traced by ms::jit or ms::grad); hook an "
+           "intermediate value with ms::hook_grad");
+  MS_CHECK(t.offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage()->nbytes(), ValueError,
+           "register_hook: the tensor must view its whole storage (given a view of ", t.nbytes(),
+           " of its storage's ", t.storage()->nbytes(),
+           " bytes); hook the tensor it was taken from, or its clone");
+  MS_CHECK(static_cast<bool>(fn), ValueError, "register_hook: empty hook function");
+  const std::uint64_t id = new_hook_id();
+  const std::string label = t.storage()->label().empty() ? "tensor" : t.storage()->label();
+  autodiff::add_tensor_grad_hook(t.storage()->serial(), id, std::move(fn), label);
+  tensor_grad_hooks()->add(id, t.storage());
+  return HookHandle(tensor_grad_hooks(), id);
+}
+
+}  // namespace detail
 }  // namespace ms

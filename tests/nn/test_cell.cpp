@@ -389,8 +389,8 @@ TEST_SUITE("nn") {
     static_assert(ms::detail::BackwardPreHook<Args (*)(Two&, const Args&), Two>);
     static_assert(ms::detail::BackwardHook<void (*)(Two&, const Args&, const Args&), Two>);
     static_assert(!ms::detail::BackwardHook<void (*)(Two&, const Args&), Two>);
-    static_assert(ms::detail::GradHook<std::optional<Tensor> (*)(const Tensor&)>);
-    static_assert(!ms::detail::GradHook<void (*)(const Tensor&, int)>);
+    static_assert(ms::autodiff::GradHookForm<std::optional<Tensor> (*)(const Tensor&)>);
+    static_assert(!ms::autodiff::GradHookForm<void (*)(const Tensor&, int)>);
     // A forward hook taking the kwargs sees them; one without does not need them.
     struct Scaled : ms::Cell<Scaled> {
       ms::Tensor construct(const ms::Tensor& x, const ms::Kwargs& kw) {

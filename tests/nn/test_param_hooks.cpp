@@ -119,4 +119,45 @@ TEST_SUITE("nn") {
     CHECK(ms::allclose(
         ms::grad(f, {.position = std::nullopt, .weights = ms::ParameterList{p}})(x)[0], x, 0, 0));
   }
+
+  TEST_CASE("ms::register_hook: a plain tensor's gradient under ms::grad; removal") {
+    const ms::Tensor w = input();
+    ms::Tensor x = input() * 2.0f;  // a tensor of its own (the whole storage)
+    auto loss = [&](const ms::Tensor& a) { return ms::sum(ms::square(a * w)); };
+    const ms::Tensor plain = ms::grad(loss)(x);
+    int calls = 0;
+    ms::HookHandle h = ms::register_hook(x, [&](const ms::Tensor& g) {
+      ++calls;
+      return ms::Tensor(g * 3.0f);
+    });
+    CHECK(ms::allclose(ms::grad(loss)(x), plain * 3.0f, 1e-6, 1e-6));
+    const ms::Tensor copy = x;  // copies share the storage, so the hook
+    CHECK(ms::allclose(ms::grad(loss)(copy), plain * 3.0f, 1e-6, 1e-6));
+    CHECK(calls == 2);
+    const ms::Tensor other = input() * 2.0f;  // equal values, another storage: no hook
+    CHECK(ms::allclose(ms::grad(loss)(other), plain, 0, 0));
+    CHECK(calls == 2);
+    h.remove();
+    CHECK(ms::allclose(ms::grad(loss)(x), plain, 0, 0));
+    CHECK(calls == 2);
+  }
+
+  TEST_CASE("ms::register_hook: views, traced tensors and undefined tensors are refused") {
+    const ms::Tensor x = input();
+    CHECK_THROWS_WITH_AS(ms::register_hook(x.select(0, 1), [](const ms::Tensor&) {}),
+                         doctest::Contains("whole storage"), ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::register_hook(ms::Tensor(), [](const ms::Tensor&) {}),
+                         doctest::Contains("undefined"), ms::ValueError);
+    auto traced = ms::jit([](const ms::Tensor& a) {
+      (void)ms::register_hook(a, [](const ms::Tensor&) {});
+      return a * 1.0f;
+    });
+    CHECK_THROWS_WITH_AS(traced(x), doctest::Contains("ms::hook_grad"), ms::ValueError);
+    ms::HookHandle h;
+    {
+      ms::Tensor t = input() * 1.0f;
+      h = ms::register_hook(t, [](const ms::Tensor&) {});
+    }
+    h.remove();  // safe after the tensor is gone
+  }
 }

@@ -19,23 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include "ms/autodiff/tensor_hooks.hpp"
 #include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
 
 namespace ms {
-namespace detail {
-
-/// The accepted form of a gradient hook: `fn(const ms::Tensor& grad)`
-/// returning void (keep), a Tensor (replace) or a std::optional<ms::Tensor>.
-template <class F>
-concept GradHook = std::is_invocable_v<F&, const Tensor&> &&
-    (std::is_void_v<std::invoke_result_t<F&, const Tensor&>> ||
-     std::is_convertible_v<std::invoke_result_t<F&, const Tensor&>, Tensor> ||
-     std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F&, const Tensor&>>,
-                    std::optional<Tensor>>);
-
-}  // namespace detail
 
 /// A named, trainable tensor: `ms::Parameter w(ms::zeros({10, 784}), "fc.weight");`.
 /// Copies share the storage, the name and the requires_grad flag.
@@ -76,21 +65,10 @@ class Parameter : public Tensor {
   ///   auto h = net.fc1.weight.register_hook([](const ms::Tensor& g) { return g * 0.5f; });
   template <class F>
   HookHandle register_hook(F fn) {
-    static_assert(detail::GradHook<F>,
+    static_assert(autodiff::GradHookForm<F>,
                   "Parameter::register_hook: the hook must be callable as fn(const ms::Tensor& "
                   "grad) returning void, a Tensor or a std::optional<ms::Tensor>");
-    using R = std::invoke_result_t<F&, const Tensor&>;
-    return add_grad_hook([f = std::move(fn)](const Tensor& g) mutable -> Tensor {
-      if constexpr (std::is_void_v<R>) {
-        f(g);
-        return Tensor();
-      } else if constexpr (std::is_same_v<std::remove_cvref_t<R>, std::optional<Tensor>>) {
-        auto r = f(g);
-        return r ? Tensor(*r) : Tensor();
-      } else {
-        return Tensor(f(g));
-      }
-    });
+    return add_grad_hook(autodiff::to_grad_hook(std::move(fn)));
   }
   /// Number of gradient hooks registered on this parameter.
   std::size_t hook_count() const;
@@ -118,5 +96,30 @@ class ParameterList : public std::vector<Parameter> {
     return std::vector<Tensor>(begin(), end());
   }
 };
+
+namespace detail {
+/// register_hook with a TensorGradHook (see ms::register_hook).
+HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook fn);
+}  // namespace detail
+
+/// A hook on the gradient of the concrete tensor `t` (an input of a function
+/// ms::grad differentiates, held outside it; MindSpore's and PyTorch's
+/// Tensor.register_hook): as Parameter::register_hook, for any tensor that
+/// views its whole storage (its copies share the hook). The hook goes away
+/// with the handle's `remove()` or with the tensor's storage. It applies where
+/// ms::grad is called eagerly on `t`; a compiled graph (ms::jit) is keyed on
+/// its arguments' shapes, not on which tensor is passed, so a hook on a jitted
+/// function's argument is not run there: hook the value inside the function
+/// with ms::hook_grad, which works eagerly and in graphs, for intermediates too.
+/// ValueError when `t` is undefined, symbolic (traced) or a view of part of
+/// its storage.
+/// Example: `auto h = ms::register_hook(x, [](const ms::Tensor& g) { return g * 0.5f; });`
+template <class F>
+HookHandle register_hook(const Tensor& t, F fn) {
+  static_assert(autodiff::GradHookForm<F>,
+                "ms::register_hook: the hook must be callable as fn(const ms::Tensor& grad) "
+                "returning void, a Tensor or a std::optional<ms::Tensor>");
+  return detail::register_tensor_grad_hook(t, autodiff::to_grad_hook(std::move(fn)));
+}
 
 }  // namespace ms
