@@ -78,6 +78,7 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
       s.epoch_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       res.step_loss.push_back(s.loss);
+      s.step_metrics.clear();
       for (auto& cb : o.callbacks) cb->on_step_end(s);
       if (s.stop) break;
     }
@@ -168,14 +169,29 @@ void LossMonitor::on_step_end(TrainState& s) {
     std::cout << "epoch: " << s.epoch + 1 << " step: " << s.step << ", loss is " << s.loss << "\n";
 }
 
-Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent)
-    : eval_(std::move(eval)), name_(std::move(name)), percent_(percent) {
+Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent,
+                   std::int64_t every_steps)
+    : eval_(std::move(eval)), name_(std::move(name)), percent_(percent), every_(every_steps) {
   MS_CHECK(static_cast<bool>(eval_), ValueError, "Evaluate: empty function");
+  MS_CHECK(every_steps >= 0, ValueError,
+           "Evaluate: every_steps must be >= 0 (0: at epoch ends only), got ", every_steps);
+}
+
+void Evaluate::on_step_end(TrainState& s) {
+  if (s.rank != 0 || every_ == 0 || s.global_step % every_ != 0) return;
+  last_value_ = eval_();
+  ++calls_;
+  last_step_ = s.global_step;
+  s.step_metrics[name_] = last_value_;
 }
 
 void Evaluate::on_epoch_end(TrainState& s) {
   if (s.rank != 0) return;
-  const double v = eval_();
+  double v = last_value_;
+  if (last_step_ != s.global_step) {  // not evaluated after this step already
+    v = eval_();
+    ++calls_;
+  }
   s.metrics[name_] = v;
   if (percent_) {
     std::string label = name_;
@@ -229,8 +245,51 @@ void Checkpoint::on_train_end(TrainState& s) {
   if (s.rank == 0 && s.global_step > 0) save(s);
 }
 
-CurveWriter::CurveWriter(std::string stem) : stem_(std::move(stem)) {
+CurveWriter::CurveWriter(std::string stem, CurveWriterOptions options)
+    : stem_(std::move(stem)), options_(options) {
   MS_CHECK(!stem_.empty(), ValueError, "CurveWriter: empty file stem");
+  MS_CHECK(options_.ema_decay >= 0.0 && options_.ema_decay < 1.0, ValueError,
+           "CurveWriter: ema_decay must be in [0, 1), got ", options_.ema_decay);
+}
+
+double CurveWriter::loss_ema() const {
+  return ema_weight_ > 0 ? ema_sum_ / ema_weight_ : std::numeric_limits<double>::quiet_NaN();
+}
+
+void CurveWriter::on_step_end(TrainState& s) {
+  if (s.rank != 0 || !options_.steps) return;
+  // m_n = b m_{n-1} + (1 - b) l_n and its weight 1 - b^n = b (1 - b^(n-1)) + (1 - b).
+  const double b = options_.ema_decay;
+  ema_sum_ = b * ema_sum_ + (1.0 - b) * s.loss;
+  ema_weight_ = b * ema_weight_ + (1.0 - b);
+  rows_.push_back({s.global_step, s.epoch + 1, s.loss, loss_ema(), s.step_metrics});
+  if (!s.step_metrics.empty()) write_steps();
+}
+
+void CurveWriter::on_train_end(TrainState& s) {
+  if (s.rank == 0 && options_.steps && !rows_.empty()) write_steps();
+}
+
+void CurveWriter::write_steps() const {
+  std::vector<std::string> keys;
+  for (const StepRow& r : rows_)
+    for (const auto& [k, v] : r.metrics)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::ostringstream csv;
+  csv << "step,epoch,loss,loss_ema";
+  for (const auto& k : keys) csv << "," << k;
+  csv << "\n" << std::setprecision(8);
+  for (const StepRow& r : rows_) {
+    csv << r.step << "," << r.epoch << "," << r.loss << "," << r.loss_ema;
+    for (const auto& k : keys) {
+      csv << ",";
+      if (auto it = r.metrics.find(k); it != r.metrics.end()) csv << it->second;
+    }
+    csv << "\n";
+  }
+  const std::string c = csv.str();
+  io::write_file_atomic(stem_ + "_steps.csv",
+                        std::span(reinterpret_cast<const std::uint8_t*>(c.data()), c.size()));
 }
 
 void CurveWriter::on_epoch_end(TrainState& s) {
@@ -265,6 +324,7 @@ void CurveWriter::on_epoch_end(TrainState& s) {
       curves_svg(loss_, acc.size() == loss_.size() ? acc : std::vector<double>{});
   io::write_file_atomic(stem_ + ".svg",
                         std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
+  if (options_.steps && !rows_.empty()) write_steps();
 }
 
 // ------------------------------------------------------------------ CosineSchedule
