@@ -207,7 +207,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     const double acc = accuracy(forward, test);
     std::printf("final test accuracy: %.2f%%\n", 100.0 * acc);
     if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
-    if (!curves.empty()) std::cout << "curves: " << curves << ".csv, " << curves << ".svg\n";
+    if (!curves.empty())
+      std::cout << "curves: " << curves << ".csv, " << curves << ".svg, " << curves
+                << "_steps.csv\n";
   } catch (const ms::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;
