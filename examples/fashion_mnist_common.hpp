@@ -81,9 +81,11 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
   app.add_option("--resume", resume, "a checkpoint to continue training from");
   app.add_option("--seed", seed, "seed of the initialization and of the shuffling")
       ->capture_default_str();
-  app.add_option("--curves", curves,
-                 "file stem of the loss / accuracy curves: per epoch (.csv, .svg) and per step "
-                 "(_steps.csv: loss, smoothed loss, test accuracy of --eval-every; '' : none)")
+  app.add_option(
+         "--curves", curves,
+         "file stem of the loss / accuracy curves: per epoch (.csv, .svg) and per step "
+         "(_steps.csv, _steps.svg: loss, smoothed loss, test accuracy of --eval-every; '' : "
+         "none)")
       ->capture_default_str();
   std::int64_t eval_every = 0;
   app.add_option("--eval-every", eval_every,
@@ -209,7 +211,7 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
     if (!curves.empty())
       std::cout << "curves: " << curves << ".csv, " << curves << ".svg, " << curves
-                << "_steps.csv\n";
+                << "_steps.csv, " << curves << "_steps.svg\n";
   } catch (const ms::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -290,6 +290,20 @@ void CurveWriter::write_steps() const {
   const std::string c = csv.str();
   io::write_file_atomic(stem_ + "_steps.csv",
                         std::span(reinterpret_cast<const std::uint8_t*>(c.data()), c.size()));
+  std::vector<std::int64_t> steps, eval_steps;
+  std::vector<double> loss, ema, acc;
+  for (const StepRow& r : rows_) {
+    steps.push_back(r.step);
+    loss.push_back(r.loss);
+    ema.push_back(r.loss_ema);
+    if (auto it = r.metrics.find("test_accuracy"); it != r.metrics.end()) {
+      eval_steps.push_back(r.step);
+      acc.push_back(it->second);
+    }
+  }
+  const std::string svg = curves_steps_svg(steps, loss, ema, eval_steps, acc);
+  io::write_file_atomic(stem_ + "_steps.svg",
+                        std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
 }
 
 void CurveWriter::on_epoch_end(TrainState& s) {
@@ -467,6 +481,76 @@ std::string curves_svg(const std::vector<double>& loss, const std::vector<double
     poly(accuracy, 1.0, "#36c", "test accuracy");
     os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";
   }
+  os << "</svg>\n";
+  return os.str();
+}
+
+std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
+                             const std::vector<double>& loss, const std::vector<double>& loss_ema,
+                             const std::vector<std::int64_t>& eval_steps,
+                             const std::vector<double>& accuracy) {
+  MS_CHECK(loss.size() == steps.size() && loss_ema.size() == steps.size(), ValueError,
+           "curves_steps_svg: loss and loss_ema must hold one value per step (", steps.size(),
+           "), got ", loss.size(), " and ", loss_ema.size());
+  MS_CHECK(accuracy.size() == eval_steps.size(), ValueError,
+           "curves_steps_svg: accuracy must hold one value per eval step (", eval_steps.size(),
+           "), got ", accuracy.size());
+  const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;
+  const double pw = W - L - R, ph = H - T - B;
+  double lmax = 0;
+  for (double v : loss)
+    if (std::isfinite(v)) lmax = std::max(lmax, v);
+  if (lmax <= 0) lmax = 1;
+  const double first = steps.empty() ? 0.0 : static_cast<double>(steps.front());
+  const double last = steps.empty() ? 1.0 : static_cast<double>(steps.back());
+  auto x_of = [&](std::int64_t step) {
+    return last <= first ? L + pw / 2
+                         : L + pw * (static_cast<double>(step) - first) / (last - first);
+  };
+  auto y_of = [&](double v, double scale) {
+    return T + ph * (1 - (std::isfinite(v) ? std::clamp(v / scale, 0.0, 1.0) : 0.0));
+  };
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
+     << "\" fill=\"none\" stroke=\"#888\"/>\n"
+     << "<text x=\"" << W / 2
+     << "\" y=\"18\" text-anchor=\"middle\">training curves per step</text>\n"
+     << "<text x=\"" << W / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">step</text>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double y = T + ph * k / 4.0;
+    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
+       << "\" stroke=\"#eee\"/>\n"
+       << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
+       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
+    if (!accuracy.empty())
+      os << "<text x=\"" << L + pw + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
+         << 100.0 * (1 - k / 4.0) << "%</text>\n";
+    // Step ticks at 0, 1/4, ..., 1 of the range, rounded to whole steps.
+    const auto tick = static_cast<std::int64_t>(std::llround(first + (last - first) * k / 4.0));
+    if (!steps.empty())
+      os << "<text x=\"" << x_of(tick) << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">"
+         << tick << "</text>\n";
+  }
+  auto poly = [&](const std::vector<double>& v, const char* color, double width) {
+    os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << width
+       << "\" points=\"";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      os << x_of(steps[i]) << "," << y_of(v[i], lmax) << " ";
+    os << "\"/>\n";
+  };
+  poly(loss, "#e9a0a0", 1);
+  poly(loss_ema, "#c33", 2);
+  for (std::size_t i = 0; i < accuracy.size(); ++i)
+    os << "<circle cx=\"" << x_of(eval_steps[i]) << "\" cy=\"" << y_of(accuracy[i], 1.0)
+       << "\" r=\"3\" fill=\"#36c\"><title>step " << eval_steps[i] << " test accuracy "
+       << std::setprecision(4) << accuracy[i] << std::setprecision(1) << "</title></circle>\n";
+  os << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 << "\" fill=\"#c33\">loss (smoothed)</text>\n";
+  if (!accuracy.empty())
+    os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";
   os << "</svg>\n";
   return os.str();
 }

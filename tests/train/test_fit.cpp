@@ -301,6 +301,7 @@ TEST_SUITE("train") {
     CHECK(cw->loss_ema() == doctest::Approx(ema_of(r.step_loss, 14, b)).epsilon(1e-12));
     // The smoothed values differ from the raw ones (the average is not a copy).
     CHECK(std::stod(rows[5][3]) != doctest::Approx(std::stod(rows[5][2])).epsilon(1e-6));
+    CHECK(fs::exists(tmp.path / "c_steps.svg"));
     // The epoch file keeps its format.
     const auto epochs = read_csv(tmp.path / "c.csv");
     REQUIRE(epochs.size() == 3);
@@ -329,6 +330,24 @@ TEST_SUITE("train") {
       CHECK(rows[i][3] == rows[i][2]);  // decay 0: the smoothed loss is the raw one
   }
 
+  TEST_CASE("curves_steps_svg: a point per step, accuracy points at the eval steps, checks") {
+    const std::string svg =
+        ms::train::curves_steps_svg({10, 20, 30}, {2.0, 1.0, 0.5}, {2.0, 1.5, 1.0}, {20}, {0.75});
+    CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+    CHECK(svg.find("</svg>") != std::string::npos);
+    // Steps 10..30 span the plot's 520 px from x = 60: step 20 at 320; loss 1 of 2 halfway.
+    CHECK(svg.find("points=\"60.0,30.0 320.0,175.0 580.0,247.5 \"") != std::string::npos);
+    CHECK(svg.find("points=\"60.0,30.0 320.0,102.5 580.0,175.0 \"") != std::string::npos);
+    // 75% accuracy at step 20: 3/4 of the way up the 290 px plot.
+    CHECK(svg.find("<circle cx=\"320.0\" cy=\"102.5\"") != std::string::npos);
+    CHECK(svg.find("<title>step 20 test accuracy 0.7500</title>") != std::string::npos);
+    const std::string no_acc = ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {}, {});
+    CHECK(no_acc.find("<circle") == std::string::npos);
+    CHECK_THROWS_WITH_AS(ms::train::curves_steps_svg({1, 2}, {1.0}, {1.0, 2.0}, {}, {}),
+                         doctest::Contains("one value per step (2), got 1 and 2"), ms::ValueError);
+    CHECK_THROWS_AS(ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {1}, {}), ms::ValueError);
+  }
+
   TEST_CASE("CurveWriter and Evaluate: options checked; steps = false writes no per-step file") {
     CHECK_THROWS_WITH_AS(
         ms::train::CurveWriter("c", ms::train::CurveWriterOptions{.ema_decay = 1.0}),
@@ -346,6 +365,7 @@ TEST_SUITE("train") {
     ms::train::fit(s.step, loader, {.epochs = 1, .callbacks = {cw}});
     CHECK(fs::exists(tmp.path / "c.csv"));
     CHECK_FALSE(fs::exists(tmp.path / "c_steps.csv"));
+    CHECK_FALSE(fs::exists(tmp.path / "c_steps.svg"));
   }
 
   TEST_CASE("Checkpoint and CurveWriter write through the registered file system") {
@@ -365,9 +385,10 @@ TEST_SUITE("train") {
     CHECK_FALSE(fs::exists("/nonexistent-ms-train-fs"));
     CHECK(mem->dirs().count(dir) == 1);
     // net-5 was removed through the file system; the last two are kept.
-    CHECK(mem->paths() == std::vector<std::string>{
-                              dir + "/curves.csv", dir + "/curves.svg", dir + "/curves_steps.csv",
-                              dir + "/net-10.safetensors", dir + "/net-14.safetensors"});
+    CHECK(mem->paths() ==
+          std::vector<std::string>{dir + "/curves.csv", dir + "/curves.svg",
+                                   dir + "/curves_steps.csv", dir + "/curves_steps.svg",
+                                   dir + "/net-10.safetensors", dir + "/net-14.safetensors"});
     Setup other(6);
     ms::load_checkpoint(dir + "/net-14.safetensors", other.net, &other.opt);
     CHECK(ms::allclose(other.net.fc1.weight, s.net.fc1.weight, 0, 0));

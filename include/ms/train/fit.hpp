@@ -221,7 +221,7 @@ struct CurveWriterOptions {
   /// every value is a weighted mean of the losses so far, weights b^(n-k)).
   /// 0.9 averages over about the last 10 steps.
   double ema_decay = 0.9;
-  /// Write the per-step file `<stem>_steps.csv` (see CurveWriter).
+  /// Write the per-step files `<stem>_steps.csv` and `.svg` (see CurveWriter).
   bool steps = true;
 };
 
@@ -233,16 +233,17 @@ struct CurveWriterOptions {
 /// 1-based), epoch (1-based), loss (the step's), loss_ema (the smoothed loss,
 /// see CurveWriterOptions::ema_decay), then each metric that appeared in
 /// TrainState::step_metrics (e.g. Evaluate's every N steps), filled in the rows
-/// of the steps that set it and empty elsewhere. The smoothing starts at the
-/// first step this writer sees (a resumed run restarts it). The per-step file
-/// is rewritten (atomically) after a step that set a step metric, at each
-/// epoch's end and when training ends. Place CurveWriter after the callbacks
+/// of the steps that set it and empty elsewhere, and `<stem>_steps.svg` (the
+/// loss, the smoothed loss, and the step metric "test_accuracy" when set: see
+/// curves_steps_svg). The smoothing starts at the first step this writer sees
+/// (a resumed run restarts it). The per-step files are rewritten (atomically) after a step that set
+/// a step metric, at each epoch's end and when training ends. Place CurveWriter after the callbacks
 /// whose metrics it writes (callbacks run in order).
 /// Example: `ms::train::CurveWriter cw("curves", {.ema_decay = 0.98, .steps = true});`
 class CurveWriter : public Callback {
  public:
-  /// Writes `<stem>.csv`, `<stem>.svg` and `<stem>_steps.csv`; ValueError for an
-  /// empty stem or an ema_decay outside [0, 1).
+  /// Writes `<stem>.csv`, `<stem>.svg`, `<stem>_steps.csv` and `<stem>_steps.svg`; ValueError for
+  /// an empty stem or an ema_decay outside [0, 1).
   explicit CurveWriter(std::string stem, CurveWriterOptions options = {});
   void on_step_end(TrainState& s) override;
   void on_epoch_end(TrainState& s) override;
@@ -333,5 +334,16 @@ class LRSchedule : public Callback {
 
 /// The SVG of one or two curves over epochs (used by CurveWriter; public for tests).
 std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy);
+
+/// The SVG of the per-step curves (used by CurveWriter; public for tests): the
+/// loss at each of `steps` (thin) and its smoothed form `loss_ema` (thick) on
+/// the left axis, and `accuracy` measured at `eval_steps` (points, 0-100% on
+/// the right axis; none when empty). ValueError when loss or loss_ema is not
+/// as long as steps, or accuracy not as long as eval_steps.
+/// Example: `auto svg = ms::train::curves_steps_svg({1, 2}, {2.0, 1.0}, {2.0, 1.5}, {2}, {0.5});`
+std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
+                             const std::vector<double>& loss, const std::vector<double>& loss_ema,
+                             const std::vector<std::int64_t>& eval_steps,
+                             const std::vector<double>& accuracy);
 
 }  // namespace ms::train
