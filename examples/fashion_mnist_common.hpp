@@ -81,8 +81,17 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
   app.add_option("--resume", resume, "a checkpoint to continue training from");
   app.add_option("--seed", seed, "seed of the initialization and of the shuffling")
       ->capture_default_str();
-  app.add_option("--curves", curves,
-                 "file stem of the loss / accuracy curves (.csv, .svg; '' : none)")
+  app.add_option(
+         "--curves", curves,
+         "file stem of the loss / accuracy curves: per epoch (.csv, .svg) and per step "
+         "(_steps.csv, _steps.svg: loss, smoothed loss, test accuracy of --eval-every; '' : "
+         "none)")
+      ->capture_default_str();
+  std::int64_t eval_every = 0;
+  app.add_option("--eval-every", eval_every,
+                 "also measure the test accuracy every this many steps, into the per-step "
+                 "curves (0: at epoch ends only)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -157,7 +166,8 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
 
     std::vector<std::shared_ptr<ms::train::Callback>> callbacks{
         std::make_shared<ms::train::ProgressBar>(200),
-        std::make_shared<ms::train::Evaluate>([&] { return accuracy(forward, test); })};
+        std::make_shared<ms::train::Evaluate>([&] { return accuracy(forward, test); },
+                                              "test_accuracy", true, eval_every)};
     if (!curves.empty()) callbacks.push_back(std::make_shared<ms::train::CurveWriter>(curves));
     // The rate follows the schedule by global step (a resumed run continues
     // it). Its length is saved with each checkpoint; a resumed run with
@@ -199,7 +209,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     const double acc = accuracy(forward, test);
     std::printf("final test accuracy: %.2f%%\n", 100.0 * acc);
     if (!checkpoint.empty()) std::cout << "checkpoint: " << checkpoint << "\n";
-    if (!curves.empty()) std::cout << "curves: " << curves << ".csv, " << curves << ".svg\n";
+    if (!curves.empty())
+      std::cout << "curves: " << curves << ".csv, " << curves << ".svg, " << curves
+                << "_steps.csv, " << curves << "_steps.svg\n";
   } catch (const ms::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -56,7 +56,7 @@ required=(
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format doxygen
   libopenmpi-dev openmpi-bin
-  dataset-fashion-mnist
+  dataset-fashion-mnist fortunes
 )
 # Used by the tests when present (libFuzzer targets with clang, NumPy interop checks).
 # All exist in Debian 12; installed when the archive has them.

@@ -16,6 +16,7 @@
 #include "ms/data/dataloader.hpp"
 #include "ms/data/fashion_mnist.hpp"
 #include "ms/data/idx.hpp"
+#include "ms/data/text.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/io/npy.hpp"
 #include "ms/io/safetensors.hpp"

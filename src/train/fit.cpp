@@ -78,6 +78,7 @@ FitResult fit_loop(const std::function<double(const Tensor&, const Tensor&)>& st
       s.epoch_seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       res.step_loss.push_back(s.loss);
+      s.step_metrics.clear();
       for (auto& cb : o.callbacks) cb->on_step_end(s);
       if (s.stop) break;
     }
@@ -168,14 +169,29 @@ void LossMonitor::on_step_end(TrainState& s) {
     std::cout << "epoch: " << s.epoch + 1 << " step: " << s.step << ", loss is " << s.loss << "\n";
 }
 
-Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent)
-    : eval_(std::move(eval)), name_(std::move(name)), percent_(percent) {
+Evaluate::Evaluate(std::function<double()> eval, std::string name, bool percent,
+                   std::int64_t every_steps)
+    : eval_(std::move(eval)), name_(std::move(name)), percent_(percent), every_(every_steps) {
   MS_CHECK(static_cast<bool>(eval_), ValueError, "Evaluate: empty function");
+  MS_CHECK(every_steps >= 0, ValueError,
+           "Evaluate: every_steps must be >= 0 (0: at epoch ends only), got ", every_steps);
+}
+
+void Evaluate::on_step_end(TrainState& s) {
+  if (s.rank != 0 || every_ == 0 || s.global_step % every_ != 0) return;
+  last_value_ = eval_();
+  ++calls_;
+  last_step_ = s.global_step;
+  s.step_metrics[name_] = last_value_;
 }
 
 void Evaluate::on_epoch_end(TrainState& s) {
   if (s.rank != 0) return;
-  const double v = eval_();
+  double v = last_value_;
+  if (last_step_ != s.global_step) {  // not evaluated after this step already
+    v = eval_();
+    ++calls_;
+  }
   s.metrics[name_] = v;
   if (percent_) {
     std::string label = name_;
@@ -229,8 +245,65 @@ void Checkpoint::on_train_end(TrainState& s) {
   if (s.rank == 0 && s.global_step > 0) save(s);
 }
 
-CurveWriter::CurveWriter(std::string stem) : stem_(std::move(stem)) {
+CurveWriter::CurveWriter(std::string stem, CurveWriterOptions options)
+    : stem_(std::move(stem)), options_(options) {
   MS_CHECK(!stem_.empty(), ValueError, "CurveWriter: empty file stem");
+  MS_CHECK(options_.ema_decay >= 0.0 && options_.ema_decay < 1.0, ValueError,
+           "CurveWriter: ema_decay must be in [0, 1), got ", options_.ema_decay);
+}
+
+double CurveWriter::loss_ema() const {
+  return ema_weight_ > 0 ? ema_sum_ / ema_weight_ : std::numeric_limits<double>::quiet_NaN();
+}
+
+void CurveWriter::on_step_end(TrainState& s) {
+  if (s.rank != 0 || !options_.steps) return;
+  // m_n = b m_{n-1} + (1 - b) l_n and its weight 1 - b^n = b (1 - b^(n-1)) + (1 - b).
+  const double b = options_.ema_decay;
+  ema_sum_ = b * ema_sum_ + (1.0 - b) * s.loss;
+  ema_weight_ = b * ema_weight_ + (1.0 - b);
+  rows_.push_back({s.global_step, s.epoch + 1, s.loss, loss_ema(), s.step_metrics});
+  if (!s.step_metrics.empty()) write_steps();
+}
+
+void CurveWriter::on_train_end(TrainState& s) {
+  if (s.rank == 0 && options_.steps && !rows_.empty()) write_steps();
+}
+
+void CurveWriter::write_steps() const {
+  std::vector<std::string> keys;
+  for (const StepRow& r : rows_)
+    for (const auto& [k, v] : r.metrics)
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  std::ostringstream csv;
+  csv << "step,epoch,loss,loss_ema";
+  for (const auto& k : keys) csv << "," << k;
+  csv << "\n" << std::setprecision(8);
+  for (const StepRow& r : rows_) {
+    csv << r.step << "," << r.epoch << "," << r.loss << "," << r.loss_ema;
+    for (const auto& k : keys) {
+      csv << ",";
+      if (auto it = r.metrics.find(k); it != r.metrics.end()) csv << it->second;
+    }
+    csv << "\n";
+  }
+  const std::string c = csv.str();
+  io::write_file_atomic(stem_ + "_steps.csv",
+                        std::span(reinterpret_cast<const std::uint8_t*>(c.data()), c.size()));
+  std::vector<std::int64_t> steps, eval_steps;
+  std::vector<double> loss, ema, acc;
+  for (const StepRow& r : rows_) {
+    steps.push_back(r.step);
+    loss.push_back(r.loss);
+    ema.push_back(r.loss_ema);
+    if (auto it = r.metrics.find("test_accuracy"); it != r.metrics.end()) {
+      eval_steps.push_back(r.step);
+      acc.push_back(it->second);
+    }
+  }
+  const std::string svg = curves_steps_svg(steps, loss, ema, eval_steps, acc);
+  io::write_file_atomic(stem_ + "_steps.svg",
+                        std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
 }
 
 void CurveWriter::on_epoch_end(TrainState& s) {
@@ -265,6 +338,7 @@ void CurveWriter::on_epoch_end(TrainState& s) {
       curves_svg(loss_, acc.size() == loss_.size() ? acc : std::vector<double>{});
   io::write_file_atomic(stem_ + ".svg",
                         std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
+  if (options_.steps && !rows_.empty()) write_steps();
 }
 
 // ------------------------------------------------------------------ CosineSchedule
@@ -407,6 +481,76 @@ std::string curves_svg(const std::vector<double>& loss, const std::vector<double
     poly(accuracy, 1.0, "#36c", "test accuracy");
     os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";
   }
+  os << "</svg>\n";
+  return os.str();
+}
+
+std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
+                             const std::vector<double>& loss, const std::vector<double>& loss_ema,
+                             const std::vector<std::int64_t>& eval_steps,
+                             const std::vector<double>& accuracy) {
+  MS_CHECK(loss.size() == steps.size() && loss_ema.size() == steps.size(), ValueError,
+           "curves_steps_svg: loss and loss_ema must hold one value per step (", steps.size(),
+           "), got ", loss.size(), " and ", loss_ema.size());
+  MS_CHECK(accuracy.size() == eval_steps.size(), ValueError,
+           "curves_steps_svg: accuracy must hold one value per eval step (", eval_steps.size(),
+           "), got ", accuracy.size());
+  const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;
+  const double pw = W - L - R, ph = H - T - B;
+  double lmax = 0;
+  for (double v : loss)
+    if (std::isfinite(v)) lmax = std::max(lmax, v);
+  if (lmax <= 0) lmax = 1;
+  const double first = steps.empty() ? 0.0 : static_cast<double>(steps.front());
+  const double last = steps.empty() ? 1.0 : static_cast<double>(steps.back());
+  auto x_of = [&](std::int64_t step) {
+    return last <= first ? L + pw / 2
+                         : L + pw * (static_cast<double>(step) - first) / (last - first);
+  };
+  auto y_of = [&](double v, double scale) {
+    return T + ph * (1 - (std::isfinite(v) ? std::clamp(v / scale, 0.0, 1.0) : 0.0));
+  };
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
+     << "\" fill=\"none\" stroke=\"#888\"/>\n"
+     << "<text x=\"" << W / 2
+     << "\" y=\"18\" text-anchor=\"middle\">training curves per step</text>\n"
+     << "<text x=\"" << W / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">step</text>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double y = T + ph * k / 4.0;
+    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
+       << "\" stroke=\"#eee\"/>\n"
+       << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
+       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
+    if (!accuracy.empty())
+      os << "<text x=\"" << L + pw + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
+         << 100.0 * (1 - k / 4.0) << "%</text>\n";
+    // Step ticks at 0, 1/4, ..., 1 of the range, rounded to whole steps.
+    const auto tick = static_cast<std::int64_t>(std::llround(first + (last - first) * k / 4.0));
+    if (!steps.empty())
+      os << "<text x=\"" << x_of(tick) << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">"
+         << tick << "</text>\n";
+  }
+  auto poly = [&](const std::vector<double>& v, const char* color, double width) {
+    os << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"" << width
+       << "\" points=\"";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      os << x_of(steps[i]) << "," << y_of(v[i], lmax) << " ";
+    os << "\"/>\n";
+  };
+  poly(loss, "#e9a0a0", 1);
+  poly(loss_ema, "#c33", 2);
+  for (std::size_t i = 0; i < accuracy.size(); ++i)
+    os << "<circle cx=\"" << x_of(eval_steps[i]) << "\" cy=\"" << y_of(accuracy[i], 1.0)
+       << "\" r=\"3\" fill=\"#36c\"><title>step " << eval_steps[i] << " test accuracy "
+       << std::setprecision(4) << accuracy[i] << std::setprecision(1) << "</title></circle>\n";
+  os << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 << "\" fill=\"#c33\">loss (smoothed)</text>\n";
+  if (!accuracy.empty())
+    os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";
   os << "</svg>\n";
   return os.str();
 }

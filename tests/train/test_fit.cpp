@@ -58,6 +58,35 @@ struct Setup {
   }
 };
 
+/// The cells of a CSV file, row by row (empty cells kept).
+std::vector<std::vector<std::string>> read_csv(const fs::path& path) {
+  std::ifstream f(path);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(f, line);) {
+    std::vector<std::string> cells(1);
+    for (char c : line) {
+      if (c == ',')
+        cells.emplace_back();
+      else
+        cells.back().push_back(c);
+    }
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
+/// The bias-corrected moving average of losses[0..n) with decay b, as a
+/// weighted mean: sum b^(n-1-k) l_k / sum b^(n-1-k).
+double ema_of(const std::vector<double>& losses, std::size_t n, double b) {
+  double num = 0, den = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const double w = std::pow(b, static_cast<double>(n - 1 - k));
+    num += w * losses[k];
+    den += w;
+  }
+  return num / den;
+}
+
 struct Recorder : ms::train::Callback {
   std::vector<std::string> events;
   void on_train_begin(ms::train::TrainState&) override { events.push_back("begin"); }
@@ -229,6 +258,116 @@ TEST_SUITE("train") {
     CHECK(ss.str().find("</svg>") != std::string::npos);
   }
 
+  TEST_CASE(
+      "CurveWriter: a row per step with the raw and smoothed loss, validation every N steps") {
+    const auto ds = toy();
+    const ms::test::TempDir tmp("ms_test_train_steps");
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 2});  // 7 steps an epoch
+    Setup s(7);
+    int calls = 0;
+    auto ev = std::make_shared<ms::train::Evaluate>([&] { return static_cast<double>(++calls); },
+                                                    "val", false, 3);
+    const double b = 0.5;
+    auto cw = std::make_shared<ms::train::CurveWriter>(
+        (tmp.path / "c").string(), ms::train::CurveWriterOptions{.ema_decay = b});
+    const auto r = ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {ev, cw}});
+    REQUIRE(r.step_loss.size() == 14);
+    const auto rows = read_csv(tmp.path / "c_steps.csv");
+    REQUIRE(rows.size() == 15);
+    CHECK(rows[0] == std::vector<std::string>{"step", "epoch", "loss", "loss_ema", "val"});
+    // Evaluated after global steps 3, 6, 9, 12 (values 1..4), and at the ends
+    // of epochs 1 and 2 (steps 7 and 14: not multiples of 3, so evaluated again).
+    int val_rows = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      const auto& row = rows[i];
+      REQUIRE(row.size() == 5);
+      CHECK(std::stoll(row[0]) == static_cast<long long>(i));
+      CHECK(std::stoll(row[1]) == (i <= 7 ? 1 : 2));
+      CHECK(std::stod(row[2]) == doctest::Approx(r.step_loss[i - 1]).epsilon(1e-7));
+      CHECK(std::stod(row[3]) == doctest::Approx(ema_of(r.step_loss, i, b)).epsilon(1e-7));
+      if (i % 3 == 0) {
+        ++val_rows;
+        // calls: 1, 2 at steps 3, 6; the epoch end at 7 is call 3; then 4, 5 at 9, 12.
+        const double want = i <= 6 ? static_cast<double>(i / 3) : static_cast<double>(i / 3 + 1);
+        CHECK(std::stod(row[4]) == want);
+      } else {
+        CHECK(row[4].empty());
+      }
+    }
+    CHECK(val_rows == 4);
+    CHECK(ev->calls() == 6);
+    CHECK(r.epoch_metrics[0].at("val") == 3.0);
+    CHECK(r.epoch_metrics[1].at("val") == 6.0);
+    CHECK(cw->loss_ema() == doctest::Approx(ema_of(r.step_loss, 14, b)).epsilon(1e-12));
+    // The smoothed values differ from the raw ones (the average is not a copy).
+    CHECK(std::stod(rows[5][3]) != doctest::Approx(std::stod(rows[5][2])).epsilon(1e-6));
+    CHECK(fs::exists(tmp.path / "c_steps.svg"));
+    // The epoch file keeps its format.
+    const auto epochs = read_csv(tmp.path / "c.csv");
+    REQUIRE(epochs.size() == 3);
+    CHECK(epochs[0] == std::vector<std::string>{"epoch", "loss", "seconds", "val"});
+  }
+
+  TEST_CASE("Evaluate every N steps: an epoch ending on such a step is evaluated once") {
+    const auto ds = toy();
+    const ms::test::TempDir tmp("ms_test_train_steps7");
+    ms::data::DataLoader loader(ds, {.batch_size = 16, .seed = 2});  // 7 steps an epoch
+    Setup s(7);
+    int calls = 0;
+    auto ev = std::make_shared<ms::train::Evaluate>(
+        [&] { return 0.5 + static_cast<double>(++calls); }, "val", false, 7);
+    auto cw = std::make_shared<ms::train::CurveWriter>(
+        (tmp.path / "c").string(), ms::train::CurveWriterOptions{.ema_decay = 0.0});
+    const auto r = ms::train::fit(s.step, loader, {.epochs = 2, .callbacks = {ev, cw}});
+    CHECK(ev->calls() == 2);
+    CHECK(r.epoch_metrics[0].at("val") == 1.5);
+    CHECK(r.epoch_metrics[1].at("val") == 2.5);
+    const auto rows = read_csv(tmp.path / "c_steps.csv");
+    REQUIRE(rows.size() == 15);
+    CHECK(rows[7][4] == "1.5");
+    CHECK(rows[14][4] == "2.5");
+    for (std::size_t i = 1; i < rows.size(); ++i)
+      CHECK(rows[i][3] == rows[i][2]);  // decay 0: the smoothed loss is the raw one
+  }
+
+  TEST_CASE("curves_steps_svg: a point per step, accuracy points at the eval steps, checks") {
+    const std::string svg =
+        ms::train::curves_steps_svg({10, 20, 30}, {2.0, 1.0, 0.5}, {2.0, 1.5, 1.0}, {20}, {0.75});
+    CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+    CHECK(svg.find("</svg>") != std::string::npos);
+    // Steps 10..30 span the plot's 520 px from x = 60: step 20 at 320; loss 1 of 2 halfway.
+    CHECK(svg.find("points=\"60.0,30.0 320.0,175.0 580.0,247.5 \"") != std::string::npos);
+    CHECK(svg.find("points=\"60.0,30.0 320.0,102.5 580.0,175.0 \"") != std::string::npos);
+    // 75% accuracy at step 20: 3/4 of the way up the 290 px plot.
+    CHECK(svg.find("<circle cx=\"320.0\" cy=\"102.5\"") != std::string::npos);
+    CHECK(svg.find("<title>step 20 test accuracy 0.7500</title>") != std::string::npos);
+    const std::string no_acc = ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {}, {});
+    CHECK(no_acc.find("<circle") == std::string::npos);
+    CHECK_THROWS_WITH_AS(ms::train::curves_steps_svg({1, 2}, {1.0}, {1.0, 2.0}, {}, {}),
+                         doctest::Contains("one value per step (2), got 1 and 2"), ms::ValueError);
+    CHECK_THROWS_AS(ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {1}, {}), ms::ValueError);
+  }
+
+  TEST_CASE("CurveWriter and Evaluate: options checked; steps = false writes no per-step file") {
+    CHECK_THROWS_WITH_AS(
+        ms::train::CurveWriter("c", ms::train::CurveWriterOptions{.ema_decay = 1.0}),
+        doctest::Contains("CurveWriter: ema_decay must be in [0, 1), got 1"), ms::ValueError);
+    CHECK_THROWS_AS(ms::train::CurveWriter("c", ms::train::CurveWriterOptions{.ema_decay = -0.1}),
+                    ms::ValueError);
+    CHECK_THROWS_WITH_AS(ms::train::Evaluate([] { return 0.0; }, "val", false, -1),
+                         doctest::Contains("Evaluate: every_steps must be >= 0"), ms::ValueError);
+    const auto ds = toy();
+    const ms::test::TempDir tmp("ms_test_train_nosteps");
+    ms::data::DataLoader loader(ds, {.batch_size = 50, .seed = 2});
+    Setup s(7);
+    auto cw = std::make_shared<ms::train::CurveWriter>(
+        (tmp.path / "c").string(), ms::train::CurveWriterOptions{.steps = false});
+    ms::train::fit(s.step, loader, {.epochs = 1, .callbacks = {cw}});
+    CHECK(fs::exists(tmp.path / "c.csv"));
+    CHECK_FALSE(fs::exists(tmp.path / "c_steps.csv"));
+    CHECK_FALSE(fs::exists(tmp.path / "c_steps.svg"));
+  }
+
   TEST_CASE("Checkpoint and CurveWriter write through the registered file system") {
     const auto ds = toy();
     auto mem = std::make_shared<io_test::MemoryFileSystem>();
@@ -246,9 +385,10 @@ TEST_SUITE("train") {
     CHECK_FALSE(fs::exists("/nonexistent-ms-train-fs"));
     CHECK(mem->dirs().count(dir) == 1);
     // net-5 was removed through the file system; the last two are kept.
-    CHECK(mem->paths() == std::vector<std::string>{dir + "/curves.csv", dir + "/curves.svg",
-                                                   dir + "/net-10.safetensors",
-                                                   dir + "/net-14.safetensors"});
+    CHECK(mem->paths() ==
+          std::vector<std::string>{dir + "/curves.csv", dir + "/curves.svg",
+                                   dir + "/curves_steps.csv", dir + "/curves_steps.svg",
+                                   dir + "/net-10.safetensors", dir + "/net-14.safetensors"});
     Setup other(6);
     ms::load_checkpoint(dir + "/net-14.safetensors", other.net, &other.opt);
     CHECK(ms::allclose(other.net.fc1.weight, s.net.fc1.weight, 0, 0));

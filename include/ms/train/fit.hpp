@@ -3,14 +3,17 @@
 // Stage: train. `fit(step, loader, {.epochs, .callbacks})` calls `step(x, y)`
 // (usually an ms::jit-compiled forward + backward + update returning the loss)
 // on every batch of every epoch, and tells the callbacks: a progress bar,
-// a loss monitor, periodic checkpoints, evaluation at each epoch's end, and
-// the loss / accuracy curves as CSV and SVG.
+// a loss monitor, periodic checkpoints, evaluation at each epoch's end (and
+// every N steps), and the loss / accuracy curves as CSV and SVG: per epoch,
+// and per step (raw and smoothed loss, validation points).
 //
 //   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) { ... return loss; });
 //   ms::train::fit(step, loader, {.epochs = 3, .callbacks = {
 //       std::make_shared<ms::train::ProgressBar>(),
-//       std::make_shared<ms::train::Evaluate>([&] { return accuracy(net, test); }),
-//       std::make_shared<ms::train::CurveWriter>("curves")}});
+//       std::make_shared<ms::train::Evaluate>([&] { return accuracy(net, test); },
+//                                              "test_accuracy", true, /*every_steps=*/200),
+//       std::make_shared<ms::train::CurveWriter>("curves")}});   // after Evaluate: it
+//                                                                 // writes what Evaluate set
 #pragma once
 
 #include <chrono>
@@ -40,9 +43,13 @@ struct TrainState {
   std::int64_t samples = 0;               ///< samples seen this epoch
   double epoch_seconds = 0.0;             ///< time spent in this epoch so far
   std::map<std::string, double> metrics;  ///< set by callbacks (e.g. "test_accuracy")
-  bool stop = false;                      ///< a callback may end training early
-  std::int64_t rank = 0;                  ///< FitOptions::rank (data-parallel runs)
-  std::int64_t world_size = 1;            ///< FitOptions::world_size
+  /// Set by callbacks in this step's on_step_end (e.g. Evaluate every N steps),
+  /// read by the callbacks after them (CurveWriter); cleared before each step's
+  /// on_step_end.
+  std::map<std::string, double> step_metrics;
+  bool stop = false;            ///< a callback may end training early
+  std::int64_t rank = 0;        ///< FitOptions::rank (data-parallel runs)
+  std::int64_t world_size = 1;  ///< FitOptions::world_size
 };
 
 /// Base of the callbacks; every method does nothing by default.
@@ -152,18 +159,31 @@ class LossMonitor : public Callback {
 };
 
 /// Calls `eval()` at each epoch's end and stores its result as metric `name`
-/// (printed as a percentage with `percent`).
+/// (printed as a percentage with `percent`). With `every_steps` = N > 0 it also
+/// calls `eval()` after every step whose global step is a multiple of N and
+/// stores the result in TrainState::step_metrics[name] (not printed: the
+/// per-step curves of CurveWriter hold it); when an epoch ends on such a step,
+/// that result is reused for the epoch's metric instead of evaluating twice.
 class Evaluate : public Callback {
  public:
-  /// Stores `eval()` as metric `name`; `percent` prints it times 100 with a % sign.
+  /// Stores `eval()` as metric `name`; `percent` prints it times 100 with a % sign;
+  /// `every_steps` > 0 also evaluates every that many global steps (0: at epoch
+  /// ends only). ValueError for an empty `eval` or every_steps < 0.
   explicit Evaluate(std::function<double()> eval, std::string name = "test_accuracy",
-                    bool percent = true);
+                    bool percent = true, std::int64_t every_steps = 0);
+  void on_step_end(TrainState& s) override;
   void on_epoch_end(TrainState& s) override;
+  /// The number of times `eval()` was called.
+  std::int64_t calls() const { return calls_; }
 
  private:
   std::function<double()> eval_;
   std::string name_;
   bool percent_;
+  std::int64_t every_;
+  std::int64_t calls_ = 0;
+  std::int64_t last_step_ = -1;  ///< the global step of the last evaluation after a step
+  double last_value_ = 0.0;
 };
 
 /// Calls `save(path, state)` every `every_steps` steps (and at the end of
@@ -193,20 +213,60 @@ class Checkpoint : public Callback {
   std::vector<std::string> kept_;
 };
 
-/// Writes `<stem>.csv` (epoch, loss, seconds, metrics...) and `<stem>.svg`
-/// (loss and, when present, test accuracy per epoch; a self-contained plot)
-/// at each epoch's end.
+/// Options of CurveWriter (`{.ema_decay = 0.98}`).
+struct CurveWriterOptions {
+  /// The decay b of the smoothed loss, in [0, 1): after n steps with losses
+  /// l_1..l_n, m_n = b m_{n-1} + (1 - b) l_n with m_0 = 0, and the smoothed
+  /// loss is m_n / (1 - b^n) (bias-corrected, so the first value is l_1 and
+  /// every value is a weighted mean of the losses so far, weights b^(n-k)).
+  /// 0.9 averages over about the last 10 steps.
+  double ema_decay = 0.9;
+  /// Write the per-step files `<stem>_steps.csv` and `.svg` (see CurveWriter).
+  bool steps = true;
+};
+
+/// Writes the training curves, on rank 0 only. Per epoch, at each epoch's end:
+/// `<stem>.csv` (columns epoch, loss, seconds, then each metric of
+/// TrainState::metrics) and `<stem>.svg` (loss and, when present, test accuracy
+/// per epoch; a self-contained plot). Per step, with options.steps:
+/// `<stem>_steps.csv`, one row per step with columns step (the global step,
+/// 1-based), epoch (1-based), loss (the step's), loss_ema (the smoothed loss,
+/// see CurveWriterOptions::ema_decay), then each metric that appeared in
+/// TrainState::step_metrics (e.g. Evaluate's every N steps), filled in the rows
+/// of the steps that set it and empty elsewhere, and `<stem>_steps.svg` (the
+/// loss, the smoothed loss, and the step metric "test_accuracy" when set: see
+/// curves_steps_svg). The smoothing starts at the first step this writer sees
+/// (a resumed run restarts it). The per-step files are rewritten (atomically) after a step that set
+/// a step metric, at each epoch's end and when training ends. Place CurveWriter after the callbacks
+/// whose metrics it writes (callbacks run in order).
+/// Example: `ms::train::CurveWriter cw("curves", {.ema_decay = 0.98, .steps = true});`
 class CurveWriter : public Callback {
  public:
-  /// Writes `<stem>.csv` and `<stem>.svg`; ValueError for an empty stem.
-  explicit CurveWriter(std::string stem);
+  /// Writes `<stem>.csv`, `<stem>.svg`, `<stem>_steps.csv` and `<stem>_steps.svg`; ValueError for
+  /// an empty stem or an ema_decay outside [0, 1).
+  explicit CurveWriter(std::string stem, CurveWriterOptions options = {});
+  void on_step_end(TrainState& s) override;
   void on_epoch_end(TrainState& s) override;
+  void on_train_end(TrainState& s) override;
+  /// The smoothed loss after the last step seen (NaN before the first).
+  double loss_ema() const;
 
  private:
+  /// One row of the per-step file.
+  struct StepRow {
+    std::int64_t step, epoch;
+    double loss, loss_ema;
+    std::map<std::string, double> metrics;
+  };
+  void write_steps() const;
   std::string stem_;
+  CurveWriterOptions options_;
   std::vector<double> loss_;
   std::vector<std::map<std::string, double>> metrics_;
   std::vector<double> seconds_;
+  std::vector<StepRow> rows_;
+  double ema_sum_ = 0.0;     ///< m_n of CurveWriterOptions::ema_decay
+  double ema_weight_ = 0.0;  ///< 1 - b^n
 };
 
 /// The learning rate by global step (so a resumed run continues it): a half
@@ -274,5 +334,16 @@ class LRSchedule : public Callback {
 
 /// The SVG of one or two curves over epochs (used by CurveWriter; public for tests).
 std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy);
+
+/// The SVG of the per-step curves (used by CurveWriter; public for tests): the
+/// loss at each of `steps` (thin) and its smoothed form `loss_ema` (thick) on
+/// the left axis, and `accuracy` measured at `eval_steps` (points, 0-100% on
+/// the right axis; none when empty). ValueError when loss or loss_ema is not
+/// as long as steps, or accuracy not as long as eval_steps.
+/// Example: `auto svg = ms::train::curves_steps_svg({1, 2}, {2.0, 1.0}, {2.0, 1.5}, {2}, {0.5});`
+std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
+                             const std::vector<double>& loss, const std::vector<double>& loss_ema,
+                             const std::vector<std::int64_t>& eval_steps,
+                             const std::vector<double>& accuracy);
 
 }  // namespace ms::train
