@@ -338,7 +338,47 @@ std::vector<ErrorSample> error_samples() {
   };
 }
 
+// The backward op's inputs for q, k, v (and a mask): dout drawn, lse and
+// delta from the forward as its gradient computes them.
+std::vector<Tensor> grad_inputs(std::vector<Tensor> fwd, const A& a, unsigned seed) {
+  const std::vector<Tensor> y = call(def_of<ScaledDotProductAttention>(), fwd, attrs_to(a));
+  const Tensor dout = rnd(y[0].shape(), seed, y[0].dtype());
+  const Tensor delta = sum(dout * y[0], {-1});
+  std::vector<Tensor> in{fwd[0], fwd[1], fwd[2], dout, y[1], delta};
+  if (fwd.size() > 3) in.push_back(fwd[3]);
+  return in;
+}
+
 }  // namespace
+
+Samples ScaledDotProductAttentionGrad::samples() {
+  // q = 0, k = [1, -1], v = [2, 4], dout = 1: P = [1/2, 1/2], out = 3,
+  // delta = 3, dS = P * (v - 3) = [-1/2, 1/2]: dq = dS k = -1, dk = dS^T q = 0,
+  // dv = P^T dout = 1/2.
+  const Tensor q = f64({{0}}), k = f64({{1}, {-1}}), v = f64({{2}, {4}});
+  const Tensor lse = tensor({std::log(2.0)}, float64), delta = tensor({3.0}, float64);
+  Sample hand = detail::sample("Tq 1, Tk 2: by hand", {q, k, v, f64({{1}}), lse, delta}, A{},
+                               {f64({{-1}}), f64({{0}, {0}}), f64({{0.5}, {0.5}})});
+  hand.tol = 1e-15;
+  const Tensor bm = rnd({5, 70}, 120) < 0.8;
+  const auto qkv = [](std::int64_t tq, std::int64_t tk, unsigned seed) {
+    return std::vector<Tensor>{rnd({2, tq, 8}, seed, float32), rnd({2, tk, 8}, seed + 1, float32),
+                               rnd({2, tk, 4}, seed + 2, float32)};
+  };
+  std::vector<Tensor> masked = qkv(5, 70, 121);
+  masked.push_back(bm);
+  std::vector<Tensor> bad = grad_inputs(qkv(5, 7, 124), A{}, 127);
+  bad[3] = zeros({2, 5, 3});
+  return {
+      .cases = {std::move(hand),
+                detail::sample("float32 [2, 40, 8], Tk 70, causal",
+                               grad_inputs(qkv(40, 70, 130), A{.causal = true}, 133),
+                               A{.causal = true}),
+                detail::sample("float32 Bool mask [5, 70]", grad_inputs(masked, A{}, 134), A{})},
+      .errors = {detail::error_sample("dout of the wrong shape", bad, A{}, "ms::ShapeError",
+                                      "scaled_dot_product_attention_grad: dout has shape "
+                                      "[2, 5, 3], expected [2, 5, 4]")}};
+}
 
 Samples ScaledDotProductAttention::samples() {
   std::vector<Sample> cases = valued_samples();

@@ -102,6 +102,7 @@ struct ScaledDotProductAttentionGrad {
   using Attrs = AttentionAttrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static Samples samples();
   ///@}
 };
 
