@@ -399,6 +399,9 @@ namespace {
 Tensor attention_dropout(std::span<const Tensor> in, const ops::AttentionAttrs& a, double p) {
   (void)ops::ScaledDotProductAttention::infer(a, ops::types_of(in));  // the entry's checks
   const Tensor &q = in[0], &k = in[1], &v = in[2];
+  MS_CHECK(!q.shape().is_any_rank() && !k.shape().is_any_rank(), ValueError,
+           "scaled_dot_product_attention: dropout > 0 needs the ranks of q and k known; got q ",
+           q.shape(), " and k ", k.shape());
   const std::int64_t e = q.shape()[q.shape().size() - 1];
   const std::int64_t tq = q.shape()[q.shape().size() - 2], tk = k.shape()[k.shape().size() - 2];
   MS_CHECK((a.scale || e >= 0) && (!a.causal || (tq >= 0 && tk >= 0)), ValueError,
