@@ -248,6 +248,23 @@ TEST_SUITE("ops") {
     });
   }
 
+  TEST_CASE("attention: no [B, H, Tq, Tk] buffer, forward or backward") {
+    // The scores would take 2 * 2 * 512 * 512 * 4 = 4 MiB; q, k, v, out and
+    // their gradients 64 KiB each.
+    const Tensor q = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 80);
+    const Tensor k = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 81);
+    const Tensor v = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 82);
+    memory_stats_reset_peak();
+    const std::int64_t live = memory_stats().live_bytes;
+    const auto g = grad(
+        [](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return sum(scaled_dot_product_attention(a, b, c, {.causal = true}));
+        },
+        {.position = {0, 1, 2}})(q, k, v);
+    CHECK(g.size() == 3);
+    CHECK(memory_stats().peak_bytes - live < 2 * 2 * 512 * 512 * 4 / 4);
+  }
+
   TEST_CASE("attention: dropout drops weights, keeps the expectation") {
     const Tensor q = random_tensor(float64, {1, 4, 3}, {-1, 1}, 70);
     const Tensor k = random_tensor(float64, {1, 5, 3}, {-1, 1}, 71);
