@@ -28,6 +28,7 @@
 #include "ms/jit/trace.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms/nn/initializer.hpp"
+#include "ms/ops/attention.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"

@@ -12,6 +12,7 @@ void register_layout_ops();       // src/ops/layout.cpp (shape and indexing)
 void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic views)
 void register_host_ops();         // src/ops/host.cpp (host callbacks: hooks in graphs)
 void register_random_ops();       // src/ops/random.cpp (random functions under a trace)
+void register_attention_ops();    // src/ops/attention.cpp (scaled dot-product attention)
 
 void register_all() {
   register_elementwise_ops();
@@ -22,6 +23,7 @@ void register_all() {
   register_view_ops();
   register_host_ops();
   register_random_ops();
+  register_attention_ops();
 }
 
 }  // namespace ms::ops::detail

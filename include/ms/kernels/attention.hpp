@@ -1,0 +1,55 @@
+// ms/kernels/attention.hpp — the fused CPU kernels of scaled dot-product attention.
+//
+// Stage: kernels (called by src/ops/attention.cpp after the op's `infer` has
+// validated everything; these functions do no user-facing checks and never
+// throw inside a parallel region). The forward pass walks each (batch, block
+// of query rows) over blocks of keys with an online softmax (running row
+// maximum and sum), so the scores live in a block x block buffer of the chunk
+// and never as a [batch, Tq, Tk] tensor; it also writes each row's
+// logsumexp. The backward pass recomputes the probabilities block by block
+// from that logsumexp (the flash-attention backward): one pass over (batch,
+// key block) accumulates dK and dV, another over (batch, query block)
+// accumulates dQ, so every output block is owned by one chunk and summed in a
+// fixed order: results are bitwise the same for any thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "ms/core/tensor.hpp"
+
+namespace ms::kernels {
+
+/// What the attention kernels compute: `batch` independent problems (the
+/// flattened leading dims) of q [Tq, E], k [Tk, E], v [Tk, Ev].
+struct AttentionProblem {
+  /// The number of (batch, head) problems.
+  std::int64_t batch = 0;
+  /// @{
+  /// The sizes: query rows, key rows, the q/k feature size, the v feature size.
+  std::int64_t tq = 0, tk = 0, e = 0, ev = 0;
+  /// @}
+  /// The factor applied to q k^T.
+  double scale = 1;
+  /// Query row i sees keys 0 .. i + (tk - tq) only.
+  bool causal = false;
+  /// Undefined, or the mask as a (strided, possibly stride-0) view of shape
+  /// [batch dims..., Tq, Tk]: Bool (true keeps) or the inputs' dtype (added
+  /// to the scaled scores).
+  Tensor mask = {};
+};
+
+/// out [batch, Tq, Ev] = softmax(scale * q k^T + mask) v and lse [batch, Tq]
+/// = the rows' logsumexp, for dense float32 or float64 q, k, v and dense
+/// outputs of that dtype. A row that keeps no key gets out 0 and lse -inf.
+void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& out, const Tensor& lse);
+
+/// The gradients dq, dk, dv (dense, the shapes of q, k, v) given dout [batch,
+/// Tq, Ev], the forward's lse, and delta [batch, Tq] = rowsum(dout * out)
+/// minus the gradient of lse: dS = P * (dout v^T - delta), dq = scale dS k,
+/// dk = scale dS^T q, dv = P^T dout. All dense, one floating dtype.
+void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+}  // namespace ms::kernels

@@ -1,0 +1,372 @@
+// Fused scaled dot-product attention kernels. See ms/kernels/attention.hpp.
+//
+// Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole
+// output blocks (forward: a block of out rows and their lse; backward: a
+// block of dk/dv rows, or of dq rows) and walks the other axis in order, so
+// the thread count never changes a sum. Products of blocks are Eigen's
+// (EIGEN_DONT_PARALLELIZE: on the calling thread) on copies of the blocks in
+// the chunk's scratch, whose rows start on 64-byte lines: Eigen's vectorized
+// loops peel scalar heads by address, so on the callers' memory the same call
+// could round differently from one allocation to the next (eager against a
+// compiled graph); on the scratch it depends on the block sizes only.
+#include "ms/kernels/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+#include "ms/core/detail/eigen.hpp"
+
+#include "ms/kernels/parallel.hpp"
+
+namespace ms::kernels {
+namespace {
+
+constexpr std::int64_t kRows = 32;             // query rows per block
+constexpr std::int64_t kKeys = 64;             // keys per block
+constexpr std::int64_t kGrainFlops = 1 << 18;  // work below which a chunk is not split
+constexpr std::int64_t kAlign = 64;            // bytes: every scratch row starts on this
+
+template <class T>
+using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+// Blocks in scratch: rows `ld` elements apart.
+template <class T>
+using Blk = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+std::int64_t blocks(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
+
+// A row length padded to whole kAlign-byte lines.
+template <class T>
+std::int64_t padded(std::int64_t n) {
+  constexpr std::int64_t per = kAlign / static_cast<std::int64_t>(sizeof(T));
+  return std::max<std::int64_t>(per, blocks(n, per) * per);
+}
+
+// Element offset of every batch entry of the mask view (the odometer over its
+// leading dims, whose strides may be 0).
+std::vector<std::int64_t> mask_offsets(const Tensor& mask, std::int64_t batch) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(batch), 0);
+  if (!mask.defined()) return out;
+  const Shape& s = mask.shape();
+  const auto& st = mask.strides();
+  const std::size_t lead = s.size() - 2;
+  std::vector<std::int64_t> idx(lead, 0);
+  std::int64_t off = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    out[static_cast<std::size_t>(b)] = off;
+    for (std::size_t d = lead; d-- > 0;) {
+      off += st[d];
+      if (++idx[d] < s[d]) break;
+      off -= st[d] * s[d];
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// A block of `rows` rows of a chunk's scratch, kAlign-aligned rows `ld`
+// apart, so that Eigen's vectorized loops (whose scalar head and tail depend
+// on a row's address) round alike on every call and thread.
+template <class T>
+struct Scratch {
+  std::int64_t ld = 0;
+  std::vector<T> mem;
+  T* base = nullptr;
+  Scratch(std::int64_t rows, std::int64_t cols) : ld(padded<T>(cols)) {
+    mem.resize(static_cast<std::size_t>(rows * ld + kAlign / static_cast<std::int64_t>(sizeof(T))));
+    const auto addr = reinterpret_cast<std::uintptr_t>(mem.data());
+    base = mem.data() + (kAlign - addr % kAlign) % kAlign / sizeof(T);
+  }
+  Blk<T> blk(std::int64_t rows, std::int64_t cols) {
+    return Blk<T>(base, rows, cols, Eigen::OuterStride<>(ld));
+  }
+  // Copies `rows` dense rows of `cols` elements from src into the block.
+  Blk<T> load(const T* src, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(src + r * cols, cols, base + r * ld);
+    return blk(rows, cols);
+  }
+  // Copies the block's `rows` x `cols` to dense rows at dst.
+  void store(T* dst, std::int64_t rows, std::int64_t cols) const {
+    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(base + r * ld, cols, dst + r * cols);
+  }
+};
+
+// What every block of one call reads: the inputs, the mask and the band.
+template <class T>
+struct Ctx {
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  std::int64_t tq = 0, tk = 0, e = 0, ev = 0;
+  T scale = 1;
+  bool causal = false;
+  std::int64_t shift = 0;  // tk - tq: row i sees keys j <= i + shift
+  const std::byte* mask = nullptr;
+  bool mask_bool = false;
+  std::vector<std::int64_t> mask_off;
+  std::int64_t mask_rs = 0, mask_cs = 0;
+
+  Ctx(const AttentionProblem& p, const Tensor& q_, const Tensor& k_, const Tensor& v_)
+      : q(q_.data<T>()),
+        k(k_.data<T>()),
+        v(v_.data<T>()),
+        tq(p.tq),
+        tk(p.tk),
+        e(p.e),
+        ev(p.ev),
+        scale(static_cast<T>(p.scale)),
+        causal(p.causal),
+        shift(p.tk - p.tq),
+        mask_off(mask_offsets(p.mask, p.batch)) {
+    if (!p.mask.defined()) return;
+    mask = p.mask.raw_data();
+    mask_bool = p.mask.dtype() == bool_;
+    const auto& st = p.mask.strides();
+    mask_rs = st[st.size() - 2];
+    mask_cs = st[st.size() - 1];
+  }
+
+  // One past the last key that query row i may see.
+  std::int64_t key_end(std::int64_t i) const {
+    return causal ? std::clamp<std::int64_t>(i + shift + 1, 0, tk) : tk;
+  }
+
+  // -inf where a key is not kept, the float mask added, in the scores s of
+  // rows i0.. and keys j0.. of problem b.
+  void apply_mask(Blk<T>& s, std::int64_t b, std::int64_t i0, std::int64_t j0) const {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    const std::int64_t n = s.cols();
+    for (std::int64_t r = 0; r < s.rows(); ++r) {
+      T* row = &s(r, 0);
+      const std::int64_t i = i0 + r;
+      if (mask != nullptr) {
+        const std::int64_t base = mask_off[static_cast<std::size_t>(b)] + i * mask_rs;
+        if (mask_bool) {
+          const auto* mb = reinterpret_cast<const bool*>(mask) + base;
+          for (std::int64_t c = 0; c < n; ++c)
+            if (!mb[(j0 + c) * mask_cs]) row[c] = kNegInf;
+        } else {
+          const T* mf = reinterpret_cast<const T*>(mask) + base;
+          for (std::int64_t c = 0; c < n; ++c) row[c] += mf[(j0 + c) * mask_cs];
+        }
+      }
+      if (causal)
+        for (std::int64_t c = std::max<std::int64_t>(0, i + shift + 1 - j0); c < n; ++c)
+          row[c] = kNegInf;
+    }
+  }
+
+  // s (masked scores) -> P = exp(s - lse) row by row; a row whose lse is
+  // -inf kept no key: its probabilities are 0.
+  static void probs(Blk<T>& s, const T* lse) {
+    for (std::int64_t r = 0; r < s.rows(); ++r) {
+      if (std::isinf(lse[r]) && lse[r] < 0)
+        s.row(r).setZero();
+      else
+        s.row(r).array() = (s.row(r).array() - lse[r]).exp();
+    }
+  }
+};
+
+// A chunk's scratch: the blocks of q, k, v, dout, the scores and their
+// gradients, and the accumulators of the outputs.
+template <class T>
+struct Work {
+  Scratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
+  std::vector<T> mx, l;
+  Work(std::int64_t e, std::int64_t ev)
+      : qb(kRows, e),
+        kb(kKeys, e),
+        vb(kKeys, ev),
+        gb(kRows, ev),
+        s(kRows, kKeys),
+        dp(kRows, kKeys),
+        acc(kKeys, std::max(e, ev)),
+        acc2(kKeys, ev),
+        mx(kRows),
+        l(kRows) {}
+};
+
+// The online softmax step of one block of scores s (rows of the output
+// accumulator o): the running maximum mx and sum l are updated, o rescaled,
+// s turned into exp(s - mx), and o += s v_block.
+template <class T>
+void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  for (std::int64_t r = 0; r < s.rows(); ++r) {
+    const T newm = std::max(mx[r], s.row(r).maxCoeff());
+    if (newm == kNegInf) {  // no key of this row kept yet
+      s.row(r).setZero();
+      continue;
+    }
+    const T alpha = std::exp(mx[r] - newm);  // 0 when mx is -inf
+    s.row(r).array() = (s.row(r).array() - newm).exp();
+    l[r] = l[r] * alpha + s.row(r).sum();
+    if (alpha != T(1)) o.row(r) *= alpha;
+    mx[r] = newm;
+  }
+  o.noalias() += s * vb;
+}
+
+// The masked scores of rows i0.. (q block already in w.qb) and keys j0..
+// (loaded here, with their v rows) into w.s.
+template <class T>
+Blk<T> block_scores(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
+                    std::int64_t j0, std::int64_t n) {
+  const Blk<T> kb = w.kb.load(c.k + (b * c.tk + j0) * c.e, n, c.e);
+  w.vb.load(c.v + (b * c.tk + j0) * c.ev, n, c.ev);
+  Blk<T> s = w.s.blk(m, n);
+  s.noalias() = w.qb.blk(m, c.e) * kb.transpose();
+  s *= c.scale;
+  c.apply_mask(s, b, i0, j0);
+  return s;
+}
+
+template <class T>
+void forward_block(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t rb, T* out, T* lse) {
+  const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
+  w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
+  Blk<T> o = w.acc.blk(m, c.ev);
+  o.setZero();
+  std::fill_n(w.mx.data(), m, -std::numeric_limits<T>::infinity());
+  std::fill_n(w.l.data(), m, T(0));
+  const std::int64_t jend = c.key_end(i0 + m - 1);
+  for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
+    const std::int64_t n = std::min(kKeys, jend - j0);
+    Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
+    online_step(s, o, w.vb.blk(n, c.ev), w.mx.data(), w.l.data());
+  }
+  T* lrow = lse + b * c.tq + i0;
+  for (std::int64_t r = 0; r < m; ++r) {
+    if (w.l[r] > T(0)) {
+      o.row(r) /= w.l[r];
+      lrow[r] = w.mx[r] + std::log(w.l[r]);
+    } else {  // no key kept: out 0 (already), lse -inf
+      lrow[r] = -std::numeric_limits<T>::infinity();
+    }
+  }
+  w.acc.store(out + (b * c.tq + i0) * c.ev, m, c.ev);
+}
+
+template <class T>
+std::int64_t grain_items(const Ctx<T>& c) {
+  const std::int64_t per = kRows * std::max<std::int64_t>(c.tk, 1) * (c.e + c.ev + 1);
+  return std::max<std::int64_t>(1, kGrainFlops / std::max<std::int64_t>(per, 1));
+}
+
+template <class T>
+void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+               const Tensor& out, const Tensor& lse) {
+  const Ctx<T> c(p, q, k, v);
+  T* o = out.data<T>();
+  T* l = lse.data<T>();
+  const std::int64_t rbs = blocks(p.tq, kRows);
+  parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
+    Work<T> w(p.e, p.ev);
+    for (std::int64_t it = begin; it < end; ++it) forward_block(c, w, it / rbs, it % rbs, o, l);
+  });
+}
+
+// What the backward blocks read beyond the forward's inputs.
+template <class T>
+struct Grads {
+  const T *dout = nullptr, *lse = nullptr, *delta = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
+// P (in w.s) and dS = P * (dout v^T - delta) (in w.dp) of the block of rows
+// i0.. (q and dout blocks already in w.qb, w.gb) and keys j0...
+template <class T>
+void block_grads(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t i0,
+                 std::int64_t m, std::int64_t j0, std::int64_t n) {
+  Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
+  Ctx<T>::probs(s, g.lse + b * c.tq + i0);
+  Blk<T> dp = w.dp.blk(m, n);
+  dp.noalias() = w.gb.blk(m, c.ev) * w.vb.blk(n, c.ev).transpose();
+  const T* delta = g.delta + b * c.tq + i0;
+  for (std::int64_t r = 0; r < m; ++r)
+    dp.row(r).array() = s.row(r).array() * (dp.row(r).array() - delta[r]);
+}
+
+// dk and dv of keys [j0, j0 + n) of problem b: a sum over the query blocks
+// that may see them, in order.
+template <class T>
+void key_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t kb) {
+  const std::int64_t j0 = kb * kKeys, n = std::min(kKeys, c.tk - j0);
+  Blk<T> dk = w.acc.blk(n, c.e), dv = w.acc2.blk(n, c.ev);
+  dk.setZero();
+  dv.setZero();
+  const std::int64_t first = c.causal ? std::clamp<std::int64_t>(j0 - c.shift, 0, c.tq) : 0;
+  for (std::int64_t i0 = first / kRows * kRows; i0 < c.tq; i0 += kRows) {
+    const std::int64_t m = std::min(kRows, c.tq - i0);
+    const Blk<T> q = w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
+    const Blk<T> dout = w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+    block_grads(c, g, w, b, i0, m, j0, n);
+    dv.noalias() += w.s.blk(m, n).transpose() * dout;
+    dk.noalias() += w.dp.blk(m, n).transpose() * q;
+  }
+  dk *= c.scale;
+  w.acc.store(g.dk + (b * c.tk + j0) * c.e, n, c.e);
+  w.acc2.store(g.dv + (b * c.tk + j0) * c.ev, n, c.ev);
+}
+
+// dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
+// see, in order.
+template <class T>
+void query_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t rb) {
+  const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
+  w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
+  w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+  Blk<T> dq = w.acc.blk(m, c.e);
+  dq.setZero();
+  const std::int64_t jend = c.key_end(i0 + m - 1);
+  for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
+    const std::int64_t n = std::min(kKeys, jend - j0);
+    block_grads(c, g, w, b, i0, m, j0, n);
+    dq.noalias() += w.dp.blk(m, n) * w.kb.blk(n, c.e);
+  }
+  dq *= c.scale;
+  w.acc.store(g.dq + (b * c.tq + i0) * c.e, m, c.e);
+}
+
+template <class T>
+void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                const Grads<T>& g) {
+  const Ctx<T> c(p, q, k, v);
+  const std::int64_t grain = grain_items(c);
+  const std::int64_t kbs = blocks(p.tk, kKeys), rbs = blocks(p.tq, kRows);
+  parallel_for(p.batch * kbs, grain, [&](std::int64_t begin, std::int64_t end) {
+    Work<T> w(p.e, p.ev);
+    for (std::int64_t it = begin; it < end; ++it) key_block(c, g, w, it / kbs, it % kbs);
+  });
+  parallel_for(p.batch * rbs, grain, [&](std::int64_t begin, std::int64_t end) {
+    Work<T> w(p.e, p.ev);
+    for (std::int64_t it = begin; it < end; ++it) query_block(c, g, w, it / rbs, it % rbs);
+  });
+}
+
+}  // namespace
+
+void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& out, const Tensor& lse) {
+  if (q.dtype() == float64)
+    forward_t<double>(p, q, k, v, out, lse);
+  else
+    forward_t<float>(p, q, k, v, out, lse);
+}
+
+void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
+                        const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const auto run = [&]<class T>(T*) {
+    const Grads<T> g{dout.data<T>(), lse.data<T>(), delta.data<T>(),
+                     dq.data<T>(),   dk.data<T>(),  dv.data<T>()};
+    backward_t<T>(p, q, k, v, g);
+  };
+  if (q.dtype() == float64)
+    run(static_cast<double*>(nullptr));
+  else
+    run(static_cast<float*>(nullptr));
+}
+
+}  // namespace ms::kernels

@@ -1,0 +1,326 @@
+// scaled_dot_product_attention (ms/ops/attention.hpp) against the naive
+// composition matmul -> softmax -> matmul written here, in float64: masks,
+// the causal band (Tq == Tk and Tq < Tk), odd sizes across the kernel's
+// blocks, float32 and float64; gradients by central differences and against
+// the composition's gradients; eager == ms::jit (also with dynamic shapes and
+// with ms::grad inside); 1 and 2 threads bitwise; fully masked rows; dropout;
+// bad inputs.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ms/autodiff/gradcheck.hpp>
+#include <ms/ms.hpp>
+
+#include "random.hpp"
+#include "thread_guard.hpp"
+
+using namespace ms;
+using ms::test::random_tensor;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The naive composition: scores [..., Tq, Tk] materialized, softmax, weights
+// times v; a row that keeps no key gives 0. In the inputs' dtype.
+Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  const std::int64_t e = q.shape().at(-1), tq = q.shape().at(-2), tk = k.shape().at(-2);
+  const double scale = o.scale ? *o.scale : 1.0 / std::sqrt(static_cast<double>(e));
+  Tensor s = matmul(q, transpose(k, -2, -1)) * scale;
+  if (o.mask && o.mask->dtype() == bool_) s = where(*o.mask, s, -kInf);
+  if (o.mask && o.mask->dtype() != bool_) s = s + *o.mask;
+  if (o.causal) s = where(tril(ones({tq, tk}, bool_), {.diagonal = tk - tq}), s, -kInf);
+  const Tensor none = max(s, {-1}, true) == -kInf;
+  const Tensor p = where(none, 0.0, softmax(where(none, 0.0, s), -1));
+  return matmul(p, v);
+}
+
+struct Case {
+  std::int64_t b, h, tq, tk, e, ev;
+};
+
+double tol(DType dt) { return dt == float64 ? 1e-12 : 3e-5; }
+
+void check_against_reference(const Case& c, DType dt, const AttentionOptions& o, unsigned seed) {
+  CAPTURE(c.b);
+  CAPTURE(c.h);
+  CAPTURE(c.tq);
+  CAPTURE(c.tk);
+  CAPTURE(dt);
+  const Tensor q = random_tensor(dt, {c.b, c.h, c.tq, c.e}, {-2, 2}, seed);
+  const Tensor k = random_tensor(dt, {c.b, c.h, c.tk, c.e}, {-2, 2}, seed + 1);
+  const Tensor v = random_tensor(dt, {c.b, c.h, c.tk, c.ev}, {-2, 2}, seed + 2);
+  const Tensor got = scaled_dot_product_attention(q, k, v, o);
+  REQUIRE(got.dtype() == dt);
+  REQUIRE(got.shape() == Shape{c.b, c.h, c.tq, c.ev});
+  AttentionOptions o64 = o;
+  if (o.mask && o.mask->dtype() != bool_) o64.mask = o.mask->to(float64);
+  const Tensor want = reference(q.to(float64), k.to(float64), v.to(float64), o64);
+  CHECK(allclose(got.to(float64), want, tol(dt), tol(dt)));
+}
+
+Tensor bool_mask(const Shape& s, unsigned seed) {
+  return random_tensor(float64, s, {0, 1}, seed) < 0.7;  // about 70% kept
+}
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> cs = {
+      {1, 1, 1, 1, 4, 4},  {2, 3, 7, 7, 8, 5},     {1, 2, 33, 33, 16, 16}, {2, 2, 129, 129, 8, 12},
+      {1, 1, 7, 33, 5, 3}, {2, 1, 33, 129, 16, 8}, {1, 2, 1, 129, 8, 8}};
+  return cs;
+}
+
+// A loss with fixed random weights on every output element.
+Tensor weighted(const Tensor& y, const Tensor& w) { return sum(y * w); }
+
+}  // namespace
+
+TEST_SUITE("ops") {
+  TEST_CASE("attention: against the naive composition, no mask, float32 and float64") {
+    for (const DType dt : {float32, float64})
+      for (const Case& c : cases()) check_against_reference(c, dt, {}, 1);
+    const Case c{2, 2, 33, 33, 8, 8};
+    check_against_reference(c, float64, {.scale = 0.3}, 2);
+  }
+
+  TEST_CASE("attention: Bool mask, float mask broadcast over heads, causal") {
+    for (const DType dt : {float32, float64})
+      for (const Case& c : cases()) {
+        const Tensor bm = bool_mask({c.tq, c.tk}, 3);
+        check_against_reference(c, dt, {.mask = bm}, 4);
+        const Tensor fm = random_tensor(dt, {c.b, 1, c.tq, c.tk}, {-3, 3}, 5);
+        check_against_reference(c, dt, {.mask = fm}, 6);
+        check_against_reference(c, dt, {.causal = true}, 7);  // Tq == Tk and Tq < Tk
+        check_against_reference(c, dt, {.mask = bm, .causal = true}, 8);
+      }
+  }
+
+  TEST_CASE("attention: causal with Tq < Tk aligns the band to the end of the keys") {
+    // q row i sees keys 0 .. i + (Tk - Tq): the last query row sees every key.
+    const Tensor q = random_tensor(float64, {1, 3, 4}, {-1, 1}, 9);
+    const Tensor k = random_tensor(float64, {1, 6, 4}, {-1, 1}, 10);
+    const Tensor v = random_tensor(float64, {1, 6, 2}, {-1, 1}, 11);
+    const Tensor got = scaled_dot_product_attention(q, k, v, {.causal = true});
+    const Tensor band = tensor({{true, true, true, true, false, false},
+                                {true, true, true, true, true, false},
+                                {true, true, true, true, true, true}});
+    CHECK(allclose(got, scaled_dot_product_attention(q, k, v, {.mask = band}), 0, 0));
+    CHECK(allclose(got.select(1, 2), scaled_dot_product_attention(q, k, v).select(1, 2), 0, 0));
+  }
+
+  TEST_CASE("attention: a row that keeps no key gives 0, and no gradient") {
+    const Tensor q = random_tensor(float64, {2, 3, 4}, {-1, 1}, 12);
+    const Tensor k = random_tensor(float64, {2, 5, 4}, {-1, 1}, 13);
+    const Tensor v = random_tensor(float64, {2, 5, 3}, {-1, 1}, 14);
+    const Tensor m = tensor({{true, false, true, false, true},
+                             {false, false, false, false, false},
+                             {true, true, true, true, true}});
+    const Tensor fm = Tensor(where(m, 0.0, -kInf)).to(float64);  // the same mask, additive
+    for (const Tensor& mask : {m, fm}) {
+      const Tensor y = scaled_dot_product_attention(q, k, v, {.mask = mask});
+      CHECK(allclose(y.select(1, 1), zeros({2, 3}, float64), 0, 0));
+      CHECK(allclose(y, reference(q, k, v, {.mask = mask}), 1e-12, 1e-12));
+      const auto g = grad(
+          [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+            return sum(scaled_dot_product_attention(a, b, c, {.mask = mask}));
+          },
+          {.position = {0, 1, 2}})(q, k, v);
+      for (const Tensor& t : g) CHECK(allclose(t, t, 0, 0));  // no NaN
+      CHECK(allclose(g[0].select(1, 1), zeros({2, 4}, float64), 0, 0));
+    }
+    // Tq > Tk with causal: the first Tq - Tk rows see no key.
+    const Tensor y =
+        scaled_dot_product_attention(q, k.slice(1, 0, 2), v.slice(1, 0, 2), {.causal = true});
+    CHECK(allclose(y.select(1, 0), zeros({2, 3}, float64), 0, 0));
+    CHECK(allclose(y.select(1, 1), v.select(1, 0), 1e-12, 1e-12));
+  }
+
+  TEST_CASE("attention: gradcheck of q, k, v (float64)") {
+    const Tensor q = random_tensor(float64, {2, 2, 5, 3}, {-1, 1}, 20);
+    const Tensor k = random_tensor(float64, {2, 2, 6, 3}, {-1, 1}, 21);
+    const Tensor v = random_tensor(float64, {2, 2, 6, 4}, {-1, 1}, 22);
+    const Tensor bm = bool_mask({5, 6}, 23);
+    const Tensor fm = random_tensor(float64, {2, 1, 5, 6}, {-2, 2}, 24);
+    const std::vector<AttentionOptions> opts = {
+        {}, {.causal = true}, {.mask = bm}, {.mask = fm, .causal = true}, {.scale = 1.7}};
+    for (std::size_t i = 0; i < opts.size(); ++i) {
+      CAPTURE(i);
+      const auto r = testing::gradcheck(
+          [&](const std::vector<Tensor>& x) {
+            return scaled_dot_product_attention(x[0], x[1], x[2], opts[i]);
+          },
+          {q, k, v});
+      CHECK_MESSAGE(r.ok, r.message);
+    }
+  }
+
+  TEST_CASE("attention: gradients across blocks equal the composition's") {
+    // Tq 70 and Tk 129 span several row and key blocks of the backward kernel.
+    const Tensor q = random_tensor(float64, {2, 2, 70, 8}, {-1, 1}, 30);
+    const Tensor k = random_tensor(float64, {2, 2, 129, 8}, {-1, 1}, 31);
+    const Tensor v = random_tensor(float64, {2, 2, 129, 6}, {-1, 1}, 32);
+    const Tensor w = random_tensor(float64, {2, 2, 70, 6}, {-1, 1}, 33);
+    const Tensor fm = random_tensor(float64, {2, 1, 70, 129}, {-2, 2}, 34);
+    for (const AttentionOptions& o :
+         {AttentionOptions{}, AttentionOptions{.mask = fm, .causal = true},
+          AttentionOptions{.mask = bool_mask({70, 129}, 35)}}) {
+      const GradOptions all{.position = {0, 1, 2}};
+      const auto got = grad(
+          [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+            return weighted(scaled_dot_product_attention(a, b, c, o), w);
+          },
+          all)(q, k, v);
+      const auto want = grad([&](const Tensor& a, const Tensor& b,
+                                 const Tensor& c) { return weighted(reference(a, b, c, o), w); },
+                             all)(q, k, v);
+      for (std::size_t i = 0; i < 3; ++i) CHECK(allclose(got[i], want[i], 1e-10, 1e-10));
+    }
+  }
+
+  TEST_CASE("attention: eager == ms::jit, bitwise; the graph prints the op") {
+    const Tensor q = random_tensor(float32, {2, 3, 33, 16}, {-2, 2}, 40);
+    const Tensor k = random_tensor(float32, {2, 3, 70, 16}, {-2, 2}, 41);
+    const Tensor v = random_tensor(float32, {2, 3, 70, 8}, {-2, 2}, 42);
+    const Tensor m = bool_mask({33, 70}, 43);
+    const auto fn = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return scaled_dot_product_attention(a, b, c, {.mask = m, .causal = true});
+    };
+    auto f = jit(fn);
+    const Tensor want = fn(q, k, v);
+    CHECK(ms::test::bitwise_equal(f(q, k, v), want));
+    CHECK(ms::test::bitwise_equal(f(q, k, v), want));
+    CHECK(f.compile_count() == 1);
+    CHECK(f.dump().find("ScaledDotProductAttention(") != std::string::npos);
+  }
+
+  TEST_CASE("attention: ms::grad inside ms::jit equals eager ms::grad") {
+    const Tensor q = random_tensor(float64, {2, 40, 8}, {-1, 1}, 50);
+    const Tensor k = random_tensor(float64, {2, 70, 8}, {-1, 1}, 51);
+    const Tensor v = random_tensor(float64, {2, 70, 4}, {-1, 1}, 52);
+    const auto loss = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return sum(scaled_dot_product_attention(a, b, c, {.causal = true}) * c.slice(1, 0, 40));
+    };
+    const auto eager = grad(loss, {.position = {0, 1, 2}})(q, k, v);
+    auto f = jit([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return grad(loss, {.position = {0, 1, 2}})(a, b, c);
+    });
+    const auto jitted = f(q, k, v);
+    REQUIRE(jitted.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(allclose(jitted[i], eager[i], 1e-12, 1e-12));
+    CHECK(f.dump().find("ScaledDotProductAttentionGrad(") != std::string::npos);
+  }
+
+  TEST_CASE("attention: dynamic shapes: one generalized graph for every T") {
+    const auto fn = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+      return scaled_dot_product_attention(q, k, v, {.causal = true});
+    };
+    auto f = jit(fn, JitConfig{.dynamic = 1, .verify = true});
+    for (std::int64_t t : {4, 6, 9, 13, 40}) {
+      CAPTURE(t);
+      const auto seed = static_cast<unsigned>(t);
+      const Tensor q = random_tensor(float32, {2, t, 8}, {-2, 2}, seed);
+      const Tensor k = random_tensor(float32, {2, t, 8}, {-2, 2}, seed + 1);
+      const Tensor v = random_tensor(float32, {2, t, 4}, {-2, 2}, seed + 2);
+      CHECK(ms::test::bitwise_equal(f(q, k, v), fn(q, k, v)));
+    }
+    CHECK(f.compile_count() == 3);  // two static graphs, then one generalized
+  }
+
+  TEST_CASE("attention: 1 and 2 threads give bitwise the same forward and gradients") {
+    const Tensor q = random_tensor(float32, {2, 3, 129, 16}, {-2, 2}, 60);
+    const Tensor k = random_tensor(float32, {2, 3, 129, 16}, {-2, 2}, 61);
+    const Tensor v = random_tensor(float32, {2, 3, 129, 16}, {-2, 2}, 62);
+    const Tensor fm = random_tensor(float32, {2, 1, 129, 129}, {-2, 2}, 63);
+    ms::test::check_thread_invariant(
+        [&] { return scaled_dot_product_attention(q, k, v, {.mask = fm, .causal = true}); });
+    ms::test::check_thread_invariant([&] {
+      return grad(
+          [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+            return sum(scaled_dot_product_attention(a, b, c, {.causal = true}) * a);
+          },
+          {.position = {0, 1, 2}})(q, k, v);
+    });
+  }
+
+  TEST_CASE("attention: no [B, H, Tq, Tk] buffer, forward or backward") {
+    // The scores would take 2 * 2 * 512 * 512 * 4 = 4 MiB; q, k, v, out and
+    // their gradients 64 KiB each.
+    const Tensor q = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 80);
+    const Tensor k = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 81);
+    const Tensor v = random_tensor(float32, {2, 2, 512, 8}, {-1, 1}, 82);
+    memory_stats_reset_peak();
+    const std::int64_t live = memory_stats().live_bytes;
+    const auto g = grad(
+        [](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return sum(scaled_dot_product_attention(a, b, c, {.causal = true}));
+        },
+        {.position = {0, 1, 2}})(q, k, v);
+    CHECK(g.size() == 3);
+    CHECK(memory_stats().peak_bytes - live < 2 * 2 * 512 * 512 * 4 / 4);
+  }
+
+  TEST_CASE("attention: dropout drops weights, keeps the expectation") {
+    const Tensor q = random_tensor(float64, {1, 4, 3}, {-1, 1}, 70);
+    const Tensor k = random_tensor(float64, {1, 5, 3}, {-1, 1}, 71);
+    const Tensor v = random_tensor(float64, {1, 5, 2}, {-1, 1}, 72);
+    const Tensor m = tensor({{true, true, false, true, true},
+                             {false, false, false, false, false},
+                             {true, true, true, true, true},
+                             {true, false, false, false, false}});
+    manual_seed(7);
+    const AttentionOptions o{.mask = m, .causal = true, .dropout = 0.25};
+    const Tensor want = scaled_dot_product_attention(q, k, v, {.mask = m, .causal = true});
+    Tensor acc = zeros({1, 4, 2}, float64);
+    const int n = 4000;
+    for (int i = 0; i < n; ++i) acc = acc + scaled_dot_product_attention(q, k, v, o);
+    CHECK(allclose(acc / static_cast<double>(n), want, 0, 0.05));
+    const Tensor y = scaled_dot_product_attention(q, k, v, o);
+    CHECK(allclose(y.select(1, 1), zeros({1, 2}, float64), 0, 0));  // the fully masked row
+    CHECK(allclose(scaled_dot_product_attention(q, k, v, {.dropout = 1}), zeros({1, 4, 2}, float64),
+                   0, 0));
+    const Tensor g =
+        grad([&](const Tensor& a) { return sum(scaled_dot_product_attention(a, k, v, o)); })(q);
+    CHECK(allclose(g, g, 0, 0));  // finite: no NaN from the masked row
+    // Under ms::jit the graph draws the numbers the eager call draws.
+    auto f = jit([&](const Tensor& a) { return scaled_dot_product_attention(a, k, v, o); });
+    manual_seed(11);
+    const Tensor eager = scaled_dot_product_attention(q, k, v, o);
+    manual_seed(11);
+    CHECK(ms::test::bitwise_equal(f(q), eager));
+    CHECK_FALSE(ms::test::bitwise_equal(f(q), eager));  // the generator has moved on
+  }
+
+  TEST_CASE("attention: bad inputs raise errors naming the op and the argument") {
+    const Tensor q = zeros({2, 3, 4}), k = zeros({2, 5, 4}), v = zeros({2, 5, 6});
+    const auto sdpa = [](const Tensor& a, const Tensor& b, const Tensor& c,
+                         const AttentionOptions& o = {}) {
+      return scaled_dot_product_attention(a, b, c, o);
+    };
+    CHECK_THROWS_WITH_AS(sdpa(zeros({4}), k, v),
+                         doctest::Contains("scaled_dot_product_attention: q must have rank >= 2"),
+                         ShapeError);
+    CHECK_THROWS_WITH_AS(sdpa(q, zeros({2, 5, 3}), v),
+                         doctest::Contains("feature sizes E differ (4 vs 3)"), ShapeError);
+    CHECK_THROWS_WITH_AS(sdpa(q, k, zeros({2, 4, 6})),
+                         doctest::Contains("key counts Tk differ (5 vs 4)"), ShapeError);
+    CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 4}, bool_)}),
+                         doctest::Contains("mask of shape [3, 4] does not broadcast"), ShapeError);
+    CHECK_THROWS_WITH_AS(sdpa(zeros({3, 4}, int32), zeros({5, 4}, int32), zeros({5, 6}, int32)),
+                         doctest::Contains("q must have dtype Float32 or Float64, got Int32"),
+                         TypeError);
+    CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 5}, int64)}),
+                         doctest::Contains("mask must have dtype Bool"), TypeError);
+    CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.dropout = 1.5}),
+                         doctest::Contains("scaled_dot_product_attention: dropout must be in "
+                                           "[0, 1], got 1.5"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 4}, bool_), .dropout = 0.5}),
+                         doctest::Contains("does not broadcast"), ShapeError);
+  }
+}
