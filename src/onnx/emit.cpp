@@ -48,7 +48,10 @@ std::string Emitter::fresh(std::string_view hint) {
                                 std::vector<std::string> out) {
   ::onnx::NodeProto& n = *graph.add_node();
   n.set_op_type(std::string(op));
-  n.set_name(fresh(std::string("/") + std::string(op)));
+  std::string name = "/";
+  if (!scope.empty()) name.append(scope).append("/");
+  name.append(op);
+  n.set_name(fresh(name));
   for (auto& s : in) n.add_input(std::move(s));
   for (auto& s : out) n.add_output(std::move(s));
   return n;

@@ -40,6 +40,9 @@ struct Emitter {
   int opset = 17;
   /// ONNX name per ms value (empty: a weak scalar, materialized per use).
   std::vector<std::string> names;
+  /// The ms op being mapped: ONNX node names start with it (`/conv2d/Conv_3`),
+  /// so that ONNX's messages name the ms op.
+  std::string scope;
 
   /// A new value name from `hint`.
   std::string fresh(std::string_view hint);
@@ -86,16 +89,6 @@ struct NodeCtx {
   std::string in(std::size_t i);
   /// The operands' common dtype (weak numbers follow the tensors).
   DType common_dtype() const;
-  /// The node's attribute `name` of type T.
-  template <class T>
-  T attr(std::string_view name) const {
-    return node.attrs.get<T>(name, node.def->name);
-  }
-  /// As attr, or `fallback` when not set.
-  template <class T>
-  T attr_or(std::string_view name, T fallback) const {
-    return node.attrs.get_or<T>(name, std::move(fallback), node.def->name);
-  }
 };
 
 /// Writes the ONNX nodes of one ms op node.

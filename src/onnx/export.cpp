@@ -3,6 +3,7 @@
 #include "ms/onnx/export.hpp"
 
 #include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
 #include <cstring>
@@ -233,7 +234,7 @@ std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::G
           not_size_free(nb, split ? "output sizes" : "a mask (Trilu needs opset 14)");
     if (flat && shape_of(gb, nb.inputs[0]).rank() > 0) {
       const Shape& ib = shape_of(gb, nb.inputs[0]);
-      const std::int64_t end = nb.attrs.get<std::int64_t>("end", op);
+      const std::int64_t end = nb.attrs.get_or<std::int64_t>("end", -1, op);
       for (std::int64_t a = (end < 0 ? end + ib.rank() : end) + 1; a < ib.rank(); ++a)
         if (ib[static_cast<std::size_t>(a)] !=
             shape_of(gp, np.inputs[0])[static_cast<std::size_t>(a)])
@@ -308,7 +309,9 @@ void emit_ops(Emitter& e, const std::vector<std::optional<I64s>>& targets) {
       if (name.empty()) name = e.fresh(ops::ir_name(*n.def));
       c.out.push_back(name);
     }
+    e.scope = n.def->name;
     rule->emit(c);
+    e.scope.clear();
   }
 }
 
@@ -402,6 +405,29 @@ void check_dynamic_axes_keys(const ExportOptions& o, const Signature& s) {
   return m;
 }
 
+/// ONNX's checker, then its strict shape and type inference (on a copy: the
+/// written model carries no inferred value_info). A dtype an ONNX op does not
+/// take (int32 convolution, complex casts) is a TypeError; anything else is an
+/// export bug, a ValueError. Node names start with the ms op.
+void check_with_onnx(const ::onnx::ModelProto& m) {
+  std::string why;
+  try {
+    ::onnx::checker::check_model(m);
+    ::onnx::ModelProto copy = m;
+    ::onnx::shape_inference::InferShapes(copy, ::onnx::OpSchemaRegistry::Instance(),
+                                         ::onnx::ShapeInferenceOptions(true, 1));
+    return;
+  } catch (const std::exception& err) {
+    why = err.what();
+  }
+  if (why.find("unsupported type") != std::string::npos)
+    ::ms::detail::raise<TypeError>(kApi, ": ONNX opset ", m.opset_import(0).version(),
+                                   " has no op for this dtype (the node name starts with the ms "
+                                   "op): ",
+                                   why);
+  ::ms::detail::raise<ValueError>(kApi, ": ONNX rejects the exported graph (an export bug): ", why);
+}
+
 }  // namespace
 
 namespace detail {
@@ -414,12 +440,7 @@ void export_request(const ExportRequest& req, const std::string& path, const Exp
   input_symbols(req, o, s);
   dynamic_axes_of_inputs(req, o, s);
   const ::onnx::ModelProto m = build_model(req, o, s);
-  try {
-    ::onnx::checker::check_model(m);
-  } catch (const std::exception& err) {
-    ::ms::detail::raise<ValueError>(
-        kApi, ": the model fails ONNX's checker (an export bug): ", err.what());
-  }
+  check_with_onnx(m);
   std::string bytes;
   MS_CHECK(m.SerializeToString(&bytes), ValueError, kApi,
            ": protobuf could not serialize the model (over 2 GB?)");

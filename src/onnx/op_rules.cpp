@@ -46,8 +46,28 @@ void set_s(NodeProto& n, const char* name, const std::string& v) {
   a.set_s(v);
 }
 
+/// The node's typed attributes (absent fields keep their defaults).
+template <class A>
+A typed(const NodeCtx& c) {
+  return ops::attrs_from<A>(c.node.attrs, c.node.def->name);
+}
+
 std::int64_t norm_axis(std::int64_t axis, std::int64_t rank) {
   return axis < 0 ? axis + rank : axis;
+}
+
+/// The dtype an ONNX op that takes floats only computes `t` in: float16,
+/// float32 and float64 themselves, bfloat16 in float32 (as ms does), integers
+/// in float64 when `ints` (exact for max pooling), else `t` (the checker then
+/// rejects the model with a TypeError).
+DType float_compute(DType t, bool ints) {
+  if (t == DType::BFloat16) return DType::Float32;
+  if (ints && dtype_is_int(t) && t != DType::Int8 && t != DType::UInt8) return DType::Float64;
+  return t;
+}
+/// Where's dtype for `t`: bfloat16 in float32 before opset 16.
+DType where_dtype(const Emitter& e, DType t) {
+  return t == DType::BFloat16 && e.opset < 16 ? DType::Float32 : t;
 }
 
 /// The output written under the node's own output name.
@@ -56,6 +76,22 @@ void emit_as(NodeCtx& c, std::string_view op, std::vector<std::string> in) {
 }
 /// Identity from `x` to the node's output.
 void forward(NodeCtx& c, const std::string& x) { emit_as(c, "Identity", {x}); }
+/// Node `op` computing in dtype `w`, its result converted to the output's
+/// dtype `t` (and squeezed at axis 0 when `squeeze0`) into the node's output.
+NodeProto& emit_via(NodeCtx& c, std::string_view op, std::vector<std::string> in, DType w, DType t,
+                    bool squeeze0 = false) {
+  Emitter& e = c.e;
+  if (w == t && !squeeze0) return e.add(op, std::move(in), {c.out[0]});
+  const std::string y = e.fresh(op);
+  NodeProto& n = e.add(op, std::move(in), {y});  // protobuf keeps elements in place
+  std::string z = y;
+  if (squeeze0) {
+    z = w == t ? c.out[0] : e.fresh("Squeeze");
+    e.add("Squeeze", {y, e.ints({0})}, {z});
+  }
+  if (w != t) set_i(e.add("Cast", {z}, {c.out[0]}), "to", onnx_dtype(t, "a cast"));
+  return n;
+}
 
 // ---------------------------------------------------------------- elementwise
 
@@ -147,8 +183,8 @@ void hardswish(NodeCtx& c) {
   emit_as(c, "Mul", {x, hs.output(0)});
 }
 void where(NodeCtx& c) {
-  const DType t = c.out_type().dtype;
-  emit_as(c, "Where", {c.in(0, DType::Bool), c.in(1, t), c.in(2, t)});
+  const DType t = c.out_type().dtype, w = where_dtype(c.e, t);
+  emit_via(c, "Where", {c.in(0, DType::Bool), c.in(1, w), c.in(2, w)}, w, t);
 }
 // min(max(x, lo), hi)
 void clamp(NodeCtx& c) {
@@ -158,9 +194,8 @@ void clamp(NodeCtx& c) {
 
 // ---------------------------------------------------------------- reductions
 
-/// The axes of an AxesAttrs reduction, normalized (empty: every axis).
-I64s reduce_axes(NodeCtx& c) {
-  I64s axes = c.attr<I64s>("axes");
+/// `axes` of input 0, normalized (empty: every axis).
+I64s reduce_axes(NodeCtx& c, I64s axes) {
   for (auto& a : axes) a = norm_axis(a, c.in_type(0).shape.rank());
   return axes;
 }
@@ -178,7 +213,8 @@ NodeProto& reduce(NodeCtx& c, std::string_view op, const std::string& x, const I
 template <const char* Op>
 void reduction(NodeCtx& c) {
   const DType t = c.out_type().dtype;
-  reduce(c, Op, c.in(0, t), reduce_axes(c), c.attr<bool>("keepdims"), c.out[0]);
+  const auto a = typed<ops::AxesAttrs>(c);
+  reduce(c, Op, c.in(0, t), reduce_axes(c, a.axes), a.keepdims, c.out[0]);
 }
 constexpr char kReduceSum[] = "ReduceSum", kReduceMean[] = "ReduceMean",
                kReduceProd[] = "ReduceProd", kReduceMax[] = "ReduceMax", kReduceMin[] = "ReduceMin",
@@ -188,20 +224,20 @@ template <const char* Op>
 void bool_reduction(NodeCtx& c) {
   const std::string x = c.in(0, DType::Bool);
   const std::string r = c.e.fresh(Op);
-  reduce(c, Op, c.e.cast(x, DType::Bool, DType::Int32), reduce_axes(c), c.attr<bool>("keepdims"),
-         r);
+  const auto a = typed<ops::AxesAttrs>(c);
+  reduce(c, Op, c.e.cast(x, DType::Bool, DType::Int32), reduce_axes(c, a.axes), a.keepdims, r);
   forward(c, c.e.cast(r, DType::Int32, DType::Bool));
 }
 template <const char* Op>
 void arg_reduction(NodeCtx& c) {
   std::string x = c.in(0);
-  const std::optional<std::int64_t> axis =
-      c.node.attrs.has("axis") ? std::optional(c.attr<std::int64_t>("axis")) : std::nullopt;
+  const auto a = typed<ops::ArgAttrs>(c);
+  const std::optional<std::int64_t> axis = a.axis;
   if (!axis) x = c.e.add1("Reshape", {x, c.e.ints({-1})});
   const std::string r = c.e.fresh(Op);
   NodeProto& n = c.e.add(Op, {x}, {r});
   set_i(n, "axis", axis ? norm_axis(*axis, c.in_type(0).shape.rank()) : 0);
-  set_i(n, "keepdims", c.attr<bool>("keepdims") && axis ? 1 : 0);
+  set_i(n, "keepdims", a.keepdims && axis ? 1 : 0);
   forward(c, c.e.cast(r, DType::Int64, c.out_type().dtype));
 }
 constexpr char kArgMax[] = "ArgMax", kArgMin[] = "ArgMin";
@@ -212,27 +248,27 @@ void variance(NodeCtx& c) {
   Emitter& e = c.e;
   const DType t = c.out_type().dtype;
   const std::string x = c.in(0, t);
-  I64s axes = reduce_axes(c);
+  const auto va = typed<ops::VarAttrs>(c);
+  I64s axes = reduce_axes(c, va.axes);
   if (axes.empty())
     for (std::int64_t i = 0; i < c.in_type(0).shape.rank(); ++i) axes.push_back(i);
   const std::string mean = e.fresh("mean");
   reduce(c, "ReduceMean", x, axes, true, mean);
   const std::string d = e.add1("Sub", {x, mean});
   const std::string ss = e.fresh("sumsq");
-  reduce(c, "ReduceSum", e.add1("Mul", {d, d}), axes, c.attr<bool>("keepdims"), ss);
+  reduce(c, "ReduceSum", e.add1("Mul", {d, d}), axes, va.keepdims, ss);
   const std::string dims = e.add1("Gather", {e.add1("Shape", {x}), e.ints(axes)});
   const std::string n = e.fresh("count");
   reduce(c, "ReduceProd", dims, {}, false, n);
-  const std::string denom = e.add1(
-      "Sub",
-      {e.cast(n, DType::Int64, t), e.scalar(static_cast<double>(c.attr<std::int64_t>("ddof")), t)});
+  const std::string denom =
+      e.add1("Sub", {e.cast(n, DType::Int64, t), e.scalar(static_cast<double>(va.ddof), t)});
   if (!Sqrt) return emit_as(c, "Div", {ss, denom});
   emit_as(c, "Sqrt", {e.add1("Div", {ss, denom})});
 }
 template <const char* Op>
 void softmax(NodeCtx& c) {
   NodeProto& n = c.e.add(Op, {c.in(0, c.out_type().dtype)}, {c.out[0]});
-  set_i(n, "axis", c.attr<std::int64_t>("axis"));
+  set_i(n, "axis", typed<ops::SoftmaxAttrs>(c).axis);
 }
 constexpr char kSoftmax[] = "Softmax", kLogSoftmax[] = "LogSoftmax";
 
@@ -245,8 +281,9 @@ void reshape(NodeCtx& c) {
 void flatten(NodeCtx& c) {
   const std::int64_t r = c.in_type(0).shape.rank();
   if (r == 0) return emit_as(c, "Reshape", {c.in(0), c.e.ints({1})});
-  const std::int64_t start = norm_axis(c.attr<std::int64_t>("start"), r);
-  const std::int64_t end = norm_axis(c.attr<std::int64_t>("end"), r);
+  const auto fa = typed<ops::Flatten::Attrs>(c);
+  const std::int64_t start = norm_axis(fa.start, r);
+  const std::int64_t end = norm_axis(fa.end, r);
   I64s target(static_cast<std::size_t>(start), 0);
   target.push_back(-1);
   for (std::int64_t i = end + 1; i < r; ++i) target.push_back(c.in_type(0).shape[i]);
@@ -260,21 +297,22 @@ void transpose(NodeCtx& c) {
   const std::int64_t r = c.in_type(0).shape.rank();
   I64s perm;
   for (std::int64_t i = 0; i < r; ++i) perm.push_back(i);
+  const auto ta = typed<ops::Transpose::Attrs>(c);
   if (r > 0)
-    std::swap(perm[static_cast<std::size_t>(norm_axis(c.attr<std::int64_t>("axis0"), r))],
-              perm[static_cast<std::size_t>(norm_axis(c.attr<std::int64_t>("axis1"), r))]);
+    std::swap(perm[static_cast<std::size_t>(norm_axis(ta.axis0, r))],
+              perm[static_cast<std::size_t>(norm_axis(ta.axis1, r))]);
   set_ints(c.e.add("Transpose", {c.in(0)}, {c.out[0]}), "perm", perm);
 }
 void permute(NodeCtx& c) {
-  I64s perm = c.attr<I64s>("axes");
+  I64s perm = typed<ops::Permute::Attrs>(c).axes;
   for (auto& a : perm) a = norm_axis(a, c.in_type(0).shape.rank());
   set_ints(c.e.add("Transpose", {c.in(0)}, {c.out[0]}), "perm", perm);
 }
 void squeeze(NodeCtx& c) {
   const Shape& s = c.in_type(0).shape;
   I64s axes;
-  if (c.node.attrs.has("axis")) {
-    const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), s.rank());
+  if (const auto axis = typed<ops::Squeeze::Attrs>(c).axis) {
+    const std::int64_t a = norm_axis(*axis, s.rank());
     if (s.rank() > 0 && s[static_cast<std::size_t>(a)] == 1) axes.push_back(a);
   } else {
     for (std::int64_t i = 0; i < s.rank(); ++i)
@@ -284,7 +322,8 @@ void squeeze(NodeCtx& c) {
   emit_as(c, "Squeeze", {c.in(0), c.e.ints(axes)});
 }
 void unsqueeze(NodeCtx& c) {
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank() + 1);
+  const std::int64_t a =
+      norm_axis(typed<ops::Unsqueeze::Attrs>(c).axis, c.in_type(0).shape.rank() + 1);
   emit_as(c, "Unsqueeze", {c.in(0), c.e.ints({a})});
 }
 void concat(NodeCtx& c) {
@@ -292,18 +331,18 @@ void concat(NodeCtx& c) {
   std::vector<std::string> in;
   for (std::size_t i = 0; i < c.arity(); ++i) in.push_back(c.in(i, t));
   set_i(c.e.add("Concat", std::move(in), {c.out[0]}), "axis",
-        norm_axis(c.attr<std::int64_t>("axis"), c.out_type().shape.rank()));
+        norm_axis(typed<ops::Concat::Attrs>(c).axis, c.out_type().shape.rank()));
 }
 void stack(NodeCtx& c) {
   const DType t = c.out_type().dtype;
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.out_type().shape.rank());
+  const std::int64_t a = norm_axis(typed<ops::Stack::Attrs>(c).axis, c.out_type().shape.rank());
   std::vector<std::string> in;
   for (std::size_t i = 0; i < c.arity(); ++i)
     in.push_back(c.e.add1("Unsqueeze", {c.in(i, t), c.e.ints({a})}));
   set_i(c.e.add("Concat", std::move(in), {c.out[0]}), "axis", a);
 }
 void split(NodeCtx& c) {
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank());
+  const std::int64_t a = norm_axis(typed<ops::Split::Attrs>(c).axis, c.in_type(0).shape.rank());
   I64s sizes;
   for (std::size_t i = 0; i < c.node.outputs.size(); ++i)
     sizes.push_back(c.out_type(i).shape[static_cast<std::size_t>(a)]);
@@ -311,7 +350,8 @@ void split(NodeCtx& c) {
 }
 // ms's pads: (before, after) pairs, last axis first; ONNX's: all befores, then all afters.
 void pad(NodeCtx& c) {
-  const I64s p = c.attr<I64s>("pads");
+  const auto pa = typed<ops::Pad::Attrs>(c);
+  const I64s& p = pa.pads;
   const std::int64_t r = c.in_type(0).shape.rank();
   I64s onnx_pads(static_cast<std::size_t>(2 * r), 0);
   for (std::size_t k = 0; 2 * k + 1 < p.size(); ++k) {
@@ -319,10 +359,10 @@ void pad(NodeCtx& c) {
     onnx_pads[axis] = p[2 * k];
     onnx_pads[axis + static_cast<std::size_t>(r)] = p[2 * k + 1];
   }
-  const std::string mode = c.attr<std::string>("mode");
+  const std::string& mode = pa.mode;
   const DType t = c.out_type().dtype;
   std::vector<std::string> in{c.in(0), c.e.ints(onnx_pads)};
-  if (mode == "constant") in.push_back(c.e.scalar(c.attr<double>("value"), t));
+  if (mode == "constant") in.push_back(c.e.scalar(pa.value, t));
   set_s(c.e.add("Pad", std::move(in), {c.out[0]}), "mode", mode == "replicate" ? "edge" : mode);
 }
 void cast(NodeCtx& c) {
@@ -330,28 +370,30 @@ void cast(NodeCtx& c) {
 }
 void slice(NodeCtx& c) {
   Emitter& e = c.e;
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank());
+  const auto sa = typed<ops::Slice::Attrs>(c);
+  const std::int64_t a = norm_axis(sa.axis, c.in_type(0).shape.rank());
   emit_as(c, "Slice",
-          {c.in(0), e.ints({c.attr<std::int64_t>("start")}), e.ints({c.attr<std::int64_t>("stop")}),
-           e.ints({a}), e.ints({c.attr_or<std::int64_t>("step", 1)})});
+          {c.in(0), e.ints({sa.start}), e.ints({sa.stop}), e.ints({a}), e.ints({sa.step})});
 }
 void select(NodeCtx& c) {
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank());
-  const std::string idx = c.e.scalar(c.attr<std::int64_t>("index"), DType::Int64);
+  const auto sa = typed<ops::Select::Attrs>(c);
+  const std::int64_t a = norm_axis(sa.axis, c.in_type(0).shape.rank());
+  const std::string idx = c.e.scalar(sa.index, DType::Int64);
   set_i(c.e.add("Gather", {c.in(0), idx}, {c.out[0]}), "axis", a);
 }
 void identity(NodeCtx& c) { forward(c, c.in(0)); }
 template <const char* Op>
 void indexed(NodeCtx& c) {
   set_i(c.e.add(Op, {c.in(0), c.in(1)}, {c.out[0]}), "axis",
-        norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank()));
+        norm_axis(typed<ops::Gather::Attrs>(c).axis, c.in_type(0).shape.rank()));
 }
 constexpr char kGather[] = "Gather", kGatherElements[] = "GatherElements";
 void cumsum(NodeCtx& c) {
-  const std::int64_t a = norm_axis(c.attr<std::int64_t>("axis"), c.in_type(0).shape.rank());
+  const auto ca = typed<ops::Cumsum::Attrs>(c);
+  const std::int64_t a = norm_axis(ca.axis, c.in_type(0).shape.rank());
   NodeProto& n = c.e.add("CumSum", {c.in(0, c.out_type().dtype), c.e.ints({a})}, {c.out[0]});
-  set_i(n, "exclusive", c.attr<bool>("exclusive") ? 1 : 0);
-  set_i(n, "reverse", c.attr<bool>("reverse") ? 1 : 0);
+  set_i(n, "exclusive", ca.exclusive ? 1 : 0);
+  set_i(n, "reverse", ca.reverse ? 1 : 0);
 }
 void one_hot(NodeCtx& c) {
   Emitter& e = c.e;
@@ -359,14 +401,14 @@ void one_hot(NodeCtx& c) {
   const Tensor values = ms::tensor({Scalar(0), Scalar(1)}).to(t);
   const std::string vals = e.fresh("onehot_values");
   fill_tensor(*e.graph.add_initializer(), values, vals);
-  const std::string depth = e.ints({c.attr<std::int64_t>("num_classes")});
+  const std::string depth = e.ints({typed<ops::OneHot::Attrs>(c).num_classes});
   set_i(e.add("OneHot", {c.in(0), depth, vals}, {c.out[0]}), "axis", -1);
 }
 /// Trilu from opset 14; at 13, Where over a constant mask of the last two axes.
 template <bool Upper>
 void triangle(NodeCtx& c) {
   Emitter& e = c.e;
-  const std::int64_t k = c.attr<std::int64_t>("diagonal");
+  const std::int64_t k = typed<ops::TriangleAttrs>(c).diagonal;
   if (e.opset >= 14) {
     set_i(e.add("Trilu", {c.in(0), e.ints({k})}, {c.out[0]}), "upper", Upper ? 1 : 0);
     return;
@@ -380,11 +422,13 @@ void triangle(NodeCtx& c) {
     for (std::int64_t j = 0; j < cols; ++j) m[i * cols + j] = Upper ? j - i >= k : j - i <= k;
   const std::string name = e.fresh("triangle_mask");
   fill_tensor(*e.graph.add_initializer(), mask, name);
-  emit_as(c, "Where", {name, c.in(0), e.scalar(0, c.out_type().dtype)});
+  const DType t = c.out_type().dtype, w = where_dtype(e, t);
+  emit_via(c, "Where", {name, c.in(0, w), e.scalar(0, w)}, w, t);
 }
 void masked_fill(NodeCtx& c) {
-  const DType t = c.out_type().dtype;
-  emit_as(c, "Where", {c.in(1, DType::Bool), c.e.scalar(c.attr<double>("value"), t), c.in(0)});
+  const DType t = c.out_type().dtype, w = where_dtype(c.e, t);
+  const std::string fill = c.e.scalar(typed<ops::MaskedFill::Attrs>(c).value, w);
+  emit_via(c, "Where", {c.in(1, DType::Bool), fill, c.in(0, w)}, w, t);
 }
 
 // ---------------------------------------------------------------- linalg, nn
@@ -400,29 +444,37 @@ I64s onnx_pads(const I64s& p) {
   return {t[0], t[1], t[0], t[1]};
 }
 void conv2d(NodeCtx& c) {
-  std::vector<std::string> in{c.in(0), c.in(1)};
-  if (c.arity() > 2) in.push_back(c.in(2));
-  NodeProto& n = c.e.add("Conv", std::move(in), {c.out[0]});
+  const DType t = c.out_type().dtype, f = float_compute(t, false);
+  std::vector<std::string> in{c.in(0, f), c.in(1, f)};
+  if (c.arity() > 2) in.push_back(c.in(2, f));
+  NodeProto& n = emit_via(c, "Conv", std::move(in), f, t);
   const Shape& w = c.in_type(1).shape;
   set_ints(n, "kernel_shape", {w[2], w[3]});
-  set_ints(n, "strides", two(c.attr<I64s>("stride")));
-  set_ints(n, "pads", onnx_pads(c.attr<I64s>("padding")));
-  set_ints(n, "dilations", two(c.attr<I64s>("dilation")));
-  set_i(n, "group", c.attr<std::int64_t>("groups"));
+  const auto o = typed<Conv2dOptions>(c);
+  set_ints(n, "strides", two(o.stride));
+  set_ints(n, "pads", onnx_pads(o.padding));
+  set_ints(n, "dilations", two(o.dilation));
+  set_i(n, "group", o.groups);
 }
 template <bool Max>
 void pool2d(NodeCtx& c) {
-  NodeProto& n = c.e.add(Max ? "MaxPool" : "AveragePool", {c.in(0)}, {c.out[0]});
-  const I64s kernel = two(c.attr<I64s>("kernel"));
-  const I64s stride = c.attr<I64s>("stride");
+  using Options = std::conditional_t<Max, MaxPool2dOptions, AvgPool2dOptions>;
+  const auto o = typed<Options>(c);
+  Emitter& e = c.e;
+  const DType t = c.out_type().dtype, f = float_compute(t, Max);
+  const bool unbatched = c.in_type(0).shape.rank() == 3;  // [C, H, W]
+  std::string x = c.in(0, f);
+  if (unbatched) x = e.add1("Unsqueeze", {x, e.ints({0})});
+  NodeProto& n = emit_via(c, Max ? "MaxPool" : "AveragePool", {x}, f, t, unbatched);
+  const I64s kernel = two(o.kernel);
   set_ints(n, "kernel_shape", kernel);
-  set_ints(n, "strides", stride.empty() ? kernel : two(stride));
-  set_ints(n, "pads", onnx_pads(c.attr<I64s>("padding")));
-  set_i(n, "ceil_mode", c.attr<bool>("ceil_mode") ? 1 : 0);
+  set_ints(n, "strides", o.stride.empty() ? kernel : two(o.stride));
+  set_ints(n, "pads", onnx_pads(o.padding));
+  set_i(n, "ceil_mode", o.ceil_mode ? 1 : 0);
   if constexpr (Max)
-    set_ints(n, "dilations", two(c.attr<I64s>("dilation")));
+    set_ints(n, "dilations", two(o.dilation));
   else
-    set_i(n, "count_include_pad", c.attr<bool>("count_include_pad") ? 1 : 0);
+    set_i(n, "count_include_pad", o.count_include_pad ? 1 : 0);
 }
 
 template <class E>

@@ -23,6 +23,7 @@
 #include "ms/ops/layout.hpp"
 #include "ms/ops/op.hpp"
 #include "ms/ops/random.hpp"
+#include "ms/ops/samples.hpp"
 #include "temp_dir.hpp"
 
 namespace {
@@ -404,4 +405,71 @@ TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the
   const std::string cmd = py + " " + dir.file("eval.py") + " " + dir.file("mlp.onnx") + " " +
                           dir.file("x.bin") + " 5,784 " + dir.file("y.bin");
   CHECK(std::system(cmd.c_str()) == 0);
+}
+
+namespace {
+
+// Exports one call of `def` on `inputs` (each a graph input) at `opset`.
+void export_call(const ms::ops::OpDef& def, const std::vector<ms::Tensor>& inputs,
+                 const ms::ops::Attrs& attrs, const std::string& path, int opset) {
+  ms::onnx::detail::ExportRequest req;
+  req.trace = [&](std::span<const ms::Tensor> in) { return ms::ops::call(def, in, attrs); };
+  req.examples = inputs;
+  ms::onnx::detail::export_request(req, path, {.opset_version = opset});
+}
+
+// Inputs for an elementwise op without samples of its own: float32 [2, 3]
+// (bool for the logical ops and where's condition).
+std::vector<ms::Tensor> elementwise_inputs(const ms::ops::OpDef& def) {
+  const std::string_view n = def.name;
+  const bool logical = n.starts_with("logical_");
+  std::vector<ms::Tensor> in;
+  for (int i = 0; i < def.min_inputs; ++i) {
+    ms::Tensor t = ms::uniform({2, 3}, 0.5, 2.0);
+    in.push_back((logical || (n == "where" && i == 0)) ? t > 1.0 : t);
+  }
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("onnx: every mapped op's samples pass ONNX's full check at opsets 13 and 17") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("op.onnx");
+  int exported = 0, rejected = 0;
+  std::set<std::string, std::less<>> supported;
+  for (const auto& r : ms::onnx::op_support())
+    if (r.supported) supported.insert(r.op);
+  for (const ms::ops::OpDef* def : ms::ops::registry()) {
+    if (!supported.contains(def->name)) continue;
+    std::vector<std::pair<std::vector<ms::Tensor>, ms::ops::Attrs>> calls;
+    if (def->samples != nullptr) {
+      for (const ms::ops::Sample& s : def->samples().cases) calls.emplace_back(s.inputs, s.attrs);
+    } else {
+      calls.emplace_back(elementwise_inputs(*def), ms::ops::Attrs{});
+    }
+    for (const auto& [inputs, attrs] : calls)
+      for (int opset : {13, 17}) {
+        CAPTURE(def->name);
+        CAPTURE(attrs.to_string());
+        CAPTURE(opset);
+        // Floating inputs must export; an integer, bool or complex one may be
+        // a TypeError when no ONNX op of this opset takes its dtype.
+        bool floating = true;
+        for (const ms::Tensor& t : inputs) floating &= ms::dtype_is_float(t.dtype());
+        try {
+          export_call(*def, inputs, attrs, path, opset);
+        } catch (const ms::TypeError& err) {
+          CHECK_MESSAGE(!floating, err.what());
+          CHECK(std::string(err.what()).find("has no op for this dtype") != std::string::npos);
+          ++rejected;
+          continue;
+        }
+        full_check(path);
+        ++exported;
+      }
+  }
+  CHECK(exported > 150);
+  CHECK(rejected < 10);
+  MESSAGE(exported, " calls exported, ", rejected, " rejected for their dtype");
 }
