@@ -108,6 +108,21 @@ struct OpGap {
   std::string_view reason;  ///< why
 };
 
+/// nn::LayerNorm written out as ops, `(x - mean) * rsqrt(var + eps) * scale + bias`
+/// over trailing axes: opset 17's LayerNormalization (layer_norm.cpp).
+struct LayerNormMatch {
+  ir::NodeId root;  ///< the final Add
+  ir::ValueId x;    ///< the normalized input
+  /// The scale and the bias (shaped as the normalized dims, x's dtype).
+  ir::ValueId scale, bias;
+  std::int64_t axis = -1;  ///< the first normalized axis
+  double epsilon = 0;      ///< the number added to the variance
+  /// The pattern's other nodes (none of their values is used outside it).
+  std::vector<ir::NodeId> inner;
+};
+/// Every LayerNorm pattern of `g`.
+std::vector<LayerNormMatch> find_layer_norms(const ir::Graph& g);
+
 /// The mapping table (op_rules.cpp).
 std::span<const OpRule> op_rules();
 /// The ops that do not export, with their reasons.

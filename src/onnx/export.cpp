@@ -290,10 +290,52 @@ void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, c
 }
 
 /// The ONNX nodes of every op node.
+/// Opset 17+: nn::LayerNorm's ops as one LayerNormalization node each. Marks
+/// the nodes it replaces in `done`; writes the node at the root's place.
+std::vector<std::optional<detail::LayerNormMatch>> layer_norms(Emitter& e,
+                                                               std::vector<bool>& done) {
+  std::vector<std::optional<detail::LayerNormMatch>> at(e.g.nodes.size());
+  if (e.opset < 17) return at;
+  for (detail::LayerNormMatch& m : detail::find_layer_norms(e.g)) {
+    bool free = !done[m.root.index()];
+    for (ir::NodeId n : m.inner) free &= !done[n.index()];
+    if (!free) continue;  // overlaps one found before
+    for (ir::NodeId n : m.inner) done[n.index()] = true;
+    at[m.root.index()] = std::move(m);
+  }
+  return at;
+}
+
+void emit_layer_norm(Emitter& e, const detail::LayerNormMatch& m) {
+  const ir::ValueId out = e.g.node(m.root).outputs[0];
+  std::string& name = e.names[out.index()];
+  if (name.empty()) name = e.fresh("LayerNormalization");
+  e.scope = "layer_norm";
+  ::onnx::NodeProto& n =
+      e.add("LayerNormalization",
+            {e.names[m.x.index()], e.names[m.scale.index()], e.names[m.bias.index()]}, {name});
+  e.scope.clear();
+  auto* axis = n.add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(m.axis);
+  auto* eps = n.add_attribute();
+  eps->set_name("epsilon");
+  eps->set_type(::onnx::AttributeProto::FLOAT);
+  eps->set_f(static_cast<float>(m.epsilon));
+}
+
 void emit_ops(Emitter& e, const std::vector<std::optional<I64s>>& targets) {
   const ir::Graph& g = e.g;
+  std::vector<bool> done(g.nodes.size(), false);
+  const auto norms = layer_norms(e, done);
   for (std::size_t k = 0; k < g.nodes.size(); ++k) {
     const ir::Node& n = g.nodes[k];
+    if (norms[k]) {
+      emit_layer_norm(e, *norms[k]);
+      continue;
+    }
+    if (done[k]) continue;
     if (n.kind != ir::NodeKind::Op) {
       MS_CHECK(n.kind != ir::NodeKind::Fused, ValueError, kApi,
                ": a fused region reached export (internal: export runs no fusion)");
@@ -473,7 +515,9 @@ std::string op_support_markdown() {
       "docs/onnx_ops.md`;\n`tests/onnx/test_export.cpp` checks that this file is in sync. "
       "`ms::onnx::export_model`\nwrites opsets " +
       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-      "; a graph holding an unsupported op is an `ms::ValueError` naming it.\n\n"
+      "; a graph holding an unsupported op is an `ms::ValueError` naming it.\n"
+      "From opset 17, the ops `nn::LayerNorm` traces to (mean, sub, square, mean, add, rsqrt,\n"
+      "mul, mul, add over trailing axes) become one `LayerNormalization` node.\n\n"
       "## Supported\n\n| ms op | ONNX | notes |\n|---|---|---|\n";
   std::string gaps = "\n## Not supported\n\n| ms op | why |\n|---|---|\n";
   for (const OpSupport& r : op_support()) {

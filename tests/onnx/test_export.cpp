@@ -216,6 +216,18 @@ TEST_CASE("onnx: transformer pieces pass ONNX's full check at opsets 13 and 17")
     CHECK(ops.count("Concat") == 1);
     CHECK(ops.count("Slice") == 1);
     CHECK(initializer(m, "emb.embedding_table") != nullptr);
+    // nn::LayerNorm: one LayerNormalization from opset 17, its ops before.
+    CHECK(ops.count("LayerNormalization") == (opset >= 17 ? 1 : 0));
+    CHECK(ops.count("Reciprocal") == (opset >= 17 ? 0 : 1));  // rsqrt's at opset 13
+    CHECK(initializer(m, "ln.gamma") != nullptr);
+    if (opset >= 17)
+      for (const auto& n : m.graph().node())
+        if (n.op_type() == "LayerNormalization") {
+          CHECK(n.input(1) == "ln.gamma");
+          CHECK(n.input(2) == "ln.beta");
+          CHECK(n.attribute(0).i() == 2);
+          CHECK(n.attribute(1).f() == doctest::Approx(1e-7));
+        }
   }
 }
 
@@ -345,27 +357,45 @@ namespace {
 // nodes with NumPy (onnx 1.12 has no onnx.reference and no runtime is
 // installed) on argv[2] (float32, shape argv[3]) and compares with argv[4].
 constexpr const char* kNumpyEval = R"(
-import sys, numpy as np, onnx
-from onnx import numpy_helper
+import math, sys, numpy as np, onnx
+from onnx import helper, numpy_helper
 m = onnx.load(sys.argv[1])
 shape = [int(d) for d in sys.argv[3].split(',')]
 env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
 env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=np.float32).reshape(shape)
-ops = {'MatMul': lambda a, b: a @ b, 'Add': lambda a, b: a + b,
-       'Relu': lambda a: np.maximum(a, 0), 'Identity': lambda a: a}
+def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    c = x - x.mean(axis=axes, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + epsilon) * scale + bias
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': np.multiply,
+       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Tanh': np.tanh,
+       'Relu': lambda a: np.maximum(a, 0), 'Identity': lambda a: a,
+       'Erf': lambda a: np.vectorize(math.erf)(a).astype(a.dtype),
+       'Transpose': lambda a, perm: np.transpose(a, perm),
+       'ReduceMean': lambda a, axes, keepdims=1: a.mean(axis=tuple(axes), keepdims=bool(keepdims)),
+       'LayerNormalization': layer_norm, 'Softmax': softmax}
 for n in m.graph.node:
-    args = [env[i] for i in n.input]
-    if n.op_type == 'Transpose':
-        perm = [list(a.ints) for a in n.attribute if a.name == 'perm'][0]
-        env[n.output[0]] = np.transpose(args[0], perm)
-    else:
-        env[n.output[0]] = ops[n.op_type](*args)
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    env[n.output[0]] = ops[n.op_type](*[env[i] for i in n.input], **attrs)
 got = env[m.graph.output[0].name]
 want = np.fromfile(sys.argv[4], dtype=np.float32).reshape(got.shape)
-err = np.abs(got - want).max()
-print('numpy evaluation: max abs difference', err)
+print('numpy evaluation of', sys.argv[1], ': max abs difference', np.abs(got - want).max())
 sys.exit(0 if np.allclose(got, want, rtol=1e-4, atol=1e-5) else 1)
 )";
+
+struct Head : ms::Cell<Head> {
+  ms::nn::LayerNorm ln{{16}, 1e-5};
+  ms::nn::Dense fc{16, 8};
+  Head() {
+    register_cells("ln", ln, "fc", fc);
+    ln.gamma.copy_(ms::uniform({16}, 0.5, 1.5));
+    ln.beta.copy_(ms::uniform({16}, -0.5, 0.5));
+  }
+  ms::Tensor construct(const ms::Tensor& x) { return ms::softmax(ms::gelu(fc(ln(x))), -1); }
+};
 
 void write_raw(const std::string& path, const ms::Tensor& t) {
   const ms::Tensor c = t.contiguous();
@@ -405,6 +435,20 @@ TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the
   const std::string cmd = py + " " + dir.file("eval.py") + " " + dir.file("mlp.onnx") + " " +
                           dir.file("x.bin") + " 5,784 " + dir.file("y.bin");
   CHECK(std::system(cmd.c_str()) == 0);
+  // Layer norm (LayerNormalization at 17, its ops at 13), gelu's erf form, softmax.
+  Head head;
+  const ms::Tensor h = ms::normal({3, 4, 16}, 0.0, 1.0, gen);
+  write_raw(dir.file("h.bin"), h);
+  write_raw(dir.file("hy.bin"), head(h));
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    const std::string f = dir.file("head" + std::to_string(opset) + ".onnx");
+    ms::onnx::export_model(head, ms::zeros({1, 4, 16}), f,
+                           {.opset_version = opset, .dynamic_axes = {{"input_0", {{0, "B"}}}}});
+    CHECK(std::system((py + " " + dir.file("eval.py") + " " + f + " " + dir.file("h.bin") +
+                       " 3,4,16 " + dir.file("hy.bin"))
+                          .c_str()) == 0);
+  }
 }
 
 namespace {
@@ -472,4 +516,35 @@ TEST_CASE("onnx: every mapped op's samples pass ONNX's full check at opsets 13 a
   CHECK(exported > 150);
   CHECK(rejected < 10);
   MESSAGE(exported, " calls exported, ", rejected, " rejected for their dtype");
+}
+
+TEST_CASE("onnx: training constructs are errors that say what to do") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  ms::nn::Dropout drop(0.5);
+  drop.set_train(true);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(drop, ms::ones({2, 3}), path),
+                       doctest::Contains("set_train(false)"), ms::ValueError);
+  drop.set_train(false);  // eval mode: the identity
+  ms::onnx::export_model(drop, ms::ones({2, 3}), path);
+  CHECK(full_check(path).graph().output(0).name() == "output_0");
+  ms::Parameter w(ms::zeros({2, 3}), "w");
+  auto step = [&](const ms::Tensor& x) {
+    ms::assign(w, w + x);
+    return w * 2.f;
+  };
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(step, ms::ones({2, 3}), path),
+                       doctest::Contains("updates the parameter"), ms::ValueError);
+}
+
+TEST_CASE("onnx: a parameter captured by a lambda keeps its name; weak numbers follow the tensor") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  ms::Parameter w(ms::full({3}, 0.5, ms::float16), "scale");
+  auto fn = [&](const ms::Tensor& x) { return (x * w + 1) / 3 > 0.25; };
+  ms::onnx::export_model(fn, ms::ones({2, 3}, ms::float16), path, {.opset_version = 13});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(initializer(m, "scale") != nullptr);
+  CHECK(initializer(m, "scale")->data_type() == ::onnx::TensorProto::FLOAT16);
+  CHECK(m.graph().output(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BOOL);
 }
