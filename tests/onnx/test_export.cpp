@@ -548,3 +548,23 @@ TEST_CASE("onnx: a parameter captured by a lambda keeps its name; weak numbers f
   CHECK(initializer(m, "scale")->data_type() == ::onnx::TensorProto::FLOAT16);
   CHECK(m.graph().output(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BOOL);
 }
+
+TEST_CASE("onnx: several outputs, an output that is an input, and an output given twice") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  auto fn = [](const ms::Tensor& x, const ms::Tensor& y) {
+    const ms::Tensor s = ms::relu(x) + y;
+    return std::make_tuple(s, x, s, ms::argmax(y, 1));
+  };
+  ms::onnx::export_model(fn, std::make_tuple(ms::ones({2, 3}), ms::ones({2, 3})), path,
+                         {.input_names = {"x", "y"}, .output_names = {"sum", "same_x", "sum_again"}});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(m.graph().output_size() == 4);
+  CHECK(m.graph().output(0).name() == "sum");
+  CHECK(m.graph().output(1).name() == "same_x");
+  CHECK(m.graph().output(2).name() == "sum_again");
+  CHECK(m.graph().output(3).name() == "output_3");
+  CHECK(m.graph().output(3).type().tensor_type().elem_type() == ::onnx::TensorProto::INT64);
+  CHECK(dims(m.graph().output(3)) == "2");
+  CHECK(m.graph().input(1).name() == "y");
+}
