@@ -55,12 +55,16 @@ struct ExportOptions {
   std::vector<std::string> input_names = {};
   /// Names of the graph outputs (empty: `output_0`, ...). Fewer names name the first ones.
   std::vector<std::string> output_names = {};
-  /// The ONNX opset (default domain), kMinOpset to kMaxOpset.
+  /// The ONNX opset (default domain), kMinOpset to kMaxOpset. MindSpore's
+  /// default, 11, is not written: opset 13 changed Squeeze, Unsqueeze, Split
+  /// and ReduceSum to take their axes as inputs, and ms writes only that form.
   int opset_version = kMaxOpset;
   /// Parameters become initializers holding their values; false: graph inputs
   /// without values (the caller feeds the weights).
   bool export_params = true;
-  /// Also list every initializer among the graph inputs (older runtimes want it).
+  /// Also list the parameters' and constant tensors' initializers among the
+  /// graph inputs (older runtimes want it); the small shape and axes constants
+  /// the mapping adds stay initializers only.
   bool keep_initializers_as_inputs = false;
   /// Symbolic dims by input or output name: axis -> dim name (`{{"x", {{0, "batch"}}}}`).
   /// Names an axis that a spec already made symbolic, or makes one symbolic.
