@@ -590,9 +590,6 @@ const OpGap kGaps[] = {
     {"host_callback", "runs C++ code when the graph runs (a hook or callback)"},
     {"grad_hook", "runs C++ code on gradients (a tensor hook)"},
     {"custom_grad", "a cell's own bprop: a training construct"},
-    {"conv2d_fused", "the jit's private fused op; export runs no fusion pass"},
-    {"max_pool2d_grad_relu", "the jit's private fused op; export runs no fusion pass"},
-    {"max_pool2x2_grad_index", "the jit's private fused op; export runs no fusion pass"},
 };
 
 }  // namespace
