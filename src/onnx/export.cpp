@@ -259,18 +259,29 @@ void set_type(::onnx::ValueInfoProto& vi, const std::string& name, const ops::Te
   }
 }
 
+/// The argument index of graph input `name` (inputs come before parameters).
+std::size_t arg_of(const Signature& s, const std::string& name) {
+  return static_cast<std::size_t>(std::find(s.in_names.begin(), s.in_names.end(), name) -
+                                  s.in_names.begin());
+}
+
 /// The ONNX name of every leaf value; initializers and graph inputs.
 void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, const Signature& s) {
   const ir::Graph& g = e.g;
   for (const ir::Node& n : g.nodes) {
     const ir::ValueId v = n.outputs.empty() ? ir::kNoValue : n.outputs[0];
     if (n.kind == ir::NodeKind::Input) {
+      // The graph inputs in argument order (the node order may differ).
       const auto i = static_cast<std::size_t>(n.arg_index);
       e.names[v.index()] = s.in_names[i];
       std::vector<std::string> params;
       for (int k : s.in_sym[i])
         params.push_back(k >= 0 ? s.syms[static_cast<std::size_t>(k)].name : "");
-      set_type(*e.graph.add_input(), s.in_names[i], g.value(v).type, params);
+      auto* inputs = e.graph.mutable_input();
+      int at = inputs->size();
+      while (at > 0 && arg_of(s, inputs->Get(at - 1).name()) > i) --at;
+      set_type(*inputs->Add(), s.in_names[i], g.value(v).type, params);
+      for (int j = inputs->size() - 1; j > at; --j) inputs->SwapElements(j, j - 1);
     } else if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const) {
       std::string name = n.kind == ir::NodeKind::Const ? e.fresh("const") : n.name;
       for (const auto& [pname, t] : req.named_tensors)

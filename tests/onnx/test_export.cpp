@@ -259,6 +259,7 @@ TEST_CASE("onnx: export_params and keep_initializers_as_inputs") {
   REQUIRE(m.graph().input_size() == 5);
   std::set<std::string> inputs;
   for (const auto& i : m.graph().input()) inputs.insert(i.name());
+  CHECK(m.graph().input(0).name() == "input_0");  // the arguments first
   CHECK(inputs.count("fc1.weight") == 1);
   CHECK(inputs.count("fc2.bias") == 1);
 }
@@ -556,8 +557,9 @@ TEST_CASE("onnx: several outputs, an output that is an input, and an output give
     const ms::Tensor s = ms::relu(x) + y;
     return std::make_tuple(s, x, s, ms::argmax(y, 1));
   };
-  ms::onnx::export_model(fn, std::make_tuple(ms::ones({2, 3}), ms::ones({2, 3})), path,
-                         {.input_names = {"x", "y"}, .output_names = {"sum", "same_x", "sum_again"}});
+  ms::onnx::export_model(
+      fn, std::make_tuple(ms::ones({2, 3}), ms::ones({2, 3})), path,
+      {.input_names = {"x", "y"}, .output_names = {"sum", "same_x", "sum_again"}});
   const ::onnx::ModelProto m = full_check(path);
   REQUIRE(m.graph().output_size() == 4);
   CHECK(m.graph().output(0).name() == "sum");
@@ -567,4 +569,16 @@ TEST_CASE("onnx: several outputs, an output that is an input, and an output give
   CHECK(m.graph().output(3).type().tensor_type().elem_type() == ::onnx::TensorProto::INT64);
   CHECK(dims(m.graph().output(3)) == "2");
   CHECK(m.graph().input(1).name() == "y");
+}
+
+TEST_CASE("onnx: an argument the function does not read stays a graph input") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  auto fn = [](const ms::Tensor& x, const ms::Tensor&) { return x + 1; };
+  ms::onnx::export_model(fn, std::make_tuple(ms::ones({2}), ms::ones({3})), path,
+                         {.input_names = {"x", "unused"}});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(m.graph().input_size() == 2);
+  CHECK(m.graph().input(1).name() == "unused");
+  CHECK(dims(m.graph().input(1)) == "3");
 }
