@@ -119,7 +119,7 @@ void dynamic_axes_of_inputs(const ExportRequest& req, const ExportOptions& o, Si
                "] is an empty name");
       int& slot = s.in_sym[i][static_cast<std::size_t>(axis)];
       if (slot >= 0 && s.syms[static_cast<std::size_t>(slot)].name != dim) {
-        // Renames the symbol unless another dim shares it under its old name.
+        // Renames the symbol: every dim that shares it (same spec name) gets the new name.
         s.syms[static_cast<std::size_t>(slot)].name = dim;
       } else if (slot < 0) {
         slot = symbol(s, dim, shape[static_cast<std::size_t>(axis)]);
@@ -294,7 +294,7 @@ void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, c
         set_type(*e.graph.add_input(), name, g.value(v).type, {});
     } else if (n.kind == ir::NodeKind::Assign) {
       ::ms::detail::raise<ValueError>(
-          kApi, ": the graph updates the parameter '", n.name.empty() ? "?" : n.name,
+          kApi, ": the graph updates the parameter '", e.names[n.inputs.at(0).index()],
           "' in place (an optimizer step or assign); only inference graphs export");
     }
   }
