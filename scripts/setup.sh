@@ -56,11 +56,12 @@ required=(
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format doxygen
   libopenmpi-dev openmpi-bin
+  libonnx-dev protobuf-compiler libprotobuf-dev
   dataset-fashion-mnist fortunes
 )
 # Used by the tests when present (libFuzzer targets with clang, NumPy interop checks).
 # All exist in Debian 12; installed when the archive has them.
-optional=(clang-14 libclang-rt-14-dev python3-numpy)
+optional=(clang-14 libclang-rt-14-dev python3-numpy python3-onnx)
 if ((with_torch)); then
   required+=(libtorch-dev)
 fi

@@ -1,0 +1,625 @@
+// ms::onnx::export_model: models of the Fashion-MNIST examples and transformer
+// pieces exported and checked by ONNX's own C++ checker and strict shape
+// inference (and by python3's onnx when installed); names, opsets, dim_params,
+// initializers; errors; docs/onnx_ops.md in sync with the mapping table.
+#include <doctest/doctest.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ms/cell.hpp"
+#include "ms/onnx/export.hpp"
+#include "ms/ops/layout.hpp"
+#include "ms/ops/op.hpp"
+#include "ms/ops/random.hpp"
+#include "ms/ops/samples.hpp"
+#include "temp_dir.hpp"
+
+namespace {
+
+struct MLP : ms::Cell<MLP> {
+  ms::nn::Dense fc1{784, 128}, fc2{128, 10};
+  MLP() { register_cells("fc1", fc1, "fc2", fc2); }
+  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
+};
+
+// The CNN of examples/fashion_mnist_cnn.cpp, with fewer channels.
+struct CNN : ms::Cell<CNN> {
+  ms::nn::Conv2d conv1{1, 4, 3, {}, {.has_bias = true}}, conv2{4, 8, 3, {}, {.has_bias = true}};
+  ms::nn::MaxPool2d pool{2};
+  ms::nn::BatchNorm2d bn{8};
+  ms::nn::Dense fc1{392, 16}, fc2{16, 10};
+  CNN() {
+    register_cells("conv1", conv1, "conv2", conv2, "pool", pool, "bn", bn, "fc1", fc1, "fc2", fc2);
+  }
+  ms::Tensor construct(const ms::Tensor& x) {
+    ms::Tensor h = pool(ms::relu(conv1(x)));
+    h = pool(ms::relu(bn(conv2(h))));
+    return ms::log_softmax(fc2(ms::relu(fc1(h.flatten(1)))), 1);
+  }
+};
+
+::onnx::ModelProto load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  ::onnx::ModelProto m;
+  REQUIRE(m.ParseFromIstream(&in));
+  return m;
+}
+
+// ONNX's full check: the checker, then shape inference with type checks, strict.
+::onnx::ModelProto full_check(const std::string& path) {
+  ::onnx::ModelProto m = load(path);
+  CHECK_NOTHROW(::onnx::checker::check_model(m));
+  CHECK_NOTHROW(::onnx::shape_inference::InferShapes(m, ::onnx::OpSchemaRegistry::Instance(),
+                                                     ::onnx::ShapeInferenceOptions(true, 1)));
+  return m;
+}
+
+// "N,10" / "batch,10": the dims of a value's tensor type.
+std::string dims(const ::onnx::ValueInfoProto& vi) {
+  std::string s;
+  for (const auto& d : vi.type().tensor_type().shape().dim())
+    s += (s.empty() ? "" : ",") +
+         (d.has_dim_param() ? d.dim_param() : std::to_string(d.dim_value()));
+  return s;
+}
+
+const ::onnx::TensorProto* initializer(const ::onnx::ModelProto& m, const std::string& name) {
+  for (const auto& t : m.graph().initializer())
+    if (t.name() == name) return &t;
+  return nullptr;
+}
+
+std::set<std::string> op_types(const ::onnx::ModelProto& m) {
+  std::set<std::string> s;
+  for (const auto& n : m.graph().node()) s.insert(n.op_type());
+  return s;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A python3 that imports onnx (and numpy): the one on PATH, else Debian's
+// /usr/bin/python3 (python3-onnx installs there); empty when neither does.
+std::string python_with_onnx() {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const std::string cmd = std::string(py) + " -c 'import onnx, numpy' > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("onnx: MLP exports with named inputs, outputs, dim_params and initializers") {
+  ms::test::TempDir dir("ms_onnx");
+  MLP net;
+  const std::string path = dir.file("mlp.onnx");
+  ms::onnx::export_model(net, ms::zeros({2, 784}), path,
+                         {.input_names = {"x"},
+                          .output_names = {"logits"},
+                          .dynamic_axes = {{"x", {{0, "batch"}}}, {"logits", {{0, "batch"}}}},
+                          .doc_string = "Fashion-MNIST MLP"});
+  const ::onnx::ModelProto m = full_check(path);
+  CHECK(m.opset_import(0).version() == 17);
+  CHECK(m.producer_name() == "ms");
+  CHECK(m.doc_string() == "Fashion-MNIST MLP");
+  REQUIRE(m.graph().input_size() == 1);
+  CHECK(m.graph().input(0).name() == "x");
+  CHECK(dims(m.graph().input(0)) == "batch,784");
+  REQUIRE(m.graph().output_size() == 1);
+  CHECK(m.graph().output(0).name() == "logits");
+  CHECK(dims(m.graph().output(0)) == "batch,10");
+  CHECK(m.graph().initializer_size() == 4);
+  for (const auto& [name, p] : net.parameters_and_names()) {
+    const ::onnx::TensorProto* t = initializer(m, name);
+    REQUIRE_MESSAGE(t != nullptr, name);
+    CHECK(t->data_type() == ::onnx::TensorProto::FLOAT);
+    const ms::Tensor c = p.contiguous();
+    REQUIRE(t->raw_data().size() == static_cast<std::size_t>(c.nbytes()));
+    CHECK(std::memcmp(t->raw_data().data(), c.raw_data(), t->raw_data().size()) == 0);
+  }
+  CHECK(op_types(m).count("MatMul") == 1);
+  CHECK(op_types(m).count("Relu") == 1);
+}
+
+TEST_CASE("onnx: CNN with set_inputs exports at opsets 13 and 17 with a symbolic batch") {
+  ms::test::TempDir dir("ms_onnx");
+  CNN net;
+  net.set_train(false);
+  net.set_inputs({ms::TensorSpec({ms::Dim("N"), 1, 28, 28}, ms::float32)});
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    const std::string path = dir.file("cnn" + std::to_string(opset) + ".onnx");
+    ms::onnx::export_model(net, ms::ones({3, 1, 28, 28}), path, {.opset_version = opset});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(m.opset_import(0).version() == opset);
+    CHECK(m.graph().input(0).name() == "input_0");
+    CHECK(dims(m.graph().input(0)) == "N,1,28,28");
+    CHECK(dims(m.graph().output(0)) == "N,10");
+    const std::set<std::string> ops = op_types(m);
+    for (const char* op : {"Conv", "MaxPool", "Reshape", "LogSoftmax"})
+      CHECK_MESSAGE(ops.count(op), op);
+    CHECK(initializer(m, "conv1.weight") != nullptr);
+    CHECK(initializer(m, "bn.moving_mean") != nullptr);
+    // The flatten's target keeps the batch symbolic: Reshape(h, [0, -1]) (the
+    // other reshapes are batch norm's parameters to [1, 8, 1, 1]).
+    std::vector<std::vector<std::int64_t>> targets;
+    for (const auto& n : m.graph().node())
+      if (n.op_type() == "Reshape") {
+        const ::onnx::TensorProto* t = initializer(m, n.input(1));
+        REQUIRE(t != nullptr);
+        std::vector<std::int64_t> v(t->raw_data().size() / 8);
+        std::memcpy(v.data(), t->raw_data().data(), t->raw_data().size());
+        targets.push_back(v);
+      }
+    CHECK(std::count(targets.begin(), targets.end(), std::vector<std::int64_t>{0, -1}) == 1);
+    CHECK(std::count(targets.begin(), targets.end(), std::vector<std::int64_t>{1, 8, 1, 1}) ==
+          static_cast<std::ptrdiff_t>(targets.size() - 1));
+  }
+}
+
+namespace {
+
+// A transformer block's pieces: embedding, layer norm, attention scores with a
+// causal mask, softmax, gelu, a residual, slicing and concatenation.
+struct Block : ms::Cell<Block> {
+  ms::nn::Embedding emb{50, 8};
+  ms::nn::LayerNorm ln{{8}};
+  ms::nn::Dense q{8, 8}, k{8, 8}, ff{8, 8};
+  Block() { register_cells("emb", emb, "ln", ln, "q", q, "k", k, "ff", ff); }
+  ms::Tensor construct(const ms::Tensor& ids) {
+    const ms::Tensor x = ln(emb(ids));  // [B, T, 8]
+    ms::Tensor s = ms::matmul(q(x), k(x).transpose(1, 2)) * (1.0 / std::sqrt(8.0));
+    const std::int64_t t = ids.dim(1);
+    const ms::Tensor causal = ms::triu(ms::ones({t, t}, ms::bool_), {.diagonal = 1});
+    s = ms::softmax(ms::masked_fill(s, causal, -1e9), -1);
+    ms::Tensor h = x + ms::gelu(ff(ms::matmul(s, x)));
+    h = ms::concat({h.slice(2, 0, 4), ms::tanh(h.slice(2, 4, 8))}, 2);
+    const ms::Tensor soft = ms::sqrt(ms::exp(-ms::abs(h)));
+    return ms::var(h, {2}, 1) + ms::sigmoid(ms::mean(h, {2})) + ms::sum(soft, {2});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("onnx: transformer pieces pass ONNX's full check at opsets 13 and 17") {
+  ms::test::TempDir dir("ms_onnx");
+  Block net;
+  const ms::Tensor ids = ms::tensor({{1, 2, 3, 4}, {5, 6, 7, 8}}).to(ms::int64);
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    const std::string path = dir.file("block.onnx");
+    ms::onnx::export_model(net, ids, path,
+                           {.opset_version = opset, .dynamic_axes = {{"input_0", {{0, "B"}}}}});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(dims(m.graph().input(0)) == "B,4");
+    CHECK(dims(m.graph().output(0)) == "B,4");
+    CHECK(m.graph().input(0).type().tensor_type().elem_type() == ::onnx::TensorProto::INT64);
+    const std::set<std::string> ops = op_types(m);
+    CHECK(ops.count("Gather") == 1);
+    CHECK(ops.count("Softmax") == 1);
+    CHECK(ops.count("Erf") == 1);
+    CHECK(ops.count("Concat") == 1);
+    CHECK(ops.count("Slice") == 1);
+    CHECK(initializer(m, "emb.embedding_table") != nullptr);
+    // nn::LayerNorm: one LayerNormalization from opset 17, its ops before.
+    CHECK(ops.count("LayerNormalization") == (opset >= 17 ? 1 : 0));
+    CHECK(ops.count("Reciprocal") == (opset >= 17 ? 0 : 1));  // rsqrt's at opset 13
+    CHECK(initializer(m, "ln.gamma") != nullptr);
+    if (opset >= 17)
+      for (const auto& n : m.graph().node())
+        if (n.op_type() == "LayerNormalization") {
+          CHECK(n.input(1) == "ln.gamma");
+          CHECK(n.input(2) == "ln.beta");
+          CHECK(n.attribute(0).i() == 2);
+          CHECK(n.attribute(1).f() == doctest::Approx(1e-7));
+        }
+  }
+}
+
+TEST_CASE("onnx: triu and tril become Trilu at opset 14+, a masked Where at 13") {
+  ms::test::TempDir dir("ms_onnx");
+  auto fn = [](const ms::Tensor& x) { return ms::triu(x, {.diagonal = 1}) + ms::tril(x); };
+  for (int opset : {13, 14, 17}) {
+    CAPTURE(opset);
+    const std::string path = dir.file("tri.onnx");
+    ms::onnx::export_model(fn, ms::ones({3, 4}), path, {.opset_version = opset});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(op_types(m).count("Trilu") == (opset >= 14 ? 1 : 0));
+    CHECK(op_types(m).count("Where") == (opset >= 14 ? 0 : 1));
+  }
+}
+
+TEST_CASE("onnx: export_params and keep_initializers_as_inputs") {
+  ms::test::TempDir dir("ms_onnx");
+  MLP net;
+  const std::string path = dir.file("mlp.onnx");
+  ms::onnx::export_model(net, ms::zeros({1, 784}), path, {.keep_initializers_as_inputs = true});
+  ::onnx::ModelProto m = full_check(path);
+  CHECK(m.graph().input_size() == 5);
+  CHECK(m.graph().initializer_size() == 4);
+  CHECK(m.graph().input(0).name() == "input_0");
+  ms::onnx::export_model(net, ms::zeros({1, 784}), path, {.export_params = false});
+  m = full_check(path);
+  CHECK(m.graph().initializer_size() == 0);
+  REQUIRE(m.graph().input_size() == 5);
+  std::set<std::string> inputs;
+  for (const auto& i : m.graph().input()) inputs.insert(i.name());
+  CHECK(m.graph().input(0).name() == "input_0");  // the arguments first
+  CHECK(inputs.count("fc1.weight") == 1);
+  CHECK(inputs.count("fc2.bias") == 1);
+}
+
+TEST_CASE("onnx: enable_dynamic and input_signature give named dim_params") {
+  ms::test::TempDir dir("ms_onnx");
+  MLP net;
+  const std::string path = dir.file("mlp.onnx");
+  ms::onnx::export_model(
+      ms::enable_dynamic(net, ms::TensorSpec({ms::Dim("rows"), 784}, ms::float32)),
+      ms::zeros({2, 784}), path);
+  ::onnx::ModelProto m = full_check(path);
+  CHECK(dims(m.graph().input(0)) == "rows,784");
+  CHECK(dims(m.graph().output(0)) == "rows,10");
+  CHECK(initializer(m, "fc1.weight") != nullptr);
+  // An unnamed -1 gets the input's name and axis.
+  ms::onnx::export_model(
+      net, ms::zeros({2, 784}), path,
+      {.input_names = {"x"}, .input_signature = {ms::TensorSpec({-1, 784}, ms::float32)}});
+  m = full_check(path);
+  CHECK(dims(m.graph().input(0)) == "x_dim0,784");
+  CHECK(dims(m.graph().output(0)) == "x_dim0,10");
+  // A dim the function pins cannot be symbolic.
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, ms::zeros({2, 784}), path,
+                                              {.dynamic_axes = {{"input_0", {{1, "features"}}}}}),
+                       doctest::Contains("cannot be symbolic"), ms::ValueError);
+}
+
+TEST_CASE("onnx: an op without a mapping is an error naming it; the old file stays") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("bad.onnx");
+  { std::ofstream(path) << "old"; }
+  auto fn = [](const ms::Tensor& x) {
+    return ms::ops::call1(ms::ops::op("relu_grad"), {x, ms::relu(x)});
+  };
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(fn, ms::ones({2, 3}), path),
+                       doctest::Contains("op 'relu_grad'"), ms::ValueError);
+  CHECK(read_text(path) == "old");
+  CHECK(dir.entries() == 1);
+}
+
+TEST_CASE("onnx: options are validated") {
+  ms::test::TempDir dir("ms_onnx");
+  MLP net;
+  const std::string path = dir.file("m.onnx");
+  const ms::Tensor x = ms::zeros({1, 784});
+  using O = ms::onnx::ExportOptions;
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, x, path, O{.opset_version = 10}),
+                       doctest::Contains("opset_version must be between 13 and 17, got 10"),
+                       ms::ValueError);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, x, path, O{.opset_version = 18}),
+                       doctest::Contains("got 18"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, x, path, O{.input_names = {"a", "b"}}),
+                       doctest::Contains("input_names has 2 names for 1 inputs"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, x, path, O{.output_names = {"a", "b"}}),
+                       doctest::Contains("output_names has 2 names for 1 outputs"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(
+      ms::onnx::export_model(net, x, path, O{.input_names = {"a"}, .output_names = {"a"}}),
+      doctest::Contains("'a' is given twice"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(net, x, path, O{.dynamic_axes = {{"y", {{0, "n"}}}}}),
+                       doctest::Contains("neither an input nor an output"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(
+      ms::onnx::export_model(net, x, path, O{.dynamic_axes = {{"input_0", {{2, "n"}}}}}),
+      doctest::Contains("axis 2 of an input of rank 2"), ms::ValueError);
+  CHECK_THROWS_WITH_AS(
+      ms::onnx::export_model(net, x, path,
+                             O{.input_signature = {ms::TensorSpec({-1, 100}, ms::float32)}}),
+      doctest::Contains("requires 100"), ms::ShapeError);
+  CHECK_FALSE(std::ifstream(path).good());
+}
+
+TEST_CASE("onnx: every op of the table is listed; docs/onnx_ops.md is in sync") {
+  const std::vector<ms::onnx::OpSupport> rows = ms::onnx::op_support();
+  REQUIRE(rows.size() == ms::ops::registry().size());
+  std::set<std::string> names;
+  for (const auto& r : rows) {
+    names.insert(r.op);
+    CHECK_MESSAGE((r.supported ? !r.onnx.empty() : !r.note.empty()), r.op);
+  }
+  for (const char* op : {"matmul", "conv2d",  "max_pool2d",   "avg_pool2d",  "relu",
+                         "gelu",   "softmax", "log_softmax",  "reshape",     "transpose",
+                         "concat", "slice",   "index_select", "masked_fill", "triu",
+                         "tril",   "cast",    "where",        "mean",        "sum"}) {
+    CAPTURE(op);
+    CHECK(names.count(op) == 1);
+  }
+  const std::string docs = read_text(std::string(MS_SOURCE_ROOT) + "/docs/onnx_ops.md");
+  CHECK_MESSAGE(
+      docs == ms::onnx::op_support_markdown(),
+      "docs/onnx_ops.md is out of date: build/tests/onnx/onnx_ops_table > docs/onnx_ops.md");
+}
+
+namespace {
+
+// Evaluates an exported model of MatMul / Add / Relu / Transpose / Identity
+// nodes with NumPy (onnx 1.12 has no onnx.reference and no runtime is
+// installed) on argv[2] (float32, shape argv[3]) and compares with argv[4].
+constexpr const char* kNumpyEval = R"(
+import math, sys, numpy as np, onnx
+from onnx import helper, numpy_helper
+m = onnx.load(sys.argv[1])
+shape = [int(d) for d in sys.argv[3].split(',')]
+env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=np.float32).reshape(shape)
+def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    c = x - x.mean(axis=axes, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + epsilon) * scale + bias
+def conv(x, w, b=None, kernel_shape=None, strides=(1, 1), pads=(0, 0, 0, 0), dilations=(1, 1),
+         group=1):
+    assert group == 1 and list(dilations) == [1, 1]
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    kh, kw = w.shape[2:]
+    oh, ow = (xp.shape[2] - kh) // strides[0] + 1, (xp.shape[3] - kw) // strides[1] + 1
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow), dtype=np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + oh * strides[0]:strides[0], j:j + ow * strides[1]:strides[1]]
+            y += np.einsum('nchw,oc->nohw', patch, w[:, :, i, j])
+    return (y if b is None else y + b.reshape(1, -1, 1, 1)).astype(x.dtype)
+def max_pool(x, kernel_shape, strides, pads=(0, 0, 0, 0), dilations=(1, 1), ceil_mode=0):
+    assert ceil_mode == 0 and list(dilations) == [1, 1]
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])),
+                constant_values=-np.inf)
+    (kh, kw), (sh, sw) = kernel_shape, strides
+    oh, ow = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    return np.max([xp[:, :, i:i + oh * sh:sh, j:j + ow * sw:sw]
+                   for i in range(kh) for j in range(kw)], axis=0)
+def pad(x, pads, value=None, mode='constant'):
+    assert mode in ('constant', b'constant')
+    r = x.ndim
+    return np.pad(x, list(zip(pads[:r], pads[r:])), constant_values=0 if value is None else value)
+def reshape(x, shape):
+    return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)])
+def log_softmax(x, axis=-1):
+    z = x - x.max(axis=axis, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=axis, keepdims=True))
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': np.multiply,
+       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Tanh': np.tanh,
+       'Relu': lambda a: np.maximum(a, 0), 'Identity': lambda a: a,
+       'Erf': lambda a: np.vectorize(math.erf)(a).astype(a.dtype),
+       'Transpose': lambda a, perm: np.transpose(a, perm),
+       'ReduceMean': lambda a, axes, keepdims=1: a.mean(axis=tuple(axes), keepdims=bool(keepdims)),
+       'LayerNormalization': layer_norm, 'Softmax': softmax, 'Conv': conv, 'MaxPool': max_pool,
+       'Pad': pad, 'Reshape': reshape, 'LogSoftmax': log_softmax}
+for n in m.graph.node:
+    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+    env[n.output[0]] = ops[n.op_type](*[env[i] for i in n.input], **attrs)
+got = env[m.graph.output[0].name]
+want = np.fromfile(sys.argv[4], dtype=np.float32).reshape(got.shape)
+print('numpy evaluation of', sys.argv[1], ': max abs difference', np.abs(got - want).max())
+sys.exit(0 if np.allclose(got, want, rtol=1e-4, atol=1e-4) else 1)
+)";
+
+struct Head : ms::Cell<Head> {
+  ms::nn::LayerNorm ln{{16}, 1e-5};
+  ms::nn::Dense fc{16, 8};
+  Head() {
+    register_cells("ln", ln, "fc", fc);
+    ln.gamma.copy_(ms::uniform({16}, 0.5, 1.5));
+    ln.beta.copy_(ms::uniform({16}, -0.5, 0.5));
+  }
+  ms::Tensor construct(const ms::Tensor& x) { return ms::softmax(ms::gelu(fc(ln(x))), -1); }
+};
+
+void write_raw(const std::string& path, const ms::Tensor& t) {
+  const ms::Tensor c = t.contiguous();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(c.nbytes()));
+}
+
+}  // namespace
+
+TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the MLP as ms") {
+  const std::string py = python_with_onnx();
+  if (py.empty()) {
+    MESSAGE(
+        "skipped: no python3 with the onnx and numpy modules (apt-get install python3-onnx "
+        "python3-numpy)");
+    return;
+  }
+  ms::test::TempDir dir("ms_onnx");
+  MLP mlp;
+  CNN cnn;
+  cnn.set_train(false);
+  ms::onnx::export_model(mlp, ms::zeros({2, 784}), dir.file("mlp.onnx"),
+                         {.dynamic_axes = {{"input_0", {{0, "batch"}}}}});
+  ms::onnx::export_model(cnn, ms::zeros({2, 1, 28, 28}), dir.file("cnn.onnx"),
+                         {.opset_version = 13});
+  for (const char* f : {"mlp.onnx", "cnn.onnx"}) {
+    const std::string cmd = py + " -c \"import onnx; onnx.checker.check_model(onnx.load('" +
+                            dir.file(f) + "'), full_check=True)\"";
+    CHECK_MESSAGE(std::system(cmd.c_str()) == 0, f);
+  }
+  // At batch 5 (the model was traced at 2): the batch is symbolic.
+  ms::Generator gen(7);
+  const ms::Tensor x = ms::normal({5, 784}, 0.0, 1.0, gen);
+  write_raw(dir.file("x.bin"), x);
+  write_raw(dir.file("y.bin"), mlp(x));
+  { std::ofstream(dir.file("eval.py")) << kNumpyEval; }
+  const std::string cmd = py + " " + dir.file("eval.py") + " " + dir.file("mlp.onnx") + " " +
+                          dir.file("x.bin") + " 5,784 " + dir.file("y.bin");
+  CHECK(std::system(cmd.c_str()) == 0);
+  // The CNN (batch norm in inference mode, a symbolic batch: traced at 2, run at 3).
+  cnn.bn.moving_mean.copy_(ms::normal({8}, 0.0, 0.1, gen));
+  cnn.bn.moving_variance.copy_(ms::uniform({8}, 0.5, 1.5, gen));
+  const ms::Tensor img = ms::normal({3, 1, 28, 28}, 0.0, 1.0, gen);
+  write_raw(dir.file("img.bin"), img);
+  write_raw(dir.file("logp.bin"), cnn(img));
+  ms::onnx::export_model(cnn, ms::zeros({2, 1, 28, 28}), dir.file("cnn.onnx"),
+                         {.dynamic_axes = {{"input_0", {{0, "N"}}}}});
+  CHECK(std::system((py + " " + dir.file("eval.py") + " " + dir.file("cnn.onnx") + " " +
+                     dir.file("img.bin") + " 3,1,28,28 " + dir.file("logp.bin"))
+                        .c_str()) == 0);
+  // Layer norm (LayerNormalization at 17, its ops at 13), gelu's erf form, softmax.
+  Head head;
+  const ms::Tensor h = ms::normal({3, 4, 16}, 0.0, 1.0, gen);
+  write_raw(dir.file("h.bin"), h);
+  write_raw(dir.file("hy.bin"), head(h));
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    const std::string f = dir.file("head" + std::to_string(opset) + ".onnx");
+    ms::onnx::export_model(head, ms::zeros({1, 4, 16}), f,
+                           {.opset_version = opset, .dynamic_axes = {{"input_0", {{0, "B"}}}}});
+    CHECK(std::system((py + " " + dir.file("eval.py") + " " + f + " " + dir.file("h.bin") +
+                       " 3,4,16 " + dir.file("hy.bin"))
+                          .c_str()) == 0);
+  }
+}
+
+namespace {
+
+// Exports one call of `def` on `inputs` (each a graph input) at `opset`.
+void export_call(const ms::ops::OpDef& def, const std::vector<ms::Tensor>& inputs,
+                 const ms::ops::Attrs& attrs, const std::string& path, int opset) {
+  ms::onnx::detail::ExportRequest req;
+  req.trace = [&](std::span<const ms::Tensor> in) { return ms::ops::call(def, in, attrs); };
+  req.examples = inputs;
+  ms::onnx::detail::export_request(req, path, {.opset_version = opset});
+}
+
+// Inputs for an elementwise op without samples of its own: float32 [2, 3]
+// (bool for the logical ops and where's condition).
+std::vector<ms::Tensor> elementwise_inputs(const ms::ops::OpDef& def) {
+  const std::string_view n = def.name;
+  const bool logical = n.starts_with("logical_");
+  std::vector<ms::Tensor> in;
+  for (int i = 0; i < def.min_inputs; ++i) {
+    ms::Tensor t = ms::uniform({2, 3}, 0.5, 2.0);
+    in.push_back((logical || (n == "where" && i == 0)) ? t > 1.0 : t);
+  }
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("onnx: every mapped op's samples pass ONNX's full check at opsets 13 and 17") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("op.onnx");
+  int exported = 0, rejected = 0;
+  std::set<std::string, std::less<>> supported;
+  for (const auto& r : ms::onnx::op_support())
+    if (r.supported) supported.insert(r.op);
+  for (const ms::ops::OpDef* def : ms::ops::registry()) {
+    if (!supported.contains(def->name)) continue;
+    std::vector<std::pair<std::vector<ms::Tensor>, ms::ops::Attrs>> calls;
+    if (def->samples != nullptr) {
+      for (const ms::ops::Sample& s : def->samples().cases) calls.emplace_back(s.inputs, s.attrs);
+    } else {
+      calls.emplace_back(elementwise_inputs(*def), ms::ops::Attrs{});
+    }
+    for (const auto& [inputs, attrs] : calls)
+      for (int opset : {13, 17}) {
+        CAPTURE(def->name);
+        CAPTURE(attrs.to_string());
+        CAPTURE(opset);
+        // Floating inputs must export; an integer, bool or complex one may be
+        // a TypeError when no ONNX op of this opset takes its dtype.
+        bool floating = true;
+        for (const ms::Tensor& t : inputs) floating &= ms::dtype_is_float(t.dtype());
+        try {
+          export_call(*def, inputs, attrs, path, opset);
+        } catch (const ms::TypeError& err) {
+          CHECK_MESSAGE(!floating, err.what());
+          CHECK(std::string(err.what()).find("has no op for this dtype") != std::string::npos);
+          ++rejected;
+          continue;
+        }
+        full_check(path);
+        ++exported;
+      }
+  }
+  CHECK(exported > 150);
+  CHECK(rejected < 10);
+  MESSAGE(exported, " calls exported, ", rejected, " rejected for their dtype");
+}
+
+TEST_CASE("onnx: training constructs are errors that say what to do") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  ms::nn::Dropout drop(0.5);
+  drop.set_train(true);
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(drop, ms::ones({2, 3}), path),
+                       doctest::Contains("set_train(false)"), ms::ValueError);
+  drop.set_train(false);  // eval mode: the identity
+  ms::onnx::export_model(drop, ms::ones({2, 3}), path);
+  CHECK(full_check(path).graph().output(0).name() == "output_0");
+  ms::Parameter w(ms::zeros({2, 3}), "w");
+  auto step = [&](const ms::Tensor& x) {
+    ms::assign(w, w + x);
+    return w * 2.f;
+  };
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(step, ms::ones({2, 3}), path),
+                       doctest::Contains("updates the parameter 'w'"), ms::ValueError);
+}
+
+TEST_CASE("onnx: a parameter captured by a lambda keeps its name; weak numbers follow the tensor") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  ms::Parameter w(ms::full({3}, 0.5, ms::float16), "scale");
+  auto fn = [&](const ms::Tensor& x) { return (x * w + 1) / 3 > 0.25; };
+  ms::onnx::export_model(fn, ms::ones({2, 3}, ms::float16), path, {.opset_version = 13});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(initializer(m, "scale") != nullptr);
+  CHECK(initializer(m, "scale")->data_type() == ::onnx::TensorProto::FLOAT16);
+  CHECK(m.graph().output(0).type().tensor_type().elem_type() == ::onnx::TensorProto::BOOL);
+}
+
+TEST_CASE("onnx: several outputs, an output that is an input, and an output given twice") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  auto fn = [](const ms::Tensor& x, const ms::Tensor& y) {
+    const ms::Tensor s = ms::relu(x) + y;
+    return std::make_tuple(s, x, s, ms::argmax(y, 1));
+  };
+  ms::onnx::export_model(
+      fn, std::make_tuple(ms::ones({2, 3}), ms::ones({2, 3})), path,
+      {.input_names = {"x", "y"}, .output_names = {"sum", "same_x", "sum_again"}});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(m.graph().output_size() == 4);
+  CHECK(m.graph().output(0).name() == "sum");
+  CHECK(m.graph().output(1).name() == "same_x");
+  CHECK(m.graph().output(2).name() == "sum_again");
+  CHECK(m.graph().output(3).name() == "output_3");
+  CHECK(m.graph().output(3).type().tensor_type().elem_type() == ::onnx::TensorProto::INT64);
+  CHECK(dims(m.graph().output(3)) == "2");
+  CHECK(m.graph().input(1).name() == "y");
+}
+
+TEST_CASE("onnx: an argument the function does not read stays a graph input") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  auto fn = [](const ms::Tensor& x, const ms::Tensor&) { return x + 1; };
+  ms::onnx::export_model(fn, std::make_tuple(ms::ones({2}), ms::ones({3})), path,
+                         {.input_names = {"x", "unused"}});
+  const ::onnx::ModelProto m = full_check(path);
+  REQUIRE(m.graph().input_size() == 2);
+  CHECK(m.graph().input(1).name() == "unused");
+  CHECK(dims(m.graph().input(1)) == "3");
+}
