@@ -10,8 +10,17 @@
 //     auto construct(const auto& x) { return fc2(ms::relu(fc1(x))); }
 //   };
 //
+// `construct` takes tensors and also numbers, enums, strings, optionals and
+// sequences of tensors, ms::mutable_ values and a trailing ms::Kwargs: the
+// kinds and how ms::jit keys each are in ms/nn/cell_args.hpp (a number is a
+// constant of the graph, a mutable_ number a 0-d tensor input):
+//
+//   Tensor construct(const Tensor& x, int steps, const std::optional<Tensor>& mask);
+//   net(x, 3, std::nullopt);   ms::jit(net)(x, 3, mask);
+//
 // Calling `net(x)` runs the forward pre-hooks, `construct`, then the forward
-// hooks (in registration order). A hook's signature is checked where it is
+// hooks (in registration order); hooks see the arguments as ms::Args (the
+// tensors) or ms::ArgList (every argument). A hook's signature is checked where it is
 // registered (a static_assert names the accepted forms); one that takes the
 // call's keyword arguments is registered with the tag ms::with_kwargs. A cell
 // without hooks pays nothing: its hook lists are made on first registration
