@@ -182,6 +182,12 @@ TEST_SUITE("nn") {
                          ms::TypeError);
     CHECK_THROWS_WITH_AS(a.get<Tensor>(7), doctest::Contains("argument 7 of 7"), ms::IndexError);
     CHECK_THROWS_AS(a.with_tensors(std::vector<Tensor>{x}, "test"), ms::ValueError);
+    // A braced list picks the kind of each value: int -> int64, float -> double, text -> string.
+    const ms::ArgList b{x, 3, 2.5f, true, "relu"};
+    CHECK(b.holds<std::int64_t>(1));
+    CHECK(b.holds<double>(2));
+    CHECK(b.holds<bool>(3));
+    CHECK(b.get<std::string>(4) == "relu");
   }
 
   TEST_CASE("hooks see every argument; an ms::ArgList pre-hook replaces the int, eager and jit") {

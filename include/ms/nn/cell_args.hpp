@@ -68,7 +68,8 @@ class ArgList {
  public:
   /// No arguments.
   ArgList() = default;
-  /// `ms::ArgList{x, std::int64_t{3}, true}`.
+  /// `ms::ArgList{x, 3, 2.5, true, "relu"}`: an int is held as std::int64_t,
+  /// a float as double, text as std::string.
   ArgList(std::initializer_list<Arg> items) : items_(items) {}
   /// Takes `items`.
   explicit ArgList(std::vector<Arg> items) : items_(std::move(items)) {}
