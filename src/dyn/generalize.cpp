@@ -95,7 +95,8 @@ Generalized exact(const Signature& sig) {
     switch (it.kind) {
       case SigItem::Kind::Open: stack.push_back(it.is_mutable); break;
       case SigItem::Kind::Close: stack.pop_back(); break;
-      case SigItem::Kind::Number: break;
+      case SigItem::Kind::Number:
+      case SigItem::Kind::Constant: break;
       case SigItem::Kind::Tensor:
       case SigItem::Kind::Mutable: {
         InputSpec s;
@@ -196,9 +197,10 @@ Generalized from_specs(std::span<const TensorSpec> specs, const Signature& call,
     const TensorSpec& spec = specs[static_cast<std::size_t>(argument)];
     MS_CHECK(it.kind == SigItem::Kind::Tensor, TypeError, api, ": argument ", argument,
              " is not a tensor (",
-             it.kind == SigItem::Kind::Number ? "a number"
-             : it.kind == SigItem::Kind::Open ? "a sequence"
-                                              : "a mutable scalar",
+             it.kind == SigItem::Kind::Number     ? "a number"
+             : it.kind == SigItem::Kind::Constant ? "a string or enum constant"
+             : it.kind == SigItem::Kind::Open     ? "a sequence"
+                                                  : "a mutable scalar",
              "); input specs describe tensor arguments, got spec ", spec.to_string());
     MS_CHECK(it.dtype == spec.dtype, TypeError, api, ": argument ", argument, " has dtype ",
              it.dtype, " but its spec ", spec.to_string(), " says ", spec.dtype);

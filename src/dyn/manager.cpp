@@ -30,6 +30,8 @@ std::string switch_off_reason(const Signature& call, const Signature& first) {
         return str_cat("a scalar argument changed from ", b.value.to_string(), " to ",
                        a.value.to_string());
     }
+    if (a.kind == SigItem::Kind::Constant && a.text != b.text)
+      return str_cat("a ", a.tag == 's' ? "string" : "enum", " argument changed");
     if ((a.kind == SigItem::Kind::Tensor || a.kind == SigItem::Kind::Mutable) && a.dtype != b.dtype)
       return str_cat("a tensor argument changed dtype from ", b.dtype, " to ", a.dtype);
   }

@@ -103,6 +103,22 @@ void KeyBuilder::number(const Scalar& s, char type_tag) {
   phase_ += s.to_string();
 }
 
+void KeyBuilder::constant(char type_tag, std::string_view bytes, const std::string& readable) {
+  if (sig_) {
+    SigItem it;
+    it.kind = SigItem::Kind::Constant;
+    it.tag = type_tag;
+    it.text = std::string(bytes);
+    record(std::move(it));
+  }
+  key_ += type_tag;
+  put(key_, static_cast<std::uint64_t>(bytes.size()));
+  key_.append(bytes);
+  if (!readable_) return;
+  sep();
+  phase_ += readable;
+}
+
 void KeyBuilder::open(char c, std::size_t n, bool is_mutable) {
   if (sig_) {
     SigItem it;

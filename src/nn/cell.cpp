@@ -68,6 +68,16 @@ HookHandle add_buffer_registration_hook(BufferHook fn) {
   return HookHandle(list, list->add(std::move(fn)));
 }
 
+ArgList replace_tensors(const ArgList& args, Args tensors, const std::string& what) {
+  const bool all_tensors = std::all_of(
+      args.begin(), args.end(), [](const Arg& a) { return std::holds_alternative<Tensor>(a); });
+  if (!all_tensors) return args.with_tensors(tensors, what);
+  std::vector<Arg> items;
+  items.reserve(tensors.size());
+  for (Tensor& t : tensors) items.emplace_back(std::in_place_type<Tensor>, std::move(t));
+  return ArgList(std::move(items));
+}
+
 std::string short_type_name(const std::type_info& t) {
   int status = 0;
   char* d = abi::__cxa_demangle(t.name(), nullptr, nullptr, &status);
@@ -91,8 +101,8 @@ HookHandle add_to(const std::shared_ptr<L>& list, typename L::value_type fn) {
 }
 }  // namespace
 
-HookHandle CellBase::add_forward_pre_hook(detail::PreHook h, bool with_kwargs) {
-  return add_to(hooks_.get_or_make().pre, detail::PreHookEntry{std::move(h), with_kwargs});
+HookHandle CellBase::add_forward_pre_hook(detail::PreHook h, bool with_kwargs, bool general) {
+  return add_to(hooks_.get_or_make().pre, detail::PreHookEntry{std::move(h), with_kwargs, general});
 }
 HookHandle CellBase::add_forward_hook(detail::FwdHook h) {
   return add_to(hooks_.get_or_make().fwd, std::move(h));
@@ -109,15 +119,17 @@ bool CellBase::hooks_active() const {
 bool CellBase::forward_hooks() const { return hooks_ && !hooks_->fwd->empty(); }
 bool CellBase::backward_hooks() const { return hooks_ && hooks_->any_backward(); }
 
-Args CellBase::run_hooked(Args& args, Kwargs* kw,
-                          ::ms::detail::FunctionRef<Args(const Args&, Kwargs*)> construct) {
+Args CellBase::run_hooked(ArgList& args, Kwargs* kw,
+                          ::ms::detail::FunctionRef<Args(const ArgList&, Kwargs*)> construct) {
   const bool tracing = ops::active_tracer() != nullptr;
   run_pre_hooks(args, kw, tracing);
   const bool bwd = tracing && backward_hooks();
   std::shared_ptr<BwdState> st;  // shared by the two backward wraps; only with backward hooks
   if (bwd) {
     st = std::make_shared<BwdState>();
-    wrap_backward_in(args, st);
+    Args flat = args.tensors();  // the backward hooks see the gradients of every tensor
+    wrap_backward_in(flat, st);
+    args = args.with_tensors(flat, cls_name() + ".backward_in");
   }
   Args out = construct(args, kw);
   if (forward_hooks()) run_fwd_hooks(args, kw, out, tracing);
@@ -125,33 +137,41 @@ Args CellBase::run_hooked(Args& args, Kwargs* kw,
   return out;
 }
 
-void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
+void CellBase::run_pre_hooks(ArgList& args, Kwargs* kw, bool tracing) {
   auto list = hooks_->pre;
   if (!list || list->empty()) return;
-  if (tracing && !args.empty()) {
+  if (tracing && args.tensor_count() > 0) {
     // Runs each time the graph runs, long after this call: it keeps its own
-    // copy of the kwargs, which each hook sees as the previous one left them
-    // (as eagerly); edits to them cannot change the traced graph.
+    // copy of the kwargs and of the non-tensor arguments, which each hook
+    // sees as the previous one left them (as eagerly); edits to them cannot
+    // change the traced graph.
     auto kwc = kw ? std::make_shared<const Kwargs>(*kw) : nullptr;
-    auto run = [this, list, kwc](Args v) {
+    auto run = [this, list, kwc, call = args](Args v) {
       Kwargs cur = kwc ? *kwc : Kwargs{};
+      ArgList a = call.with_tensors(v, "forward pre-hook of " + cls_name());
       for (auto& e : list->snapshot()) {
-        if (auto r = e.fn(*this, v, kwc ? &cur : nullptr)) {
-          MS_CHECK(r->size() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
-                   ": returned ", r->size(), " arguments for ", v.size(),
+        if (auto r = e.fn(*this, a, kwc ? &cur : nullptr)) {
+          MS_CHECK(r->tensor_count() == v.size(), ValueError, "forward pre-hook of ", cls_name(),
+                   ": returned ", r->tensor_count(), " arguments for ", v.size(),
                    " under ms::jit, where the count is fixed");
-          v = std::move(*r);
+          a = std::move(*r);
         }
       }
-      return v;
+      return a.tensors();
     };
-    args = ops::host_call(run, args, cls_name() + ".forward_pre_hook");
-    // The kwargs are constants of the graph: those construct is traced with
-    // are what the with_kwargs hooks return now, on the symbolic arguments
-    // (their argument replacements come from the callback above).
-    if (kw) {
-      for (auto& e : list->snapshot())
-        if (e.with_kwargs) (void)e.fn(*this, args, kw);
+    args = args.with_tensors(ops::host_call(run, args.tensors(), cls_name() + ".forward_pre_hook"),
+                             cls_name() + ".forward_pre_hook");
+    // The kwargs and non-tensor arguments are constants of the graph: those
+    // construct is traced with are what the with_kwargs and ms::ArgList hooks
+    // return now, on the symbolic arguments (their tensor replacements come
+    // from the callback above).
+    for (auto& e : list->snapshot()) {
+      if (e.general) {
+        if (auto r = e.fn(*this, args, kw))
+          args = r->with_tensors(args.tensors(), "forward pre-hook of " + cls_name());
+      } else if (kw && e.with_kwargs) {
+        (void)e.fn(*this, args, kw);
+      }
     }
     return;
   }
@@ -160,18 +180,19 @@ void CellBase::run_pre_hooks(Args& args, Kwargs* kw, bool tracing) {
   }
 }
 
-void CellBase::run_fwd_hooks(const Args& args, const Kwargs* kw, Args& out, bool tracing) {
+void CellBase::run_fwd_hooks(const ArgList& args, const Kwargs* kw, Args& out, bool tracing) {
   auto list = hooks_->fwd;
   if (!list || list->empty()) return;
-  const std::size_t nargs = args.size();
+  const std::size_t nargs = args.tensor_count();
   std::shared_ptr<const Kwargs> kwc;
   if (kw)
     kwc = tracing ? std::make_shared<const Kwargs>(*kw)
                   : std::shared_ptr<const Kwargs>(kw, [](const Kwargs*) {});
-  auto run = [this, list, kwc, nargs](Args v) {
+  auto run = [this, list, kwc, nargs, call = args](Args v) {
     const Kwargs* kw = kwc.get();
-    // v = args..., outputs...
-    Args a(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
+    // v = the arguments' tensors..., outputs...
+    const ArgList a = call.with_tensors(std::span<const Tensor>(v.data(), nargs),
+                                        "forward hook of " + cls_name());
     Args o(v.begin() + static_cast<std::ptrdiff_t>(nargs), v.end());
     for (auto& h : list->snapshot()) {
       if (auto r = h(*this, a, kw, o)) o = std::move(*r);
@@ -180,12 +201,12 @@ void CellBase::run_fwd_hooks(const Args& args, const Kwargs* kw, Args& out, bool
     return v;
   };
   if (tracing) {
-    Args all = args;
+    Args all = args.tensors();
     all.insert(all.end(), out.begin(), out.end());
     Args r = ops::host_call(run, std::move(all), cls_name() + ".forward_hook");
     out.assign(r.begin() + static_cast<std::ptrdiff_t>(nargs), r.end());
   } else {
-    Args all = args;
+    Args all = args.tensors();
     all.insert(all.end(), out.begin(), out.end());
     Args r = run(std::move(all));
     MS_CHECK(r.size() >= nargs, ValueError, "forward hook of ", cls_name(), ": bad output count");

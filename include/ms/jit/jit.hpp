@@ -19,8 +19,21 @@
 // updates of them (assign, +=, copy_) are seen by later calls; rebinding a
 // captured C++ variable to another tensor is not — use a Parameter for that.
 //
-// Arguments: ms::Tensor (or an expression), bool/integer/floating scalars,
-// ms::Mutable<T>, and std::vector / std::tuple / std::pair of these. Results:
+// Arguments (the same rules for a lambda and for a cell's construct):
+// - ms::Tensor (or an expression, a Parameter): a graph input; its dtype and
+//   shape are in the key.
+// - bool / integer / floating scalars, enums and strings (std::string, a
+//   literal): constants of the graph; their values are in the key, so a new
+//   value compiles a new graph and the same value hits the cache.
+// - ms::mutable_(number): a 0-d tensor input instead of a constant (MindSpore's
+//   `mutable`); the function sees an ms::Tensor, and a new value does not recompile.
+// - std::optional<X> (or std::nullopt): its presence is in the key (absent and
+//   present are two graphs); a present tensor is a graph input.
+// - std::vector / std::array / std::tuple / std::pair of these: element-wise,
+//   the length in the key. ms::mutable_(std::vector{...}) lets auto-dynamic
+//   generalize its tensors one by one (a plain sequence keeps its shapes, as in
+//   MindSpore).
+// Results:
 // a tensor (or expression), std::tuple / std::pair / std::vector / std::array
 // of them, or an aggregate struct of them.
 #pragma once
@@ -30,11 +43,13 @@
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -133,6 +148,8 @@ class KeyBuilder {
   void tensor(const Tensor& t);
   void mutable_scalar(DType t);
   void number(const Scalar& s, char type_tag);
+  /// A constant compared by its bytes (a string, an enum); `readable` for the phase.
+  void constant(char type_tag, std::string_view bytes, const std::string& readable);
   void open(char c, std::size_t n, bool is_mutable = false);
   void close(char c);
   void finish();
@@ -283,6 +300,101 @@ struct ArgTraits<Mutable<std::vector<X>>> {
   }
 };
 
+/// A text constant of the key: a string, or an enum (its type and value).
+template <>
+struct ArgTraits<std::string> {
+  using traced = std::string;
+  static void key(const std::string& v, KeyBuilder& k) { k.constant('s', v, '"' + v + '"'); }
+  template <class Ctx>
+  static std::string trace(const std::string& v, Ctx&) {
+    return v;
+  }
+  static void flatten(const std::string&, std::vector<Tensor>&) {}
+  static std::string inlined(const std::string& v) { return v; }
+};
+
+template <class E>
+requires std::is_enum_v<E>
+struct ArgTraits<E> {
+  using traced = E;
+  static void key(const E& v, KeyBuilder& k) {
+    const auto n = static_cast<std::int64_t>(v);
+    std::string bytes = typeid(E).name();
+    bytes.append(reinterpret_cast<const char*>(&n), sizeof n);
+    k.constant('e', bytes, "enum " + std::to_string(n));
+  }
+  template <class Ctx>
+  static E trace(const E& v, Ctx&) {
+    return v;
+  }
+  static void flatten(const E&, std::vector<Tensor>&) {}
+  static E inlined(const E& v) { return v; }
+};
+
+/// An optional: its presence is part of the key (a sequence of length 0 or 1).
+template <class X>
+struct ArgTraits<std::optional<X>> {
+  using traced = std::optional<typename ArgTraits<X>::traced>;
+  static void key(const std::optional<X>& v, KeyBuilder& k) {
+    // Not a sequence for auto-dynamic: a present tensor generalizes as a plain one.
+    k.open('?', v ? 1 : 0, /*is_mutable=*/true);
+    if (v) ArgTraits<X>::key(*v, k);
+    k.close('?');
+  }
+  template <class Ctx>
+  static traced trace(const std::optional<X>& v, Ctx& c) {
+    return v ? traced(ArgTraits<X>::trace(*v, c)) : traced();
+  }
+  static void flatten(const std::optional<X>& v, std::vector<Tensor>& out) {
+    if (v) ArgTraits<X>::flatten(*v, out);
+  }
+  static traced inlined(const std::optional<X>& v) {
+    return v ? traced(ArgTraits<X>::inlined(*v)) : traced();
+  }
+};
+
+/// `std::nullopt` passed as is: an absent optional tensor.
+template <>
+struct ArgTraits<std::nullopt_t> : ArgTraits<std::optional<Tensor>> {
+  using traced = std::optional<Tensor>;
+  static void key(std::nullopt_t, KeyBuilder& k) {
+    k.open('?', 0, /*is_mutable=*/true);
+    k.close('?');
+  }
+  template <class Ctx>
+  static traced trace(std::nullopt_t, Ctx&) {
+    return std::nullopt;
+  }
+  static void flatten(std::nullopt_t, std::vector<Tensor>&) {}
+  static traced inlined(std::nullopt_t) { return std::nullopt; }
+};
+
+template <class X, std::size_t N>
+struct ArgTraits<std::array<X, N>> {
+  using traced = std::array<typename ArgTraits<X>::traced, N>;
+  static void key(const std::array<X, N>& v, KeyBuilder& k) {
+    k.open('[', N);
+    for (const X& x : v) ArgTraits<X>::key(x, k);
+    k.close(']');
+  }
+  template <class Ctx>
+  static traced trace(const std::array<X, N>& v, Ctx& c) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return traced{ArgTraits<X>::trace(v[I], c)...};  // braced: left to right
+    }
+    (std::make_index_sequence<N>{});
+  }
+  static void flatten(const std::array<X, N>& v, std::vector<Tensor>& out) {
+    for (const X& x : v) ArgTraits<X>::flatten(x, out);
+  }
+  static traced inlined(const std::array<X, N>& v) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return traced{ArgTraits<X>::inlined(v[I])...};
+    }
+    (std::make_index_sequence<N>{});
+  }
+};
+
 template <class X>
 struct ArgTraits<std::vector<X>> {
   using traced = std::vector<typename ArgTraits<X>::traced>;
@@ -355,11 +467,15 @@ concept JitArg = requires {
   typename ArgTraits<T>::traced;
 };
 
-/// Expressions are computed into tensors before the call.
+/// Expressions are computed into tensors before the call, a Parameter is
+/// passed as its tensor, and text (a literal, a std::string_view) as a std::string.
 template <class A>
 decltype(auto) materialize(A&& a) {
-  if constexpr (TensorExpr<A>)
+  using D = std::remove_cvref_t<A>;
+  if constexpr (TensorExpr<A> || (std::derived_from<D, Tensor> && !std::same_as<D, Tensor>))
     return Tensor(std::forward<A>(a));
+  else if constexpr (std::is_convertible_v<A, std::string_view> && !std::same_as<D, std::string>)
+    return std::string(std::string_view(a));
   else
     return std::forward<A>(a);
 }
@@ -568,8 +684,9 @@ class Jitted {
   template <class... A>
   auto call(const A&... a) {
     static_assert((compiler::detail::JitArg<std::remove_cvref_t<A>> && ...),
-                  "ms::jit: arguments must be tensors, numbers, ms::Mutable, or vectors / "
-                  "tuples / pairs of these");
+                  "ms::jit: arguments must be tensors, numbers (integers, floats, bools), enums, "
+                  "strings, ms::mutable_ numbers or vectors, std::optional, or std::vector / "
+                  "std::array / std::tuple / std::pair of these");
     static_assert(std::is_invocable_v<F&, typename compiler::detail::ArgTraits<A>::traced&...>,
                   "ms::jit: the function cannot be called with these arguments");
     using Raw = std::remove_cvref_t<

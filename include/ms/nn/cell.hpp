@@ -10,8 +10,17 @@
 //     auto construct(const auto& x) { return fc2(ms::relu(fc1(x))); }
 //   };
 //
+// `construct` takes tensors and also numbers, enums, strings, optionals and
+// sequences of tensors, ms::mutable_ values and a trailing ms::Kwargs: the
+// kinds and how ms::jit keys each are in ms/nn/cell_args.hpp (a number is a
+// constant of the graph, a mutable_ number a 0-d tensor input):
+//
+//   Tensor construct(const Tensor& x, int steps, const std::optional<Tensor>& mask);
+//   net(x, 3, std::nullopt);   ms::jit(net)(x, 3, mask);
+//
 // Calling `net(x)` runs the forward pre-hooks, `construct`, then the forward
-// hooks (in registration order). A hook's signature is checked where it is
+// hooks (in registration order); hooks see the arguments as ms::Args (the
+// tensors) or ms::ArgList (every argument). A hook's signature is checked where it is
 // registered (a static_assert names the accepted forms); one that takes the
 // call's keyword arguments is registered with the tag ms::with_kwargs. A cell
 // without hooks pays nothing: its hook lists are made on first registration
@@ -71,14 +80,13 @@
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/nn/cell_args.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/nn/state_dict.hpp"
 #include "ms/ops/host.hpp"
 
 namespace ms {
 
-/// Positional tensor arguments (and outputs) as hooks see them.
-using Args = std::vector<Tensor>;
 /// One keyword argument's value.
 using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// Keyword arguments: a cell call may end with an `ms::Kwargs` that its
@@ -105,14 +113,19 @@ namespace detail {
 
 // Hook function types, erased over the cell type (Cell<Derived> adapts the
 // user's callable). A hook returns std::nullopt to keep what it was given.
-using PreHook = std::function<std::optional<Args>(CellBase&, const Args&, Kwargs*)>;
-// A forward pre-hook and whether it takes the keyword arguments (with_kwargs).
+// Forward hooks get every argument (ms::ArgList); the tensor-only forms are
+// adapted in Cell<Derived>.
+using PreHook = std::function<std::optional<ArgList>(CellBase&, const ArgList&, Kwargs*)>;
+// A forward pre-hook, whether it takes the keyword arguments (with_kwargs),
+// and whether it is an ms::ArgList form (which also runs while a call is
+// traced, to give the constants construct is traced with).
 struct PreHookEntry {
   PreHook fn;
   bool with_kwargs = false;
+  bool general = false;
 };
 using FwdHook =
-    std::function<std::optional<Args>(CellBase&, const Args&, const Kwargs*, const Args&)>;
+    std::function<std::optional<Args>(CellBase&, const ArgList&, const Kwargs*, const Args&)>;
 using BwdPreHook = std::function<std::optional<Args>(CellBase&, const Args&)>;
 using BwdHook = std::function<std::optional<Args>(CellBase&, const Args&, const Args&)>;
 using StateDictHook = std::function<void(CellBase&, StateDict&, const std::string& prefix)>;
@@ -141,6 +154,11 @@ HookHandle add_buffer_registration_hook(BufferHook fn);
 
 /// The class name of T without namespaces (`ms::nn::Dense` -> `Dense`).
 std::string short_type_name(const std::type_info& t);
+
+/// `args` with its tensors replaced by what a tensor-only hook returned: a
+/// call of tensors only takes the new list whole (construct checks its
+/// length); otherwise the count must stay (ValueError naming `what`).
+ArgList replace_tensors(const ArgList& args, Args tensors, const std::string& what);
 
 }  // namespace detail
 
@@ -365,7 +383,8 @@ class CellBase {
   /// \cond INTERNAL
   // The registry behind the public API, in libms; protected only so that
   // Cell<Derived> adds to its hook lists and asks which are in use.
-  HookHandle add_forward_pre_hook(detail::PreHook h, bool with_kwargs = false);
+  HookHandle add_forward_pre_hook(detail::PreHook h, bool with_kwargs = false,
+                                  bool general = false);
   HookHandle add_forward_hook(detail::FwdHook h);
   HookHandle add_backward_pre_hook(detail::BwdPreHook h);
   HookHandle add_backward_hook(detail::BwdHook h);
@@ -378,12 +397,12 @@ class CellBase {
   /// A call with hooks: the forward pre-hooks on (args, kwargs), the inputs'
   /// backward wrap, `construct` (which flattens the result into tensors), the
   /// forward hooks and the outputs' backward wrap; returns the outputs.
-  Args run_hooked(Args& args, Kwargs* kw,
-                  ::ms::detail::FunctionRef<Args(const Args&, Kwargs*)> construct);
+  Args run_hooked(ArgList& args, Kwargs* kw,
+                  ::ms::detail::FunctionRef<Args(const ArgList&, Kwargs*)> construct);
   /// Runs the forward pre-hooks on (args, kwargs), concrete or by host callback.
-  void run_pre_hooks(Args& args, Kwargs* kw, bool tracing);
+  void run_pre_hooks(ArgList& args, Kwargs* kw, bool tracing);
   /// Runs the forward hooks on the outputs `out`, concrete or by host callback.
-  void run_fwd_hooks(const Args& args, const Kwargs* kw, Args& out, bool tracing);
+  void run_fwd_hooks(const ArgList& args, const Kwargs* kw, Args& out, bool tracing);
   /// What the backward hooks of one call share: the gradient of its outputs.
   struct BwdState {
     Args grad_out;
@@ -498,11 +517,6 @@ namespace detail {
 template <class T>
 inline constexpr bool is_kwargs_v = std::is_same_v<std::remove_cvref_t<T>, Kwargs>;
 
-template <class T>
-inline constexpr bool is_tensorish_v =
-    std::is_same_v<std::remove_cvref_t<T>, Tensor> ||
-    std::is_same_v<std::remove_cvref_t<T>, Parameter> || TensorExpr<T>;
-
 template <class>
 using TensorArg = const Tensor&;
 
@@ -557,6 +571,18 @@ concept ForwardHook = HookCallable<F, D&, const Args&, const Args&> ||
 template <class F, class D>
 concept ForwardHookWithKwargs = HookCallable<F, D&, const Args&, const Kwargs&, const Args&> ||
     HookCallable<F, D&, const Args&, const Kwargs&, const Tensor&>;
+/// What an ms::ArgList pre-hook may return: nothing, or the new arguments
+/// (optionally in a std::optional; std::nullopt: keep them).
+template <class R>
+concept ArgListResult = std::is_void_v<R> || std::is_same_v<std::remove_cvref_t<R>, ArgList> ||
+    std::is_same_v<std::remove_cvref_t<R>, std::optional<ArgList>>;
+template <class F, class D>
+concept ForwardPreHookArgList = !std::is_member_pointer_v<std::remove_cvref_t<F>> &&
+                                std::is_invocable_v<F&, D&, const ArgList&> &&
+                                ArgListResult<std::invoke_result_t<F&, D&, const ArgList&>>;
+template <class F, class D>
+concept ForwardHookArgList = HookCallable<F, D&, const ArgList&, const Args&> ||
+    HookCallable<F, D&, const ArgList&, const Tensor&>;
 template <class F, class D>
 concept BackwardPreHook = HookCallable<F, D&, const Args&>;
 template <class F, class D>
@@ -599,10 +625,20 @@ class Cell : public CellBase {
   /// construct is materialized (a Tensor). Only for arguments `construct`
   /// takes, so that a cell without one (CellList) is not callable, and
   /// containers can tell (std::is_invocable) instead of failing to compile.
+  /// The arguments may be of any kind of ms/nn/cell_args.hpp (tensors,
+  /// sequences and optionals of tensors, numbers, enums, strings,
+  /// ms::mutable_ values, a trailing ms::Kwargs); a mutable_ number reaches
+  /// `construct` as a 0-d tensor.
   template <class... A>
-  requires requires(Derived& d, const A&... a) { d.construct(a...); }
+  requires requires(Derived& d, const A&... a) { d.construct(detail::construct_arg(a)...); }
   auto operator()(const A&... a) {
-    using R = decltype(derived().construct(a...));
+    static_assert(((detail::CellArgument<A> || detail::is_kwargs_v<A>)&&...),
+                  "a cell call takes tensors (or expressions, Parameters), std::vector / "
+                  "std::array / std::tuple / std::pair of tensors, std::optional<ms::Tensor>, "
+                  "integers, enums, floats, bools, strings, ms::mutable_ numbers or vectors of "
+                  "tensors, and one trailing ms::Kwargs; pass anything else through a member of "
+                  "the cell");
+    using R = decltype(derived().construct(detail::construct_arg(a)...));
     using Out = ResultTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
     constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
@@ -616,9 +652,9 @@ class Cell : public CellBase {
         if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});
       }
       if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
-        return derived().construct(a...);
+        return derived().construct(detail::construct_arg(a)...);
       else
-        return T(derived().construct(a...));
+        return T(derived().construct(detail::construct_arg(a)...));
     }
     return call_hooked<T, Out>(a...);
   }
@@ -638,21 +674,59 @@ class Cell : public CellBase {
   // the build with a sentence naming the accepted ones. A hook returns nothing
   // (keep what it was given), a Tensor, ms::Args, or a std::optional of those
   // (std::nullopt: keep). The cell parameter may also be `ms::CellBase&`.
+  // The forward hooks come in two forms: with `const ms::Args&` they see the
+  // call's tensors (a vector's elements, a present optional, a mutable_
+  // number as a 0-d tensor) and may replace them; with `const ms::ArgList&`
+  // they see every argument (ms/nn/cell_args.hpp) and a pre-hook may replace
+  // any of them.
 
   /// Runs before `construct`: `fn(Derived& cell, const ms::Args& args)` may
   /// return new arguments (a Tensor is wrapped into one argument).
   ///   net.register_forward_pre_hook([](Net&, const ms::Args& a) { return a[0] * 2.f; });
+  ///
+  /// Or with every argument: `fn(Derived& cell, const ms::ArgList& args)`
+  /// returning void, ms::ArgList or a std::optional of it; the list returned
+  /// replaces the arguments (its length and kinds must be construct's: a
+  /// TypeError naming the cell and the argument otherwise).
+  ///   net.register_forward_pre_hook([](Net&, const ms::ArgList& a) {
+  ///     ms::ArgList r = a;
+  ///     r.set(1, a.get<std::int64_t>(1) + 1);
+  ///     return r;
+  ///   });
+  /// Under ms::jit the non-tensor arguments are constants of the graph, so an
+  /// ms::ArgList hook also runs once while the call is traced (on the symbolic
+  /// tensors): the non-tensor arguments it returns then are those `construct`
+  /// is traced with. Each time the graph runs it runs again on the concrete
+  /// arguments; its tensor replacements count, its other ones are the trace's.
   template <class F>
   HookHandle register_forward_pre_hook(F fn) {
-    static_assert(detail::ForwardPreHook<F, Derived>,
+    static_assert(detail::ForwardPreHook<F, Derived> || detail::ForwardPreHookArgList<F, Derived>,
                   "register_forward_pre_hook: the hook must be callable as fn(Cell& cell, const "
                   "ms::Args& args) returning void, a Tensor, ms::Args or a std::optional of "
                   "those; a hook taking the keyword arguments, fn(cell, args, const ms::Kwargs& "
-                  "kwargs), is registered with ms::with_kwargs");
-    return add_forward_pre_hook(
-        [fn = std::move(fn)](CellBase& c, const Args& args, Kwargs*) mutable {
-          return detail::invoke_hook(fn, static_cast<Derived&>(c), args);
-        });
+                  "kwargs), is registered with ms::with_kwargs; a hook seeing every argument "
+                  "kind is fn(Cell& cell, const ms::ArgList& args) returning void, ms::ArgList "
+                  "or a std::optional of it");
+    if constexpr (detail::ForwardPreHook<F, Derived>) {
+      return add_forward_pre_hook([fn = std::move(fn)](CellBase& c, const ArgList& args,
+                                                       Kwargs*) mutable -> std::optional<ArgList> {
+        std::optional<Args> r = detail::invoke_hook(fn, static_cast<Derived&>(c), args.tensors());
+        if (!r) return std::nullopt;
+        return detail::replace_tensors(args, std::move(*r), "forward pre-hook of " + c.cls_name());
+      });
+    } else {
+      return add_forward_pre_hook(
+          [fn = std::move(fn)](CellBase& c, const ArgList& args,
+                               Kwargs*) mutable -> std::optional<ArgList> {
+            if constexpr (std::is_void_v<std::invoke_result_t<F&, Derived&, const ArgList&>>) {
+              fn(static_cast<Derived&>(c), args);
+              return std::nullopt;
+            } else {
+              return std::optional<ArgList>(fn(static_cast<Derived&>(c), args));
+            }
+          },
+          /*with_kwargs=*/false, /*general=*/true);
+    }
   }
 
   /// With the call's keyword arguments: `fn(Derived& cell, const ms::Args& args,
@@ -673,10 +747,12 @@ class Cell : public CellBase {
                   "register_forward_pre_hook with ms::with_kwargs: the hook must be callable as "
                   "fn(Cell& cell, const ms::Args& args, const ms::Kwargs& kwargs) returning void, "
                   "a std::pair<ms::Args, ms::Kwargs> or a std::optional of it");
-    detail::PreHook h = [fn = std::move(fn)](CellBase& c, const Args& args,
-                                             Kwargs* kw) mutable -> std::optional<Args> {
+    detail::PreHook h = [fn = std::move(fn)](CellBase& c, const ArgList& all,
+                                             Kwargs* kw) mutable -> std::optional<ArgList> {
       static const Kwargs empty;
       using R = std::invoke_result_t<F&, Derived&, const Args&, const Kwargs&>;
+      const Args args = all.tensors();
+      const std::string what = "forward pre-hook of " + c.cls_name();
       if constexpr (std::is_void_v<R>) {
         fn(static_cast<Derived&>(c), args, kw ? *kw : empty);
         return std::nullopt;
@@ -686,10 +762,10 @@ class Cell : public CellBase {
                                      std::optional<std::pair<Args, Kwargs>>>) {
           if (!r) return std::nullopt;
           if (kw) *kw = std::move(r->second);
-          return std::move(r->first);
+          return detail::replace_tensors(all, std::move(r->first), what);
         } else {
           if (kw) *kw = std::move(r.second);
-          return std::move(r.first);
+          return detail::replace_tensors(all, std::move(r.first), what);
         }
       }
     };
@@ -699,25 +775,28 @@ class Cell : public CellBase {
   /// Runs after `construct`: `fn(Derived& cell, const ms::Args& args, const
   /// ms::Tensor& output)` (or `const ms::Args& outputs` for a cell with several
   /// outputs) may return a new output.
+  /// `args` may also be `const ms::ArgList&` (every argument, ms/nn/cell_args.hpp).
   template <class F>
   HookHandle register_forward_hook(F fn) {
-    static_assert(detail::ForwardHook<F, Derived>,
+    static_assert(detail::ForwardHook<F, Derived> || detail::ForwardHookArgList<F, Derived>,
                   "register_forward_hook: the hook must be callable as fn(Cell& cell, const "
                   "ms::Args& args, const ms::Tensor& output) or fn(Cell& cell, const ms::Args& "
                   "args, const ms::Args& outputs) returning void, a Tensor, ms::Args or a "
                   "std::optional of those; a hook taking the keyword arguments, fn(cell, args, "
-                  "const ms::Kwargs& kwargs, output), is registered with ms::with_kwargs");
+                  "const ms::Kwargs& kwargs, output), is registered with ms::with_kwargs; `args` "
+                  "may be `const ms::ArgList&` to see every argument kind");
+    using A = std::conditional_t<detail::ForwardHook<F, Derived>, Args, ArgList>;
     detail::FwdHook h;
-    if constexpr (detail::HookCallable<F, Derived&, const Args&, const Args&>) {
-      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+    if constexpr (detail::HookCallable<F, Derived&, const A&, const Args&>) {
+      h = [fn = std::move(fn)](CellBase& c, const ArgList& args, const Kwargs*,
                                const Args& out) mutable {
-        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), hook_view<A>(args), out);
       };
     } else {
-      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs*,
+      h = [fn = std::move(fn)](CellBase& c, const ArgList& args, const Kwargs*,
                                const Args& out) mutable {
         check_single(out);
-        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, out[0]);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), hook_view<A>(args), out[0]);
       };
     }
     return add_forward_hook(std::move(h));
@@ -734,17 +813,19 @@ class Cell : public CellBase {
                   "Tensor, ms::Args or a std::optional of those");
     detail::FwdHook h;
     if constexpr (detail::HookCallable<F, Derived&, const Args&, const Kwargs&, const Args&>) {
-      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+      h = [fn = std::move(fn)](CellBase& c, const ArgList& args, const Kwargs* kw,
                                const Args& out) mutable {
         static const Kwargs empty;
-        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args.tensors(), kw ? *kw : empty,
+                                   out);
       };
     } else {
-      h = [fn = std::move(fn)](CellBase& c, const Args& args, const Kwargs* kw,
+      h = [fn = std::move(fn)](CellBase& c, const ArgList& args, const Kwargs* kw,
                                const Args& out) mutable {
         static const Kwargs empty;
         check_single(out);
-        return detail::invoke_hook(fn, static_cast<Derived&>(c), args, kw ? *kw : empty, out[0]);
+        return detail::invoke_hook(fn, static_cast<Derived&>(c), args.tensors(), kw ? *kw : empty,
+                                   out[0]);
       };
     }
     return add_forward_hook(std::move(h));
@@ -805,14 +886,20 @@ class Cell : public CellBase {
 
   static bool tracing_now() { return ops::active_tracer() != nullptr; }
 
+  // What a forward hook of the `A` form sees of the call's arguments.
+  template <class A>
+  static decltype(auto) hook_view(const ArgList& args) {
+    if constexpr (std::is_same_v<A, ArgList>)
+      return (args);
+    else
+      return args.tensors();
+  }
+
   template <class T, class Out, class... A>
   T call_hooked(const A&... a) {
     constexpr std::size_t nkw = (std::size_t{0} + ... + (detail::is_kwargs_v<A> ? 1 : 0));
     static_assert(nkw <= 1, "a cell call takes at most one ms::Kwargs (the last argument)");
-    static_assert(((detail::is_tensorish_v<A> || detail::is_kwargs_v<A>)&&...),
-                  "a cell with hooks takes tensor arguments (and an optional trailing "
-                  "ms::Kwargs)");
-    Args args;
+    ArgList args;
     // A copy of the keyword arguments (hooks may replace them); a call
     // without them instantiates nothing of Kwargs.
     [[maybe_unused]] std::conditional_t<(nkw > 0), Kwargs, char> kw{};
@@ -822,19 +909,20 @@ class Cell : public CellBase {
         kw = x;
         kwp = &kw;
       } else {
-        args.push_back(Tensor(x));
+        args.push_back(detail::to_arg(x));
       }
     };
     (collect(a), ...);
     std::vector<std::size_t> structure;
-    auto construct = [&](const Args& in, Kwargs* k) {
+    auto construct = [&](const ArgList& in, Kwargs* k) {
       T result = [&] {
         if constexpr (detail::BpropFor<Derived, A...>) {
           if (tracing_now()) {
-            MS_CHECK(in.size() == sizeof...(A), ValueError, cls_name(),
+            Args t = in.tensors();
+            MS_CHECK(in.size() == sizeof...(A) && t.size() == sizeof...(A), TypeError, cls_name(),
                      ": forward pre-hooks returned ", in.size(), " arguments; construct takes ",
-                     sizeof...(A));
-            return call_bprop<sizeof...(A)>(in);
+                     sizeof...(A), " tensors");
+            return call_bprop<sizeof...(A)>(std::move(t));
           }
         }
         return invoke_construct<T>(in, k, std::type_identity<std::tuple<A...>>{});
@@ -867,24 +955,30 @@ class Cell : public CellBase {
     (std::make_index_sequence<N>{});
   }
 
+  // The value construct gets for a call argument of type X.
   template <class X>
-  using ArgRef = std::conditional_t<detail::is_kwargs_v<X>, const Kwargs&, const Tensor&>;
+  using ArgValue = std::conditional_t<detail::is_kwargs_v<X>, const Kwargs&,
+                                      decltype(detail::from_arg<X>(std::declval<const Arg&>(), 0,
+                                                                   std::string_view{}))>;
 
   template <class T, class... A>
-  T invoke_construct(const Args& args, Kwargs* kw, std::type_identity<std::tuple<A...>>) {
-    constexpr std::size_t ntensors = (std::size_t{0} + ... + (detail::is_kwargs_v<A> ? 0 : 1));
-    MS_CHECK(args.size() == ntensors, ValueError, cls_name(), ": forward pre-hooks returned ",
-             args.size(), " arguments; construct takes ", ntensors);
+  T invoke_construct(const ArgList& args, Kwargs* kw, std::type_identity<std::tuple<A...>>) {
+    constexpr std::size_t npos = (std::size_t{0} + ... + (detail::is_kwargs_v<A> ? 0 : 1));
+    MS_CHECK(args.size() == npos, TypeError, cls_name(), ": forward pre-hooks returned ",
+             args.size(), " arguments; construct takes ", npos);
+    const std::string name = cls_name();
     std::size_t k = 0;
-    auto pick = [&](auto tag) -> decltype(auto) {
+    auto pick = [&](auto tag) -> ArgValue<typename decltype(tag)::type> {
       using X = typename decltype(tag)::type;
-      if constexpr (detail::is_kwargs_v<X>)
-        return static_cast<const Kwargs&>(*kw);
-      else
-        return static_cast<const Tensor&>(args[k++]);
+      if constexpr (detail::is_kwargs_v<X>) {
+        return *kw;
+      } else {
+        const std::size_t i = k++;
+        return detail::from_arg<X>(args[i], i, name);
+      }
     };
-    // A braced list evaluates left to right, so the k-th tensor goes to the k-th slot.
-    return construct_from<T>(std::tuple<ArgRef<A>...>{pick(std::type_identity<A>{})...});
+    // A braced list evaluates left to right, so the k-th argument goes to the k-th slot.
+    return construct_from<T>(std::tuple<ArgValue<A>...>{pick(std::type_identity<A>{})...});
   }
 
   template <class T, class Tup>

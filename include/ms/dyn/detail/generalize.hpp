@@ -48,12 +48,13 @@ namespace ms::dyn::detail {
 /// One element of a call's signature, in argument order (sequences flattened
 /// between Open and Close).
 struct SigItem {
-  enum class Kind : std::uint8_t { Tensor, Mutable, Number, Open, Close };
+  enum class Kind : std::uint8_t { Tensor, Mutable, Number, Constant, Open, Close };
   Kind kind = Kind::Tensor;
-  DType dtype = float32;    ///< Tensor, Mutable
-  Shape shape;              ///< Tensor
-  Scalar value = 0;         ///< Number
-  char tag = 0;             ///< Number: 'b' 'i' 'f' 'd'; Open / Close: the bracket
+  DType dtype = float32;  ///< Tensor, Mutable
+  Shape shape;            ///< Tensor
+  Scalar value = 0;       ///< Number
+  std::string text;       ///< Constant: its bytes (a string; an enum's type and value)
+  char tag = 0;           ///< Number: 'b' 'i' 'f' 'd'; Constant: 's' 'e'; Open / Close: the bracket
   std::size_t length = 0;   ///< Open
   bool is_mutable = false;  ///< Open: an ms::mutable_ sequence
   int depth = 0;            ///< nesting depth (0: a top-level argument)
