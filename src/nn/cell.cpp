@@ -649,7 +649,11 @@ StateDict& CellBase::state_dict(StateDict& destination, const std::string& prefi
   const std::size_t n0 = destination.size();
   std::set<std::pair<const void*, std::int64_t>> seen;
   for (auto& e : added) {
-    if (!e.second.is_symbolic() &&
+    // Extra states are values of their own, and empty tensors share no data:
+    // neither is a shared parameter to drop.
+    const bool extra =
+        e.first == kExtraStateKey || e.first.ends_with(detail::str_cat(".", kExtraStateKey));
+    if (!e.second.is_symbolic() && !extra && e.second.numel() > 0 &&
         !seen.insert({e.second.storage().get(), e.second.offset()}).second)
       continue;
     if (!keep_vars && e.second.defined() && !e.second.is_symbolic()) e.second = e.second.clone();

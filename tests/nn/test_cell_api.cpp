@@ -445,6 +445,23 @@ TEST_SUITE("nn") {
     h.seen.clear();  // an empty state loads too
     g.load_state_dict(h.state_dict());
     CHECK(g.seen.empty());
+    // Two cells with equal (empty) states: two entries, each loaded into its cell.
+    struct Two : ms::Cell<Two> {
+      History x, y;
+      Two() { register_cells("x", x, "y", y); }
+      ms::Tensor construct(const ms::Tensor& t) { return y(x(t)); }
+    } two, other;
+    CHECK(two.state_dict().keys() == Names{"x._extra_state", "y._extra_state"});
+    other.x.seen = {4.f};
+    other.y.seen = {5.f, 6.f};
+    two.load_state_dict(other.state_dict());
+    CHECK(two.x.seen == std::vector<float>{4.f});
+    CHECK(two.y.seen == std::vector<float>{5.f, 6.f});
+    other.x.seen.clear();
+    other.y.seen.clear();
+    two.load_state_dict(other.state_dict());
+    CHECK(two.x.seen.empty());
+    CHECK(two.y.seen.empty());
   }
 
   TEST_CASE("extra state: a failing set_extra_state changes nothing") {
