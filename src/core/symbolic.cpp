@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "ms/core/error.hpp"
 
@@ -16,7 +17,48 @@ Dim::Dim(std::string name) : size_(kAnyDim), name_(std::move(name)) {
   MS_CHECK(!name_.empty(), ValueError, "Dim: a symbol needs a non-empty name");
 }
 
-std::string Dim::to_string() const { return name_.empty() ? std::to_string(size_) : name_; }
+namespace {
+void check_range(std::int64_t min, std::int64_t max, std::int64_t divisor) {
+  MS_CHECK(min >= 0, ValueError, "Dim: min must be >= 0, got ", min);
+  MS_CHECK(max >= min, ValueError, "Dim: max must be >= min, got min ", min, " and max ", max);
+  MS_CHECK(divisor >= 1, ValueError, "Dim: divisor must be >= 1, got ", divisor);
+}
+}  // namespace
+
+Dim::Dim(std::string name, std::int64_t min, std::int64_t max, std::int64_t divisor)
+    : Dim(std::move(name)) {
+  check_range(min, max, divisor);
+  min_ = min;
+  max_ = max;
+  divisor_ = divisor;
+}
+
+Dim::Dim(std::int64_t min, std::int64_t max, std::int64_t divisor) : size_(kAnyDim) {
+  check_range(min, max, divisor);
+  min_ = min;
+  max_ = max;
+  divisor_ = divisor;
+}
+
+std::string Dim::violated_by(std::int64_t size) const {
+  if (size < min_) return detail::str_cat("min = ", min_);
+  if (size > max_) return detail::str_cat("max = ", max_);
+  if (size % divisor_ != 0) return detail::str_cat("divisor = ", divisor_);
+  return {};
+}
+
+std::string Dim::to_string() const {
+  std::string s = name_.empty() ? std::to_string(size_) : name_;
+  if (!constrained()) return s;
+  std::string c;
+  auto add = [&](std::string_view k, std::int64_t v) {
+    c += detail::str_cat(c.empty() ? "" : ", ", k, "=", v);
+  };
+  if (min_ != 0) add("min", min_);
+  if (max_ != kNoMaxDim) add("max", max_);
+  if (divisor_ != 1) add("divisor", divisor_);
+  return s + "{" + c + "}";
+}
 
 TensorSpec::TensorSpec(std::vector<Dim> dims, DType dt) : shape(std::move(dims)), dtype(dt) {
   for (std::size_t i = 0; i < shape.size(); ++i)

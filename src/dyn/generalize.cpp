@@ -216,6 +216,10 @@ Generalized from_specs(std::span<const TensorSpec> specs, const Signature& call,
       for (std::size_t k = 0; k < spec.shape.size(); ++k) {
         const Dim& d = spec.shape[k];
         const std::int64_t given = it.shape[k];
+        if (const std::string bad = d.violated_by(given); !d.is_static() && !bad.empty())
+          ::ms::detail::raise<ShapeError>(api, ": argument ", argument, " axis ", k, " is ", given,
+                                          " but its spec ", spec.to_string(), " requires ",
+                                          d.to_string(), " (", bad, ")");
         if (d.is_static()) {
           MS_CHECK(given == d.size(), ShapeError, api, ": argument ", argument, " dim ", k, " is ",
                    given, " but its spec ", spec.to_string(), " needs ", d.size());

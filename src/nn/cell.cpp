@@ -261,10 +261,13 @@ void CellBase::wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st)
   args = ops::grad_hook(fn, std::move(args), cls_name() + ".backward_in");
 }
 
-void CellBase::check_name(const std::string& name, std::string_view api) const {
+void CellBase::check_name(const std::string& name, std::string_view api, bool allow_dot) const {
   MS_CHECK(!name.empty(), ValueError, api, ": the name is empty");
-  MS_CHECK(name.find('.') == std::string::npos, ValueError, api, ": name '", name,
+  MS_CHECK(allow_dot || name.find('.') == std::string::npos, ValueError, api, ": name '", name,
            "' contains '.', which separates the levels of hierarchical names");
+  for (const auto& [n, keys] : tuples_)
+    MS_CHECK(n != name, ValueError, api, ": name '", name,
+             "' is already used by a ParameterTuple of ", cls_name());
   for (const auto& [n, p] : params_)
     MS_CHECK(n != name, ValueError, api, ": name '", name, "' is already used by parameter '",
              p.name(), "' of ", cls_name());
@@ -287,6 +290,52 @@ void CellBase::register_parameter(const std::string& name, const Parameter& para
   // keeps a name given explicitly (not the generated `Parameter$N`).
   if (p.name().rfind("Parameter$", 0) == 0) p.set_name(name);
   params_.emplace_back(name, std::move(p));
+}
+
+ParameterTuple CellBase::register_parameter_tuple(const std::string& name,
+                                                  const ParameterTuple& params) {
+  constexpr std::string_view api = "register_parameter_tuple";
+  check_name(name, api);
+  // Everything is checked before anything is registered.
+  std::vector<Parameter> items(params.begin(), params.end());
+  std::vector<std::string> keys;
+  int next_id = tuple_param_id_;
+  for (const Parameter& p : items) {
+    for (const auto& [n, q] : params_)
+      MS_CHECK(!q.same_as(p), ValueError, api, ": parameter '", p.name(),
+               "' is already registered in ", cls_name(), " as '", n, "'");
+    // As MindSpore: a generated name becomes `Parameter$<k>` (k per cell).
+    std::string key =
+        p.name().rfind("Parameter$", 0) == 0 ? "Parameter$" + std::to_string(next_id++) : p.name();
+    check_name(key, api, /*allow_dot=*/true);
+    MS_CHECK(std::find(keys.begin(), keys.end(), key) == keys.end() && key != name, ValueError, api,
+             ": the name '", key, "' of a parameter of '", name,
+             "' already exists; set a unique name for the parameter");
+    keys.push_back(std::move(key));
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].name() != keys[i]) items[i].set_name(keys[i]);
+    params_.emplace_back(keys[i], items[i]);
+  }
+  tuple_param_id_ = next_id;
+  tuples_.emplace_back(name, keys);
+  compiler::bump_hook_version();  // graphs traced before do not know the new parameters
+  return ParameterTuple(std::move(items));
+}
+
+ParameterTuple CellBase::get_parameter_tuple(const std::string& name) const {
+  for (const auto& [n, keys] : tuples_) {
+    if (n != name) continue;
+    std::vector<Parameter> out;
+    for (const auto& k : keys)
+      for (const auto& [pn, p] : params_)
+        if (pn == k) out.push_back(p);
+    return ParameterTuple(std::move(out));
+  }
+  std::string have;
+  for (const auto& [n, keys] : tuples_) have += (have.empty() ? "'" : ", '") + n + "'";
+  detail::raise<KeyError>("get_parameter_tuple: ", cls_name(), " has no ParameterTuple '", name,
+                          "'; its tuples: ", have.empty() ? std::string("none") : have);
 }
 
 Tensor CellBase::register_buffer(const std::string& name, const Tensor& buffer, bool persistent) {
@@ -543,6 +592,21 @@ CellBase& CellBase::set_grad(bool requires_grad) {
   return *this;
 }
 
+CellBase& CellBase::add_flags(const Flags& flags) {
+  for (const auto& [k, v] : flags) flags_.insert_or_assign(k, v);
+  return *this;
+}
+
+CellBase& CellBase::add_flags_recursive(const Flags& flags) {
+  for (auto& [n, c] : cells_and_names()) c->add_flags(flags);
+  return *this;
+}
+
+CellBase& CellBase::set_jit_config(JitConfig config) {
+  jit_config_ = std::move(config);
+  return *this;
+}
+
 std::string CellBase::to_string() const {
   std::ostringstream os;
   auto walk = [&](auto&& self, const CellBase& c, const std::string& indent) -> void {
@@ -582,6 +646,8 @@ void CellBase::state_dict_into(StateDict& out, const std::string& base) const {
   for (const auto& [n, p] : params_) out.emplace_back(base + n, p);
   for (const auto& b : buffers_)
     if (b.persistent) out.emplace_back(base + b.name, b.tensor);
+  if (Tensor extra = get_extra_state(); extra.defined())
+    out.emplace_back(base + std::string(kExtraStateKey), std::move(extra));
   for (const auto& [n, ch] : children_) ch->state_dict_into(out, child_base(base, n, *ch));
   if (state_hooks_ && state_hooks_->sd_post)
     for (auto& h : state_hooks_->sd_post->snapshot()) h(*self, out, prefix);
@@ -604,7 +670,11 @@ StateDict& CellBase::state_dict(StateDict& destination, const std::string& prefi
   const std::size_t n0 = destination.size();
   std::set<std::pair<const void*, std::int64_t>> seen;
   for (auto& e : added) {
-    if (!e.second.is_symbolic() &&
+    // Extra states are values of their own, and empty tensors share no data:
+    // neither is a shared parameter to drop.
+    const bool extra =
+        e.first == kExtraStateKey || e.first.ends_with(detail::str_cat(".", kExtraStateKey));
+    if (!e.second.is_symbolic() && !extra && e.second.numel() > 0 &&
         !seen.insert({e.second.storage().get(), e.second.offset()}).second)
       continue;
     if (!keep_vars && e.second.defined() && !e.second.is_symbolic()) e.second = e.second.clone();
@@ -633,8 +703,47 @@ void CellBase::run_load_pre_hooks(StateDict& sd, bool strict, LoadResult& res,
   walk(walk, *this, root_base({}));
 }
 
+std::vector<std::pair<std::string, CellBase*>> CellBase::extra_state_cells() {
+  std::vector<std::pair<std::string, CellBase*>> out;
+  auto walk = [&](auto&& self, CellBase& c, const std::string& base) -> void {
+    if (c.get_extra_state().defined()) out.emplace_back(base + std::string(kExtraStateKey), &c);
+    for (const auto& [n, ch] : c.children_) self(self, *ch, child_base(base, n, *ch));
+  };
+  walk(walk, *this, root_base({}));
+  return out;
+}
+
+void CellBase::set_extra_state(const Tensor&) {
+  detail::raise<ValueError>("set_extra_state: ", cls_name(),
+                            " returns extra state from get_extra_state but does not override "
+                            "set_extra_state to load it");
+}
+
+std::vector<Tensor> CellBase::write_extra_states(const ExtraWrites& extra) {
+  std::vector<Tensor> old;
+  std::size_t done = 0;
+  try {
+    for (const auto& [cell, src] : extra) {
+      old.push_back(cell->get_extra_state());
+      cell->set_extra_state(src->clone());
+      ++done;
+    }
+  } catch (...) {
+    for (std::size_t i = 0; i < done; ++i) extra[i].first->set_extra_state(old[i]);
+    throw;
+  }
+  return old;
+}
+
 std::vector<std::pair<Tensor, const Tensor*>> CellBase::match_state_dict(const StateDict& sd,
-                                                                         LoadResult& res) const {
+                                                                         LoadResult& res,
+                                                                         ExtraWrites& extra) {
+  const auto extra_cells = extra_state_cells();
+  auto extra_cell = [&](const std::string& k) -> CellBase* {
+    for (const auto& [key, c] : extra_cells)
+      if (key == k) return c;
+    return nullptr;
+  };
   const StateDict mine = state_dict();
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [k, t] : sd) {
@@ -653,6 +762,11 @@ std::vector<std::pair<Tensor, const Tensor*>> CellBase::match_state_dict(const S
     const Tensor& src = *it->second;
     MS_CHECK(src.defined() && !src.is_symbolic(), ValueError, "load_state_dict: '", k,
              "' is undefined or symbolic");
+    // Extra state may change its shape and dtype: the cell's set_extra_state judges it.
+    if (CellBase* c = extra_cell(k)) {
+      extra.emplace_back(c, &src);
+      continue;
+    }
     MS_CHECK(src.shape() == dst.shape(), ShapeError, "load_state_dict: '", k, "' has shape ",
              dst.shape(), " in ", cls_name(), " but ", src.shape(), " in the state dict");
     MS_CHECK(src.dtype() == dst.dtype(), TypeError, "load_state_dict: '", k, "' has dtype ",
@@ -709,7 +823,8 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   LoadResult res;
   std::vector<std::string> errors;
   run_load_pre_hooks(sd, strict, res, errors);
-  const auto writes = match_state_dict(sd, res);
+  ExtraWrites extra;
+  const auto writes = match_state_dict(sd, res, extra);
   const bool post = run_load_post_hooks(res, /*dry=*/true);
   // Without post-hooks the verdict is known now: nothing is written on failure.
   if (!post) raise_load_errors(res, errors, strict);
@@ -724,6 +839,8 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
   std::vector<Tensor> srcs;
   srcs.reserve(writes.size());
   for (const auto& [dst, src] : writes) srcs.push_back(src->clone());
+  // Extra states first: set_extra_state may throw (it undoes itself then).
+  const std::vector<Tensor> old_extra = write_extra_states(extra);
   for (std::size_t i = 0; i < writes.size(); ++i) {
     Tensor d = writes[i].first;
     d.copy_(srcs[i]);
@@ -737,6 +854,7 @@ LoadResult CellBase::load_state_dict(const StateDict& sd_in, bool strict) {
         Tensor d = writes[i].first;
         d.copy_(undo[i]);
       }
+      for (std::size_t i = 0; i < extra.size(); ++i) extra[i].first->set_extra_state(old_extra[i]);
       throw;
     }
   }
@@ -772,6 +890,22 @@ HookHandle CellBase::register_load_state_dict_pre_hook(detail::LoadPreHookFull f
 }
 HookHandle CellBase::register_load_state_dict_post_hook(detail::LoadPostHook fn) {
   return add_hook(state_hooks_, &detail::StateHooks::load_post, std::move(fn));
+}
+
+Tensor extra_state_from_string(std::string_view bytes) {
+  std::vector<std::uint8_t> v(bytes.begin(), bytes.end());
+  return from_vector(v);
+}
+
+std::string extra_state_to_string(const Tensor& state) {
+  MS_CHECK(state.defined(), ValueError, "extra_state_to_string: the state tensor is undefined");
+  MS_CHECK(state.dtype() == uint8, TypeError,
+           "extra_state_to_string: expected a uint8 tensor, got ", state.dtype());
+  MS_CHECK(state.rank() == 1, ShapeError,
+           "extra_state_to_string: expected a 1-D tensor, got shape ", state.shape());
+  const Tensor c = state.contiguous();
+  const auto* p = reinterpret_cast<const char*>(c.raw_data());
+  return std::string(p, p + c.numel());
 }
 
 }  // namespace ms

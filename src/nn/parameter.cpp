@@ -5,9 +5,12 @@
 #include <mutex>
 #include <vector>
 
+#include <cctype>
+
 #include "ms/autodiff/tensor_hooks.hpp"
 #include "ms/core/error.hpp"
 #include "ms/core/storage.hpp"
+#include "ms/nn/initializer.hpp"
 
 namespace ms {
 
@@ -153,4 +156,51 @@ HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook f
 }
 
 }  // namespace detail
+
+ParameterTuple::ParameterTuple(std::vector<Parameter> params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Parameter& p = params[i];
+    MS_CHECK(p.defined(), ValueError, "ParameterTuple: parameter ", i, " is undefined");
+    bool dup = false;
+    for (const Parameter& q : params_) {
+      if (q.same_as(p)) {
+        dup = true;
+        break;
+      }
+      MS_CHECK(q.name() != p.name(), ValueError, "ParameterTuple: parameter ", i, " is named '",
+               p.name(),
+               "', a name another parameter of the tuple already has; give each "
+               "parameter a unique name");
+    }
+    if (!dup) params_.push_back(p);
+  }
+}
+
+const Parameter& ParameterTuple::operator[](std::size_t i) const {
+  MS_CHECK(i < params_.size(), IndexError, "ParameterTuple: index ", i, " is out of range for ",
+           params_.size(), " parameters");
+  return params_[i];
+}
+
+ParameterTuple ParameterTuple::clone(const std::string& prefix, const InitSpec& init) const {
+  MS_CHECK(!prefix.empty(), ValueError, "ParameterTuple.clone: prefix is empty");
+  for (char ch : prefix)
+    MS_CHECK(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-' || ch == '/' ||
+                 ch == '.',
+             ValueError, "ParameterTuple.clone: prefix '", prefix, "' holds '", ch,
+             "'; expected letters, digits, '_', '-', '/' and '.'");
+  const bool same = !init.is_tensor() && init.to_string() == "'same'";
+  std::vector<Parameter> out;
+  out.reserve(params_.size());
+  for (const Parameter& p : params_) {
+    Tensor data = same ? p.data().clone() : initializer(init, p.shape(), p.dtype());
+    out.emplace_back(std::move(data), prefix + "." + p.name(), p.requires_grad());
+  }
+  return ParameterTuple(std::move(out));
+}
+
+ParameterTuple ParameterTuple::clone(const std::string& prefix) const {
+  return clone(prefix, InitSpec("same"));
+}
+
 }  // namespace ms

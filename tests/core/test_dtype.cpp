@@ -20,6 +20,33 @@ TEST_SUITE("core") {
     static_assert(std::is_same_v<cpp_type<DType::Int64>, std::int64_t>);
   }
 
+  TEST_CASE("MindSpore's dtype aliases name the same dtypes") {
+    static_assert(ms::byte == ms::int8 && ms::short_ == ms::int16);
+    CHECK(ms::byte == DType::Int8);
+    CHECK(ms::short_ == DType::Int16);
+    CHECK(ms::intc == DType::Int32);
+    CHECK(ms::intp == DType::Int64);
+    CHECK(ms::ubyte == DType::UInt8);
+    CHECK(ms::ushort == DType::UInt16);
+    CHECK(ms::uintc == DType::UInt32);
+    CHECK(ms::uintp == DType::UInt64);
+    CHECK(ms::half == DType::Float16);
+    CHECK(ms::single == DType::Float32);
+    CHECK(ms::double_ == DType::Float64);
+    CHECK(ms::float64 == DType::Float64);
+    CHECK(ms::bfloat16 == DType::BFloat16);
+    CHECK(ms::bool_ == DType::Bool);
+    CHECK(ms::qint4x2 == DType::Int4);
+    // The generic kinds as NumPy's 64-bit defaults.
+    CHECK(ms::int_ == DType::Int64);
+    CHECK(ms::uint == DType::UInt64);
+    CHECK(ms::float_ == DType::Float64);
+    // Usable wherever a dtype is: a tensor made with an alias has that dtype.
+    CHECK(ms::zeros({2}, ms::half).dtype() == ms::float16);
+    CHECK(ms::zeros({2}, ms::single).dtype() == ms::float32);
+    CHECK(dtype_name(ms::double_) == "Float64");
+  }
+
   TEST_CASE("type promotion") {
     CHECK(promote_types(int32, float32) == float32);
     CHECK(promote_types(int64, float16) == float16);

@@ -63,6 +63,52 @@ const Names kParams = {"body.0.fc.weight", "body.0.fc.bias", "body.0.bn.gamma", 
 
 }  // namespace
 
+// A cell with extra state: a tag and a step count, saved as bytes.
+struct Counter : ms::Cell<Counter> {
+  Dense fc{2, 2};
+  std::string tag = "none";
+  std::int64_t steps = 0;
+  int sets = 0;  // set_extra_state calls
+  Counter() { register_cells("fc", fc); }
+  ms::Tensor construct(const ms::Tensor& x) {
+    ++steps;
+    return fc(x);
+  }
+  ms::Tensor get_extra_state() const override {
+    return ms::extra_state_from_string(tag + ":" + std::to_string(steps));
+  }
+  void set_extra_state(const ms::Tensor& t) override {
+    const std::string s = ms::extra_state_to_string(t);
+    const auto colon = s.find(':');
+    MS_CHECK(colon != std::string::npos, ms::ValueError, "Counter: bad extra state '", s, "'");
+    tag = s.substr(0, colon);
+    steps = std::stoll(s.substr(colon + 1));
+    ++sets;
+  }
+};
+
+// Extra state as a float tensor whose length changes.
+struct History : ms::Cell<History> {
+  std::vector<float> seen;
+  ms::Tensor construct(const ms::Tensor& x) { return x; }
+  ms::Tensor get_extra_state() const override {
+    return ms::from_vector(seen, ms::Shape{static_cast<std::int64_t>(seen.size())});
+  }
+  void set_extra_state(const ms::Tensor& t) override { seen = t.to_vector<float>(); }
+};
+
+// Overrides get_extra_state only: loading it is an error.
+struct HalfDone : ms::Cell<HalfDone> {
+  ms::Tensor construct(const ms::Tensor& x) { return x; }
+  ms::Tensor get_extra_state() const override { return ms::zeros({1}); }
+};
+
+struct Pair : ms::Cell<Pair> {
+  Counter a, b;
+  Pair() { register_cells("a", a, "b", b); }
+  ms::Tensor construct(const ms::Tensor& x) { return b(a(x)); }
+};
+
 TEST_SUITE("nn") {
   TEST_CASE("apply: every descendant before its parent, the root last; chains") {
     Net net;
@@ -313,5 +359,242 @@ TEST_SUITE("nn") {
     net.heads.pop("a");
     CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
     CHECK(f.compile_count() == 3);
+  }
+  TEST_CASE("add_flags, add_flags_recursive, get_flags") {
+    Net net;
+    CHECK(net.get_flags().empty());
+    ms::CellBase& same = net.add_flags({{"defer_inline", true}, {"level", std::int64_t{2}}});
+    CHECK(&same == &net);
+    CHECK(std::get<bool>(net.get_flags().at("defer_inline")));
+    CHECK(std::get<std::int64_t>(net.get_flags().at("level")) == 2);
+    net.add_flags({{"level", 3.5}, {"mode", std::string("fast")}});  // replaces, keeps the rest
+    CHECK(net.get_flags().size() == 3);
+    CHECK(std::get<double>(net.get_flags().at("level")) == 3.5);
+    CHECK(std::get<std::string>(net.get_flags().at("mode")) == "fast");
+    CHECK(net.head.get_flags().empty());  // add_flags is this cell only
+    net.body.add_flags_recursive({{"recompute", true}});
+    for (const auto& [name, c] : net.body.cells_and_names())
+      CHECK_MESSAGE(std::get<bool>(c->get_flags().at("recompute")), name);
+    CHECK(net.b0->fc.get_flags().count("recompute") == 1);
+    CHECK(net.get_flags().count("recompute") == 0);
+    CHECK(net.head.get_flags().empty());
+    net.add_flags_recursive({{"recompute", false}});
+    for (const auto& [name, c] : net.cells_and_names())
+      CHECK_MESSAGE(!std::get<bool>(c->get_flags().at("recompute")), name);
+  }
+
+  TEST_CASE("extra state: in the state dict under <prefix>_extra_state, before the children") {
+    Pair p;
+    p.a.tag = "first";
+    p.b.steps = 7;
+    const Names keys = p.state_dict().keys();
+    CHECK(keys == Names{"a._extra_state", "a.fc.weight", "a.fc.bias", "b._extra_state",
+                        "b.fc.weight", "b.fc.bias"});
+    CHECK(ms::extra_state_to_string(p.state_dict()["a._extra_state"]) == "first:0");
+    CHECK(ms::extra_state_to_string(p.state_dict()["b._extra_state"]) == "none:7");
+    Counter c;  // the cell itself: `_extra_state`
+    CHECK(c.state_dict().keys() == Names{"_extra_state", "fc.weight", "fc.bias"});
+    CHECK(c.state_dict("m").keys().front() == "m._extra_state");
+    ms::StateDict dst;
+    c.state_dict(dst, "m", false);
+    CHECK(dst.keys().front() == "m._extra_state");
+    Net plain;  // no cell overrides get_extra_state: no such key
+    for (const auto& k : plain.state_dict().keys())
+      CHECK(k.find("_extra_state") == std::string::npos);
+  }
+
+  TEST_CASE("extra state: load_state_dict sets it; strict judges its key") {
+    Pair src, dst;
+    src.a.tag = "alpha";
+    src.a.steps = 3;
+    src.b.tag = "beta";
+    src.b.steps = 11;
+    ms::StateDict sd = src.state_dict();
+    dst.load_state_dict(sd);
+    CHECK(dst.a.tag == "alpha");
+    CHECK(dst.a.steps == 3);
+    CHECK(dst.b.tag == "beta");
+    CHECK(dst.b.steps == 11);
+    CHECK(ms::allclose(dst.a.fc.weight, src.a.fc.weight, 0, 0));
+    // Missing: an error when strict (nothing changes), reported otherwise.
+    ms::StateDict no_extra;
+    for (const auto& [k, t] : sd)
+      if (k != "b._extra_state") no_extra.emplace_back(k, t);
+    Pair fresh;
+    CHECK_THROWS_WITH_AS(fresh.load_state_dict(no_extra), doctest::Contains("b._extra_state"),
+                         ms::ValueError);
+    CHECK(fresh.a.tag == "none");
+    CHECK(fresh.a.sets == 0);
+    const ms::LoadResult r = fresh.load_state_dict(no_extra, false);
+    CHECK(r.missing_keys == Names{"b._extra_state"});
+    CHECK(fresh.a.tag == "alpha");
+    CHECK(fresh.b.tag == "none");
+    // A key for a cell without extra state is unexpected.
+    Net plain;
+    ms::StateDict with_extra = plain.state_dict();
+    with_extra.emplace_back("head._extra_state", ms::extra_state_from_string("x"));
+    CHECK_THROWS_AS(plain.load_state_dict(with_extra), ms::ValueError);
+    CHECK(plain.load_state_dict(with_extra, false).unexpected_keys == Names{"head._extra_state"});
+  }
+
+  TEST_CASE("extra state: any tensor, of another shape than the current one") {
+    History h, g;
+    h.seen = {1.f, 2.f, 3.f};
+    g.load_state_dict(h.state_dict());
+    CHECK(g.seen == std::vector<float>{1.f, 2.f, 3.f});
+    h.seen.clear();  // an empty state loads too
+    g.load_state_dict(h.state_dict());
+    CHECK(g.seen.empty());
+    // Two cells with equal (empty) states: two entries, each loaded into its cell.
+    struct Two : ms::Cell<Two> {
+      History x, y;
+      Two() { register_cells("x", x, "y", y); }
+      ms::Tensor construct(const ms::Tensor& t) { return y(x(t)); }
+    } two, other;
+    CHECK(two.state_dict().keys() == Names{"x._extra_state", "y._extra_state"});
+    other.x.seen = {4.f};
+    other.y.seen = {5.f, 6.f};
+    two.load_state_dict(other.state_dict());
+    CHECK(two.x.seen == std::vector<float>{4.f});
+    CHECK(two.y.seen == std::vector<float>{5.f, 6.f});
+    other.x.seen.clear();
+    other.y.seen.clear();
+    two.load_state_dict(other.state_dict());
+    CHECK(two.x.seen.empty());
+    CHECK(two.y.seen.empty());
+  }
+
+  TEST_CASE("extra state: a failing set_extra_state changes nothing") {
+    Pair src, dst;
+    src.a.tag = "ok";
+    src.a.fc.weight.set_data(ms::ones({2, 2}));
+    ms::StateDict sd = src.state_dict();
+    sd["b._extra_state"] = ms::extra_state_from_string("no colon");
+    const ms::Tensor w0 = dst.a.fc.weight.clone();
+    CHECK_THROWS_WITH_AS(dst.load_state_dict(sd), doctest::Contains("no colon"), ms::ValueError);
+    CHECK(dst.a.tag == "none");  // a's state was set, then put back
+    CHECK(dst.a.sets == 2);
+    CHECK(ms::allclose(dst.a.fc.weight, w0, 0, 0));
+    // A cell that overrides get_extra_state alone cannot load it.
+    HalfDone hd;
+    CHECK_THROWS_WITH_AS(hd.load_state_dict(hd.state_dict()),
+                         doctest::Contains("does not override set_extra_state"), ms::ValueError);
+  }
+
+  TEST_CASE("extra_state_to_string: a uint8 1-D tensor, else TypeError or ShapeError") {
+    CHECK(ms::extra_state_to_string(ms::extra_state_from_string("")).empty());
+    CHECK(ms::extra_state_to_string(ms::extra_state_from_string(std::string("a\0b", 3))) ==
+          std::string("a\0b", 3));
+    CHECK_THROWS_WITH_AS(ms::extra_state_to_string(ms::zeros({3})),
+                         doctest::Contains("expected a uint8 tensor, got Float32"), ms::TypeError);
+    CHECK_THROWS_WITH_AS(ms::extra_state_to_string(ms::zeros({2, 2}, ms::uint8)),
+                         doctest::Contains("expected a 1-D tensor"), ms::ShapeError);
+  }
+
+  TEST_CASE("ParameterTuple: registered under the parameters' own names") {
+    struct Holder : ms::Cell<Holder> {
+      ms::ParameterTuple p;
+      Holder() {
+        p = register_parameter_tuple(
+            "p", {ms::Parameter(ms::ones({2}), "w1"), ms::Parameter(ms::zeros({3}), "w2")});
+      }
+      ms::Tensor construct(const ms::Tensor& x) { return x * ms::sum(p[0]); }
+    };
+    struct Outer : ms::Cell<Outer> {
+      Holder h;
+      Outer() { register_cells("h", h); }
+      ms::Tensor construct(const ms::Tensor& x) { return h(x); }
+    } net;
+    CHECK(keys_of(net.parameters_dict()) == Names{"h.w1", "h.w2"});
+    CHECK(net.state_dict().keys() == Names{"h.w1", "h.w2"});
+    CHECK(net.h.p[0].name() == "h.w1");  // renamed with the path, as every parameter
+    Names it;
+    for (const ms::Parameter& q : net.h.get_parameter_tuple("p")) it.push_back(q.name());
+    CHECK(it == Names{"h.w1", "h.w2"});
+    CHECK(net.h.get_parameter_tuple("p")[1].same_as(net.h.p[1]));
+    CHECK_THROWS_WITH_AS((void)net.h.get_parameter_tuple("q"), doctest::Contains("its tuples: 'p'"),
+                         ms::KeyError);
+    CHECK_THROWS_AS((void)net.h.p[2], ms::IndexError);
+    // Optimizers take it as their parameter list.
+    ms::optim::SGD opt(net.h.p, {.lr = 0.5});
+    CHECK(opt.parameters().size() == 2);
+    CHECK(opt.parameters()[0].same_as(net.h.p[0]));
+  }
+
+  TEST_CASE("ParameterTuple: generated names, clashes, clone") {
+    struct Empty : ms::Cell<Empty> {
+      ms::Tensor construct(const ms::Tensor& x) { return x; }
+    } c;
+    // Generated names become Parameter$1, Parameter$2 (per cell), as MindSpore.
+    ms::ParameterTuple t = c.register_parameter_tuple(
+        "t", {ms::Parameter(ms::zeros({1})), ms::Parameter(ms::zeros({1}))});
+    CHECK(keys_of(c.parameters_dict()) == Names{"Parameter$1", "Parameter$2"});
+    CHECK(t[1].name() == "Parameter$2");
+    c.register_parameter_tuple("u",
+                               {ms::Parameter(ms::zeros({1})), ms::Parameter(ms::ones({1}), "x")});
+    CHECK(keys_of(c.parameters_dict()) == Names{"Parameter$1", "Parameter$2", "Parameter$3", "x"});
+    // The same name twice, in one tuple or against the cell: ValueError.
+    CHECK_THROWS_WITH_AS(ms::ParameterTuple({ms::Parameter(ms::zeros({1}), "a"),
+                                             ms::Parameter(ms::zeros({1}), "a")}),
+                         doctest::Contains("already has"), ms::ValueError);
+    CHECK_THROWS_WITH_AS(c.register_parameter_tuple("v", {ms::Parameter(ms::zeros({1}), "x")}),
+                         doctest::Contains("name 'x' is already used by parameter"),
+                         ms::ValueError);
+    CHECK_THROWS_AS(c.register_parameter_tuple("t", {}), ms::ValueError);      // name taken
+    CHECK_THROWS_AS(c.register_parameter_tuple("w", {t[0]}), ms::ValueError);  // registered
+    CHECK(c.parameters().size() == 4);  // the failed calls registered nothing
+    // clone: prefix.name, values copied ("same") or from an initializer.
+    ms::Parameter w(ms::tensor({1.f, 2.f}), "fc.weight");
+    ms::Parameter b(ms::tensor({3.f}), "fc.bias", false);
+    const ms::ParameterTuple orig{w, b};
+    const ms::ParameterTuple same = orig.clone("ema");
+    CHECK(same[0].name() == "ema.fc.weight");
+    CHECK(same[1].name() == "ema.fc.bias");
+    CHECK(!same[1].requires_grad());
+    CHECK(ms::allclose(same[0], w, 0, 0));
+    CHECK(!same[0].same_as(w));
+    w.set_data(ms::tensor({9.f, 9.f}));  // a copy, not a view
+    CHECK(same[0].to_vector<float>() == std::vector<float>{1.f, 2.f});
+    const ms::ParameterTuple m = orig.clone("moments", "zeros");
+    CHECK(m[0].to_vector<float>() == std::vector<float>{0.f, 0.f});
+    CHECK(m[0].dtype() == ms::float32);
+    // Registered on another cell, the cloned names keep their dots.
+    struct Opt : ms::Cell<Opt> {
+      ms::Tensor construct(const ms::Tensor& x) { return x; }
+    } o;
+    o.register_parameter_tuple("moments", m);
+    CHECK(o.state_dict().keys() == Names{"moments.fc.weight", "moments.fc.bias"});
+    CHECK_THROWS_AS(orig.clone(""), ms::ValueError);
+    CHECK_THROWS_AS(orig.clone("a b"), ms::ValueError);
+  }
+
+  TEST_CASE("set_jit_config: ms::jit(cell) compiles with the cell's config") {
+    struct Chain : ms::Cell<Chain> {
+      ms::Tensor construct(const ms::Tensor& a, const ms::Tensor& b) {
+        return ms::tanh(a * b + 1.f) - a;
+      }
+    };
+    const ms::Tensor x = ms::ones({4, 4}), y = ms::full({4, 4}, 0.5);
+    Chain plain, debug;
+    CHECK(plain.get_jit_config() == nullptr);
+    debug.set_jit_config({.jit_level = ms::JitLevel::O0});
+    REQUIRE(debug.get_jit_config() != nullptr);
+    CHECK(debug.get_jit_config()->jit_level == ms::JitLevel::O0);
+    auto f1 = ms::jit(plain);
+    auto f0 = ms::jit(debug);
+    CHECK(ms::allclose(f1(x, y), plain(x, y), 1e-6, 1e-6));
+    CHECK(ms::allclose(f0(x, y), debug(x, y), 1e-6, 1e-6));
+    CHECK(f1.dump().find("Fused[") != std::string::npos);
+    CHECK(f0.dump().find("Fused") == std::string::npos);  // O0: no fusion
+    CHECK(f0.dump().find("= Tanh(") != std::string::npos);
+    // A config given to ms::jit wins over the cell's.
+    auto f_explicit = ms::jit(debug, {.jit_level = ms::JitLevel::O1});
+    (void)f_explicit(x, y);
+    CHECK(f_explicit.dump().find("Fused[") != std::string::npos);
+    // Through enable_dynamic too.
+    auto fd = ms::jit(ms::enable_dynamic(debug, ms::TensorSpec({-1, 4}, ms::float32),
+                                         ms::TensorSpec({-1, 4}, ms::float32)));
+    (void)fd(x, y);
+    CHECK(fd.dump().find("Fused") == std::string::npos);
   }
 }

@@ -95,6 +95,27 @@ void spoil(const std::string& good, const Bad& b, const std::string& out) {
 
 }  // namespace
 
+// A model with extra state: a vocabulary (bytes) in the head, a float
+// history in the root.
+struct Vocab : ms::Cell<Vocab> {
+  ms::nn::Dense fc{3, 2};
+  std::string words = "";
+  Vocab() { register_cells("fc", fc); }
+  ms::Tensor construct(const ms::Tensor& x) { return fc(x); }
+  ms::Tensor get_extra_state() const override { return ms::extra_state_from_string(words); }
+  void set_extra_state(const ms::Tensor& t) override { words = ms::extra_state_to_string(t); }
+};
+struct WithState : ms::Cell<WithState> {
+  Vocab head;
+  std::vector<double> history;
+  WithState() { register_cells("head", head); }
+  ms::Tensor construct(const ms::Tensor& x) { return head(x); }
+  ms::Tensor get_extra_state() const override {
+    return ms::from_vector(history, ms::Shape{static_cast<std::int64_t>(history.size())});
+  }
+  void set_extra_state(const ms::Tensor& t) override { history = t.to_vector<double>(); }
+};
+
 TEST_SUITE("train") {
   TEST_CASE("load_checkpoint: a bad entry anywhere is an error that changes nothing") {
     const ms::test::TempDir tmp("ms_test_ckpt_bad_entry");
@@ -181,5 +202,60 @@ TEST_SUITE("train") {
                                              "the Momentum optimizer"),
                            ms::ValueError);
     }
+  }
+  TEST_CASE("checkpoint: extra state saved and loaded through the file") {
+    const ms::test::TempDir tmp("ms_test_ckpt_extra_state");
+    const std::string path = tmp.file("extra.safetensors");
+    WithState a;
+    a.head.words = "the quick brown fox";
+    a.history = {0.5, 0.25, 0.125};
+    a.head.fc.weight.set_data(ms::full({2, 3}, 0.75));
+    ms::save_checkpoint(path, a);
+    // The file holds the entries under their state-dict keys, as uint8 and float64 tensors.
+    const ms::io::SafetensorsFile file = ms::io::load_safetensors(path);
+    bool saw_head = false, saw_root = false;
+    for (const auto& [k, t] : file.tensors) {
+      if (k == "head._extra_state") {
+        saw_head = true;
+        CHECK(t.dtype() == ms::uint8);
+        CHECK(t.numel() == 19);
+      }
+      if (k == "_extra_state") {
+        saw_root = true;
+        CHECK(t.dtype() == ms::float64);
+      }
+    }
+    CHECK(saw_head);
+    CHECK(saw_root);
+    WithState b;
+    ms::load_checkpoint(path, b);
+    CHECK(b.head.words == "the quick brown fox");
+    CHECK(b.history == std::vector<double>{0.5, 0.25, 0.125});
+    CHECK(ms::allclose(b.head.fc.weight, a.head.fc.weight, 0, 0));
+    // A file without the extra state (the same layers, no get_extra_state):
+    // strict reports its keys missing and changes nothing; non-strict loads the rest.
+    struct PlainHead : ms::Cell<PlainHead> {
+      ms::nn::Dense fc{3, 2};
+      PlainHead() { register_cells("fc", fc); }
+      ms::Tensor construct(const ms::Tensor& x) { return fc(x); }
+    };
+    struct Plain : ms::Cell<Plain> {
+      PlainHead head;
+      Plain() { register_cells("head", head); }
+      ms::Tensor construct(const ms::Tensor& x) { return head(x); }
+    } plain;
+    plain.head.fc.weight.set_data(ms::full({2, 3}, -1.0));
+    const std::string plain_path = tmp.file("plain.safetensors");
+    ms::save_checkpoint(plain_path, plain);
+    WithState c;
+    c.head.words = "kept";
+    const ms::Tensor w0 = c.head.fc.weight.clone();
+    CHECK_THROWS_WITH_AS(ms::load_checkpoint(plain_path, c),
+                         doctest::Contains("'head._extra_state'"), ms::ValueError);
+    CHECK(c.head.words == "kept");
+    CHECK(ms::allclose(c.head.fc.weight, w0, 0, 0));
+    ms::load_checkpoint(plain_path, c, nullptr, /*strict=*/false);
+    CHECK(c.head.words == "kept");
+    CHECK(ms::allclose(c.head.fc.weight, plain.head.fc.weight, 0, 0));
   }
 }

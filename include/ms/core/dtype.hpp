@@ -73,6 +73,42 @@ inline constexpr DType complex128 = DType::Complex128;
 /// The dtype DType::Int4 (packed two per byte; storage and cast only).
 inline constexpr DType int4 = DType::Int4;
 
+// MindSpore's other names for the same dtypes (mindspore/common/dtype.py).
+/// `ms::byte`: int8 (MindSpore's `mindspore.byte`).
+inline constexpr DType byte = int8;
+/// `ms::short_`: int16 (MindSpore's `mindspore.short`; `short` is a C++ keyword).
+inline constexpr DType short_ = int16;
+/// `ms::intc`: int32 (MindSpore's `mindspore.intc`).
+inline constexpr DType intc = int32;
+/// `ms::intp`: int64 (MindSpore's `mindspore.intp`).
+inline constexpr DType intp = int64;
+/// `ms::ubyte`: uint8 (MindSpore's `mindspore.ubyte`).
+inline constexpr DType ubyte = uint8;
+/// `ms::ushort`: uint16 (MindSpore's `mindspore.ushort`).
+inline constexpr DType ushort = uint16;
+/// `ms::uintc`: uint32 (MindSpore's `mindspore.uintc`).
+inline constexpr DType uintc = uint32;
+/// `ms::uintp`: uint64 (MindSpore's `mindspore.uintp`).
+inline constexpr DType uintp = uint64;
+/// `ms::half`: float16 (MindSpore's `mindspore.half`).
+inline constexpr DType half = float16;
+/// `ms::single`: float32 (MindSpore's `mindspore.single`).
+inline constexpr DType single = float32;
+/// `ms::double_`: float64 (MindSpore's `mindspore.double`; `double` is a C++ keyword).
+inline constexpr DType double_ = float64;
+/// `ms::qint4x2`: int4, two per byte (MindSpore's `mindspore.qint4x2`).
+inline constexpr DType qint4x2 = int4;
+// MindSpore's `int_`, `uint` and `float_` are the generic types "any int",
+// "any unsigned int", "any float" (typing.kInt, kUInt, kFloat), not dtypes a
+// tensor can have. ms has only concrete dtypes, so they name NumPy's defaults
+// for those kinds (numpy.int_, numpy.uint, numpy.float_): 64 bits each.
+/// `ms::int_`: int64 (NumPy's `int_`; MindSpore's `int_` is the generic int type).
+inline constexpr DType int_ = int64;
+/// `ms::uint`: uint64 (NumPy's `uint`; MindSpore's `uint` is the generic unsigned type).
+inline constexpr DType uint = uint64;
+/// `ms::float_`: float64 (NumPy's `float_`; MindSpore's `float_` is the generic float type).
+inline constexpr DType float_ = float64;
+
 /// The C++ type of complex64 elements.
 using complex64_t = std::complex<float>;
 /// The C++ type of complex128 elements.

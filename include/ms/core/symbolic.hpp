@@ -28,7 +28,17 @@
 
 namespace ms {
 
-/// One dim of a spec: a size >= 0, kAnyDim (-1), or a named symbol.
+/// No upper bound on a dim's size (the default `max` of a ranged Dim).
+inline constexpr std::int64_t kNoMaxDim = INT64_MAX;
+
+/// One dim of a spec: a size >= 0, kAnyDim (-1), or a named symbol. A
+/// symbolic dim (named or not) may constrain the sizes it takes (as
+/// MindSpore's `Symbol(min, max, divisor)` and torch.export's `Dim(name,
+/// min, max)`): a call whose size is below `min`, above `max` or not a
+/// multiple of `divisor` is an ms::ShapeError naming the API, the argument,
+/// the axis, the constraint and the size.
+///   ms::Dim batch("batch", 8, 64, 8);    // 8, 16, ..., 64
+///   ms::Dim len(1, 512);                  // unnamed: any size in [1, 512]
 class Dim {
  public:
   /// A fixed size (>= 0), kAnyDim (-1, any size) or kAnyRank (-2, only alone in a spec).
@@ -39,6 +49,14 @@ class Dim {
   explicit Dim(std::string name);
   /// As Dim(std::string).
   explicit Dim(const char* name) : Dim(std::string(name)) {}
+  /// A named symbol whose sizes lie in [min, max] and are multiples of
+  /// `divisor`. ValueError unless 0 <= min <= max and divisor >= 1.
+  Dim(std::string name, std::int64_t min, std::int64_t max = kNoMaxDim, std::int64_t divisor = 1);
+  /// As Dim(std::string, min, max, divisor).
+  Dim(const char* name, std::int64_t min, std::int64_t max = kNoMaxDim, std::int64_t divisor = 1)
+      : Dim(std::string(name), min, max, divisor) {}
+  /// An unnamed symbolic dim (any size, as -1) within [min, max], a multiple of `divisor`.
+  explicit Dim(std::int64_t min, std::int64_t max, std::int64_t divisor = 1);
 
   /// A fixed size.
   bool is_static() const { return name_.empty() && size_ >= 0; }
@@ -52,13 +70,25 @@ class Dim {
   std::int64_t size() const { return size_; }
   /// The symbol's name (empty unless is_named()).
   const std::string& name() const { return name_; }
-  /// "784", "-1" or "batch".
+  /// The smallest size a symbolic dim takes (0 when unconstrained).
+  std::int64_t min() const { return min_; }
+  /// The largest size a symbolic dim takes (kNoMaxDim when unbounded).
+  std::int64_t max() const { return max_; }
+  /// The sizes of a symbolic dim are multiples of this (1 when unconstrained).
+  std::int64_t divisor() const { return divisor_; }
+  /// Whether min, max or divisor restricts the sizes.
+  bool constrained() const { return min_ != 0 || max_ != kNoMaxDim || divisor_ != 1; }
+  /// Empty when `size` satisfies the constraints, else the one it breaks
+  /// ("min = 8", "max = 64", "divisor = 8": the first of these that fails).
+  std::string violated_by(std::int64_t size) const;
+  /// "784", "-1" or "batch"; constraints follow in braces: "batch{min=8, max=64, divisor=8}".
   std::string to_string() const;
   friend bool operator==(const Dim&, const Dim&) = default;
 
  private:
   std::int64_t size_ = kAnyDim;
   std::string name_;
+  std::int64_t min_ = 0, max_ = kNoMaxDim, divisor_ = 1;
 };
 
 /// The spec of a tensor argument: dtype and dims (`-1`, named symbols) or any rank.

@@ -76,6 +76,9 @@ struct CellRef {
   }
   /// The cell's specs (set by CellBase::set_inputs).
   const std::vector<TensorSpec>& get_inputs() const { return cell->get_inputs(); }
+  /// The cell's jit config (set by CellBase::set_jit_config; null when none).
+  auto get_jit_config() const requires requires(const C& c) { c.get_jit_config(); }
+  { return cell->get_jit_config(); }
 };
 /// True for the result of ms::enable_dynamic.
 template <class T>

@@ -759,16 +759,41 @@ class Jitted {
   std::shared_ptr<compiler::detail::FunctionCache> cache_;
 };
 
-/// Compiles `fn` (a lambda or function object taking tensors as `const auto&`).
-/// A cell (anything with `get_inputs()`) passed as an lvalue is held by
-/// reference, and its `set_inputs` specs apply.
+namespace dyn {
+/// A callable with a jit config of its own (a cell after set_jit_config):
+/// `get_jit_config()` returns a `const JitConfig*`, null when none is set.
+template <class T>
+concept HasJitConfig = requires(const T& t) {
+  { t.get_jit_config() } -> std::convertible_to<const JitConfig*>;
+};
+}  // namespace dyn
+
+/// Compiles `fn` (a lambda or function object taking tensors as `const auto&`)
+/// with the options `cfg`. A cell (anything with `get_inputs()`) passed as an
+/// lvalue is held by reference, and its `set_inputs` specs apply.
 template <class F>
-auto jit(F&& fn, JitConfig cfg = {}) {
+auto jit(F&& fn, JitConfig cfg) {
   using D = std::remove_cvref_t<F>;
   if constexpr (dyn::HasInputs<D> && std::is_lvalue_reference_v<F>)
     return Jitted<dyn::CellRef<std::remove_reference_t<F>>>({&fn}, std::move(cfg));
   else
     return Jitted<std::decay_t<F>>(std::forward<F>(fn), std::move(cfg));
+}
+
+/// Compiles `fn` with default options; a cell given as an lvalue (also inside
+/// ms::enable_dynamic) compiles with the JitConfig of its set_jit_config, if any.
+///   net.set_jit_config({.jit_level = ms::JitLevel::O0});
+///   auto f = ms::jit(net);   // O0
+template <class F>
+auto jit(F&& fn) {
+  using D = std::remove_cvref_t<F>;
+  const JitConfig* own = nullptr;
+  if constexpr (dyn::HasJitConfig<D> && std::is_lvalue_reference_v<F>)
+    own = fn.get_jit_config();
+  else if constexpr (dyn::IsEnableDynamic<D>::value) {
+    if constexpr (dyn::HasJitConfig<decltype(fn.fn)>) own = fn.fn.get_jit_config();
+  }
+  return jit(std::forward<F>(fn), own != nullptr ? *own : JitConfig{});
 }
 
 }  // namespace ms

@@ -93,6 +93,15 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
 
+/// The value of a cell flag (MindSpore's flags are mostly bools).
+using FlagValue = std::variant<bool, std::int64_t, double, std::string>;
+/// A cell's flags by name (CellBase::add_flags, get_flags).
+using Flags = std::map<std::string, FlagValue, std::less<>>;
+
+/// The last part of the state-dict key of a cell's extra state
+/// (`<prefix>_extra_state`, as MindSpore and PyTorch; see CellBase::get_extra_state).
+inline constexpr std::string_view kExtraStateKey = "_extra_state";
+
 /// Per-cell metadata handed to a full load pre-hook (MindSpore's
 /// `local_metadata`). ms's StateDict carries no metadata (MindSpore and PyTorch
 /// keep a `_metadata` version per module), so it is always empty in ms; it is
@@ -181,6 +190,20 @@ class CellBase {
   void insert_param_to_cell(const std::string& name, const Parameter& param) {
     register_parameter(name, param);
   }
+  /// Registers the parameters of `params` as one unit under `name` (MindSpore's
+  /// `self.name = ParameterTuple(...)`). As in MindSpore, each parameter is
+  /// registered under its own name (which may hold dots: `moments.fc.weight`),
+  /// not under `name`: it appears in parameters(), parameters_dict() and the
+  /// state dict as `<path>.<its name>`; a parameter with a generated name
+  /// (`Parameter$N`) is renamed `Parameter$<k>`, k counting from 1 per cell.
+  /// ValueError when `name` or a parameter's name is already used in this
+  /// cell (by a parameter, buffer, child or tuple), or a parameter is already
+  /// registered here.
+  ///   moments = net.register_parameter_tuple("moments", weights.clone("moments", "zeros"));
+  /// Returns the tuple as registered (with the parameters' final names).
+  ParameterTuple register_parameter_tuple(const std::string& name, const ParameterTuple& params);
+  /// The tuple registered under `name` (KeyError naming the tuples there are).
+  ParameterTuple get_parameter_tuple(const std::string& name) const;
   /// Registers a buffer (state that is not trained: BatchNorm's running
   /// statistics). Persistent buffers are part of the state dict. The global
   /// buffer registration hooks (ms::register_cell_buffer_registration_hook)
@@ -278,6 +301,29 @@ class CellBase {
   /// Whether set_grad marked the cell (false for a new cell).
   bool requires_grad() const { return requires_grad_; }
 
+  // ---------------------------------------------------------------- flags
+  /// Sets flags on this cell (MindSpore's `add_flags(**flags)`): each name
+  /// gets its value, replacing an earlier one; other flags stay. Returns the cell.
+  ///   net.add_flags({{"defer_inline", true}, {"level", std::int64_t{2}}});
+  /// Flags are the cell's own metadata for user code and tools to read;
+  /// ms::jit does not read them (use set_jit_config for how a cell compiles).
+  CellBase& add_flags(const Flags& flags);
+  /// add_flags on this cell and every descendant (MindSpore's `add_flags_recursive`).
+  CellBase& add_flags_recursive(const Flags& flags);
+  /// The flags set on this cell (empty for a new cell).
+  const Flags& get_flags() const { return flags_; }
+
+  // ---------------------------------------------------------------- jit config
+  /// How ms::jit compiles this cell (MindSpore's `set_jit_config(JitConfig)`):
+  /// `ms::jit(net)` given no JitConfig of its own compiles with this one
+  /// (jit_level, exec_order, dynamic, input_signature, ...); a JitConfig given
+  /// to ms::jit wins. It is read when ms::jit(net) is made.
+  ///   net.set_jit_config({.jit_level = ms::JitLevel::O0});
+  ///   auto f = ms::jit(net);   // compiled at O0
+  CellBase& set_jit_config(JitConfig config);
+  /// The config given to set_jit_config, or nullptr when none was.
+  const JitConfig* get_jit_config() const { return jit_config_ ? &*jit_config_ : nullptr; }
+
   // ---------------------------------------------------------------- dynamic shapes
   /// Dynamic-shape specs of `construct`'s arguments (MindSpore's set_inputs),
   /// used by `ms::jit(cell)`: one generalized graph for every call that fits
@@ -338,6 +384,29 @@ class CellBase {
   /// the load then fails, every parameter and buffer gets its old value back
   /// (so a strict load with post-hooks keeps a copy of the old values).
   LoadResult load_state_dict(const StateDict& sd, bool strict = true);
+
+  /// State of this cell that is neither a parameter nor a buffer, for the
+  /// state dict (MindSpore's and PyTorch's `get_extra_state`). A cell
+  /// overrides it (with set_extra_state) to return a defined Tensor; the
+  /// default, an undefined Tensor, means "no extra state". The state dict
+  /// then holds it under `<prefix>_extra_state` (`_extra_state` for the cell
+  /// itself, `fc1._extra_state` for a child), after the cell's parameters and
+  /// buffers; checkpoints save and load it as any entry. The tensor may have
+  /// any dtype and shape, and the loaded one need not match the current one:
+  /// a small value (a string, counters) goes as bytes in a uint8 tensor,
+  /// ms::extra_state_from_string / ms::extra_state_to_string.
+  ///   ms::Tensor get_extra_state() const override { return ms::extra_state_from_string(vocab); }
+  ///   void set_extra_state(const ms::Tensor& t) override { vocab = ms::extra_state_to_string(t); }
+  virtual Tensor get_extra_state() const { return {}; }
+  /// Takes the state get_extra_state returned (from load_state_dict, given a
+  /// copy of the state dict's entry). A load into a cell with extra state
+  /// whose dict lacks its key reports the key missing (an error when strict);
+  /// an `_extra_state` key for a cell without extra state is unexpected.
+  /// set_extra_state runs before any parameter is written; if one throws,
+  /// the cells it already ran on get their old state back and nothing else
+  /// changes. The default raises a ValueError (a cell overriding
+  /// get_extra_state must override this too).
+  virtual void set_extra_state(const Tensor& state);
 
   // State-dict hooks (MindSpore's `_register_state_dict_hook` and friends).
   // Each returns a handle that removes the hook.
@@ -413,15 +482,23 @@ class CellBase {
   /// Wraps the inputs in a grad_hook node that runs the backward hooks.
   void wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st);
 
-  void check_name(const std::string& name, std::string_view api) const;
+  void check_name(const std::string& name, std::string_view api, bool allow_dot = false) const;
   // load_state_dict's parts: the pre-hooks of every cell, the key matching
   // and checks (the (destination, source) pairs to write), the post-hooks
   // (children first), and the error raised for what `strict` and the
   // pre-hooks' error messages reject (nothing when nothing is rejected).
   void run_load_pre_hooks(StateDict& sd, bool strict, LoadResult& res,
                           std::vector<std::string>& errors);
+  // The extra states to set: (cell, source) pairs.
+  using ExtraWrites = std::vector<std::pair<CellBase*, const Tensor*>>;
   std::vector<std::pair<Tensor, const Tensor*>> match_state_dict(const StateDict& sd,
-                                                                 LoadResult& res) const;
+                                                                 LoadResult& res,
+                                                                 ExtraWrites& extra);
+  // Every cell of the tree with extra state, by its state-dict key.
+  std::vector<std::pair<std::string, CellBase*>> extra_state_cells();
+  // Sets the extra states (all or none: a throw puts back those already set);
+  // returns the states they had.
+  static std::vector<Tensor> write_extra_states(const ExtraWrites& extra);
   bool run_load_post_hooks(LoadResult& res, bool dry);
   void raise_load_errors(const LoadResult& res, const std::vector<std::string>& errors,
                          bool strict) const;
@@ -460,6 +537,10 @@ class CellBase {
   bool training_ = false;
   bool requires_grad_ = false;
   std::vector<TensorSpec> inputs_;
+  Flags flags_;
+  std::optional<JitConfig> jit_config_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> tuples_;  // name -> param keys
+  int tuple_param_id_ = 1;  // the next k of a generated `Parameter$<k>` in a tuple
   detail::LazyOnce<detail::CellHooks> hooks_;
   detail::LazyOnce<detail::StateHooks> state_hooks_;
   /// \endcond
@@ -467,6 +548,15 @@ class CellBase {
 
 /// Prints `c.to_string()`.
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
+
+/// `bytes` as a 1-D uint8 tensor, one element a byte: the form for a small
+/// serialized value returned by CellBase::get_extra_state.
+///   ms::Tensor t = ms::extra_state_from_string("vocab=32000");
+Tensor extra_state_from_string(std::string_view bytes);
+/// The bytes of a 1-D uint8 tensor (what extra_state_from_string made, or
+/// its copy loaded from a checkpoint). TypeError for another dtype,
+/// ShapeError for another rank, each naming the dtype or shape given.
+std::string extra_state_to_string(const Tensor& state);
 
 /// Registers a hook that every cell, of any type, runs whenever it registers
 /// a buffer (MindSpore's `nn.register_cell_buffer_registration_hook`, global

@@ -11,7 +11,9 @@
 //   y);
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +27,8 @@
 #include "ms/hooks/hook_handle.hpp"
 
 namespace ms {
+
+class InitSpec;  // ms/nn/initializer.hpp
 
 /// A named, trainable tensor: `ms::Parameter w(ms::zeros({10, 784}), "fc.weight");`.
 /// Copies share the storage, the name and the requires_grad flag.
@@ -121,5 +125,57 @@ HookHandle register_hook(const Tensor& t, F fn) {
                 "returning void, a Tensor or a std::optional<ms::Tensor>");
   return detail::register_tensor_grad_hook(t, autodiff::to_grad_hook(std::move(fn)));
 }
+
+/// A fixed sequence of distinct parameters (MindSpore's ParameterTuple), for
+/// a cell to register as one unit (CellBase::register_parameter_tuple) and
+/// for optimizers to keep their per-parameter state in:
+///   ms::ParameterTuple weights{w1, w2};
+///   ms::ParameterTuple moments = weights.clone("moments", "zeros");  // moments.w1, ...
+///   ms::optim::SGD opt(weights);
+/// Copies share the parameters (not their data); the sequence itself cannot
+/// change after construction.
+class ParameterTuple {
+ public:
+  /// An empty tuple.
+  ParameterTuple() = default;
+  /// The parameters `params`, in order. ValueError for an undefined parameter
+  /// or two different parameters with the same name (MindSpore: "its name ...
+  /// already exists"); a parameter given twice is kept once.
+  explicit ParameterTuple(std::vector<Parameter> params);
+  /// `ms::ParameterTuple{w1, w2}`, as the vector form.
+  ParameterTuple(std::initializer_list<Parameter> params)
+      : ParameterTuple(std::vector<Parameter>(params)) {}
+
+  /// The number of parameters.
+  std::size_t size() const { return params_.size(); }
+  /// True when it holds no parameter.
+  bool empty() const { return params_.empty(); }
+  /// Parameter `i`; IndexError naming the size when out of range.
+  const Parameter& operator[](std::size_t i) const;
+  /// The first parameter, for range-for.
+  std::vector<Parameter>::const_iterator begin() const { return params_.begin(); }
+  /// One past the last parameter.
+  std::vector<Parameter>::const_iterator end() const { return params_.end(); }
+
+  /// New parameters of the same shapes, dtypes and requires_grad, named
+  /// `prefix + "." + name` (MindSpore's ParameterTuple.clone(prefix, init)):
+  /// `init` "same" copies each one's values, any other initializer fills them
+  /// (`"zeros"`, `"ones"`, a number, an ms::init object). `prefix` holds
+  /// letters, digits, '_', '-', '/' and '.' and is not empty (ValueError).
+  ///   ms::ParameterTuple m = ms::ParameterTuple(net.trainable_params()).clone("moments", "zeros");
+  ParameterTuple clone(const std::string& prefix, const InitSpec& init) const;
+  /// clone(prefix, "same"): copies of the values under the new names.
+  ParameterTuple clone(const std::string& prefix) const;
+
+  /// The parameters as a list (what optimizers and ms::grad take).
+  operator ParameterList() const { return ParameterList(params_); }  // NOLINT
+  /// The parameters as tensors (sharing their storage).
+  operator std::vector<Tensor>() const {  // NOLINT
+    return std::vector<Tensor>(params_.begin(), params_.end());
+  }
+
+ private:
+  std::vector<Parameter> params_;
+};
 
 }  // namespace ms
