@@ -18,6 +18,7 @@
 #include "ms/nn/loss.hpp"
 #include "ms/nn/optim.hpp"
 #include "ms/nn/parameter.hpp"
+#include "ms/nn/transformer.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/host.hpp"
 #include "ms/ops/layout.hpp"
