@@ -81,7 +81,7 @@ std::optional<Tensor> combine_masks(const std::optional<Tensor>& kpm,
                                     const std::optional<Tensor>& am, DType dt) {
   if (!kpm && !am) return std::nullopt;
   std::optional<Tensor> pad;
-  if (kpm) pad = kpm->reshape(Shape({kpm->dim(0), 1, 1, kpm->dim(1)}));
+  if (kpm) pad = kpm->unsqueeze(1).unsqueeze(1);
   const bool all_bool = (!pad || pad->dtype() == bool_) && (!am || am->dtype() == bool_);
   if (all_bool) {
     if (pad && am) return Tensor(logical_not(logical_or(*pad, *am)));
@@ -250,8 +250,9 @@ Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, con
   MS_CHECK(k.dim(1) == v.dim(1), ShapeError, "MultiheadAttention: key ", key.shape(), " and value ",
            value.shape(), " must have the same sequence length");
   const std::int64_t b = q.dim(0), l = q.dim(1), s = k.dim(1);
+  // The batch dim as -1 in reshapes, so that a graph generalized over it fits any batch size.
   auto heads = [&](const Tensor& t) {
-    return t.reshape(Shape({b, t.dim(1), num_heads, head_dim})).transpose(1, 2);
+    return t.reshape(Shape({-1, t.dim(1), num_heads, head_dim})).transpose(1, 2);
   };
   std::optional<Tensor> kpm, am;
   if (m.key_padding_mask) {
@@ -270,12 +271,12 @@ Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, con
     MS_CHECK(ok2 || ok3, ShapeError,
              "MultiheadAttention: attn_mask must have shape [L, S] = ", Shape({l, s}),
              " or [B * num_heads, L, S] = ", Shape({b * num_heads, l, s}), ", got ", am->shape());
-    if (ok3) am = am->reshape(Shape({b, num_heads, l, s}));
+    if (ok3) am = am->reshape(Shape({-1, num_heads, l, s}));
   }
   const Tensor o =
       detail::attend(heads(project(q, 0)), heads(project(k, 1)), heads(project(v, 2)),
                      combine_masks(kpm, am, q.dtype()), m.is_causal, opts.dropout, training());
-  Tensor y = out_proj(o.transpose(1, 2).reshape(Shape({b, l, embed_dim})));
+  Tensor y = out_proj(o.transpose(1, 2).reshape(Shape({-1, l, embed_dim})));
   if (r == 2) return y.squeeze(0);
   return bf ? y : y.transpose(0, 1);
 }

@@ -517,6 +517,19 @@ TEST_SUITE("nn") {
     CHECK(first > 2.0);  // about log(11) at the start
     CHECK(last < 0.5 * first);
     CHECK(step.compile_count() == 1);
+    // Under the auto-dynamic manager a varying batch size reuses one generalized graph.
+    ms::JitConfig dyn;
+    dyn.dynamic = 1;
+    auto fwd = [&](const Tensor& ids) { return gpt(ids); };
+    auto fd = ms::jit(fwd, dyn);
+    for (std::int64_t b : {2, 3, 1, 4, 5}) {
+      CAPTURE(b);
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(b * 8));
+      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int64_t>(i * 7 % 11);
+      const Tensor t = ms::from_vector(ids, ms::Shape{b, 8});
+      CHECK(max_diff(fd(t), fwd(t)) < 1e-5);
+    }
+    CHECK(fd.compile_count() == 3);
     // Errors name the cell and the argument.
     CHECK_THROWS_WITH_AS(gpt(ms::zeros({2, 13}, ms::int64)),
                          doctest::Contains("Gpt: ids has 13 positions, more than block_size = 12"),
