@@ -203,8 +203,10 @@ Tensor MultiheadAttention::construct(const Tensor& query, const Tensor& key, con
 
 Tensor MultiheadAttention::construct(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Kwargs& kwargs) {
-  KwReader kw(kwargs, "MultiheadAttention",
-              {"key_padding_mask", "attn_mask", "is_causal", "need_weights"});
+  KwReader kw(
+      kwargs, "MultiheadAttention",
+      {"key_padding_mask", "attn_mask", "is_causal", "need_weights", "average_attn_weights"});
+  kw.flag("average_attn_weights");  // type-checked only: no weights are returned
   MS_CHECK(!kw.flag("need_weights"), ValueError,
            "MultiheadAttention: need_weights=true is not supported (the attention weights are not "
            "returned); pass need_weights=false or leave it out");

@@ -301,6 +301,35 @@ TEST_SUITE("nn") {
     CHECK(max_diff(drop(x, x, x), eval) == 0.0);
   }
 
+  TEST_CASE("MultiheadAttention: hooks see the masks as keyword arguments, eagerly and under jit") {
+    ms::nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .batch_first = true});
+    int seen = 0;
+    auto h = layer.self_attn.register_forward_hook(
+        [&](ms::nn::MultiheadAttention&, const ms::Args& args, const ms::Kwargs& kw,
+            const Tensor& out) {
+          CHECK(args.size() == 3);
+          CHECK(kw.count("key_padding_mask") == 1);
+          CHECK(kw.count("is_causal") == 1);
+          ++seen;
+          return Tensor(out * 2.0f);
+        },
+        ms::with_kwargs);
+    const Tensor x = randn({2, 4, 8}, 80);
+    const Tensor pad =
+        ms::from_vector(std::vector<std::uint8_t>{0, 0, 0, 1, 0, 0, 0, 0}, ms::Shape{2, 4})
+            .to(ms::bool_);
+    auto fwd = [&](const Tensor& a, const Tensor& m) {
+      return layer(a, Kwargs{{"src_key_padding_mask", m}, {"is_causal", true}});
+    };
+    const Tensor eager = fwd(x, pad);
+    CHECK(seen == 1);
+    auto f = ms::jit(fwd);
+    CHECK(max_diff(f(x, pad), eager) < 1e-5);
+    CHECK(seen >= 2);  // the hook runs when the graph runs
+    h.remove();
+    CHECK(max_diff(fwd(x, pad), eager) > 1e-4);  // the hook's doubling is gone
+  }
+
   TEST_CASE("MultiheadAttention: bad arguments name the cell, the argument, expected and given") {
     CHECK_THROWS_WITH_AS(ms::nn::MultiheadAttention(10, 3),
                          doctest::Contains("embed_dim (10) must be divisible by num_heads (3)"),

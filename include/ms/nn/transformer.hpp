@@ -87,8 +87,9 @@ struct AttentionMasks {
 ///
 /// Call: `mha(query, key, value)` or `mha(query, key, value, kwargs)` with the
 /// keyword arguments `key_padding_mask`, `attn_mask` (Tensors), `is_causal`
-/// (bool) and `need_weights` (only false is accepted: the attention weights
-/// are not returned, the call returns the attention output alone). Shapes:
+/// (bool), `need_weights` (only false is accepted: the attention weights
+/// are not returned, the call returns the attention output alone) and
+/// `average_attn_weights` (bool, no effect without weights). Shapes:
 /// query [L, B, E] (batch_first: [B, L, E]; unbatched: [L, E]), key [S, B,
 /// kdim], value [S, B, vdim]; output as the query.
 class MultiheadAttention : public Cell<MultiheadAttention> {
