@@ -256,6 +256,14 @@ TEST_SUITE("nn") {
     const Tensor one = mha(q.select(0, 0), kv.select(0, 0), kv.select(0, 0));
     CHECK(one.shape() == ms::Shape({L, E}));
     CHECK(max_diff(one, mha(q, kv, kv).select(0, 0)) < 1e-6);
+    const Tensor pad1 =
+        ms::from_vector(std::vector<std::uint8_t>{0, 1, 0, 0}, ms::Shape{S}).to(ms::bool_);
+    const Tensor one_masked =
+        mha(q.select(0, 0), kv.select(0, 0), kv.select(0, 0), Kwargs{{"key_padding_mask", pad1}});
+    const Tensor batched_masked = mha(q.slice(0, 0, 1), kv.slice(0, 0, 1), kv.slice(0, 0, 1),
+                                      Kwargs{{"key_padding_mask", pad1.reshape(ms::Shape{1, S})}});
+    CHECK(max_diff(one_masked, batched_masked.select(0, 0)) < 1e-6);
+    CHECK(max_diff(one_masked, one) > 1e-4);
   }
 
   TEST_CASE("MultiheadAttention: float64 gradients of inputs and of every parameter") {
@@ -440,9 +448,12 @@ TEST_SUITE("nn") {
     const std::int64_t E = 8, H = 2, B = 2, T = 4, S = 5;
     for (bool norm_first : {false, true}) {
       CAPTURE(norm_first);
-      ms::nn::TransformerDecoderLayer layer(
-          E, H,
-          {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true, .norm_first = norm_first});
+      const bool batch_first = norm_first;  // each layout once
+      ms::nn::TransformerDecoderLayer layer(E, H,
+                                            {.dim_feedforward = 12,
+                                             .dropout = 0.0,
+                                             .batch_first = batch_first,
+                                             .norm_first = norm_first});
       layer.norm2.gamma.set_data(randn({E}, 70));
       layer.norm3.beta.set_data(randn({E}, 71));
       const Tensor tgt = randn({B, T, E}, 72), mem = randn({B, S, E}, 73);
@@ -474,7 +485,8 @@ TEST_SUITE("nn") {
         x = ref_layer_norm(x + ca(x), layer.norm2);
         want = ref_layer_norm(x + ff(x), layer.norm3);
       }
-      CHECK(max_diff(layer(tgt, mem, kw), want) < 1e-5);
+      auto layout = [&](const Tensor& t) { return batch_first ? t : ms::transpose(t, 0, 1); };
+      CHECK(max_diff(layout(layer(layout(tgt), layout(mem), kw)), want) < 1e-5);
       // Every parameter gets a finite, non-zero gradient, eagerly and under jit alike.
       const ms::ParameterList params = layer.trainable_params();
       CHECK(params.size() == 18);  // 2 attentions (4 each), 2 Dense, 3 LayerNorm
@@ -482,8 +494,8 @@ TEST_SUITE("nn") {
         return ms::sum(ms::square(layer(a, m, kw)));
       };
       auto g = ms::grad(loss, {.position = std::nullopt, .weights = params});
-      const auto ge = g(tgt, mem);
-      const auto gj = ms::jit(g)(tgt, mem);
+      const auto ge = g(layout(tgt), layout(mem));
+      const auto gj = ms::jit(g)(layout(tgt), layout(mem));
       REQUIRE(ge.size() == params.size());
       for (std::size_t i = 0; i < ge.size(); ++i) {
         INFO(params[i].name());
