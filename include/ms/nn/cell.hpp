@@ -506,6 +506,14 @@ inline constexpr bool is_tensorish_v =
 template <class>
 using TensorArg = const Tensor&;
 
+/// Whether D::construct takes arguments of types A... (a named concept:
+/// clang 14 checks a requires-expression written in place in Cell's
+/// operator() as if D were incomplete, and rejects every cell call).
+template <class D, class... A>
+concept ConstructibleWith = requires(D& d, const A&... a) {
+  d.construct(a...);
+};
+
 /// Whether D::bprop takes (x1..xn, out, dout) for a call with tensors A...
 template <class D, class... A>
 concept BpropFor = requires(D& d, TensorArg<A>... x, const Tensor& t) {
@@ -600,7 +608,7 @@ class Cell : public CellBase {
   /// takes, so that a cell without one (CellList) is not callable, and
   /// containers can tell (std::is_invocable) instead of failing to compile.
   template <class... A>
-  requires requires(Derived& d, const A&... a) { d.construct(a...); }
+  requires detail::ConstructibleWith<Derived, A...>
   auto operator()(const A&... a) {
     using R = decltype(derived().construct(a...));
     using Out = ResultTraits<std::remove_cvref_t<R>>;
@@ -819,8 +827,7 @@ class Cell : public CellBase {
     Kwargs* kwp = nullptr;
     auto collect = [&](const auto& x) {
       if constexpr (detail::is_kwargs_v<decltype(x)>) {
-        kw = x;
-        kwp = &kw;
+        kwp = &(kw = x);  // dependent on x, so clang checks it only for a Kwargs
       } else {
         args.push_back(Tensor(x));
       }
