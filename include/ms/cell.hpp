@@ -19,6 +19,7 @@
 #include "ms/nn/optim.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/ops/attention.hpp"
+#include "ms/nn/transformer.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/host.hpp"
 #include "ms/ops/layout.hpp"

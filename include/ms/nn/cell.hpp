@@ -610,6 +610,14 @@ inline constexpr bool is_kwargs_v = std::is_same_v<std::remove_cvref_t<T>, Kwarg
 template <class>
 using TensorArg = const Tensor&;
 
+/// Whether D::construct takes arguments of types A... (a named concept:
+/// clang 14 checks a requires-expression written in place in Cell's
+/// operator() as if D were incomplete, and rejects every cell call).
+template <class D, class... A>
+concept ConstructibleWith = requires(D& d, const A&... a) {
+  d.construct(construct_arg(a)...);
+};
+
 /// Whether D::bprop takes (x1..xn, out, dout) for a call with tensors A...
 template <class D, class... A>
 concept BpropFor = requires(D& d, TensorArg<A>... x, const Tensor& t) {
@@ -720,7 +728,7 @@ class Cell : public CellBase {
   /// ms::mutable_ values, a trailing ms::Kwargs); a mutable_ number reaches
   /// `construct` as a 0-d tensor.
   template <class... A>
-  requires requires(Derived& d, const A&... a) { d.construct(detail::construct_arg(a)...); }
+  requires detail::ConstructibleWith<Derived, A...>
   auto operator()(const A&... a) {
     static_assert(((detail::CellArgument<A> || detail::is_kwargs_v<A>)&&...),
                   "a cell call takes tensors (or expressions, Parameters), std::vector / "
@@ -996,8 +1004,7 @@ class Cell : public CellBase {
     Kwargs* kwp = nullptr;
     auto collect = [&](const auto& x) {
       if constexpr (detail::is_kwargs_v<decltype(x)>) {
-        kw = x;
-        kwp = &kw;
+        kwp = &(kw = x);  // dependent on x, so clang checks it only for a Kwargs
       } else {
         args.push_back(detail::to_arg(x));
       }

@@ -1,0 +1,401 @@
+// The attention and transformer cells of ms/nn/transformer.hpp.
+#include "ms/nn/transformer.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "ms/ops/attention.hpp"
+#include "ms/ops/layout.hpp"
+#include "ms/ops/random.hpp"
+#include "ms/ops/reduce.hpp"
+
+namespace ms::nn {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// ---------------------------------------------------------------- keyword arguments
+
+// Reads a call's keyword arguments by name, checking their types; every key
+// must be one of `accepted` (ValueError naming the cell otherwise).
+class KwReader {
+ public:
+  KwReader(const Kwargs& kw, std::string_view api, std::vector<std::string_view> accepted)
+      : kw_(kw), api_(api) {
+    for (const auto& [key, value] : kw) {
+      bool known = false;
+      for (auto a : accepted) known |= key == a;
+      if (!known) {
+        std::string list;
+        for (auto a : accepted) list += (list.empty() ? "" : ", ") + std::string(a);
+        ::ms::detail::raise<ValueError>(api_, ": unknown keyword argument '", key,
+                                        "'; accepted: ", list);
+      }
+    }
+  }
+  std::optional<Tensor> tensor(std::string_view name) const {
+    auto it = kw_.find(name);
+    if (it == kw_.end()) return std::nullopt;
+    const Tensor* t = std::get_if<Tensor>(&it->second);
+    MS_CHECK(t != nullptr, TypeError, api_, ": keyword argument '", name,
+             "' must be a Tensor, got another type");
+    if (!t->defined()) return std::nullopt;
+    return *t;
+  }
+  bool flag(std::string_view name, bool fallback = false) const {
+    auto it = kw_.find(name);
+    if (it == kw_.end()) return fallback;
+    const bool* b = std::get_if<bool>(&it->second);
+    MS_CHECK(b != nullptr, TypeError, api_, ": keyword argument '", name,
+             "' must be a bool, got another type");
+    return *b;
+  }
+
+ private:
+  const Kwargs& kw_;
+  std::string_view api_;
+};
+
+// The keyword arguments of a MultiheadAttention call made by a layer.
+Kwargs mha_kwargs(const std::optional<Tensor>& attn_mask,
+                  const std::optional<Tensor>& key_padding_mask, bool is_causal) {
+  Kwargs kw;
+  if (attn_mask) kw.emplace("attn_mask", *attn_mask);
+  if (key_padding_mask) kw.emplace("key_padding_mask", *key_padding_mask);
+  if (is_causal) kw.emplace("is_causal", true);
+  return kw;
+}
+
+// ---------------------------------------------------------------- masks
+
+// A mask of ms's "true = ignore" convention (or floating, added) as an
+// additive floating mask of dtype `dt`.
+Tensor additive(const Tensor& m, DType dt) {
+  if (m.dtype() == bool_) return masked_fill(zeros(m.shape(), dt), m, -kInf);
+  return m.dtype() == dt ? m : m.to(dt);
+}
+
+// key_padding_mask [B, S] and attn_mask [L, S] or [B, H, L, S] (already
+// reshaped) as one mask for attend: Bool (true = keep) when both are Bool,
+// else floating (added).
+std::optional<Tensor> combine_masks(const std::optional<Tensor>& kpm,
+                                    const std::optional<Tensor>& am, DType dt) {
+  if (!kpm && !am) return std::nullopt;
+  std::optional<Tensor> pad;
+  if (kpm) pad = kpm->unsqueeze(1).unsqueeze(1);
+  const bool all_bool = (!pad || pad->dtype() == bool_) && (!am || am->dtype() == bool_);
+  if (all_bool) {
+    if (pad && am) return Tensor(logical_not(logical_or(*pad, *am)));
+    return Tensor(logical_not(pad ? *pad : *am));
+  }
+  if (pad && am) return Tensor(additive(*pad, dt) + additive(*am, dt));
+  return additive(pad ? *pad : *am, dt);
+}
+
+void check_mask_dtype(const Tensor& m, std::string_view what) {
+  MS_CHECK(m.dtype() == bool_ || dtype_is_float(m.dtype()), TypeError, "MultiheadAttention: ", what,
+           " must be Bool or floating, got ", m.dtype());
+}
+
+// ---------------------------------------------------------------- layers
+
+Tensor activate(const Tensor& x, const std::string& activation) {
+  if (activation == "gelu") return gelu(x);
+  return relu(x);
+}
+
+void check_layer_options(const TransformerLayerOptions& o, std::string_view api) {
+  MS_CHECK(o.activation == "relu" || o.activation == "gelu", ValueError, api,
+           ": activation must be \"relu\" or \"gelu\", got \"", o.activation, "\"");
+  MS_CHECK(o.dim_feedforward > 0, ValueError, api, ": dim_feedforward must be > 0, got ",
+           o.dim_feedforward);
+  MS_CHECK(o.dropout >= 0 && o.dropout < 1, ValueError, api, ": dropout must lie in [0, 1), got ",
+           o.dropout);
+}
+
+// The options of a layer's attention cells, after checking the layer's options.
+MultiheadAttentionOptions attn_options(const TransformerLayerOptions& o, std::string_view api) {
+  check_layer_options(o, api);
+  return {.dropout = o.dropout, .batch_first = o.batch_first};
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- attend
+
+namespace detail {
+
+Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+              bool causal, double dropout, bool training) {
+  return scaled_dot_product_attention(
+      q, k, v, {.mask = mask, .causal = causal, .dropout = training ? dropout : 0.0});
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------- MultiheadAttention
+
+MultiheadAttention::MultiheadAttention(std::int64_t e, std::int64_t h, MultiheadAttentionOptions o)
+    : out_proj(std::max<std::int64_t>(e, 1), std::max<std::int64_t>(e, 1),
+               {.has_bias = o.has_bias, .dtype = o.dtype}),
+      embed_dim(e),
+      num_heads(h),
+      head_dim(h > 0 ? e / h : 0),
+      kdim(o.kdim.value_or(e)),
+      vdim(o.vdim.value_or(e)),
+      opts(o) {
+  MS_CHECK(e > 0 && h > 0, ValueError,
+           "MultiheadAttention: embed_dim and num_heads must be > 0, got ", e, " and ", h);
+  MS_CHECK(e % h == 0, ValueError, "MultiheadAttention: embed_dim (", e,
+           ") must be divisible by num_heads (", h, ")");
+  MS_CHECK(kdim > 0 && vdim > 0, ValueError, "MultiheadAttention: kdim and vdim must be > 0, got ",
+           kdim, " and ", vdim);
+  MS_CHECK(!o.add_bias_kv && !o.add_zero_attn, ValueError,
+           "MultiheadAttention: add_bias_kv and add_zero_attn are not supported (expected false, "
+           "got ",
+           o.add_bias_kv, " and ", o.add_zero_attn, ")");
+  MS_CHECK(o.dropout >= 0 && o.dropout < 1, ValueError,
+           "MultiheadAttention: dropout must lie in [0, 1), got ", o.dropout);
+  auto make = [&](const char* name, Shape shape) {
+    Parameter p(initializer(init::XavierUniform(), shape, o.dtype), name);
+    register_parameter(name, p);
+    return p;
+  };
+  if (kdim == e && vdim == e) {
+    in_proj_weight = make("in_proj_weight", Shape({3 * e, e}));
+  } else {
+    q_proj_weight = make("q_proj_weight", Shape({e, e}));
+    k_proj_weight = make("k_proj_weight", Shape({e, kdim}));
+    v_proj_weight = make("v_proj_weight", Shape({e, vdim}));
+  }
+  if (o.has_bias) {
+    in_proj_bias = Parameter(zeros(Shape({3 * e}), o.dtype), "in_proj_bias");
+    register_parameter("in_proj_bias", in_proj_bias);
+    out_proj.bias.set_data(zeros(Shape({e}), o.dtype));  // as MindSpore's _reset_parameters
+  }
+  insert_child_to_cell("out_proj", out_proj);
+}
+
+Tensor MultiheadAttention::construct(const Tensor& query, const Tensor& key, const Tensor& value) {
+  return attention(query, key, value, {});
+}
+
+Tensor MultiheadAttention::construct(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Kwargs& kwargs) {
+  KwReader kw(
+      kwargs, "MultiheadAttention",
+      {"key_padding_mask", "attn_mask", "is_causal", "need_weights", "average_attn_weights"});
+  kw.flag("average_attn_weights");  // type-checked only: no weights are returned
+  MS_CHECK(!kw.flag("need_weights"), ValueError,
+           "MultiheadAttention: need_weights=true is not supported (the attention weights are not "
+           "returned); pass need_weights=false or leave it out");
+  return attention(query, key, value,
+                   {.key_padding_mask = kw.tensor("key_padding_mask"),
+                    .attn_mask = kw.tensor("attn_mask"),
+                    .is_causal = kw.flag("is_causal")});
+}
+
+Tensor MultiheadAttention::project(const Tensor& x, int which) const {
+  const std::int64_t e = embed_dim;
+  const Parameter* sep[] = {&q_proj_weight, &k_proj_weight, &v_proj_weight};
+  const Tensor w = in_proj_weight.defined() ? in_proj_weight.slice(0, which * e, (which + 1) * e)
+                                            : Tensor(*sep[which]);
+  Tensor y = matmul(x, w.transpose(0, 1));
+  if (in_proj_bias.defined()) y = y + in_proj_bias.slice(0, which * e, (which + 1) * e);
+  return y;
+}
+
+Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const AttentionMasks& m) {
+  const std::int64_t r = query.rank();
+  MS_CHECK(r == 2 || r == 3, ShapeError, "MultiheadAttention: query must have rank 3 ([L, B, E] ",
+           "or [B, L, E] with batch_first) or 2 (unbatched [L, E]), got ", query.shape());
+  MS_CHECK(key.rank() == r && value.rank() == r, ShapeError,
+           "MultiheadAttention: key and value must have the query's rank ", r, ", got key ",
+           key.shape(), " and value ", value.shape());
+  // Everything below is batch first: [B, T, features].
+  const bool bf = opts.batch_first || r == 2;
+  auto batch_first = [&](const Tensor& t) {
+    if (r == 2) return t.unsqueeze(0);
+    return bf ? t : t.transpose(0, 1);
+  };
+  const Tensor q = batch_first(query), k = batch_first(key), v = batch_first(value);
+  MS_CHECK(q.dim(-1) == embed_dim, ShapeError, "MultiheadAttention: query ", query.shape(),
+           " must end in embed_dim = ", embed_dim);
+  MS_CHECK(k.dim(-1) == kdim && v.dim(-1) == vdim, ShapeError, "MultiheadAttention: key ",
+           key.shape(), " and value ", value.shape(), " must end in kdim = ", kdim,
+           " and vdim = ", vdim);
+  MS_CHECK(k.dim(0) == q.dim(0) && v.dim(0) == q.dim(0), ShapeError, "MultiheadAttention: query ",
+           query.shape(), ", key ", key.shape(), " and value ", value.shape(),
+           " must have the same batch size");
+  MS_CHECK(k.dim(1) == v.dim(1), ShapeError, "MultiheadAttention: key ", key.shape(), " and value ",
+           value.shape(), " must have the same sequence length");
+  const std::int64_t b = q.dim(0), l = q.dim(1), s = k.dim(1);
+  // The batch dim as -1 in reshapes, so that a graph generalized over it fits any batch size.
+  auto heads = [&](const Tensor& t) {
+    return t.reshape(Shape({-1, t.dim(1), num_heads, head_dim})).transpose(1, 2);
+  };
+  std::optional<Tensor> kpm, am;
+  if (m.key_padding_mask) {
+    kpm = *m.key_padding_mask;
+    check_mask_dtype(*kpm, "key_padding_mask");
+    if (r == 2 && kpm->rank() == 1) kpm = kpm->unsqueeze(0);
+    MS_CHECK(kpm->shape() == Shape({b, s}), ShapeError,
+             "MultiheadAttention: key_padding_mask must have shape [B, S] = ", Shape({b, s}),
+             ", got ", m.key_padding_mask->shape());
+  }
+  if (m.attn_mask) {
+    am = *m.attn_mask;
+    check_mask_dtype(*am, "attn_mask");
+    const bool ok2 = am->shape() == Shape({l, s}),
+               ok3 = am->shape() == Shape({b * num_heads, l, s});
+    MS_CHECK(ok2 || ok3, ShapeError,
+             "MultiheadAttention: attn_mask must have shape [L, S] = ", Shape({l, s}),
+             " or [B * num_heads, L, S] = ", Shape({b * num_heads, l, s}), ", got ", am->shape());
+    if (ok3) am = am->reshape(Shape({-1, num_heads, l, s}));
+  }
+  const Tensor o =
+      detail::attend(heads(project(q, 0)), heads(project(k, 1)), heads(project(v, 2)),
+                     combine_masks(kpm, am, q.dtype()), m.is_causal, opts.dropout, training());
+  Tensor y = out_proj(o.transpose(1, 2).reshape(Shape({-1, l, embed_dim})));
+  if (r == 2) return y.squeeze(0);
+  return bf ? y : y.transpose(0, 1);
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return ::ms::detail::str_cat("embed_dim=", embed_dim, ", num_heads=", num_heads, ", kdim=", kdim,
+                               ", vdim=", vdim, ", dropout=", opts.dropout,
+                               ", batch_first=", opts.batch_first);
+}
+
+// ---------------------------------------------------------------- encoder layer
+
+TransformerEncoderLayer::TransformerEncoderLayer(std::int64_t d, std::int64_t nhead,
+                                                 TransformerLayerOptions o)
+    : self_attn(d, nhead, attn_options(o, "TransformerEncoderLayer")),
+      linear1(d, std::max<std::int64_t>(o.dim_feedforward, 1)),
+      dropout(o.dropout),
+      linear2(std::max<std::int64_t>(o.dim_feedforward, 1), d),
+      norm1({d}, o.layer_norm_eps),
+      norm2({d}, o.layer_norm_eps),
+      dropout1(o.dropout),
+      dropout2(o.dropout),
+      opts(std::move(o)) {
+  register_cells("self_attn", self_attn, "linear1", linear1, "dropout", dropout, "linear2", linear2,
+                 "norm1", norm1, "norm2", norm2, "dropout1", dropout1, "dropout2", dropout2);
+}
+
+Tensor TransformerEncoderLayer::construct(const Tensor& src) { return construct(src, Kwargs{}); }
+
+Tensor TransformerEncoderLayer::construct(const Tensor& src, const Kwargs& kwargs) {
+  KwReader kw(kwargs, "TransformerEncoderLayer", {"src_mask", "src_key_padding_mask", "is_causal"});
+  const Kwargs attn_kw =
+      mha_kwargs(kw.tensor("src_mask"), kw.tensor("src_key_padding_mask"), kw.flag("is_causal"));
+  auto sa = [&](const Tensor& x) { return dropout1(self_attn(x, x, x, attn_kw)); };
+  auto ff = [&](const Tensor& x) {
+    return dropout2(linear2(dropout(activate(linear1(x), opts.activation))));
+  };
+  Tensor x = src;
+  if (opts.norm_first) {
+    x = x + sa(norm1(x));
+    return x + ff(norm2(x));
+  }
+  x = norm1(x + sa(x));
+  return norm2(x + ff(x));
+}
+
+// ---------------------------------------------------------------- decoder layer
+
+TransformerDecoderLayer::TransformerDecoderLayer(std::int64_t d, std::int64_t nhead,
+                                                 TransformerLayerOptions o)
+    : self_attn(d, nhead, attn_options(o, "TransformerDecoderLayer")),
+      multihead_attn(d, nhead, attn_options(o, "TransformerDecoderLayer")),
+      linear1(d, std::max<std::int64_t>(o.dim_feedforward, 1)),
+      dropout(o.dropout),
+      linear2(std::max<std::int64_t>(o.dim_feedforward, 1), d),
+      norm1({d}, o.layer_norm_eps),
+      norm2({d}, o.layer_norm_eps),
+      norm3({d}, o.layer_norm_eps),
+      dropout1(o.dropout),
+      dropout2(o.dropout),
+      dropout3(o.dropout),
+      opts(std::move(o)) {
+  register_cells("self_attn", self_attn, "multihead_attn", multihead_attn, "linear1", linear1,
+                 "dropout", dropout, "linear2", linear2, "norm1", norm1, "norm2", norm2, "norm3",
+                 norm3, "dropout1", dropout1, "dropout2", dropout2, "dropout3", dropout3);
+}
+
+Tensor TransformerDecoderLayer::construct(const Tensor& tgt, const Tensor& memory) {
+  return construct(tgt, memory, Kwargs{});
+}
+
+Tensor TransformerDecoderLayer::construct(const Tensor& tgt, const Tensor& memory,
+                                          const Kwargs& kwargs) {
+  KwReader kw(kwargs, "TransformerDecoderLayer",
+              {"tgt_mask", "memory_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+               "tgt_is_causal", "memory_is_causal"});
+  const Kwargs self_kw = mha_kwargs(kw.tensor("tgt_mask"), kw.tensor("tgt_key_padding_mask"),
+                                    kw.flag("tgt_is_causal"));
+  const Kwargs cross_kw = mha_kwargs(kw.tensor("memory_mask"), kw.tensor("memory_key_padding_mask"),
+                                     kw.flag("memory_is_causal"));
+  auto sa = [&](const Tensor& x) { return dropout1(self_attn(x, x, x, self_kw)); };
+  auto ca = [&](const Tensor& x) { return dropout2(multihead_attn(x, memory, memory, cross_kw)); };
+  auto ff = [&](const Tensor& x) {
+    return dropout3(linear2(dropout(activate(linear1(x), opts.activation))));
+  };
+  Tensor x = tgt;
+  if (opts.norm_first) {
+    x = x + sa(norm1(x));
+    x = x + ca(norm2(x));
+    return x + ff(norm3(x));
+  }
+  x = norm1(x + sa(x));
+  x = norm2(x + ca(x));
+  return norm3(x + ff(x));
+}
+
+// ---------------------------------------------------------------- Gpt
+
+namespace {
+
+GptConfig checked(GptConfig c) {
+  MS_CHECK(c.vocab_size > 0 && c.block_size > 0 && c.n_layer > 0 && c.n_head > 0 && c.n_embd > 0,
+           ValueError, "Gpt: vocab_size, block_size, n_layer, n_head and n_embd must be > 0, got ",
+           c.vocab_size, ", ", c.block_size, ", ", c.n_layer, ", ", c.n_head, ", ", c.n_embd);
+  MS_CHECK(c.n_embd % c.n_head == 0, ValueError, "Gpt: n_embd (", c.n_embd,
+           ") must be divisible by n_head (", c.n_head, ")");
+  return c;
+}
+
+}  // namespace
+
+Gpt::Gpt(GptConfig c)
+    : wte(checked(c).vocab_size, c.n_embd, init::Normal(0.02)),
+      wpe(c.block_size, c.n_embd, init::Normal(0.02)),
+      ln_f({c.n_embd}, 1e-5),
+      config(c) {
+  const TransformerLayerOptions block{.dim_feedforward = 4 * c.n_embd,
+                                      .dropout = c.dropout,
+                                      .activation = "gelu",
+                                      .batch_first = true,
+                                      .norm_first = true};
+  for (std::int64_t i = 0; i < c.n_layer; ++i) {
+    blocks_.push_back(std::make_shared<TransformerEncoderLayer>(c.n_embd, c.n_head, block));
+    h.append(blocks_.back());
+  }
+  register_cells("wte", wte, "wpe", wpe, "h", h, "ln_f", ln_f);
+}
+
+Tensor Gpt::construct(const Tensor& ids) {
+  MS_CHECK(ids.rank() == 2, ShapeError, "Gpt: ids must have shape [B, T], got ", ids.shape());
+  MS_CHECK(dtype_is_int(ids.dtype()), TypeError, "Gpt: ids must be integers, got ", ids.dtype());
+  const std::int64_t t = ids.dim(1);
+  MS_CHECK(t <= config.block_size, ValueError, "Gpt: ids has ", t,
+           " positions, more than block_size = ", config.block_size);
+  Tensor x = wte(ids) + wpe(arange(0, static_cast<double>(t), 1.0, int64));
+  const Kwargs causal{{"is_causal", true}};
+  for (const auto& block : blocks_) x = (*block)(x, causal);
+  return matmul(ln_f(x), wte.embedding_table.transpose(0, 1));
+}
+
+}  // namespace ms::nn
