@@ -506,14 +506,9 @@ void CellBase::unregister_cell(const std::string& name) {
 }
 
 CellBase& CellBase::set_train(bool mode) {
-  bool changed = false;
-  for (auto& [n, c] : cells_and_names()) {
-    changed |= c->training_ != mode;
-    c->training_ = mode;
-  }
-  // Graphs traced in the other mode (Dropout, BatchNorm) are stale: as a hook
-  // change, this recompiles them (MindSpore's phase depends on the mode too).
-  if (changed) compiler::bump_hook_version();
+  // No graph is dropped: a graph whose trace read a cell's mode is keyed by it
+  // (compiler::detail::note_mode_read), so the other mode's graphs stay cached.
+  for (auto& [n, c] : cells_and_names()) c->mode_->store(mode, std::memory_order_relaxed);
   return *this;
 }
 

@@ -54,6 +54,7 @@
 // make it where it lives (a member, a local, a std::unique_ptr).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -252,9 +253,18 @@ class CellBase {
 
   // ---------------------------------------------------------------- modes
   /// Training mode for this cell and its descendants (Dropout, BatchNorm read it).
+  /// Graphs ms::jit compiled are kept: a graph whose trace read a cell's
+  /// training() is keyed by the value it read, so switching modes picks the
+  /// graph of the new mode (compiled once per mode) and leaves every other graph alone.
   CellBase& set_train(bool mode = true);
   /// Whether the cell is in training mode (see set_train; false for a new cell).
-  bool training() const { return training_; }
+  /// Read while ms::jit traces, the value becomes part of the graph's cache key.
+  bool training() const {
+    const bool m = mode_->load(std::memory_order_relaxed);
+    if (ops::active_tracer() != nullptr) [[unlikely]]
+      compiler::detail::note_mode_read(mode_, m);
+    return m;
+  }
   /// Marks the cell (and descendants) as needing gradients (MindSpore's set_grad).
   CellBase& set_grad(bool requires_grad = true);
   /// Whether set_grad marked the cell (false for a new cell).
@@ -438,7 +448,8 @@ class CellBase {
   };
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, CellBase*>> children_;
-  bool training_ = false;
+  // The training flag, shared with the mode guards of graphs that read it.
+  std::shared_ptr<std::atomic<bool>> mode_ = std::make_shared<std::atomic<bool>>(false);
   bool requires_grad_ = false;
   std::vector<TensorSpec> inputs_;
   detail::LazyOnce<detail::CellHooks> hooks_;
