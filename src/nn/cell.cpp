@@ -512,6 +512,19 @@ CellBase& CellBase::set_train(bool mode) {
   return *this;
 }
 
+void set_dump(CellBase& cell, bool enabled, std::string name) {
+  cell.dump_ = enabled;
+  cell.dump_name_ = name.empty() ? cell.cls_name() : std::move(name);
+  if (!enabled) compiler::detail::forget_dump_cell(&cell);
+  compiler::bump_hook_version();  // graphs traced before recompile with the scope
+}
+
+void CellBase::dump_boundary(const Args& ts, std::int64_t call, const char* what) const {
+  const std::string& scope = compiler::detail::current_dump_scope();
+  for (std::size_t k = 0; k < ts.size(); ++k)
+    compiler::detail::dump_tensor(ts[k], detail::str_cat(scope, '.', call, '.', what, '.', k));
+}
+
 CellBase& CellBase::set_grad(bool requires_grad) {
   for (auto& [n, c] : cells_and_names()) c->requires_grad_ = requires_grad;
   return *this;

@@ -71,6 +71,7 @@
 #include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
+#include "ms/jit/dump.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/nn/state_dict.hpp"
@@ -371,6 +372,9 @@ class CellBase {
   /// Whether any forward or backward hook is registered on this cell.
   bool has_hooks() const { return hooks_ && hooks_active(); }
 
+  /// Marks (or unmarks) this cell for dumping, as ms::set_dump(cell) does.
+  friend void set_dump(CellBase& cell, bool enabled, std::string name);
+
  protected:
   /// \cond INTERNAL
   // The registry behind the public API, in libms; protected only so that
@@ -454,8 +458,24 @@ class CellBase {
   std::vector<TensorSpec> inputs_;
   detail::LazyOnce<detail::CellHooks> hooks_;
   detail::LazyOnce<detail::StateHooks> state_hooks_;
+  // ms::set_dump(cell): marked, and the name its dump files and scope carry.
+  bool dump_ = false;
+  std::string dump_name_;
+  // Writes the tensors `ts` of eager call `call` as `<scope>.<call>.<what>.<k>`.
+  void dump_boundary(const Args& ts, std::int64_t call, const char* what) const;
   /// \endcond
 };
+
+/// Marks (or unmarks) `cell` for dumping (MindSpore's `set_dump(cell)`): under
+/// ms::jit the inputs and outputs of every op traced inside its calls are
+/// written (files `<name>.<Op>.<node>.<run>.input.0.npy`; nested marked cells
+/// join their names with '-'); called eagerly, its tensor arguments and
+/// results are written at the call's boundary (`<name>.<call>.output.0.npy`).
+/// `name` defaults to cls_name(). A dump configuration (ms/jit/dump.hpp) with
+/// dump_mode 2 keeps cells dumped and selects iterations and inputs/outputs;
+/// modes 0 and 1 select ops only. Graphs compiled before recompile.
+///   ms::set_dump(net.fc1);
+void set_dump(CellBase& cell, bool enabled = true, std::string name = {});
 
 /// Prints `c.to_string()`.
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
@@ -616,6 +636,8 @@ class Cell : public CellBase {
     using R = decltype(derived().construct(a...));
     using Out = ResultTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
+    if (dump_ && !compiler::detail::in_dump_scope(this)) [[unlikely]]
+      return dump_call<T, Out>(a...);
     constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
     if constexpr (kBprop) {
       static_assert(detail::BpropFor<Derived, A...> && std::is_same_v<T, Tensor>,
@@ -815,6 +837,34 @@ class Cell : public CellBase {
   }
 
   static bool tracing_now() { return ops::active_tracer() != nullptr; }
+
+  // A call of a cell marked with ms::set_dump(cell): a dump scope around the
+  // plain call (the ops it traces are dumped); eagerly, its tensor arguments
+  // and results are written at the boundary.
+  template <class T, class Out, class... A>
+  T dump_call(const A&... a) {
+    const bool eager = !tracing_now();
+    const compiler::detail::DumpScopeGuard scope(this, dump_name_, eager);
+    compiler::detail::DumpSelection sel;
+    if (eager && compiler::detail::cell_dumps_active())
+      sel = compiler::detail::dump_selection(scope.call);
+    if (sel.inputs) {
+      Args in;
+      auto collect = [&](const auto& x) {
+        if constexpr (detail::is_tensorish_v<decltype(x)>) in.push_back(Tensor(x));
+      };
+      (collect(a), ...);
+      dump_boundary(in, scope.call, "input");
+    }
+    T r = (*this)(a...);
+    if (sel.outputs) {
+      Args out;
+      std::vector<std::size_t> st;
+      Out::flatten(r, out, st);
+      dump_boundary(out, scope.call, "output");
+    }
+    return r;
+  }
 
   template <class T, class Out, class... A>
   T call_hooked(const A&... a) {
