@@ -468,9 +468,10 @@ class CellBase {
 
 /// Marks (or unmarks) `cell` for dumping (MindSpore's `set_dump(cell)`): under
 /// ms::jit the inputs and outputs of every op traced inside its calls are
-/// written (files `<name>.<Op>.<node>.<run>.input.0.npy`; nested marked cells
-/// join their names with '-'); called eagerly, its tensor arguments and
-/// results are written at the call's boundary (`<name>.<call>.output.0.npy`).
+/// written (files `NAME.OP.NODE.RUN.input.0.npy`, e.g. `fc.MatMul.3.0.input.0.npy`;
+/// nested marked cells join their names with '-'); called eagerly, its tensor
+/// arguments and results are written at the call's boundary
+/// (`NAME.CALL.output.0.npy`).
 /// `name` defaults to cls_name(). A dump configuration (ms/jit/dump.hpp) with
 /// dump_mode 2 keeps cells dumped and selects iterations and inputs/outputs;
 /// modes 0 and 1 select ops only. Graphs compiled before recompile.
