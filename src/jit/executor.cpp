@@ -132,6 +132,17 @@ struct SourceScope {
 
 }  // namespace
 
+namespace {
+// The file-name stem of node `i` when it is dumped ("MatMul.3", or with the
+// marked cells it was traced in, "Block-Dense.MatMul.3"); "" when it is not.
+std::string dump_stem(const ir::Node& n, std::size_t i) {
+  const bool cell = !n.dump_scope.empty() && compiler::detail::cell_dumps_active();
+  if (!cell && !dump_enabled(n.def->name)) return {};
+  return ::ms::detail::str_cat(n.dump_scope, n.dump_scope.empty() ? "" : ".", ops::ir_name(*n.def),
+                               '.', i);
+}
+}  // namespace
+
 struct Executable::Step {
   enum class Kind : std::uint8_t { Op, Fused, Assign } kind = Kind::Op;
   const ops::OpDef* def = nullptr;
@@ -189,11 +200,9 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
           s.kind = Step::Kind::Fused;
           const ir::NodeId id{i};
           s.region = build_region(G, std::span<const ir::NodeId>(&id, 1), s.in);
-          if (dump_enabled(n.def->name))
-            s.dump = ::ms::detail::str_cat(ops::ir_name(*n.def), '.', i);
+          s.dump = dump_stem(n, i);
         } else {
-          if (dump_enabled(n.def->name))
-            s.dump = ::ms::detail::str_cat(ops::ir_name(*n.def), '.', i);
+          s.dump = dump_stem(n, i);
           s.def = n.def;
           s.attrs = n.attrs;
         }
@@ -374,12 +383,14 @@ void run_step(const Executable::Step& s, Executable::Frame& f) {
   }
 }
 
-// Writes the step's inputs and outputs as files (ms::set_dump).
+// Writes the step's inputs and outputs as files (ms::set_dump), those the
+// dump configuration selects for this run (`call`, the iteration).
 void dump_step(const Executable::Step& s, const Executable::Frame& f, std::int64_t call) {
+  const compiler::detail::DumpSelection sel = compiler::detail::dump_selection(call);
   const std::string stem = ::ms::detail::str_cat(s.dump, '.', call);
-  for (std::size_t k = 0; k < s.in.size(); ++k)
+  for (std::size_t k = 0; sel.inputs && k < s.in.size(); ++k)
     compiler::detail::dump_tensor(f.vals[s.in[k]], ::ms::detail::str_cat(stem, ".input.", k));
-  for (std::size_t k = 0; k < s.out.size(); ++k)
+  for (std::size_t k = 0; sel.outputs && k < s.out.size(); ++k)
     compiler::detail::dump_tensor(f.vals[s.out[k]], ::ms::detail::str_cat(stem, ".output.", k));
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 namespace ms::compiler {
@@ -24,6 +25,64 @@ std::atomic<std::uint64_t> g_hook_version{0};
 std::uint64_t hook_version() { return g_hook_version.load(std::memory_order_acquire); }
 void bump_hook_version() { g_hook_version.fetch_add(1, std::memory_order_acq_rel); }
 
+namespace detail {
+
+namespace {
+// One training flag a trace read, and the value it read.
+struct ModeRead {
+  const std::atomic<bool>* id;
+  std::weak_ptr<std::atomic<bool>> flag;
+  bool value;
+};
+// The reads of the trace ms::jit runs on this thread (null: none is recording).
+thread_local std::vector<ModeRead>* t_mode_reads = nullptr;
+
+// Collects the training flags read by the traces made while it lives.
+class ModeRecording {
+ public:
+  explicit ModeRecording(std::vector<ModeRead>& out) : prev_(t_mode_reads) { t_mode_reads = &out; }
+  ~ModeRecording() { t_mode_reads = prev_; }
+  ModeRecording(const ModeRecording&) = delete;
+  ModeRecording& operator=(const ModeRecording&) = delete;
+
+ private:
+  std::vector<ModeRead>* prev_;
+};
+}  // namespace
+
+void note_mode_read(const std::shared_ptr<std::atomic<bool>>& flag, bool value) {
+  if (t_mode_reads == nullptr) return;
+  for (const ModeRead& r : *t_mode_reads)
+    if (r.id == flag.get()) return;
+  t_mode_reads->push_back({flag.get(), flag, value});
+}
+
+}  // namespace detail
+}  // namespace ms::compiler
+
+namespace ms {
+namespace {
+// -1: not decided yet (MS_JIT is read at first use); 0: off; 1: on.
+std::atomic<int> g_jit_enabled{-1};
+}  // namespace
+
+bool jit_enabled() {
+  int v = g_jit_enabled.load(std::memory_order_acquire);
+  if (v < 0) [[unlikely]] {
+    const char* e = std::getenv("MS_JIT");
+    const int from_env = e != nullptr && std::string_view(e) == "0" ? 0 : 1;
+    g_jit_enabled.compare_exchange_strong(v, from_env, std::memory_order_acq_rel);
+    v = g_jit_enabled.load(std::memory_order_acquire);
+  }
+  return v != 0;
+}
+
+void set_jit_enabled(bool enabled) {
+  g_jit_enabled.store(enabled ? 1 : 0, std::memory_order_release);
+}
+}  // namespace ms
+
+namespace ms::compiler {
 namespace detail {
 
 namespace {
@@ -295,6 +354,15 @@ Generalized fix_ranks(Generalized g, std::span<const Shape> shapes,
   return g;
 }
 
+// `key` with the mode component `mode` put before its hook version (the
+// 'H' and 8 bytes that end every key, which key_hook_version reads).
+std::string with_mode(const std::string& key, const std::string& mode) {
+  std::string k = key.substr(0, key.size() - 9);
+  k += mode;
+  k.append(key, key.size() - 9, 9);
+  return k;
+}
+
 Signature signature_of(const CallInfo& call) {
   Signature s;
   call.signature(s);
@@ -307,6 +375,9 @@ Signature signature_of(const CallInfo& call) {
 /// inputs) and the concrete graphs made from them, one per size.
 struct DynEntry {
   Generalized gen;
+  bool mode_known = false;   ///< its first trace recorded the training flags it read
+  std::size_t mode_set = 0;  ///< their list (FunctionCache::Impl::mode_sets)
+  std::string mode;          ///< the mode component of its graphs' keys
   std::string label;
   std::map<std::vector<std::int64_t>, std::shared_ptr<SymbolicGraph>> families;
   Lru lru;
@@ -329,9 +400,23 @@ struct FunctionCache::Impl {
   std::shared_ptr<const Compiled> last;
   AutoDynamic auto_dyn;
   std::list<std::shared_ptr<DynEntry>> gens;  // front: newest
-  std::shared_ptr<DynEntry> spec;             // explicit specs
+  std::list<std::shared_ptr<DynEntry>> spec;  // explicit specs: one graph per training mode
   std::vector<TensorSpec> spec_of;            // the specs `spec` was made for
   std::uint64_t hook_seen = 0;
+  // Mode guards: the distinct lists of training flags that traces read (one
+  // list for most functions, empty for a function that reads none). A static
+  // graph's key holds its list's index and the values read; a generalized
+  // graph serves calls whose flags have the values it read.
+  std::vector<std::vector<ModeRead>> mode_sets;
+  std::vector<ModeRead> mode_reads;  // what the traces of the current compile read
+
+  std::optional<std::string> mode_key(std::size_t set) const;
+  std::pair<std::size_t, std::string> intern_reads();
+  bool compatible(const DynEntry& e) const {
+    return !e.mode_known || mode_key(e.mode_set) == e.mode;
+  }
+  std::shared_ptr<DynEntry> compatible_spec();
+  void evict_generalized();
 
   std::shared_ptr<const Compiled> found(std::shared_ptr<const Compiled> c) {
     last = std::move(c);
@@ -358,6 +443,38 @@ struct FunctionCache::Impl {
   Compiled finish(ir::Graph graph, std::vector<std::size_t> structure);
 };
 
+// The mode component of list `set` with the flags' values now ('R', the
+// list's index, one '0' or '1' per flag); nullopt when a flag's cell is gone
+// (no graph keyed with that list can be served again).
+std::optional<std::string> FunctionCache::Impl::mode_key(std::size_t set) const {
+  std::string k(1, 'R');
+  put(k, static_cast<std::uint32_t>(set));
+  for (const ModeRead& r : mode_sets[set]) {
+    const std::shared_ptr<std::atomic<bool>> f = r.flag.lock();
+    if (!f) return std::nullopt;
+    k += f->load(std::memory_order_relaxed) ? '1' : '0';
+  }
+  return k;
+}
+
+// The list of the flags in mode_reads (added to mode_sets when new) and the
+// mode component of the values read.
+std::pair<std::size_t, std::string> FunctionCache::Impl::intern_reads() {
+  auto same = [&](const std::vector<ModeRead>& set) {
+    if (set.size() != mode_reads.size()) return false;
+    for (std::size_t i = 0; i < set.size(); ++i)
+      if (set[i].flag.lock().get() != mode_reads[i].id) return false;
+    return true;
+  };
+  std::size_t i = 0;
+  while (i < mode_sets.size() && !same(mode_sets[i])) ++i;
+  if (i == mode_sets.size()) mode_sets.push_back(mode_reads);
+  std::string k(1, 'R');
+  put(k, static_cast<std::uint32_t>(i));
+  for (const ModeRead& r : mode_reads) k += r.value ? '1' : '0';
+  return {i, k};
+}
+
 FunctionCache::FunctionCache(JitConfig cfg) : cfg_(std::move(cfg)) {
   check_config(cfg_);
   const bool auto_on = cfg_.input_signature.empty() &&
@@ -376,7 +493,7 @@ void FunctionCache::Impl::drop_stale_graphs() {
   if (hv == hook_seen) return;
   hook_seen = hv;
   gens.clear();
-  spec = nullptr;
+  spec.clear();
   lru_evict_stale(lru, index, hv);
 }
 
@@ -384,11 +501,16 @@ void FunctionCache::Impl::drop_stale_graphs() {
 std::shared_ptr<const Compiled> FunctionCache::Impl::lookup(const std::string& key,
                                                             const std::vector<TensorSpec>* specs) {
   if (specs == nullptr)
-    if (auto c = lru_find(lru, index, key)) return found(std::move(c));
-  if (spec && specs != nullptr && spec_of == *specs)
-    if (auto c = lru_find(spec->lru, spec->index, key)) return found(std::move(c));
+    for (std::size_t set = 0; set < mode_sets.size(); ++set)
+      if (const std::optional<std::string> mode = mode_key(set))
+        if (auto c = lru_find(lru, index, with_mode(key, *mode))) return found(std::move(c));
+  if (specs != nullptr && spec_of == *specs)
+    for (const auto& e : spec)
+      if (compatible(*e))
+        if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
   for (const auto& e : gens)
-    if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
+    if (compatible(*e))
+      if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
   return nullptr;
 }
 
@@ -405,16 +527,24 @@ Compiled FunctionCache::Impl::finish(ir::Graph graph, std::vector<std::size_t> s
 std::shared_ptr<const Compiled> FunctionCache::Impl::compile_static(const std::string& key,
                                                                     const CallInfo& call,
                                                                     const std::string& why) {
-  Traced t = trace_call(call, {});
+  mode_reads.clear();
+  Traced t;
+  {
+    const ModeRecording rec(mode_reads);
+    t = trace_call(call, {});
+  }
   ++traces;
+  const std::string mode = intern_reads().second;
   auto c = std::make_shared<Compiled>(finish(std::move(t.graph), std::move(t.structure)));
   c->phase = call.phase();
+  if (mode.size() > 5) c->phase += str_cat(", training flags ", mode.substr(5));
   ++compiles;
   log_compile(
       cfg, [&] { return str_cat("compile #", compiles, ": static graph ", c->phase, ": ", why); });
   // A key built before a hook change that this call already saw is never
   // built again: run its graph, keep it out of the cache.
-  if (key_hook_version(key) >= hook_seen) lru_put(lru, index, key, c, cfg.cache_capacity);
+  if (key_hook_version(key) >= hook_seen)
+    lru_put(lru, index, with_mode(key, mode), c, cfg.cache_capacity);
   return found(std::move(c));
 }
 
@@ -438,7 +568,15 @@ SymbolicGraph& FunctionCache::Impl::symbolic_form(DynEntry& e, const Generalized
   std::shared_ptr<SymbolicGraph>& fam = e.families[ranks];
   if (fam) return *fam;
   auto at = [&](std::span<const Shape> s) { return trace_call(call, s); };
-  fam = std::make_shared<SymbolicGraph>(g, shapes, dyn::detail::TraceAt(at));
+  mode_reads.clear();
+  {
+    const ModeRecording rec(mode_reads);
+    fam = std::make_shared<SymbolicGraph>(g, shapes, dyn::detail::TraceAt(at));
+  }
+  if (!e.mode_known) {
+    std::tie(e.mode_set, e.mode) = intern_reads();
+    e.mode_known = true;
+  }
   traces += fam->traces();
   log_compile(cfg, [&] {
     if (!fam->generalizable())
@@ -503,11 +641,41 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::explicit_specs(
     const std::string& key, std::span<const Shape> shapes, const CallInfo& call,
     const std::vector<TensorSpec>& specs, std::string_view api) {
   Generalized g = from_specs(specs, signature_of(call), str_cat("ms::jit ", api));
-  if (!spec || spec_of != specs) {
-    spec = new_entry(std::move(g), std::string(api));
+  if (spec_of != specs) {
+    spec.clear();
     spec_of = specs;
   }
-  return instantiate(*spec, key, shapes, call);
+  std::shared_ptr<DynEntry> e = compatible_spec();
+  if (!e) {
+    e = new_entry(std::move(g), std::string(api));
+    spec.push_front(e);
+    constexpr std::size_t kModesKept = 8;  // training-mode combinations of the specs' graph
+    while (spec.size() > kModesKept) spec.pop_back();
+  }
+  return instantiate(*e, key, shapes, call);
+}
+
+// The explicit specs' graph for the training flags now, or null.
+std::shared_ptr<DynEntry> FunctionCache::Impl::compatible_spec() {
+  for (const auto& e : spec)
+    if (compatible(*e)) return e;
+  return nullptr;
+}
+
+// Keeps at most auto_dyn.keep(...) generalized graphs for the training flags
+// now (the newest, gens.front(), stays); graphs of the other modes are kept.
+void FunctionCache::Impl::evict_generalized() {
+  std::size_t n = 0;
+  for (const auto& e : gens) n += compatible(*e) ? 1 : 0;
+  const std::size_t keep = auto_dyn.keep(cfg.max_generalized);
+  for (auto it = std::prev(gens.end()); n > keep && it != gens.begin();) {
+    auto here = it--;
+    if (!compatible(**here)) continue;
+    log_compile(
+        cfg, [&] { return str_cat((*here)->label, " (", (*here)->gen.to_string(), ") deleted"); });
+    gens.erase(here);
+    --n;
+  }
 }
 
 // The auto-dynamic manager decides; the cache compiles and keeps.
@@ -516,22 +684,23 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::auto_dynamic(const std::str
                                                                   const CallInfo& call) {
   if (!auto_dyn.active())
     return compile_static(key, call, auto_dyn.enabled() ? "auto-dynamic is off" : "new signature");
+  // Only the generalized graphs of the training flags now can serve the call.
   std::vector<const Generalized*> kept;
-  for (const auto& e : gens) kept.push_back(&e->gen);
+  std::vector<std::list<std::shared_ptr<DynEntry>>::iterator> kept_at;
+  for (auto it = gens.begin(); it != gens.end(); ++it)
+    if (compatible(**it)) {
+      kept.push_back(&(*it)->gen);
+      kept_at.push_back(it);
+    }
   Decision d = auto_dyn.decide(signature_of(call), shapes, kept);
   if (d.switched_off) gens.clear();
   if (d.kind == Decision::Kind::Static) return compile_static(key, call, d.why);
   if (d.kind == Decision::Kind::Reuse) {
-    gens.splice(gens.begin(), gens, std::next(gens.begin(), static_cast<std::ptrdiff_t>(d.reuse)));
+    gens.splice(gens.begin(), gens, kept_at[d.reuse]);
     return instantiate(*gens.front(), key, shapes, call);
   }
   gens.push_front(new_entry(std::move(d.gen), d.why));
-  while (gens.size() > auto_dyn.keep(cfg.max_generalized)) {
-    log_compile(cfg, [&] {
-      return str_cat(gens.back()->label, " (", gens.back()->gen.to_string(), ") deleted");
-    });
-    gens.pop_back();
-  }
+  evict_generalized();
   return instantiate(*gens.front(), key, shapes, call);
 }
 
@@ -568,12 +737,12 @@ int FunctionCache::trace_count() const {
 
 std::size_t FunctionCache::size() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->lru.size() + impl_->gens.size() + (impl_->spec ? 1 : 0);
+  return impl_->lru.size() + impl_->gens.size() + impl_->spec.size();
 }
 
 std::size_t FunctionCache::generalized_count() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->gens.size() + (impl_->spec ? 1 : 0);
+  return impl_->gens.size() + impl_->spec.size();
 }
 
 bool FunctionCache::auto_dynamic_active() const {

@@ -35,7 +35,7 @@ bool is_random(const Node& n) {
 // Elementwise and free to fuse: not a split point of graph_split.
 // Marked ops (set_dump) keep their own tensors to write.
 bool fusable(const Node& n) {
-  return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name);
+  return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name) && n.dump_scope.empty();
 }
 
 // Per value: the value that replaces it, or kNoValue for itself.
@@ -420,7 +420,7 @@ struct FusionRule {
 // n is an op of row `def` with one output, not marked for dumping.
 bool is_single(const Node& n, const ops::OpDef& def) {
   return n.kind == NodeKind::Op && n.def == &def && n.outputs.size() == 1 &&
-         !dump_enabled(def.name);
+         !dump_enabled(def.name) && n.dump_scope.empty();
 }
 
 bool fusable_dtype(DType dt) {

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "ms/jit/dump.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 
@@ -110,6 +111,7 @@ std::vector<Tensor> TraceContext::record(const ops::OpDef& def, std::span<const 
   }
   // Shape and dtype errors surface here, at trace time, from the op's own rule.
   const std::vector<ops::TensorType> out = def.infer(types, attrs);
+  n.dump_scope = detail::current_dump_scope();
   const ir::NodeId node = g_.add(std::move(n), out);
   std::vector<Tensor> res;
   for (ir::ValueId v : g_.node(node).outputs) res.push_back(symbolic(v));
@@ -140,6 +142,7 @@ Tensor TraceContext::record_elementwise(int op_id, std::span<const ops::EwTraceA
     scalars.push_back(a.scalar);
   }
   const ops::TensorType out = ir::infer_elementwise(op_id, vals, scalars);
+  n.dump_scope = detail::current_dump_scope();
   return symbolic(g_.value_of(g_.add(std::move(n), {out})));
 }
 

@@ -576,15 +576,23 @@ void CellBase::unregister_cell(const std::string& name) {
 }
 
 CellBase& CellBase::set_train(bool mode) {
-  bool changed = false;
-  for (auto& [n, c] : cells_and_names()) {
-    changed |= c->training_ != mode;
-    c->training_ = mode;
-  }
-  // Graphs traced in the other mode (Dropout, BatchNorm) are stale: as a hook
-  // change, this recompiles them (MindSpore's phase depends on the mode too).
-  if (changed) compiler::bump_hook_version();
+  // No graph is dropped: a graph whose trace read a cell's mode is keyed by it
+  // (compiler::detail::note_mode_read), so the other mode's graphs stay cached.
+  for (auto& [n, c] : cells_and_names()) c->mode_->store(mode, std::memory_order_relaxed);
   return *this;
+}
+
+void set_dump(CellBase& cell, bool enabled, std::string name) {
+  cell.dump_ = enabled;
+  cell.dump_name_ = name.empty() ? cell.cls_name() : std::move(name);
+  if (!enabled) compiler::detail::forget_dump_cell(&cell);
+  compiler::bump_hook_version();  // graphs traced before recompile with the scope
+}
+
+void CellBase::dump_boundary(const Args& ts, std::int64_t call, const char* what) const {
+  const std::string& scope = compiler::detail::current_dump_scope();
+  for (std::size_t k = 0; k < ts.size(); ++k)
+    compiler::detail::dump_tensor(ts[k], detail::str_cat(scope, '.', call, '.', what, '.', k));
 }
 
 CellBase& CellBase::set_grad(bool requires_grad) {

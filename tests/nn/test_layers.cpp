@@ -34,7 +34,7 @@ TEST_SUITE("nn") {
     CHECK(ms::allclose(f(x), e1, 0, 0));
     CHECK(ms::allclose(f(x), e2, 0, 0));
     CHECK(f.compile_count() == 1);
-    drop.set_train(false);  // a graph traced in training mode is stale now
+    drop.set_train(false);  // the eval mode's graph: compiled once, the training one kept
     const std::uint64_t off = g.offset();
     CHECK(ms::allclose(f(x), fc(x), 0, 0));
     CHECK(f.compile_count() == 2);

@@ -127,6 +127,8 @@ struct Node {
   std::shared_ptr<const FusedRegion> fused;  ///< Fused
   int arg_index = -1;                        ///< Input
   std::string name;                          ///< Input, Capture: printed name (without %)
+  /// Op: the set_dump-marked cells it was traced inside ("Outer-Inner"; empty: none).
+  std::string dump_scope;
 };
 
 /// One SSA value: a tensor produced by one output of one node.

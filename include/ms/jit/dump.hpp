@@ -11,15 +11,29 @@
 //   f(x);
 //   ms::set_dump("matmul", false);
 //
+// A dump configuration (MindSpore's MINDSPORE_DUMP_CONFIG file) chooses more:
+// which ops (every op, the listed kernels, or what set_dump marked, including
+// cells: ms::set_dump(cell) in ms/nn/cell.hpp), which iterations (the n-th run
+// of a compiled graph, the n-th call of an eager cell), inputs and/or outputs,
+// and the directory (<path>/<net_name>). It is read from $MS_DUMP_CONFIG (or
+// $MINDSPORE_DUMP_CONFIG) at first use, or given with ms::set_dump_config:
+//
+//   {"common_dump_settings": {"dump_mode": 1, "path": "/tmp/dump", "net_name": "Net",
+//                             "iteration": "0|5-8", "input_output": 2,
+//                             "kernels": ["matmul"], "saved_data": "tensor"}}
+//
 // The files are written by the io stage through the active ms::io::FileSystem
 // (ms/io/file_system.hpp: POSIX unless an application registered another), each
 // one atomically as ms::io::save_npy writes it. The jit stage sits below io, so
 // io installs the writer (compiler::detail::set_dump_writer) when libms is loaded.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
@@ -29,15 +43,89 @@ namespace ms {
 /// Marks (or unmarks) the op named `target` (an op-table name) for dumping.
 /// ValueError when there is no such op.
 void set_dump(std::string_view target, bool enabled = true);
-/// True when `target` is marked.
+/// True when the op `target` is dumped in compiled graphs: marked by set_dump
+/// (without a configuration, or with dump_mode 2), every op (dump_mode 0), or
+/// named in `kernels` (dump_mode 1).
 bool dump_enabled(std::string_view target);
 /// Where dumps go: `dir` (created when needed, through ms::io::file_system()). Default:
-/// $MS_DUMP_DIR, else ./ms_dump.
+/// $MS_DUMP_DIR, else ./ms_dump. A dump configuration's `path / net_name` comes first.
 void set_dump_dir(const std::filesystem::path& dir);
 /// The directory dumps are written to (see set_dump_dir).
 std::filesystem::path dump_dir();
 
+/// Which tensors of a dumped op or cell are written (MindSpore's input_output).
+enum class DumpInputOutput : std::uint8_t {
+  Both = 0,    ///< inputs and outputs
+  Input = 1,   ///< inputs only
+  Output = 2,  ///< outputs only
+};
+
+/// The part of MindSpore's dump configuration ms maps (`common_dump_settings`;
+/// other keys, such as support_device or op_debug_mode, are accepted and ignored).
+struct DumpConfig {
+  /// 0: every op of compiled graphs; 1: the ops named in `kernels`; 2: only
+  /// what set_dump marked (ops and cells).
+  int dump_mode = 0;
+  std::filesystem::path path;                            ///< files go to `path / net_name`
+  std::string net_name = "Net";                          ///< the subdirectory of `path`
+  std::string iteration = "all";                         ///< "all", or ranges: "0|5-8|100-120"
+  DumpInputOutput input_output = DumpInputOutput::Both;  ///< what is written
+  std::vector<std::string> kernels;                      ///< dump_mode 1: op-table names ("matmul")
+  /// Whether iteration `it` (0-based) is dumped.
+  bool iteration_selected(std::int64_t it) const;
+};
+
+/// Parses a dump configuration from JSON text; `source` names it in errors (a
+/// file path, or "set_dump_config"). ValueError naming the source, the key,
+/// what was expected and what was given.
+DumpConfig parse_dump_config(std::string_view json, std::string_view source);
+/// Uses the configuration in the file `path_or_json`, or the JSON text itself
+/// when it starts with '{'; an empty string removes the configuration (back to
+/// plain set_dump). Graphs compiled before recompile.
+///   ms::set_dump_config("/etc/dump.json");
+void set_dump_config(const std::string& path_or_json);
+/// The configuration in use: set_dump_config's, else the file named by
+/// $MS_DUMP_CONFIG or $MINDSPORE_DUMP_CONFIG (read at first use), else none.
+std::optional<DumpConfig> dump_config();
+
 namespace compiler::detail {
+/// What set_dump and the configuration write for iteration `it` of a dumped
+/// op: inputs, outputs (both false: nothing).
+struct DumpSelection {
+  bool inputs = false;   ///< write the inputs
+  bool outputs = false;  ///< write the outputs
+};
+/// The selection for iteration `it` (all of both without a configuration).
+DumpSelection dump_selection(std::int64_t it);
+/// Whether ops traced inside a cell marked with set_dump(cell) are dumped
+/// (no configuration, or dump_mode 2).
+bool cell_dumps_active();
+/// The dump scope of the ops traced now on this thread: the names of the
+/// marked cells being called, outermost first, joined by '-' ("" outside any).
+const std::string& current_dump_scope();
+/// Enters the call of a marked cell named `name` (a scope for the ops it traces)
+/// and returns its call number (its iteration), counting `eager` calls only.
+std::int64_t enter_dump_scope(const void* cell, const std::string& name, bool eager);
+/// Leaves the scope enter_dump_scope entered.
+void leave_dump_scope();
+/// Whether `cell` is in its own marked call on this thread (its inner call runs plainly).
+bool in_dump_scope(const void* cell);
+/// Resets the eager call count of `cell` (set_dump(cell, false)).
+void forget_dump_cell(const void* cell);
+
+/// The scope of one call of a marked cell (enter_dump_scope .. leave_dump_scope).
+class DumpScopeGuard {
+ public:
+  /// Enters the scope of `cell` named `name` (an `eager` call counts as an iteration).
+  DumpScopeGuard(const void* cell, const std::string& name, bool eager)
+      : call(enter_dump_scope(cell, name, eager)) {}
+  ~DumpScopeGuard() { leave_dump_scope(); }
+  DumpScopeGuard(const DumpScopeGuard&) = delete;
+  DumpScopeGuard& operator=(const DumpScopeGuard&) = delete;
+  /// The cell's eager call number (its iteration).
+  const std::int64_t call;
+};
+
 /// Writes `t` as `<dump_dir>/<name>.npy` (float16/bfloat16 as float32, int4 as int8)
 /// with the installed DumpWriter; ValueError naming the file when it fails or when
 /// no writer is installed.

@@ -12,7 +12,10 @@
 // The key holds: the function (each jit object has its own cache), every
 // argument's dtype and shape, the values of plain scalar arguments (baked into
 // the graph; wrap one in ms::mutable_ to make it a 0-d tensor input instead),
-// the lengths of vector arguments, and the global hook version (a hook change
+// the lengths of vector arguments, the training flags the trace read (each
+// cell's training() read while tracing, with its value: set_train switches to
+// the other mode's graph, compiled once, and leaves every other graph cached),
+// and the global hook version (a hook change
 // drops every graph keyed with an older version: no call can hit it again,
 // so registering and removing hooks in a loop keeps the cache small). Tensors the
 // function captures (parameters) are graph inputs bound by identity: in-place
@@ -39,6 +42,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <concepts>
 #include <cstdint>
 #include <iosfwd>
@@ -125,6 +129,17 @@ Mutable<std::vector<X>> mutable_(std::vector<X> v) {
   return {std::move(v)};
 }
 
+/// Whether ms::jit compiles (true, the default) or runs every jitted function
+/// eagerly, as a plain call, for debugging: the results are the same, hooks
+/// fire as in eager mode and ms::grad works; nothing is traced or cached
+/// (compile_count() stays as it was). The environment variable `MS_JIT=0`
+/// (read once, at the first call of a jitted function or of this function)
+/// turns it off; set_jit_enabled overrides it.
+///   ms::set_jit_enabled(false);   // every ms::jit function now runs eagerly
+bool jit_enabled();
+/// Turns ms::jit on or off for every jitted function (see jit_enabled); thread-safe.
+void set_jit_enabled(bool enabled);
+
 namespace compiler {
 
 /// The global hook version: any hook registration or removal bumps it, and it
@@ -134,6 +149,13 @@ std::uint64_t hook_version();
 void bump_hook_version();
 
 namespace detail {
+
+/// Records that the trace ms::jit runs on this thread read the training flag
+/// `flag` (a cell's training(), see ms::CellBase::set_train) as `value`: the
+/// graph is then kept for that value only (a mode guard, checked on lookup),
+/// and a call with the flag changed finds or compiles the other mode's graph.
+/// Outside an ms::jit trace it does nothing.
+void note_mode_read(const std::shared_ptr<std::atomic<bool>>& flag, bool value);
 
 using dyn::detail::SigItem;
 using dyn::detail::Signature;
@@ -693,7 +715,8 @@ class Jitted {
         std::invoke_result_t<F&, typename compiler::detail::ArgTraits<A>::traced&...>>;
     using Out = compiler::detail::OutTraits<Raw>;
     using R = typename Out::type;
-    if (ops::active_tracer() != nullptr) {  // called inside another trace: inline it
+    // Called inside another trace: inlined; with ms::jit off: run eagerly.
+    if (ops::active_tracer() != nullptr || !jit_enabled()) {
       std::tuple<typename compiler::detail::ArgTraits<A>::traced...> args{
           compiler::detail::ArgTraits<A>::inlined(a)...};
       auto r = std::apply(fn_, args);

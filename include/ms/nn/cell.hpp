@@ -63,6 +63,7 @@
 // make it where it lives (a member, a local, a std::unique_ptr).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -79,6 +80,7 @@
 #include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
+#include "ms/jit/dump.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/nn/cell_args.hpp"
 #include "ms/nn/parameter.hpp"
@@ -293,9 +295,18 @@ class CellBase {
 
   // ---------------------------------------------------------------- modes
   /// Training mode for this cell and its descendants (Dropout, BatchNorm read it).
+  /// Graphs ms::jit compiled are kept: a graph whose trace read a cell's
+  /// training() is keyed by the value it read, so switching modes picks the
+  /// graph of the new mode (compiled once per mode) and leaves every other graph alone.
   CellBase& set_train(bool mode = true);
   /// Whether the cell is in training mode (see set_train; false for a new cell).
-  bool training() const { return training_; }
+  /// Read while ms::jit traces, the value becomes part of the graph's cache key.
+  bool training() const {
+    const bool m = mode_->load(std::memory_order_relaxed);
+    if (ops::active_tracer() != nullptr) [[unlikely]]
+      compiler::detail::note_mode_read(mode_, m);
+    return m;
+  }
   /// Marks the cell (and descendants) as needing gradients (MindSpore's set_grad).
   CellBase& set_grad(bool requires_grad = true);
   /// Whether set_grad marked the cell (false for a new cell).
@@ -448,6 +459,9 @@ class CellBase {
   /// Whether any forward or backward hook is registered on this cell.
   bool has_hooks() const { return hooks_ && hooks_active(); }
 
+  /// Marks (or unmarks) this cell for dumping, as ms::set_dump(cell) does.
+  friend void set_dump(CellBase& cell, bool enabled, std::string name);
+
  protected:
   /// \cond INTERNAL
   // The registry behind the public API, in libms; protected only so that
@@ -534,7 +548,8 @@ class CellBase {
   };
   std::vector<Buffer> buffers_;
   std::vector<std::pair<std::string, CellBase*>> children_;
-  bool training_ = false;
+  // The training flag, shared with the mode guards of graphs that read it.
+  std::shared_ptr<std::atomic<bool>> mode_ = std::make_shared<std::atomic<bool>>(false);
   bool requires_grad_ = false;
   std::vector<TensorSpec> inputs_;
   Flags flags_;
@@ -543,8 +558,25 @@ class CellBase {
   int tuple_param_id_ = 1;  // the next k of a generated `Parameter$<k>` in a tuple
   detail::LazyOnce<detail::CellHooks> hooks_;
   detail::LazyOnce<detail::StateHooks> state_hooks_;
+  // ms::set_dump(cell): marked, and the name its dump files and scope carry.
+  bool dump_ = false;
+  std::string dump_name_;
+  // Writes the tensors `ts` of eager call `call` as `<scope>.<call>.<what>.<k>`.
+  void dump_boundary(const Args& ts, std::int64_t call, const char* what) const;
   /// \endcond
 };
+
+/// Marks (or unmarks) `cell` for dumping (MindSpore's `set_dump(cell)`): under
+/// ms::jit the inputs and outputs of every op traced inside its calls are
+/// written (files `NAME.OP.NODE.RUN.input.0.npy`, e.g. `fc.MatMul.3.0.input.0.npy`;
+/// nested marked cells join their names with '-'); called eagerly, its tensor
+/// arguments and results are written at the call's boundary
+/// (`NAME.CALL.output.0.npy`).
+/// `name` defaults to cls_name(). A dump configuration (ms/jit/dump.hpp) with
+/// dump_mode 2 keeps cells dumped and selects iterations and inputs/outputs;
+/// modes 0 and 1 select ops only. Graphs compiled before recompile.
+///   ms::set_dump(net.fc1);
+void set_dump(CellBase& cell, bool enabled = true, std::string name = {});
 
 /// Prints `c.to_string()`.
 inline std::ostream& operator<<(std::ostream& os, const CellBase& c) { return os << c.to_string(); }
@@ -739,6 +771,8 @@ class Cell : public CellBase {
     using R = decltype(derived().construct(detail::construct_arg(a)...));
     using Out = ResultTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
+    if (dump_ && !compiler::detail::in_dump_scope(this)) [[unlikely]]
+      return dump_call<T, Out>(a...);
     constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
     if constexpr (kBprop) {
       static_assert(detail::BpropFor<Derived, A...> && std::is_same_v<T, Tensor>,
@@ -991,6 +1025,34 @@ class Cell : public CellBase {
       return (args);
     else
       return args.tensors();
+  }
+
+  // A call of a cell marked with ms::set_dump(cell): a dump scope around the
+  // plain call (the ops it traces are dumped); eagerly, its tensor arguments
+  // and results are written at the boundary.
+  template <class T, class Out, class... A>
+  T dump_call(const A&... a) {
+    const bool eager = !tracing_now();
+    const compiler::detail::DumpScopeGuard scope(this, dump_name_, eager);
+    compiler::detail::DumpSelection sel;
+    if (eager && compiler::detail::cell_dumps_active())
+      sel = compiler::detail::dump_selection(scope.call);
+    if (sel.inputs) {
+      Args in;
+      auto collect = [&](const auto& x) {
+        if constexpr (detail::is_tensorish_v<decltype(x)>) in.push_back(Tensor(x));
+      };
+      (collect(a), ...);
+      dump_boundary(in, scope.call, "input");
+    }
+    T r = (*this)(a...);
+    if (sel.outputs) {
+      Args out;
+      std::vector<std::size_t> st;
+      Out::flatten(r, out, st);
+      dump_boundary(out, scope.call, "output");
+    }
+    return r;
   }
 
   template <class T, class Out, class... A>
