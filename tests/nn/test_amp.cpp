@@ -282,6 +282,45 @@ TEST_SUITE("nn") {
     CHECK(step.compile_count() == 1);
   }
 
+  TEST_CASE("to_float on a container: hooks see the cast arguments; a child may differ") {
+    ms::nn::SequentialCell seq{std::make_shared<ms::nn::Dense>(4, 6),
+                               std::make_shared<ms::nn::ReLU>(),
+                               std::make_shared<ms::nn::Dense>(6, 2)};
+    seq.to_float(ms::bfloat16);
+    seq.get_sub_cell("2").to_float(ms::float32);
+    std::vector<ms::DType> seen;
+    auto h = seq.register_forward_pre_hook(
+        [&](ms::nn::SequentialCell&, const ms::Args& a) { seen.push_back(a[0].dtype()); });
+    const ms::Tensor y = seq(randn({3, 4}, 7));
+    CHECK(seen == std::vector<ms::DType>{ms::bfloat16});
+    // The last Dense runs in float32, then the container casts its output.
+    CHECK(y.dtype() == ms::bfloat16);
+    auto* last = dynamic_cast<ms::nn::Dense*>(&seq.get_sub_cell("2"));
+    REQUIRE(last != nullptr);
+    CHECK((*last)(ms::ones({1, 6}, ms::bfloat16)).dtype() == ms::float32);
+    h.remove();
+  }
+
+  TEST_CASE("update_loss_scale is eager only; adjust is the in-graph form") {
+    ms::amp::DynamicLossScaleManager s(64.0, 2.0, 5);
+    auto f = ms::jit([&](const ms::Tensor& x) {
+      s.update_loss_scale(false);
+      return x;
+    });
+    CHECK_THROWS_WITH_AS(f(ms::ones({1})),
+                         doctest::Contains("update_loss_scale: overflow is a host bool"),
+                         ms::ValueError);
+    auto g = ms::jit([&](const ms::Tensor& x) {
+      s.adjust(ms::amp::all_finite({x}));
+      return x;
+    });
+    g(ms::tensor({std::numeric_limits<float>::infinity()}));
+    CHECK(s.get_loss_scale() == 32.0);
+    g(ms::ones({1}));
+    CHECK(s.get_loss_scale() == 32.0);
+    CHECK(g.compile_count() == 1);
+  }
+
   TEST_CASE("amp: bad arguments name the API, the argument, expected and given") {
     Small net;
     CHECK_THROWS_WITH_AS(ms::amp::auto_mixed_precision(net, "O4"),
