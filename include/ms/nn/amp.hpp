@@ -19,6 +19,8 @@
 //    gets a float32 gradient and the optimizer state stays float32.
 //  - Changing a cell's precision bumps the global hook version, so graphs
 //    traced before recompile.
+//  - Hooks of such a cell see its arguments after the entry cast and its
+//    outputs before the exit cast.
 //
 // auto_mixed_precision's levels, as MindSpore's:
 //  - "O0": nothing changes.
