@@ -3,6 +3,7 @@
 // fc 3136->128, ReLU, fc 128->10; one jitted training step, as the MLP example.
 //
 //   fashion_mnist_cnn --epochs 3 --threads 2
+//   fashion_mnist_cnn --amp O2 --amp-dtype bf16   # mixed precision, float32 master weights
 #include "fashion_mnist_common.hpp"
 
 struct CNN : ms::Cell<CNN> {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <ms/cell.hpp>
 #include <ms/data/dataloader.hpp>
 #include <ms/data/fashion_mnist.hpp>
@@ -93,6 +94,16 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
                  "curves (0: at epoch ends only)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  std::string amp = "O0", amp_dtype = "bf16";
+  app.add_option("--amp", amp,
+                 "mixed-precision level (ms::amp::auto_mixed_precision): O0 float32, O1 matmul "
+                 "and conv in --amp-dtype, O2 all but norms and losses, O3 all")
+      ->check(CLI::IsMember({"O0", "O1", "O2", "O3"}))
+      ->capture_default_str();
+  app.add_option("--amp-dtype", amp_dtype,
+                 "low precision of --amp: bf16 or fp16 (fp16 trains with a dynamic loss scale)")
+      ->check(CLI::IsMember({"bf16", "fp16"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -123,6 +134,12 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
         test_set, {.batch_size = 1000, .shuffle = false, .normalize = norm, .flatten = flatten});
 
     Net net;
+    // Float32 master weights and optimizer state whatever the level; float16
+    // needs loss scaling (its range is small), bfloat16 has float32's range.
+    ms::amp::auto_mixed_precision(net, amp, amp_dtype == "fp16" ? ms::float16 : ms::bfloat16);
+    std::unique_ptr<ms::amp::DynamicLossScaleManager> scaler;
+    if (amp != "O0" && amp_dtype == "fp16")
+      scaler = std::make_unique<ms::amp::DynamicLossScaleManager>();
     ms::optim::Momentum opt(net.trainable_params(), {.lr = lr, .momentum = momentum});
     ms::CheckpointInfo at;
     if (!resume.empty()) {
@@ -141,8 +158,19 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
       std::cout << "data parallel: " << world << " ranks, " << batch * world
                 << " samples per step in all\n";
 
+    if (amp != "O0")
+      std::cout << "mixed precision: " << amp << " in " << amp_dtype
+                << (scaler ? " with a dynamic loss scale" : "") << "\n";
     auto loss_fn = [&](const ms::Tensor& x, const ms::Tensor& y) {
-      return ms::nn::cross_entropy(net(x), y);
+      const ms::Tensor loss = ms::nn::cross_entropy(net(x), y);
+      return scaler ? scaler->scale(loss) : loss;
+    };
+    // The optimizer step: with a loss scale, unscaled and skipped on overflow.
+    auto update = [&](const std::vector<ms::Tensor>& grads) {
+      if (scaler)
+        scaler->apply(opt, grads);
+      else
+        opt.apply(grads);
     };
     // One generalized graph for every batch size: the full batches and the
     // last, partial one (60000 = 937 * 64 + 32) share it.
@@ -153,11 +181,12 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
         [&](const ms::Tensor& x, const ms::Tensor& y) {
           auto [loss, grads] = ms::value_and_grad(
               loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
+          if (scaler) loss = ms::Tensor(loss / scaler->loss_scale());
 #if MS_HAVE_MPI
-          opt.apply(reducer(grads));
+          update(reducer(grads));
           return ms::parallel::all_reduce(loss, ms::parallel::ReduceOp::Mean);  // global loss
 #else
-          opt.apply(grads);
+          update(grads);
           return loss;
 #endif
         },

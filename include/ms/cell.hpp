@@ -11,6 +11,7 @@
 #include "ms/expr/expr.hpp"
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/nn/amp.hpp"
 #include "ms/nn/any_cell.hpp"
 #include "ms/nn/cell.hpp"
 #include "ms/nn/initializer.hpp"

@@ -85,7 +85,12 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
       MS_CHECK(gi[k].shape() == ins[k].shape(), ShapeError, "grad: the rule of '", def->name,
                "' gave input ", k, " a gradient of shape ", gi[k].shape(), ", expected ",
                ins[k].shape());
-      accumulate(in_values[k], gi[k]);
+      // A gradient has its value's dtype: an op mixing float dtypes promotes
+      // (a bfloat16 value plus a float32 parameter), its rule gives the
+      // promoted dtype, and the value's producer expects its own.
+      const DType want = ins[k].dtype();
+      accumulate(in_values[k],
+                 gi[k].dtype() != want && dtype_is_float(want) ? gi[k].to(want) : gi[k]);
     }
   }
   std::vector<Tensor> res;

@@ -48,7 +48,7 @@ Tensor& Optimizer::add_state(std::size_t i, const std::string& name) {
   return state_[i].back().second;
 }
 
-void Optimizer::apply(const std::vector<Tensor>& grads) {
+void Optimizer::check_grads(const std::vector<Tensor>& grads) const {
   MS_CHECK(grads.size() == params_.size(), ValueError, name_, ".apply: ", grads.size(),
            " gradients for ", params_.size(), " parameters");
   for (std::size_t i = 0; i < grads.size(); ++i) {
@@ -61,7 +61,26 @@ void Optimizer::apply(const std::vector<Tensor>& grads) {
              params_[i].name(), "' has dtype ", grads[i].dtype(), ", the parameter ",
              params_[i].dtype());
   }
+}
+
+void Optimizer::apply(const std::vector<Tensor>& grads) {
+  check_grads(grads);
   ms::assign(step_, step_ + 1.0);
+  for (std::size_t i = 0; i < grads.size(); ++i) update(i, params_[i], grads[i]);
+}
+
+void Optimizer::apply(const std::vector<Tensor>& grads, const Tensor& condition) {
+  MS_CHECK(condition.defined() && condition.rank() == 0 && condition.dtype() == bool_, ValueError,
+           name_, ".apply: condition must be a 0-d bool tensor, got ",
+           condition.defined() ? detail::str_cat(condition.dtype(), " ", condition.shape())
+                               : std::string("an undefined tensor"));
+  check_grads(grads);
+  struct Gate {  // the condition in force for this call only, exceptions included
+    Tensor& g;
+    ~Gate() { g = Tensor(); }
+  } gate{gate_};
+  gate_ = condition;
+  write(step_, step_ + 1.0);
   for (std::size_t i = 0; i < grads.size(); ++i) update(i, params_[i], grads[i]);
 }
 
@@ -118,13 +137,13 @@ void SGD::update(std::size_t i, const Parameter& p, const Tensor& g0) {
     Tensor& v = state_[i][0].second;
     // PyTorch: the first step sets v = g (no dampening); later v = m v + (1 - d) g.
     if (opts.dampening == 0.0) {
-      ms::assign(v, v * opts.momentum + g);
+      write(v, v * opts.momentum + g);
     } else {
-      ms::assign(v, ms::where(step_ == 1.0, g, v * opts.momentum + g * (1.0 - opts.dampening)));
+      write(v, ms::where(step_ == 1.0, g, v * opts.momentum + g * (1.0 - opts.dampening)));
     }
     g = opts.nesterov ? Tensor(g + v * opts.momentum) : v;
   }
-  ms::assign(p, p - lr_ * g);
+  write(p, p - lr_ * g);
 }
 
 Momentum::Momentum(ParameterList params, MomentumOptions o)
@@ -139,18 +158,18 @@ void Momentum::update(std::size_t i, const Parameter& p, const Tensor& g0) {
   Tensor& v = state_[i][0].second;
   if (opts.weight_decay > 0.0) {
     const Tensor g = g0 + p * opts.weight_decay;
-    ms::assign(v, v * opts.momentum + g);
+    write(v, v * opts.momentum + g);
     if (opts.use_nesterov)
-      ms::assign(p, p - lr_ * (g + v * opts.momentum));
+      write(p, p - lr_ * (g + v * opts.momentum));
     else
-      ms::assign(p, p - lr_ * v);
+      write(p, p - lr_ * v);
     return;
   }
-  ms::assign(v, v * opts.momentum + g0);
+  write(v, v * opts.momentum + g0);
   if (opts.use_nesterov)
-    ms::assign(p, p - lr_ * (g0 + v * opts.momentum));
+    write(p, p - lr_ * (g0 + v * opts.momentum));
   else
-    ms::assign(p, p - lr_ * v);
+    write(p, p - lr_ * v);
 }
 
 // ------------------------------------------------------------------ Adam, AdamW
@@ -175,13 +194,13 @@ void Adam::update(std::size_t i, const Parameter& p, const Tensor& g0) {
   Tensor& v = state_[i][1].second;
   const Tensor g =
       (!decoupled_ && opts.weight_decay > 0.0) ? Tensor(g0 + p * opts.weight_decay) : g0;
-  ms::assign(m, m * opts.beta1 + g * (1.0 - opts.beta1));
-  ms::assign(v, v * opts.beta2 + ms::square(g) * (1.0 - opts.beta2));
+  write(m, m * opts.beta1 + g * (1.0 - opts.beta1));
+  write(v, v * opts.beta2 + ms::square(g) * (1.0 - opts.beta2));
   // Bias corrections from the step tensor: 1 - beta^t.
   const Tensor bc1 = 1.0 - ms::exp(step_ * std::log(opts.beta1 > 0 ? opts.beta1 : 1e-300));
   const Tensor bc2 = 1.0 - ms::exp(step_ * std::log(opts.beta2 > 0 ? opts.beta2 : 1e-300));
-  if (decoupled_ && opts.weight_decay > 0.0) ms::assign(p, p * (1.0 - lr_ * opts.weight_decay));
-  ms::assign(p, p - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
+  if (decoupled_ && opts.weight_decay > 0.0) write(p, p * (1.0 - lr_ * opts.weight_decay));
+  write(p, p - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
 }
 
 AdamW::AdamW(ParameterList params, AdamWOptions o)

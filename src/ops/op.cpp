@@ -6,6 +6,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "ms/ops/cast_policy.hpp"
+
 namespace ms::ops {
 
 std::string_view op_kind_name(OpKind k) {
@@ -78,6 +80,9 @@ std::string Attrs::to_string() const {
 
 namespace detail {
 void register_all();  // src/ops/registry.cpp
+std::vector<Tensor> call_with_cast_policy(const OpDef& def, std::span<const Tensor> inputs,
+                                          const Attrs& attrs,
+                                          CastPolicy p);  // src/ops/cast_policy.cpp
 std::vector<const OpDef*>& table() {
   static std::vector<const OpDef*> t;
   return t;
@@ -156,6 +161,8 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
   for (int i = 0; i < n; ++i)
     MS_CHECK(inputs[static_cast<std::size_t>(i)].defined(), ValueError, def.name, ": input ", i,
              " is an undefined tensor");
+  if (const CastPolicy p = cast_policy(); p.mode != CastPolicy::Mode::None) [[unlikely]]
+    return detail::call_with_cast_policy(def, inputs, attrs, p);
   if (Tracer* t = active_tracer(); t != nullptr) return t->record(def, inputs, attrs);
   for (const Tensor& t : inputs)
     MS_CHECK(!t.is_symbolic(), ValueError, def.name,

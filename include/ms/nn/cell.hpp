@@ -85,6 +85,7 @@
 #include "ms/nn/cell_args.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/nn/state_dict.hpp"
+#include "ms/ops/cast_policy.hpp"
 #include "ms/ops/host.hpp"
 
 namespace ms {
@@ -119,6 +120,10 @@ struct LoadResult {
 };
 
 class CellBase;
+
+namespace amp::detail {
+struct CellAccess;  // ms/nn/amp.hpp's access to a cell's mixed-precision settings
+}  // namespace amp::detail
 
 namespace detail {
 
@@ -170,6 +175,11 @@ std::string short_type_name(const std::type_info& t);
 /// call of tensors only takes the new list whole (construct checks its
 /// length); otherwise the count must stay (ValueError naming `what`).
 ArgList replace_tensors(const ArgList& args, Args tensors, const std::string& what);
+/// The cell whose mixed-precision call (ms/nn/amp.hpp) is entering its own
+/// call with cast arguments on this thread, or nullptr (in libms).
+const CellBase*& amp_entering();
+/// `t` cast to `dtype` when it is floating of another dtype, else `t` (in libms).
+Tensor amp_cast(const Tensor& t, DType dtype);
 
 }  // namespace detail
 
@@ -348,6 +358,22 @@ class CellBase {
   /// The specs given to set_inputs (empty when none).
   const std::vector<TensorSpec>& get_inputs() const { return inputs_; }
 
+  // ---------------------------------------------------------------- mixed precision
+  /// Runs this cell and its descendants in `dtype` (float16, bfloat16 or
+  /// float32; MindSpore's to_float, recursive as MindSpore's flags are):
+  /// floating inputs are cast on entry, the ops inside cast their floating
+  /// inputs (so float32 parameters are cast in the graph and keep float32
+  /// gradients), outputs stay in `dtype`. ms/nn/amp.hpp says how.
+  ///   net.to_float(ms::bfloat16);
+  ///   net.bn.to_float(ms::float32);   // a child set afterwards keeps its own
+  /// ValueError naming `to_float` and `dtype` for another dtype.
+  CellBase& to_float(DType dtype);
+  /// The dtype to_float set on this cell (std::nullopt: none; MindSpore's
+  /// get_mixed_precision_type).
+  std::optional<DType> get_mixed_precision_type() const;
+  /// The level ms::amp::auto_mixed_precision set ("" when none; MindSpore's `_amp_level`).
+  const std::string& amp_level() const { return amp_level_; }
+
   // ---------------------------------------------------------------- printing
   /// The class name shown in the tree (`Dense`).
   virtual std::string cls_name() const { return detail::short_type_name(typeid(*this)); }
@@ -464,6 +490,15 @@ class CellBase {
 
  protected:
   /// \cond INTERNAL
+  friend struct amp::detail::CellAccess;
+  // Mixed precision (ms/nn/amp.hpp): the cast policy in force while the cell
+  // runs, whether its floating outputs become float32, the amp level.
+  bool amp_active() const {
+    return amp_policy_.mode != ops::CastPolicy::Mode::None || amp_output_fp32_;
+  }
+  ops::CastPolicy amp_policy_{};
+  bool amp_output_fp32_ = false;
+  std::string amp_level_;
   // The registry behind the public API, in libms; protected only so that
   // Cell<Derived> adds to its hook lists and asks which are in use.
   HookHandle add_forward_pre_hook(detail::PreHook h, bool with_kwargs = false,
@@ -779,6 +814,10 @@ class Cell : public CellBase {
                     "bprop: a cell with a bprop takes tensors x1..xn, returns one tensor and "
                     "defines bprop(x1, ..., xn, out, dout) returning one gradient per input");
     }
+    if (amp_active()) [[unlikely]] {
+      if (detail::amp_entering() != this) return call_amp<T>(a...);
+      detail::amp_entering() = nullptr;  // call_amp's own call, with cast arguments
+    }
     if (!has_hooks()) [[likely]] {  // none registered, or all removed
       if constexpr (kBprop) {
         if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});
@@ -1053,6 +1092,50 @@ class Cell : public CellBase {
       dump_boundary(out, scope.call, "output");
     }
     return r;
+  }
+
+  template <class X>
+  using AmpArg = std::conditional_t<detail::is_tensorish_v<X>, Tensor, const X&>;
+
+  // A call under mixed precision (ms/nn/amp.hpp): with the cell's cast policy
+  // in force, the call itself (hooks, bprop, construct) on the floating tensor
+  // arguments cast to the to_float dtype; then the floating outputs cast to
+  // that dtype, and to float32 when the cell's outputs are (O2 and O3's root).
+  template <class T, class... A>
+  T call_amp(const A&... a) {
+    ops::CastPolicyScope scope(amp_policy_);
+    const bool all = amp_policy_.mode == ops::CastPolicy::Mode::All;
+    const DType to = amp_policy_.dtype;
+    auto arg = [&](const auto& x) -> decltype(auto) {
+      if constexpr (detail::is_tensorish_v<decltype(x)>)
+        return all ? detail::amp_cast(Tensor(x), to) : Tensor(x);
+      else
+        return x;
+    };
+    T out = [&]() -> T {
+      struct Enter {  // the token operator() takes for the call below
+        const CellBase* prev;
+        explicit Enter(const CellBase* c) : prev(detail::amp_entering()) {
+          detail::amp_entering() = c;
+        }
+        ~Enter() { detail::amp_entering() = prev; }
+      } enter(this);
+      using R2 = decltype(derived().construct(detail::construct_arg(std::declval<AmpArg<A>>())...));
+      if constexpr (std::is_same_v<typename ResultTraits<std::remove_cvref_t<R2>>::type, T>)
+        return (*this)(static_cast<AmpArg<A>>(arg(a))...);
+      else
+        return (*this)(a...);  // the ops still cast their inputs
+    }();
+    if (!all && !amp_output_fp32_) return out;
+    Args flat;
+    std::vector<std::size_t> structure;
+    ResultTraits<T>::flatten(out, flat, structure);
+    for (Tensor& t : flat) {
+      if (all) t = detail::amp_cast(t, to);
+      if (amp_output_fp32_) t = detail::amp_cast(t, float32);
+    }
+    std::size_t pos = 0, sp = 0;
+    return ResultTraits<T>::unflatten(flat, pos, structure, sp);
   }
 
   template <class T, class Out, class... A>

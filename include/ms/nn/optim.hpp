@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/expr/expr.hpp"
 #include "ms/nn/cell.hpp"
 #include "ms/nn/parameter.hpp"
 
@@ -43,6 +44,14 @@ class Optimizer {
   /// ValueError when the count differs, ShapeError / TypeError naming the
   /// parameter when a gradient does not match it.
   void apply(const std::vector<Tensor>& grads);
+  /// As apply(grads), where `condition` (a 0-d bool tensor) is true; where it
+  /// is false every parameter, state buffer and the step count keep their
+  /// values (the step is skipped, as MindSpore's loss-scaled training step
+  /// skips the optimizer on overflow). Each write is a select, so inside
+  /// ms::jit the whole step stays one graph with no host sync.
+  ///   opt.apply(grads, ms::amp::all_finite(grads));
+  /// ValueError naming `condition` unless it is a defined 0-d bool tensor.
+  void apply(const std::vector<Tensor>& grads, const Tensor& condition);
   /// The same as apply(grads).
   void operator()(const std::vector<Tensor>& grads) { apply(grads); }
 
@@ -69,6 +78,16 @@ class Optimizer {
   virtual void update(std::size_t i, const Parameter& p, const Tensor& g) = 0;
   /// Adds a per-parameter state buffer (zeros like parameter i) named `name`.
   Tensor& add_state(std::size_t i, const std::string& name);
+  /// Writes `value` into the parameter or state `dst` (ms::assign), or keeps
+  /// `dst` where the condition of apply(grads, condition) is false. Every
+  /// update() writes through it.
+  template <class E>
+  void write(const Tensor& dst, E&& value) {
+    if (gate_.defined())
+      ms::assign(dst, ms::where(gate_, std::forward<E>(value), dst));
+    else
+      ms::assign(dst, std::forward<E>(value));
+  }
 
   /// The parameters updated.
   ParameterList params_;
@@ -78,6 +97,10 @@ class Optimizer {
   std::vector<std::vector<std::pair<std::string, Tensor>>> state_;
   /// The class name.
   std::string name_;
+
+ private:
+  void check_grads(const std::vector<Tensor>& grads) const;
+  Tensor gate_;  // the condition of the running apply(grads, condition); undefined otherwise
 };
 
 /// The options of ms::optim::SGD (PyTorch's defaults, lr aside):
