@@ -105,12 +105,7 @@ DataLoader::DataLoader(const TensorDataset& dataset, DataLoaderOptions options)
              " does not fit the int32 labels of a batch");
     y[i] = static_cast<std::int32_t>(labels[i]);
   }
-  if (options_.shuffle) {
-    // Measured rather than assumed: how far one randperm of N moves a generator.
-    Generator probe(options_.seed);
-    (void)randperm(dataset_.size(), probe);
-    blocks_per_order_ = probe.offset();
-  }
+  orders_ = EpochOrder(dataset_.size(), options_.shuffle, options_.seed);
 }
 
 DataLoader::~DataLoader() { stop_epoch(); }
@@ -135,32 +130,16 @@ void DataLoader::set_epoch(std::int64_t e) {
 }
 
 std::vector<std::int64_t> DataLoader::order(std::int64_t e) const {
-  MS_CHECK(e >= 0, ValueError, "DataLoader::order: epoch must be >= 0, got ", e);
-  const std::int64_t n = dataset_.size();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> all = orders_(e, "DataLoader::order");
+  if (options_.num_shards == 1) return all;
   // Shard `shard_id` of the whole order: positions shard_id + k * S, wrapping
   // past N (the padding; with drop_last no position reaches N).
-  auto shard = [&](std::vector<std::int64_t> all) {
-    if (options_.num_shards == 1) return all;
-    std::vector<std::int64_t> mine(static_cast<std::size_t>(shard_size()));
-    for (std::size_t k = 0; k < mine.size(); ++k)
-      mine[k] = all[static_cast<std::size_t>(
-          (options_.shard_id + static_cast<std::int64_t>(k) * options_.num_shards) % n)];
-    return mine;
-  };
-  if (!options_.shuffle) {
-    std::iota(out.begin(), out.end(), std::int64_t{0});
-    return shard(std::move(out));
-  }
-  // Epoch e draws the (e+1)-th permutation of a generator seeded with `seed`.
-  std::uint64_t skip = 0;
-  MS_CHECK(!__builtin_mul_overflow(static_cast<std::uint64_t>(e), blocks_per_order_, &skip),
-           ValueError, "DataLoader::order: epoch ", e, " is too large");
-  Generator gen(options_.seed);
-  (void)gen.step(skip);
-  const Tensor perm = randperm(n, gen);
-  std::copy_n(perm.data<std::int64_t>(), n, out.begin());
-  return shard(std::move(out));
+  const std::int64_t n = dataset_.size();
+  std::vector<std::int64_t> mine(static_cast<std::size_t>(shard_size()));
+  for (std::size_t k = 0; k < mine.size(); ++k)
+    mine[k] = all[static_cast<std::size_t>(
+        (options_.shard_id + static_cast<std::int64_t>(k) * options_.num_shards) % n)];
+  return mine;
 }
 
 Batch DataLoader::collate(std::span<const std::int64_t> indices) const {

@@ -150,12 +150,7 @@ ByteTextLoader::ByteTextLoader(ByteTextDataset dataset, ByteTextLoaderOptions op
     : dataset_(std::move(dataset)), options_(options) {
   MS_CHECK(options_.batch_size >= 1, ValueError, "ByteTextLoader: batch_size must be >= 1, got ",
            options_.batch_size);
-  if (options_.shuffle) {
-    // Measured rather than assumed: how far one randperm of N moves a generator.
-    Generator probe(options_.seed);
-    (void)randperm(dataset_.size(), probe);
-    blocks_per_order_ = probe.offset();
-  }
+  orders_ = EpochOrder(dataset_.size(), options_.shuffle, options_.seed);
 }
 
 std::int64_t ByteTextLoader::size() const {
@@ -169,22 +164,7 @@ void ByteTextLoader::set_epoch(std::int64_t e) {
 }
 
 std::vector<std::int64_t> ByteTextLoader::order(std::int64_t e) const {
-  MS_CHECK(e >= 0, ValueError, "ByteTextLoader::order: epoch must be >= 0, got ", e);
-  const std::int64_t n = dataset_.size();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
-  if (!options_.shuffle) {
-    std::iota(out.begin(), out.end(), std::int64_t{0});
-    return out;
-  }
-  // Epoch e draws the (e+1)-th permutation of a generator seeded with `seed`.
-  std::uint64_t skip = 0;
-  MS_CHECK(!__builtin_mul_overflow(static_cast<std::uint64_t>(e), blocks_per_order_, &skip),
-           ValueError, "ByteTextLoader::order: epoch ", e, " is too large");
-  Generator gen(options_.seed);
-  (void)gen.step(skip);
-  const Tensor perm = randperm(n, gen);
-  std::copy_n(perm.data<std::int64_t>(), n, out.begin());
-  return out;
+  return orders_(e, "ByteTextLoader::order");
 }
 
 std::vector<std::vector<std::int64_t>> ByteTextLoader::batch_indices(std::int64_t e) const {

@@ -429,36 +429,57 @@ LRSchedule::LRSchedule(optim::Optimizer& opt, std::function<double(std::int64_t)
 void LRSchedule::on_train_begin(TrainState& s) { opt_.set_lr(lr_at_(s.global_step)); }
 void LRSchedule::on_step_end(TrainState& s) { opt_.set_lr(lr_at_(s.global_step)); }
 
-std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy) {
-  const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;
-  const double pw = W - L - R, ph = H - T - B;
-  const std::size_t n = loss.size();
+namespace {
+
+// The plot both curve pictures share: 640 x 360 with margins for the scales.
+constexpr double kSvgW = 640, kSvgH = 360, kSvgL = 60, kSvgR = 60, kSvgT = 30, kSvgB = 40;
+constexpr double kPlotW = kSvgW - kSvgL - kSvgR, kPlotH = kSvgH - kSvgT - kSvgB;
+
+// The top of the loss scale: the largest finite loss (1 when there is none).
+double loss_scale_top(const std::vector<double>& loss) {
   double lmax = 0;
   for (double v : loss)
     if (std::isfinite(v)) lmax = std::max(lmax, v);
-  if (lmax <= 0) lmax = 1;
+  return lmax <= 0 ? 1 : lmax;
+}
+
+// Opens the picture: the frame, `title`, the x axis' `xlabel`, and five grid
+// lines with the loss scale on the left and, with `accuracy`, percent on the right.
+void svg_open(std::ostringstream& os, const char* title, const char* xlabel, double lmax,
+              bool accuracy) {
+  os << std::fixed << std::setprecision(1);
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kSvgW << "\" height=\"" << kSvgH
+     << "\" viewBox=\"0 0 " << kSvgW << " " << kSvgH
+     << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+     << "<rect x=\"" << kSvgL << "\" y=\"" << kSvgT << "\" width=\"" << kPlotW << "\" height=\""
+     << kPlotH << "\" fill=\"none\" stroke=\"#888\"/>\n"
+     << "<text x=\"" << kSvgW / 2 << "\" y=\"18\" text-anchor=\"middle\">" << title << "</text>\n"
+     << "<text x=\"" << kSvgW / 2 << "\" y=\"" << kSvgH - 8 << "\" text-anchor=\"middle\">"
+     << xlabel << "</text>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double y = kSvgT + kPlotH * k / 4.0;
+    os << "<line x1=\"" << kSvgL << "\" y1=\"" << y << "\" x2=\"" << kSvgL + kPlotW << "\" y2=\""
+       << y << "\" stroke=\"#eee\"/>\n"
+       << "<text x=\"" << kSvgL - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
+       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
+    if (accuracy)
+      os << "<text x=\"" << kSvgL + kPlotW + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
+         << 100.0 * (1 - k / 4.0) << "%</text>\n";
+  }
+}
+
+}  // namespace
+
+std::string curves_svg(const std::vector<double>& loss, const std::vector<double>& accuracy) {
+  const double L = kSvgL, T = kSvgT, pw = kPlotW, ph = kPlotH;
+  const std::size_t n = loss.size();
+  const double lmax = loss_scale_top(loss);
   auto x_of = [&](std::size_t i) {
     return L + (n <= 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1));
   };
   std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
-     << "\" fill=\"none\" stroke=\"#888\"/>\n"
-     << "<text x=\"" << W / 2 << "\" y=\"18\" text-anchor=\"middle\">training curves</text>\n"
-     << "<text x=\"" << W / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">epoch</text>\n";
-  for (int k = 0; k <= 4; ++k) {
-    const double y = T + ph * k / 4.0;
-    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
-       << "\" stroke=\"#eee\"/>\n"
-       << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
-       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
-    if (!accuracy.empty())
-      os << "<text x=\"" << L + pw + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
-         << 100.0 * (1 - k / 4.0) << "%</text>\n";
-  }
+  svg_open(os, "training curves", "epoch", lmax, !accuracy.empty());
   for (std::size_t i = 0; i < n; ++i)
     os << "<text x=\"" << x_of(i) << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">"
        << i + 1 << "</text>\n";
@@ -495,12 +516,8 @@ std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
   MS_CHECK(accuracy.size() == eval_steps.size(), ValueError,
            "curves_steps_svg: accuracy must hold one value per eval step (", eval_steps.size(),
            "), got ", accuracy.size());
-  const double W = 640, H = 360, L = 60, R = 60, T = 30, B = 40;
-  const double pw = W - L - R, ph = H - T - B;
-  double lmax = 0;
-  for (double v : loss)
-    if (std::isfinite(v)) lmax = std::max(lmax, v);
-  if (lmax <= 0) lmax = 1;
+  const double L = kSvgL, T = kSvgT, pw = kPlotW, ph = kPlotH;
+  const double lmax = loss_scale_top(loss);
   const double first = steps.empty() ? 0.0 : static_cast<double>(steps.front());
   const double last = steps.empty() ? 1.0 : static_cast<double>(steps.back());
   auto x_of = [&](std::int64_t step) {
@@ -511,24 +528,8 @@ std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
     return T + ph * (1 - (std::isfinite(v) ? std::clamp(v / scale, 0.0, 1.0) : 0.0));
   };
   std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-     << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-     << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-     << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
-     << "\" fill=\"none\" stroke=\"#888\"/>\n"
-     << "<text x=\"" << W / 2
-     << "\" y=\"18\" text-anchor=\"middle\">training curves per step</text>\n"
-     << "<text x=\"" << W / 2 << "\" y=\"" << H - 8 << "\" text-anchor=\"middle\">step</text>\n";
+  svg_open(os, "training curves per step", "step", lmax, !accuracy.empty());
   for (int k = 0; k <= 4; ++k) {
-    const double y = T + ph * k / 4.0;
-    os << "<line x1=\"" << L << "\" y1=\"" << y << "\" x2=\"" << L + pw << "\" y2=\"" << y
-       << "\" stroke=\"#eee\"/>\n"
-       << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\" fill=\"#c33\">"
-       << std::setprecision(3) << lmax * (1 - k / 4.0) << std::setprecision(1) << "</text>\n";
-    if (!accuracy.empty())
-      os << "<text x=\"" << L + pw + 6 << "\" y=\"" << y + 4 << "\" fill=\"#36c\">"
-         << 100.0 * (1 - k / 4.0) << "%</text>\n";
     // Step ticks at 0, 1/4, ..., 1 of the range, rounded to whole steps.
     const auto tick = static_cast<std::int64_t>(std::llround(first + (last - first) * k / 4.0));
     if (!steps.empty())

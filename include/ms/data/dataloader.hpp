@@ -46,6 +46,7 @@
 
 #include "ms/core/tensor.hpp"
 #include "ms/data/dataset.hpp"
+#include "ms/data/epoch_order.hpp"
 
 namespace ms::data {
 
@@ -183,9 +184,9 @@ class DataLoader {
 
   TensorDataset dataset_;
   DataLoaderOptions options_;
-  Tensor x_;                            ///< dataset x, contiguous, uint8 or float32
-  Tensor y_;                            ///< dataset y, contiguous int32
-  std::uint64_t blocks_per_order_ = 0;  ///< Philox blocks one randperm of N consumes
+  Tensor x_;           ///< dataset x, contiguous, uint8 or float32
+  Tensor y_;           ///< dataset y, contiguous int32
+  EpochOrder orders_;  ///< the order of each epoch, before sharding
   std::int64_t epoch_ = 0;
   std::uint64_t generation_ = 0;  ///< incremented by each begin()
   std::unique_ptr<Epoch> running_;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "ms/core/tensor.hpp"
+#include "ms/data/epoch_order.hpp"
 
 namespace ms::data {
 
@@ -254,7 +255,7 @@ class ByteTextLoader {
  private:
   ByteTextDataset dataset_;
   ByteTextLoaderOptions options_;
-  std::uint64_t blocks_per_order_ = 0;  ///< Philox blocks one randperm of N consumes
+  EpochOrder orders_;  ///< the order of each epoch
   std::int64_t epoch_ = 0;
 };
 
