@@ -29,11 +29,12 @@
 // graph under auto-dynamic (all_dims), and each new length still needs its
 // concrete binding of the generalized graph. Its attention reads L keys
 // instead of S, but for the short contexts of this model (S <= a few
-// hundred) that saving is smaller than the growing design's per-step
-// concatenation copy and binding cost, so the preallocated cache compiles
-// least and runs fastest here. The prefill runs all S slots even for a short
-// prompt: one forward of a full block, once per generation, for one graph
-// for every prompt length.
+// hundred) that saving is small next to the growing design's per-step
+// concatenation copy, its binding per new length and its extra compiles, so
+// the preallocated cache compiles least and, by this reasoning (the two were
+// not benchmarked against each other), runs fastest. The prefill runs all S
+// slots even for a short prompt: one forward of a full block, once per
+// generation, for one graph for every prompt length.
 //
 // Positions: with left padding, slot s of a row with p pad slots has position
 // s - p, so each row sees exactly what it would see alone (batched generation
