@@ -262,6 +262,56 @@ Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, con
   return bf ? y : y.transpose(0, 1);
 }
 
+Tensor MultiheadAttention::attention_cached(const Tensor& x, KvCache& cache,
+                                            const std::optional<Tensor>& write_at,
+                                            const AttentionMasks& m) {
+  constexpr std::string_view api = "MultiheadAttention::attention_cached";
+  MS_CHECK(opts.batch_first && kdim == embed_dim && vdim == embed_dim, ValueError, api,
+           ": needs batch_first self-attention (kdim = vdim = embed_dim), got batch_first = ",
+           opts.batch_first, ", kdim ", kdim, ", vdim ", vdim, ", embed_dim ", embed_dim);
+  MS_CHECK(x.rank() == 3 && x.dim(2) == embed_dim, ShapeError, api,
+           ": x must have shape [B, T, embed_dim = ", embed_dim, "], got ", x.shape());
+  MS_CHECK(!m.attn_mask, ValueError, api,
+           ": attn_mask is not supported (expected key_padding_mask and is_causal only)");
+  const std::int64_t l = x.dim(1);
+  auto heads = [&](const Tensor& t) {
+    return t.reshape(Shape({-1, l, num_heads, head_dim})).transpose(1, 2);
+  };
+  const Tensor q = heads(project(x, 0)), k = heads(project(x, 1)), v = heads(project(x, 2));
+  if (!write_at) {
+    cache = {k, v};
+  } else {
+    MS_CHECK(l == 1, ShapeError, api, ": an increment (write_at given) takes one position, x ",
+             "must be [B, 1, embed_dim], got ", x.shape());
+    MS_CHECK(cache.key.defined() && cache.key.rank() == 4 && cache.key.dim(0) == x.dim(0) &&
+                 cache.value.defined() && cache.value.shape() == cache.key.shape(),
+             ShapeError, api,
+             ": cache must hold key and value [B, H, S, head_dim] with B = ", x.dim(0),
+             ", got key ", cache.key.defined() ? cache.key.shape() : Shape{}, " and value ",
+             cache.value.defined() ? cache.value.shape() : Shape{});
+    MS_CHECK(write_at->rank() == 0 && dtype_is_int(write_at->dtype()), TypeError, api,
+             ": write_at must be a 0-d integer tensor, got ", write_at->dtype(), " ",
+             write_at->shape());
+    const std::int64_t s = cache.key.dim(2);
+    const Tensor slot =
+        Tensor(eq(arange(0, static_cast<double>(s), 1.0, write_at->dtype()), *write_at))
+            .reshape(Shape({1, 1, s, 1}));
+    cache = {Tensor(where(slot, k, cache.key)), Tensor(where(slot, v, cache.value))};
+  }
+  const std::int64_t s = cache.key.dim(2);
+  std::optional<Tensor> kpm;
+  if (m.key_padding_mask) {
+    kpm = *m.key_padding_mask;
+    check_mask_dtype(*kpm, "key_padding_mask");
+    MS_CHECK(kpm->shape() == Shape({x.dim(0), s}), ShapeError, api,
+             ": key_padding_mask must have shape [B, S] = ", Shape({x.dim(0), s}), ", got ",
+             kpm->shape());
+  }
+  const Tensor o = detail::attend(q, cache.key, cache.value, combine_masks(kpm, {}, x.dtype()),
+                                  m.is_causal, opts.dropout, training());
+  return out_proj(o.transpose(1, 2).reshape(Shape({-1, l, embed_dim})));
+}
+
 std::string MultiheadAttention::extra_repr() const {
   return ::ms::detail::str_cat("embed_dim=", embed_dim, ", num_heads=", num_heads, ", kdim=", kdim,
                                ", vdim=", vdim, ", dropout=", opts.dropout,
@@ -292,6 +342,24 @@ Tensor TransformerEncoderLayer::construct(const Tensor& src, const Kwargs& kwarg
   const Kwargs attn_kw =
       mha_kwargs(kw.tensor("src_mask"), kw.tensor("src_key_padding_mask"), kw.flag("is_causal"));
   auto sa = [&](const Tensor& x) { return dropout1(self_attn(x, x, x, attn_kw)); };
+  auto ff = [&](const Tensor& x) {
+    return dropout2(linear2(dropout(activate(linear1(x), opts.activation))));
+  };
+  Tensor x = src;
+  if (opts.norm_first) {
+    x = x + sa(norm1(x));
+    return x + ff(norm2(x));
+  }
+  x = norm1(x + sa(x));
+  return norm2(x + ff(x));
+}
+
+Tensor TransformerEncoderLayer::forward_cached(const Tensor& src, KvCache& cache,
+                                               const std::optional<Tensor>& write_at,
+                                               const AttentionMasks& masks) {
+  auto sa = [&](const Tensor& x) {
+    return dropout1(self_attn.attention_cached(x, cache, write_at, masks));
+  };
   auto ff = [&](const Tensor& x) {
     return dropout2(linear2(dropout(activate(linear1(x), opts.activation))));
   };
@@ -395,6 +463,25 @@ Tensor Gpt::construct(const Tensor& ids) {
   Tensor x = wte(ids) + wpe(arange(0, static_cast<double>(t), 1.0, int64));
   const Kwargs causal{{"is_causal", true}};
   for (const auto& block : blocks_) x = (*block)(x, causal);
+  return matmul(ln_f(x), wte.embedding_table.transpose(0, 1));
+}
+
+Tensor Gpt::forward_cached(const Tensor& ids, const Tensor& positions, std::vector<KvCache>& caches,
+                           const std::optional<Tensor>& write_at, const AttentionMasks& masks) {
+  constexpr std::string_view api = "Gpt::forward_cached";
+  MS_CHECK(ids.rank() == 2 && positions.shape() == ids.shape(), ShapeError, api,
+           ": ids and positions must both have shape [B, T], got ", ids.shape(), " and ",
+           positions.shape());
+  MS_CHECK(dtype_is_int(ids.dtype()) && dtype_is_int(positions.dtype()), TypeError, api,
+           ": ids and positions must be integers, got ", ids.dtype(), " and ", positions.dtype());
+  MS_CHECK(ids.dim(1) <= config.block_size, ValueError, api, ": ids has ", ids.dim(1),
+           " positions, more than block_size = ", config.block_size);
+  const auto n = static_cast<std::size_t>(config.n_layer);
+  if (!write_at) caches.assign(n, KvCache{});
+  MS_CHECK(caches.size() == n, ValueError, api, ": caches must hold n_layer = ", n,
+           " layer caches, got ", caches.size());
+  Tensor x = wte(ids) + wpe(positions);
+  for (std::size_t i = 0; i < n; ++i) x = blocks_[i]->forward_cached(x, caches[i], write_at, masks);
   return matmul(ln_f(x), wte.embedding_table.transpose(0, 1));
 }
 

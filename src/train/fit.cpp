@@ -290,8 +290,8 @@ void CurveWriter::write_steps() const {
   const std::string c = csv.str();
   io::write_file_atomic(stem_ + "_steps.csv",
                         std::span(reinterpret_cast<const std::uint8_t*>(c.data()), c.size()));
-  std::vector<std::int64_t> steps, eval_steps;
-  std::vector<double> loss, ema, acc;
+  std::vector<std::int64_t> steps, eval_steps, point_steps;
+  std::vector<double> loss, ema, acc, points;
   for (const StepRow& r : rows_) {
     steps.push_back(r.step);
     loss.push_back(r.loss);
@@ -300,8 +300,14 @@ void CurveWriter::write_steps() const {
       eval_steps.push_back(r.step);
       acc.push_back(it->second);
     }
+    if (auto it = r.metrics.find(options_.loss_metric);
+        !options_.loss_metric.empty() && it != r.metrics.end()) {
+      point_steps.push_back(r.step);
+      points.push_back(it->second);
+    }
   }
-  const std::string svg = curves_steps_svg(steps, loss, ema, eval_steps, acc);
+  const std::string svg = curves_steps_svg(steps, loss, ema, eval_steps, acc, point_steps, points,
+                                           options_.loss_metric);
   io::write_file_atomic(stem_ + "_steps.svg",
                         std::span(reinterpret_cast<const std::uint8_t*>(svg.data()), svg.size()));
 }
@@ -506,16 +512,34 @@ std::string curves_svg(const std::vector<double>& loss, const std::vector<double
   return os.str();
 }
 
+namespace {
+
+// The length checks of curves_steps_svg.
+void check_step_curves(std::size_t steps, std::size_t loss, std::size_t loss_ema,
+                       std::size_t eval_steps, std::size_t accuracy, std::size_t point_steps,
+                       std::size_t points) {
+  MS_CHECK(loss == steps && loss_ema == steps, ValueError,
+           "curves_steps_svg: loss and loss_ema must hold one value per step (", steps, "), got ",
+           loss, " and ", loss_ema);
+  MS_CHECK(accuracy == eval_steps, ValueError,
+           "curves_steps_svg: accuracy must hold one value per eval step (", eval_steps, "), got ",
+           accuracy);
+  MS_CHECK(points == point_steps, ValueError,
+           "curves_steps_svg: loss_points must hold one value per step of loss_point_steps (",
+           point_steps, "), got ", points);
+}
+
+}  // namespace
+
 std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
                              const std::vector<double>& loss, const std::vector<double>& loss_ema,
                              const std::vector<std::int64_t>& eval_steps,
-                             const std::vector<double>& accuracy) {
-  MS_CHECK(loss.size() == steps.size() && loss_ema.size() == steps.size(), ValueError,
-           "curves_steps_svg: loss and loss_ema must hold one value per step (", steps.size(),
-           "), got ", loss.size(), " and ", loss_ema.size());
-  MS_CHECK(accuracy.size() == eval_steps.size(), ValueError,
-           "curves_steps_svg: accuracy must hold one value per eval step (", eval_steps.size(),
-           "), got ", accuracy.size());
+                             const std::vector<double>& accuracy,
+                             const std::vector<std::int64_t>& loss_point_steps,
+                             const std::vector<double>& loss_points,
+                             const std::string& loss_points_name) {
+  check_step_curves(steps.size(), loss.size(), loss_ema.size(), eval_steps.size(), accuracy.size(),
+                    loss_point_steps.size(), loss_points.size());
   const double L = kSvgL, T = kSvgT, pw = kPlotW, ph = kPlotH;
   const double lmax = loss_scale_top(loss);
   const double first = steps.empty() ? 0.0 : static_cast<double>(steps.front());
@@ -549,6 +573,14 @@ std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
     os << "<circle cx=\"" << x_of(eval_steps[i]) << "\" cy=\"" << y_of(accuracy[i], 1.0)
        << "\" r=\"3\" fill=\"#36c\"><title>step " << eval_steps[i] << " test accuracy "
        << std::setprecision(4) << accuracy[i] << std::setprecision(1) << "</title></circle>\n";
+  for (std::size_t i = 0; i < loss_points.size(); ++i)
+    os << "<rect x=\"" << x_of(loss_point_steps[i]) - 3 << "\" y=\""
+       << y_of(loss_points[i], lmax) - 3 << "\" width=\"6\" height=\"6\" fill=\"#393\"><title>step "
+       << loss_point_steps[i] << " " << loss_points_name << " " << std::setprecision(4)
+       << loss_points[i] << std::setprecision(1) << "</title></rect>\n";
+  if (!loss_points.empty())
+    os << "<text x=\"" << L + 8 << "\" y=\"" << T + 48 << "\" fill=\"#393\">" << loss_points_name
+       << "</text>\n";
   os << "<text x=\"" << L + 8 << "\" y=\"" << T + 16 << "\" fill=\"#c33\">loss (smoothed)</text>\n";
   if (!accuracy.empty())
     os << "<text x=\"" << L + 8 << "\" y=\"" << T + 32 << "\" fill=\"#36c\">test accuracy</text>\n";

@@ -175,8 +175,10 @@ TEST_SUITE("nn") {
                 doctest::Approx(want).epsilon(1e-5));
         }
       }
-    CHECK_THROWS_WITH_AS(ms::nn::detail::attend(q, randn({2, 5, 3}, 4), v, {}, false, 0, false),
-                         doctest::Contains("attend: q [2, 3, 4] and k [2, 5, 3]"), ms::ShapeError);
+    CHECK_THROWS_WITH_AS(
+        ms::nn::detail::attend(q, randn({2, 5, 3}, 4), v, {}, false, 0, false),
+        doctest::Contains("scaled_dot_product_attention: q [2, 3, 4] and k [2, 5, 3]"),
+        ms::ShapeError);
   }
 
   TEST_CASE("MultiheadAttention vs a per-head reference: self/cross, masks, layouts, kdim/vdim") {

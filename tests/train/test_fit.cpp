@@ -346,6 +346,35 @@ TEST_SUITE("train") {
     CHECK_THROWS_WITH_AS(ms::train::curves_steps_svg({1, 2}, {1.0}, {1.0, 2.0}, {}, {}),
                          doctest::Contains("one value per step (2), got 1 and 2"), ms::ValueError);
     CHECK_THROWS_AS(ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {1}, {}), ms::ValueError);
+    // A validation loss of 1 (of the axis' 2) at step 30: a square halfway up at x = 580.
+    const std::string val = ms::train::curves_steps_svg(
+        {10, 20, 30}, {2.0, 1.0, 0.5}, {2.0, 1.5, 1.0}, {}, {}, {30}, {1.0}, "val");
+    CHECK(val.find("<rect x=\"577.0\" y=\"172.0\" width=\"6\" height=\"6\"") != std::string::npos);
+    CHECK(val.find("<title>step 30 val 1.0000</title>") != std::string::npos);
+    CHECK_THROWS_WITH_AS(
+        ms::train::curves_steps_svg({1}, {1.0}, {1.0}, {}, {}, {1}, {}),
+        doctest::Contains(
+            "loss_points must hold one value per step of loss_point_steps (1), got 0"),
+        ms::ValueError);
+  }
+
+  TEST_CASE("CurveWriter: loss_metric draws a step metric as points on the loss axis") {
+    const ms::test::TempDir tmp("ms_test_train_loss_metric");
+    ms::train::CurveWriter cw((tmp.path / "c").string(), {.loss_metric = "val_loss"});
+    ms::train::TrainState s;
+    for (std::int64_t i = 1; i <= 4; ++i) {
+      s.global_step = i;
+      s.loss = 3.0 - 0.5 * static_cast<double>(i);
+      s.step_metrics.clear();
+      if (i % 2 == 0) s.step_metrics["val_loss"] = 2.0;
+      cw.on_step_end(s);
+    }
+    cw.on_train_end(s);
+    std::ifstream in(tmp.path / "c_steps.svg");
+    const std::string svg((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(svg.find("<title>step 2 val_loss 2.0000</title>") != std::string::npos);
+    CHECK(svg.find("<title>step 4 val_loss 2.0000</title>") != std::string::npos);
+    CHECK(svg.find("<title>step 3 val_loss") == std::string::npos);
   }
 
   TEST_CASE("CurveWriter and Evaluate: options checked; steps = false writes no per-step file") {

@@ -47,6 +47,16 @@ Tensor attend(const Tensor& q, const Tensor& k, const Tensor& v, const std::opti
 
 // ------------------------------------------------------------------ MultiheadAttention
 
+/// The keys and values one self-attention layer keeps for incremental
+/// decoding, per head: key and value [B, num_heads, S, head_dim] for S cache
+/// slots (ms/nn/generation.hpp explains how GptGenerator fills them).
+struct KvCache {
+  /// The projected keys, [B, num_heads, S, head_dim].
+  Tensor key;
+  /// The projected values, [B, num_heads, S, head_dim].
+  Tensor value;
+};
+
 /// MultiheadAttention's options, MindSpore's argument names:
 /// `ms::nn::MultiheadAttention mha(64, 4, {.dropout = 0.1, .batch_first = true});`
 struct MultiheadAttentionOptions {
@@ -105,6 +115,18 @@ class MultiheadAttention : public Cell<MultiheadAttention> {
   /// The attention with typed masks (what construct computes; no hooks run).
   Tensor attention(const Tensor& query, const Tensor& key, const Tensor& value,
                    const AttentionMasks& masks);
+  /// Self-attention (query = key = value = `x`, batch_first [B, T, E], kdim
+  /// = vdim = E) through a key/value cache. Without `write_at` (a prefill)
+  /// `cache` becomes this call's keys and values ([B, H, T, head_dim]) and
+  /// the call attends as attention(x, x, x, masks). With `write_at` (a 0-d
+  /// integer tensor, usually an ms::mutable_ graph input) `x` is one position
+  /// ([B, 1, E]): its key and value are written into cache slot `write_at`
+  /// (ms::where over the slots: the cache keeps its shape, so a compiled
+  /// graph serves every slot) and the query attends over all S slots;
+  /// `masks.key_padding_mask` ([B, S]) must hide the slots not yet written.
+  /// ValueError/ShapeError naming MultiheadAttention::attention_cached otherwise.
+  Tensor attention_cached(const Tensor& x, KvCache& cache, const std::optional<Tensor>& write_at,
+                          const AttentionMasks& masks);
   std::string extra_repr() const override;
   /// @{
   /// The packed projection [3E, E] and its bias [3E] (the bias undefined without has_bias).
@@ -162,6 +184,10 @@ class TransformerEncoderLayer : public Cell<TransformerEncoderLayer> {
   Tensor construct(const Tensor& src);
   /// The layer with the masks and flags of `kwargs` (see the class).
   Tensor construct(const Tensor& src, const Kwargs& kwargs);
+  /// The layer with its self-attention through `cache`
+  /// (MultiheadAttention::attention_cached; batch_first layers only).
+  Tensor forward_cached(const Tensor& src, KvCache& cache, const std::optional<Tensor>& write_at,
+                        const AttentionMasks& masks);
   /// The self-attention.
   MultiheadAttention self_attn;
   /// @{
@@ -251,6 +277,15 @@ class Gpt : public Cell<Gpt> {
   explicit Gpt(GptConfig config);
   /// Logits [B, T, vocab_size] for token ids [B, T] (integers, T <= block_size).
   Tensor construct(const Tensor& ids);
+  /// Logits [B, T, vocab_size] through per-layer key/value caches (one per
+  /// block, see TransformerEncoderLayer::forward_cached): token ids [B, T]
+  /// at positions `positions` ([B, T] integers in [0, block_size), the rows
+  /// of the position table). Prefill (no `write_at`): `caches` is resized to
+  /// n_layer and filled with the keys and values of all T positions, under
+  /// `masks`. Increment (`write_at` a 0-d integer tensor, T = 1): each
+  /// layer's slot `write_at` gets the new key and value.
+  Tensor forward_cached(const Tensor& ids, const Tensor& positions, std::vector<KvCache>& caches,
+                        const std::optional<Tensor>& write_at, const AttentionMasks& masks);
   /// @{
   /// The token table [vocab_size, n_embd] and the position table [block_size, n_embd].
   Embedding wte, wpe;

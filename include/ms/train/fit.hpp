@@ -223,6 +223,10 @@ struct CurveWriterOptions {
   double ema_decay = 0.9;
   /// Write the per-step files `<stem>_steps.csv` and `.svg` (see CurveWriter).
   bool steps = true;
+  /// A step metric in the loss's units (e.g. "val_loss" set by an Evaluate
+  /// every N steps), drawn as points on the loss axis of `<stem>_steps.svg`
+  /// (empty: none).
+  std::string loss_metric = {};
 };
 
 /// Writes the training curves, on rank 0 only. Per epoch, at each epoch's end:
@@ -235,7 +239,8 @@ struct CurveWriterOptions {
 /// TrainState::step_metrics (e.g. Evaluate's every N steps), filled in the rows
 /// of the steps that set it and empty elsewhere, and `<stem>_steps.svg` (the
 /// loss, the smoothed loss, and the step metric "test_accuracy" when set: see
-/// curves_steps_svg). The smoothing starts at the first step this writer sees
+/// curves_steps_svg; and CurveWriterOptions::loss_metric as points on the
+/// loss axis). The smoothing starts at the first step this writer sees
 /// (a resumed run restarts it). The per-step files are rewritten (atomically) after a step that set
 /// a step metric, at each epoch's end and when training ends. Place CurveWriter after the callbacks
 /// whose metrics it writes (callbacks run in order).
@@ -337,13 +342,19 @@ std::string curves_svg(const std::vector<double>& loss, const std::vector<double
 
 /// The SVG of the per-step curves (used by CurveWriter; public for tests): the
 /// loss at each of `steps` (thin) and its smoothed form `loss_ema` (thick) on
-/// the left axis, and `accuracy` measured at `eval_steps` (points, 0-100% on
-/// the right axis; none when empty). ValueError when loss or loss_ema is not
-/// as long as steps, or accuracy not as long as eval_steps.
+/// the left axis, `accuracy` measured at `eval_steps` (points, 0-100% on
+/// the right axis; none when empty), and `loss_points` (e.g. a validation
+/// loss; points on the left axis, labelled `loss_points_name`) at
+/// `loss_point_steps`. ValueError when loss or loss_ema is not as long as
+/// steps, accuracy not as long as eval_steps, or loss_points not as long as
+/// loss_point_steps.
 /// Example: `auto svg = ms::train::curves_steps_svg({1, 2}, {2.0, 1.0}, {2.0, 1.5}, {2}, {0.5});`
 std::string curves_steps_svg(const std::vector<std::int64_t>& steps,
                              const std::vector<double>& loss, const std::vector<double>& loss_ema,
                              const std::vector<std::int64_t>& eval_steps,
-                             const std::vector<double>& accuracy);
+                             const std::vector<double>& accuracy,
+                             const std::vector<std::int64_t>& loss_point_steps = {},
+                             const std::vector<double>& loss_points = {},
+                             const std::string& loss_points_name = "validation loss");
 
 }  // namespace ms::train
