@@ -210,3 +210,205 @@ TEST_CASE("GraphCell: the interpreter implements every op the loader accepts") {
   std::sort(loaded.begin(), loaded.end());
   CHECK(loaded == ms::onnx::detail::implemented_ops());
 }
+
+namespace {
+
+using ::onnx::ModelProto;
+using ::onnx::TensorProto;
+
+// A valid model: y = Relu(x + b), x float [N, 3] (N a dim_param), b an initializer [3].
+ModelProto tiny(int opset = 17) {
+  ModelProto m;
+  m.set_ir_version(8);
+  auto* op = m.add_opset_import();
+  op->set_domain("");
+  op->set_version(opset);
+  auto* g = m.mutable_graph();
+  g->set_name("tiny");
+  auto* x = g->add_input();
+  x->set_name("x");
+  auto* tt = x->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(TensorProto::FLOAT);
+  tt->mutable_shape()->add_dim()->set_dim_param("N");
+  tt->mutable_shape()->add_dim()->set_dim_value(3);
+  auto* b = g->add_initializer();
+  b->set_name("b");
+  b->set_data_type(TensorProto::FLOAT);
+  b->add_dims(3);
+  for (float v : {1.f, -2.f, 0.5f}) b->add_float_data(v);
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("x");
+  add->add_input("b");
+  add->add_output("s");
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("relu");
+  relu->add_input("s");
+  relu->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  auto* yt = y->mutable_type()->mutable_tensor_type();
+  yt->set_elem_type(TensorProto::FLOAT);
+  yt->mutable_shape()->add_dim()->set_dim_param("N");
+  yt->mutable_shape()->add_dim()->set_dim_value(3);
+  return m;
+}
+
+std::string bytes_of(const ModelProto& m) {
+  std::string s;
+  REQUIRE(m.SerializeToString(&s));
+  return s;
+}
+
+// The message of the error loading `m` raises, which must be of class E.
+template <class E>
+std::string load_error(const std::string& bytes) {
+  try {
+    ms::GraphCell g(bytes, "<test>");
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
+
+bool has(const std::string& msg, const std::string& part) {
+  const bool found = msg.find(part) != std::string::npos;
+  if (!found) MESSAGE(msg);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("GraphCell: the hand-built model loads and runs; its dim_param is a named dim") {
+  ms::GraphCell g(bytes_of(tiny()), "<tiny>");
+  CHECK(g.get_inputs()[0].shape[0].name() == "N");
+  const ms::Tensor x = ms::tensor({{-1.f, 1.f, 0.f}, {0.f, 3.f, -1.f}});
+  CHECK(max_rel_diff(g(x), ms::tensor({{0.f, 0.f, 0.5f}, {1.f, 1.f, 0.f}})) == 0);
+  CHECK(g.get_parameter("b").shape() == ms::Shape({3}));
+}
+
+TEST_CASE("GraphCell errors: bytes that are not a ModelProto") {
+  CHECK(has(load_error<ms::ValueError>("\xff\xff\xff not a model"), "does not parse"));
+  CHECK(has(load_error<ms::ValueError>(bytes_of(tiny()).substr(0, 20)), "GraphCell"));
+}
+
+TEST_CASE("GraphCell errors: unknown op, other domain, unsupported opset") {
+  ModelProto m = tiny();
+  m.mutable_graph()->mutable_node(1)->set_op_type("FancyRelu");
+  const std::string e = load_error<ms::ValueError>(bytes_of(m));
+  CHECK(has(e, "node 'relu' (FancyRelu)"));
+  CHECK(has(e, "no ms mapping"));
+  m = tiny();
+  m.mutable_graph()->mutable_node(1)->set_domain("com.example");
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "domain 'com.example'"));
+  CHECK(has(load_error<ms::ValueError>(bytes_of(tiny(9))), "opset 9"));
+  CHECK(has(load_error<ms::ValueError>(bytes_of(tiny(21))), "opsets 13 to 18"));
+}
+
+TEST_CASE("GraphCell errors: a missing initializer or input, a value defined twice") {
+  ModelProto m = tiny();
+  m.mutable_graph()->clear_initializer();
+  const std::string e = load_error<ms::ValueError>(bytes_of(m));
+  CHECK(has(e, "node 'add' (Add) reads 'b'"));
+  m = tiny();
+  m.mutable_graph()->mutable_output(0)->set_name("z");
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "graph output reads 'z'"));
+  m = tiny();
+  m.mutable_graph()->mutable_node(1)->set_output(0, "s");
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "'s', which is already defined"));
+}
+
+TEST_CASE("GraphCell errors: a cycle") {
+  ModelProto m = tiny();
+  // add reads y (relu's output) instead of x: add -> s -> relu -> y -> add.
+  m.mutable_graph()->mutable_node(0)->set_input(0, "y");
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "is on a cycle"));
+}
+
+TEST_CASE("GraphCell errors: external data is rejected") {
+  ModelProto m = tiny();
+  TensorProto* b = m.mutable_graph()->mutable_initializer(0);
+  b->clear_float_data();
+  b->set_data_location(TensorProto::EXTERNAL);
+  auto* loc = b->add_external_data();
+  loc->set_key("location");
+  loc->set_value("../../etc/passwd");
+  const std::string e = load_error<ms::ValueError>(bytes_of(m));
+  CHECK(has(e, "initializer 'b'"));
+  CHECK(has(e, "external file"));
+}
+
+TEST_CASE("GraphCell errors: sizes that overflow or do not match the data") {
+  ModelProto m = tiny();
+  TensorProto* b = m.mutable_graph()->mutable_initializer(0);
+  b->clear_dims();
+  for (int i = 0; i < 3; ++i) b->add_dims(std::int64_t{1} << 30);
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "overflow"));
+  b->clear_dims();
+  b->add_dims(-3);
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "negative dim"));
+  b->clear_dims();
+  b->add_dims(4);
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "holds 3 values, its dims say 4"));
+  b->clear_float_data();
+  b->set_raw_data(std::string(7, '\0'));
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "7 bytes of raw data"));
+}
+
+TEST_CASE("GraphCell errors: ONNX's checker and shape inference") {
+  ModelProto m = tiny();
+  m.clear_ir_version();
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "ONNX's checker rejects <test>"));
+  m = tiny();
+  // b of shape [4] does not broadcast with x's [N, 3]: strict shape inference says so.
+  TensorProto* b = m.mutable_graph()->mutable_initializer(0);
+  b->set_dims(0, 4);
+  b->add_float_data(0.f);
+  CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "shape inference rejects"));
+}
+
+TEST_CASE("GraphCell errors: a tensor that does not fit the declared input") {
+  ms::GraphCell g(bytes_of(tiny()), "<tiny>");
+  auto call_error = [&](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const ms::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK_THROWS_AS(g(ms::ones({2, 4})), ms::ShapeError);
+  CHECK(has(call_error([&] { g(ms::ones({2, 4})); }), "declared with size 3 at axis 1"));
+  CHECK_THROWS_AS(g(ms::ones({3})), ms::ShapeError);
+  CHECK_THROWS_AS(g(ms::ones({2, 3}, ms::float64)), ms::TypeError);
+  CHECK(has(call_error([&] {
+              g(ms::ones({2, 3}, ms::float64));
+            }),
+            "declared Float32, given Float64"));
+  CHECK_THROWS_AS(g(ms::ones({2, 3}), ms::ones({2, 3})), ms::ValueError);
+  CHECK(has(call_error([&] { g(std::vector<ms::Tensor>{}); }), "takes 1 inputs, given 0"));
+}
+
+TEST_CASE("GraphCell errors: an attribute ms cannot express names the node") {
+  ModelProto m = tiny();
+  auto* g = m.mutable_graph();
+  auto* sm = g->mutable_node(1);
+  sm->set_op_type("ArgMax");
+  auto* a = sm->add_attribute();
+  a->set_name("select_last_index");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(1);
+  auto* yt = g->mutable_output(0)->mutable_type()->mutable_tensor_type();
+  yt->set_elem_type(TensorProto::INT64);
+  yt->mutable_shape()->mutable_dim(0)->set_dim_value(1);  // axis 0 kept
+  ms::GraphCell cell(bytes_of(m), "<argmax>");
+  try {
+    cell(ms::ones({2, 3}));
+    FAIL("no error");
+  } catch (const ms::ValueError& e) {
+    CHECK(has(e.what(), "GraphCell: node 'relu' (ArgMax): select_last_index 1"));
+  }
+}
