@@ -412,3 +412,56 @@ TEST_CASE("GraphCell errors: an attribute ms cannot express names the node") {
     CHECK(has(e.what(), "GraphCell: node 'relu' (ArgMax): select_last_index 1"));
   }
 }
+
+namespace {
+
+// A python3 that imports onnx and numpy (the one on PATH, else Debian's), or empty.
+std::string python_with_onnx_numpy() {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const std::string cmd = std::string(py) + " -c 'import onnx, numpy' > /dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) return py;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("GraphCell: models written by python3's onnx helper give NumPy's results") {
+  const std::string py = python_with_onnx_numpy();
+  if (py.empty()) {
+    MESSAGE("skipped: no python3 with onnx and numpy (apt-get install python3-onnx)");
+    return;
+  }
+  ms::test::TempDir dir("ms_graph_cell_py");
+  const std::string cmd = py + " " + MS_SOURCE_ROOT + "/tests/onnx/graph_cell_fixtures.py " +
+                          dir.file("") + " > " + dir.file("log.txt") + " 2>&1";
+  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
+  std::ifstream manifest(dir.file("manifest.txt"));
+  std::string name;
+  std::size_t n_in = 0, n_out = 0;
+  int models = 0;
+  while (manifest >> name >> n_in >> n_out) {
+    INFO(name);
+    ++models;
+    ms::GraphCell g(dir.file(name + ".onnx"));
+    std::vector<ms::Tensor> in;
+    for (std::size_t i = 0; i < n_in; ++i)
+      in.push_back(ms::io::load_npy(dir.file(name + ".in" + std::to_string(i) + ".npy")));
+    const std::vector<ms::Tensor> eager = g(in);
+    // set_inputs specs describe tensor arguments: the vector form compiles
+    // without them (auto-dynamic shapes).
+    ms::GraphCell gv(dir.file(name + ".onnx"), {.set_inputs = false});
+    CHECK(gv.get_inputs().empty());
+    const std::vector<ms::Tensor> jitted = ms::jit(gv)(in);
+    REQUIRE(eager.size() == n_out);
+    REQUIRE(jitted.size() == n_out);
+    for (std::size_t i = 0; i < n_out; ++i) {
+      INFO("output " << i);
+      const ms::Tensor want =
+          ms::io::load_npy(dir.file(name + ".out" + std::to_string(i) + ".npy"));
+      CHECK(max_rel_diff(eager[i], want) < 1e-5);
+      CHECK(max_rel_diff(jitted[i], want) < 1e-5);
+    }
+  }
+  CHECK(models == 3);
+}

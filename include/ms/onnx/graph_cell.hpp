@@ -18,6 +18,10 @@
 //   std::vector<ms::Tensor> all = net(std::vector<ms::Tensor>{x});   // every output
 //   auto f = ms::jit(net);                       // compiled, dynamic batch
 //
+// set_inputs specs describe tensor arguments, so ms::jit of the cell itself
+// takes the tensor form; for the vector form under ms::jit, load with
+// `{.set_inputs = false}` (shapes then follow ms::jit's auto-dynamic policy).
+//
 // Errors (each names GraphCell, the node and its op where there is one):
 // ValueError for bytes that are not a ModelProto, an op, domain or opset not
 // supported, an input, initializer or value that no one defines, a cycle,
