@@ -213,20 +213,37 @@ bool op_supported(const std::string& op) {
 
 std::vector<std::string> supported_ops() { return {std::begin(kOps), std::end(kOps)}; }
 
-/// An ms tensor holding TensorProto `t` (raw or typed data); `what` names it in errors.
+/// The number of values the typed field of `t`'s element type holds.
+std::int64_t typed_count(const P& t) {
+  switch (t.data_type()) {
+    case P::FLOAT: return t.float_data_size();
+    case P::DOUBLE: return t.double_data_size();
+    case P::INT64: return t.int64_data_size();
+    case P::UINT32:
+    case P::UINT64: return t.uint64_data_size();
+    default: return t.int32_data_size();
+  }
+}
+
+/// An ms tensor holding TensorProto `t` (raw or typed data); `what` names it in
+/// errors. The data's size is checked before the tensor is allocated.
 Tensor tensor_from_proto(const P& t, const std::string& what) {
   check_not_external(t, what);
   const DType dt = dtype_from_onnx(t.data_type(), what);
   const std::int64_t n = checked_numel(t, what);
-  std::vector<std::int64_t> dims(t.dims().begin(), t.dims().end());
-  Tensor out = empty(Shape(dims), dt);
+  const auto want = static_cast<std::size_t>(n * dtype_itemsize(dt));
   if (t.has_raw_data()) {
-    const auto want = static_cast<std::size_t>(out.nbytes());
     MS_CHECK(t.raw_data().size() == want, ValueError, kApi, ": ", what, " has ",
              t.raw_data().size(), " bytes of raw data, its dims and type need ", want);
-    if (want > 0) std::memcpy(out.raw_data(), t.raw_data().data(), want);
   } else {
+    MS_CHECK(typed_count(t) == n, ValueError, kApi, ": ", what, " holds ", typed_count(t),
+             " values, its dims say ", n);
+  }
+  Tensor out = empty(Shape(std::vector<std::int64_t>(t.dims().begin(), t.dims().end())), dt);
+  if (!t.has_raw_data()) {
     fill_typed(t, out, what, n);
+  } else if (want > 0) {
+    std::memcpy(out.raw_data(), t.raw_data().data(), want);
   }
   return out;
 }

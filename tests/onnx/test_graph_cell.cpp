@@ -465,3 +465,69 @@ TEST_CASE("GraphCell: models written by python3's onnx helper give NumPy's resul
   }
   CHECK(models == 3);
 }
+
+TEST_CASE("GraphCell: a reshape target computed with Shape follows a dynamic batch under jit") {
+  // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0), [0]), [-1])), x [N, 2, 3].
+  ModelProto m = tiny();
+  auto* g = m.mutable_graph();
+  g->clear_node();
+  g->clear_initializer();
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->add_dim()
+      ->set_dim_value(2);
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(2);
+  g->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(2)
+      ->set_dim_value(3);
+  g->mutable_output(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(1)
+      ->set_dim_value(6);
+  auto ints = [&](const std::string& name, std::vector<std::int64_t> v) {
+    TensorProto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(TensorProto::INT64);
+    t->add_dims(static_cast<std::int64_t>(v.size()));
+    for (std::int64_t x : v) t->add_int64_data(x);
+  };
+  ints("idx", {0});
+  ints("minus1", {-1});
+  auto node = [&](const char* op, std::vector<std::string> in, const char* out) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(out);
+    for (const auto& i : in) n->add_input(i);
+    n->add_output(out);
+    return n;
+  };
+  node("Shape", {"x"}, "shape");
+  node("Gather", {"shape", "idx"}, "batch");
+  auto* cat = node("Concat", {"batch", "minus1"}, "target");
+  auto* axis = cat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(::onnx::AttributeProto::INT);
+  axis->set_i(0);
+  node("Reshape", {"x", "target"}, "y");
+  ms::GraphCell cell(bytes_of(m), "<reshape>");
+  auto f = ms::jit(cell);
+  for (std::int64_t n : {2, 5, 3}) {
+    const ms::Tensor x = ms::normal({n, 2, 3});
+    CHECK(max_rel_diff(f(x), x.reshape({n, 6})) == 0);
+    CHECK(max_rel_diff(cell(x), x.reshape({n, 6})) == 0);
+  }
+  MESSAGE("graphs compiled for 3 batch sizes: " << f.compile_count());
+  CHECK(f.compile_count() >= 1);
+}

@@ -36,9 +36,9 @@
 #include <string_view>
 #include <vector>
 
-#include "ms/cell.hpp"
 #include "ms/core/error.hpp"
 #include "ms/core/tensor.hpp"
+#include "ms/nn/cell.hpp"
 
 namespace ms::onnx {
 
