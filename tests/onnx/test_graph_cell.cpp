@@ -472,30 +472,12 @@ TEST_CASE("GraphCell: a reshape target computed with Shape follows a dynamic bat
   auto* g = m.mutable_graph();
   g->clear_node();
   g->clear_initializer();
-  g->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->add_dim()
-      ->set_dim_value(2);
-  g->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(1)
-      ->set_dim_value(2);
-  g->mutable_input(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(2)
-      ->set_dim_value(3);
-  g->mutable_output(0)
-      ->mutable_type()
-      ->mutable_tensor_type()
-      ->mutable_shape()
-      ->mutable_dim(1)
-      ->set_dim_value(6);
+  auto* in_shape = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  in_shape->add_dim();
+  in_shape->mutable_dim(1)->set_dim_value(2);
+  in_shape->mutable_dim(2)->set_dim_value(3);
+  auto* out_shape = g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  out_shape->mutable_dim(1)->set_dim_value(6);
   auto ints = [&](const std::string& name, std::vector<std::int64_t> v) {
     TensorProto* t = g->add_initializer();
     t->set_name(name);
@@ -528,6 +510,5 @@ TEST_CASE("GraphCell: a reshape target computed with Shape follows a dynamic bat
     CHECK(max_rel_diff(f(x), x.reshape({n, 6})) == 0);
     CHECK(max_rel_diff(cell(x), x.reshape({n, 6})) == 0);
   }
-  MESSAGE("graphs compiled for 3 batch sizes: " << f.compile_count());
-  CHECK(f.compile_count() >= 1);
+  CHECK(f.compile_count() == 1);  // one generalized graph: the folded target follows N
 }
