@@ -27,9 +27,9 @@ def init(name, a):
     return numpy_helper.from_array(np.asarray(a), name)
 
 
-def model(name, nodes, inputs, outputs, inits):
+def model(name, nodes, inputs, outputs, inits, opset=OPSET):
     g = helper.make_graph(nodes, name, inputs, outputs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="onnx.helper")
     m.ir_version = 8
     onnx.checker.check_model(m, full_check=True)
@@ -184,11 +184,66 @@ def shapes():
     return m, [x], [ln.reshape(2, -1), er, np.sqrt(np.abs(ge)).astype(np.float64), out4]
 
 
+def misc():
+    """The remaining elementwise, comparison, reduction and indexing ops."""
+    w = f32(4, 5)
+    i64 = lambda name, v: init(name, np.array(v, np.int64))
+    nodes = [
+        helper.make_node("Abs", ["x"], ["xa"]),
+        helper.make_node("Pow", ["xa", "two"], ["p"]),
+        helper.make_node("Sign", ["x"], ["sg"]),
+        helper.make_node("Floor", ["x"], ["fl"]),
+        helper.make_node("Ceil", ["x"], ["ce"]),
+        helper.make_node("Sin", ["x"], ["si"]),
+        helper.make_node("Cos", ["x"], ["co"]),
+        helper.make_node("Softplus", ["x"], ["sp"]),
+        helper.make_node("Max", ["sg", "fl", "si"], ["mx"]),
+        helper.make_node("Min", ["ce", "co"], ["mn"]),
+        helper.make_node("Less", ["x", "w"], ["lt"]),
+        helper.make_node("GreaterOrEqual", ["x", "half"], ["ge"]),
+        helper.make_node("Or", ["lt", "ge"], ["or_"]),
+        helper.make_node("And", ["lt", "ge"], ["and_"]),
+        helper.make_node("Where", ["or_", "p", "sp"], ["w1"]),
+        helper.make_node("Where", ["and_", "mx", "mn"], ["w2"]),
+        helper.make_node("Add", ["w1", "w2"], ["s"]),
+        helper.make_node("ReduceMin", ["s"], ["rmin"], axes=[1], keepdims=0),
+        helper.make_node("ReduceProd", ["sp"], ["rprod"], axes=[1], keepdims=1),
+        helper.make_node("Squeeze", ["rprod"], ["rsq"]),
+        helper.make_node("ArgMax", ["s"], ["am"], axis=1, keepdims=0),
+        helper.make_node("ArgMin", ["s"], ["an"], axis=0, keepdims=1),
+        helper.make_node("Gather", ["s", "neg_idx"], ["gt"], axis=1),
+        helper.make_node("Gather", ["s", "scalar_idx"], ["g0"], axis=0),
+        helper.make_node("Slice", ["s", "st", "en", "axes1"], ["sl"]),
+        helper.make_node("Trilu", ["s", "k"], ["tu"], upper=1),
+        helper.make_node("Constant", [], ["cf"], value_float=1.5),
+        helper.make_node("Mul", ["tu", "cf"], ["tm"]),
+        helper.make_node("Cast", ["am"], ["amf"], to=TensorProto.FLOAT),
+    ]
+    m = model("misc", nodes, [vi("x", TensorProto.FLOAT, ["B", 5])],
+              [vi("rmin", TensorProto.FLOAT, ["B"]), vi("rsq", TensorProto.FLOAT, ["B"]),
+               vi("amf", TensorProto.FLOAT, ["B"]), vi("an", TensorProto.INT64, [1, 5]),
+               vi("gt", TensorProto.FLOAT, ["B", 2]), vi("g0", TensorProto.FLOAT, [5]),
+               vi("sl", TensorProto.FLOAT, ["B", 2]), vi("tm", TensorProto.FLOAT, ["B", 5])],
+              [init("w", w[0]), init("two", np.float32(2)), init("half", np.float32(0.5)),
+               i64("axes1", [1]), i64("neg_idx", [-1, 0]), i64("scalar_idx", 2),
+               i64("st", [-3]), i64("en", [-1]), i64("k", 1)])
+    x = (f32(4, 5) * 2).astype(np.float32)
+    lt, ge = x < w[0], x >= 0.5
+    sp = np.log1p(np.exp(x.astype(np.float64)))
+    mx = np.maximum(np.maximum(np.sign(x), np.floor(x)), np.sin(x))
+    mn = np.minimum(np.ceil(x), np.cos(x))
+    s = np.where(lt | ge, np.abs(x) ** 2, sp) + np.where(lt & ge, mx, mn)
+    return m, [x], [s.min(1), sp.prod(1), s.argmax(1).astype(np.float64),
+                    s.argmin(0)[None].astype(np.float64), s[:, [4, 0]], s[2], s[:, -3:-1],
+                    np.triu(s, 1) * 1.5]
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     lines = []
-    for name, make in [("gemm_mlp", gemm_mlp), ("conv_net", conv_net), ("shapes", shapes)]:
+    for name, make in [("gemm_mlp", gemm_mlp), ("conv_net", conv_net), ("shapes", shapes),
+                       ("misc", misc)]:
         m, ins, outs = make()
         onnx.save(m, os.path.join(out, name + ".onnx"))
         for i, a in enumerate(ins):

@@ -44,8 +44,9 @@ namespace ms::onnx {
 
 /// The lowest ONNX opset (default domain) GraphCell loads.
 inline constexpr int kMinImportOpset = 13;
-/// The highest ONNX opset (default domain) GraphCell loads.
-inline constexpr int kMaxImportOpset = 18;
+/// The highest ONNX opset (default domain) GraphCell loads: Debian's libonnx
+/// (1.12), whose checker runs on load, knows opsets up to 17.
+inline constexpr int kMaxImportOpset = 17;
 
 namespace detail {
 /// A loaded, checked model: nodes in topological order (graph_program.hpp).
