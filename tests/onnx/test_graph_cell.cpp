@@ -512,3 +512,65 @@ TEST_CASE("GraphCell: a reshape target computed with Shape follows a dynamic bat
   }
   CHECK(f.compile_count() == 1);  // one generalized graph: the folded target follows N
 }
+
+TEST_CASE("GraphCell: the loaded CNN fine-tunes: conv gradients match, SGD steps lower the loss") {
+  ms::manual_seed(6);
+  CNN net;
+  net.set_train(false);
+  ms::test::TempDir dir("ms_graph_cell");
+  const std::string path = dir.file("cnn.onnx");
+  const ms::Tensor x = ms::normal({4, 1, 28, 28});
+  const ms::Tensor labels = ms::tensor({0, 2, 4, 6}).to(ms::int32);
+  ms::onnx::export_model(net, x, path);
+  ms::GraphCell g(path);
+  auto loss_of = [&](auto& cell) {
+    return
+        [&](const ms::Tensor& in) { return ms::mean(ms::softmax_cross_entropy(cell(in), labels)); };
+  };
+  // The original's trainable parameters, and the GraphCell's of the same names.
+  ms::ParameterList np, gp;
+  for (const auto& [name, p] : net.parameters_and_names()) {
+    np.push_back(p);
+    gp.push_back(g.get_parameter(name));
+  }
+  const auto want = ms::grad(loss_of(net), {.position = std::nullopt, .weights = np})(x);
+  const auto got = ms::grad(loss_of(g), {.position = std::nullopt, .weights = gp})(x);
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO(gp[i].name());
+    CHECK(max_rel_diff(got[i], want[i]) < 1e-5);
+  }
+  // A compiled training step on the GraphCell's parameters.
+  ms::optim::SGD opt(g.trainable_params(), {.lr = 0.05});
+  auto step = ms::jit(
+      ms::value_and_grad(loss_of(g), {.position = std::nullopt, .weights = g.trainable_params()}));
+  const double first = loss_of(g)(x).item<double>();
+  for (int i = 0; i < 5; ++i) {
+    auto [loss, grads] = step(x);
+    opt(grads);
+  }
+  CHECK(loss_of(g)(x).item<double>() < first - 1e-3);
+}
+
+TEST_CASE("GraphCell: initializers listed as inputs, and weights fed as inputs") {
+  ms::manual_seed(8);
+  MLP net;
+  ms::test::TempDir dir("ms_graph_cell");
+  const ms::Tensor x = ms::normal({2, 784});
+  const ms::Tensor want = net(x);
+  ms::onnx::export_model(net, x, dir.file("a.onnx"), {.keep_initializers_as_inputs = true});
+  ms::GraphCell a(dir.file("a.onnx"));
+  CHECK(a.input_names() == std::vector<std::string>{"input_0"});
+  CHECK(max_rel_diff(a(x), want) < 1e-6);
+  // Without parameters: the weights are inputs, in the exporter's order.
+  ms::onnx::export_model(net, x, dir.file("b.onnx"), {.export_params = false});
+  ms::GraphCell b(dir.file("b.onnx"));
+  CHECK(b.parameters().empty());
+  const std::vector<std::string> names = b.input_names();
+  REQUIRE(names.size() == 5);
+  std::vector<ms::Tensor> in;
+  for (const std::string& n : names)
+    in.push_back(n == "input_0" ? x : ms::Tensor(net.get_parameter(n)));
+  CHECK(max_rel_diff(b(in)[0], want) < 1e-6);
+  CHECK(max_rel_diff(b(in[0], in[1], in[2], in[3], in[4]), want) < 1e-6);
+}
