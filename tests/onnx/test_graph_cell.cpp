@@ -574,3 +574,45 @@ TEST_CASE("GraphCell: initializers listed as inputs, and weights fed as inputs")
   CHECK(max_rel_diff(b(in)[0], want) < 1e-6);
   CHECK(max_rel_diff(b(in[0], in[1], in[2], in[3], in[4]), want) < 1e-6);
 }
+
+TEST_CASE(
+    "GraphCell errors: the tensor form of a model with several outputs; a shape input "
+    "computed from the graph's input values") {
+  ModelProto m = tiny();
+  auto* s = m.mutable_graph()->add_output();
+  *s = m.graph().output(0);
+  s->set_name("s");
+  ms::GraphCell two(bytes_of(m), "<two>");
+  const ms::Tensor x = ms::ones({2, 3});
+  CHECK(two(std::vector<ms::Tensor>{x}).size() == 2);
+  try {
+    two(x);
+    FAIL("no error");
+  } catch (const ms::ValueError& e) {
+    CHECK(has(e.what(), "the model has 2 outputs"));
+  }
+  // Expand(b, Cast(x)): the target depends on x's values, which ms ops take as attributes.
+  m = tiny();
+  auto* g = m.mutable_graph();
+  g->mutable_input(0)->mutable_type()->mutable_tensor_type()->set_elem_type(TensorProto::INT64);
+  auto* shp = g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shp->clear_dim();
+  shp->add_dim()->set_dim_value(2);
+  g->clear_node();
+  auto* ex = g->add_node();
+  ex->set_op_type("Expand");
+  ex->set_name("expand");
+  ex->add_input("b");
+  ex->add_input("x");
+  ex->add_output("y");
+  auto* yshape = g->mutable_output(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  yshape->mutable_dim(0)->set_dim_param("R");
+  yshape->mutable_dim(1)->set_dim_param("C");
+  ms::GraphCell expand(bytes_of(m), "<expand>");
+  try {
+    expand(ms::tensor({2, 3}).to(ms::int64));
+    FAIL("no error");
+  } catch (const ms::ValueError& e) {
+    CHECK(has(e.what(), "node 'expand' (Expand): input 1 ('x') must be a constant"));
+  }
+}
