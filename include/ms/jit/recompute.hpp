@@ -12,7 +12,9 @@
 //
 //   * the clones are the same ops with the same attributes on the same
 //     values in the same order, so every gradient is bitwise the one of the
-//     graph without recompute;
+//     graph without recompute (for grad(grad(f)) equal up to rounding only:
+//     the second backward reaches the region's inputs along two paths, the
+//     forward values and the clones, and sums them in another order);
 //   * the clones' reads of the region's inputs go through `ms::depend` on the
 //     gradients flowing into the region, so no execution order can run them
 //     before the backward reaches the region (the forward values they stand
@@ -22,6 +24,14 @@
 //   * random draws (dropout's mask) and host callbacks (hooks) are not
 //     re-emitted: their forward outputs are kept, so a recomputed dropout
 //     applies the mask the forward drew and a hook runs once per step.
+//
+// What it saves: the values computed inside the region that its gradient
+// rules read (a Dense + relu layer's pre-activation, which relu's gradient
+// reads); the region's inputs and outputs are kept as without recompute. The
+// price is one more forward of the region per backward. Re-tracing construct
+// in the backward (a custom_grad-like node) was not chosen: a second trace
+// may record other ops (hooks, mode-dependent code) and another draw of its
+// random ops, so bitwise-equal gradients could not be promised.
 //
 // Outside a trace (plain eager calls) a scope does nothing: nothing is kept
 // for a backward there.
@@ -45,7 +55,7 @@ class RecomputeScope {
   RecomputeScope& operator=(const RecomputeScope&) = delete;
 
  private:
-  bool opened_ = false;
+  bool opened_ = false;  ///< this scope opened the region (and closes it)
 };
 
 }  // namespace ms::compiler::detail

@@ -314,7 +314,8 @@ class CellBase {
   /// ms::grad / ms::value_and_grad (eager, which traces, or under ms::jit);
   /// when the backward reaches the cell it recomputes them from the cell's
   /// inputs and parameters (the same ops on the same values in the same
-  /// order, so gradients are bitwise those without recompute; dumps mark the
+  /// order, so gradients are bitwise those without recompute, grad(grad(f))
+  /// equal up to rounding; dumps mark the
   /// recomputed ops `[recompute]`). The cell's inputs stay kept (the previous
   /// cell's outputs). A random draw inside (dropout's mask) is kept and not
   /// redrawn, so the recomputed forward applies the same mask. A marked cell
