@@ -1,7 +1,10 @@
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ms/autodiff/grad.hpp"
 #include "ms/autodiff/tensor_hooks.hpp"
+#include "ms/jit/recompute.hpp"
 #include "ms/jit/trace.hpp"
 #include "ms/ops/layout.hpp"
 
@@ -33,27 +36,124 @@ void check_wrt(const Tensor& t, std::string_view what, std::string_view api) {
            "; gradients exist only for floating tensors");
 }
 
+namespace {
+
+using GradMap = std::unordered_map<ir::ValueId, Tensor>;
+
+// The clones of the recompute regions (ms/jit/recompute.hpp) that the backward
+// has reached: each region's ops re-emitted once, right before its first
+// gradient rule, and read by its rules in place of the forward values.
+class Recomputer {
+ public:
+  Recomputer(compiler::TraceContext& tc, std::size_t first, std::size_t end)
+      : tc_(tc), first_(first), end_(end) {}
+
+  // Re-emits region `r` unless done: its ops in trace order, reading the
+  // clones of region values and, for any other value, that value after the
+  // gradients that have reached the region (`grads`), so that no execution
+  // order runs a clone before the backward gets there.
+  void reach(int r, const GradMap& grads) {
+    if (!done_.insert(r).second) return;
+    std::vector<ir::NodeId> nodes;
+    std::vector<Tensor> deps;
+    for (std::size_t i = first_; i < end_; ++i) {
+      const ir::Node& n = tc_.graph().nodes[i];
+      if (n.kind != ir::NodeKind::Op || n.recompute_region != r) continue;
+      nodes.push_back(ir::NodeId{i});
+      for (ir::ValueId v : n.outputs)
+        if (auto it = grads.find(v); it != grads.end()) deps.push_back(it->second);
+    }
+    std::unordered_map<ir::ValueId, ir::ValueId> after;  // value -> it, after deps
+    for (ir::NodeId id : nodes) {
+      const ir::Node n = tc_.graph().node(id);  // a copy: replay appends nodes
+      // A random draw or host callback runs once: its forward value is kept.
+      if (n.def->random || n.def->kind == ops::OpKind::HostCallback) continue;
+      std::vector<ir::ValueId> in;
+      for (ir::ValueId v : n.inputs) {
+        if (auto c = clone_.find(v); c != clone_.end()) {
+          in.push_back(c->second);
+        } else if (tc_.graph().value(v).weak) {
+          in.push_back(v);
+        } else {
+          auto it = after.find(v);
+          if (it == after.end())
+            it = after.emplace(v, tc_.value_id(depend(tc_.symbolic_value(v), deps))).first;
+          in.push_back(it->second);
+        }
+      }
+      const std::vector<Tensor> outs = tc_.replay(id, in);
+      for (std::size_t k = 0; k < outs.size(); ++k) clone_[n.outputs[k]] = tc_.value_id(outs[k]);
+    }
+  }
+
+  // What a gradient rule reads for value `v`: its clone, or `v` itself.
+  Tensor read(ir::ValueId v) const {
+    auto it = clone_.find(v);
+    return tc_.symbolic_value(it == clone_.end() ? v : it->second);
+  }
+
+ private:
+  compiler::TraceContext& tc_;
+  std::size_t first_, end_;  ///< the differentiated function's nodes
+  std::unordered_set<int> done_;
+  std::unordered_map<ir::ValueId, ir::ValueId> clone_;  ///< forward value -> its clone
+};
+
+// Traces the gradient rule of node `i` (which some gradient reaches) and
+// accumulates the gradients of its inputs into `grads`.
+void apply_rule(compiler::TraceContext& tc, std::size_t i, GradMap& grads, Recomputer& rc) {
+  // Copy what the rule needs: it appends nodes, which moves the node list.
+  const ir::Node node = tc.graph().nodes[i];
+  const ops::OpDef* def = node.def;
+  if (node.recompute_region >= 0) rc.reach(node.recompute_region, grads);
+  std::vector<Tensor> outs, out_grads;
+  for (ir::ValueId v : node.outputs) {
+    outs.push_back(rc.read(v));
+    auto it = grads.find(v);
+    out_grads.push_back(it == grads.end() ? Tensor() : it->second);
+  }
+  const DType out_dtype = tc.graph().value(node.outputs[0]).type.dtype;
+  std::vector<Tensor> ins;
+  std::vector<bool> weak;
+  for (ir::ValueId v : node.inputs) {
+    const ir::Value& val = tc.graph().value(v);
+    weak.push_back(val.weak);
+    // A weak number becomes a 0-d constant of the op's dtype (no promotion change).
+    ins.push_back(val.weak ? full({}, tc.graph().producer(v).scalar, out_dtype) : rc.read(v));
+  }
+  const ops::GradContext ctx{ins, outs, out_grads, node.attrs};
+  const std::vector<Tensor> gi = def->grad(ctx);
+  MS_CHECK(gi.size() == ins.size(), ValueError, "grad: the rule of '", def->name, "' returned ",
+           gi.size(), " gradients for ", ins.size(), " inputs");
+  for (std::size_t k = 0; k < gi.size(); ++k) {
+    if (!gi[k].defined() || weak[k]) continue;
+    MS_CHECK(gi[k].shape() == ins[k].shape(), ShapeError, "grad: the rule of '", def->name,
+             "' gave input ", k, " a gradient of shape ", gi[k].shape(), ", expected ",
+             ins[k].shape());
+    // A gradient has its value's dtype: an op mixing float dtypes promotes
+    // (a bfloat16 value plus a float32 parameter), its rule gives the
+    // promoted dtype, and the value's producer expects its own.
+    const DType want = ins[k].dtype();
+    const Tensor g = gi[k].dtype() != want && dtype_is_float(want) ? gi[k].to(want) : gi[k];
+    auto [it, fresh] = grads.emplace(node.inputs[k], g);
+    if (!fresh) it->second = it->second + g;
+  }
+}
+
+}  // namespace
+
 std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node, const Tensor& y,
                              std::span<const Tensor> wrt, const Tensor* sens,
                              std::vector<bool>* reached) {
-  std::unordered_map<ir::ValueId, Tensor> grads;  // value -> its gradient (symbolic)
+  GradMap grads;  // value -> its gradient (symbolic)
   grads[tc.value_id(y)] = sens != nullptr ? sens->to(y.dtype()) : full(y.shape(), 1.0, y.dtype());
-  auto accumulate = [&](ir::ValueId v, const Tensor& g) {
-    auto [it, fresh] = grads.emplace(v, g);
-    if (!fresh) it->second = it->second + g;
-  };
   const std::size_t end = tc.graph().nodes.size();  // rules append nodes past it
+  Recomputer rc(tc, first_node, end);
   for (std::size_t i = end; i-- > first_node;) {
     const ir::Node& node = tc.graph().nodes[i];
     if (node.kind != ir::NodeKind::Op) continue;
-    std::vector<Tensor> outs, out_grads;
-    bool any = false;
-    for (ir::ValueId v : node.outputs) {
-      outs.push_back(tc.symbolic_value(v));
-      auto it = grads.find(v);
-      out_grads.push_back(it == grads.end() ? Tensor() : it->second);
-      any |= it != grads.end();
-    }
+    const bool any = std::any_of(node.outputs.begin(), node.outputs.end(),
+                                 [&](ir::ValueId v) { return grads.contains(v); });
     if (!any) continue;
     if (!node.def->differentiable) {
       MS_CHECK(node.def->no_grad_reason.empty(), ValueError, "grad: cannot differentiate through '",
@@ -62,36 +162,7 @@ std::vector<Tensor> backward(compiler::TraceContext& tc, std::size_t first_node,
     }
     MS_CHECK(static_cast<bool>(node.def->grad), ValueError, "grad: op '", node.def->name,
              "' has no gradient rule yet");
-    // Copy what the rule needs: it appends nodes, which moves the node list.
-    const ops::OpDef* def = node.def;
-    const ops::Attrs attrs = node.attrs;
-    const std::vector<ir::ValueId> in_values = node.inputs;
-    const DType out_dtype = tc.graph().value(node.outputs[0]).type.dtype;
-    std::vector<Tensor> ins;
-    std::vector<bool> weak;
-    for (ir::ValueId v : in_values) {
-      const ir::Value& val = tc.graph().value(v);
-      weak.push_back(val.weak);
-      // A weak number becomes a 0-d constant of the op's dtype (no promotion change).
-      ins.push_back(val.weak ? full({}, tc.graph().producer(v).scalar, out_dtype)
-                             : tc.symbolic_value(v));
-    }
-    const ops::GradContext ctx{ins, outs, out_grads, attrs};
-    const std::vector<Tensor> gi = def->grad(ctx);
-    MS_CHECK(gi.size() == ins.size(), ValueError, "grad: the rule of '", def->name, "' returned ",
-             gi.size(), " gradients for ", ins.size(), " inputs");
-    for (std::size_t k = 0; k < gi.size(); ++k) {
-      if (!gi[k].defined() || weak[k]) continue;
-      MS_CHECK(gi[k].shape() == ins[k].shape(), ShapeError, "grad: the rule of '", def->name,
-               "' gave input ", k, " a gradient of shape ", gi[k].shape(), ", expected ",
-               ins[k].shape());
-      // A gradient has its value's dtype: an op mixing float dtypes promotes
-      // (a bfloat16 value plus a float32 parameter), its rule gives the
-      // promoted dtype, and the value's producer expects its own.
-      const DType want = ins[k].dtype();
-      accumulate(in_values[k],
-                 gi[k].dtype() != want && dtype_is_float(want) ? gi[k].to(want) : gi[k]);
-    }
+    apply_rule(tc, i, grads, rc);
   }
   std::vector<Tensor> res;
   if (reached != nullptr) reached->clear();

@@ -174,6 +174,7 @@ std::string to_string(const Graph& g) {
     for (std::size_t i = 0; i < n.outputs.size(); ++i)
       os << (i ? ", " : "") << type_str(g, n.outputs[i]);
     if (n.outputs.size() != 1) os << ")";
+    if (n.recomputed) os << " [recompute]";
     os << "\n";
   }
   os << "  return ";

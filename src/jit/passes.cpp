@@ -188,7 +188,9 @@ void eliminate_common_subexpressions(Graph& g) {
     std::string key;
     switch (n.kind) {
       case NodeKind::Op:
-        key = ::ms::detail::str_cat("op:", n.def->name, ":", exact(n.attrs));
+        // A recomputed clone merges only with clones: merged with the forward
+        // original, the forward value would be kept for the backward again.
+        key = ::ms::detail::str_cat(n.recomputed ? "rc:" : "op:", n.def->name, ":", exact(n.attrs));
         break;
       case NodeKind::Scalar: key = ::ms::detail::str_cat("scalar:", exact(n.scalar)); break;
       case NodeKind::Const:

@@ -3,13 +3,28 @@
 #include <atomic>
 
 #include "ms/jit/dump.hpp"
+#include "ms/jit/recompute.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 
 namespace ms::compiler {
 namespace {
 std::atomic<std::uint32_t> g_next_trace{1};
+std::atomic<int> g_next_region{0};
+thread_local int t_region = -1;
 }  // namespace
+
+namespace detail {
+int current_recompute_region() { return t_region; }
+RecomputeScope::RecomputeScope(bool on) {
+  if (!on || t_region >= 0) return;
+  t_region = g_next_region.fetch_add(1, std::memory_order_relaxed);
+  opened_ = true;
+}
+RecomputeScope::~RecomputeScope() {
+  if (opened_) t_region = -1;
+}
+}  // namespace detail
 
 TraceContext::TraceContext()
     : id_(g_next_trace.fetch_add(1, std::memory_order_relaxed)),
@@ -112,6 +127,7 @@ std::vector<Tensor> TraceContext::record(const ops::OpDef& def, std::span<const 
   // Shape and dtype errors surface here, at trace time, from the op's own rule.
   const std::vector<ops::TensorType> out = def.infer(types, attrs);
   n.dump_scope = detail::current_dump_scope();
+  n.recompute_region = detail::current_recompute_region();
   const ir::NodeId node = g_.add(std::move(n), out);
   std::vector<Tensor> res;
   for (ir::ValueId v : g_.node(node).outputs) res.push_back(symbolic(v));
@@ -143,7 +159,26 @@ Tensor TraceContext::record_elementwise(int op_id, std::span<const ops::EwTraceA
   }
   const ops::TensorType out = ir::infer_elementwise(op_id, vals, scalars);
   n.dump_scope = detail::current_dump_scope();
+  n.recompute_region = detail::current_recompute_region();
   return symbolic(g_.value_of(g_.add(std::move(n), {out})));
+}
+
+std::vector<Tensor> TraceContext::replay(ir::NodeId node, std::span<const ir::ValueId> inputs) {
+  MS_CHECK(active_, ValueError, "recompute: replayed into a finished trace");
+  ir::Node n = g_.node(node);
+  MS_CHECK(n.kind == ir::NodeKind::Op && inputs.size() == n.inputs.size(), ValueError,
+           "recompute: can replay only an op node with as many inputs; given ", inputs.size(),
+           " inputs for ", n.inputs.size());
+  std::vector<ops::TensorType> types;
+  for (ir::ValueId v : n.outputs) types.push_back(g_.value(v).type);
+  n.inputs.assign(inputs.begin(), inputs.end());
+  n.outputs.clear();
+  n.recompute_region = -1;
+  n.recomputed = true;
+  const ir::NodeId id = g_.add(std::move(n), types);
+  std::vector<Tensor> res;
+  for (ir::ValueId v : g_.node(id).outputs) res.push_back(symbolic(v));
+  return res;
 }
 
 void TraceContext::record_assign(const Tensor& dst, const Tensor& src, const char* what) {

@@ -582,6 +582,14 @@ CellBase& CellBase::set_train(bool mode) {
   return *this;
 }
 
+CellBase& CellBase::recompute(bool mode) {
+  if (recompute_ != mode) {
+    recompute_ = mode;
+    compiler::bump_hook_version();  // graphs traced before recompile with (or without) it
+  }
+  return *this;
+}
+
 void set_dump(CellBase& cell, bool enabled, std::string name) {
   cell.dump_ = enabled;
   cell.dump_name_ = name.empty() ? cell.cls_name() : std::move(name);

@@ -1,4 +1,4 @@
-// The slicing views (`slice`, `select`), `stop_gradient`, and the view and
+// The slicing views (`slice`, `select`), `stop_gradient`, `depend`, and the view and
 // copy methods of ms::Tensor.
 //
 // Tensor's view methods are declared in core (ms/core/tensor.hpp) and defined
@@ -145,6 +145,16 @@ TensorList Select::vjp(const Attrs& a, const GradContext& c) {
 TypeList StopGradient::infer(const Attrs&, Types in) { return {in[0]}; }
 TensorList StopGradient::eval(const Attrs&, Inputs in) { return {in[0]}; }
 
+// ---------------------------------------------------------------- depend
+
+TypeList Depend::infer(const Attrs&, Types in) { return {in[0]}; }
+TensorList Depend::eval(const Attrs&, Inputs in) { return {in[0]}; }
+TensorList Depend::vjp(const Attrs&, const GradContext& c) {
+  TensorList g(c.inputs.size());
+  g[0] = c.out_grads[0];
+  return g;
+}
+
 // ---------------------------------------------------------------- samples
 
 namespace {
@@ -197,8 +207,15 @@ Samples StopGradient::samples() {
                              Attrs{})}};
 }
 
+Samples Depend::samples() {
+  const Tensor a = s45(44);
+  return {.cases = {detail::sample("the first input", {a, tensor({1.0, 2.0})}, Attrs{}, {a}),
+                    detail::sample("gradient to the first input only", {s45(45), s45(46)}, Attrs{},
+                                   {}, {0})}};
+}
+
 namespace detail {
-void register_view_ops() { register_entries<Slice, Select, StopGradient>(); }
+void register_view_ops() { register_entries<Slice, Select, StopGradient, Depend>(); }
 }  // namespace detail
 }  // namespace ops
 

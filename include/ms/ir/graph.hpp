@@ -129,6 +129,15 @@ struct Node {
   std::string name;                          ///< Input, Capture: printed name (without %)
   /// Op: the set_dump-marked cells it was traced inside ("Outer-Inner"; empty: none).
   std::string dump_scope;
+  /// Op: the recompute region (one call of a cell marked with `recompute()`)
+  /// it was traced in; -1: none. Autodiff re-emits a region's ops for its
+  /// backward instead of keeping their values (ms/jit/recompute.hpp).
+  int recompute_region = -1;
+  /// Op: a clone that autodiff re-emitted in the backward of a recompute
+  /// region. Common-subexpression elimination never merges it with a node
+  /// that is not one, so the forward's values are not kept for it; dumps
+  /// print it with a `[recompute]` mark.
+  bool recomputed = false;
 };
 
 /// One SSA value: a tensor produced by one output of one node.

@@ -57,6 +57,11 @@ class TraceContext final : public ops::Tracer {
   /// A symbolic tensor for value `v`.
   Tensor symbolic_value(ir::ValueId v) const { return symbolic(v); }
 
+  /// Appends a copy of op node `node` reading `inputs` instead of its own
+  /// (same op, attributes and output types), marked as a recomputed clone
+  /// (ir::Node::recomputed); its outputs as symbolic tensors.
+  std::vector<Tensor> replay(ir::NodeId node, std::span<const ir::ValueId> inputs);
+
   std::uint32_t trace_id() const override { return id_; }
   std::vector<Tensor> record(const ops::OpDef& def, std::span<const Tensor> inputs,
                              const ops::Attrs& attrs) override;

@@ -82,6 +82,7 @@
 #include "ms/hooks/hook_handle.hpp"
 #include "ms/jit/dump.hpp"
 #include "ms/jit/jit.hpp"
+#include "ms/jit/recompute.hpp"
 #include "ms/nn/cell_args.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/nn/state_dict.hpp"
@@ -317,6 +318,25 @@ class CellBase {
       compiler::detail::note_mode_read(mode_, m);
     return m;
   }
+  // ---------------------------------------------------------------- recompute
+  /// Recompute (MindSpore's `Cell.recompute(mode=True)`), `mode` true: the
+  /// values this cell's construct computes are not kept for the backward of
+  /// ms::grad / ms::value_and_grad (eager, which traces, or under ms::jit);
+  /// when the backward reaches the cell it recomputes them from the cell's
+  /// inputs and parameters (the same ops on the same values in the same
+  /// order, so gradients are bitwise those without recompute, grad(grad(f))
+  /// equal up to rounding; dumps mark the
+  /// recomputed ops `[recompute]`). The cell's inputs stay kept (the previous
+  /// cell's outputs). A random draw inside (dropout's mask) is kept and not
+  /// redrawn, so the recomputed forward applies the same mask. A marked cell
+  /// inside a marked cell is recomputed with the outer one. How:
+  /// ms/jit/recompute.hpp. `mode` false turns it off; graphs compiled before
+  /// a change recompile.
+  ///   net.block1.recompute();   // ... net.block1.recompute(false);
+  CellBase& recompute(bool mode = true);
+  /// Whether recompute() turned recompute on for this cell.
+  bool recompute_enabled() const { return recompute_; }
+
   /// Marks the cell (and descendants) as needing gradients (MindSpore's set_grad).
   CellBase& set_grad(bool requires_grad = true);
   /// Whether set_grad marked the cell (false for a new cell).
@@ -596,6 +616,7 @@ class CellBase {
   // ms::set_dump(cell): marked, and the name its dump files and scope carry.
   bool dump_ = false;
   std::string dump_name_;
+  bool recompute_ = false;  // recompute(): construct's ops form a recompute region
   // Writes the tensors `ts` of eager call `call` as `<scope>.<call>.<what>.<k>`.
   void dump_boundary(const Args& ts, std::int64_t call, const char* what) const;
   /// \endcond
@@ -818,6 +839,7 @@ class Cell : public CellBase {
       if (detail::amp_entering() != this) return call_amp<T>(a...);
       detail::amp_entering() = nullptr;  // call_amp's own call, with cast arguments
     }
+    const compiler::detail::RecomputeScope recompute_scope(recompute_enabled() && tracing_now());
     if (!has_hooks()) [[likely]] {  // none registered, or all removed
       if constexpr (kBprop) {
         if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});

@@ -271,6 +271,32 @@ struct Select {
   static Samples samples();
 };
 
+/// Its first input, read only after the others are computed (MindSpore's
+/// `ops.depend(value, expr)`): `ms::depend(x, {g})` is `x` itself (a view,
+/// no copy), and every execution order computes `g` before anything that
+/// reads the result. Gradients flow to the first input only. Recompute uses
+/// it to keep a cell's recomputed forward in the backward (ms/jit/recompute.hpp).
+struct Depend {
+  /// The op-table name.
+  static constexpr std::string_view name = "depend";
+  /// The op's family.
+  static constexpr OpKind kind = OpKind::Layout;
+  /// How many inputs it takes: the value, then one or more dependencies.
+  static constexpr Arity arity{2, -1};
+  /// What passes and tests may assume of it.
+  static constexpr Props props{.view = true};
+  /// Its attributes.
+  using Attrs = NoAttrs;
+  /// Output dtypes and shapes; checks the inputs (an ms::Error naming the op).
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  /// Computes the outputs.
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  /// The gradients of the inputs: the output's for the first, none for the others.
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  /// The cases the table-driven tests run (tests/ops/test_entries.cpp).
+  static Samples samples();
+};
+
 /// The identity whose gradient is zero (`ms::stop_gradient`): the input itself.
 struct StopGradient {
   /// The op-table name.
@@ -468,6 +494,15 @@ inline Tensor flatten(const Tensor& x, std::int64_t start = 0, std::int64_t end 
 /// do not write through it. `ms::broadcast_to(ms::ones({3}), {2, 3})`
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   return ops::invoke1<ops::BroadcastTo>({x}, {shape.dims()});
+}
+
+/// `value` itself, computed after `deps` in every execution order (ms::ops::Depend):
+/// `ms::depend(x, {g})`. Needs at least one dependency.
+inline Tensor depend(const Tensor& value, const std::vector<Tensor>& deps) {
+  MS_CHECK(!deps.empty(), ValueError, "depend: expected at least one dependency, got none");
+  std::vector<Tensor> in{value};
+  in.insert(in.end(), deps.begin(), deps.end());
+  return ops::invoke<ops::Depend>(in, {})[0];
 }
 
 /// The identity whose gradient is zero (ms::ops::StopGradient): `ms::stop_gradient(x)`.
