@@ -195,7 +195,11 @@ void CellBase::run_fwd_hooks(const ArgList& args, const Kwargs* kw, Args& out, b
                                         "forward hook of " + cls_name());
     Args o(v.begin() + static_cast<std::ptrdiff_t>(nargs), v.end());
     for (auto& h : list->snapshot()) {
-      if (auto r = h(*this, a, kw, o)) o = std::move(*r);
+      auto r = h(*this, a, kw, o);
+      if (!r) continue;
+      MS_CHECK(r->size() == o.size(), ValueError, "forward hook of ", cls_name(), ": returned ",
+               r->size(), " outputs; the cell returns ", o.size());
+      o = std::move(*r);
     }
     std::copy(o.begin(), o.end(), v.begin() + static_cast<std::ptrdiff_t>(nargs));
     return v;

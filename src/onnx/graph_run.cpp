@@ -93,6 +93,15 @@ struct Ctx {
 };
 
 std::int64_t norm(std::int64_t a, std::int64_t rank) { return a < 0 ? a + rank : a; }
+// Attribute axis `a` of node `c` normalized into [0, rank) ([0, rank] when
+// `inclusive`); a ValueError naming the node otherwise (a hostile file's axis
+// must not index past a shape).
+std::int64_t axis_in(const Ctx& c, std::int64_t a, std::int64_t rank, bool inclusive = false) {
+  const std::int64_t n = norm(a, rank);
+  MS_CHECK(n >= 0 && (inclusive ? n <= rank : n < rank), ValueError, c.where(), ": axis ", a,
+           " is out of range for rank ", rank);
+  return n;
+}
 
 using Fn = void (*)(Ctx&);
 
@@ -214,7 +223,7 @@ void batch_norm(Ctx& c) {
   c.out(0, Tensor((c.in(0) - r(3)) * inv + r(2)));
 }
 void layer_norm(Ctx& c) {
-  const std::int64_t rk = c.rank(), axis = norm(c.attr_i("axis", -1), rk);
+  const std::int64_t rk = c.rank(), axis = axis_in(c, c.attr_i("axis", -1), rk);
   I64s axes;
   for (std::int64_t a = axis; a < rk; ++a) axes.push_back(a);
   const double eps = c.attr_f("epsilon", 1e-5);
@@ -272,7 +281,7 @@ void transpose_op(Ctx& c) {
 void squeeze_op(Ctx& c) {
   I64s axes = c.axes(1);
   if (axes.empty()) return c.out(0, squeeze(c.in(0)));
-  for (auto& a : axes) a = norm(a, c.rank());
+  for (auto& a : axes) a = axis_in(c, a, c.rank());
   std::sort(axes.rbegin(), axes.rend());
   Tensor y = c.in(0);
   for (std::int64_t a : axes) y = squeeze(y, a);
@@ -281,7 +290,7 @@ void squeeze_op(Ctx& c) {
 void unsqueeze_op(Ctx& c) {
   I64s axes = c.axes(1);
   const auto r = c.rank() + static_cast<std::int64_t>(axes.size());
-  for (auto& a : axes) a = norm(a, r);
+  for (auto& a : axes) a = axis_in(c, a, r);
   std::sort(axes.begin(), axes.end());
   Tensor y = c.in(0);
   for (std::int64_t a : axes) y = unsqueeze(y, a);
@@ -289,7 +298,7 @@ void unsqueeze_op(Ctx& c) {
 }
 void flatten_op(Ctx& c) {
   const Shape& s = c.in(0).shape();
-  const std::int64_t axis = norm(c.attr_i("axis", 1), s.rank());
+  const std::int64_t axis = axis_in(c, c.attr_i("axis", 1), s.rank(), true);
   std::int64_t outer = 1;
   for (std::int64_t a = 0; a < axis; ++a) outer *= s[static_cast<std::size_t>(a)];
   c.out(0, reshape(c.in(0), Shape({outer, outer == 0 ? 0 : c.in(0).numel() / outer})));
@@ -325,13 +334,13 @@ void slice_op(Ctx& c) {
   for (std::size_t k = 0; k < st.size(); ++k) {
     MS_CHECK(steps[k] > 0, ValueError, c.where(), ": step ", steps[k],
              " is not supported (ms slices with positive steps)");
-    y = y.slice(norm(axes[k], c.rank()), st[k], en[k], steps[k]);
+    y = y.slice(axis_in(c, axes[k], c.rank()), st[k], en[k], steps[k]);
   }
   c.out(0, y);
 }
 void gather_op(Ctx& c) {
   const Tensor& x = c.in(0);
-  const std::int64_t axis = norm(c.attr_i("axis", 0), c.rank());
+  const std::int64_t axis = axis_in(c, c.attr_i("axis", 0), c.rank());
   Tensor idx = c.in(1);
   if (c.r.konst[static_cast<std::size_t>(c.n.in[1])]) {  // negative indices count from the end
     NoTrace nt;

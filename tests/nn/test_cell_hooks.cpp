@@ -346,4 +346,23 @@ TEST_SUITE("nn") {
     CHECK(ms::allclose(f(x), eager, 1e-6, 1e-6));
     CHECK(calls == 3);
   }
+
+  TEST_CASE("a forward hook must return as many outputs as the cell returns") {
+    ms::nn::Dense fc(4, 3);
+    const ms::Tensor x = ms::ones({2, 4});
+    {
+      ms::ScopedHook more =
+          fc.register_forward_hook([](ms::nn::Dense&, const ms::Args&, const ms::Args& o) {
+            return ms::Args{o[0], o[0]};
+          });
+      CHECK_THROWS_WITH_AS(fc(x), doctest::Contains("returned 2 outputs; the cell returns 1"),
+                           ms::ValueError);
+    }
+    {
+      ms::ScopedHook fewer = fc.register_forward_hook(
+          [](ms::nn::Dense&, const ms::Args&, const ms::Args&) { return ms::Args{}; });
+      CHECK_THROWS_WITH_AS(fc(x), doctest::Contains("returned 0 outputs"), ms::ValueError);
+    }
+    CHECK(fc(x).shape() == ms::Shape{2, 3});
+  }
 }
