@@ -23,14 +23,9 @@ struct Hook {
 std::mutex g_mu;
 std::vector<Hook> g_hooks;  // in registration order
 
-bool whole_storage(const Tensor& t) {
-  return t.defined() && !t.is_symbolic() && t.storage() != nullptr && t.offset() == 0 &&
-         t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
-}
-
 std::vector<Hook> hooks_of(const Tensor& t) {
   std::vector<Hook> out;
-  if (!whole_storage(t)) return out;
+  if (!views_whole_storage(t)) return out;
   const std::uint64_t serial = t.storage()->serial();
   std::lock_guard lock(g_mu);
   for (const Hook& h : g_hooks)
@@ -39,6 +34,11 @@ std::vector<Hook> hooks_of(const Tensor& t) {
 }
 
 }  // namespace
+
+bool views_whole_storage(const Tensor& t) {
+  return t.defined() && !t.is_symbolic() && t.storage() != nullptr && t.offset() == 0 &&
+         t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
+}
 
 void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, TensorGradHook fn,
                           std::string label) {

@@ -143,7 +143,7 @@ HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook f
   MS_CHECK(!t.is_symbolic(), ValueError,
            "register_hook: the tensor is symbolic (traced by ms::jit or ms::grad); hook an "
            "intermediate value with ms::hook_grad");
-  MS_CHECK(t.offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage()->nbytes(), ValueError,
+  MS_CHECK(autodiff::views_whole_storage(t), ValueError,
            "register_hook: the tensor must view its whole storage (given a view of ", t.nbytes(),
            " of its storage's ", t.storage()->nbytes(),
            " bytes); hook the tensor it was taken from, or its clone");

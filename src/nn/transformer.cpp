@@ -335,41 +335,42 @@ TransformerEncoderLayer::TransformerEncoderLayer(std::int64_t d, std::int64_t nh
                  "norm1", norm1, "norm2", norm2, "dropout1", dropout1, "dropout2", dropout2);
 }
 
+namespace {
+
+// An encoder layer's residual blocks around `attend` (its self-attention,
+// plain or over a key/value cache): pre-norm when norm_first, else post-norm.
+template <class Attend>
+Tensor encoder_block(TransformerEncoderLayer& l, const Tensor& src, Attend attend) {
+  auto sa = [&](const Tensor& x) { return l.dropout1(attend(x)); };
+  auto ff = [&](const Tensor& x) {
+    return l.dropout2(l.linear2(l.dropout(activate(l.linear1(x), l.opts.activation))));
+  };
+  Tensor x = src;
+  if (l.opts.norm_first) {
+    x = x + sa(l.norm1(x));
+    return x + ff(l.norm2(x));
+  }
+  x = l.norm1(x + sa(x));
+  return l.norm2(x + ff(x));
+}
+
+}  // namespace
+
 Tensor TransformerEncoderLayer::construct(const Tensor& src) { return construct(src, Kwargs{}); }
 
 Tensor TransformerEncoderLayer::construct(const Tensor& src, const Kwargs& kwargs) {
   KwReader kw(kwargs, "TransformerEncoderLayer", {"src_mask", "src_key_padding_mask", "is_causal"});
   const Kwargs attn_kw =
       mha_kwargs(kw.tensor("src_mask"), kw.tensor("src_key_padding_mask"), kw.flag("is_causal"));
-  auto sa = [&](const Tensor& x) { return dropout1(self_attn(x, x, x, attn_kw)); };
-  auto ff = [&](const Tensor& x) {
-    return dropout2(linear2(dropout(activate(linear1(x), opts.activation))));
-  };
-  Tensor x = src;
-  if (opts.norm_first) {
-    x = x + sa(norm1(x));
-    return x + ff(norm2(x));
-  }
-  x = norm1(x + sa(x));
-  return norm2(x + ff(x));
+  return encoder_block(*this, src, [&](const Tensor& x) { return self_attn(x, x, x, attn_kw); });
 }
 
 Tensor TransformerEncoderLayer::forward_cached(const Tensor& src, KvCache& cache,
                                                const std::optional<Tensor>& write_at,
                                                const AttentionMasks& masks) {
-  auto sa = [&](const Tensor& x) {
-    return dropout1(self_attn.attention_cached(x, cache, write_at, masks));
-  };
-  auto ff = [&](const Tensor& x) {
-    return dropout2(linear2(dropout(activate(linear1(x), opts.activation))));
-  };
-  Tensor x = src;
-  if (opts.norm_first) {
-    x = x + sa(norm1(x));
-    return x + ff(norm2(x));
-  }
-  x = norm1(x + sa(x));
-  return norm2(x + ff(x));
+  return encoder_block(*this, src, [&](const Tensor& x) {
+    return self_attn.attention_cached(x, cache, write_at, masks);
+  });
 }
 
 // ---------------------------------------------------------------- decoder layer

@@ -13,18 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "nn/max_diff.hpp"
+
 namespace {
 
 using ms::Tensor;
 using Tokens = std::vector<std::int64_t>;
 
-double max_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using ms_test::max_diff;
 
 // A tiny model's sizes.
 ms::nn::GptConfig tiny(std::int64_t block) {

@@ -11,6 +11,8 @@
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/cell.hpp>
 
+#include "nn/max_diff.hpp"
+
 namespace {
 
 using ms::Kwargs;
@@ -101,14 +103,7 @@ Tensor ref_ff(const Tensor& x, const ms::nn::Dense& l1, const ms::nn::Dense& l2,
   return l2.construct(act);
 }
 
-// Largest |a - b|.
-double max_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using ms_test::max_diff;
 
 // Checks a few entries of each parameter's gradient of `loss` against
 // central differences (float64 parameters).

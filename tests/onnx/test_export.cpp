@@ -24,31 +24,13 @@
 #include "ms/ops/op.hpp"
 #include "ms/ops/random.hpp"
 #include "ms/ops/samples.hpp"
+#include "onnx/onnx_test_models.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
-struct MLP : ms::Cell<MLP> {
-  ms::nn::Dense fc1{784, 128}, fc2{128, 10};
-  MLP() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
-
-// The CNN of examples/fashion_mnist_cnn.cpp, with fewer channels.
-struct CNN : ms::Cell<CNN> {
-  ms::nn::Conv2d conv1{1, 4, 3, {}, {.has_bias = true}}, conv2{4, 8, 3, {}, {.has_bias = true}};
-  ms::nn::MaxPool2d pool{2};
-  ms::nn::BatchNorm2d bn{8};
-  ms::nn::Dense fc1{392, 16}, fc2{16, 10};
-  CNN() {
-    register_cells("conv1", conv1, "conv2", conv2, "pool", pool, "bn", bn, "fc1", fc1, "fc2", fc2);
-  }
-  ms::Tensor construct(const ms::Tensor& x) {
-    ms::Tensor h = pool(ms::relu(conv1(x)));
-    h = pool(ms::relu(bn(conv2(h))));
-    return ms::log_softmax(fc2(ms::relu(fc1(h.flatten(1)))), 1);
-  }
-};
+using MLP = ms_onnx_test::Mlp<128>;
+using ms_onnx_test::CNN;
 
 ::onnx::ModelProto load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -90,16 +72,6 @@ std::set<std::string> op_types(const ::onnx::ModelProto& m) {
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// A python3 that imports onnx (and numpy): the one on PATH, else Debian's
-// /usr/bin/python3 (python3-onnx installs there); empty when neither does.
-std::string python_with_onnx() {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd = std::string(py) + " -c 'import onnx, numpy' > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return {};
 }
 
 }  // namespace
@@ -437,7 +409,7 @@ void write_raw(const std::string& path, const ms::Tensor& t) {
 }  // namespace
 
 TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the MLP as ms") {
-  const std::string py = python_with_onnx();
+  const std::string py = ms_onnx_test::python_with_onnx();
   if (py.empty()) {
     MESSAGE(
         "skipped: no python3 with the onnx and numpy modules (apt-get install python3-onnx "

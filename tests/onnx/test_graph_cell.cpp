@@ -22,31 +22,13 @@
 #include "ms/onnx/export.hpp"
 #include "ms/onnx/graph_cell.hpp"
 #include "ms/ops/random.hpp"
+#include "onnx/onnx_test_models.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
-struct MLP : ms::Cell<MLP> {
-  ms::nn::Dense fc1{784, 32}, fc2{32, 10};
-  MLP() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
-
-// The CNN of examples/fashion_mnist_cnn.cpp, with fewer channels.
-struct CNN : ms::Cell<CNN> {
-  ms::nn::Conv2d conv1{1, 4, 3, {}, {.has_bias = true}}, conv2{4, 8, 3, {}, {.has_bias = true}};
-  ms::nn::MaxPool2d pool{2};
-  ms::nn::BatchNorm2d bn{8};
-  ms::nn::Dense fc1{392, 16}, fc2{16, 10};
-  CNN() {
-    register_cells("conv1", conv1, "conv2", conv2, "pool", pool, "bn", bn, "fc1", fc1, "fc2", fc2);
-  }
-  ms::Tensor construct(const ms::Tensor& x) {
-    ms::Tensor h = pool(ms::relu(conv1(x)));
-    h = pool(ms::relu(bn(conv2(h))));
-    return ms::log_softmax(fc2(ms::relu(fc1(h.flatten(1)))), 1);
-  }
-};
+using MLP = ms_onnx_test::Mlp<32>;
+using ms_onnx_test::CNN;
 
 // A transformer encoder's pieces: embedding, layer norm, causal attention
 // scores, softmax, gelu, a residual, slicing, concatenation, reductions.
@@ -413,21 +395,8 @@ TEST_CASE("GraphCell errors: an attribute ms cannot express names the node") {
   }
 }
 
-namespace {
-
-// A python3 that imports onnx and numpy (the one on PATH, else Debian's), or empty.
-std::string python_with_onnx_numpy() {
-  for (const char* py : {"python3", "/usr/bin/python3"}) {
-    const std::string cmd = std::string(py) + " -c 'import onnx, numpy' > /dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) return py;
-  }
-  return {};
-}
-
-}  // namespace
-
 TEST_CASE("GraphCell: models written by python3's onnx helper give NumPy's results") {
-  const std::string py = python_with_onnx_numpy();
+  const std::string py = ms_onnx_test::python_with_onnx();
   if (py.empty()) {
     MESSAGE("skipped: no python3 with onnx and numpy (apt-get install python3-onnx)");
     return;

@@ -62,6 +62,9 @@ TensorGradHook to_grad_hook(F fn) {
   };
 }
 
+/// True when `t` is concrete and views its whole storage, densely: the
+/// tensors whose storage can carry gradient hooks.
+bool views_whole_storage(const Tensor& t);
 /// Adds `fn` as hook `id` on the storage with serial `storage_serial`;
 /// `label` names it in errors (the parameter's name).
 void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, TensorGradHook fn,
