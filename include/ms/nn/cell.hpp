@@ -80,7 +80,7 @@
 #include "ms/core/std_parts.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/hooks/hook_handle.hpp"
-#include "ms/jit/dump.hpp"
+#include "ms/jit/dump_scope.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/jit/recompute.hpp"
 #include "ms/nn/cell_args.hpp"
