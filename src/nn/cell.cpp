@@ -11,6 +11,8 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "ms/jit/dump.hpp"
+
 namespace ms {
 namespace detail {
 
