@@ -10,6 +10,17 @@ std::string_view arg_kind_name(const Arg& a) {
   return names[a.index()];
 }
 
+ArgList::ArgList() = default;
+ArgList::ArgList(std::initializer_list<Arg> items) : items_(items) {}
+ArgList::ArgList(std::vector<Arg> items) : items_(std::move(items)) {}
+ArgList::ArgList(const ArgList& other) = default;
+ArgList::ArgList(ArgList&& other) noexcept = default;
+ArgList& ArgList::operator=(const ArgList& other) = default;
+ArgList& ArgList::operator=(ArgList&& other) noexcept = default;
+ArgList::~ArgList() = default;
+
+void ArgList::push_back(Arg a) { items_.push_back(std::move(a)); }
+
 const Arg& ArgList::at(std::size_t i) const {
   MS_CHECK(i < items_.size(), IndexError, "ArgList: argument ", i, " of ", items_.size());
   return items_[i];

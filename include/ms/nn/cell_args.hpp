@@ -66,13 +66,28 @@ std::string_view arg_kind_name(const Arg& a);
 /// `args.get<std::int64_t>(1)`, `args.set(1, std::int64_t{4})`, `args.tensors()`.
 class ArgList {
  public:
+  // The constructors, assignments, destructor and push_back are defined out
+  // of line (src/nn/cell_args.cpp): the copies and moves of the variant's
+  // vector are compiled there once, not in every translation unit that
+  // includes <ms/cell.hpp> (bench/compile_time.sh measures the difference).
+
   /// No arguments.
-  ArgList() = default;
+  ArgList();
   /// `ms::ArgList{x, 3, 2.5, true, "relu"}`: an int is held as std::int64_t,
   /// a float as double, text as std::string.
-  ArgList(std::initializer_list<Arg> items) : items_(items) {}
+  ArgList(std::initializer_list<Arg> items);
   /// Takes `items`.
-  explicit ArgList(std::vector<Arg> items) : items_(std::move(items)) {}
+  explicit ArgList(std::vector<Arg> items);
+  /// A copy of `other`.
+  ArgList(const ArgList& other);
+  /// Takes `other`'s arguments.
+  ArgList(ArgList&& other) noexcept;
+  /// Copies `other`'s arguments.
+  ArgList& operator=(const ArgList& other);
+  /// Takes `other`'s arguments.
+  ArgList& operator=(ArgList&& other) noexcept;
+  /// Releases the arguments.
+  ~ArgList();
 
   /// The number of arguments.
   std::size_t size() const { return items_.size(); }
@@ -89,7 +104,7 @@ class ArgList {
   /// Past the last argument.
   auto end() const { return items_.end(); }
   /// Appends an argument.
-  void push_back(Arg a) { items_.push_back(std::move(a)); }
+  void push_back(Arg a);
 
   /// Whether argument `i` holds a T (IndexError past the end).
   template <class T>
