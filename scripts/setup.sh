@@ -65,6 +65,10 @@ optional=(clang-14 libclang-rt-14-dev python3-numpy python3-onnx)
 if ((with_torch)); then
   required+=(libtorch-dev)
 fi
+# PyTorch's ONNX exporter, for the onnx_torch test (skipped, exit 77, without it).
+if ((with_torch)); then
+  optional+=(python3-torch)
+fi
 
 # Prints the packages of "$@" that are not installed.
 missing_of() {

@@ -37,6 +37,7 @@ constexpr std::string_view kOps[] = {"Abs",
                                      "Ceil",
                                      "Concat",
                                      "Constant",
+                                     "ConstantOfShape",
                                      "Conv",
                                      "Cos",
                                      "Div",
@@ -81,6 +82,7 @@ constexpr std::string_view kOps[] = {"Abs",
                                      "Slice",
                                      "Softmax",
                                      "Softplus",
+                                     "Split",
                                      "Sqrt",
                                      "Squeeze",
                                      "Sub",
@@ -168,8 +170,8 @@ void fill_typed(const P& t, Tensor& out, const std::string& what, std::int64_t n
     case P::INT32: return copy_field<std::int32_t>(t.int32_data(), d, t.int32_data_size(), what, n);
     case P::INT16: return copy_field<std::int16_t>(t.int32_data(), d, t.int32_data_size(), what, n);
     case P::INT8: return copy_field<std::int8_t>(t.int32_data(), d, t.int32_data_size(), what, n);
-    case P::UINT8:
-    case P::BOOL: return copy_field<std::uint8_t>(t.int32_data(), d, t.int32_data_size(), what, n);
+    case P::UINT8: return copy_field<std::uint8_t>(t.int32_data(), d, t.int32_data_size(), what, n);
+    case P::BOOL: return copy_field<bool>(t.int32_data(), d, t.int32_data_size(), what, n);
     case P::UINT16:
     case P::FLOAT16:
     case P::BFLOAT16:
@@ -244,6 +246,11 @@ Tensor tensor_from_proto(const P& t, const std::string& what) {
     fill_typed(t, out, what, n);
   } else if (want > 0) {
     std::memcpy(out.raw_data(), t.raw_data().data(), want);
+  }
+  if (dt == DType::Bool) {  // a byte other than 0 and 1 is true: stored as 1
+    std::byte* b = out.raw_data();
+    for (std::size_t i = 0; i < want; ++i)
+      b[i] = b[i] != std::byte{0} ? std::byte{1} : std::byte{0};
   }
   return out;
 }

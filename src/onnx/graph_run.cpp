@@ -5,8 +5,10 @@
 // even while a trace records, so that shapes and axes computed in the graph
 // (Shape -> Gather -> Concat -> Reshape) are known numbers.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 
 #include "graph_program.hpp"
@@ -122,12 +124,39 @@ void variadic(Ctx& c) {
   for (std::size_t i = 1; i < c.n.in.size(); ++i) acc = Tensor(F(acc, c.in(i)));
   c.out(0, acc);
 }
+/// a / b of integer tensors, truncating toward zero (ONNX); computed on
+/// concrete values in T (int64, or uint64 for uint64), so that every value
+/// is exact and a zero divisor is a ValueError naming the node.
+template <class T>
+Tensor int_div(const Ctx& c, const Tensor& a, const Tensor& b) {
+  const Shape s = shape_broadcast(a.shape(), b.shape(), "GraphCell: Div");
+  const DType wide = std::is_signed_v<T> ? int64 : DType::UInt64;
+  const auto x = cast(broadcast_to(a, s), wide).contiguous().template to_vector<T>();
+  const auto y = cast(broadcast_to(b, s), wide).contiguous().template to_vector<T>();
+  Tensor q = empty(s, wide);
+  T* out = q.template data<T>();
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    MS_CHECK(y[i] != 0, ValueError, c.where(), ": integer division by zero (element ", i,
+             " of the divisor is 0)");
+    if constexpr (std::is_signed_v<T>)
+      MS_CHECK(x[i] != std::numeric_limits<T>::min() || y[i] != -1, ValueError, c.where(), ": ",
+               x[i], " / -1 overflows int64");
+    out[i] = x[i] / y[i];  // C++ integer division truncates toward zero, as ONNX's
+  }
+  return cast(q, a.dtype());
+}
 void div_op(Ctx& c) {
-  const Tensor& a = c.in(0);
-  Tensor q = Tensor(ms::div(a, c.in(1)));
-  // ONNX divides integers truncating toward zero, ms in float32: cast back.
-  if (!dtype_is_float(a.dtype()) && q.dtype() != a.dtype()) q = cast(q, a.dtype());
-  c.out(0, q);
+  const Tensor &a = c.in(0), &b = c.in(1);
+  if (dtype_is_float(a.dtype())) return c.out(0, Tensor(ms::div(a, b)));
+  MS_CHECK(a.dtype() == b.dtype(), TypeError, c.where(), ": the operands are ",
+           dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), "; Div needs one type");
+  MS_CHECK(
+      ops::active_tracer() == nullptr, ValueError, c.where(),
+      ": integer division of values computed from the graph inputs is not supported under "
+      "ms::jit (GraphCell divides integers exactly on concrete values: constants, or eagerly)");
+  NoTrace nt;
+  c.out(0, a.dtype() == DType::UInt64 ? int_div<std::uint64_t>(c, a, b)
+                                      : int_div<std::int64_t>(c, a, b));
 }
 void where_op(Ctx& c) { c.out(0, Tensor(ms::where(c.in(0), c.in(1), c.in(2)))); }
 void identity(Ctx& c) { c.out(0, c.in(0)); }
@@ -262,6 +291,11 @@ void reshape_op(Ctx& c) {
       MS_CHECK(infer < 0, ShapeError, c.where(), ": the target has two -1 dims");
       infer = static_cast<std::int64_t>(a);
     } else {
+      MS_CHECK(t[a] >= 0, ShapeError, c.where(), ": target dim ", a, " is ", t[a],
+               " (a size, 0 or -1)");
+      MS_CHECK(t[a] == 0 || known <= std::numeric_limits<std::int64_t>::max() / t[a], ValueError,
+               c.where(), ": the target's sizes multiply past int64 at dim ", a, " (size ", t[a],
+               ")");
       known *= t[a];
     }
   }
@@ -356,7 +390,10 @@ void gather_op(Ctx& c) {
 }
 void gather_elements(Ctx& c) { c.out(0, gather(c.in(0), c.attr_i("axis", 0), c.in(1))); }
 void trilu(Ctx& c) {
-  const std::int64_t k = c.has(1) ? c.ints(1).at(0) : 0;
+  const I64s ks = c.has(1) ? c.ints(1) : I64s{0};  // an absent k is 0
+  MS_CHECK(ks.size() == 1, ValueError, c.where(), ": input 1 (k) must hold one value, it holds ",
+           ks.size());
+  const std::int64_t k = ks[0];
   c.out(0, c.attr_i("upper", 1) ? triu(c.in(0), {.diagonal = k}) : tril(c.in(0), {.diagonal = k}));
 }
 void shape_op(Ctx& c) {
@@ -367,6 +404,49 @@ void shape_op(Ctx& c) {
   Tensor t = empty(Shape({e - s}), int64);
   std::copy(d.begin() + s, d.begin() + e, t.data<std::int64_t>());
   c.out(0, t);
+}
+
+void split_op(Ctx& c) {
+  const Tensor& x = c.in(0);
+  const std::int64_t axis = axis_in(c, c.attr_i("axis", 0), c.rank());
+  const std::int64_t d = x.shape()[static_cast<std::size_t>(axis)];
+  const std::size_t n = c.n.out.size();
+  I64s sizes = c.has(1) ? c.ints(1) : I64s{};
+  if (sizes.empty()) {  // equal parts, one per output
+    MS_CHECK(d % static_cast<std::int64_t>(n) == 0, ValueError, c.where(), ": axis ", axis,
+             " has size ", d, ", which does not split into ", n,
+             " equal parts (give the sizes as input 1)");
+    sizes.assign(n, d / static_cast<std::int64_t>(n));
+  }
+  MS_CHECK(sizes.size() == n, ValueError, c.where(), ": input 1 gives ", sizes.size(),
+           " sizes for ", n, " outputs");
+  std::int64_t start = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    MS_CHECK(sizes[i] >= 0 && sizes[i] <= d - start, ValueError, c.where(), ": split size ",
+             sizes[i], " of output ", i, " is negative or runs past size ", d, " of axis ", axis);
+    c.out(i, x.slice(axis, start, start + sizes[i], 1));
+    start += sizes[i];
+  }
+  MS_CHECK(start == d, ValueError, c.where(), ": the split sizes add up to ", start, ", axis ",
+           axis, " has size ", d);
+}
+void constant_of_shape(Ctx& c) {
+  const I64s dims = c.ints(0);
+  std::int64_t numel = 1;
+  for (std::int64_t d : dims) {
+    MS_CHECK(d >= 0, ValueError, c.where(), ": the shape (input 0) has a negative size ", d);
+    MS_CHECK(d == 0 || numel <= (std::int64_t{1} << 40) / d, ValueError, c.where(),
+             ": the shape (input 0) has more than 2^40 elements");
+    numel *= d;
+  }
+  Tensor v = tensor(0.0, float32);  // ONNX's default value: a float 0
+  if (auto it = c.n.attrs.find("value"); it != c.n.attrs.end()) {
+    v = it->second.t;
+    MS_CHECK(v.defined() && v.numel() == 1, ValueError, c.where(),
+             ": attribute value must be a tensor of one element, it has ",
+             v.defined() ? v.numel() : 0);
+  }
+  c.out(0, broadcast_to(reshape(v, Shape(I64s{})), Shape(dims)).contiguous());
 }
 
 // ---------------------------------------------------------------- reductions
@@ -456,6 +536,8 @@ const std::unordered_map<std::string_view, Fn>& table() {
       {"GatherElements", gather_elements},
       {"Trilu", trilu},
       {"Shape", shape_op},
+      {"Split", split_op},
+      {"ConstantOfShape", constant_of_shape},
       {"ReduceSum", reduce_op<0>},
       {"ReduceMean", reduce_op<1>},
       {"ReduceMax", reduce_op<2>},
