@@ -4,11 +4,12 @@
 # the one the training run printed (same 10000 test images; at most 0.05
 # points apart, 5 images whose top logits are within rounding of each other,
 # since the two jitted graphs may order float sums differently). Exit 77
-# (skipped) without Debian's dataset-fashion-mnist.
+# (skipped) without Debian's dataset-fashion-mnist (FASHION_MNIST_DIR: another
+# directory with the four files).
 set -euo pipefail
 mlp="$1"
 run="$2"
-data=/usr/share/datasets/fashion-mnist
+data=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte \
   t10k-labels-idx1-ubyte; do
   [ -e "$data/$f.gz" ] || [ -e "$data/$f" ] ||
@@ -22,7 +23,10 @@ trap 'rm -rf "$dir"' EXIT
 train_acc=$(sed -n 's/^final test accuracy: \([0-9.]*\)%$/\1/p' "$dir/train.log")
 "$run" "$dir/mlp.onnx" "$data" | tee "$dir/run.log"
 run_acc=$(sed -n 's/^test accuracy: \([0-9.]*\)%$/\1/p' "$dir/run.log")
-[ -n "$train_acc" ] && [ -n "$run_acc" ] || { echo "no accuracy printed"; exit 1; }
+if [ -z "$train_acc" ] || [ -z "$run_acc" ]; then
+  echo "no accuracy printed"
+  exit 1
+fi
 echo "training run: $train_acc%, onnx_run: $run_acc%"
 awk -v a="$train_acc" -v b="$run_acc" 'BEGIN { d = a - b; exit !(d <= 0.05 && d >= -0.05) }' ||
   { echo "accuracies differ by more than 0.05 points"; exit 1; }
