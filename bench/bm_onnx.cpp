@@ -21,9 +21,10 @@
 // run into the ratios GraphCell / jit and the load time.
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
-#include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
