@@ -3,6 +3,8 @@
 // Built with MPI (MS_HAVE_MPI), `mpirun -np N <example>` trains data-parallel:
 // each rank reads its shard of every epoch with --batch-size samples a step,
 // the gradients are averaged across ranks in the step, rank 0 prints and saves.
+// Built with libms_onnx (MS_HAVE_ONNX, meson option `onnx`), `--export m.onnx`
+// writes the trained model as ONNX (examples/onnx_run.cpp runs it).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +24,9 @@
 #include <ms/parallel/collective.hpp>
 #include <ms/parallel/grad_reducer.hpp>
 #endif
+#if MS_HAVE_ONNX
+#include <ms/onnx/export.hpp>
+#endif
 
 namespace examples {
 
@@ -36,6 +41,29 @@ double accuracy(F& forward, ms::data::DataLoader& loader) {
   }
   return total > 0 ? static_cast<double>(right) / static_cast<double>(total) : 0.0;
 }
+
+#if MS_HAVE_ONNX
+// Writes `net` in inference mode to the ONNX file `path`: input "x" ([batch, 784]
+// or [batch, 1, 28, 28]), output "logits" [batch, 10], the batch dim dynamic.
+// Returns false (after printing why) when the export fails.
+template <class Net>
+bool export_onnx(Net& net, const std::string& path, bool flatten) {
+  try {
+    net.set_train(false);
+    const ms::Tensor example = flatten ? ms::zeros({1, 784}) : ms::zeros({1, 1, 28, 28});
+    ms::onnx::export_model(net, example, path,
+                           {.input_names = {"x"},
+                            .output_names = {"logits"},
+                            .dynamic_axes = {{"x", {{0, "batch"}}}, {"logits", {{0, "batch"}}}}});
+    std::cout << "exported: " << path << " (ONNX, input x [batch, "
+              << (flatten ? "784" : "1, 28, 28") << "], output logits [batch, 10])\n";
+    return true;
+  } catch (const ms::Error& e) {
+    std::cerr << "--export " << path << " failed: " << e.what() << "\n";
+    return false;
+  }
+}
+#endif
 
 /// Parses the common flags, trains `Net` with one jitted step (forward,
 /// backward, Momentum update), evaluates, saves. `flatten`: the net takes
@@ -104,7 +132,18 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
                  "low precision of --amp: bf16 or fp16 (fp16 trains with a dynamic loss scale)")
       ->check(CLI::IsMember({"bf16", "fp16"}))
       ->capture_default_str();
+  std::string onnx_path;
+  app.add_option("--export", onnx_path,
+                 "after training, write the model (inference mode, dynamic batch) to this ONNX "
+                 "file (needs a build with libms_onnx, meson option onnx)");
   CLI11_PARSE(app, argc, argv);
+#if !MS_HAVE_ONNX
+  if (!onnx_path.empty()) {
+    std::cerr << "--export: this build has no ONNX support (libms_onnx: meson option onnx, "
+                 "Debian libonnx-dev libprotobuf-dev)\n";
+    return 2;
+  }
+#endif
 
   try {
     // Data parallel (mpirun): this rank, the number of ranks; 0 of 1 otherwise.
@@ -241,6 +280,9 @@ int train_fashion_mnist(const std::string& name, const std::string& title, bool 
     if (!curves.empty())
       std::cout << "curves: " << curves << ".csv, " << curves << ".svg, " << curves
                 << "_steps.csv, " << curves << "_steps.svg\n";
+#if MS_HAVE_ONNX
+    if (!onnx_path.empty() && rank == 0 && !export_onnx(net, onnx_path, flatten)) return 1;
+#endif
   } catch (const ms::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;

@@ -5,6 +5,7 @@
 //
 //   fashion_mnist_mlp                        # 3 epochs, batch 64, lr 0.05, momentum 0.9
 //   fashion_mnist_mlp --epochs 1 --threads 1 --checkpoint mlp.safetensors
+//   fashion_mnist_mlp --export mlp.onnx      # ONNX after training (libms_onnx); onnx_run runs it
 //   fashion_mnist_mlp --amp O2 --amp-dtype bf16   # mixed precision, float32 master weights
 //   fashion_mnist_mlp --resume mlp.safetensors --epochs 5   # warns if the saved run had another
 //                                                           # count: the schedule now spans 5
