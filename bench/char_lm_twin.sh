@@ -91,8 +91,11 @@ for t in $threads; do
   sps_torch=$(sed -nE 's/^training: .* ([0-9.]+) steps\/s$/\1/p' "$d.torch.log")
   gen_ms=$(sed -nE 's/.*\(([0-9.]+) tokens\/s\).*/\1/p' "$d.ms.gen")
   gen_torch=$(sed -nE 's/.*\(([0-9.]+) tokens\/s\).*/\1/p' "$d.torch.gen")
-  same=$(cmp "$d.ms.txt" "$d.torch.txt" >/dev/null 2>&1 && echo identical ||
-    cmp "$d.ms.txt" "$d.torch.txt" 2>/dev/null | sed -E 's/.*byte ([0-9]+).*/differ from byte \1/')
+  if cmp -s "$d.ms.txt" "$d.torch.txt"; then
+    same=identical
+  else
+    same=$(cmp "$d.ms.txt" "$d.torch.txt" 2>&1 | sed -E 's/.*byte ([0-9]+).*/differ from byte \1/')
+  fi
   awk -v t="$t" -v f1="$first_ms" -v f2="$first_torch" -v b1="$bpc_ms" -v b2="$bpc_torch" \
     -v s1="$sps_ms" -v s2="$sps_torch" -v g1="$gen_ms" -v g2="$gen_torch" -v same="$same" \
     'BEGIN {
