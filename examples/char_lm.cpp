@@ -18,11 +18,15 @@
 // Generation (--generate "prompt"): loads <out>/model.safetensors, and
 // continues the prompt by --tokens bytes at --temperature, drawing with
 // --seed, through ms::nn::GptGenerator (a prefill graph and an increment graph
-// over a key/value cache).
+// over a key/value cache); it reports the bytes generated per second.
 //
-//   char_lm                                   # 4 layers, d_model 192, 6 heads, context 128, <= 10
-//   min char_lm --steps 3 --layers 1 --d-model 32 --heads 2 --context 16 --out /tmp/lm char_lm
-//   --out /tmp/lm --generate "Q: Why" --tokens 200 --temperature 0.8 --seed 3
+// --save-init PATH writes the freshly initialized model's parameters (ms's
+// names, the sizes in the metadata as in the checkpoint) before the first
+// step: bench/char_lm_torch starts its LibTorch twin from them.
+//
+//   char_lm            # 4 layers, d_model 192, 6 heads, context 128, <= 10 min
+//   char_lm --steps 3 --layers 1 --d-model 32 --heads 2 --context 16 --out /tmp/lm
+//   char_lm --out /tmp/lm --generate "Q: Why" --tokens 200 --temperature 0.8 --seed 3
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -46,7 +50,7 @@ struct Flags {
   double minutes = 10.0, lr = 1e-3, clip = 1.0, dropout = 0.0, weight_decay = 0.1;
   double temperature = 0.8;
   int threads = 0;
-  std::string out = "char_lm", data_dir = std::string(ms::data::kFortunesDir), generate;
+  std::string out = "char_lm", data_dir = std::string(ms::data::kFortunesDir), generate, save_init;
   bool generate_set = false, greedy = false;
 };
 
@@ -102,6 +106,8 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--temperature", f.temperature, "sampling temperature (> 0)")
       ->capture_default_str();
   app.add_flag("--greedy", f.greedy, "take the most likely byte instead of sampling");
+  app.add_option("--save-init", f.save_init,
+                 "write the initial parameters (safetensors, ms's names) before the first step");
 }
 
 std::string checkpoint_path(const Flags& f) { return f.out + "/model.safetensors"; }
@@ -121,16 +127,19 @@ double validation_loss(Loss& loss, ms::data::ByteTextLoader& loader, std::int64_
   return n > 0 ? total / static_cast<double>(n) : std::nan("");
 }
 
+// The model's sizes, as the checkpoint's (and --save-init's) metadata.
+std::map<std::string, std::string> sizes(const ms::nn::GptConfig& c) {
+  return {{"vocab_size", std::to_string(c.vocab_size)},
+          {"block_size", std::to_string(c.block_size)},
+          {"n_layer", std::to_string(c.n_layer)},
+          {"n_head", std::to_string(c.n_head)},
+          {"n_embd", std::to_string(c.n_embd)}};
+}
+
 void save(const Flags& f, const ms::nn::Gpt& gpt, const ms::optim::Optimizer& opt,
           std::int64_t step) {
-  const ms::nn::GptConfig& c = gpt.config;
-  ms::CheckpointInfo info{.global_step = step};
-  info.extra = {{"vocab_size", std::to_string(c.vocab_size)},
-                {"block_size", std::to_string(c.block_size)},
-                {"n_layer", std::to_string(c.n_layer)},
-                {"n_head", std::to_string(c.n_head)},
-                {"n_embd", std::to_string(c.n_embd)}};
-  ms::save_checkpoint(checkpoint_path(f), gpt, &opt, info);
+  ms::save_checkpoint(checkpoint_path(f), gpt, &opt,
+                      {.global_step = step, .extra = sizes(gpt.config)});
 }
 
 std::int64_t count_parameters(const ms::nn::Gpt& gpt) {
@@ -181,6 +190,7 @@ struct Run {
   // Validates, prints, saves; the validation loss becomes the step's metric.
   template <class EvalLoss>
   void evaluate(EvalLoss& eval_loss) {
+    const double start = minutes();
     gpt.set_train(false);
     const double v = validation_loss(eval_loss, val_batches, f.batch, f.eval_batches);
     gpt.set_train(true);
@@ -193,6 +203,7 @@ struct Run {
         minutes());
     std::fflush(stdout);
     save(f, gpt, opt, st.global_step);
+    eval_minutes += minutes() - start;
   }
 
   const Flags& f;
@@ -204,6 +215,7 @@ struct Run {
   ms::train::CurveWriter curves;
   ms::train::TrainState st;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double eval_minutes = 0;  // spent in evaluate(): validation, printing, checkpoints
 };
 
 // Trains as the header says; returns the exit code.
@@ -212,6 +224,8 @@ int train(const Flags& f) {
   ms::manual_seed(static_cast<std::uint64_t>(f.seed));  // the initialization
   Run r(f);
   r.print_header();
+  if (!f.save_init.empty())  // the initial weights, e.g. for bench/char_lm_torch
+    ms::io::save_safetensors(f.save_init, r.gpt.state_dict(), sizes(r.gpt.config));
   auto step = ms::jit([&](const ms::Tensor& x, const ms::Tensor& y) {
     auto loss_fn = [&](const ms::Tensor& a, const ms::Tensor& b) { return r.loss(a, b); };
     auto [loss, grads] = ms::value_and_grad(
@@ -241,6 +255,10 @@ int train(const Flags& f) {
   }
   r.st.epoch_loss = sum / static_cast<double>(r.st.global_step);
   r.st.epoch_seconds = r.minutes() * 60.0;
+  const double train_s = (r.minutes() - r.eval_minutes) * 60.0;
+  std::printf("training: %lld steps in %.2f s without validation: %.3f steps/s\n",
+              static_cast<long long>(r.st.global_step), train_s,
+              static_cast<double>(r.st.global_step) / train_s);
   r.curves.on_epoch_end(r.st);
   r.curves.on_train_end(r.st);
   std::printf("compiled graphs: train step %d, validation loss %d\n", step.compile_count(),
@@ -286,9 +304,10 @@ int generate(const Flags& f) {
                                                       : std::string(1, static_cast<char>(t));
   std::cout << text << "\n";
   std::fprintf(stderr,
-               "generated %lld bytes in %.2f s; compiled graphs: prefill %d, increment %d\n",
-               static_cast<long long>(out.size()), s, gen.prefill_compile_count(),
-               gen.increment_compile_count());
+               "generated %lld bytes in %.2f s (%.1f tokens/s); compiled graphs: prefill %d, "
+               "increment %d\n",
+               static_cast<long long>(out.size()), s, static_cast<double>(out.size()) / s,
+               gen.prefill_compile_count(), gen.increment_compile_count());
   return 0;
 }
 
