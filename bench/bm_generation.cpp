@@ -1,0 +1,173 @@
+// bench/bm_generation.cpp — text generation with a char_lm-sized ms::nn::Gpt
+// (vocabulary 256, 4 layers, d_model 192, 6 heads, random weights from seed
+// 1; context 288, the smallest that holds the 16-token prompt and 256 new
+// tokens without the generator's window restart, and 512), greedy, one
+// prompt, ms only (the LibTorch twin is bench/gpt_torch.hpp).
+//
+//   BM_Generate/cached/ctx:C/tokens:N/nt:T     ms::nn::GptGenerator (prefill
+//                                              graph + increment graph over a
+//                                              preallocated key/value cache)
+//   BM_Generate/cached_dyn/ctx:C/tokens:N/nt:T the same generator compiled
+//                                              with JitConfig{.dynamic = 1}
+//   BM_Generate/nocache/ctx:C/tokens:256/nt:T  no cache: every new token runs
+//                                              the whole context through the
+//                                              jitted Gpt::construct
+//                                              (JitConfig{.dynamic = 1}, so
+//                                              auto-dynamic may generalize the
+//                                              growing length)
+//   BM_Generate/nocache_pos/ctx:C/tokens:256/nt:T
+//                                              the same through
+//                                              Gpt::forward_cached without a
+//                                              cache slot (a prefill), the
+//                                              positions an input instead of
+//                                              an arange of the length
+//
+// One iteration generates N tokens after the prompt. Before timing, one
+// untimed generation of the same length compiles everything, so the loop
+// times cache hits (the no-cache side still binds its generalized graph to
+// each new length: 256 lengths do not fit its 64 kept bindings, so every
+// iteration binds them again, as a long generation does).
+//
+// Counters: tokens_per_s; compiles (prefill_compiles and increment_compiles
+// of the generator; nocache_compiles and nocache_traces of the jitted Gpt
+// after the whole run, nocache_traces_first after the untimed generation: a
+// length its generalized graph does not serve is traced on its own, and
+// Gpt::construct's position arange makes that every length); same_tokens (no-cache rows: how many
+// leading tokens agree with the cached generator's, out of N; random weights give close logits, so
+// float differences may flip a late argmax).
+//
+// The increment's time per token comes from rows of different N:
+// (time(N = 65) - time(N = 1)) / 64 for the first 64 tokens (N = 1 runs the
+// prefill only) and (time(N = 256) - time(N = 192)) / 64 for the last 64;
+// bench/transformer_table.sh computes them.
+#include "bench_common.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace {
+
+enum Side : std::int64_t { kCached = 0, kCachedDyn = 1, kNoCache = 2, kNoCachePos = 3 };
+const char* const kSideNames[] = {"cached", "cached_dyn", "nocache", "nocache_pos"};
+
+/// The 16-byte prompt "Q: Why did the c".
+std::vector<std::int64_t> prompt() {
+  const std::string text = "Q: Why did the c";
+  return {text.begin(), text.end()};
+}
+
+/// The char_lm model's sizes at block size `context`.
+ms::nn::GptConfig gpt_config(std::int64_t context) {
+  return {.vocab_size = 256, .block_size = context, .n_layer = 4, .n_head = 6, .n_embd = 192};
+}
+
+/// Greedy generation of `tokens` tokens without a cache: the whole context
+/// through `forward` (the jitted Gpt: ids [1, n] and positions 0 .. n - 1)
+/// for every token.
+template <class Fwd>
+std::vector<std::int64_t> generate_nocache(Fwd& forward, std::int64_t tokens) {
+  std::vector<std::int64_t> ctx = prompt(), out, pos;
+  for (std::int64_t i = 0; i < tokens; ++i) {
+    const auto n = static_cast<std::int64_t>(ctx.size());
+    while (static_cast<std::int64_t>(pos.size()) < n) pos.push_back(std::int64_t(pos.size()));
+    const ms::Tensor logits =
+        forward(ms::from_vector(ctx, ms::Shape{1, n}), ms::from_vector(pos, ms::Shape{1, n}))
+            .contiguous();
+    const float* last = logits.data<float>() + (n - 1) * logits.dim(2);
+    const auto next = std::max_element(last, last + logits.dim(2)) - last;
+    out.push_back(next);
+    ctx.push_back(next);
+  }
+  return out;
+}
+
+double leading_agreement(const std::vector<std::int64_t>& a, const std::vector<std::int64_t>& b) {
+  const auto n = std::min(a.size(), b.size());
+  std::size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return double(i);
+}
+
+void run_cached(benchmark::State& state, ms::nn::Gpt& gpt, bool dynamic, std::int64_t tokens) {
+  ms::nn::GptGenerator gen(gpt, ms::JitConfig{.dynamic = dynamic ? 1 : 0});
+  const ms::nn::GenerateOptions opts{.tokens = tokens, .greedy = true};
+  (void)gen.generate(prompt(), opts);
+  for (auto _ : state) {
+    auto out = gen.generate(prompt(), opts);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["prefill_compiles"] = gen.prefill_compile_count();
+  state.counters["increment_compiles"] = gen.increment_compile_count();
+}
+
+/// The jitted Gpt of a no-cache side: Gpt::construct (`positions` unused:
+/// it makes them itself), or the positions given as an input through
+/// Gpt::forward_cached without write_at (a prefill; its caches are dropped).
+auto nocache_forward(ms::nn::Gpt& gpt, bool positions_input) {
+  return ms::jit(
+      [&gpt, positions_input](const ms::Tensor& ids, const ms::Tensor& positions) {
+        if (!positions_input) return gpt(ids);
+        std::vector<ms::nn::KvCache> caches;
+        return gpt.forward_cached(ids, positions, caches, std::nullopt, {.is_causal = true});
+      },
+      ms::JitConfig{.dynamic = 1});
+}
+
+void run_nocache(benchmark::State& state, ms::nn::Gpt& gpt, bool positions_input,
+                 std::int64_t tokens) {
+  auto forward = nocache_forward(gpt, positions_input);
+  const std::vector<std::int64_t> first = generate_nocache(forward, tokens);
+  state.counters["nocache_traces_first"] = forward.trace_count();
+  for (auto _ : state) {
+    auto out = generate_nocache(forward, tokens);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["nocache_compiles"] = forward.compile_count();
+  state.counters["nocache_traces"] = forward.trace_count();
+  ms::nn::GptGenerator gen(gpt);
+  state.counters["same_tokens"] =
+      leading_agreement(first, gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
+}
+
+void BM_Generate(benchmark::State& state, Side side) {
+  const std::int64_t context = state.range(0), tokens = state.range(1);
+  bench::set_threads(state.range(2));
+  ms::manual_seed(1);  // the random weights
+  ms::nn::Gpt gpt(gpt_config(context));
+  gpt.set_train(false);
+  if (side == kNoCache || side == kNoCachePos)
+    run_nocache(state, gpt, side == kNoCachePos, tokens);
+  else
+    run_cached(state, gpt, side == kCachedDyn, tokens);
+  state.counters["tokens_per_s"] =
+      benchmark::Counter(double(state.iterations()) * double(tokens), benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos}) {
+    const std::string name = std::string("BM_Generate/") + kSideNames[side];
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Generate, Side(side));
+    b->ArgNames({"ctx", "tokens", "nt"})->UseRealTime()->Unit(benchmark::kMillisecond);
+    for (std::int64_t nt : {1, 2})
+      for (std::int64_t ctx : {288, 512}) {
+        if (side >= kNoCache) {
+          b->Args({ctx, 256, nt});
+          continue;
+        }
+        for (std::int64_t tokens : {1, 65, 192, 256}) b->Args({ctx, tokens, nt});
+      }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  bench::add_context();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
