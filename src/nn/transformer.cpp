@@ -461,7 +461,11 @@ Tensor Gpt::construct(const Tensor& ids) {
   const std::int64_t t = ids.dim(1);
   MS_CHECK(t <= config.block_size, ValueError, "Gpt: ids has ", t,
            " positions, more than block_size = ", config.block_size);
-  Tensor x = wte(ids) + wpe(arange(0, static_cast<double>(t), 1.0, int64));
+  // Positions 0..T-1 per row as a running count, not arange(0, T): arange's
+  // length would be a constant of the trace and pin T under auto-dynamic
+  // shapes (bench/bm_generation.cpp's no-cache rows retraced every length).
+  const Tensor positions = cumsum(ids * 0 + 1, {.axis = 1}) - 1;
+  Tensor x = wte(ids) + wpe(positions);
   const Kwargs causal{{"is_causal", true}};
   for (const auto& block : blocks_) x = (*block)(x, causal);
   return matmul(ln_f(x), wte.embedding_table.transpose(0, 1));
