@@ -359,6 +359,23 @@ void trilu(Ctx& c) {
   const std::int64_t k = c.has(1) ? c.ints(1).at(0) : 0;
   c.out(0, c.attr_i("upper", 1) ? triu(c.in(0), {.diagonal = k}) : tril(c.in(0), {.diagonal = k}));
 }
+/// Range(start, limit, delta): 0-d constants of the graph (Shape or
+/// initializers), as ms::arange in start's dtype.
+void range_op(Ctx& c) {
+  double v[3] = {};
+  for (std::size_t i = 0; i < 3; ++i) {
+    MS_CHECK(c.in(i).numel() == 1 && c.r.konst[static_cast<std::size_t>(c.n.in[i])], ValueError,
+             c.where(), ": input ", i,
+             " must be a one-element constant (from Shape or an "
+             "initializer), got shape ",
+             c.in(i).shape());
+    NoTrace nt;
+    v[i] = cast(c.in(i), float64).contiguous().to_vector<double>()[0];
+  }
+  MS_CHECK(v[2] != 0, ValueError, c.where(), ": delta must not be 0");
+  NoTrace nt;
+  c.out(0, arange(v[0], v[1], v[2], c.in(0).dtype()));
+}
 void shape_op(Ctx& c) {
   const I64s d = c.in(0).shape().dims();
   const auto r = static_cast<std::int64_t>(d.size());
@@ -456,6 +473,7 @@ const std::unordered_map<std::string_view, Fn>& table() {
       {"GatherElements", gather_elements},
       {"Trilu", trilu},
       {"Shape", shape_op},
+      {"Range", range_op},
       {"ReduceSum", reduce_op<0>},
       {"ReduceMean", reduce_op<1>},
       {"ReduceMax", reduce_op<2>},
