@@ -233,12 +233,17 @@ int iota_symbol(const Signature& s, const Tensor& b, const Tensor& p) {
   return symbol_of(s.syms, b.shape()[0], p.shape()[0]);
 }
 
-/// scaled_dot_product_attention without a scale uses 1 / sqrt(E): E must not be symbolic.
-void check_attention_scale(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& nb,
-                           const ir::Node& np) {
-  if (nb.def->name != "scaled_dot_product_attention" || nb.attrs.has("scale")) return;
+/// scaled_dot_product_attention without a scale uses 1 / sqrt(E): E must not
+/// be symbolic; nor Tk when the example has none (its export is the no-key form).
+void check_attention(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& nb,
+                     const ir::Node& np) {
+  if (nb.def->name != "scaled_dot_product_attention") return;
   const Shape &qb = shape_of(gb, nb.inputs[0]), &qp = shape_of(gp, np.inputs[0]);
-  if (qb[qb.size() - 1] != qp[qp.size() - 1]) not_size_free(nb, "a scale 1 / sqrt(E)");
+  if (!nb.attrs.has("scale") && qb[qb.size() - 1] != qp[qp.size() - 1])
+    not_size_free(nb, "a scale 1 / sqrt(E)");
+  const Shape &kb = shape_of(gb, nb.inputs[1]), &kp = shape_of(gp, np.inputs[1]);
+  if (kb[kb.size() - 2] == 0 && kp[kp.size() - 2] != 0)
+    not_size_free(nb, "no keys (Tk = 0) in the example");
 }
 
 /// Checks that the probe traced the same graph and finds the size-free
@@ -269,7 +274,7 @@ std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::G
       continue;
     }
     if (!(nb.attrs == np.attrs)) not_size_free(nb, "attributes " + nb.attrs.to_string());
-    check_attention_scale(gb, gp, nb, np);
+    check_attention(gb, gp, nb, np);
     const bool split = op == "split", flat = op == "flatten";
     const bool tri = opset < 14 && (op == "triu" || op == "tril");
     if (split || tri)

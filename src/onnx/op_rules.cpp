@@ -506,16 +506,30 @@ std::string causal_band(Emitter& e, const std::string& q, const std::string& k, 
   return e.add1("LessOrEqual", {e.add1("Unsqueeze", {cols, e.ints({0})}),
                                 e.add1("Unsqueeze", {last, e.ints({1})})});
 }
-/// lse = max + Log(ReduceSum(Exp(s - max))) over the last axis, max 0 on rows
-/// that keep no key (whose lse is then Log(0) = -inf, as ms's).
+/// lse = max + Log(ReduceSum(Exp(s - max))) over the last axis; -inf on the
+/// rows that keep no key (`none`, when some key may be dropped), as ms's.
 void attention_lse(NodeCtx& c, const std::string& s, const std::string& mx, const std::string& none,
                    std::int64_t r) {
   Emitter& e = c.e;
   const DType t = c.out_type().dtype;
   const std::string m = none.empty() ? mx : e.add1("Where", {none, e.scalar(0, t), mx});
   const std::string sum = e.fresh("ReduceSum");
-  reduce(c, "ReduceSum", e.add1("Exp", {e.add1("Sub", {s, m})}), {r - 1}, false, sum);
-  e.add("Add", {e.add1("Squeeze", {m, e.ints({r - 1})}), e.add1("Log", {sum})}, {c.out.at(1)});
+  reduce(c, "ReduceSum", e.add1("Exp", {e.add1("Sub", {s, m})}), {r - 1}, true, sum);
+  const std::string lse = e.add1("Add", {m, e.add1("Log", {sum})});
+  const std::string neg_inf = e.scalar(-std::numeric_limits<double>::infinity(), t);
+  const std::string fixed = none.empty() ? lse : e.add1("Where", {none, neg_inf, lse});
+  e.add("Squeeze", {fixed, e.ints({r - 1})}, {c.out.at(1)});
+}
+/// No keys (Tk = 0): out MatMul([..., Tq, 0], [..., 0, Ev]) = 0, lse
+/// ReduceSum over the empty axis (0) + -inf (ReduceMax has no empty axis).
+void attention_no_keys(NodeCtx& c, const std::string& s, bool lse, std::int64_t r) {
+  Emitter& e = c.e;
+  emit_as(c, "MatMul", {s, c.in(2)});
+  if (!lse) return;
+  const std::string sum = e.fresh("ReduceSum");
+  reduce(c, "ReduceSum", s, {r - 1}, false, sum);
+  const DType t = c.out_type().dtype;
+  e.add("Add", {sum, e.scalar(-std::numeric_limits<double>::infinity(), t)}, {c.out.at(1)});
 }
 /// The scaled scores with the mask applied: Mul(MatMul(q, Transpose(k)),
 /// scale), a floating mask added, then -inf where a Bool mask or the causal
@@ -557,6 +571,8 @@ void attention(NodeCtx& c) {
   bool masked = false;
   const std::string s = attention_scores(c, typed<ops::AttentionAttrs>(c), masked);
   const bool lse = c.node.outputs.size() > 1 && used(e.g, c.node.outputs[1]);
+  if (c.in_type(1).shape[static_cast<std::size_t>(r - 2)] == 0)
+    return attention_no_keys(c, s, lse, r);
   std::string mx, none, x = s;
   if (masked || lse) {
     mx = e.fresh("ReduceMax");

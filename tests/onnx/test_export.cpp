@@ -745,6 +745,16 @@ TEST_CASE("onnx: attention's dropout > 0 and a symbolic head size are errors nam
   };
   ms::onnx::export_model(scaled, args, path, symbolic_e);
   full_check(path);
+  // No keys in the example: the export is the no-key form, so Tk cannot be symbolic.
+  const auto no_keys = std::make_tuple(x[0], ms::zeros({2, 3, 0, 8}), ms::zeros({2, 3, 0, 6}));
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(
+                           plain, no_keys, path,
+                           {.dynamic_axes = {{"input_1", {{2, "tk"}}}, {"input_2", {{2, "tk"}}}}}),
+                       doctest::Contains("no keys (Tk = 0) in the example"), ms::ValueError);
+  ms::onnx::export_model(plain, no_keys, path);  // static: out 0
+  ms::GraphCell g(path);
+  CHECK(ms::all(g(std::get<0>(no_keys), std::get<1>(no_keys), std::get<2>(no_keys)) == 0)
+            .item<bool>());
 }
 
 TEST_CASE("onnx: depend exports as its value") {
@@ -873,4 +883,25 @@ TEST_CASE("onnx: the GPT language model exports with symbolic batch and sequence
                               .c_str()) == 0);
       }
   }
+}
+
+TEST_CASE("onnx: scaled_dot_product_attention's samples run back through GraphCell (out and lse)") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("op.onnx");
+  const ms::ops::OpDef& def = ms::ops::op("scaled_dot_product_attention");
+  for (const ms::ops::Sample& s : def.samples().cases)
+    for (int opset : {13, 17}) {
+      CAPTURE(s.label);
+      CAPTURE(opset);
+      export_call(def, s.inputs, s.attrs, path, opset);
+      ms::GraphCell g(path, {.set_inputs = false});
+      const std::vector<ms::Tensor> got = g(s.inputs);
+      const std::vector<ms::Tensor> want = ms::ops::call(def, s.inputs, s.attrs);
+      REQUIRE(got.size() == 2);
+      CHECK(max_rel_diff(got[0], want[0]) < 1e-6);
+      // lse: -inf on the rows that keep no key, in both.
+      const ms::Tensor inf = want[1] == -INFINITY;
+      CHECK(ms::all((got[1] == -INFINITY) == inf).item<bool>());
+      CHECK(max_rel_diff(ms::where(inf, 0.0, got[1]), ms::where(inf, 0.0, want[1])) < 1e-6);
+    }
 }
