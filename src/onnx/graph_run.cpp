@@ -359,15 +359,15 @@ void trilu(Ctx& c) {
   const std::int64_t k = c.has(1) ? c.ints(1).at(0) : 0;
   c.out(0, c.attr_i("upper", 1) ? triu(c.in(0), {.diagonal = k}) : tril(c.in(0), {.diagonal = k}));
 }
-/// Range(start, limit, delta): 0-d constants of the graph (Shape or
-/// initializers), as ms::arange in start's dtype.
+/// Range(start, limit, delta): one-element constants of the graph, as
+/// ms::arange in start's dtype.
 void range_op(Ctx& c) {
   double v[3] = {};
   for (std::size_t i = 0; i < 3; ++i) {
     MS_CHECK(c.in(i).numel() == 1 && c.r.konst[static_cast<std::size_t>(c.n.in[i])], ValueError,
              c.where(), ": input ", i,
-             " must be a one-element constant (from Shape or an "
-             "initializer), got shape ",
+             " must be a one-element constant (Constant, Shape or an integer initializer, or "
+             "computed from those only), got shape ",
              c.in(i).shape());
     NoTrace nt;
     v[i] = cast(c.in(i), float64).contiguous().to_vector<double>()[0];

@@ -906,3 +906,68 @@ TEST_CASE("onnx: scaled_dot_product_attention's samples run back through GraphCe
       CHECK(max_rel_diff(ms::where(inf, 0.0, got[1]), ms::where(inf, 0.0, want[1])) < 1e-6);
     }
 }
+
+namespace {
+
+// y = Range(start, limit, delta) + x: int64 0-d initializers, or `start` a
+// graph input when `start_input` (then not a constant).
+std::string range_model(std::int64_t start, std::int64_t limit, std::int64_t delta,
+                        bool start_input) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("range");
+  auto scalar_type = [](::onnx::ValueInfoProto* vi, const std::string& name) {
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+  };
+  auto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  if (start_input) scalar_type(g->add_input(), "start");
+  const std::pair<const char*, std::int64_t> inits[] = {
+      {"start", start}, {"limit", limit}, {"delta", delta}};
+  for (const auto& [name, v] : inits) {
+    if (start_input && std::string(name) == "start") continue;
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+  }
+  auto* r = g->add_node();
+  r->set_op_type("Range");
+  r->set_name("range");
+  for (const char* in : {"start", "limit", "delta"}) r->add_input(in);
+  r->add_output("r");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("r");
+  add->add_input("x");
+  add->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "GraphCell: Range of constants is arange; a start that is not a constant names the node") {
+  ms::GraphCell g(range_model(1, 8, 3, false), "<range>");
+  const ms::Tensor x = ms::tensor({10, 20, 30}).to(ms::int64);
+  CHECK(ms::all(g(x) == ms::tensor({11, 24, 37}).to(ms::int64)).item<bool>());
+  ms::GraphCell zero(range_model(0, 3, 0, false), "<range>");
+  CHECK_THROWS_WITH_AS(zero(x), doctest::Contains("node 'range' (Range): delta must not be 0"),
+                       ms::ValueError);
+  ms::GraphCell in(range_model(0, 3, 1, true), "<range>");
+  CHECK_THROWS_WITH_AS(in(std::vector<ms::Tensor>{x, ms::tensor(0).to(ms::int64)}),
+                       doctest::Contains("input 0 must be a one-element constant"), ms::ValueError);
+}
