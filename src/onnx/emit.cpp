@@ -99,10 +99,13 @@ std::string Emitter::cast(const std::string& x, DType from, DType to) {
 }
 
 std::string Emitter::sym_dim(int k, bool scalar) {
+  auto [it, added] = consts_.try_emplace("sym" + std::to_string(k) + (scalar ? ":0-d" : ":1-d"));
+  if (!added) return it->second;  // computed once, before every use
   const auto& [input, axis] = sym_sources.at(static_cast<std::size_t>(k));
   const std::string shape = add1("Shape", {input});
-  if (scalar) return add1("Gather", {shape, this->scalar(axis, DType::Int64)});
-  return add1("Gather", {shape, ints({axis})});
+  it->second = scalar ? add1("Gather", {shape, this->scalar(axis, DType::Int64)})
+                      : add1("Gather", {shape, ints({axis})});
+  return it->second;
 }
 
 std::string Emitter::target(const std::vector<std::int64_t>& dims) {

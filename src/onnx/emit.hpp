@@ -60,7 +60,7 @@ struct Emitter {
   /// Per symbolic dim: the graph input and the axis its size is read from.
   std::vector<std::pair<std::string, std::int64_t>> sym_sources;
   /// The size of symbolic dim `k` at run time, Gather(Shape(input), axis):
-  /// 1-D [1], or 0-d when `scalar`.
+  /// 1-D [1], or 0-d when `scalar` (emitted once per graph).
   std::string sym_dim(int k, bool scalar);
   /// A Reshape or Expand target: dims >= -1 as given (an initializer); a dim
   /// -2 - k is symbolic dim k's size at run time (then a Concat of the dims).
@@ -68,7 +68,7 @@ struct Emitter {
 
  private:
   int counter_ = 0;
-  std::map<std::string, std::string> consts_;  ///< constant's key -> its name
+  std::map<std::string, std::string> consts_;  ///< constant's (or sym_dim's) key -> its name
 };
 
 /// One ms op node being mapped.
