@@ -182,9 +182,9 @@ int symbol_of(const std::vector<Sym>& syms, std::int64_t base, std::int64_t prob
 }
 
 /// A reshape's (Expand's) target over the symbolic dims: dims that moved become
-/// 0 (copy the input's; 1 for Expand), else one -1 when only one moved that
-/// way, else -2 - k for symbolic dim k (read at run time, Emitter::target);
-/// ValueError when that cannot express it.
+/// 0 (copy the input's; 1 for Expand), else -1 when only one moved that way,
+/// else -2 - k for symbolic dim k (read at run time, Emitter::target) and
+/// -1 for at most one other; ValueError when that cannot express it.
 I64s size_free_target(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& nb,
                       const ir::Node& np, bool expand, const std::vector<Sym>& syms) {
   const Shape& ib = shape_of(gb, nb.inputs[0]);
@@ -209,10 +209,14 @@ I64s size_free_target(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& 
     t[other[0]] = -1;
     return t;
   }
+  int inferred = 0;
   for (std::size_t a : other) {
-    const int k = symbol_of(syms, ob[a], op[a]);
-    if (k < 0) not_size_free(nb, "a target shape");
-    t[a] = -2 - k;
+    if (const int k = symbol_of(syms, ob[a], op[a]); k >= 0)
+      t[a] = -2 - k;
+    else if (!expand && inferred++ == 0)
+      t[a] = -1;
+    else
+      not_size_free(nb, "a target shape");
   }
   return t;
 }

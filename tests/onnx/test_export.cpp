@@ -1,7 +1,9 @@
 // ms::onnx::export_model: models of the Fashion-MNIST examples and transformer
 // pieces exported and checked by ONNX's own C++ checker and strict shape
 // inference (and by python3's onnx when installed); names, opsets, dim_params,
-// initializers; errors; docs/onnx_ops.md in sync with the mapping table.
+// initializers; errors; docs/onnx_ops.md in sync with the mapping table;
+// scaled_dot_product_attention and the GPT language model (symbolic batch and
+// sequence) run back through GraphCell and NumPy as ms computes them.
 #include <doctest/doctest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -970,4 +972,31 @@ TEST_CASE(
   ms::GraphCell in(range_model(0, 3, 1, true), "<range>");
   CHECK_THROWS_WITH_AS(in(std::vector<ms::Tensor>{x, ms::tensor(0).to(ms::int64)}),
                        doctest::Contains("input 0 must be a one-element constant"), ms::ValueError);
+}
+
+TEST_CASE("onnx: reshape targets with several moved dims read the symbolic dims with Shape") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  // [B, T, 8] -> [T, B, 8] (two symbols), and [T, B * 8] (a symbol and one -1).
+  auto fn = [](const ms::Tensor& x) {
+    const std::int64_t b = x.dim(0), t = x.dim(1);
+    return std::make_tuple(x.reshape(ms::Shape({t, b, 8})) * 2.f,
+                           x.reshape(ms::Shape({t, b * 8})) + 1.f);
+  };
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    ms::onnx::export_model(
+        fn, ms::zeros({2, 3, 8}), path,
+        {.opset_version = opset, .dynamic_axes = {{"input_0", {{0, "B"}, {1, "T"}}}}});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(dims(m.graph().output(0)) == "T,B,8");
+    CHECK(op_types(m).count("Concat") == 1);  // the runtime targets
+    ms::GraphCell g(path);
+    for (const ms::Tensor& x : {ms::normal({4, 5, 8}), ms::normal({1, 7, 8})}) {
+      const std::vector<ms::Tensor> got = g(std::vector<ms::Tensor>{x});
+      const auto [a, b] = fn(x);
+      CHECK(max_rel_diff(got[0], a) == 0);
+      CHECK(max_rel_diff(got[1], b) == 0);
+    }
+  }
 }
