@@ -1,6 +1,7 @@
 // The Emitter and NodeCtx of src/onnx/emit.hpp: names, constants, casts, operands.
 #include "emit.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ms/core/error.hpp"
@@ -95,6 +96,30 @@ std::string Emitter::cast(const std::string& x, DType from, DType to) {
     return a;
   }());
   return out;
+}
+
+std::string Emitter::sym_dim(int k, bool scalar) {
+  auto [it, added] = consts_.try_emplace("sym" + std::to_string(k) + (scalar ? ":0-d" : ":1-d"));
+  if (!added) return it->second;  // computed once, before every use
+  const auto& [input, axis] = sym_sources.at(static_cast<std::size_t>(k));
+  const std::string shape = add1("Shape", {input});
+  it->second = scalar ? add1("Gather", {shape, this->scalar(axis, DType::Int64)})
+                      : add1("Gather", {shape, ints({axis})});
+  return it->second;
+}
+
+std::string Emitter::target(const std::vector<std::int64_t>& dims) {
+  if (std::all_of(dims.begin(), dims.end(), [](std::int64_t d) { return d >= -1; }))
+    return ints(dims);
+  std::vector<std::string> parts;
+  for (std::int64_t d : dims)
+    parts.push_back(d >= -1 ? ints({d}) : sym_dim(static_cast<int>(-2 - d), false));
+  ::onnx::NodeProto& n = add("Concat", std::move(parts), {fresh("target")});
+  ::onnx::AttributeProto& a = *n.add_attribute();
+  a.set_name("axis");
+  a.set_type(::onnx::AttributeProto::INT);
+  a.set_i(0);
+  return n.output(0);
 }
 
 const ops::TensorType& NodeCtx::in_type(std::size_t i) const {

@@ -57,10 +57,18 @@ struct Emitter {
   std::string scalar(const Scalar& v, DType t);
   /// `x` (of dtype `from`) converted to `to` (x itself when they match).
   std::string cast(const std::string& x, DType from, DType to);
+  /// Per symbolic dim: the graph input and the axis its size is read from.
+  std::vector<std::pair<std::string, std::int64_t>> sym_sources;
+  /// The size of symbolic dim `k` at run time, Gather(Shape(input), axis):
+  /// 1-D [1], or 0-d when `scalar` (emitted once per graph).
+  std::string sym_dim(int k, bool scalar);
+  /// A Reshape or Expand target: dims >= -1 as given (an initializer); a dim
+  /// -2 - k is symbolic dim k's size at run time (then a Concat of the dims).
+  std::string target(const std::vector<std::int64_t>& dims);
 
  private:
   int counter_ = 0;
-  std::map<std::string, std::string> consts_;  ///< constant's key -> its name
+  std::map<std::string, std::string> consts_;  ///< constant's (or sym_dim's) key -> its name
 };
 
 /// One ms op node being mapped.
@@ -72,7 +80,8 @@ struct NodeCtx {
   /// The ONNX names of the node's outputs.
   std::vector<std::string> out;
   /// A reshape or broadcast target made size-free by the dynamic-shape
-  /// analysis (0: copy the input's dim, -1: inferred), when it has one.
+  /// analysis (0: copy the input's dim, -1: inferred, -2 - k: symbolic dim
+  /// k, see Emitter::target), when it has one.
   std::optional<std::vector<std::int64_t>> target;
 
   /// The number of inputs.

@@ -174,16 +174,25 @@ bool same_contents(const Tensor& a, const Tensor& b) {
 
 const Shape& shape_of(const ir::Graph& g, ir::ValueId v) { return g.value(v).type.shape; }
 
+/// The symbol of sizes `base` (traced) and `probe`, or -1.
+int symbol_of(const std::vector<Sym>& syms, std::int64_t base, std::int64_t probe) {
+  for (std::size_t k = 0; k < syms.size(); ++k)
+    if (syms[k].base == base && syms[k].probe == probe) return static_cast<int>(k);
+  return -1;
+}
+
 /// A reshape's (Expand's) target over the symbolic dims: dims that moved become
-/// 0 (copy the input's) or one -1 (1 for Expand); ValueError when that cannot express it.
+/// 0 (copy the input's; 1 for Expand), else -1 when only one moved that way,
+/// else -2 - k for symbolic dim k (read at run time, Emitter::target) and
+/// -1 for at most one other; ValueError when that cannot express it.
 I64s size_free_target(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& nb,
-                      const ir::Node& np, bool expand) {
+                      const ir::Node& np, bool expand, const std::vector<Sym>& syms) {
   const Shape& ib = shape_of(gb, nb.inputs[0]);
   const Shape& ip = shape_of(gp, np.inputs[0]);
   const Shape& ob = shape_of(gb, nb.outputs[0]);
   const Shape& op = shape_of(gp, np.outputs[0]);
   I64s t = ob.dims();
-  int inferred = 0;
+  std::vector<std::size_t> other;
   const std::int64_t shift = ob.rank() - ib.rank();
   for (std::size_t a = 0; a < t.size(); ++a) {
     if (ob[a] == op[a]) continue;
@@ -191,25 +200,66 @@ I64s size_free_target(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& 
         expand ? static_cast<std::int64_t>(a) - shift : static_cast<std::int64_t>(a);
     const bool copies = j >= 0 && j < ib.rank() && ib[static_cast<std::size_t>(j)] == ob[a] &&
                         ip[static_cast<std::size_t>(j)] == op[a];
-    if (copies) {
+    if (copies)
       t[a] = expand ? 1 : 0;
-    } else if (!expand && inferred++ == 0) {
+    else
+      other.push_back(a);
+  }
+  if (!expand && other.size() == 1) {
+    t[other[0]] = -1;
+    return t;
+  }
+  int inferred = 0;
+  for (std::size_t a : other) {
+    if (const int k = symbol_of(syms, ob[a], op[a]); k >= 0)
+      t[a] = -2 - k;
+    else if (!expand && inferred++ == 0)
       t[a] = -1;
-    } else {
+    else
       not_size_free(nb, "a target shape");
-    }
   }
   return t;
 }
 
-/// Checks that the probe traced the same graph and finds the size-free targets.
-std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::Graph& gp,
-                                                int opset) {
+/// Whether `t` is [0, 1, .., n-1] (1-D, an integer dtype).
+bool is_iota(const Tensor& t) {
+  if (t.shape().rank() != 1 || !dtype_is_int(t.dtype())) return false;
+  const auto v = t.to(DType::Int64).contiguous().to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] != static_cast<std::int64_t>(i)) return false;
+  return true;
+}
+
+/// The symbol whose sizes are the lengths of constants `b` (traced) and `p`
+/// (probed) when both are [0, .., n-1] (`arange(0, T)` of a symbolic T); -1 otherwise.
+int iota_symbol(const Signature& s, const Tensor& b, const Tensor& p) {
+  if (!is_iota(b) || !is_iota(p)) return -1;
+  return symbol_of(s.syms, b.shape()[0], p.shape()[0]);
+}
+
+/// scaled_dot_product_attention without a scale uses 1 / sqrt(E): E must not
+/// be symbolic; nor Tk when the example has none (its export is the no-key form).
+void check_attention(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& nb,
+                     const ir::Node& np) {
+  if (nb.def->name != "scaled_dot_product_attention") return;
+  const Shape &qb = shape_of(gb, nb.inputs[0]), &qp = shape_of(gp, np.inputs[0]);
+  if (!nb.attrs.has("scale") && qb[qb.size() - 1] != qp[qp.size() - 1])
+    not_size_free(nb, "a scale 1 / sqrt(E)");
+  const Shape &kb = shape_of(gb, nb.inputs[1]), &kp = shape_of(gp, np.inputs[1]);
+  if (kb[kb.size() - 2] == 0 && kp[kp.size() - 2] != 0)
+    not_size_free(nb, "no keys (Tk = 0) in the example");
+}
+
+/// Checks that the probe traced the same graph and finds the size-free
+/// targets, and (in `iota`, per node) the constants [0, .., n-1] of a symbolic n.
+std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::Graph& gp, int opset,
+                                                const Signature& s, std::vector<int>& iota) {
   MS_CHECK(gb.nodes.size() == gp.nodes.size(), ValueError, kApi,
            ": the function traces another graph when a symbolic dim changes (", gb.nodes.size(),
            " and ", gp.nodes.size(),
            " nodes); it branches on sizes, so those dims cannot be symbolic");
   std::vector<std::optional<I64s>> targets(gb.nodes.size());
+  iota.assign(gb.nodes.size(), -1);
   for (std::size_t k = 0; k < gb.nodes.size(); ++k) {
     const ir::Node &nb = gb.nodes[k], &np = gp.nodes[k];
     MS_CHECK(nb.kind == np.kind && nb.def == np.def && nb.inputs == np.inputs, ValueError, kApi,
@@ -217,15 +267,18 @@ std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::G
              " differs); it branches on sizes, so those dims cannot be symbolic");
     if (nb.kind == ir::NodeKind::Scalar && nb.scalar.to_string() != np.scalar.to_string())
       not_size_free(nb, "a number (such as the 1/N of a mean written by hand)");
-    if (nb.kind == ir::NodeKind::Const && !same_contents(nb.tensor, np.tensor))
-      not_size_free(nb, "a constant");
+    if (nb.kind == ir::NodeKind::Const && !same_contents(nb.tensor, np.tensor)) {
+      iota[k] = iota_symbol(s, nb.tensor, np.tensor);
+      if (iota[k] < 0) not_size_free(nb, "a constant");
+    }
     if (nb.kind != ir::NodeKind::Op) continue;
     const std::string_view op = nb.def->name;
     if (op == "reshape" || op == "broadcast_to") {
-      targets[k] = size_free_target(gb, gp, nb, np, op == "broadcast_to");
+      targets[k] = size_free_target(gb, gp, nb, np, op == "broadcast_to", s.syms);
       continue;
     }
     if (!(nb.attrs == np.attrs)) not_size_free(nb, "attributes " + nb.attrs.to_string());
+    check_attention(gb, gp, nb, np);
     const bool split = op == "split", flat = op == "flatten";
     const bool tri = opset < 14 && (op == "triu" || op == "tril");
     if (split || tri)
@@ -265,12 +318,38 @@ std::size_t arg_of(const Signature& s, const std::string& name) {
                                   s.in_names.begin());
 }
 
-/// The ONNX name of every leaf value; initializers and graph inputs.
-void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, const Signature& s) {
+/// A constant [0, .., n-1] of dtype `t` whose n is symbolic dim `k`: Range(0, n, 1).
+std::string emit_iota(Emitter& e, int k, DType t) {
+  e.scope = "arange";
+  const std::string r =
+      e.add1("Range", {e.scalar(Scalar(std::int64_t{0}), DType::Int64), e.sym_dim(k, true),
+                       e.scalar(Scalar(std::int64_t{1}), DType::Int64)});
+  std::string out = e.cast(r, DType::Int64, t);
+  e.scope.clear();
+  return out;
+}
+
+/// Where each symbolic dim's size is read at run time: the first input axis with it.
+std::vector<std::pair<std::string, std::int64_t>> sym_sources(const Signature& s) {
+  std::vector<std::pair<std::string, std::int64_t>> out(s.syms.size());
+  for (std::size_t i = s.in_sym.size(); i-- > 0;)
+    for (std::size_t a = s.in_sym[i].size(); a-- > 0;)
+      if (const int k = s.in_sym[i][a]; k >= 0)
+        out[static_cast<std::size_t>(k)] = {s.in_names[i], static_cast<std::int64_t>(a)};
+  return out;
+}
+
+/// The ONNX name of every leaf value; initializers and graph inputs; Range for
+/// the constants [0, .., n-1] of a symbolic n (`iota`, per node; may be empty).
+void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, const Signature& s,
+                 const std::vector<int>& iota) {
   const ir::Graph& g = e.g;
-  for (const ir::Node& n : g.nodes) {
+  for (std::size_t k = 0; k < g.nodes.size(); ++k) {
+    const ir::Node& n = g.nodes[k];
     const ir::ValueId v = n.outputs.empty() ? ir::kNoValue : n.outputs[0];
-    if (n.kind == ir::NodeKind::Input) {
+    if (!iota.empty() && iota[k] >= 0) {
+      e.names[v.index()] = emit_iota(e, iota[k], n.tensor.dtype());
+    } else if (n.kind == ir::NodeKind::Input) {
       // The graph inputs in argument order (the node order may differ).
       const auto i = static_cast<std::size_t>(n.arg_index);
       e.names[v.index()] = s.in_names[i];
@@ -426,6 +505,7 @@ void check_dynamic_axes_keys(const ExportOptions& o, const Signature& s) {
   check_dynamic_axes_keys(o, s);
   std::optional<ir::Graph> gp;
   std::vector<std::optional<I64s>> targets;
+  std::vector<int> iota;
   if (!s.syms.empty()) {
     for (std::size_t k = 0; k < s.syms.size(); ++k)
       s.syms[k].probe = s.syms[k].base + 2 + static_cast<std::int64_t>(k);
@@ -438,7 +518,7 @@ void check_dynamic_axes_keys(const ExportOptions& o, const Signature& s) {
           "symbolic (the function pins them, or ties dims that need one ms::Dim name): ",
           err.what());
     }
-    targets = compare_traces(gb, *gp, o.opset_version);
+    targets = compare_traces(gb, *gp, o.opset_version, s, iota);
   }
   ::onnx::ModelProto m;
   m.set_ir_version(8);
@@ -451,7 +531,8 @@ void check_dynamic_axes_keys(const ExportOptions& o, const Signature& s) {
   ::onnx::GraphProto& graph = *m.mutable_graph();
   graph.set_name("ms_graph");
   Emitter e(graph, gb, o.opset_version);
-  emit_leaves(e, req, o, s);
+  e.sym_sources = sym_sources(s);
+  emit_leaves(e, req, o, s, iota);
   claim_output_names(e, s);
   emit_ops(e, targets);
   emit_outputs(e, s, gp ? &*gp : nullptr, o);
@@ -528,7 +609,9 @@ std::string op_support_markdown() {
       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
       "; a graph holding an unsupported op is an `ms::ValueError` naming it.\n"
       "From opset 17, the ops `nn::LayerNorm` traces to (mean, sub, square, mean, add, rsqrt,\n"
-      "mul, mul, add over trailing axes) become one `LayerNormalization` node.\n\n"
+      "mul, mul, add over trailing axes) become one `LayerNormalization` node.\n"
+      "With symbolic dims, a constant `arange(0, n)` of a symbolic n becomes `Range`, and a\n"
+      "reshape or broadcast target dim that is a symbolic dim is read with `Shape` at run time.\n\n"
       "## Supported\n\n| ms op | ONNX | notes |\n|---|---|---|\n";
   std::string gaps = "\n## Not supported\n\n| ms op | why |\n|---|---|\n";
   for (const OpSupport& r : op_support()) {

@@ -396,6 +396,34 @@ void trilu(Ctx& c) {
   const std::int64_t k = ks[0];
   c.out(0, c.attr_i("upper", 1) ? triu(c.in(0), {.diagonal = k}) : tril(c.in(0), {.diagonal = k}));
 }
+/// CumSum(x, axis): running sums along the constant axis; `exclusive` leaves
+/// each element out of its own sum, `reverse` sums from the end.
+void cumsum_op(Ctx& c) {
+  const I64s ax = c.ints(1);
+  MS_CHECK(ax.size() == 1, ValueError, c.where(), ": input 1 (axis) must hold one value, it holds ",
+           ax.size());
+  const Tensor& x = c.in(0);
+  const std::int64_t axis = axis_in(c, ax[0], c.rank());
+  const Tensor y = cumsum(x, {.axis = axis, .reverse = c.attr_i("reverse", 0) != 0});
+  c.out(0, c.attr_i("exclusive", 0) ? Tensor(y - x) : y);
+}
+/// Range(start, limit, delta): one-element constants of the graph, as
+/// ms::arange in start's dtype.
+void range_op(Ctx& c) {
+  double v[3] = {};
+  for (std::size_t i = 0; i < 3; ++i) {
+    MS_CHECK(c.in(i).numel() == 1 && c.r.konst[static_cast<std::size_t>(c.n.in[i])], ValueError,
+             c.where(), ": input ", i,
+             " must be a one-element constant (Constant, Shape or an integer initializer, or "
+             "computed from those only), got shape ",
+             c.in(i).shape());
+    NoTrace nt;
+    v[i] = cast(c.in(i), float64).contiguous().to_vector<double>()[0];
+  }
+  MS_CHECK(v[2] != 0, ValueError, c.where(), ": delta must not be 0");
+  NoTrace nt;
+  c.out(0, arange(v[0], v[1], v[2], c.in(0).dtype()));
+}
 void shape_op(Ctx& c) {
   const I64s d = c.in(0).shape().dims();
   const auto r = static_cast<std::int64_t>(d.size());
@@ -538,6 +566,8 @@ const std::unordered_map<std::string_view, Fn>& table() {
       {"Shape", shape_op},
       {"Split", split_op},
       {"ConstantOfShape", constant_of_shape},
+      {"Range", range_op},
+      {"CumSum", cumsum_op},
       {"ReduceSum", reduce_op<0>},
       {"ReduceMean", reduce_op<1>},
       {"ReduceMax", reduce_op<2>},

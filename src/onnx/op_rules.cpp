@@ -1,13 +1,16 @@
 // The export mapping: one row per op of ms's op table (src/onnx/emit.hpp), and
 // the ops that do not export with their reasons. docs/onnx_ops.md is generated
 // from these two tables (tests/onnx/test_export.cpp checks it is in sync).
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <optional>
 #include <string>
 
 #include "emit.hpp"
 #include "ms/core/error.hpp"
+#include "ms/ops/attention.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
@@ -276,7 +279,7 @@ constexpr char kSoftmax[] = "Softmax", kLogSoftmax[] = "LogSoftmax";
 
 void reshape(NodeCtx& c) {
   const I64s target = c.target ? *c.target : c.out_type().shape.dims();
-  emit_as(c, "Reshape", {c.in(0), c.e.ints(target)});
+  emit_as(c, "Reshape", {c.in(0), c.e.target(target)});
 }
 void flatten(NodeCtx& c) {
   const std::int64_t r = c.in_type(0).shape.rank();
@@ -291,7 +294,7 @@ void flatten(NodeCtx& c) {
 }
 void broadcast_to(NodeCtx& c) {
   const I64s target = c.target ? *c.target : c.out_type().shape.dims();
-  emit_as(c, "Expand", {c.in(0), c.e.ints(target)});
+  emit_as(c, "Expand", {c.in(0), c.e.target(target)});
 }
 void transpose(NodeCtx& c) {
   const std::int64_t r = c.in_type(0).shape.rank();
@@ -477,6 +480,119 @@ void pool2d(NodeCtx& c) {
     set_i(n, "count_include_pad", o.count_include_pad ? 1 : 0);
 }
 
+// ---------------------------------------------------------------- attention
+
+/// Whether value `v` is read by a node or is a graph output.
+bool used(const ir::Graph& g, ir::ValueId v) {
+  for (const ir::Node& n : g.nodes)
+    if (std::find(n.inputs.begin(), n.inputs.end(), v) != n.inputs.end()) return true;
+  return std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end();
+}
+/// Dim `axis` (>= 0) of `x`'s runtime shape, 0-d int64.
+std::string runtime_dim(Emitter& e, const std::string& x, std::int64_t axis) {
+  NodeProto& n =
+      e.add("Gather", {e.add1("Shape", {x}), e.scalar(axis, DType::Int64)}, {e.fresh("dim")});
+  set_i(n, "axis", 0);
+  return n.output(0);
+}
+/// The causal band [Tq, Tk] of q and k (ranks r): key j kept by query i when
+/// j <= i + (Tk - Tq), from the runtime Tq and Tk (Range, LessOrEqual).
+std::string causal_band(Emitter& e, const std::string& q, const std::string& k, std::int64_t r) {
+  const std::string tq = runtime_dim(e, q, r - 2), tk = runtime_dim(e, k, r - 2);
+  const std::string zero = e.scalar(0, DType::Int64), one = e.scalar(1, DType::Int64);
+  const std::string rows = e.add1("Range", {zero, tq, one});
+  const std::string cols = e.add1("Range", {zero, tk, one});
+  const std::string last = e.add1("Add", {rows, e.add1("Sub", {tk, tq})});  // the last key kept
+  return e.add1("LessOrEqual", {e.add1("Unsqueeze", {cols, e.ints({0})}),
+                                e.add1("Unsqueeze", {last, e.ints({1})})});
+}
+/// lse = max + Log(ReduceSum(Exp(s - max))) over the last axis; -inf on the
+/// rows that keep no key (`none`, when some key may be dropped), as ms's.
+void attention_lse(NodeCtx& c, const std::string& s, const std::string& mx, const std::string& none,
+                   std::int64_t r) {
+  Emitter& e = c.e;
+  const DType t = c.out_type().dtype;
+  const std::string m = none.empty() ? mx : e.add1("Where", {none, e.scalar(0, t), mx});
+  const std::string sum = e.fresh("ReduceSum");
+  reduce(c, "ReduceSum", e.add1("Exp", {e.add1("Sub", {s, m})}), {r - 1}, true, sum);
+  const std::string lse = e.add1("Add", {m, e.add1("Log", {sum})});
+  const std::string neg_inf = e.scalar(-std::numeric_limits<double>::infinity(), t);
+  const std::string fixed = none.empty() ? lse : e.add1("Where", {none, neg_inf, lse});
+  e.add("Squeeze", {fixed, e.ints({r - 1})}, {c.out.at(1)});
+}
+/// No keys (Tk = 0): out MatMul([..., Tq, 0], [..., 0, Ev]) = 0, lse
+/// ReduceSum over the empty axis (0) + -inf (ReduceMax has no empty axis).
+void attention_no_keys(NodeCtx& c, const std::string& s, bool lse, std::int64_t r) {
+  Emitter& e = c.e;
+  emit_as(c, "MatMul", {s, c.in(2)});
+  if (!lse) return;
+  const std::string sum = e.fresh("ReduceSum");
+  reduce(c, "ReduceSum", s, {r - 1}, false, sum);
+  const DType t = c.out_type().dtype;
+  e.add("Add", {sum, e.scalar(-std::numeric_limits<double>::infinity(), t)}, {c.out.at(1)});
+}
+/// The scaled scores with the mask applied: Mul(MatMul(q, Transpose(k)),
+/// scale), a floating mask added, then -inf where a Bool mask or the causal
+/// band drops a key. Sets `masked` when some key may be dropped.
+std::string attention_scores(NodeCtx& c, const ops::AttentionAttrs& a, bool& masked) {
+  Emitter& e = c.e;
+  const DType t = c.out_type().dtype;
+  const std::int64_t r = c.in_type(0).shape.rank();
+  const std::int64_t dim_e = c.in_type(0).shape[static_cast<std::size_t>(r - 1)];
+  const double scale = a.scale     ? *a.scale
+                       : dim_e > 0 ? 1.0 / std::sqrt(static_cast<double>(dim_e))
+                                   : 1.0;
+  I64s perm;
+  for (std::int64_t i = 0; i < r; ++i) perm.push_back(i);
+  std::swap(perm[static_cast<std::size_t>(r - 2)], perm[static_cast<std::size_t>(r - 1)]);
+  NodeProto& kt = e.add("Transpose", {c.in(1)}, {e.fresh("Transpose")});
+  set_ints(kt, "perm", perm);
+  std::string s = e.add1("Mul", {e.add1("MatMul", {c.in(0), kt.output(0)}), e.scalar(scale, t)});
+  std::optional<std::string> keep;
+  masked = c.arity() > 3;
+  if (masked && c.in_type(3).dtype == DType::Bool) keep = c.in(3);
+  if (masked && !keep) s = e.add1("Add", {s, c.in(3)});
+  if (a.causal) {
+    const std::string band = causal_band(e, c.in(0), c.in(1), r);
+    keep = keep ? e.add1("And", {*keep, band}) : band;
+    masked = true;
+  }
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  if (keep) s = e.add1("Where", {*keep, s, e.scalar(neg_inf, t)});
+  return s;
+}
+/// softmax(scale q k^T + mask) v; a row that keeps no key (its max is -inf)
+/// gets weights 0 by Where on both sides of the Softmax (no NaN), as ms's.
+/// The logsumexp output only when something reads it.
+void attention(NodeCtx& c) {
+  Emitter& e = c.e;
+  const DType t = c.out_type().dtype;
+  const std::int64_t r = c.in_type(0).shape.rank();
+  bool masked = false;
+  const std::string s = attention_scores(c, typed<ops::AttentionAttrs>(c), masked);
+  const bool lse = c.node.outputs.size() > 1 && used(e.g, c.node.outputs[1]);
+  if (c.in_type(1).shape[static_cast<std::size_t>(r - 2)] == 0)
+    return attention_no_keys(c, s, lse, r);
+  std::string mx, none, x = s;
+  if (masked || lse) {
+    mx = e.fresh("ReduceMax");
+    reduce(c, "ReduceMax", s, {r - 1}, true, mx);
+  }
+  const std::string zero = e.scalar(0, t);
+  if (masked) {
+    none = e.add1("Equal", {mx, e.scalar(-std::numeric_limits<double>::infinity(), t)});
+    x = e.add1("Where", {none, zero, s});
+  }
+  NodeProto& sm = e.add("Softmax", {x}, {e.fresh("Softmax")});
+  set_i(sm, "axis", -1);
+  std::string p = sm.output(0);
+  if (masked) p = e.add1("Where", {none, zero, p});
+  emit_as(c, "MatMul", {p, c.in(2)});
+  if (lse) attention_lse(c, s, mx, none, r);
+}
+/// depend(value, deps...): the value (the order has no meaning in ONNX's data flow).
+void depend(NodeCtx& c) { forward(c, c.in(0)); }
+
 template <class E>
 constexpr std::string_view name_of = E::name;
 
@@ -557,6 +673,7 @@ const OpRule kRules[] = {
     {name_of<ops::Slice>, "Slice", "", slice},
     {name_of<ops::Select>, "Gather (0-d index)", "", select},
     {name_of<ops::StopGradient>, "Identity", "", identity},
+    {name_of<ops::Depend>, "Identity (of the value)", "the dependencies are dropped", depend},
     {name_of<ops::Gather>, "GatherElements", "", indexed<kGatherElements>},
     {name_of<ops::IndexSelect>, "Gather", "", indexed<kGather>},
     {name_of<ops::Cumsum>, "CumSum", "", cumsum},
@@ -571,6 +688,11 @@ const OpRule kRules[] = {
     {name_of<ops::Conv2d>, "Conv", "NCHW", conv2d},
     {name_of<ops::MaxPool2d>, "MaxPool", "", pool2d<true>},
     {name_of<ops::AvgPool2d>, "AveragePool", "", pool2d<false>},
+    {name_of<ops::ScaledDotProductAttention>,
+     "MatMul(Softmax(MatMul(q, Transpose(k)) * scale + mask), v)",
+     "Bool mask and causal band (Range, LessOrEqual on the runtime Tq, Tk) by Where -inf; "
+     "rows keeping no key give 0 (Where around Softmax); lse when read",
+     attention},
 };
 
 constexpr std::string_view kGradOp =
@@ -583,10 +705,12 @@ const OpGap kGaps[] = {
     {"avg_pool2d_grad", kGradOp},
     {"gather_grad", kGradOp},
     {"index_select_grad", kGradOp},
+    {"scaled_dot_product_attention_grad", kGradOp},
     {"softmax_cross_entropy",
      "a training loss with ms's own label rules; export the model without its loss"},
     {"random",
-     "draws random numbers when the graph runs (dropout in training mode: call set_train(false))"},
+     "draws random numbers when the graph runs (dropout in training mode: call set_train(false); "
+     "scaled_dot_product_attention with dropout > 0: pass dropout 0)"},
     {"host_callback", "runs C++ code when the graph runs (a hook or callback)"},
     {"grad_hook", "runs C++ code on gradients (a tensor hook)"},
     {"custom_grad", "a cell's own bprop: a training construct"},

@@ -1,25 +1,33 @@
 // ms::onnx::export_model: models of the Fashion-MNIST examples and transformer
 // pieces exported and checked by ONNX's own C++ checker and strict shape
 // inference (and by python3's onnx when installed); names, opsets, dim_params,
-// initializers; errors; docs/onnx_ops.md in sync with the mapping table.
+// initializers; errors; docs/onnx_ops.md in sync with the mapping table;
+// scaled_dot_product_attention and the GPT language model (symbolic batch and
+// sequence) run back through GraphCell and NumPy as ms computes them.
 #include <doctest/doctest.h>
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "ms/cell.hpp"
+#include "ms/jit/jit.hpp"
+#include "ms/nn/transformer.hpp"
 #include "ms/onnx/export.hpp"
+#include "ms/onnx/graph_cell.hpp"
+#include "ms/ops/attention.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/op.hpp"
 #include "ms/ops/random.hpp"
@@ -594,4 +602,407 @@ TEST_CASE("onnx: an argument the function does not read stays a graph input") {
   REQUIRE(m.graph().input_size() == 2);
   CHECK(m.graph().input(1).name() == "unused");
   CHECK(dims(m.graph().input(1)) == "3");
+}
+
+namespace {
+
+// max |a - b| / max(1, |b|) over the elements (a NaN in a gives NaN).
+double max_rel_diff(const ms::Tensor& a, const ms::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = ms::cast(a, ms::float64).contiguous().to_vector<double>();
+  const auto y = ms::cast(b, ms::float64).contiguous().to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i]));
+    if (!(d <= m)) m = d;  // NaN sticks
+  }
+  return m;
+}
+
+// q [2, 3, tq, 8], k [2, 3, tk, 8], v [2, 3, tk, 6], normal draws from `seed`.
+std::vector<ms::Tensor> qkv(std::int64_t tq, std::int64_t tk, std::uint64_t seed) {
+  ms::Generator gen(seed);
+  return {ms::normal({2, 3, tq, 8}, 0.0, 1.0, gen), ms::normal({2, 3, tk, 8}, 0.0, 1.0, gen),
+          ms::normal({2, 3, tk, 6}, 0.0, 1.0, gen)};
+}
+
+// scaled_dot_product_attention(q, k, v, {mask (when given), causal, scale})
+// exported (Tq and Tk symbolic), checked by ONNX, loaded as a GraphCell and
+// run eagerly and under jit on each of `runs` ({q, k, v[, mask]}) against ms's op.
+void attention_round_trip(const std::vector<std::vector<ms::Tensor>>& runs, bool causal,
+                          std::optional<double> scale = {}) {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("sdpa.onnx");
+  const bool masked = runs[0].size() > 3;
+  auto sdpa = [&](const std::vector<ms::Tensor>& in) {
+    const ms::AttentionOptions o{
+        .mask = masked ? std::optional(in[3]) : std::nullopt, .causal = causal, .scale = scale};
+    return ms::scaled_dot_product_attention(in[0], in[1], in[2], o);
+  };
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    auto fn3 = [&](const ms::Tensor& q, const ms::Tensor& k, const ms::Tensor& v) {
+      return sdpa({q, k, v});
+    };
+    auto fn4 = [&](const ms::Tensor& q, const ms::Tensor& k, const ms::Tensor& v,
+                   const ms::Tensor& m) {
+      return sdpa({q, k, v, m});
+    };
+    const std::vector<ms::Tensor>& x = runs[0];
+    ms::onnx::ExportOptions o{
+        .input_names = {"q", "k", "v", "mask"},
+        .opset_version = opset,
+        .dynamic_axes = {{"q", {{2, "tq"}}}, {"k", {{2, "tk"}}}, {"v", {{2, "tk"}}}}};
+    if (masked) {
+      const std::int64_t r = x[3].rank();
+      o.dynamic_axes["mask"] = {{r - 2, "tq"}, {r - 1, "tk"}};
+    }
+    if (masked)
+      ms::onnx::export_model(fn4, std::make_tuple(x[0], x[1], x[2], x[3]), path, o);
+    else
+      ms::onnx::export_model(
+          fn3, std::make_tuple(x[0], x[1], x[2]), path,
+          {.input_names = {"q", "k", "v"}, .opset_version = opset, .dynamic_axes = o.dynamic_axes});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(op_types(m).count("Softmax") == 1);
+    CHECK(op_types(m).count("Range") == (causal ? 1 : 0));
+    ms::GraphCell g(path, {.set_inputs = false});
+    auto jg = ms::jit(g);
+    for (const auto& in : runs) {
+      CAPTURE(in[0].shape());
+      CAPTURE(in[1].shape());
+      const ms::Tensor want = sdpa(in);
+      CHECK(max_rel_diff(g(in)[0], want) < 1e-6);
+      CHECK(max_rel_diff(jg(in)[0], want) < 1e-6);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("onnx: scaled_dot_product_attention without a mask round-trips through GraphCell") {
+  attention_round_trip({qkv(5, 7, 1), qkv(3, 4, 2)}, false);
+  attention_round_trip({qkv(4, 4, 3), qkv(6, 2, 4)}, false, 0.3);
+}
+
+TEST_CASE("onnx: scaled_dot_product_attention with Bool and additive masks, fully masked rows") {
+  // Bool [5, 7]: row 2 keeps no key.
+  ms::Generator gen(11);
+  ms::Tensor keep = ms::uniform({5, 7}, 0.0, 1.0, gen) > 0.4;
+  keep = ms::logical_and(keep, ms::arange(0, 5, 1, ms::int64).reshape({5, 1}) != 2);
+  std::vector<ms::Tensor> a = qkv(5, 7, 5);
+  a.push_back(keep);
+  const ms::Tensor out = ms::scaled_dot_product_attention(a[0], a[1], a[2], {.mask = keep});
+  REQUIRE(ms::all(out.select(2, 2) == 0).item<bool>());  // ms's rule the export must keep
+  attention_round_trip({a}, false);
+  // Additive [1, 5, 7] (broadcast over batch): -inf entries, row 4 all -inf.
+  ms::Tensor add = ms::normal({1, 5, 7}, 0.0, 1.0, gen);
+  add = ms::where(ms::uniform({1, 5, 7}, 0.0, 1.0, gen) > 0.7, -INFINITY, add);
+  add = ms::where(ms::arange(0, 5, 1, ms::int64).reshape({5, 1}) == 4, -INFINITY, add);
+  std::vector<ms::Tensor> b = qkv(5, 7, 6);
+  b.push_back(add);
+  attention_round_trip({b}, false);
+  // Both with causal: Bool [5, 7] and the band (Tq < Tk), queries at the end of the keys.
+  attention_round_trip({a}, true);
+}
+
+TEST_CASE("onnx: causal scaled_dot_product_attention follows symbolic Tq and Tk") {
+  // Tq < Tk (decoding against a longer history), Tq == Tk, and Tq > Tk (the
+  // first rows see no key and give 0).
+  attention_round_trip({qkv(3, 7, 21), qkv(1, 5, 22), qkv(6, 6, 23), qkv(7, 4, 24)}, true);
+  const std::vector<ms::Tensor> x = qkv(7, 4, 24);
+  const ms::Tensor out = ms::scaled_dot_product_attention(x[0], x[1], x[2], {.causal = true});
+  CHECK(ms::all(out.slice(2, 0, 3) == 0).item<bool>());
+}
+
+TEST_CASE("onnx: attention's dropout > 0 and a symbolic head size are errors naming the op") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  const std::vector<ms::Tensor> x = qkv(4, 4, 31);
+  auto drop = [](const ms::Tensor& q, const ms::Tensor& k, const ms::Tensor& v) {
+    return ms::scaled_dot_product_attention(q, k, v, {.causal = true, .dropout = 0.1});
+  };
+  const auto args = std::make_tuple(x[0], x[1], x[2]);
+  std::string msg;
+  try {
+    ms::onnx::export_model(drop, args, path);
+  } catch (const ms::ValueError& e) {
+    msg = e.what();
+  }
+  CHECK_MESSAGE(msg.find("op 'random'") != std::string::npos, msg);
+  CHECK_MESSAGE(msg.find("scaled_dot_product_attention with dropout > 0: pass dropout 0") !=
+                    std::string::npos,
+                msg);
+  auto plain = [](const ms::Tensor& q, const ms::Tensor& k, const ms::Tensor& v) {
+    return ms::scaled_dot_product_attention(q, k, v);
+  };
+  const ms::onnx::ExportOptions symbolic_e{
+      .dynamic_axes = {{"input_0", {{3, "e"}}}, {"input_1", {{3, "e"}}}}};
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(plain, args, path, symbolic_e),
+                       doctest::Contains("op 'scaled_dot_product_attention' has a scale"),
+                       ms::ValueError);
+  // With a scale given, E may be symbolic.
+  auto scaled = [](const ms::Tensor& q, const ms::Tensor& k, const ms::Tensor& v) {
+    return ms::scaled_dot_product_attention(q, k, v, {.scale = 0.25});
+  };
+  ms::onnx::export_model(scaled, args, path, symbolic_e);
+  full_check(path);
+  // No keys in the example: the export is the no-key form, so Tk cannot be symbolic.
+  const auto no_keys = std::make_tuple(x[0], ms::zeros({2, 3, 0, 8}), ms::zeros({2, 3, 0, 6}));
+  CHECK_THROWS_WITH_AS(ms::onnx::export_model(
+                           plain, no_keys, path,
+                           {.dynamic_axes = {{"input_1", {{2, "tk"}}}, {"input_2", {{2, "tk"}}}}}),
+                       doctest::Contains("no keys (Tk = 0) in the example"), ms::ValueError);
+  ms::onnx::export_model(plain, no_keys, path);  // static: out 0
+  ms::GraphCell g(path);
+  CHECK(ms::all(g(std::get<0>(no_keys), std::get<1>(no_keys), std::get<2>(no_keys)) == 0)
+            .item<bool>());
+}
+
+TEST_CASE("onnx: depend exports as its value") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  auto fn = [](const ms::Tensor& x) { return ms::depend(x * 2.f, {ms::exp(x)}) + 1.f; };
+  const ms::Tensor x = ms::normal({2, 3});
+  for (int opset : {13, 17}) {
+    ms::onnx::export_model(fn, x, path, {.opset_version = opset});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(op_types(m).count("Identity") == 1);
+    ms::GraphCell g(path);
+    CHECK(max_rel_diff(g(x), fn(x)) == 0);
+  }
+}
+
+namespace {
+
+// NumPy evaluation (an implementation of the ONNX ops independent of ms) of
+// an exported model with one int64 input (argv[2], shape argv[3]) against
+// argv[4] (float32): the ops the language model exports to.
+constexpr const char* kNumpyGpt = R"(
+import math, sys, numpy as np, onnx
+from onnx import helper, numpy_helper
+m = onnx.load(sys.argv[1])
+shape = [int(d) for d in sys.argv[3].split(',')]
+env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=np.int64).reshape(shape)
+def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    c = x - x.mean(axis=axes, keepdims=True)
+    return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + epsilon) * scale + bias
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+def reshape(x, shape):
+    return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)])
+def reduce(f):
+    def r(x, axes=None, keepdims=1):
+        return f(x, axis=None if axes is None else tuple(axes), keepdims=bool(keepdims))
+    return r
+def split(x, sizes, axis=0):
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+def cumsum(x, axis, exclusive=0, reverse=0):
+    y = np.flip(x, int(axis)) if reverse else x
+    y = np.cumsum(y, axis=int(axis)) - (y if exclusive else 0)
+    return np.flip(y, int(axis)) if reverse else y
+def slice_(x, starts, ends, axes=None, steps=None):
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(s, e, st)
+    return x[tuple(index)]
+ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': np.multiply,
+       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Exp': np.exp,
+       'Log': np.log, 'Identity': lambda a: a, 'Shape': lambda a: np.array(a.shape),
+       'Erf': lambda a: np.vectorize(math.erf)(a).astype(a.dtype),
+       'Transpose': lambda a, perm: np.transpose(a, perm), 'Where': np.where,
+       'Gather': lambda a, i, axis=0: np.take(a, i, axis=axis), 'Range': np.arange,
+       'CumSum': cumsum,
+       'Unsqueeze': lambda a, axes: np.expand_dims(a, tuple(axes)),
+       'Squeeze': lambda a, axes: np.squeeze(a, tuple(axes)),
+       'LessOrEqual': np.less_equal, 'Equal': np.equal, 'And': np.logical_and,
+       'ReduceMean': reduce(np.mean), 'ReduceMax': reduce(np.max), 'ReduceSum': reduce(np.sum),
+       'LayerNormalization': layer_norm, 'Softmax': softmax, 'Reshape': reshape,
+       'Cast': lambda a, to: a.astype(helper.tensor_dtype_to_np_dtype(to)), 'Split': split,
+       'Slice': slice_, 'Concat': lambda *xs, axis: np.concatenate(xs, axis=axis),
+       'Expand': lambda a, shape: a * np.ones(shape, dtype=a.dtype)}
+with np.errstate(divide='ignore', invalid='ignore'):
+    for n in m.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        out = ops[n.op_type](*[env[i] for i in n.input], **attrs)
+        for name, o in zip(n.output, out if n.op_type == 'Split' else [out]):
+            env[name] = o
+got = env[m.graph.output[0].name]
+want = np.fromfile(sys.argv[4], dtype=np.float32).reshape(got.shape)
+print('numpy evaluation of', sys.argv[1], ': max abs difference', np.abs(got - want).max())
+sys.exit(0 if np.allclose(got, want, rtol=1e-4, atol=1e-4) else 1)
+)";
+
+}  // namespace
+
+TEST_CASE("onnx: the GPT language model exports with symbolic batch and sequence and runs back") {
+  ms::manual_seed(5);
+  ms::nn::Gpt gpt({.vocab_size = 256, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32});
+  gpt.set_train(false);
+  ms::Generator gen(9);
+  auto ids = [&](std::int64_t b, std::int64_t t) { return ms::randint(0, 256, {b, t}, gen); };
+  ms::test::TempDir dir("ms_onnx");
+  const std::string py = ms_onnx_test::python_with_onnx();
+  if (py.empty()) MESSAGE("NumPy evaluation skipped: no python3 with onnx and numpy");
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    const std::string path = dir.file("gpt" + std::to_string(opset) + ".onnx");
+    ms::onnx::export_model(gpt, ids(2, 5), path,
+                           {.input_names = {"ids"},
+                            .output_names = {"logits"},
+                            .opset_version = opset,
+                            .dynamic_axes = {{"ids", {{0, "batch"}, {1, "seq"}}}}});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(dims(m.graph().input(0)) == "batch,seq");
+    CHECK(dims(m.graph().output(0)) == "batch,seq,256");
+    const std::set<std::string> ops = op_types(m);
+    CHECK(ops.count("Range") == 1);   // the causal bands
+    CHECK(ops.count("CumSum") == 1);  // the positions
+    CHECK(ops.count("LayerNormalization") == (opset >= 17 ? 1 : 0));
+    ms::GraphCell g(path);
+    const ms::StateDict gs = g.state_dict();
+    for (const auto& [name, p] : gpt.parameters_and_names()) {
+      CAPTURE(name);
+      REQUIRE(gs.contains(name));
+      CHECK(max_rel_diff(gs.at(name), p) == 0);
+    }
+    auto jg = ms::jit(g);
+    for (std::int64_t b : {1, 3})
+      for (std::int64_t t : {4, 9}) {
+        CAPTURE(b);
+        CAPTURE(t);
+        const ms::Tensor x = ids(b, t), want = gpt(x);
+        CHECK(max_rel_diff(g(x), want) < 1e-6);
+        CHECK(max_rel_diff(jg(x), want) < 1e-6);
+        if (py.empty() || b != 3 || t != 9) continue;
+        write_raw(dir.file("ids.bin"), x);
+        write_raw(dir.file("logits.bin"), want);
+        { std::ofstream(dir.file("gpt.py")) << kNumpyGpt; }
+        const std::string check = py + " -c \"import onnx; onnx.checker.check_model(onnx.load('" +
+                                  path + "'), full_check=True)\"";
+        CHECK(std::system(check.c_str()) == 0);
+        CHECK(std::system((py + " " + dir.file("gpt.py") + " " + path + " " + dir.file("ids.bin") +
+                           " 3,9 " + dir.file("logits.bin"))
+                              .c_str()) == 0);
+      }
+    CHECK(jg.compile_count() == 1);  // batch and seq dynamic: one graph for every size
+  }
+}
+
+TEST_CASE("onnx: scaled_dot_product_attention's samples run back through GraphCell (out and lse)") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("op.onnx");
+  const ms::ops::OpDef& def = ms::ops::op("scaled_dot_product_attention");
+  for (const ms::ops::Sample& s : def.samples().cases)
+    for (int opset : {13, 17}) {
+      CAPTURE(s.label);
+      CAPTURE(opset);
+      export_call(def, s.inputs, s.attrs, path, opset);
+      ms::GraphCell g(path, {.set_inputs = false});
+      const std::vector<ms::Tensor> got = g(s.inputs);
+      const std::vector<ms::Tensor> want = ms::ops::call(def, s.inputs, s.attrs);
+      REQUIRE(got.size() == 2);
+      CHECK(max_rel_diff(got[0], want[0]) < 1e-6);
+      // lse: -inf on the rows that keep no key, in both.
+      const ms::Tensor inf = want[1] == -INFINITY;
+      CHECK(ms::all((got[1] == -INFINITY) == inf).item<bool>());
+      CHECK(max_rel_diff(ms::where(inf, 0.0, got[1]), ms::where(inf, 0.0, want[1])) < 1e-6);
+    }
+}
+
+namespace {
+
+// y = Range(start, limit, delta) + x: int64 0-d initializers, or `start` a
+// graph input when `start_input` (then not a constant).
+std::string range_model(std::int64_t start, std::int64_t limit, std::int64_t delta,
+                        bool start_input) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("range");
+  auto scalar_type = [](::onnx::ValueInfoProto* vi, const std::string& name) {
+    vi->set_name(name);
+    vi->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape();
+  };
+  auto* x = g->add_input();
+  x->set_name("x");
+  x->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  x->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  if (start_input) scalar_type(g->add_input(), "start");
+  const std::pair<const char*, std::int64_t> inits[] = {
+      {"start", start}, {"limit", limit}, {"delta", delta}};
+  for (const auto& [name, v] : inits) {
+    if (start_input && std::string(name) == "start") continue;
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(::onnx::TensorProto::INT64);
+    t->add_int64_data(v);
+  }
+  auto* r = g->add_node();
+  r->set_op_type("Range");
+  r->set_name("range");
+  for (const char* in : {"start", "limit", "delta"}) r->add_input(in);
+  r->add_output("r");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("r");
+  add->add_input("x");
+  add->add_output("y");
+  auto* y = g->add_output();
+  y->set_name("y");
+  y->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::INT64);
+  y->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("n");
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "GraphCell: Range of constants is arange; a start that is not a constant names the node") {
+  ms::GraphCell g(range_model(1, 8, 3, false), "<range>");
+  const ms::Tensor x = ms::tensor({10, 20, 30}).to(ms::int64);
+  CHECK(ms::all(g(x) == ms::tensor({11, 24, 37}).to(ms::int64)).item<bool>());
+  ms::GraphCell zero(range_model(0, 3, 0, false), "<range>");
+  CHECK_THROWS_WITH_AS(zero(x), doctest::Contains("node 'range' (Range): delta must not be 0"),
+                       ms::ValueError);
+  ms::GraphCell in(range_model(0, 3, 1, true), "<range>");
+  CHECK_THROWS_WITH_AS(in(std::vector<ms::Tensor>{x, ms::tensor(0).to(ms::int64)}),
+                       doctest::Contains("input 0 must be a one-element constant"), ms::ValueError);
+}
+
+TEST_CASE("onnx: reshape targets with several moved dims read the symbolic dims with Shape") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("m.onnx");
+  // [B, T, 8] -> [T, B, 8] (two symbols), and [T, B * 8] (a symbol and one -1).
+  auto fn = [](const ms::Tensor& x) {
+    const std::int64_t b = x.dim(0), t = x.dim(1);
+    return std::make_tuple(x.reshape(ms::Shape({t, b, 8})) * 2.f,
+                           x.reshape(ms::Shape({t, b * 8})) + 1.f);
+  };
+  for (int opset : {13, 17}) {
+    CAPTURE(opset);
+    ms::onnx::export_model(
+        fn, ms::zeros({2, 3, 8}), path,
+        {.opset_version = opset, .dynamic_axes = {{"input_0", {{0, "B"}, {1, "T"}}}}});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(dims(m.graph().output(0)) == "T,B,8");
+    CHECK(op_types(m).count("Concat") == 1);  // the runtime targets
+    ms::GraphCell g(path);
+    for (const ms::Tensor& x : {ms::normal({4, 5, 8}), ms::normal({1, 7, 8})}) {
+      const std::vector<ms::Tensor> got = g(std::vector<ms::Tensor>{x});
+      const auto [a, b] = fn(x);
+      CHECK(max_rel_diff(got[0], a) == 0);
+      CHECK(max_rel_diff(got[1], b) == 0);
+    }
+  }
 }

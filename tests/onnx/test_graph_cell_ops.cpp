@@ -279,3 +279,25 @@ TEST_CASE("GraphCell: ConstantOfShape fills a computed shape; a negative size na
   CHECK(has(run_error<ms::ValueError>(bad, {ms::ones({4, 2})}),
             "GraphCell: node 'y' (ConstantOfShape): the shape (input 0) has a negative size -3"));
 }
+
+TEST_CASE(
+    "GraphCell: CumSum inclusive and exclusive-reverse; an axis past the rank names the node") {
+  Model m;
+  m.input("x", TensorProto::FLOAT, {2, 4});
+  m.init("axis", TensorProto::INT64, {})->add_int64_data(1);
+  m.node("CumSum", {"x", "axis"}, {"y"});
+  NodeProto* ex = m.node("CumSum", {"x", "axis"}, {"z"});
+  attr_i(ex, "exclusive", 1);
+  attr_i(ex, "reverse", 1);
+  m.output("y", TensorProto::FLOAT, {2, 4});
+  m.output("z", TensorProto::FLOAT, {2, 4});
+  ms::GraphCell g(m.bytes(), "<cumsum>");
+  const ms::Tensor x = ms::cast(ms::arange(1, 9).reshape({2, 4}), ms::float32);
+  const auto out = g(std::vector<ms::Tensor>{x});
+  CHECK(values(out[0]) == I64s{1, 3, 6, 10, 5, 11, 18, 26});
+  CHECK(values(out[1]) == I64s{9, 7, 4, 0, 21, 15, 8, 0});
+  m.g->mutable_initializer(0)->set_int64_data(0, 2);
+  ms::GraphCell bad(m.bytes(), "<cumsum>");
+  CHECK(has(run_error<ms::ValueError>(bad, {x}),
+            "GraphCell: node 'y' (CumSum): axis 2 is out of range for rank 2"));
+}

@@ -22,8 +22,9 @@
 // `ExportOptions::dynamic_axes`; each becomes a named `dim_param`. The graph is
 // traced at the example sizes and again with every symbolic dim moved; numbers
 // of the graph that move with them (a reshape's target) become ONNX's size-free
-// forms (0: copy the input's dim, -1: inferred), and a number that cannot is a
-// ValueError naming the op.
+// forms (0: copy the input's dim, -1: inferred, else the dim read with Shape at
+// run time), a constant arange(0, n) of a symbolic n becomes Range, and a
+// number that cannot is a ValueError naming the op.
 #pragma once
 
 #include <cstddef>
