@@ -394,7 +394,8 @@ void onnx_checks(::onnx::ModelProto& m, const std::string& origin) {
 std::shared_ptr<const Program> load_program(std::string_view bytes, const std::string& origin,
                                             const std::string& external_dir) {
   MS_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX), ValueError, kApi, ": ", origin,
-           " has ", bytes.size(), " bytes; protobuf reads at most 2 GiB (use a smaller model)");
+           " has ", bytes.size(),
+           " bytes; protobuf reads at most 2 GiB (keep the weights in external data)");
   ::onnx::ModelProto m;
   MS_CHECK(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), ValueError, kApi, ": ",
            origin, " is not an ONNX model (the protobuf ModelProto does not parse)");

@@ -276,6 +276,40 @@ TEST_CASE("external data: offset and length, a length taken as the rest of the f
   f.load(ext_model({{"location", "link.data"}, {"offset", "4"}, {"length", "12"}}));
 }
 
+TEST_CASE("external data: a Constant node's tensor in a data file") {
+  Fixture f;
+  ModelProto m = ext_model({});
+  auto* g = m.mutable_graph();
+  TensorProto value = g->initializer(0);
+  g->clear_initializer();
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"location", "b.data"}, {"offset", "4"}, {"length", "12"}}) {
+    auto* e = value.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  }
+  auto* c = g->add_node();
+  c->set_op_type("Constant");
+  c->set_name("const");
+  c->add_output("b");
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(::onnx::AttributeProto::TENSOR);
+  *a->mutable_t() = value;
+  g->mutable_node()->SwapElements(0, 1);  // Constant first
+  f.load(m);
+  value.mutable_external_data(0)->set_value("../outside.data");
+  *g->mutable_node(0)->mutable_attribute(0)->mutable_t() = value;
+  write_bytes(f.dir + "/m.onnx", bytes_of(m));
+  try {
+    ms::GraphCell bad(f.dir + "/m.onnx");
+    FAIL("no error");
+  } catch (const ms::ValueError& e) {
+    CHECK(has(e.what(), "node 'const' (Constant) attribute 'value'"));
+    CHECK(has(e.what(), "leaves the model's directory"));
+  }
+}
+
 TEST_CASE("external data: loaded from bytes, a directory is needed") {
   Fixture f;
   const std::string bytes =
