@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <optional>
 #include <set>
 
 #include "emit.hpp"
+#include "external_data.hpp"
 #include "ms/core/error.hpp"
 #include "ms/io/file.hpp"
 #include "ms/jit/compile.hpp"
@@ -562,24 +564,64 @@ void check_with_onnx(const ::onnx::ModelProto& m) {
   ::ms::detail::raise<ValueError>(kApi, ": ONNX rejects the exported graph (an export bug): ", why);
 }
 
+/// The data file's name (ExportOptions::external_data_file or `<model name>.data`);
+/// ValueError for a name that is not a plain file name beside the model.
+std::string external_file_name(const std::string& path, const ExportOptions& o) {
+  const std::string model = std::filesystem::path(path).filename().string();
+  const std::string name = o.external_data_file.empty() ? model + ".data" : o.external_data_file;
+  MS_CHECK(name.find('/') == std::string::npos && name != "." && name != ".." &&
+               name.find('\0') == std::string::npos,
+           ValueError, kApi,
+           ": external_data_file must be a file name in the model's directory "
+           "(no '/'), got '",
+           name, "'");
+  MS_CHECK(name != model, ValueError, kApi, ": external_data_file '", name,
+           "' is the model file itself");
+  MS_CHECK(o.external_data_threshold >= 0, ValueError, kApi,
+           ": external_data_threshold must be >= 0, got ", o.external_data_threshold);
+  return name;
+}
+
+/// Writes `m` to `path` atomically; with ExportOptions::external_data, the
+/// large initializers first go (atomically too) to the data file beside it.
+void write_model(::onnx::ModelProto& m, const std::string& path, const ExportOptions& o) {
+  if (o.external_data) {
+    const std::string name = external_file_name(path, o);
+    const std::vector<detail::ExternalBlob> blobs =
+        detail::move_to_external(m, name, o.external_data_threshold);
+    if (!blobs.empty())
+      io::write_file_atomic(
+          (std::filesystem::path(path).parent_path() / name).string(), [&](io::ByteSink& out) {
+            static constexpr char kZeros[detail::kExternalAlign] = {};
+            for (const detail::ExternalBlob& b : blobs) {
+              out.write(kZeros, static_cast<std::size_t>(b.offset - out.written()));
+              out.write(b.bytes->data(), b.bytes->size());
+            }
+          });
+  }
+  std::string bytes;
+  MS_CHECK(m.SerializeToString(&bytes), ValueError, kApi,
+           ": protobuf could not serialize the model (over 2 GB?",
+           o.external_data ? ")" : " ExportOptions::external_data keeps the weights outside)");
+  io::write_file_atomic(
+      path, std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+}
+
 }  // namespace
 
 namespace detail {
 
 void export_request(const ExportRequest& req, const std::string& path, const ExportOptions& o) {
   check_options(o, req.examples.size());
+  if (o.external_data) external_file_name(path, o);
   Signature s;
   for (std::size_t i = 0; i < req.examples.size(); ++i)
     s.in_names.push_back(name_at(o.input_names, i, "input"));
   input_symbols(req, o, s);
   dynamic_axes_of_inputs(req, o, s);
-  const ::onnx::ModelProto m = build_model(req, o, s);
+  ::onnx::ModelProto m = build_model(req, o, s);
   check_with_onnx(m);
-  std::string bytes;
-  MS_CHECK(m.SerializeToString(&bytes), ValueError, kApi,
-           ": protobuf could not serialize the model (over 2 GB?)");
-  io::write_file_atomic(
-      path, std::span(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
+  write_model(m, path, o);
 }
 
 }  // namespace detail

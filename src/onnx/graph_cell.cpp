@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 
 #include "graph_program.hpp"
 #include "ms/io/file.hpp"
@@ -24,17 +25,25 @@ std::vector<std::string> name_parts(const std::string& name) {
   }
 }
 
+/// The directory of the model file `path` (`.` for a bare file name).
+std::string model_dir(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? std::filesystem::path(".").string() : dir.string();
+}
+
 }  // namespace
 
 GraphCell::GraphCell(const std::string& path, GraphCellOptions options) {
   const std::vector<std::uint8_t> bytes = io::read_file(path, INT_MAX);
+  const std::string dir =
+      options.external_data_dir.empty() ? model_dir(path) : options.external_data_dir;
   prog_ = detail::load_program(
-      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path);
+      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), path, dir);
   init(options);
 }
 
 GraphCell::GraphCell(std::string_view bytes, std::string origin, GraphCellOptions options) {
-  prog_ = detail::load_program(bytes, origin);
+  prog_ = detail::load_program(bytes, origin, options.external_data_dir);
   init(options);
 }
 

@@ -1,7 +1,8 @@
 // GraphCell's loader (ms/onnx/graph_cell.hpp): ModelProto bytes -> Program.
-// Checks, in order: the protobuf parses; opsets and domains; external data
-// (rejected); every node's op is mapped; every value is defined once; no
-// cycle; initializer sizes; then ONNX's checker and strict shape inference.
+// Checks, in order: the protobuf parses; opsets and domains; every node's op
+// is mapped; initializer sizes and data (external data read and checked by
+// external_data.cpp); every value is defined once; no cycle; then ONNX's
+// checker and strict shape inference.
 // Needs only ms's core (Tensor, Storage, Shape), so the fuzz target links it
 // without the ops.
 #include <onnx/checker.h>
@@ -14,6 +15,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "external_data.hpp"
 #include "graph_program.hpp"
 #include "ms/core/error.hpp"
 
@@ -133,13 +135,6 @@ int check_opsets(const ::onnx::ModelProto& m, const std::string& origin) {
   return opset;
 }
 
-void check_not_external(const P& t, const std::string& where) {
-  MS_CHECK(t.data_location() != P::EXTERNAL && t.external_data_size() == 0, ValueError, kApi, ": ",
-           where, " tensor '", t.name(),
-           "' keeps its data in an external file; GraphCell does not load external data "
-           "(save the model with its tensors inside)");
-}
-
 std::int64_t checked_numel(const P& t, const std::string& what) {
   std::int64_t n = 1;
   for (std::int64_t d : t.dims()) {
@@ -217,6 +212,16 @@ bool op_supported(const std::string& op) {
 
 std::vector<std::string> supported_ops() { return {std::begin(kOps), std::end(kOps)}; }
 
+/// `t` with each byte of a bool tensor other than 0 and 1 stored as 1 (true).
+Tensor bool_as_01(Tensor t) {
+  if (t.dtype() == DType::Bool) {
+    std::byte* b = t.raw_data();
+    for (std::int64_t i = 0; i < t.nbytes(); ++i)
+      b[i] = b[i] != std::byte{0} ? std::byte{1} : std::byte{0};
+  }
+  return t;
+}
+
 /// The number of values the typed field of `t`'s element type holds.
 std::int64_t typed_count(const P& t) {
   switch (t.data_type()) {
@@ -229,12 +234,14 @@ std::int64_t typed_count(const P& t) {
   }
 }
 
-/// An ms tensor holding TensorProto `t` (raw or typed data); `what` names it in
-/// errors. The data's size is checked before the tensor is allocated.
-Tensor tensor_from_proto(const P& t, const std::string& what) {
-  check_not_external(t, what);
+/// An ms tensor holding TensorProto `t` (raw or typed data, or external data
+/// read by `ext`); `what` names it in errors. The data's size is checked before
+/// the tensor is allocated.
+Tensor tensor_from_proto(const P& t, const std::string& what, ExternalReader& ext) {
+  const bool external = ExternalReader::is_external(t, what);
   const DType dt = dtype_from_onnx(t.data_type(), what);
   const std::int64_t n = checked_numel(t, what);
+  if (external) return bool_as_01(ext.read(t, dt, n, what));
   const auto want = static_cast<std::size_t>(n * dtype_itemsize(dt));
   if (t.has_raw_data()) {
     MS_CHECK(t.raw_data().size() == want, ValueError, kApi, ": ", what, " has ",
@@ -249,17 +256,12 @@ Tensor tensor_from_proto(const P& t, const std::string& what) {
   } else if (want > 0) {
     std::memcpy(out.raw_data(), t.raw_data().data(), want);
   }
-  if (dt == DType::Bool) {  // a byte other than 0 and 1 is true: stored as 1
-    std::byte* b = out.raw_data();
-    for (std::size_t i = 0; i < want; ++i)
-      b[i] = b[i] != std::byte{0} ? std::byte{1} : std::byte{0};
-  }
-  return out;
+  return bool_as_01(std::move(out));
 }
 
 namespace {
 
-Attr decode_attr(const ::onnx::AttributeProto& a, const std::string& where) {
+Attr decode_attr(const ::onnx::AttributeProto& a, const std::string& where, ExternalReader& ext) {
   using A = ::onnx::AttributeProto;
   Attr r;
   switch (a.type()) {
@@ -268,7 +270,9 @@ Attr decode_attr(const ::onnx::AttributeProto& a, const std::string& where) {
     case A::STRING: r.s = a.s(); break;
     case A::INTS: r.ints.assign(a.ints().begin(), a.ints().end()); break;
     case A::FLOATS: r.floats.assign(a.floats().begin(), a.floats().end()); break;
-    case A::TENSOR: r.t = tensor_from_proto(a.t(), where + " attribute '" + a.name() + "'"); break;
+    case A::TENSOR:
+      r.t = tensor_from_proto(a.t(), where + " attribute '" + a.name() + "'", ext);
+      break;
     default:
       ::ms::detail::raise<ValueError>(kApi, ": ", where, " attribute '", a.name(), "' has type ",
                                       static_cast<int>(a.type()), ", which GraphCell does not map");
@@ -278,6 +282,7 @@ Attr decode_attr(const ::onnx::AttributeProto& a, const std::string& where) {
 
 struct Builder {
   Program& p;
+  ExternalReader& ext;
   std::unordered_map<std::string, int> ids;
 
   int define(const std::string& name, const std::string& by) {
@@ -366,7 +371,7 @@ void add_nodes(Program& p, Builder& b, const ::onnx::GraphProto& g) {
                writes[static_cast<std::size_t>(i)],
                {}};
     for (const auto& a : n.attribute())
-      node.attrs.emplace(a.name(), decode_attr(a, node_label(n, i)));
+      node.attrs.emplace(a.name(), decode_attr(a, node_label(n, i), b.ext));
     p.nodes.push_back(std::move(node));
   }
 }
@@ -388,9 +393,11 @@ void onnx_checks(::onnx::ModelProto& m, const std::string& origin) {
 
 }  // namespace
 
-std::shared_ptr<const Program> load_program(std::string_view bytes, const std::string& origin) {
+std::shared_ptr<const Program> load_program(std::string_view bytes, const std::string& origin,
+                                            const std::string& external_dir) {
   MS_CHECK(bytes.size() <= static_cast<std::size_t>(INT_MAX), ValueError, kApi, ": ", origin,
-           " has ", bytes.size(), " bytes; protobuf reads at most 2 GiB (use a smaller model)");
+           " has ", bytes.size(),
+           " bytes; protobuf reads at most 2 GiB (keep the weights in external data)");
   ::onnx::ModelProto m;
   MS_CHECK(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), ValueError, kApi, ": ",
            origin, " is not an ONNX model (the protobuf ModelProto does not parse)");
@@ -400,10 +407,12 @@ std::shared_ptr<const Program> load_program(std::string_view bytes, const std::s
   const auto& g = m.graph();
   MS_CHECK(g.sparse_initializer_size() == 0, ValueError, kApi, ": ", origin,
            " has sparse initializers, which GraphCell does not load");
-  Builder b{*p, {}};
+  ExternalReader ext(external_dir);
+  Builder b{*p, ext, {}};
   for (const auto& t : g.initializer()) {
     const int v = b.define(t.name(), "initializer '" + t.name() + "'");
-    p->initializers.emplace_back(t.name(), tensor_from_proto(t, "initializer '" + t.name() + "'"));
+    p->initializers.emplace_back(t.name(),
+                                 tensor_from_proto(t, "initializer '" + t.name() + "'", ext));
     p->init_values.push_back(v);
   }
   for (const auto& vi : g.input())
@@ -411,6 +420,7 @@ std::shared_ptr<const Program> load_program(std::string_view bytes, const std::s
   add_nodes(*p, b, g);
   for (const auto& o : g.output()) p->outputs.push_back(b.use(o.name(), "graph output"));
   MS_CHECK(!p->outputs.empty(), ValueError, kApi, ": ", origin, " has no graph output");
+  ext.finish(m);
   onnx_checks(m, origin);
   return p;
 }

@@ -310,7 +310,7 @@ TEST_CASE("GraphCell errors: a cycle") {
   CHECK(has(load_error<ms::ValueError>(bytes_of(m)), "is on a cycle"));
 }
 
-TEST_CASE("GraphCell errors: external data is rejected") {
+TEST_CASE("GraphCell errors: external data in bytes loaded without a directory") {
   ModelProto m = tiny();
   TensorProto* b = m.mutable_graph()->mutable_initializer(0);
   b->clear_float_data();

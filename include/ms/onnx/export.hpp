@@ -8,8 +8,9 @@
 // (docs/onnx_ops.md lists the mapping, generated from the table in
 // src/onnx/op_rules.cpp) and writes the model atomically through ms's file
 // system (ms/io/file_system.hpp). Parameters become initializers named after
-// the cell's parameters (`fc1.weight`). This header includes no ONNX or
-// protobuf header.
+// the cell's parameters (`fc1.weight`); `.external_data = true` writes the
+// large ones to a data file beside the model (ONNX external data). This header
+// includes no ONNX or protobuf header.
 //
 //   MLP net;
 //   net.set_train(false);
@@ -28,6 +29,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <span>
@@ -79,6 +81,19 @@ struct ExportOptions {
   std::string producer_name = "ms";
   /// The model's producer_version.
   std::string producer_version = "0.1.0";
+  /// Write the initializers holding at least external_data_threshold bytes to
+  /// a data file next to the model (ONNX external data: each tensor's
+  /// `location`, `offset` aligned to 64 bytes, `length`), as
+  /// `onnx.save_model(..., save_as_external_data=True)` does; for models over
+  /// protobuf's 2 GiB. The data file is written first, then the model, each
+  /// atomically; when no initializer is that large, no data file is written.
+  bool external_data = false;
+  /// The data file's name, in the model's directory (no '/'); empty: the
+  /// model's file name with `.data` appended (`mlp.onnx.data`).
+  std::string external_data_file = {};
+  /// The smallest raw size in bytes an initializer must have to go to the data
+  /// file (onnx's `size_threshold`); 0: every initializer with raw data.
+  std::int64_t external_data_threshold = 1024;
 };
 
 /// How one op of ms's op table exports.

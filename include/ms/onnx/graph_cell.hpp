@@ -25,7 +25,10 @@
 // Errors (each names GraphCell, the node and its op where there is one):
 // ValueError for bytes that are not a ModelProto, an op, domain or opset not
 // supported, an input, initializer or value that no one defines, a cycle,
-// external data (rejected entirely), sizes that overflow, ONNX's checker and
+// external data that cannot be read safely (docs/onnx_import.md: a location
+// that is absolute or leaves the model's directory, a missing file, offsets
+// past its end, a size other than the dims say; from bytes without
+// GraphCellOptions::external_data_dir), sizes that overflow, ONNX's checker and
 // shape inference rejecting the model, and an attribute ms cannot express;
 // ShapeError / TypeError when a given tensor does not fit the declared input.
 #pragma once
@@ -52,8 +55,10 @@ namespace detail {
 /// A loaded, checked model: nodes in topological order (graph_program.hpp).
 struct Program;
 /// Parses, checks and maps `bytes` (a serialized ModelProto); `origin` names
-/// it in messages. The errors of GraphCell.
-std::shared_ptr<const Program> load_program(std::string_view bytes, const std::string& origin);
+/// it in messages; external data is resolved against the directory
+/// `external_dir` (empty: none, so external data is an error). The errors of GraphCell.
+std::shared_ptr<const Program> load_program(std::string_view bytes, const std::string& origin,
+                                            const std::string& external_dir = {});
 /// A child cell holding the parameters of one level of a dotted initializer name.
 struct GraphScope : Cell<GraphScope> {};
 }  // namespace detail
@@ -63,14 +68,20 @@ struct GraphCellOptions {
   /// Call set_inputs with the inputs' specs (named ms::Dim for dim_params)
   /// when an input has a dim that is not fixed, so that ms::jit makes that dim dynamic.
   bool set_inputs = true;
+  /// The directory the `location` of tensors with external data is relative
+  /// to. Empty: the model file's directory when loading from a path; when
+  /// loading from bytes, external data is then a ValueError (a path is needed).
+  std::string external_data_dir = {};
 };
 
 /// An ONNX model as a cell. Not copyable or movable (a cell).
 class GraphCell : public Cell<GraphCell> {
  public:
-  /// Loads the ONNX file `path` (read through ms's file system).
+  /// Loads the ONNX file `path` (read through ms's file system, as are the
+  /// files of its external data, resolved against its directory).
   explicit GraphCell(const std::string& path, GraphCellOptions options = {});
-  /// Loads a serialized ModelProto held in memory.
+  /// Loads a serialized ModelProto held in memory (external data only with
+  /// GraphCellOptions::external_data_dir).
   GraphCell(std::string_view bytes, std::string origin, GraphCellOptions options = {});
   ~GraphCell() override;
 
