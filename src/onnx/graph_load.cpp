@@ -24,8 +24,6 @@ namespace {
 
 using P = ::onnx::TensorProto;
 constexpr std::string_view kApi = "GraphCell";
-/// Elements of one initializer or Constant at most (2^40: sizes beyond are corrupt files).
-constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
 
 // The ops of the default domain the interpreter maps (graph_run.cpp implements each).
 constexpr std::string_view kOps[] = {"Abs",

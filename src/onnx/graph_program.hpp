@@ -14,6 +14,10 @@
 
 namespace ms::onnx::detail {
 
+/// Elements of one tensor a model may make at most (2^40: sizes beyond are
+/// corrupt files): initializers, Constants, ConstantOfShape.
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 40;
+
 /// One attribute of a node (the field its type uses).
 struct Attr {
   std::int64_t i = 0;              ///< INT

@@ -136,8 +136,8 @@ Tensor int_div(const Ctx& c, const Tensor& a, const Tensor& b) {
   Tensor q = empty(s, wide);
   T* out = q.template data<T>();
   for (std::size_t i = 0; i < x.size(); ++i) {
-    MS_CHECK(y[i] != 0, ValueError, c.where(), ": integer division by zero (element ", i,
-             " of the divisor is 0)");
+    MS_CHECK(y[i] != 0, ValueError, c.where(),
+             ": integer division by zero (the divisor holds a 0)");
     if constexpr (std::is_signed_v<T>)
       MS_CHECK(x[i] != std::numeric_limits<T>::min() || y[i] != -1, ValueError, c.where(), ": ",
                x[i], " / -1 overflows int64");
@@ -150,10 +150,10 @@ void div_op(Ctx& c) {
   if (dtype_is_float(a.dtype())) return c.out(0, Tensor(ms::div(a, b)));
   MS_CHECK(a.dtype() == b.dtype(), TypeError, c.where(), ": the operands are ",
            dtype_name(a.dtype()), " and ", dtype_name(b.dtype()), "; Div needs one type");
-  MS_CHECK(
-      ops::active_tracer() == nullptr, ValueError, c.where(),
-      ": integer division of values computed from the graph inputs is not supported under "
-      "ms::jit (GraphCell divides integers exactly on concrete values: constants, or eagerly)");
+  MS_CHECK(ops::active_tracer() == nullptr, ValueError, c.where(),
+           ": integer division of values computed from the graph inputs is not supported while "
+           "ms::jit or ms::grad traces the model (GraphCell divides integers exactly on concrete "
+           "values: constants, or in a plain eager call)");
   NoTrace nt;
   c.out(0, a.dtype() == DType::UInt64 ? int_div<std::uint64_t>(c, a, b)
                                       : int_div<std::int64_t>(c, a, b));
@@ -293,7 +293,7 @@ void reshape_op(Ctx& c) {
     } else {
       MS_CHECK(t[a] >= 0, ShapeError, c.where(), ": target dim ", a, " is ", t[a],
                " (a size, 0 or -1)");
-      MS_CHECK(t[a] == 0 || known <= std::numeric_limits<std::int64_t>::max() / t[a], ValueError,
+      MS_CHECK(t[a] == 0 || known <= std::numeric_limits<std::int64_t>::max() / t[a], ShapeError,
                c.where(), ": the target's sizes multiply past int64 at dim ", a, " (size ", t[a],
                ")");
       known *= t[a];
@@ -463,7 +463,7 @@ void constant_of_shape(Ctx& c) {
   std::int64_t numel = 1;
   for (std::int64_t d : dims) {
     MS_CHECK(d >= 0, ValueError, c.where(), ": the shape (input 0) has a negative size ", d);
-    MS_CHECK(d == 0 || numel <= (std::int64_t{1} << 40) / d, ValueError, c.where(),
+    MS_CHECK(d == 0 || numel <= kMaxElements / d, ValueError, c.where(),
              ": the shape (input 0) has more than 2^40 elements");
     numel *= d;
   }

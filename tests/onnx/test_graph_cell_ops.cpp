@@ -156,7 +156,7 @@ TEST_CASE(
   CHECK(y32[0].dtype() == ms::int32);
   CHECK(values(y32[0]) == I64s{-2, -2, 2147483647, 1});
   CHECK(has(run_error<ms::ValueError>(g, {ints({1, 2, 3, 4}), ints({1, 0, 1, 1})}),
-            "GraphCell: node 'y' (Div): integer division by zero (element 1"));
+            "GraphCell: node 'y' (Div): integer division by zero (the divisor holds a 0)"));
   CHECK(has(run_error<ms::ValueError>(g, {ints({INT64_MIN, 2, 3, 4}), ints({-1, 1, 1, 1})}),
             "GraphCell: node 'y' (Div): -9223372036854775808 / -1 overflows int64"));
   // Under ms::jit, integers computed from the inputs are not concrete: an error, not float math.
@@ -164,6 +164,23 @@ TEST_CASE(
   auto f = ms::jit(gv);
   CHECK(has(run_error<ms::ValueError>(f, {ints(big), ints({1, 2, -2, 1})}),
             "node 'y' (Div): integer division of values computed from the graph inputs"));
+  // So is ms::grad's trace, which the message names.
+  Model m;
+  m.input("x", TensorProto::FLOAT, {4});
+  m.input("n", TensorProto::INT64, {4});
+  TensorProto* two = m.init("two", TensorProto::INT64, {4});
+  for (int i = 0; i < 4; ++i) two->add_int64_data(2);
+  m.node("Div", {"n", "two"}, {"h"});
+  attr_i(m.node("Cast", {"h"}, {"hf"}), "to", TensorProto::FLOAT);
+  m.node("Mul", {"x", "hf"}, {"y"});
+  m.output("y", TensorProto::FLOAT, {4});
+  ms::GraphCell gm(m.bytes(), "<div-grad>");
+  const ms::Tensor n = ints({3, 4, 5, 6});
+  auto loss = [&](const ms::Tensor& x) { return ms::sum(gm(std::vector<ms::Tensor>{x, n})[0]); };
+  CHECK(values(loss(ms::ones({4}))) == I64s{8});  // 1 + 2 + 2 + 3: truncated
+  CHECK_THROWS_WITH_AS(ms::grad(loss)(ms::ones({4})),
+                       doctest::Contains("while ms::jit or ms::grad traces the model"),
+                       ms::ValueError);
 }
 
 TEST_CASE("GraphCell errors: a Reshape target whose sizes multiply past int64") {
@@ -175,7 +192,7 @@ TEST_CASE("GraphCell errors: a Reshape target whose sizes multiply past int64") 
   m.node("Reshape", {"x", "t"}, {"y"});
   m.output("y", TensorProto::FLOAT, {-1, -1, -1});
   ms::GraphCell g(m.bytes(), "<reshape>");
-  CHECK(has(run_error<ms::ValueError>(g, {ms::ones({2, 3})}),
+  CHECK(has(run_error<ms::ShapeError>(g, {ms::ones({2, 3})}),
             "GraphCell: node 'y' (Reshape): the target's sizes multiply past int64 at dim 2"));
 }
 
