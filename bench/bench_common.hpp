@@ -39,6 +39,8 @@
 #include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/types.h>
+
+#include "torch_convert.hpp"
 #endif
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -70,11 +72,6 @@ inline ms::Tensor random_tensor(const ms::Shape& shape, std::uint32_t seed, floa
 }
 
 #if MS_BENCH_TORCH
-/// A LibTorch copy of a contiguous float32 ms tensor (LibTorch owns its memory).
-inline torch::Tensor to_torch(const ms::Tensor& t) {
-  std::vector<std::int64_t> sizes(t.shape().begin(), t.shape().end());
-  return torch::from_blob(t.data<float>(), sizes, torch::kFloat32).clone();
-}
 
 /// Largest |ms - torch| relative to max(1, |torch|): a guard that both sides
 /// compute the same thing (the benchmark is skipped with an error otherwise).

@@ -20,7 +20,7 @@
 //                                              Gpt::forward_cached without a
 //                                              cache slot (a prefill), the
 //                                              positions an input instead of
-//                                              an arange of the length
+//                                              a running count over the ids
 //
 // One iteration generates N tokens after the prompt. Before timing, one
 // untimed generation of the same length compiles everything, so the loop
@@ -31,10 +31,10 @@
 // Counters: tokens_per_s; compiles (prefill_compiles and increment_compiles
 // of the generator; nocache_compiles and nocache_traces of the jitted Gpt
 // after the whole run, nocache_traces_first after the untimed generation: a
-// length its generalized graph does not serve is traced on its own, and
-// Gpt::construct's position arange makes that every length); same_tokens (no-cache rows: how many
-// leading tokens agree with the cached generator's, out of N; random weights give close logits, so
-// float differences may flip a late argmax).
+// length its generalized graph does not serve is traced on its own: traces
+// beyond nocache_traces_first were made inside the timed loop); same_tokens (no-cache rows: how
+// many leading tokens agree with the cached generator's, out of N; random weights give close
+// logits, so float differences may flip a late argmax).
 //
 // The increment's time per token comes from rows of different N:
 // (time(N = 65) - time(N = 1)) / 64 for the first 64 tokens (N = 1 runs the

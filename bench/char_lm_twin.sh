@@ -5,7 +5,8 @@
 #
 # For each thread count (THREADS, default "1 2"):
 #  1. char_lm trains STEPS steps (--minutes 0: no time limit; validation only
-#     at the end, so its steps/s line times the steps alone) and writes its
+#     at the end; both sides' steps/s time the step call alone, from step 2:
+#     no data loading, no compile) and writes its
 #     initial weights (--save-init) and its checkpoint;
 #  2. char_lm_torch train starts from those weights and trains as many steps;
 #  3. both continue the prompt PROMPT by 256 greedy bytes from char_lm's
@@ -68,7 +69,7 @@ if [ "$steps" = auto ]; then
 fi
 
 printf '%s steps, %s\n\n' "$steps" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "| threads | first loss ms | first loss LibTorch | val bpc ms | val bpc LibTorch | difference | steps/s ms | steps/s LibTorch | ms / LibTorch | gen tokens/s ms | gen tokens/s LibTorch | greedy texts |"
+echo "| threads | first loss ms | first loss LibTorch | val bpc ms | val bpc LibTorch | difference | steps/s ms | steps/s LibTorch | ms / LibTorch | gen tokens/s ms (its 2 compiles included) | gen tokens/s LibTorch | greedy texts |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for t in $threads; do
   d=$work/t$t

@@ -31,17 +31,20 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "ms/core/error.hpp"
 #include "ms/io/safetensors.hpp"
+#include "torch_convert.hpp"
 
 namespace bench {
 
@@ -59,6 +62,17 @@ struct GptTorchConfig {
   std::int64_t n_embd = 0;
 };
 
+/// `text` as a number of type T (all of it); ms::ValueError naming `what` otherwise.
+template <class T>
+T parse_number(const std::string& text, const std::string& what) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [p, ec] = std::from_chars(text.data(), end, v);
+  MS_CHECK(ec == std::errc() && p == end && !text.empty(), ms::ValueError, what, ": '", text,
+           "' is not a number");
+  return v;
+}
+
 /// The sizes from a safetensors file's metadata as char_lm writes them
 /// (vocab_size, block_size, n_layer, n_head, n_embd); ms::ValueError naming
 /// `path` and the missing entry otherwise.
@@ -68,7 +82,7 @@ inline GptTorchConfig gpt_config(const std::map<std::string, std::string>& meta,
     auto it = meta.find(key);
     MS_CHECK(it != meta.end(), ms::ValueError, "GptTorch: ", path, " has no metadata entry '", key,
              "' (expected a file written by char_lm)");
-    return static_cast<std::int64_t>(std::stoll(it->second));
+    return parse_number<std::int64_t>(it->second, "GptTorch: " + path + " metadata '" + key + "'");
   };
   GptTorchConfig c{get("vocab_size"), get("block_size"), get("n_layer"), get("n_head"),
                    get("n_embd")};
@@ -78,12 +92,6 @@ inline GptTorchConfig gpt_config(const std::map<std::string, std::string>& meta,
            "got vocab_size ", c.vocab_size, ", block_size ", c.block_size, ", n_layer ", c.n_layer,
            ", n_head ", c.n_head, ", n_embd ", c.n_embd);
   return c;
-}
-
-/// A float32 LibTorch copy of an ms tensor (dense float32, as safetensors loads them).
-inline torch::Tensor to_torch(const ms::Tensor& t) {
-  std::vector<std::int64_t> sizes(t.shape().begin(), t.shape().end());
-  return torch::from_blob(const_cast<std::byte*>(t.raw_data()), sizes, torch::kFloat32).clone();
 }
 
 /// The GPT twin (see the header comment).

@@ -154,8 +154,8 @@ print("Generation, greedy, one 16-token prompt, 256 new tokens (char_lm's Gpt: 4
 print()
 print("| context | threads | cached tok/s | no cache tok/s | no cache, positions input tok/s | "
       "cached / best no cache | dyn tok/s | first 64 ms/token | last 64 ms/token | dyn first 64 | "
-      "dyn last 64 | compiles prefill / increment | no cache compiles (traces) | positions input "
-      "compiles (traces) | same tokens |")
+      "dyn last 64 | compiles prefill / increment | no cache compiles (traces: untimed run / all) | positions input "
+      "compiles (traces: untimed run / all) | same tokens |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 checks = []
 
@@ -176,7 +176,8 @@ for nt in (1, 2):
         comp = f"{num(med(c, 'prefill_compiles'), 0)} / {num(med(c, 'increment_compiles'), 0)}"
         for x in (n, p):
             comp += (f" | {num(med(x, 'nocache_compiles'), 0)} "
-                     f"({num(med(x, 'nocache_traces_first'), 0)})")
+                     f"({num(med(x, 'nocache_traces_first'), 0)} / "
+                     f"{num(med(x, 'nocache_traces'), 0)})")
         print(f"| {ctx} | {nt} | {num(tc, 0)} | {num(tn, 0)} | {num(tp, 0)} | {fx(r, 1)} | "
               f"{num(td, 0)} | "
               f"{ms_(per_token('cached', ctx, nt, 1, 65))} | "

@@ -238,12 +238,16 @@ int train(const Flags& f) {
   r.st.steps_per_epoch = r.train_batches.size();
   r.t0 = std::chrono::steady_clock::now();
   r.gpt.set_train(true);
-  double sum = 0;
+  double sum = 0, step_seconds = 0;
   bool done = false;
   while (!done) {
     for (auto& [x, y] : r.train_batches) {
+      const auto s0 = std::chrono::steady_clock::now();
       r.st.loss = step(x, y).item<double>();
       r.sched.step();
+      if (r.st.global_step > 0)  // the first step traces and compiles: not a step's time
+        step_seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       sum += r.st.loss;
       r.st.step = ++r.st.global_step;
       done = r.st.global_step >= f.steps || (f.minutes > 0 && r.minutes() >= f.minutes);
@@ -256,9 +260,11 @@ int train(const Flags& f) {
   r.st.epoch_loss = sum / static_cast<double>(r.st.global_step);
   r.st.epoch_seconds = r.minutes() * 60.0;
   const double train_s = (r.minutes() - r.eval_minutes) * 60.0;
-  std::printf("training: %lld steps in %.2f s without validation: %.3f steps/s\n",
-              static_cast<long long>(r.st.global_step), train_s,
-              static_cast<double>(r.st.global_step) / train_s);
+  std::printf(
+      "training: %lld steps in %.2f s without validation; steps 2-%lld, the step "
+      "alone: %.3f steps/s\n",
+      static_cast<long long>(r.st.global_step), train_s, static_cast<long long>(r.st.global_step),
+      static_cast<double>(r.st.global_step - 1) / step_seconds);
   r.curves.on_epoch_end(r.st);
   r.curves.on_train_end(r.st);
   std::printf("compiled graphs: train step %d, validation loss %d\n", step.compile_count(),

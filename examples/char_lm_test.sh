@@ -15,7 +15,7 @@ trap 'rm -rf "$dir"' EXIT
 # --save-init: the initial parameters under ms's names, the sizes in the metadata.
 grep -aq '"h.0.self_attn.in_proj_weight"' "$dir/init.safetensors"
 grep -aq '"n_layer":"1"' "$dir/init.safetensors"
-grep -q "training: 3 steps in [0-9.]* s without validation: [0-9.]* steps/s" "$dir/train.log"
+grep -q "training: 3 steps in [0-9.]* s without validation; steps 2-3, the step alone: [0-9.]* steps/s" "$dir/train.log"
 for f in model.safetensors curves.csv curves.svg curves_steps.csv curves_steps.svg; do
   [ -s "$dir/lm/$f" ] || { echo "missing $dir/lm/$f"; exit 1; }
 done

@@ -62,11 +62,10 @@ required=(
 # Used by the tests when present (libFuzzer targets with clang, NumPy interop checks).
 # All exist in Debian 12; installed when the archive has them.
 optional=(clang-14 libclang-rt-14-dev python3-numpy python3-onnx)
+# --with-torch: LibTorch for the benchmarks' side-by-side runs, and PyTorch's
+# ONNX exporter for the onnx_torch test (skipped, exit 77, without it).
 if ((with_torch)); then
   required+=(libtorch-dev)
-fi
-# PyTorch's ONNX exporter, for the onnx_torch test (skipped, exit 77, without it).
-if ((with_torch)); then
   optional+=(python3-torch)
 fi
 
