@@ -104,8 +104,17 @@ struct Exp {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
-  /// The instruction on Eigen array expressions (vectorized).
-  static auto eval(const auto& x) { return x.exp(); }
+  /// The instruction on Eigen array expressions (vectorized). Eigen's
+  /// vectorized double exp clamps its argument at about -709.78, so exp(-inf)
+  /// would be 5.6e-309: below that point the result (a subnormal under
+  /// 5.5e-309) is 0.
+  static auto eval(const auto& x) {
+    using S = typename std::decay_t<decltype(x)>::Scalar;
+    if constexpr (std::is_same_v<S, double>)
+      return (x < S(-709.78)).select(S(0), x.exp());
+    else
+      return x.exp();
+  }
 };
 
 /// The elementwise instruction "log": 1 operand, EwRule::Float.
