@@ -758,33 +758,74 @@ struct AmxPlan {
 };
 
 // Rows [r0, r1) of op(A) (rows >= m zero) into pa: m_pad x kpad, zero beyond k.
+// A transposed A is read along its rows (op(A)'s columns), contiguously.
 void amx_pack_a(const AmxPlan& pl, const BProblem& pr, std::int64_t r0, std::int64_t r1,
                 std::uint16_t* pa) {
-  for (std::int64_t i = r0; i < r1; ++i) {
-    std::uint16_t* dst = pa + i * pl.kpad;
-    std::int64_t p = 0;
-    if (i < pl.m && !pr.ta) {
-      std::memcpy(dst, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
-      p = pl.k;
-    } else if (i < pl.m) {
-      for (; p < pl.k; ++p) dst[p] = pr.a[p * pr.lda + i];
-    }
-    std::fill(dst + p, dst + pl.kpad, std::uint16_t{0});
+  std::fill(pa + r0 * pl.kpad, pa + r1 * pl.kpad, std::uint16_t{0});
+  const std::int64_t e1 = std::min(r1, pl.m);
+  if (!pr.ta) {
+    for (std::int64_t i = r0; i < e1; ++i)
+      std::memcpy(pa + i * pl.kpad, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
+    return;
+  }
+  for (std::int64_t p = 0; p < pl.k; ++p) {
+    const std::uint16_t* src = pr.a + p * pr.lda;
+    for (std::int64_t i = r0; i < e1; ++i) pa[i * pl.kpad + p] = src[i];
   }
 }
 
-// Panel `panel` (columns 32 panel ..) of op(B) in VNNI pairs, zero beyond n and k.
+// Panel `panel` (columns 32 panel ..) of op(B) in VNNI pairs, zero beyond n and k:
+// word q * 32 + j holds op(B) (2q, j) in its low and (2q + 1, j) in its high half.
+// Stored B (not transposed) interleaves two rows of 32 contiguous values; a
+// transposed B's pair (2q, 2q + 1) of column j is one 32-bit word of its row
+// j (little-endian: the first value in the low half). Both loops are plain
+// loads and stores the compiler vectorizes (packing B took twice the time of
+// the tile products on the MLP's weights).
 void amx_pack_b(const AmxPlan& pl, const BProblem& pr, std::int64_t panel, std::uint32_t* pb) {
   const std::int64_t j0 = panel * kAmxBlock, w = std::min(kAmxBlock, pl.n - j0);
-  std::uint32_t* dst = pb + panel * (pl.kpad / 2) * kAmxBlock;
-  const auto at = [&](std::int64_t p, std::int64_t j) -> std::uint32_t {
-    if (p >= pl.k) return 0;
-    return pr.tb ? pr.b[(j0 + j) * pr.ldb + p] : pr.b[p * pr.ldb + j0 + j];
-  };
-  for (std::int64_t q = 0; q < pl.kpad / 2; ++q) {
+  const std::int64_t pairs = pl.k / 2, rows = pl.kpad / 2;  // whole pairs; packed rows
+  std::uint32_t* dst = pb + panel * rows * kAmxBlock;
+  std::fill(dst, dst + rows * kAmxBlock, 0u);
+  if (pr.tb) {
+#if defined(__AVX512F__)
+    if (w == kAmxBlock && pr.ldb < (std::int64_t{1} << 25)) {
+      // Word q of the 32 rows as two gathers of 16 (offsets in bytes), stored contiguously.
+      const __m512i idx = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+          _mm512_set1_epi32(static_cast<int>(2 * pr.ldb)));
+      const std::uint16_t* lo = pr.b + j0 * pr.ldb;
+      const std::uint16_t* hi = lo + 16 * pr.ldb;
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        _mm512_storeu_si512(dst + q * kAmxBlock, _mm512_i32gather_epi32(idx, lo + 2 * q, 1));
+        _mm512_storeu_si512(dst + q * kAmxBlock + 16, _mm512_i32gather_epi32(idx, hi + 2 * q, 1));
+      }
+      if (pl.k % 2 != 0)
+        for (std::int64_t j = 0; j < w; ++j)
+          dst[pairs * kAmxBlock + j] = pr.b[(j0 + j) * pr.ldb + pl.k - 1];
+      return;
+    }
+#endif
+    for (std::int64_t j = 0; j < w; ++j) {
+      const std::uint16_t* src = pr.b + (j0 + j) * pr.ldb;
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        std::uint32_t v;
+        std::memcpy(&v, src + 2 * q, sizeof v);
+        dst[q * kAmxBlock + j] = v;
+      }
+      if (pl.k % 2 != 0) dst[pairs * kAmxBlock + j] = src[pl.k - 1];
+    }
+    return;
+  }
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    const std::uint16_t* r0 = pr.b + 2 * q * pr.ldb + j0;
+    const std::uint16_t* r1 = r0 + pr.ldb;
     std::uint32_t* out = dst + q * kAmxBlock;
-    for (std::int64_t j = 0; j < w; ++j) out[j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
-    std::fill(out + w, out + kAmxBlock, 0u);
+    for (std::int64_t j = 0; j < w; ++j)
+      out[j] = static_cast<std::uint32_t>(r0[j]) | (static_cast<std::uint32_t>(r1[j]) << 16);
+  }
+  if (pl.k % 2 != 0) {
+    const std::uint16_t* r0 = pr.b + (pl.k - 1) * pr.ldb + j0;
+    for (std::int64_t j = 0; j < w; ++j) dst[pairs * kAmxBlock + j] = r0[j];
   }
 }
 
