@@ -48,6 +48,7 @@
 #include <string>
 
 #include "ms/core/detail/eigen.hpp"
+#include "ms/core/half.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms_libxsmm_config.h"  // MS_HAVE_LIBXSMM, from meson.build
 
@@ -547,6 +548,7 @@ struct BProblem {
   float beta;
   float* c;
   std::int64_t ldc;
+  std::uint16_t* c16;  // when not null (AMX only, beta 0): C in bfloat16 instead of c
 };
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
@@ -870,8 +872,14 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_task(const AmxPlan& pl, co
       amx_block(pl, pa + r * pl.kpad, pb + (c / kAmxBlock) * (pl.kpad / 2) * kAmxBlock, sum);
       const std::int64_t rows = std::min(kAmxBlock, pl.m - r), cols = std::min(kAmxBlock, pl.n - c);
       for (std::int64_t i = 0; i < rows; ++i) {
-        float* crow = pr.c + (r + i) * pr.ldc + c;
         const float* srow = sum + i * kAmxBlock;
+        if (pr.c16 != nullptr) {  // rounded once, as a float32 C converted afterwards
+          std::uint16_t* row16 = pr.c16 + (r + i) * pr.ldc + c;
+          for (std::int64_t j = 0; j < cols; ++j)
+            row16[j] = ms::detail::float_to_bfloat16_bits(pr.alpha * srow[j]);
+          continue;
+        }
+        float* crow = pr.c + (r + i) * pr.ldc + c;
         for (std::int64_t j = 0; j < cols; ++j)
           crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
       }
@@ -916,11 +924,15 @@ bool amx_bgemm(const BProblem&, std::int64_t, std::int64_t, std::int64_t) { retu
 
 }  // namespace
 
-bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc) noexcept {
+namespace {
+
+// libxsmm_bgemm, or with c16 (c null, beta 0, AMX only) C rounded to bfloat16.
+bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+               float beta, float* c, std::uint16_t* c16, std::int64_t ldc) noexcept {
   std::string why;
   if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
+  if (c16 != nullptr && (!amx_usable() || beta != 0.f)) return false;
   normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX - 1) return false;
@@ -938,14 +950,30 @@ bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                                       trans_b ? b16 + j0 * ldb : b16 + j0,
                                       ldb,
                                       beta,
-                                      c + i0 * ldc + j0,
-                                      ldc};
+                                      c16 != nullptr ? nullptr : c + i0 * ldc + j0,
+                                      ldc,
+                                      c16 != nullptr ? c16 + i0 * ldc + j0 : nullptr};
                     if (amx_usable())
                       ok = ok && (dry || amx_bgemm(pr, rows, cols, k));
                     else
                       ok = ok && bgemm_slab(pr, rows, cols, k, dry);
                   });
   return ok;
+}
+
+}  // namespace
+
+bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept {
+  return bgemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, nullptr, ldc);
+}
+
+bool libxsmm_bgemm_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                           std::int64_t k, float alpha, const void* a, std::int64_t lda,
+                           const void* b, std::int64_t ldb, void* c, std::int64_t ldc) noexcept {
+  return bgemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.f, nullptr,
+                   static_cast<std::uint16_t*>(c), ldc);
 }
 
 #else  // libxsmm not linked in
@@ -958,6 +986,11 @@ bool libxsmm_usable(std::string& why) noexcept {
 bool libxsmm_avx512() noexcept { return false; }
 
 bool libxsmm_bf16_native() noexcept { return false; }
+
+bool libxsmm_bgemm_rounded(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
+                           std::int64_t, const void*, std::int64_t, void*, std::int64_t) noexcept {
+  return false;
+}
 
 bool libxsmm_sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                    std::int64_t, const float*, std::int64_t, float, float*, std::int64_t) noexcept {
