@@ -763,8 +763,10 @@ struct AmxPlan {
 // A transposed A is read along its rows (op(A)'s columns), contiguously.
 void amx_pack_a(const AmxPlan& pl, const BProblem& pr, std::int64_t r0, std::int64_t r1,
                 std::uint16_t* pa) {
-  std::fill(pa + r0 * pl.kpad, pa + r1 * pl.kpad, std::uint16_t{0});
-  const std::int64_t e1 = std::min(r1, pl.m);
+  const std::int64_t e1 = std::max(r0, std::min(r1, pl.m));
+  std::fill(pa + e1 * pl.kpad, pa + r1 * pl.kpad, std::uint16_t{0});  // rows past m
+  for (std::int64_t i = r0; i < e1; ++i)
+    std::fill(pa + i * pl.kpad + pl.k, pa + (i + 1) * pl.kpad, std::uint16_t{0});
   if (!pr.ta) {
     for (std::int64_t i = r0; i < e1; ++i)
       std::memcpy(pa + i * pl.kpad, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
@@ -787,7 +789,11 @@ void amx_pack_b(const AmxPlan& pl, const BProblem& pr, std::int64_t panel, std::
   const std::int64_t j0 = panel * kAmxBlock, w = std::min(kAmxBlock, pl.n - j0);
   const std::int64_t pairs = pl.k / 2, rows = pl.kpad / 2;  // whole pairs; packed rows
   std::uint32_t* dst = pb + panel * rows * kAmxBlock;
-  std::fill(dst, dst + rows * kAmxBlock, 0u);
+  // Zeros: the packed rows past k, and the columns past n of the others.
+  const std::int64_t filled = (pl.k + 1) / 2;
+  std::fill(dst + filled * kAmxBlock, dst + rows * kAmxBlock, 0u);
+  for (std::int64_t q = 0; q < filled && w < kAmxBlock; ++q)
+    std::fill(dst + q * kAmxBlock + w, dst + (q + 1) * kAmxBlock, 0u);
   if (pr.tb) {
 #if defined(__AVX512F__)
     if (w == kAmxBlock && pr.ldb < (std::int64_t{1} << 25)) {
