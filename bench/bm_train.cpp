@@ -4,6 +4,8 @@
 //
 //   BM_TrainMlp_Ms/batch:B/nt:N     MLP 784-512-256-10, ms::jit step, B = 64, 256
 //   BM_TrainMlp_Torch/batch:B/nt:N  the same step in LibTorch
+//   BM_TrainMlpO2_Ms/batch:64/nt:N  the ms MLP step under amp O2 in bfloat16 (float32
+//                                   master weights), beside BM_TrainMlp_Ms
 //   BM_TrainCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), ms::jit step
 //   BM_TrainCnn_Torch/batch:64/nt:N the same step in LibTorch
 //   BM_CellCall_Dense/nt:1          net(x): Dense 784->512 at batch 1 through Cell::operator()
@@ -37,7 +39,7 @@ void set_counters(benchmark::State& state, std::int64_t batch, double last_loss)
   state.counters["last_loss"] = last_loss;
 }
 
-template <class Net>
+template <class Net, bool AmpO2 = false>
 void BM_Train_Ms(benchmark::State& state) {
   const bool cnn = std::is_same_v<Net, bench::MsCNN>;
   const std::int64_t batch = state.range(0);
@@ -45,6 +47,7 @@ void BM_Train_Ms(benchmark::State& state) {
   const bench::Batches data(bench::input_shape(cnn, batch), 7);
   ms::default_generator().manual_seed(kSeed);
   bench::MsTrainer<Net> t(kLr);
+  if (AmpO2) ms::amp::auto_mixed_precision(t.net, "O2", ms::bfloat16);
   // Warm-up: the first call traces and compiles, the second plans the arena.
   t.step(data.x[0], data.y[0]);
   t.step(data.x[1], data.y[1]);
@@ -145,6 +148,12 @@ void BM_CellCallHooked_Dense(benchmark::State& state) {
 BENCHMARK(BM_Train_Ms<bench::MsMLP>)
     ->Name("BM_TrainMlp_Ms")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
+BENCHMARK(BM_Train_Ms<bench::MsMLP, true>)
+    ->Name("BM_TrainMlpO2_Ms")
+    ->ArgNames({"batch", "nt"})
+    ->Args({64, 1})
+    ->Args({64, 2})
+    ->UseRealTime();
 BENCHMARK(BM_Train_Ms<bench::MsCNN>)
     ->Name("BM_TrainCnn_Ms")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });

@@ -5,9 +5,11 @@
 // GEMM G cols^T per tile accumulated over the images. 3x3 convolutions at
 // stride 1 with enough channels (and their input gradients, convolutions too)
 // take the Winograd F(2x2, 3x3) path instead: 2.25x fewer multiplications.
-// float32 convolutions (and bfloat16 forwards) at stride 1 along the width run
-// on libxsmm's batch-reduce kernels instead when libxsmm is usable
-// (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes.
+// float32 convolutions (and bfloat16 forwards and input gradients) at stride 1
+// along the width run on libxsmm's batch-reduce kernels instead when libxsmm is
+// usable (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes.
+// The other bfloat16 gradients take the im2col path on gemm_bf16 (float32
+// sums of bfloat16 products; no Winograd: its transforms would round).
 #include "ms/kernels/conv.hpp"
 
 #include <algorithm>
@@ -875,6 +877,95 @@ bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bf
                  const Conv2dGeometry& g) {
   if (conv2d_algorithm(g, ConvPass::Forward) != ConvAlgo::Direct) return false;
   return detail::conv_direct_forward_bf16(x, w, bias, y, g);
+}
+
+void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
+                            const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  const std::int64_t units = g.n * g.groups, image_group = pl.cg * g.h * g.w;
+  if (units == 0 || image_group == 0) return;
+  if (pl.p == 0 || pl.og == 0 || pl.k == 0) {  // nothing reads the input
+    std::fill(dx, dx + g.n * g.c * g.h * g.w, bfloat16_t{});
+    return;
+  }
+  if (conv2d_algorithm(g, ConvPass::GradInput) == ConvAlgo::Direct &&
+      detail::conv_direct_grad_input_bf16(gy, w, dx, g))
+    return;
+  // Per (image, group): col [k, width] = W_g^T G_g[:, p0:p1] in float32 sums
+  // (gemm_bf16), col2im into a float32 image, rounded to bfloat16 once.
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;
+  Tensor work = empty(Shape{parts, col_numel + image_group}, DType::Float32);
+  detail::for_items(units, parts, [&](std::int64_t u, std::int64_t part) {
+    const std::int64_t img = u / g.groups, grp = u % g.groups;
+    float* acc = work.data<float>() + part * (col_numel + image_group);
+    float* col = acc + image_group;
+    const bfloat16_t* gi = gy + (img * g.o + grp * pl.og) * pl.p;  // [og, p]
+    const bfloat16_t* wg = w + grp * pl.og * pl.k;                 // [og, k]
+    if (pl.direct) {
+      gemm_bf16(true, false, pl.k, pl.p, pl.og, 1.f, wg, pl.k, gi, pl.p, 0.f, acc, pl.p);
+    } else {
+      std::fill(acc, acc + image_group, 0.f);
+      for (std::int64_t p0 = 0; p0 < pl.p; p0 += pl.tile) {
+        const std::int64_t p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
+        gemm_bf16(true, false, pl.k, width, pl.og, 1.f, wg, pl.k, gi + p0, pl.p, 0.f, col, width);
+        col2im_cols(col, g, pl.k, p0, p1, acc);
+      }
+    }
+    bfloat16_t* dxi = dx + (img * g.c + grp * pl.cg) * g.h * g.w;
+    for (std::int64_t e = 0; e < image_group; ++e) dxi[e] = bfloat16_t(acc[e]);
+  });
+}
+
+void conv2d_grad_weight_bf16(const bfloat16_t* x, const bfloat16_t* gy, bfloat16_t* dw,
+                             const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  const std::int64_t wnumel = g.o * pl.k;
+  if (wnumel == 0) return;
+  if (g.n == 0 || pl.p == 0) {
+    std::fill(dw, dw + wnumel, bfloat16_t{});
+    return;
+  }
+  // As conv2d_grad_weight's im2col path: a fixed number of chunks of the
+  // batch, each summed in float32 (gemm_bf16) into its own partial dW; the
+  // partials added in chunk order and rounded to bfloat16 once.
+  const std::int64_t chunks = std::min<std::int64_t>(g.n, kWeightChunks);
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile;
+  Tensor cols_t = empty(Shape{std::max<std::int64_t>(parts * col_numel, 1)}, DType::BFloat16);
+  Tensor partial_t = empty(Shape{chunks, wnumel}, DType::Float32);
+  bfloat16_t* const cols = cols_t.data<bfloat16_t>();
+  float* const partials = partial_t.data<float>();
+  detail::for_items(chunks * g.groups, parts, [&](std::int64_t item, std::int64_t part) {
+    const std::int64_t chunk = item / g.groups, grp = item % g.groups;
+    float* dwc = partials + chunk * wnumel + grp * pl.og * pl.k;  // [og, k]
+    bfloat16_t* col = cols + part * col_numel;
+    const std::int64_t i0 = g.n * chunk / chunks, i1 = g.n * (chunk + 1) / chunks;
+    float beta = 0.f;
+    for (std::int64_t img = i0; img < i1; ++img) {
+      const bfloat16_t* xin = x + (img * g.c + grp * pl.cg) * g.h * g.w;
+      const bfloat16_t* gi = gy + (img * g.o + grp * pl.og) * pl.p;  // [og, p]
+      for (std::int64_t p0 = 0; p0 < pl.p; p0 += pl.tile) {
+        const std::int64_t p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
+        const bfloat16_t* b = xin + p0;
+        std::int64_t ldb = pl.p;
+        if (!pl.direct) {
+          im2col_cols(xin, g, pl.k, p0, p1, col);
+          b = col;
+          ldb = width;
+        }
+        gemm_bf16(false, true, pl.og, pl.k, width, 1.f, gi + p0, pl.p, b, ldb, beta, dwc, pl.k);
+        beta = 1.f;
+      }
+    }
+  });
+  parallel_for(wnumel, std::int64_t{1} << 14, [&](std::int64_t e0, std::int64_t e1) {
+    for (std::int64_t e = e0; e < e1; ++e) {
+      float s = partials[e];
+      for (std::int64_t c = 1; c < chunks; ++c) s += partials[c * wnumel + e];
+      dw[e] = bfloat16_t(s);
+    }
+  });
 }
 
 #define MS_CONV_INSTANTIATE(T)                                                               \

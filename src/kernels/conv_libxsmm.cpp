@@ -15,7 +15,8 @@
 // copied into the NCHW output with the bias and the relu. No im2col matrix.
 //
 // Input gradient (stride 1): the forward above on gy, padded by (k - 1) * d - p,
-// with the kernel rotated by 180 degrees and the channels swapped.
+// with the kernel rotated by 180 degrees and the channels swapped (bfloat16
+// too, on the bf16 kernels).
 //
 // Weight gradient, per (tap, output block, channel block): dW [outputs,
 // channels] += sum over the output rows of gy_row [outputs, ow] x_row [ow,
@@ -378,6 +379,15 @@ void wgt_chunk(const float* x, const float* gy, const Conv2dGeometry& g, const W
   }
 }
 
+// The input gradient's convolution: gy, padded by (k - 1) * d - p, convolved
+// with the rotated kernels, the channels swapped (stride 1).
+Conv2dGeometry adjoint_geometry(const Conv2dGeometry& g) {
+  Conv2dGeometry a = g;
+  a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
+  a.ph = (g.kh - 1) * g.dh - g.ph, a.pw = (g.kw - 1) * g.dw - g.pw;
+  return a;
+}
+
 }  // namespace
 
 bool conv_libxsmm_usable() noexcept {
@@ -398,10 +408,7 @@ bool conv_direct_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
     return false;
   if (pass != ConvPass::GradInput) return fwd_fits(g) && fits_int(g.o * g.oh * g.ow);
   if (g.sh != 1 || g.sw != 1 || (g.kh - 1) * g.dh < g.ph || (g.kw - 1) * g.dw < g.pw) return false;
-  Conv2dGeometry a = g;
-  a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
-  a.ph = (g.kh - 1) * g.dh - g.ph, a.pw = (g.kw - 1) * g.dw - g.pw;
-  return fwd_fits(a);
+  return fwd_fits(adjoint_geometry(g));
 }
 
 bool conv_direct_forward(const float* x, const float* w, const float* bias, float* y,
@@ -425,15 +432,22 @@ bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const fl
 
 bool conv_direct_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g) {
   if (!conv_direct_fits(g, ConvPass::GradInput)) return false;
-  // dx is the convolution of gy, padded by (k - 1) * d - p, by the rotated
-  // kernels with the channels swapped (stride 1).
-  Conv2dGeometry a = g;
-  a.c = g.o, a.o = g.c, a.h = g.oh, a.w = g.ow, a.oh = g.h, a.ow = g.w;
-  a.ph = (g.kh - 1) * g.dh - g.ph, a.pw = (g.kw - 1) * g.dw - g.pw;
+  const Conv2dGeometry a = adjoint_geometry(g);
   const FwdPlan p = fwd_plan(a, 1);
   Tensor wt = empty(Shape{a.groups * p.taps * p.og * p.cgp}, DType::Float32);
   weights_for_forward(w, a, p, true, wt.data<float>());
   return fwd_run<float, SKernel>(gy, wt.data<float>(), nullptr, dx, a, p, 1, 0, false, nullptr);
+}
+
+bool conv_direct_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
+                                 const Conv2dGeometry& g) {
+  if (!conv_direct_fits(g, ConvPass::GradInput)) return false;
+  const Conv2dGeometry a = adjoint_geometry(g);
+  const FwdPlan p = fwd_plan(a, 2);
+  Tensor wt = empty(Shape{a.groups * p.taps * p.og * p.cgp}, DType::BFloat16);
+  weights_for_forward(w, a, p, true, wt.data<bfloat16_t>());
+  return fwd_run<bfloat16_t, BKernel>(gy, wt.data<bfloat16_t>(), nullptr, dx, a, p, 2,
+                                      LIBXSMM_GEMM_FLAG_VNNI_A, false, nullptr);
 }
 
 bool conv_direct_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g) {
@@ -488,6 +502,10 @@ bool conv_direct_grad_input(const float*, const float*, float*, const Conv2dGeom
   return false;
 }
 bool conv_direct_grad_weight(const float*, const float*, float*, const Conv2dGeometry&) {
+  return false;
+}
+bool conv_direct_grad_input_bf16(const bfloat16_t*, const bfloat16_t*, bfloat16_t*,
+                                 const Conv2dGeometry&) {
   return false;
 }
 

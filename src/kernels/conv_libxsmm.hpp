@@ -60,6 +60,11 @@ bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const fl
 /// dx = conv2d_grad_input(gy, w) (float32, dense), as conv_direct_forward.
 bool conv_direct_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g);
 
+/// The same with bfloat16 gy, w and dx: float32 sums of bfloat16 products
+/// (libxsmm's bf16 kernels), each element rounded to bfloat16 once.
+bool conv_direct_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
+                                 const Conv2dGeometry& g);
+
 /// dw = conv2d_grad_weight(x, gy) (float32, dense), as conv_direct_forward.
 bool conv_direct_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g);
 

@@ -558,6 +558,20 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
               beta, c, ldc);
 }
 
+void gemm_bf16_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
+                       std::int64_t ldb, bfloat16_t* c, std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0) return;
+  if (k > 0 && alpha != 0.f && default_route() == Route::libxsmm && detail::libxsmm_bf16_native() &&
+      detail::libxsmm_bgemm_rounded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc))
+    return;
+  std::vector<float> fc(static_cast<std::size_t>(m * n));
+  gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.f, fc.data(), n);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = bfloat16_t(fc[static_cast<std::size_t>(i * n + j)]);
+}
+
 template <class T>
 void gemm_batched(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                   const GemmOperand<T>& a, const GemmOperand<T>& b, T* c,

@@ -48,6 +48,7 @@
 #include <string>
 
 #include "ms/core/detail/eigen.hpp"
+#include "ms/core/half.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms_libxsmm_config.h"  // MS_HAVE_LIBXSMM, from meson.build
 
@@ -547,6 +548,7 @@ struct BProblem {
   float beta;
   float* c;
   std::int64_t ldc;
+  std::uint16_t* c16;  // when not null (AMX only, beta 0): C in bfloat16 instead of c
 };
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
@@ -758,33 +760,80 @@ struct AmxPlan {
 };
 
 // Rows [r0, r1) of op(A) (rows >= m zero) into pa: m_pad x kpad, zero beyond k.
+// A transposed A is read along its rows (op(A)'s columns), contiguously.
 void amx_pack_a(const AmxPlan& pl, const BProblem& pr, std::int64_t r0, std::int64_t r1,
                 std::uint16_t* pa) {
-  for (std::int64_t i = r0; i < r1; ++i) {
-    std::uint16_t* dst = pa + i * pl.kpad;
-    std::int64_t p = 0;
-    if (i < pl.m && !pr.ta) {
-      std::memcpy(dst, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
-      p = pl.k;
-    } else if (i < pl.m) {
-      for (; p < pl.k; ++p) dst[p] = pr.a[p * pr.lda + i];
-    }
-    std::fill(dst + p, dst + pl.kpad, std::uint16_t{0});
+  const std::int64_t e1 = std::max(r0, std::min(r1, pl.m));
+  std::fill(pa + e1 * pl.kpad, pa + r1 * pl.kpad, std::uint16_t{0});  // rows past m
+  for (std::int64_t i = r0; i < e1; ++i)
+    std::fill(pa + i * pl.kpad + pl.k, pa + (i + 1) * pl.kpad, std::uint16_t{0});
+  if (!pr.ta) {
+    for (std::int64_t i = r0; i < e1; ++i)
+      std::memcpy(pa + i * pl.kpad, pr.a + i * pr.lda, static_cast<std::size_t>(pl.k) * 2);
+    return;
+  }
+  for (std::int64_t p = 0; p < pl.k; ++p) {
+    const std::uint16_t* src = pr.a + p * pr.lda;
+    for (std::int64_t i = r0; i < e1; ++i) pa[i * pl.kpad + p] = src[i];
   }
 }
 
-// Panel `panel` (columns 32 panel ..) of op(B) in VNNI pairs, zero beyond n and k.
+// Panel `panel` (columns 32 panel ..) of op(B) in VNNI pairs, zero beyond n and k:
+// word q * 32 + j holds op(B) (2q, j) in its low and (2q + 1, j) in its high half.
+// Stored B (not transposed) interleaves two rows of 32 contiguous values; a
+// transposed B's pair (2q, 2q + 1) of column j is one 32-bit word of its row
+// j (little-endian: the first value in the low half). Both loops are plain
+// loads and stores the compiler vectorizes (packing B took twice the time of
+// the tile products on the MLP's weights).
 void amx_pack_b(const AmxPlan& pl, const BProblem& pr, std::int64_t panel, std::uint32_t* pb) {
   const std::int64_t j0 = panel * kAmxBlock, w = std::min(kAmxBlock, pl.n - j0);
-  std::uint32_t* dst = pb + panel * (pl.kpad / 2) * kAmxBlock;
-  const auto at = [&](std::int64_t p, std::int64_t j) -> std::uint32_t {
-    if (p >= pl.k) return 0;
-    return pr.tb ? pr.b[(j0 + j) * pr.ldb + p] : pr.b[p * pr.ldb + j0 + j];
-  };
-  for (std::int64_t q = 0; q < pl.kpad / 2; ++q) {
+  const std::int64_t pairs = pl.k / 2, rows = pl.kpad / 2;  // whole pairs; packed rows
+  std::uint32_t* dst = pb + panel * rows * kAmxBlock;
+  // Zeros: the packed rows past k, and the columns past n of the others.
+  const std::int64_t filled = (pl.k + 1) / 2;
+  std::fill(dst + filled * kAmxBlock, dst + rows * kAmxBlock, 0u);
+  for (std::int64_t q = 0; q < filled && w < kAmxBlock; ++q)
+    std::fill(dst + q * kAmxBlock + w, dst + (q + 1) * kAmxBlock, 0u);
+  if (pr.tb) {
+#if defined(__AVX512F__)
+    if (w == kAmxBlock && pr.ldb < (std::int64_t{1} << 25)) {
+      // Word q of the 32 rows as two gathers of 16 (offsets in bytes), stored contiguously.
+      const __m512i idx = _mm512_mullo_epi32(
+          _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+          _mm512_set1_epi32(static_cast<int>(2 * pr.ldb)));
+      const std::uint16_t* lo = pr.b + j0 * pr.ldb;
+      const std::uint16_t* hi = lo + 16 * pr.ldb;
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        _mm512_storeu_si512(dst + q * kAmxBlock, _mm512_i32gather_epi32(idx, lo + 2 * q, 1));
+        _mm512_storeu_si512(dst + q * kAmxBlock + 16, _mm512_i32gather_epi32(idx, hi + 2 * q, 1));
+      }
+      if (pl.k % 2 != 0)
+        for (std::int64_t j = 0; j < w; ++j)
+          dst[pairs * kAmxBlock + j] = pr.b[(j0 + j) * pr.ldb + pl.k - 1];
+      return;
+    }
+#endif
+    for (std::int64_t j = 0; j < w; ++j) {
+      const std::uint16_t* src = pr.b + (j0 + j) * pr.ldb;
+      for (std::int64_t q = 0; q < pairs; ++q) {
+        std::uint32_t v;
+        std::memcpy(&v, src + 2 * q, sizeof v);
+        dst[q * kAmxBlock + j] = v;
+      }
+      if (pl.k % 2 != 0) dst[pairs * kAmxBlock + j] = src[pl.k - 1];
+    }
+    return;
+  }
+  for (std::int64_t q = 0; q < pairs; ++q) {
+    const std::uint16_t* r0 = pr.b + 2 * q * pr.ldb + j0;
+    const std::uint16_t* r1 = r0 + pr.ldb;
     std::uint32_t* out = dst + q * kAmxBlock;
-    for (std::int64_t j = 0; j < w; ++j) out[j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
-    std::fill(out + w, out + kAmxBlock, 0u);
+    for (std::int64_t j = 0; j < w; ++j)
+      out[j] = static_cast<std::uint32_t>(r0[j]) | (static_cast<std::uint32_t>(r1[j]) << 16);
+  }
+  if (pl.k % 2 != 0) {
+    const std::uint16_t* r0 = pr.b + (pl.k - 1) * pr.ldb + j0;
+    for (std::int64_t j = 0; j < w; ++j) dst[pairs * kAmxBlock + j] = r0[j];
   }
 }
 
@@ -829,8 +878,14 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_task(const AmxPlan& pl, co
       amx_block(pl, pa + r * pl.kpad, pb + (c / kAmxBlock) * (pl.kpad / 2) * kAmxBlock, sum);
       const std::int64_t rows = std::min(kAmxBlock, pl.m - r), cols = std::min(kAmxBlock, pl.n - c);
       for (std::int64_t i = 0; i < rows; ++i) {
-        float* crow = pr.c + (r + i) * pr.ldc + c;
         const float* srow = sum + i * kAmxBlock;
+        if (pr.c16 != nullptr) {  // rounded once, as a float32 C converted afterwards
+          std::uint16_t* row16 = pr.c16 + (r + i) * pr.ldc + c;
+          for (std::int64_t j = 0; j < cols; ++j)
+            row16[j] = ms::detail::float_to_bfloat16_bits(pr.alpha * srow[j]);
+          continue;
+        }
+        float* crow = pr.c + (r + i) * pr.ldc + c;
         for (std::int64_t j = 0; j < cols; ++j)
           crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
       }
@@ -875,11 +930,15 @@ bool amx_bgemm(const BProblem&, std::int64_t, std::int64_t, std::int64_t) { retu
 
 }  // namespace
 
-bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc) noexcept {
+namespace {
+
+// libxsmm_bgemm, or with c16 (c null, beta 0, AMX only) C rounded to bfloat16.
+bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+               float beta, float* c, std::uint16_t* c16, std::int64_t ldc) noexcept {
   std::string why;
   if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
+  if (c16 != nullptr && (!amx_usable() || beta != 0.f)) return false;
   normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX - 1) return false;
@@ -897,14 +956,30 @@ bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                                       trans_b ? b16 + j0 * ldb : b16 + j0,
                                       ldb,
                                       beta,
-                                      c + i0 * ldc + j0,
-                                      ldc};
+                                      c16 != nullptr ? nullptr : c + i0 * ldc + j0,
+                                      ldc,
+                                      c16 != nullptr ? c16 + i0 * ldc + j0 : nullptr};
                     if (amx_usable())
                       ok = ok && (dry || amx_bgemm(pr, rows, cols, k));
                     else
                       ok = ok && bgemm_slab(pr, rows, cols, k, dry);
                   });
   return ok;
+}
+
+}  // namespace
+
+bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                   float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+                   float beta, float* c, std::int64_t ldc) noexcept {
+  return bgemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, nullptr, ldc);
+}
+
+bool libxsmm_bgemm_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
+                           std::int64_t k, float alpha, const void* a, std::int64_t lda,
+                           const void* b, std::int64_t ldb, void* c, std::int64_t ldc) noexcept {
+  return bgemm_run(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.f, nullptr,
+                   static_cast<std::uint16_t*>(c), ldc);
 }
 
 #else  // libxsmm not linked in
@@ -917,6 +992,11 @@ bool libxsmm_usable(std::string& why) noexcept {
 bool libxsmm_avx512() noexcept { return false; }
 
 bool libxsmm_bf16_native() noexcept { return false; }
+
+bool libxsmm_bgemm_rounded(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
+                           std::int64_t, const void*, std::int64_t, void*, std::int64_t) noexcept {
+  return false;
+}
 
 bool libxsmm_sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                    std::int64_t, const float*, std::int64_t, float, float*, std::int64_t) noexcept {

@@ -225,13 +225,14 @@ void matmul_run(const MatOperand& a, const MatOperand& b, const Shape& batch_sha
                            n);
 }
 
-// bfloat16 operands, float32 result: the CPU's BF16 dot-product kernels where
-// libxsmm has them (kernels::gemm_bf16), float32 sums either way.
+// bfloat16 operands and result: AMX or the CPU's BF16 dot-product kernels
+// where libxsmm has them (kernels::gemm_bf16_rounded), float32 sums either
+// way, each rounded to bfloat16 once.
 void matmul_run_bf16(const MatOperand& a, const MatOperand& b, const Shape& batch_shape,
                      std::int64_t batch, Tensor& out) {
   const std::int64_t m = a.rows, k = a.cols, n = b.cols;
   if (out.numel() == 0) return;
-  float* c = out.data<float>();
+  bfloat16_t* c = out.data<bfloat16_t>();
   const std::vector<std::int64_t> ao = batch_offsets(a, batch_shape, batch);
   const std::vector<std::int64_t> bo = batch_offsets(b, batch_shape, batch);
   const bfloat16_t* ap = a.t.data<bfloat16_t>();
@@ -242,14 +243,14 @@ void matmul_run_bf16(const MatOperand& a, const MatOperand& b, const Shape& batc
     fold = bo[u] == bo[0] && ao[u] == ao[0] + i * m * a.ld;
   }
   if (fold || batch == 1) {
-    kernels::gemm_bf16(a.trans, b.trans, fold ? batch * m : m, n, k, 1.f, ap + ao[0], a.ld,
-                       bp + bo[0], b.ld, 0.f, c, n);
+    kernels::gemm_bf16_rounded(a.trans, b.trans, fold ? batch * m : m, n, k, 1.f, ap + ao[0], a.ld,
+                               bp + bo[0], b.ld, c, n);
     return;
   }
   for (std::int64_t i = 0; i < batch; ++i) {
     const auto u = static_cast<std::size_t>(i);
-    kernels::gemm_bf16(a.trans, b.trans, m, n, k, 1.f, ap + ao[u], a.ld, bp + bo[u], b.ld, 0.f,
-                       c + i * m * n, n);
+    kernels::gemm_bf16_rounded(a.trans, b.trans, m, n, k, 1.f, ap + ao[u], a.ld, bp + bo[u], b.ld,
+                               c + i * m * n, n);
   }
 }
 
@@ -261,9 +262,9 @@ Tensor matmul_compute(const Tensor& a_in, const Tensor& b_in, const Shape& out_s
   const Shape batch_shape = leading(out_shape, static_cast<std::int64_t>(mat_dims));
   const std::int64_t batch = shape_numel(batch_shape, "matmul");
   if (a_in.dtype() == DType::BFloat16) {
-    Tensor out = empty(out_shape, float32);
+    Tensor out = empty(out_shape, bfloat16);
     matmul_run_bf16(a, b, batch_shape, batch, out);
-    return out.to(bfloat16);
+    return out;
   }
   Tensor out = empty(out_shape, a_in.dtype());
   dtype_dispatch(a_in.dtype(), [&](auto tag) {

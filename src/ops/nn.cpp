@@ -286,12 +286,21 @@ std::vector<TensorType> conv2d_grad_weight_infer(std::span<const TensorType> in,
   return {w};
 }
 
-// Runs kernel(a, b, out, geometry) on float or double buffers: half inputs
+// Runs kernel(a, b, out, geometry) on float or double buffers, or on bfloat16
+// ones (the bf16 kernels: float32 sums, one rounding on store); float16 inputs
 // compute in float32 and round on store.
 template <class K>
 Tensor conv_grad_eval(std::string_view op, const TensorType& out_t, const Tensor& a_in,
                       const Tensor& b_in, const Shape& xs, const Shape& ws, const Shape& ys,
                       const Conv2dOptions& opts, K kernel) {
+  if (out_t.dtype == DType::BFloat16) {
+    const Tensor a = a_in.to(DType::BFloat16), b = b_in.to(DType::BFloat16);  // dense
+    Tensor out = empty(out_t.shape, DType::BFloat16);
+    if (out.numel() > 0)
+      kernel(a.data<bfloat16_t>(), b.data<bfloat16_t>(), out.data<bfloat16_t>(),
+             conv_geometry(xs, ws, ys, conv_attrs(opts, op)));
+    return out;
+  }
   const DType ct = half_to_float(out_t.dtype);
   const Tensor a = a_in.to(ct), b = b_in.to(ct);  // dense
   Tensor out = empty(out_t.shape, ct);
@@ -861,7 +870,10 @@ std::vector<Tensor> Conv2dGradInput::eval(const Attrs& a, std::span<const Tensor
   return {
       conv_grad_eval(name, t, in[0], in[1], t.shape, in[1].shape(), in[0].shape(), a,
                      [](const auto* gy, const auto* w, auto* dx, const kernels::Conv2dGeometry& g) {
-                       kernels::conv2d_grad_input(gy, w, dx, g);
+                       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*dx)>, bfloat16_t>)
+                         kernels::conv2d_grad_input_bf16(gy, w, dx, g);
+                       else
+                         kernels::conv2d_grad_input(gy, w, dx, g);
                      })};
 }
 std::vector<Tensor> Conv2dGradInput::vjp(const Attrs& a, const GradContext& c) {
@@ -903,7 +915,10 @@ std::vector<Tensor> Conv2dGradWeight::eval(const Attrs& a, std::span<const Tenso
   return {
       conv_grad_eval(name, t, in[0], in[1], in[0].shape(), t.shape, in[1].shape(), a,
                      [](const auto* x, const auto* gy, auto* dw, const kernels::Conv2dGeometry& g) {
-                       kernels::conv2d_grad_weight(x, gy, dw, g);
+                       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*dw)>, bfloat16_t>)
+                         kernels::conv2d_grad_weight_bf16(x, gy, dw, g);
+                       else
+                         kernels::conv2d_grad_weight(x, gy, dw, g);
                      })};
 }
 std::vector<Tensor> Conv2dGradWeight::vjp(const Attrs& a, const GradContext& c) {

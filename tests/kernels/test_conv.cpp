@@ -5,7 +5,9 @@
 // float32 sum of that many terms; 1 and 2 threads bitwise; the fused relu and
 // 2x2 pooling of the forward; and the bfloat16 forward (conv2d_bf16) against
 // float64 sums of the bfloat16 values (within one bfloat16 rounding) and of
-// the unrounded values (within what an 8-bit mantissa allows). Where an
+// the unrounded values (within what an 8-bit mantissa allows), and the same
+// for the bfloat16 gradients (conv2d_grad_input_bf16 on the Direct and Im2col
+// paths, conv2d_grad_weight_bf16), 1 and 2 threads bitwise. Where an
 // algorithm does not apply (or libxsmm is absent) the call falls back, and the
 // checks hold for the fallback.
 #include <doctest/doctest.h>
@@ -161,6 +163,36 @@ const char* algo_name(ConvAlgo a) {
   return "auto";
 }
 
+// Counts the elements of got (bfloat16) outside one bfloat16 rounding of a
+// float32 sum of `terms` exact products of the bfloat16 values (`rounded`,
+// `rounded_abs`), and outside the same bound widened by the inputs' own
+// rounding against the unrounded values (`exact`, `exact_abs`: each factor
+// off by up to 2^-8 relative, so each product by 2^-7 + 2^-16).
+std::int64_t outside_bf16(const std::vector<ms::bfloat16_t>& got,
+                          const std::vector<double>& rounded,
+                          const std::vector<double>& rounded_abs, const std::vector<double>& exact,
+                          const std::vector<double>& exact_abs, std::int64_t terms) {
+  std::int64_t bad = 0;
+  for (std::size_t e = 0; e < got.size(); ++e) {
+    const double v = double(float(got[e]));
+    const double sum_err = (double(terms) + 5) * 0x1p-24 * rounded_abs[e];
+    bad += !(std::abs(v - rounded[e]) <= 0x1p-8 * (std::abs(rounded[e]) + sum_err) + sum_err);
+    const double in_err = (0x1p-7 + 0x1p-16) * exact_abs[e];
+    bad += !(std::abs(v - exact[e]) <=
+             0x1p-8 * (std::abs(exact[e]) + in_err + sum_err) + in_err + 2 * sum_err);
+  }
+  return bad;
+}
+
+// bfloat16 copies of v, and their values as floats.
+std::vector<ms::bfloat16_t> to_bf16(const std::vector<float>& v, std::vector<float>& as_float) {
+  std::vector<ms::bfloat16_t> out(v.size());
+  as_float.resize(v.size());
+  for (std::size_t e = 0; e < v.size(); ++e)
+    out[e] = ms::bfloat16_t(v[e]), as_float[e] = float(out[e]);
+  return out;
+}
+
 }  // namespace
 
 TEST_SUITE("kernels") {
@@ -248,6 +280,45 @@ TEST_SUITE("kernels") {
             }
         CHECK(bad == 0);
         CHECK(bad_pool == 0);
+      }
+    }
+  }
+
+  TEST_CASE(
+      "conv2d_grad_input_bf16 and conv2d_grad_weight_bf16 against float64 sums; 1 and 2 "
+      "threads") {
+    for (const Case& t : cases()) {
+      Conv2dGeometry g = geometry(t);
+      const auto xf = random_values(g.n * g.c * g.h * g.w, 11);
+      const auto wf = random_values(g.o * (g.c / g.groups) * g.kh * g.kw, 12);
+      const auto gyf = random_values(g.n * g.o * g.oh * g.ow, 13);
+      std::vector<float> xr, wr, gyr;
+      const auto x = to_bf16(xf, xr), w = to_bf16(wf, wr), gy = to_bf16(gyf, gyr);
+      const Reference rounded = reference(g, xr, wr, gyr), exact = reference(g, xf, wf, gyf);
+      const std::string shape = describe(t);
+      CAPTURE(shape);
+      // Auto (the bf16 kernels' Direct path where it applies) and Im2col (gemm_bf16).
+      for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Im2col}) {
+        g.algo = algo;
+        CAPTURE(algo_name(ms::kernels::conv2d_algorithm(g, ConvPass::GradInput)));
+        const ms::bfloat16_t junk(-7.f);
+        std::vector<ms::bfloat16_t> dx1(x.size(), junk), dx2(x.size(), junk);
+        std::vector<ms::bfloat16_t> dw1(w.size(), junk), dw2(w.size(), junk);
+        {
+          ThreadGuard guard;
+          ms::set_num_threads(1);
+          ms::kernels::conv2d_grad_input_bf16(gy.data(), w.data(), dx1.data(), g);
+          ms::kernels::conv2d_grad_weight_bf16(x.data(), gy.data(), dw1.data(), g);
+          ms::set_num_threads(2);
+          ms::kernels::conv2d_grad_input_bf16(gy.data(), w.data(), dx2.data(), g);
+          ms::kernels::conv2d_grad_weight_bf16(x.data(), gy.data(), dw2.data(), g);
+        }
+        CHECK(std::memcmp(dx1.data(), dx2.data(), dx1.size() * sizeof(ms::bfloat16_t)) == 0);
+        CHECK(std::memcmp(dw1.data(), dw2.data(), dw1.size() * sizeof(ms::bfloat16_t)) == 0);
+        CHECK(outside_bf16(dx1, rounded.dx, rounded.dx_abs, exact.dx, exact.dx_abs,
+                           rounded.dx_terms) == 0);
+        CHECK(outside_bf16(dw1, rounded.dw, rounded.dw_abs, exact.dw, exact.dw_abs,
+                           rounded.dw_terms) == 0);
       }
     }
   }

@@ -12,7 +12,8 @@
 // and 0.5, exactly against a double loop on small integers; libxsmm's tiles
 // give the same bits on 1 and 2 threads; libxsmm and Eigen agree on random
 // values within the rounding of a k-term sum; libxsmm starts no threads.
-// bfloat16 products (gemm_bf16) against float64 sums of the bfloat16 values
+// bfloat16 products (gemm_bf16; gemm_bf16_rounded bitwise the same, rounded)
+// against float64 sums of the bfloat16 values
 // within float32 rounding, and of the unrounded values within what an 8-bit
 // mantissa allows; 1 and 2 threads bitwise.
 #include <doctest/doctest.h>
@@ -513,6 +514,45 @@ TEST_SUITE("kernels") {
         CHECK(far_exact == 0);
         // bitwise (the NaNs of C's padding compare unequal as floats)
         CHECK(std::memcmp(c[0].data(), c[1].data(), c[0].size() * sizeof(float)) == 0);
+      }
+  }
+
+  TEST_CASE("gemm_bf16_rounded: bitwise gemm_bf16 (beta 0) rounded to bfloat16; 1 and 2 threads") {
+    ThreadGuard guard;
+    std::mt19937 gen(23);
+    std::uniform_real_distribution<float> val(-1, 1);
+    for (const Product& p :
+         {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
+          Product{33, 7, 17, true, false}, Product{64, 512, 784, false, true},
+          Product{512, 784, 64, true, false}, Product{64, 784, 512, false, false},
+          Product{255, 33, 127, true, true}})
+      for (const float alpha : {1.f, -0.5f}) {
+        const Operand oa = p.a(), ob = p.b();
+        std::vector<ms::bfloat16_t> a(oa.size()), b(ob.size());
+        for (auto& e : a) e = ms::bfloat16_t(val(gen));
+        for (auto& e : b) e = ms::bfloat16_t(val(gen));
+        std::vector<float> c32(p.c_size(), std::numeric_limits<float>::quiet_NaN());
+        ms::kernels::gemm_bf16(p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), oa.ld(), b.data(),
+                               ob.ld(), 0.f, c32.data(), p.ldc());
+        const ms::bfloat16_t pad(7.f);  // the padding of C (ldc > n) stays as it is
+        std::vector<ms::bfloat16_t> want(p.c_size(), pad);
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < p.n; ++j) {
+            const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+            want[at] = ms::bfloat16_t(c32[at]);
+          }
+        CAPTURE(p.m);
+        CAPTURE(p.n);
+        CAPTURE(p.k);
+        CAPTURE(p.ta);
+        CAPTURE(p.tb);
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          std::vector<ms::bfloat16_t> c(p.c_size(), pad);
+          ms::kernels::gemm_bf16_rounded(p.ta, p.tb, p.m, p.n, p.k, alpha, a.data(), oa.ld(),
+                                         b.data(), ob.ld(), c.data(), p.ldc());
+          CHECK(std::memcmp(c.data(), want.data(), c.size() * sizeof(ms::bfloat16_t)) == 0);
+        }
       }
   }
 }

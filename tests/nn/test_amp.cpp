@@ -2,14 +2,17 @@
 // amp levels on a small net (eagerly and in the traced graph), eager == jit,
 // O2 gradients against float32 ones, float32 master weights and optimizer
 // state, loss scaling (skipped steps, scale growth, fixed scale, in one jitted
-// step), bad arguments, and a short O2 bfloat16 training tracking float32.
+// step), bad arguments, a short O2 bfloat16 training tracking float32, and
+// O3 casting tensors inside container arguments and Kwargs values.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
 #include <map>
 #include <ms/cell.hpp>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -299,6 +302,45 @@ TEST_SUITE("nn") {
     REQUIRE(last != nullptr);
     CHECK((*last)(ms::ones({1, 6}, ms::bfloat16)).dtype() == ms::float32);
     h.remove();
+  }
+
+  TEST_CASE("O3: tensors inside vector, tuple, optional arguments and Kwargs values are cast") {
+    struct Seen : ms::Cell<Seen> {
+      std::vector<ms::DType> seen;
+      ms::Tensor construct(const ms::Tensor& x, const std::vector<ms::Tensor>& v,
+                           const std::tuple<ms::Tensor, ms::Tensor>& tp,
+                           const std::optional<ms::Tensor>& m, const ms::Kwargs& kw) {
+        seen = {x.dtype(),
+                v[0].dtype(),
+                v[1].dtype(),
+                std::get<0>(tp).dtype(),
+                std::get<1>(tp).dtype(),
+                m->dtype(),
+                std::get<ms::Tensor>(kw.at("t")).dtype()};
+        const ms::Tensor s = ms::sum(x) + ms::sum(v[0]) + ms::sum(m.value());
+        return s * static_cast<double>(std::get<std::int64_t>(kw.at("k")));
+      }
+    };
+    Seen net;
+    ms::amp::auto_mixed_precision(net, "O3", ms::bfloat16);
+    const ms::Tensor a = randn({2, 3}, 1), b = randn({3}, 2);
+    const ms::Tensor i = ms::tensor({1, 2}).to(ms::int32);  // not floating: left as it is
+    const ms::Kwargs kw{{"t", a}, {"k", std::int64_t{2}}};
+    const ms::Tensor y =
+        net(a, std::vector<ms::Tensor>{a, i}, std::tuple{b, a}, std::optional<ms::Tensor>(b), kw);
+    const ms::DType bf16 = ms::bfloat16;
+    CHECK(net.seen == std::vector<ms::DType>{bf16, bf16, ms::int32, bf16, bf16, bf16, bf16});
+    CHECK(y.dtype() == ms::float32);  // O3's root outputs float32
+    // The caller's containers keep their float32 tensors.
+    CHECK(std::get<ms::Tensor>(kw.at("t")).dtype() == ms::float32);
+    // The same inside a traced graph.
+    auto f = ms::jit([&](const ms::Tensor& u, const ms::Tensor& w) {
+      return net(u, std::vector<ms::Tensor>{u, w}, std::tuple{w, u}, std::optional<ms::Tensor>(w),
+                 ms::Kwargs{{"t", u}, {"k", std::int64_t{1}}});
+    });
+    net.seen.clear();
+    CHECK(f(a, b).dtype() == ms::float32);
+    CHECK(net.seen == std::vector<ms::DType>(7, bf16));
   }
 
   TEST_CASE("update_loss_scale is eager only; adjust is the in-graph form") {

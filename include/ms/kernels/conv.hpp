@@ -80,6 +80,27 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g);
 
+/// conv2d_grad_input on dense NCHW bfloat16 buffers: dx [n, c, h, w] from gy
+/// and w, products of bfloat16 values summed in float32, each element of dx
+/// rounded to bfloat16 once. Where conv2d_algorithm(g, GradInput) is Direct it
+/// runs on libxsmm's bf16 batch-reduce kernels (as conv2d_bf16), elsewhere on
+/// im2col's path with gemm_bf16 (col2im adding in float32). Bitwise the same
+/// for any thread count.
+///
+///   ms::kernels::conv2d_grad_input_bf16(gy, w, dx, g);
+void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
+                            const Conv2dGeometry& g);
+
+/// conv2d_grad_weight on dense NCHW bfloat16 buffers: dw [o, c / groups, kh,
+/// kw] from x and gy on im2col's path with gemm_bf16 (products of bfloat16
+/// values summed in float32, the batch in a fixed number of float32 partial
+/// sums added in order), each element rounded to bfloat16 once. Bitwise the
+/// same for any thread count.
+///
+///   ms::kernels::conv2d_grad_weight_bf16(x, gy, dw, g);
+void conv2d_grad_weight_bf16(const bfloat16_t* x, const bfloat16_t* gy, bfloat16_t* dw,
+                             const Conv2dGeometry& g);
+
 /// Unfolds the patches of one image's `c` channels, x [c, h, w] (dense), into
 /// the columns [p0, p1) of its im2col matrix [c * kh * kw, oh * ow], stored as
 /// col [c * kh * kw, p1 - p0] (row-major): row (ci, i, j), column q holds the

@@ -103,6 +103,16 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
 
+/// C = alpha * op(A) * op(B) with C in bfloat16: gemm_bf16's float32 sums,
+/// each rounded to bfloat16 once, bitwise the same as gemm_bf16 (beta 0) into
+/// a float32 C converted afterwards. On AMX the rounding happens as the tile
+/// sums are stored (no float32 C); elsewhere through a float32 buffer.
+///
+///   ms::kernels::gemm_bf16_rounded(false, true, m, n, k, 1.f, a, k, b, k, c, n);
+void gemm_bf16_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                       float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
+                       std::int64_t ldb, bfloat16_t* c, std::int64_t ldc) noexcept;
+
 /// One operand of a batched product: a base pointer, one element offset per
 /// batch entry, and the layout of each matrix (row stride `ld`, transposed or not).
 template <class T>

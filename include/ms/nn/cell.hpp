@@ -83,6 +83,7 @@
 #include "ms/jit/dump_scope.hpp"
 #include "ms/jit/jit.hpp"
 #include "ms/jit/recompute.hpp"
+#include "ms/nn/amp_args.hpp"
 #include "ms/nn/cell_args.hpp"
 #include "ms/nn/parameter.hpp"
 #include "ms/nn/state_dict.hpp"
@@ -1123,6 +1124,7 @@ class Cell : public CellBase {
   // in force, the call itself (hooks, bprop, construct) on the floating tensor
   // arguments cast to the to_float dtype; then the floating outputs cast to
   // that dtype, and to float32 when the cell's outputs are (O2 and O3's root).
+  // Tensors inside container arguments and Kwargs values are cast too.
   template <class T, class... A>
   T call_amp(const A&... a) {
     ops::CastPolicyScope scope(amp_policy_);
@@ -1131,6 +1133,8 @@ class Cell : public CellBase {
     auto arg = [&](const auto& x) -> decltype(auto) {
       if constexpr (detail::is_tensorish_v<decltype(x)>)
         return all ? detail::amp_cast(Tensor(x), to) : Tensor(x);
+      else if constexpr (detail::holds_tensor_v<decltype(x)>)
+        return all ? detail::amp_cast_nested(x, to) : x;  // a copy either way
       else
         return x;
     };
