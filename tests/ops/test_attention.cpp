@@ -471,6 +471,15 @@ TEST_SUITE("ops") {
       auto f =
           jit([&](const Tensor& a) { return scaled_dot_product_attention(a, k, v, {.mask = m}); });
       CHECK(ms::test::bitwise_equal(f(q), scaled_dot_product_attention(q, k, v, {.mask = m})));
+      const auto loss = [&](const Tensor& a, const Tensor& d) {
+        return weighted(scaled_dot_product_attention(a, k, v, {.mask = d, .causal = true}), w);
+      };
+      const auto eager = grad(loss, {.position = {0, 1}})(q, m);
+      auto fg = jit([&](const Tensor& a, const Tensor& d) {
+        return grad(loss, {.position = {0, 1}})(a, d);
+      });
+      const auto jitted = fg(q, m);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(ms::test::bitwise_equal(jitted[i], eager[i]));
     }
   }
 
@@ -513,6 +522,31 @@ TEST_SUITE("ops") {
       auto f = jit([&](const Tensor& a) { return grad(outer(true), all)(a, k, v, fm); });
       const auto jitted = f(q);
       for (std::size_t i = 0; i < 4; ++i) CHECK(allclose(jitted[i], got[i], 1e-12, 1e-12));
+    }
+  }
+
+  TEST_CASE("attention: second derivatives under dynamic shapes") {
+    // ms::jit with dynamic shapes gives the eager second derivatives for
+    // every T (the causal recomposition builds its band from Tq and Tk).
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      const auto gg = [causal](const Tensor& q, const Tensor& k, const Tensor& v) {
+        return grad([&](const Tensor& a) {
+          const Tensor g = grad([&](const Tensor& x) {
+            return sum(scaled_dot_product_attention(x, k, v, {.causal = causal}) * v);
+          })(a);
+          return sum(g * g);
+        })(q);
+      };
+      auto f = jit(gg, JitConfig{.dynamic = 1});
+      for (std::int64_t t : {4, 6, 9}) {
+        CAPTURE(t);
+        const auto seed = static_cast<unsigned>(t);
+        const Tensor q = random_tensor(float64, {2, t, 3}, {-1, 1}, seed);
+        const Tensor k = random_tensor(float64, {2, t, 3}, {-1, 1}, seed + 1);
+        const Tensor v = random_tensor(float64, {2, t, 3}, {-1, 1}, seed + 2);
+        CHECK(allclose(f(q, k, v), gg(q, k, v), 1e-12, 1e-12));
+      }
     }
   }
 }
