@@ -383,36 +383,47 @@ struct MaskOut {
   std::int64_t rs = 0, cs = 0;
 };
 
-// The mask gradient of query rows [r0, r1) of one slice: dS summed over the
-// slice's batch entries in order (and over rows where rs is 0, over keys
-// where cs is 0), accumulated in T and stored once.
+// The part of one slice of the mask's gradient a unit of work owns: query
+// rows [r0, r1) and keys [c0, c1) (c0 a multiple of kKeys).
+struct Part {
+  std::int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+};
+
+// The mask gradient of one part of a slice: dS summed over the slice's batch
+// entries in order (and over rows where rs is 0, over keys where cs is 0),
+// accumulated in T and stored once.
 template <class T, class S>
 void mask_unit(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, const Slice& sl,
-               std::int64_t r0, std::int64_t r1, const MaskOut<S>& mo) {
-  const std::int64_t mq = mo.rs != 0 ? r1 - r0 : 1, mk = mo.cs != 0 ? c.tk : 1;
+               const Part& pt, const MaskOut<S>& mo) {
+  const std::int64_t mq = mo.rs != 0 ? pt.r1 - pt.r0 : 1, mk = mo.cs != 0 ? pt.c1 - pt.c0 : 1;
   std::vector<T> acc(static_cast<std::size_t>(mq * mk), T(0));
   for (const std::int64_t b : sl.batches) {
-    for (std::int64_t i0 = r0; i0 < r1; i0 += kRows) {
-      const std::int64_t m = std::min(kRows, r1 - i0);
+    for (std::int64_t i0 = pt.r0; i0 < pt.r1; i0 += kRows) {
+      const std::int64_t m = std::min(kRows, pt.r1 - i0);
       w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
       w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
-      const std::int64_t jend = c.key_end(i0 + m - 1);
-      for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
+      const std::int64_t jend = std::min(pt.c1, c.key_end(i0 + m - 1));
+      for (std::int64_t j0 = pt.c0; j0 < jend; j0 += kKeys) {
         const std::int64_t n = std::min(kKeys, jend - j0);
         block_grads(c, g, w, b, i0, m, j0, n);
         const Blk<T> ds = w.dp.blk(m, n);
         for (std::int64_t r = 0; r < m; ++r) {
-          T* row = acc.data() + (mo.rs != 0 ? i0 + r - r0 : 0) * mk;
-          for (std::int64_t col = 0; col < n; ++col) row[mo.cs != 0 ? j0 + col : 0] += ds(r, col);
+          T* row = acc.data() + (mo.rs != 0 ? i0 + r - pt.r0 : 0) * mk;
+          for (std::int64_t col = 0; col < n; ++col)
+            row[mo.cs != 0 ? j0 - pt.c0 + col : 0] += ds(r, col);
         }
       }
     }
   }
   for (std::int64_t r = 0; r < mq; ++r)
     for (std::int64_t col = 0; col < mk; ++col)
-      mo.base[sl.off + (r0 + r) * mo.rs + col * mo.cs] = static_cast<S>(acc[r * mk + col]);
+      mo.base[sl.off + (pt.r0 + r) * mo.rs + (pt.c0 + col) * mo.cs] =
+          static_cast<S>(acc[r * mk + col]);
 }
 
+// Units of work: each slice split by row blocks where the mask has rows
+// (rs != 0), else by key blocks where it has keys, else whole; every element
+// of the gradient is owned by one unit.
 template <class T, class S>
 void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Grads<T, S>& g, const Tensor& dmask) {
@@ -421,16 +432,19 @@ void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k
   const auto& st = dmask.strides();
   const MaskOut<S> mo{dmask.data<S>(), p.tq > 1 ? st[st.size() - 2] : 0,
                       p.tk > 1 ? st[st.size() - 1] : 0};
-  const std::int64_t rbs = mo.rs != 0 ? blocks(p.tq, kRows) : 1;
+  const bool by_rows = mo.rs != 0, by_keys = !by_rows && mo.cs != 0;
+  const std::int64_t parts = by_rows ? blocks(p.tq, kRows) : by_keys ? blocks(p.tk, kKeys) : 1;
   const std::int64_t per = static_cast<std::int64_t>(sl.empty() ? 1 : sl[0].batches.size());
-  const std::int64_t units = static_cast<std::int64_t>(sl.size()) * rbs;
+  const std::int64_t units = static_cast<std::int64_t>(sl.size()) * parts;
   parallel_for(units, std::max<std::int64_t>(1, grain_items(c) / per),
                [&](std::int64_t begin, std::int64_t end) {
                  Work<T> w(p.e, p.ev);
                  for (std::int64_t it = begin; it < end; ++it) {
-                   const std::int64_t r0 = mo.rs != 0 ? it % rbs * kRows : 0;
-                   const std::int64_t r1 = mo.rs != 0 ? std::min(p.tq, r0 + kRows) : p.tq;
-                   mask_unit(c, g, w, sl[static_cast<std::size_t>(it / rbs)], r0, r1, mo);
+                   const std::int64_t i = it % parts;
+                   Part pt{0, p.tq, 0, p.tk};
+                   if (by_rows) pt = {i * kRows, std::min(p.tq, (i + 1) * kRows), 0, p.tk};
+                   if (by_keys) pt = {0, p.tq, i * kKeys, std::min(p.tk, (i + 1) * kKeys)};
+                   mask_unit(c, g, w, sl[static_cast<std::size_t>(it / parts)], pt, mo);
                  }
                });
 }

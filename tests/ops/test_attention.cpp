@@ -368,7 +368,8 @@ TEST_SUITE("ops") {
     const Tensor k = random_tensor(float32, {2, 2, 129, 8}, {-1, 1}, 211);
     const Tensor v = random_tensor(float32, {2, 2, 129, 6}, {-1, 1}, 212);
     const Tensor w = random_tensor(float32, {2, 2, 70, 6}, {-1, 1}, 213);
-    for (const Shape& s : {Shape{70, 129}, Shape{2, 1, 1, 129}, Shape{2, 2, 70, 129}}) {
+    for (const Shape& s :
+         {Shape{70, 129}, Shape{2, 1, 1, 129}, Shape{1, 129}, Shape{2, 2, 70, 129}}) {
       CAPTURE(s);
       const Tensor m = random_tensor(float32, s, {-2, 2}, 214);
       const auto loss = [&](const Tensor& d, bool fused) {
