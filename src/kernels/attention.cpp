@@ -82,21 +82,29 @@ struct Scratch {
   Blk<T> blk(std::int64_t rows, std::int64_t cols) {
     return Blk<T>(base, rows, cols, Eigen::OuterStride<>(ld));
   }
-  // Copies `rows` dense rows of `cols` elements from src into the block.
-  Blk<T> load(const T* src, std::int64_t rows, std::int64_t cols) {
-    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(src + r * cols, cols, base + r * ld);
+  // Copies `rows` dense rows of `cols` elements from src into the block,
+  // converted to T.
+  template <class S>
+  Blk<T> load(const S* src, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::transform(src + r * cols, src + (r + 1) * cols, base + r * ld,
+                     [](S x) { return static_cast<T>(x); });
     return blk(rows, cols);
   }
-  // Copies the block's `rows` x `cols` to dense rows at dst.
-  void store(T* dst, std::int64_t rows, std::int64_t cols) const {
-    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(base + r * ld, cols, dst + r * cols);
+  // Copies the block's `rows` x `cols` to dense rows at dst, rounded to D.
+  template <class D>
+  void store(D* dst, std::int64_t rows, std::int64_t cols) const {
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::transform(base + r * ld, base + r * ld + cols, dst + r * cols,
+                     [](T x) { return static_cast<D>(x); });
   }
 };
 
-// What every block of one call reads: the inputs, the mask and the band.
-template <class T>
+// What every block of one call reads: the inputs (stored as S, computed in
+// T), the mask and the band.
+template <class T, class S>
 struct Ctx {
-  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const S *q = nullptr, *k = nullptr, *v = nullptr;
   std::int64_t tq = 0, tk = 0, e = 0, ev = 0;
   T scale = 1;
   bool causal = false;
@@ -107,9 +115,9 @@ struct Ctx {
   std::int64_t mask_rs = 0, mask_cs = 0;
 
   Ctx(const AttentionProblem& p, const Tensor& q_, const Tensor& k_, const Tensor& v_)
-      : q(q_.data<T>()),
-        k(k_.data<T>()),
-        v(v_.data<T>()),
+      : q(q_.data<S>()),
+        k(k_.data<S>()),
+        v(v_.data<S>()),
         tq(p.tq),
         tk(p.tk),
         e(p.e),
@@ -146,8 +154,8 @@ struct Ctx {
           for (std::int64_t c = 0; c < n; ++c)
             if (!mb[(j0 + c) * mask_cs]) row[c] = kNegInf;
         } else {
-          const T* mf = reinterpret_cast<const T*>(mask) + base;
-          for (std::int64_t c = 0; c < n; ++c) row[c] += mf[(j0 + c) * mask_cs];
+          const S* mf = reinterpret_cast<const S*>(mask) + base;
+          for (std::int64_t c = 0; c < n; ++c) row[c] += static_cast<T>(mf[(j0 + c) * mask_cs]);
         }
       }
       if (causal)
@@ -210,8 +218,8 @@ void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
 
 // The masked scores of rows i0.. (q block already in w.qb) and keys j0..
 // (loaded here, with their v rows) into w.s.
-template <class T>
-Blk<T> block_scores(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
+template <class T, class S>
+Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
                     std::int64_t j0, std::int64_t n) {
   const Blk<T> kb = w.kb.load(c.k + (b * c.tk + j0) * c.e, n, c.e);
   w.vb.load(c.v + (b * c.tk + j0) * c.ev, n, c.ev);
@@ -222,8 +230,9 @@ Blk<T> block_scores(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t i0
   return s;
 }
 
-template <class T>
-void forward_block(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t rb, T* out, T* lse) {
+template <class T, class S>
+void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t rb, S* out,
+                   T* lse) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
   w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
   Blk<T> o = w.acc.blk(m, c.ev);
@@ -248,17 +257,17 @@ void forward_block(const Ctx<T>& c, Work<T>& w, std::int64_t b, std::int64_t rb,
   w.acc.store(out + (b * c.tq + i0) * c.ev, m, c.ev);
 }
 
-template <class T>
-std::int64_t grain_items(const Ctx<T>& c) {
+template <class T, class S>
+std::int64_t grain_items(const Ctx<T, S>& c) {
   const std::int64_t per = kRows * std::max<std::int64_t>(c.tk, 1) * (c.e + c.ev + 1);
   return std::max<std::int64_t>(1, kGrainFlops / std::max<std::int64_t>(per, 1));
 }
 
-template <class T>
+template <class T, class S>
 void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                const Tensor& out, const Tensor& lse) {
-  const Ctx<T> c(p, q, k, v);
-  T* o = out.data<T>();
+  const Ctx<T, S> c(p, q, k, v);
+  S* o = out.data<S>();
   T* l = lse.data<T>();
   const std::int64_t rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
@@ -267,20 +276,22 @@ void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, cons
   });
 }
 
-// What the backward blocks read beyond the forward's inputs.
-template <class T>
+// What the backward blocks read beyond the forward's inputs: dout and the
+// outputs in the inputs' storage type S, lse and delta in T.
+template <class T, class S>
 struct Grads {
-  const T *dout = nullptr, *lse = nullptr, *delta = nullptr;
-  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  const S* dout = nullptr;
+  const T *lse = nullptr, *delta = nullptr;
+  S *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 
 // P (in w.s) and dS = P * (dout v^T - delta) (in w.dp) of the block of rows
 // i0.. (q and dout blocks already in w.qb, w.gb) and keys j0...
-template <class T>
-void block_grads(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t i0,
-                 std::int64_t m, std::int64_t j0, std::int64_t n) {
+template <class T, class S>
+void block_grads(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
+                 std::int64_t i0, std::int64_t m, std::int64_t j0, std::int64_t n) {
   Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
-  Ctx<T>::probs(s, g.lse + b * c.tq + i0);
+  Ctx<T, S>::probs(s, g.lse + b * c.tq + i0);
   Blk<T> dp = w.dp.blk(m, n);
   dp.noalias() = w.gb.blk(m, c.ev) * w.vb.blk(n, c.ev).transpose();
   const T* delta = g.delta + b * c.tq + i0;
@@ -290,8 +301,9 @@ void block_grads(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b,
 
 // dk and dv of keys [j0, j0 + n) of problem b: a sum over the query blocks
 // that may see them, in order.
-template <class T>
-void key_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t kb) {
+template <class T, class S>
+void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
+               std::int64_t kb) {
   const std::int64_t j0 = kb * kKeys, n = std::min(kKeys, c.tk - j0);
   Blk<T> dk = w.acc.blk(n, c.e), dv = w.acc2.blk(n, c.ev);
   dk.setZero();
@@ -312,8 +324,9 @@ void key_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, s
 
 // dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
 // see, in order.
-template <class T>
-void query_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b, std::int64_t rb) {
+template <class T, class S>
+void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
+                 std::int64_t rb) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
   w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
   w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
@@ -329,10 +342,10 @@ void query_block(const Ctx<T>& c, const Grads<T>& g, Work<T>& w, std::int64_t b,
   w.acc.store(g.dq + (b * c.tq + i0) * c.e, m, c.e);
 }
 
-template <class T>
+template <class T, class S>
 void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Grads<T>& g) {
-  const Ctx<T> c(p, q, k, v);
+                const Grads<T, S>& g) {
+  const Ctx<T, S> c(p, q, k, v);
   const std::int64_t grain = grain_items(c);
   const std::int64_t kbs = blocks(p.tk, kKeys), rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * kbs, grain, [&](std::int64_t begin, std::int64_t end) {
@@ -345,28 +358,135 @@ void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, con
   });
 }
 
+// The batch entries that share one slice of the mask's gradient (equal
+// offsets in its stride-0 broadcast view), in increasing order.
+struct Slice {
+  std::int64_t off = 0;
+  std::vector<std::int64_t> batches;
+};
+
+std::vector<Slice> slices_of(const std::vector<std::int64_t>& off) {
+  std::vector<Slice> out;
+  for (std::size_t b = 0; b < off.size(); ++b) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const Slice& s) { return s.off == off[b]; });
+    if (it == out.end()) it = out.insert(out.end(), Slice{off[b], {}});
+    it->batches.push_back(static_cast<std::int64_t>(b));
+  }
+  return out;
+}
+
+// Where the mask's gradient goes: its base, and the strides of its view over
+// rows and keys (0 where the mask broadcasts).
+template <class S>
+struct MaskOut {
+  S* base = nullptr;
+  std::int64_t rs = 0, cs = 0;
+};
+
+// The part of one slice of the mask's gradient a unit of work owns: query
+// rows [r0, r1) and keys [c0, c1) (c0 a multiple of kKeys).
+struct Part {
+  std::int64_t r0 = 0, r1 = 0, c0 = 0, c1 = 0;
+};
+
+// The mask gradient of one part of a slice: dS summed over the slice's batch
+// entries in order (and over rows where rs is 0, over keys where cs is 0),
+// accumulated in T and stored once.
+template <class T, class S>
+void mask_unit(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, const Slice& sl,
+               const Part& pt, const MaskOut<S>& mo) {
+  const std::int64_t mq = mo.rs != 0 ? pt.r1 - pt.r0 : 1, mk = mo.cs != 0 ? pt.c1 - pt.c0 : 1;
+  std::vector<T> acc(static_cast<std::size_t>(mq * mk), T(0));
+  for (const std::int64_t b : sl.batches) {
+    for (std::int64_t i0 = pt.r0; i0 < pt.r1; i0 += kRows) {
+      const std::int64_t m = std::min(kRows, pt.r1 - i0);
+      w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
+      w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+      const std::int64_t jend = std::min(pt.c1, c.key_end(i0 + m - 1));
+      for (std::int64_t j0 = pt.c0; j0 < jend; j0 += kKeys) {
+        const std::int64_t n = std::min(kKeys, jend - j0);
+        block_grads(c, g, w, b, i0, m, j0, n);
+        const Blk<T> ds = w.dp.blk(m, n);
+        for (std::int64_t r = 0; r < m; ++r) {
+          T* row = acc.data() + (mo.rs != 0 ? i0 + r - pt.r0 : 0) * mk;
+          for (std::int64_t col = 0; col < n; ++col)
+            row[mo.cs != 0 ? j0 - pt.c0 + col : 0] += ds(r, col);
+        }
+      }
+    }
+  }
+  for (std::int64_t r = 0; r < mq; ++r)
+    for (std::int64_t col = 0; col < mk; ++col)
+      mo.base[sl.off + (pt.r0 + r) * mo.rs + (pt.c0 + col) * mo.cs] =
+          static_cast<S>(acc[r * mk + col]);
+}
+
+// Units of work: each slice split by row blocks where the mask has rows
+// (rs != 0), else by key blocks where it has keys, else whole; every element
+// of the gradient is owned by one unit.
+template <class T, class S>
+void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                     const Grads<T, S>& g, const Tensor& dmask) {
+  const Ctx<T, S> c(p, q, k, v);
+  const std::vector<Slice> sl = slices_of(mask_offsets(dmask, p.batch));
+  const auto& st = dmask.strides();
+  const MaskOut<S> mo{dmask.data<S>(), p.tq > 1 ? st[st.size() - 2] : 0,
+                      p.tk > 1 ? st[st.size() - 1] : 0};
+  const bool by_rows = mo.rs != 0, by_keys = !by_rows && mo.cs != 0;
+  const std::int64_t parts = by_rows ? blocks(p.tq, kRows) : by_keys ? blocks(p.tk, kKeys) : 1;
+  const std::int64_t per = static_cast<std::int64_t>(sl.empty() ? 1 : sl[0].batches.size());
+  const std::int64_t units = static_cast<std::int64_t>(sl.size()) * parts;
+  parallel_for(units, std::max<std::int64_t>(1, grain_items(c) / per),
+               [&](std::int64_t begin, std::int64_t end) {
+                 Work<T> w(p.e, p.ev);
+                 for (std::int64_t it = begin; it < end; ++it) {
+                   const std::int64_t i = it % parts;
+                   Part pt{0, p.tq, 0, p.tk};
+                   if (by_rows) pt = {i * kRows, std::min(p.tq, (i + 1) * kRows), 0, p.tk};
+                   if (by_keys) pt = {0, p.tq, i * kKeys, std::min(p.tk, (i + 1) * kKeys)};
+                   mask_unit(c, g, w, sl[static_cast<std::size_t>(it / parts)], pt, mo);
+                 }
+               });
+}
+
+// Calls f with a null T* and S*: T the compute type (double for float64,
+// else float), S the storage type of dtype dt.
+template <class F>
+void dispatch(DType dt, F&& f) {
+  if (dt == float64)
+    f(static_cast<double*>(nullptr), static_cast<double*>(nullptr));
+  else if (dt == float32)
+    f(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
+  else if (dt == bfloat16)
+    f(static_cast<float*>(nullptr), static_cast<bfloat16_t*>(nullptr));
+  else
+    f(static_cast<float*>(nullptr), static_cast<float16_t*>(nullptr));
+}
+
 }  // namespace
 
 void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const Tensor& lse) {
-  if (q.dtype() == float64)
-    forward_t<double>(p, q, k, v, out, lse);
-  else
-    forward_t<float>(p, q, k, v, out, lse);
+  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) { forward_t<T, S>(p, q, k, v, out, lse); });
 }
 
 void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  const auto run = [&]<class T>(T*) {
-    const Grads<T> g{dout.data<T>(), lse.data<T>(), delta.data<T>(),
-                     dq.data<T>(),   dk.data<T>(),  dv.data<T>()};
-    backward_t<T>(p, q, k, v, g);
-  };
-  if (q.dtype() == float64)
-    run(static_cast<double*>(nullptr));
-  else
-    run(static_cast<float*>(nullptr));
+  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
+    const Grads<T, S> g{dout.data<S>(), lse.data<T>(), delta.data<T>(),
+                        dq.data<S>(),   dk.data<S>(),  dv.data<S>()};
+    backward_t<T, S>(p, q, k, v, g);
+  });
+}
+
+void attention_mask_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& dout, const Tensor& lse,
+                             const Tensor& delta, const Tensor& dmask) {
+  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
+    const Grads<T, S> g{dout.data<S>(), lse.data<T>(), delta.data<T>(), nullptr, nullptr, nullptr};
+    mask_backward_t<T, S>(p, q, k, v, g, dmask);
+  });
 }
 
 }  // namespace ms::kernels

@@ -706,6 +706,7 @@ const OpGap kGaps[] = {
     {"gather_grad", kGradOp},
     {"index_select_grad", kGradOp},
     {"scaled_dot_product_attention_grad", kGradOp},
+    {"scaled_dot_product_attention_mask_grad", kGradOp},
     {"softmax_cross_entropy",
      "a training loss with ms's own label rules; export the model without its loss"},
     {"random",

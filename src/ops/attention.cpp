@@ -39,8 +39,8 @@ std::int64_t merge_dim(std::int64_t a, std::int64_t b) { return known(a) ? a : b
 
 void check_dtypes(Types in) {
   const DType dt = in[0].dtype;
-  MS_CHECK(dt == float32 || dt == float64, TypeError, kOp, ": q must have dtype Float32 or ",
-           "Float64, got ", dt);
+  MS_CHECK(dt == float32 || dt == float64 || dt == bfloat16 || dt == float16, TypeError, kOp,
+           ": q must have dtype Float32, Float64, BFloat16 or Float16, got ", dt);
   const char* names[] = {"q", "k", "v"};
   for (std::size_t i = 1; i < 3; ++i)
     MS_CHECK(in[i].dtype == dt, TypeError, kOp, ": ", names[i], " has dtype ", in[i].dtype,
@@ -93,14 +93,18 @@ void check_mask(const TensorType& m, DType dt, const Shape& scores) {
   }
 }
 
+// The dtype of lse and delta: the kernels' compute dtype (float32 for
+// bfloat16 and float16 inputs).
+DType stat_dtype(DType dt) { return dt == float64 ? float64 : float32; }
+
 // out and lse types of the forward (the inputs checked).
 TypeList forward_types(const AttentionAttrs& a, Types in) {
   check_dtypes(in);
   MS_CHECK(!a.scale || std::isfinite(*a.scale), ValueError, kOp, ": scale must be finite, got ",
            *a.scale);
-  const DType dt = in[0].dtype;
+  const DType dt = in[0].dtype, st = stat_dtype(dt);
   for (std::size_t i = 0; i < 3; ++i)
-    if (in[i].shape.is_any_rank()) return {{dt, Shape{kAnyRank}}, {dt, Shape{kAnyRank}}};
+    if (in[i].shape.is_any_rank()) return {{dt, Shape{kAnyRank}}, {st, Shape{kAnyRank}}};
   const Shape lead = check_ranks(in);
   const Shape &q = in[0].shape, &k = in[1].shape, &v = in[2].shape;
   const std::int64_t tq = q[u(q.rank() - 2)];
@@ -113,7 +117,7 @@ TypeList forward_types(const AttentionAttrs& a, Types in) {
   out.push_back(v[u(v.rank() - 1)]);
   lse.push_back(tq);
   if (out.is_static()) shape_numel(out, kOp);
-  return {{dt, std::move(out)}, {dt, std::move(lse)}};
+  return {{dt, std::move(out)}, {st, std::move(lse)}};
 }
 
 Tensor alloc(const TensorType& t) {
@@ -159,20 +163,32 @@ TensorList ScaledDotProductAttention::eval(const Attrs& a, Inputs in) {
 
 // The weights P = exp(s - lse) are recomputed by the backward op; delta
 // folds lse's own gradient in: d lse / d s = P, so dS = P * (dP - delta)
-// with delta = rowsum(dout * out) - dlse.
+// with delta = rowsum(dout * out) - dlse (in lse's dtype). A floating mask's
+// gradient is dS summed to its shape, by its own fused op: unused (a mask
+// that is a constant), it is dropped with the rest of the dead graph.
 TensorList ScaledDotProductAttention::vjp(const Attrs& a, const GradContext& c) {
   const Tensor& out = c.outputs[0];
+  const DType st = c.outputs[1].dtype();
   const Tensor dout = c.out_grads[0].defined() ? c.out_grads[0] : zeros(out.shape(), out.dtype());
-  Tensor delta = sum(dout * out, {-1});
+  Tensor delta = sum(dout.to(st) * out.to(st), {-1});
   if (c.out_grads[1].defined()) delta = delta - c.out_grads[1];
   TensorList args{c.inputs[0], c.inputs[1], c.inputs[2], dout, c.outputs[1], delta};
   if (c.inputs.size() > 3) args.push_back(c.inputs[3]);
   TensorList g = invoke<ScaledDotProductAttentionGrad>(std::span<const Tensor>(args), a);
-  if (c.inputs.size() > 3) g.emplace_back();  // the mask gets no gradient
+  if (c.inputs.size() > 3) {
+    if (c.inputs[3].dtype() == bool_)
+      g.emplace_back();  // a Bool mask has no gradient
+    else
+      g.push_back(invoke<ScaledDotProductAttentionMaskGrad>(std::span<const Tensor>(args), a)[0]);
+  }
   return g;
 }
 
-TypeList ScaledDotProductAttentionGrad::infer(const Attrs& a, Types in) {
+namespace {
+
+// The backward ops' inputs checked (as `api`): q, k, v and the mask as the
+// forward, dout, lse and delta of the forward's output types.
+TypeList grad_types(const AttentionAttrs& a, Types in, std::string_view api) {
   std::vector<TensorType> fwd{in[0], in[1], in[2]};
   if (in.size() > 6) fwd.push_back(in[6]);
   const TypeList t = forward_types(a, fwd);
@@ -180,17 +196,101 @@ TypeList ScaledDotProductAttentionGrad::infer(const Attrs& a, Types in) {
   const TensorType* want[] = {&t[0], &t[1], &t[1]};
   for (std::size_t i = 0; i < 3; ++i) {
     const TensorType& g = in[3 + i];
-    MS_CHECK(g.dtype == t[0].dtype, TypeError, name, ": ", names[i], " has dtype ", g.dtype,
-             ", expected ", t[0].dtype);
+    MS_CHECK(g.dtype == want[i]->dtype, TypeError, api, ": ", names[i], " has dtype ", g.dtype,
+             ", expected ", want[i]->dtype);
     bool ok = g.shape.rank() == want[i]->shape.rank() || g.shape.is_any_rank() ||
               want[i]->shape.is_any_rank();
     for (std::size_t d = 0;
          ok && !g.shape.is_any_rank() && !want[i]->shape.is_any_rank() && d < g.shape.size(); ++d)
       ok = !known(g.shape[d]) || !known(want[i]->shape[d]) || g.shape[d] == want[i]->shape[d];
-    MS_CHECK(ok, ShapeError, name, ": ", names[i], " has shape ", g.shape, ", expected ",
+    MS_CHECK(ok, ShapeError, api, ": ", names[i], " has shape ", g.shape, ", expected ",
              want[i]->shape);
   }
   return {in[0], in[1], in[2]};
+}
+
+// The backward recomposed from ops, [..., Tq, Tk] materialized: the
+// weights P, dP = dout v^T and dS = P * (dP - delta), in lse's dtype.
+struct Naive {
+  Tensor q, k, v, dout, lse, delta, p, dp, ds;
+  double scale = 1;
+};
+
+Naive naive_backward(const AttentionAttrs& a, Inputs in) {
+  const DType st = in[4].dtype();
+  Naive n{in[0].to(st), in[1].to(st), in[2].to(st), in[3].to(st), in[4], in[5], {}, {}, {}};
+  const Shape &qs = n.q.shape(), &ks = n.k.shape();
+  MS_CHECK(!qs.is_any_rank() && !ks.is_any_rank(), ValueError, ScaledDotProductAttentionGrad::name,
+           ": its gradient needs the ranks of q and k known; got q ", qs, " and k ", ks);
+  const std::int64_t e = qs.at(-1), tq = qs.at(-2), tk = ks.at(-2);
+  MS_CHECK((a.scale || e >= 0) && (!a.causal || (tq >= 0 && tk >= 0)), ValueError,
+           ScaledDotProductAttentionGrad::name,
+           ": its gradient needs E known (or a scale), and Tq and Tk known with causal; got q ", qs,
+           " and k ", ks);
+  n.scale = a.scale ? *a.scale : (e > 0 ? 1.0 / std::sqrt(static_cast<double>(e)) : 1.0);
+  Tensor s = matmul(n.q, n.k.transpose(-2, -1)) * n.scale;
+  std::optional<Tensor> keep;
+  if (in.size() > 6 && in[6].dtype() == bool_) keep = in[6];
+  if (in.size() > 6 && in[6].dtype() != bool_) s = s + in[6].to(st);
+  if (a.causal) {
+    const Tensor band = tril(ones({tq, tk}, bool_), {.diagonal = tk - tq});
+    keep = keep ? Tensor(logical_and(*keep, band)) : band;
+  }
+  // A row that keeps no key has lse -inf and P 0; masked entries are 0.
+  const Tensor lse =
+      unsqueeze(where(n.lse == -std::numeric_limits<double>::infinity(), 0.0, n.lse), -1);
+  n.p = keep ? Tensor(where(*keep, exp(where(*keep, s, lse) - lse), 0.0)) : Tensor(exp(s - lse));
+  n.dp = matmul(n.dout, n.v.transpose(-2, -1));
+  n.ds = n.p * (n.dp - unsqueeze(n.delta, -1));
+  return n;
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return a.defined() ? a + b : b; }
+
+// The gradients of the backward's inputs q, k, v, dout, lse, delta (and a
+// floating mask) from those of dq, dk, dv (and the mask's gradient; any may
+// be undefined), by differentiating the recomposition by hand.
+TensorList naive_vjp(const AttentionAttrs& a, Inputs in, const Tensor& gq, const Tensor& gk,
+                     const Tensor& gv, const Tensor& gm) {
+  const Naive n = naive_backward(a, in);
+  const DType st = n.p.dtype();
+  Tensor dq, dk, dv, ddout, gds, gp;
+  if (gq.defined()) {
+    gds = add(gds, matmul(gq.to(st), n.k.transpose(-2, -1)) * n.scale);
+    dk = add(dk, matmul(n.ds.transpose(-2, -1), gq.to(st)) * n.scale);
+  }
+  if (gk.defined()) {
+    gds = add(gds, matmul(n.q, gk.to(st).transpose(-2, -1)) * n.scale);
+    dq = add(dq, matmul(n.ds, gk.to(st)) * n.scale);
+  }
+  if (gv.defined()) {
+    gp = matmul(n.dout, gv.to(st).transpose(-2, -1));
+    ddout = matmul(n.p, gv.to(st));
+  }
+  if (gm.defined()) gds = add(gds, gm.to(st) + zeros_like(n.ds));
+  Tensor ddelta;
+  if (gds.defined()) {
+    gp = add(gp, gds * (n.dp - unsqueeze(n.delta, -1)));
+    const Tensor gdp = gds * n.p;
+    ddelta = -sum(gdp, {-1});
+    ddout = add(ddout, matmul(gdp, n.v));
+    dv = matmul(gdp.transpose(-2, -1), n.dout);
+  }
+  TensorList g{dq, dk, dv, ddout, Tensor(), ddelta};
+  if (in.size() > 6) g.emplace_back();
+  if (!gp.defined()) return g;
+  const Tensor gs = gp * n.p;
+  g[0] = add(dq, matmul(gs, n.k) * n.scale);
+  g[1] = add(dk, matmul(gs.transpose(-2, -1), n.q) * n.scale);
+  g[4] = -sum(gs, {-1});
+  if (in.size() > 6 && in[6].dtype() != bool_) g[6] = detail::sum_to(gs, in[6].shape());
+  return g;
+}
+
+}  // namespace
+
+TypeList ScaledDotProductAttentionGrad::infer(const Attrs& a, Types in) {
+  return grad_types(a, in, name);
 }
 
 TensorList ScaledDotProductAttentionGrad::eval(const Attrs& a, Inputs in) {
@@ -199,6 +299,36 @@ TensorList ScaledDotProductAttentionGrad::eval(const Attrs& a, Inputs in) {
   kernels::attention_backward(problem(a, in, 6), dense(in[0]), dense(in[1]), dense(in[2]),
                               dense(in[3]), dense(in[4]), dense(in[5]), dq, dk, dv);
   return {dq, dk, dv};
+}
+
+// Second derivatives: the backward recomposed from ops and differentiated
+// (correct, and [..., Tq, Tk] materialized).
+TensorList ScaledDotProductAttentionGrad::vjp(const Attrs& a, const GradContext& c) {
+  return naive_vjp(a, c.inputs, c.out_grads[0], c.out_grads[1], c.out_grads[2], Tensor());
+}
+
+TypeList ScaledDotProductAttentionMaskGrad::infer(const Attrs& a, Types in) {
+  (void)grad_types(a, in, name);
+  MS_CHECK(in[6].dtype != bool_, TypeError, name, ": mask must be floating (q's dtype ",
+           in[0].dtype, "), got Bool: a Bool mask has no gradient");
+  return {in[6]};
+}
+
+TensorList ScaledDotProductAttentionMaskGrad::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor dmask = alloc(t[0]);
+  const kernels::AttentionProblem p = problem(a, in, 6);
+  std::vector<std::int64_t> padded(u(in[0].rank() - dmask.rank()), 1);
+  padded.insert(padded.end(), dmask.shape().begin(), dmask.shape().end());
+  const Tensor view =
+      ::ms::detail::expand_view(dmask.reshape(Shape(std::move(padded))), p.mask.shape());
+  kernels::attention_mask_backward(p, dense(in[0]), dense(in[1]), dense(in[2]), dense(in[3]),
+                                   dense(in[4]), dense(in[5]), view);
+  return {dmask};
+}
+
+TensorList ScaledDotProductAttentionMaskGrad::vjp(const Attrs& a, const GradContext& c) {
+  return naive_vjp(a, c.inputs, Tensor(), Tensor(), Tensor(), c.out_grads[0]);
 }
 
 }  // namespace ms::ops
@@ -319,7 +449,8 @@ std::vector<ErrorSample> error_samples() {
       err("ranks differ", {q, zeros({5, 4}), zeros({5, 6})}, "ms::ShapeError",
           "q, k and v must have the same rank"),
       err("int32 q", {zeros({3, 4}, int32), zeros({5, 4}, int32), zeros({5, 6}, int32)},
-          "ms::TypeError", op + ": q must have dtype Float32 or Float64, got Int32"),
+          "ms::TypeError",
+          op + ": q must have dtype Float32, Float64, BFloat16 or Float16, got Int32"),
       err("k of another dtype", {q, zeros({2, 5, 4}, float64), v}, "ms::TypeError",
           op + ": k has dtype Float64, expected q's dtype Float32"),
       err("mask does not broadcast", {q, k, v, zeros({3, 4}, bool_)}, "ms::ShapeError",
@@ -349,6 +480,29 @@ std::vector<Tensor> grad_inputs(std::vector<Tensor> fwd, const A& a, unsigned se
   return in;
 }
 
+// The backward ops as functions of all their inputs (lse and delta drawn,
+// not the forward's): their gradients, the recomposition differentiated,
+// against central differences of the fused kernels.
+std::vector<Sample> second_order(std::vector<int> wrt) {
+  const auto in = [](Tensor mask) {
+    std::vector<Tensor> v{rnd({2, 3, 3}, 140), rnd({2, 4, 3}, 141),    rnd({2, 4, 2}, 142),
+                          rnd({2, 3, 2}, 143), rnd({2, 3}, 144) + 2.0, rnd({2, 3}, 145)};
+    if (mask.defined()) v.push_back(mask);
+    return v;
+  };
+  const Tensor bm =
+      tensor({{true, false, true, true}, {true, true, false, true}, {false, true, true, true}});
+  std::vector<int> with_mask = wrt;
+  with_mask.push_back(6);
+  return {
+      detail::sample("second order, causal, float mask [1, 4]", in(rnd({1, 4}, 146)),
+                     A{.causal = true}, {}, with_mask),
+      detail::sample("second order, float mask [2, 3, 4], scale 0.8", in(rnd({2, 3, 4}, 147)),
+                     A{.scale = 0.8}, {}, with_mask),
+      detail::sample("second order, Bool mask", in(bm), A{}, {}, wrt),
+  };
+}
+
 }  // namespace
 
 Samples ScaledDotProductAttentionGrad::samples() {
@@ -369,15 +523,42 @@ Samples ScaledDotProductAttentionGrad::samples() {
   masked.push_back(bm);
   std::vector<Tensor> bad = grad_inputs(qkv(5, 7, 124), A{}, 127);
   bad[3] = zeros({2, 5, 3});
-  return {
-      .cases = {std::move(hand),
-                detail::sample("float32 [2, 40, 8], Tk 70, causal",
-                               grad_inputs(qkv(40, 70, 130), A{.causal = true}, 133),
-                               A{.causal = true}),
-                detail::sample("float32 Bool mask [5, 70]", grad_inputs(masked, A{}, 134), A{})},
-      .errors = {detail::error_sample("dout of the wrong shape", bad, A{}, "ms::ShapeError",
-                                      "scaled_dot_product_attention_grad: dout has shape "
-                                      "[2, 5, 3], expected [2, 5, 4]")}};
+  std::vector<Sample> cases{
+      std::move(hand),
+      detail::sample("float32 [2, 40, 8], Tk 70, causal",
+                     grad_inputs(qkv(40, 70, 130), A{.causal = true}, 133), A{.causal = true}),
+      detail::sample("float32 Bool mask [5, 70]", grad_inputs(masked, A{}, 134), A{})};
+  for (Sample& s : second_order({0, 1, 2, 3, 4, 5})) cases.push_back(std::move(s));
+  return {.cases = std::move(cases),
+          .errors = {detail::error_sample("dout of the wrong shape", bad, A{}, "ms::ShapeError",
+                                          "scaled_dot_product_attention_grad: dout has shape "
+                                          "[2, 5, 3], expected [2, 5, 4]")}};
+}
+
+Samples ScaledDotProductAttentionMaskGrad::samples() {
+  // The by-hand case of the backward op with a float mask [1, 2] of zeros:
+  // dmask = dS = [-1/2, 1/2]; batch 2 (the same problem twice) broadcast
+  // over a mask [2] sums it: [-1, 1].
+  const Tensor q = f64({{0}}), k = f64({{1}, {-1}}), v = f64({{2}, {4}});
+  const Tensor lse = tensor({std::log(2.0)}, float64), delta = tensor({3.0}, float64);
+  Sample hand = detail::sample("Tq 1, Tk 2: by hand",
+                               {q, k, v, f64({{1}}), lse, delta, zeros({1, 2}, float64)}, A{},
+                               {f64({{-0.5, 0.5}})});
+  hand.tol = 1e-15;
+  const auto twice = [](const Tensor& t) { return stack({t, t}); };
+  Sample summed = detail::sample("batch 2, mask [2]: summed over batch and rows",
+                                 {twice(q), twice(k), twice(v), twice(f64({{1}})), twice(lse),
+                                  twice(delta), zeros({2}, float64)},
+                                 A{}, {tensor({-1.0, 1.0}, float64)});
+  summed.tol = 1e-15;
+  std::vector<Sample> cases{std::move(hand), std::move(summed)};
+  for (Sample& s : second_order({0, 1, 2, 3, 4, 5}))
+    if (s.inputs[6].dtype() != bool_) cases.push_back(std::move(s));
+  std::vector<Tensor> bad{q, k, v, f64({{1}}), lse, delta, tensor({{true, true}})};
+  return {.cases = std::move(cases),
+          .errors = {detail::error_sample("Bool mask", bad, A{}, "ms::TypeError",
+                                          "scaled_dot_product_attention_mask_grad: mask must be "
+                                          "floating (q's dtype Float64), got Bool")}};
 }
 
 Samples ScaledDotProductAttention::samples() {
@@ -448,7 +629,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 namespace ms::ops::detail {
 
 void register_attention_ops() {
-  register_entries<ScaledDotProductAttention, ScaledDotProductAttentionGrad>();
+  register_entries<ScaledDotProductAttention, ScaledDotProductAttentionGrad,
+                   ScaledDotProductAttentionMaskGrad>();
 }
 
 }  // namespace ms::ops::detail

@@ -4,7 +4,8 @@
 // blocks, float32 and float64; gradients by central differences and against
 // the composition's gradients; eager == ms::jit (also with dynamic shapes and
 // with ms::grad inside); 1 and 2 threads bitwise; fully masked rows; dropout;
-// bad inputs.
+// bad inputs; the gradient of a floating mask for each broadcast shape;
+// bfloat16 and float16 inputs; second derivatives.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -311,9 +312,10 @@ TEST_SUITE("ops") {
                          doctest::Contains("key counts Tk differ (5 vs 4)"), ShapeError);
     CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 4}, bool_)}),
                          doctest::Contains("mask of shape [3, 4] does not broadcast"), ShapeError);
-    CHECK_THROWS_WITH_AS(sdpa(zeros({3, 4}, int32), zeros({5, 4}, int32), zeros({5, 6}, int32)),
-                         doctest::Contains("q must have dtype Float32 or Float64, got Int32"),
-                         TypeError);
+    CHECK_THROWS_WITH_AS(
+        sdpa(zeros({3, 4}, int32), zeros({5, 4}, int32), zeros({5, 6}, int32)),
+        doctest::Contains("q must have dtype Float32, Float64, BFloat16 or Float16, got Int32"),
+        TypeError);
     CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 5}, int64)}),
                          doctest::Contains("mask must have dtype Bool"), TypeError);
     CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.dropout = 1.5}),
@@ -322,5 +324,230 @@ TEST_SUITE("ops") {
                          ValueError);
     CHECK_THROWS_WITH_AS(sdpa(q, k, v, {.mask = zeros({3, 4}, bool_), .dropout = 0.5}),
                          doctest::Contains("does not broadcast"), ShapeError);
+  }
+  TEST_CASE("attention: gradcheck of a float mask for each broadcast shape (float64)") {
+    const Tensor q = random_tensor(float64, {2, 3, 4, 3}, {-1, 1}, 200);
+    const Tensor k = random_tensor(float64, {2, 3, 5, 3}, {-1, 1}, 201);
+    const Tensor v = random_tensor(float64, {2, 3, 5, 2}, {-1, 1}, 202);
+    const Tensor w = random_tensor(float64, {2, 3, 4, 2}, {-1, 1}, 203);
+    const std::vector<Shape> shapes = {{2, 3, 4, 5}, {2, 1, 4, 5}, {1, 3, 4, 5}, {4, 5}, {1, 5},
+                                       {4, 1},       {5},          {2, 1, 1, 5}, {1, 1}, {3, 1, 5}};
+    for (const Shape& s : shapes)
+      for (const bool causal : {false, true}) {
+        CAPTURE(s);
+        CAPTURE(causal);
+        const Tensor m = random_tensor(float64, s, {-2, 2}, 204);
+        const auto r = testing::gradcheck(
+            [&](const std::vector<Tensor>& x) {
+              return scaled_dot_product_attention(x[0], x[1], x[2],
+                                                  {.mask = x[3], .causal = causal});
+            },
+            {q, k, v, m});
+        CHECK_MESSAGE(r.ok, r.message);
+        // Against the naive composition's gradients, every input.
+        const GradOptions all{.position = {0, 1, 2, 3}};
+        const auto got = grad(
+            [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+              return weighted(scaled_dot_product_attention(a, b, c, {.mask = d, .causal = causal}),
+                              w);
+            },
+            all)(q, k, v, m);
+        const auto want = grad(
+            [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+              return weighted(reference(a, b, c, {.mask = d, .causal = causal}), w);
+            },
+            all)(q, k, v, m);
+        REQUIRE(got[3].shape() == s);
+        for (std::size_t i = 0; i < 4; ++i) CHECK(allclose(got[i], want[i], 1e-12, 1e-12));
+      }
+  }
+
+  TEST_CASE("attention: mask gradient across blocks; a Bool or constant mask gets none") {
+    // Tq 70 and Tk 129 span several row and key blocks.
+    const Tensor q = random_tensor(float32, {2, 2, 70, 8}, {-1, 1}, 210);
+    const Tensor k = random_tensor(float32, {2, 2, 129, 8}, {-1, 1}, 211);
+    const Tensor v = random_tensor(float32, {2, 2, 129, 6}, {-1, 1}, 212);
+    const Tensor w = random_tensor(float32, {2, 2, 70, 6}, {-1, 1}, 213);
+    for (const Shape& s :
+         {Shape{70, 129}, Shape{2, 1, 1, 129}, Shape{1, 129}, Shape{2, 2, 70, 129}}) {
+      CAPTURE(s);
+      const Tensor m = random_tensor(float32, s, {-2, 2}, 214);
+      const auto loss = [&](const Tensor& d, bool fused) {
+        const AttentionOptions o{.mask = d, .causal = true};
+        return weighted(fused ? scaled_dot_product_attention(q, k, v, o)
+                              : reference(q.to(float64), k.to(float64), v.to(float64),
+                                          {.mask = d.to(float64), .causal = true}),
+                        fused ? w : w.to(float64));
+      };
+      const Tensor got = grad([&](const Tensor& d) { return loss(d, true); })(m);
+      const Tensor want = grad([&](const Tensor& d) { return loss(d, false); })(m);
+      CHECK(allclose(got.to(float64), want, 1e-4, 1e-5));
+      ms::test::check_thread_invariant(
+          [&] { return grad([&](const Tensor& d) { return loss(d, true); })(m); });
+      auto f = jit(
+          [&](const Tensor& d) { return grad([&](const Tensor& x) { return loss(x, true); })(d); });
+      CHECK(ms::test::bitwise_equal(f(m), got));
+      CHECK(f.dump().find("ScaledDotProductAttentionMaskGrad(") != std::string::npos);
+    }
+    // A constant float mask: its gradient op is not in the graph.
+    const Tensor m = random_tensor(float32, {70, 129}, {-2, 2}, 215);
+    auto f = jit([&](const Tensor& a) {
+      return grad([&](const Tensor& x) {
+        return weighted(scaled_dot_product_attention(x, k, v, {.mask = m}), w);
+      })(a);
+    });
+    (void)f(q);
+    CHECK(f.dump().find("ScaledDotProductAttentionMaskGrad(") == std::string::npos);
+  }
+
+  TEST_CASE("attention: a broadcast mask's gradient allocates no [B, H, Tq, Tk] buffer") {
+    // The scores would take 4 * 4 * 256 * 256 * 4 = 4 MiB; the mask and its
+    // gradient 256 KiB each, q, k, v and their gradients 128 KiB each.
+    const Tensor q = random_tensor(float32, {4, 4, 256, 8}, {-1, 1}, 220);
+    const Tensor k = random_tensor(float32, {4, 4, 256, 8}, {-1, 1}, 221);
+    const Tensor v = random_tensor(float32, {4, 4, 256, 8}, {-1, 1}, 222);
+    const Tensor m = random_tensor(float32, {256, 256}, {-1, 1}, 223);
+    memory_stats_reset_peak();
+    const std::int64_t live = memory_stats().live_bytes;
+    const auto g = grad(
+        [](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+          return sum(scaled_dot_product_attention(a, b, c, {.mask = d, .causal = true}));
+        },
+        {.position = {0, 1, 2, 3}})(q, k, v, m);
+    CHECK(g.size() == 4);
+    CHECK(memory_stats().peak_bytes - live < 4 * 4 * 256 * 256 * 4 / 2);
+  }
+
+  TEST_CASE("attention: bfloat16 and float16 against the float64 reference") {
+    for (const DType dt : {bfloat16, float16}) {
+      CAPTURE(dt);
+      // The unit roundoff of the mantissa (8 and 11 bits).
+      const double eps = dt == bfloat16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      const Tensor q = random_tensor(dt, {2, 3, 70, 16}, {-1, 1}, 230);
+      const Tensor k = random_tensor(dt, {2, 3, 129, 16}, {-1, 1}, 231);
+      const Tensor v = random_tensor(dt, {2, 3, 129, 8}, {-1, 1}, 232);
+      const Tensor w = random_tensor(dt, {2, 3, 70, 8}, {-1, 1}, 233);
+      const Tensor m = random_tensor(dt, {2, 1, 70, 129}, {-2, 2}, 234);
+      for (const bool causal : {false, true}) {
+        CAPTURE(causal);
+        const AttentionOptions o{.mask = m, .causal = causal};
+        const Tensor y = scaled_dot_product_attention(q, k, v, o);
+        REQUIRE(y.dtype() == dt);
+        const auto t64 = [](const Tensor& t) { return t.to(float64); };
+        const Tensor want = reference(t64(q), t64(k), t64(v), {.mask = t64(m), .causal = causal});
+        // Computed in float32 and rounded once: within one rounding of the
+        // exact result (|y| <= 1), plus float32's error.
+        CHECK(allclose(t64(y), want, eps, eps));
+        const GradOptions all{.position = {0, 1, 2, 3}};
+        const auto got = grad(
+            [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+              return weighted(scaled_dot_product_attention(a, b, c, {.mask = d, .causal = causal}),
+                              w);
+            },
+            all)(q, k, v, m);
+        const auto ref = grad(
+            [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+              return weighted(reference(a, b, c, {.mask = d, .causal = causal}), t64(w));
+            },
+            all)(t64(q), t64(k), t64(v), t64(m));
+        for (std::size_t i = 0; i < 4; ++i) {
+          CAPTURE(i);
+          REQUIRE(got[i].dtype() == dt);
+          // The gradient reads the rounded out (through delta) and is itself
+          // rounded: a few roundings, relative to the gradient's scale.
+          const double scale = Tensor(max(ms::abs(ref[i]))).item<double>();
+          CHECK(allclose(t64(got[i]), ref[i], 4 * eps, 4 * eps * scale));
+        }
+      }
+      ms::test::check_thread_invariant([&] {
+        return grad(
+            [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+              return weighted(scaled_dot_product_attention(a, b, c, {.mask = d, .causal = true}),
+                              w);
+            },
+            {.position = {0, 1, 2, 3}})(q, k, v, m);
+      });
+      ms::test::check_thread_invariant(
+          [&] { return scaled_dot_product_attention(q, k, v, {.mask = m}); });
+      auto f =
+          jit([&](const Tensor& a) { return scaled_dot_product_attention(a, k, v, {.mask = m}); });
+      CHECK(ms::test::bitwise_equal(f(q), scaled_dot_product_attention(q, k, v, {.mask = m})));
+      const auto loss = [&](const Tensor& a, const Tensor& d) {
+        return weighted(scaled_dot_product_attention(a, k, v, {.mask = d, .causal = true}), w);
+      };
+      const auto eager = grad(loss, {.position = {0, 1}})(q, m);
+      auto fg = jit([&](const Tensor& a, const Tensor& d) {
+        return grad(loss, {.position = {0, 1}})(a, d);
+      });
+      const auto jitted = fg(q, m);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(ms::test::bitwise_equal(jitted[i], eager[i]));
+    }
+  }
+
+  TEST_CASE("attention: second derivatives equal the naive composition's") {
+    const Tensor q = random_tensor(float64, {2, 2, 6, 3}, {-1, 1}, 240);
+    const Tensor k = random_tensor(float64, {2, 2, 7, 3}, {-1, 1}, 241);
+    const Tensor v = random_tensor(float64, {2, 2, 7, 2}, {-1, 1}, 242);
+    const Tensor w = random_tensor(float64, {2, 2, 6, 2}, {-1, 1}, 243);
+    const Tensor fm = random_tensor(float64, {2, 1, 6, 7}, {-2, 2}, 244);
+    const Tensor bm = bool_mask({6, 7}, 245);
+    struct Opt {
+      bool causal;
+      bool bool_mask;
+    };
+    for (const Opt o : {Opt{false, false}, Opt{true, false}, Opt{true, true}}) {
+      CAPTURE(o.causal);
+      CAPTURE(o.bool_mask);
+      // g(x) = sum of the first gradients (of every input) times weights;
+      // its gradient is the second derivative applied to the weights.
+      const auto outer = [&](bool fused) {
+        return [&, fused](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& d) {
+          const auto inner = [&, fused](const Tensor& a2, const Tensor& b2, const Tensor& c2,
+                                        const Tensor& d2) {
+            const AttentionOptions ao{.mask = o.bool_mask ? bm : d2, .causal = o.causal};
+            return weighted(
+                fused ? scaled_dot_product_attention(a2, b2, c2, ao) : reference(a2, b2, c2, ao),
+                w);
+          };
+          const auto g = grad(inner, {.position = {0, 1, 2, 3}})(a, b, c, d);
+          Tensor s = sum(g[0] * a) + sum(g[1] * b * b) + sum(g[2] * c);
+          if (!o.bool_mask) s = s + sum(g[3] * d * d);
+          return s;
+        };
+      };
+      const GradOptions all{.position = {0, 1, 2, 3}};
+      const auto got = grad(outer(true), all)(q, k, v, fm);
+      const auto want = grad(outer(false), all)(q, k, v, fm);
+      for (std::size_t i = 0; i < 4; ++i) CHECK(allclose(got[i], want[i], 1e-10, 1e-10));
+      // And under ms::jit.
+      auto f = jit([&](const Tensor& a) { return grad(outer(true), all)(a, k, v, fm); });
+      const auto jitted = f(q);
+      for (std::size_t i = 0; i < 4; ++i) CHECK(allclose(jitted[i], got[i], 1e-12, 1e-12));
+    }
+  }
+
+  TEST_CASE("attention: second derivatives under dynamic shapes") {
+    // ms::jit with dynamic shapes gives the eager second derivatives for
+    // every T (the causal recomposition builds its band from Tq and Tk).
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      const auto gg = [causal](const Tensor& q, const Tensor& k, const Tensor& v) {
+        return grad([&](const Tensor& a) {
+          const Tensor g = grad([&](const Tensor& x) {
+            return sum(scaled_dot_product_attention(x, k, v, {.causal = causal}) * v);
+          })(a);
+          return sum(g * g);
+        })(q);
+      };
+      auto f = jit(gg, JitConfig{.dynamic = 1});
+      for (std::int64_t t : {4, 6, 9}) {
+        CAPTURE(t);
+        const auto seed = static_cast<unsigned>(t);
+        const Tensor q = random_tensor(float64, {2, t, 3}, {-1, 1}, seed);
+        const Tensor k = random_tensor(float64, {2, t, 3}, {-1, 1}, seed + 1);
+        const Tensor v = random_tensor(float64, {2, t, 3}, {-1, 1}, seed + 2);
+        CHECK(allclose(f(q, k, v), gg(q, k, v), 1e-12, 1e-12));
+      }
+    }
   }
 }

@@ -39,17 +39,32 @@ struct AttentionProblem {
 };
 
 /// out [batch, Tq, Ev] = softmax(scale * q k^T + mask) v and lse [batch, Tq]
-/// = the rows' logsumexp, for dense float32 or float64 q, k, v and dense
-/// outputs of that dtype. A row that keeps no key gets out 0 and lse -inf.
+/// = the rows' logsumexp, for dense float64, float32, bfloat16 or float16 q,
+/// k, v and out of that dtype; lse is float64 for float64, else float32.
+/// bfloat16 and float16 blocks are converted to float32 as they are loaded,
+/// everything is computed in float32 and out is rounded as it is stored. A
+/// row that keeps no key gets out 0 and lse -inf.
 void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const Tensor& lse);
 
 /// The gradients dq, dk, dv (dense, the shapes of q, k, v) given dout [batch,
 /// Tq, Ev], the forward's lse, and delta [batch, Tq] = rowsum(dout * out)
 /// minus the gradient of lse: dS = P * (dout v^T - delta), dq = scale dS k,
-/// dk = scale dS^T q, dv = P^T dout. All dense, one floating dtype.
+/// dk = scale dS^T q, dv = P^T dout. All dense; dq, dk, dv and dout of q's
+/// dtype, lse and delta of the forward's lse dtype (computed as the forward).
 void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+/// The gradient of a floating mask: dS = P * (dout v^T - delta) summed over
+/// the axes the mask broadcasts along. `dmask` is a view of shape [batch
+/// dims..., Tq, Tk] of a dense tensor of q's dtype with stride 0 on the
+/// broadcast axes; each of its elements is written once, the sum taken over
+/// batch entries, rows and key blocks in a fixed order (bitwise the same for
+/// any thread count). The scores are recomputed block by block, as in
+/// attention_backward; nothing of size [batch, Tq, Tk] is allocated.
+void attention_mask_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const Tensor& dout, const Tensor& lse,
+                             const Tensor& delta, const Tensor& dmask);
 
 }  // namespace ms::kernels
