@@ -266,6 +266,13 @@ struct ArgTraits<Tensor> {
   static Tensor inlined(const Tensor& t) { return t; }
 };
 
+/// A Parameter (any subclass of Tensor) inside a sequence or an optional: a
+/// graph input as a plain tensor; the function sees an ms::Tensor.
+template <class T>
+requires(std::derived_from<T, Tensor> && !std::same_as<T, Tensor>) struct ArgTraits<T>
+    : ArgTraits<Tensor> {
+};
+
 template <Number T>
 struct ArgTraits<T> {
   using traced = T;
