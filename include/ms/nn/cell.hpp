@@ -248,8 +248,10 @@ class CellBase {
   /// state dict as `<path>.<its name>`; a parameter with a generated name
   /// (`Parameter$N`) is renamed `Parameter$<k>`, k counting from 1 per cell.
   /// ValueError when `name` or a parameter's name is already used in this
-  /// cell (by a parameter, buffer, child or tuple), or a parameter is already
-  /// registered here.
+  /// cell (by a parameter, buffer, child or tuple), a dotted name starts with
+  /// a child's name (`fc.weight` beside a child `fc`: the paths would
+  /// collide; a child named so later is refused too), or a parameter is
+  /// already registered here. get_parameter finds a dotted name as a whole.
   ///   moments = net.register_parameter_tuple("moments", weights.clone("moments", "zeros"));
   /// Returns the tuple as registered (with the parameters' final names).
   ParameterTuple register_parameter_tuple(const std::string& name, const ParameterTuple& params);
@@ -309,7 +311,8 @@ class CellBase {
   // A path is the dotted chain of registration names from this cell
   // ("body.0.fc.weight"). A missing part is an ms::KeyError naming the API,
   // the path, the first part that is missing and what exists at that level.
-  /// The parameter at `path`.
+  /// The parameter at `path` (a ParameterTuple's parameter whose name has
+  /// dots, `h.moments.fc.weight`, is found by its whole name).
   ///   ms::Parameter w = net.get_parameter("body.0.fc.weight");
   Parameter get_parameter(const std::string& path) const;
   /// The buffer at `path` (the tensor itself, not a copy).
