@@ -711,8 +711,7 @@ void FunctionCache::Impl::evict_generalized() {
     if (!e->mode_known || mode_key(e->mode_set)) return false;
     log_compile(cfg, [&] {
       return str_cat(e->label, " (", e->gen.to_string(),
-                     ") deleted: a cell whose training flag "
-                     "it read is gone");
+                     ") deleted: a cell whose training flag it read is gone");
     });
     return true;
   });
