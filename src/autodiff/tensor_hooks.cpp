@@ -13,8 +13,11 @@
 namespace ms::autodiff {
 namespace {
 
+// A hook and the tensor it is on: a storage seen with one dtype and shape.
 struct Hook {
   std::uint64_t serial;
+  DType dtype;
+  Shape shape;
   std::uint64_t id;
   TensorGradHook fn;
   std::string label;
@@ -29,7 +32,7 @@ std::vector<Hook> hooks_of(const Tensor& t) {
   const std::uint64_t serial = t.storage()->serial();
   std::lock_guard lock(g_mu);
   for (const Hook& h : g_hooks)
-    if (h.serial == serial) out.push_back(h);
+    if (h.serial == serial && h.dtype == t.dtype() && h.shape == t.shape()) out.push_back(h);
   return out;
 }
 
@@ -40,12 +43,12 @@ bool views_whole_storage(const Tensor& t) {
          t.is_contiguous() && t.nbytes() == t.storage()->nbytes();
 }
 
-void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, TensorGradHook fn,
-                          std::string label) {
+void add_tensor_grad_hook(const Tensor& t, std::uint64_t id, TensorGradHook fn, std::string label) {
   MS_CHECK(static_cast<bool>(fn), ValueError, "register_hook: empty hook function for '", label,
            "'");
   std::lock_guard lock(g_mu);
-  g_hooks.push_back({storage_serial, id, std::move(fn), std::move(label)});
+  g_hooks.push_back(
+      {t.storage()->serial(), t.dtype(), t.shape(), id, std::move(fn), std::move(label)});
 }
 
 bool remove_tensor_grad_hook(std::uint64_t id) {

@@ -377,9 +377,19 @@ struct DynEntry {
   Generalized gen;
   bool mode_known = false;   ///< its first trace recorded the training flags it read
   std::size_t mode_set = 0;  ///< their list (FunctionCache::Impl::mode_sets)
-  std::string mode;          ///< the mode component of its graphs' keys
+  std::string mode;          ///< the mode component of its first trace (which modes it serves)
   std::string label;
-  std::map<std::vector<std::int64_t>, std::shared_ptr<SymbolicGraph>> families;
+  /// A symbolic form and the training flags its traces read (the list and
+  /// the values): it serves calls whose flags have those values.
+  struct Family {
+    std::size_t mode_set = 0;
+    std::string mode;
+    std::shared_ptr<SymbolicGraph> graph;
+  };
+  /// The symbolic forms by the ranks of the any-rank inputs, one per mode
+  /// their traces read. A concrete graph's key in `lru` holds the mode
+  /// component of the traces it came from.
+  std::map<std::vector<std::int64_t>, std::vector<Family>> families;
   Lru lru;
   LruIndex index;
 };
@@ -417,6 +427,7 @@ struct FunctionCache::Impl {
   }
   std::shared_ptr<DynEntry> compatible_spec();
   void evict_generalized();
+  std::shared_ptr<const Compiled> find_moded(Lru& lru, LruIndex& index, const std::string& key);
 
   std::shared_ptr<const Compiled> found(std::shared_ptr<const Compiled> c) {
     last = std::move(c);
@@ -437,7 +448,8 @@ struct FunctionCache::Impl {
                                                std::span<const Shape> shapes, const CallInfo& call);
   SymbolicGraph& symbolic_form(DynEntry& e, const Generalized& g,
                                const std::vector<std::int64_t>& ranks,
-                               std::span<const Shape> shapes, const CallInfo& call);
+                               std::span<const Shape> shapes, const CallInfo& call,
+                               std::string& mode);
   std::shared_ptr<const Compiled> instantiate(DynEntry& e, const std::string& key,
                                               std::span<const Shape> shapes, const CallInfo& call);
   Compiled finish(ir::Graph graph, std::vector<std::size_t> structure);
@@ -497,20 +509,28 @@ void FunctionCache::Impl::drop_stale_graphs() {
   lru_evict_stale(lru, index, hv);
 }
 
+// The graph of `lru` keyed with `key` and the values now of the training
+// flags its traces read, or null.
+std::shared_ptr<const Compiled> FunctionCache::Impl::find_moded(Lru& l, LruIndex& idx,
+                                                                const std::string& key) {
+  for (std::size_t set = 0; set < mode_sets.size(); ++set)
+    if (const std::optional<std::string> mode = mode_key(set))
+      if (auto c = lru_find(l, idx, with_mode(key, *mode))) return c;
+  return nullptr;
+}
+
 // The graph a previous call with this key compiled, or null.
 std::shared_ptr<const Compiled> FunctionCache::Impl::lookup(const std::string& key,
                                                             const std::vector<TensorSpec>* specs) {
   if (specs == nullptr)
-    for (std::size_t set = 0; set < mode_sets.size(); ++set)
-      if (const std::optional<std::string> mode = mode_key(set))
-        if (auto c = lru_find(lru, index, with_mode(key, *mode))) return found(std::move(c));
+    if (auto c = find_moded(lru, index, key)) return found(std::move(c));
   if (specs != nullptr && spec_of == *specs)
     for (const auto& e : spec)
       if (compatible(*e))
-        if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
+        if (auto c = find_moded(e->lru, e->index, key)) return found(std::move(c));
   for (const auto& e : gens)
     if (compatible(*e))
-      if (auto c = lru_find(e->lru, e->index, key)) return found(std::move(c));
+      if (auto c = find_moded(e->lru, e->index, key)) return found(std::move(c));
   return nullptr;
 }
 
@@ -559,22 +579,35 @@ std::shared_ptr<DynEntry> FunctionCache::Impl::new_entry(Generalized g, const st
   return e;
 }
 
-// The symbolic form of entry `e` for the ranks of its any-rank inputs
-// (traced and probed on first use).
+// The symbolic form of entry `e` for the ranks of its any-rank inputs and
+// the training flags now (traced and probed on first use); `mode` receives
+// the mode component of the flags its traces read.
 SymbolicGraph& FunctionCache::Impl::symbolic_form(DynEntry& e, const Generalized& g,
                                                   const std::vector<std::int64_t>& ranks,
                                                   std::span<const Shape> shapes,
-                                                  const CallInfo& call) {
-  std::shared_ptr<SymbolicGraph>& fam = e.families[ranks];
-  if (fam) return *fam;
+                                                  const CallInfo& call, std::string& mode) {
+  std::vector<DynEntry::Family>& forms = e.families[ranks];
+  // A form keyed with a destroyed cell's flag can never serve again.
+  std::erase_if(forms, [&](const DynEntry::Family& f) { return !mode_key(f.mode_set); });
+  for (const DynEntry::Family& f : forms)
+    if (mode_key(f.mode_set) == f.mode) {
+      mode = f.mode;
+      return *f.graph;
+    }
   auto at = [&](std::span<const Shape> s) { return trace_call(call, s); };
   mode_reads.clear();
+  std::shared_ptr<SymbolicGraph> fam;
   {
     const ModeRecording rec(mode_reads);
     fam = std::make_shared<SymbolicGraph>(g, shapes, dyn::detail::TraceAt(at));
   }
+  DynEntry::Family& form = forms.emplace_back();
+  form.graph = fam;
+  std::tie(form.mode_set, form.mode) = intern_reads();
+  mode = form.mode;
   if (!e.mode_known) {
-    std::tie(e.mode_set, e.mode) = intern_reads();
+    e.mode_set = form.mode_set;
+    e.mode = form.mode;
     e.mode_known = true;
   }
   traces += fam->traces();
@@ -600,7 +633,8 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::instantiate(DynEntry& e,
                                                                  const CallInfo& call) {
   std::vector<std::int64_t> ranks;
   const Generalized g = fix_ranks(e.gen, shapes, ranks);
-  const SymbolicGraph& fam = symbolic_form(e, g, ranks, shapes, call);
+  std::string mode;
+  const SymbolicGraph& fam = symbolic_form(e, g, ranks, shapes, call, mode);
   std::vector<std::int64_t> values;
   std::string why;
   MS_CHECK(bind_symbols(g, shapes, values, &why), ShapeError, "ms::jit: ", why);
@@ -617,7 +651,14 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::instantiate(DynEntry& e,
   std::vector<std::size_t> structure = fam.structure();
   const bool specialized = !graph;
   if (specialized) {
-    Traced t = trace_call(call, shapes);
+    // A trace of its own: the training flags it reads key its graph.
+    mode_reads.clear();
+    Traced t;
+    {
+      const ModeRecording rec(mode_reads);
+      t = trace_call(call, shapes);
+    }
+    mode = intern_reads().second;
     ++traces;
     graph = std::move(t.graph);
     structure = std::move(t.structure);
@@ -632,7 +673,7 @@ std::shared_ptr<const Compiled> FunctionCache::Impl::instantiate(DynEntry& e,
               specialized ? "specialized" : "instantiated", " for ", binding, ":\n", c->dump);
   c->phase = str_cat('(', e.gen.to_string(), "), hook_version ", hook_version(), ", ", e.label,
                      " with ", binding);
-  lru_put(e.lru, e.index, key, c, cfg.binding_cache_capacity);
+  lru_put(e.lru, e.index, with_mode(key, mode), c, cfg.binding_cache_capacity);
   return found(std::move(c));
 }
 
@@ -663,8 +704,17 @@ std::shared_ptr<DynEntry> FunctionCache::Impl::compatible_spec() {
 }
 
 // Keeps at most auto_dyn.keep(...) generalized graphs for the training flags
-// now (the newest, gens.front(), stays); graphs of the other modes are kept.
+// now (the newest, gens.front(), stays); graphs of the other modes are kept,
+// graphs keyed with a destroyed cell's flag (never served again) are deleted.
 void FunctionCache::Impl::evict_generalized() {
+  std::erase_if(gens, [&](const std::shared_ptr<DynEntry>& e) {
+    if (!e->mode_known || mode_key(e->mode_set)) return false;
+    log_compile(cfg, [&] {
+      return str_cat(e->label, " (", e->gen.to_string(),
+                     ") deleted: a cell whose training flag it read is gone");
+    });
+    return true;
+  });
   std::size_t n = 0;
   for (const auto& e : gens) n += compatible(*e) ? 1 : 0;
   const std::size_t keep = auto_dyn.keep(cfg.max_generalized);

@@ -314,6 +314,14 @@ ParameterTuple CellBase::register_parameter_tuple(const std::string& name,
     std::string key =
         p.name().rfind("Parameter$", 0) == 0 ? "Parameter$" + std::to_string(next_id++) : p.name();
     check_name(key, api, /*allow_dot=*/true);
+    // A dotted name's path must not run into a child's parameters (`fc.weight`
+    // beside a child `fc`): the hierarchical names would collide.
+    const std::string head = key.substr(0, key.find('.'));
+    for (const auto& [n, c] : children_)
+      MS_CHECK(key.find('.') == std::string::npos || n != head, ValueError, api, ": the name '",
+               key, "' of a parameter of the ParameterTuple '", name,
+               "' starts with the child cell '", n, "' of ", cls_name(),
+               ", so its path would collide with the child's names; rename the parameter");
     MS_CHECK(std::find(keys.begin(), keys.end(), key) == keys.end() && key != name, ValueError, api,
              ": the name '", key, "' of a parameter of '", name,
              "' already exists; set a unique name for the parameter");
@@ -366,6 +374,11 @@ Tensor CellBase::register_buffer(const std::string& name, const Tensor& buffer, 
 
 void CellBase::insert_child_to_cell(const std::string& name, CellBase& child) {
   check_name(name, "insert_child_to_cell");
+  for (const auto& [t, keys] : tuples_)
+    for (const std::string& k : keys)
+      MS_CHECK(k.rfind(name + ".", 0) != 0, ValueError, "insert_child_to_cell: name '", name,
+               "' starts the name '", k, "' of a parameter of the ParameterTuple '", t, "' of ",
+               cls_name(), ", so the child's paths would collide with it");
   MS_CHECK(&child != this, ValueError, "insert_child_to_cell: cell ", cls_name(),
            " cannot be its own child '", name, "'");
   for (auto& [n, c] : child.cells_and_names())
@@ -518,6 +531,21 @@ CellBase::PathEnd CellBase::resolve_parent(const std::string& path, std::string_
 }
 
 Parameter CellBase::get_parameter(const std::string& path) const {
+  // A ParameterTuple's parameter may have dots in its name: at each cell on
+  // the path, the rest of the path is first taken as one name.
+  const CellBase* here = this;
+  for (std::size_t pos = 0;;) {
+    for (const auto& [n, p] : here->params_)
+      if (path.compare(pos, std::string::npos, n) == 0) return p;
+    const std::size_t dot = path.find('.', pos);
+    if (dot == std::string::npos) break;
+    auto it = std::find_if(here->children_.begin(), here->children_.end(), [&](const auto& e) {
+      return path.compare(pos, dot - pos, e.first) == 0;
+    });
+    if (it == here->children_.end()) break;
+    here = it->second;
+    pos = dot + 1;
+  }
   auto [cell, last, at] = resolve_parent(path, "get_parameter");
   for (const auto& [n, p] : cell->params_)
     if (n == last) return p;

@@ -72,7 +72,7 @@ HookHandle Parameter::add_grad_hook(std::function<Tensor(const Tensor&)> fn) {
            "': empty hook function");
   if (!info_->hooks) info_->hooks = std::make_shared<GradHooks>();
   const std::uint64_t id = detail::new_hook_id();
-  autodiff::add_tensor_grad_hook(storage()->serial(), id, std::move(fn), name());
+  autodiff::add_tensor_grad_hook(*this, id, std::move(fn), name());
   info_->hooks->ids.push_back(id);
   return HookHandle(info_->hooks, id);
 }
@@ -150,7 +150,7 @@ HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook f
   MS_CHECK(static_cast<bool>(fn), ValueError, "register_hook: empty hook function");
   const std::uint64_t id = new_hook_id();
   const std::string label = t.storage()->label().empty() ? "tensor" : t.storage()->label();
-  autodiff::add_tensor_grad_hook(t.storage()->serial(), id, std::move(fn), label);
+  autodiff::add_tensor_grad_hook(t, id, std::move(fn), label);
   tensor_grad_hooks()->add(id, t.storage());
   return HookHandle(tensor_grad_hooks(), id);
 }

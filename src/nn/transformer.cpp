@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "ms/ops/attention.hpp"
 #include "ms/ops/layout.hpp"
@@ -421,6 +422,114 @@ Tensor TransformerDecoderLayer::construct(const Tensor& tgt, const Tensor& memor
   x = norm1(x + sa(x));
   x = norm2(x + ca(x));
   return norm3(x + ff(x));
+}
+
+// ---------------------------------------------------------------- stacks
+
+namespace {
+
+// Appends `n` layers made by `make` to `layers` (`api` names the stack in errors).
+template <class Layer>
+void fill_layers(CellList& layers, const std::function<std::shared_ptr<Layer>()>& make,
+                 std::int64_t n, std::string_view api) {
+  MS_CHECK(n >= 1, ValueError, api, ": num_layers must be >= 1, got ", n);
+  MS_CHECK(static_cast<bool>(make), ValueError, api, ": the layer factory is empty");
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::shared_ptr<Layer> l = make();
+    MS_CHECK(l != nullptr, ValueError, api, ": the layer factory returned null for layer ", i);
+    layers.append(std::move(l));
+  }
+}
+
+// A new layer with the sizes, options, parameter values and mode of `src`
+// (MindSpore's and PyTorch's deep copy of the layer given to a stack).
+template <class Layer>
+std::shared_ptr<Layer> copy_layer(const Layer& src) {
+  auto l = std::make_shared<Layer>(src.self_attn.embed_dim, src.self_attn.num_heads, src.opts);
+  const auto from = src.parameters_dict();
+  const auto to = l->parameters_dict();
+  MS_CHECK(from.size() == to.size(), ValueError, src.cls_name(), ": the layer to copy has ",
+           from.size(), " parameters, a new layer of its sizes ", to.size());
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    Parameter d = to[i].second;
+    d.copy_(from[i].second);
+  }
+  l->set_train(src.training());
+  return l;
+}
+
+// Layer `i` of `layers` as a Layer (IndexError, TypeError naming `api`).
+template <class Layer>
+Layer& layer_at(const CellList& layers, std::int64_t i, std::string_view api) {
+  const auto n = static_cast<std::int64_t>(layers.size());
+  MS_CHECK(i >= 0 && i < n, IndexError, api, "::layer: index ", i, " is out of range for ", n,
+           " layers");
+  auto* l = layers[i].as<Layer>();
+  MS_CHECK(l != nullptr, TypeError, api, "::layer: layer ", i, " is a ",
+           layers[i].cell().cls_name(), ", not a ", api, "Layer");
+  return *l;
+}
+
+}  // namespace
+
+TransformerEncoder::TransformerEncoder(const LayerFactory& make_layer, std::int64_t num_layers,
+                                       std::shared_ptr<LayerNorm> norm_)
+    : norm(std::move(norm_)) {
+  fill_layers(layers, make_layer, num_layers, "TransformerEncoder");
+  register_cells("layers", layers);
+  if (norm) register_cells("norm", *norm);
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer,
+                                       std::int64_t num_layers, std::shared_ptr<LayerNorm> norm_)
+    : TransformerEncoder([&] { return copy_layer(layer); }, num_layers, std::move(norm_)) {}
+
+Tensor TransformerEncoder::construct(const Tensor& src) {
+  Tensor x = src;
+  for (std::size_t i = 0; i < layers.size(); ++i) x = layer(static_cast<std::int64_t>(i))(x);
+  return norm ? (*norm)(x) : x;
+}
+
+Tensor TransformerEncoder::construct(const Tensor& src, const Kwargs& kwargs) {
+  Tensor x = src;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    x = layer(static_cast<std::int64_t>(i))(x, kwargs);
+  return norm ? (*norm)(x) : x;
+}
+
+TransformerEncoderLayer& TransformerEncoder::layer(std::int64_t i) const {
+  return layer_at<TransformerEncoderLayer>(layers, i, "TransformerEncoder");
+}
+
+TransformerDecoder::TransformerDecoder(const LayerFactory& make_layer, std::int64_t num_layers,
+                                       std::shared_ptr<LayerNorm> norm_)
+    : norm(std::move(norm_)) {
+  fill_layers(layers, make_layer, num_layers, "TransformerDecoder");
+  register_cells("layers", layers);
+  if (norm) register_cells("norm", *norm);
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& layer,
+                                       std::int64_t num_layers, std::shared_ptr<LayerNorm> norm_)
+    : TransformerDecoder([&] { return copy_layer(layer); }, num_layers, std::move(norm_)) {}
+
+Tensor TransformerDecoder::construct(const Tensor& tgt, const Tensor& memory) {
+  Tensor x = tgt;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    x = layer(static_cast<std::int64_t>(i))(x, memory);
+  return norm ? (*norm)(x) : x;
+}
+
+Tensor TransformerDecoder::construct(const Tensor& tgt, const Tensor& memory,
+                                     const Kwargs& kwargs) {
+  Tensor x = tgt;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    x = layer(static_cast<std::int64_t>(i))(x, memory, kwargs);
+  return norm ? (*norm)(x) : x;
+}
+
+TransformerDecoderLayer& TransformerDecoder::layer(std::int64_t i) const {
+  return layer_at<TransformerDecoderLayer>(layers, i, "TransformerDecoder");
 }
 
 // ---------------------------------------------------------------- Gpt

@@ -113,4 +113,37 @@ TEST_SUITE("core") {
     CHECK_FALSE(u.is_contiguous());
     CHECK(u.to_vector<float>() == std::vector<float>{1, 2, 3, 4});  // logical order
   }
+
+  TEST_CASE("from_xtensor rejects data not aligned to its element type") {
+    auto buf = std::make_shared<std::vector<float>>(8);
+    auto* bytes = reinterpret_cast<std::byte*>(buf->data());
+    auto* shifted = reinterpret_cast<float*>(bytes + 2);
+    CHECK_THROWS_WITH_AS(
+        ms::from_xtensor(xt::adapt(shifted, 4, xt::no_ownership(), std::vector<std::size_t>{4}),
+                         buf),
+        doctest::Contains("from_xtensor: the data of a Float32 container must be aligned to 4 "
+                          "bytes (given an address 2 bytes past"),
+        ms::ValueError);
+    // One byte elements: any address is aligned.
+    auto* u8 = reinterpret_cast<std::uint8_t*>(bytes + 3);
+    ms::Tensor t =
+        ms::from_xtensor(xt::adapt(u8, 4, xt::no_ownership(), std::vector<std::size_t>{4}), buf);
+    CHECK(t.dtype() == ms::uint8);
+    CHECK(t.numel() == 4);
+  }
+
+  TEST_CASE("as_xarray rejects a view with a negative stride, and takes its contiguous copy") {
+    const ms::Tensor t = iota_tensor(2, 3);
+    const ms::Tensor reversed(t.storage(), ms::float32, ms::Shape{3}, {-1}, 2);  // 2, 1, 0
+    CHECK_THROWS_WITH_AS(ms::as_xarray<float>(reversed),
+                         doctest::Contains("as_xarray: axis 0 of the view [3] has stride -1"),
+                         ms::ValueError);
+    auto a = ms::as_xarray<float>(reversed.contiguous());
+    CHECK(a(0) == 2.0f);
+    CHECK(a(2) == 0.0f);
+    // A negative stride on an axis of length 1 reaches one element: accepted.
+    const ms::Tensor one(t.storage(), ms::float32, ms::Shape{1, 3}, {-3, 1}, 3);
+    auto b = ms::as_xarray<float>(one);
+    CHECK(b(0, 2) == 5.0f);
+  }
 }

@@ -19,6 +19,12 @@ struct Block : Cell<Block> {
   explicit Block(Generator* g) : drop(0.5, g) { register_cells("fc", fc, "drop", drop); }
   Tensor construct(const Tensor& x) { return drop(fc(x)); }
 };
+// Calls its dropout child only on rank-3 inputs: graphs of other ranks read no training flag.
+struct RankGate : Cell<RankGate> {
+  nn::Dropout drop;
+  explicit RankGate(Generator* g) : drop(0.5, g) { register_cells("drop", drop); }
+  Tensor construct(const Tensor& x) { return x.rank() == 3 ? drop(x) : Tensor(x * 1.0f); }
+};
 }  // namespace
 
 TEST_SUITE("jit") {
@@ -138,5 +144,52 @@ TEST_SUITE("jit") {
     net.set_train(true);
     f(x);
     CHECK(f.compile_count() == 2);
+  }
+
+  TEST_CASE("a generalized graph's new rank family keys the training flags it reads") {
+    Generator g(5);
+    RankGate net(&g);
+    net.set_train(true);
+    auto f = jit(net, {.dynamic = 1, .verify = true});
+    const Tensor a = random_tensor(float32, {2, 4}, {-2, 2}, 1);
+    const Tensor b = random_tensor(float32, {2, 3, 4}, {-2, 2}, 2);
+    const Tensor c = random_tensor(float32, {2, 3, 4, 5}, {-2, 2}, 3);
+    CHECK(allclose(f(a), a, 0, 0));
+    g.manual_seed(1);
+    f(b);
+    CHECK(allclose(f(c), c, 0, 0));  // a third rank: one any-rank generalized graph
+    REQUIRE(f.generalized_count() == 1);
+    const Tensor x = random_tensor(float32, {4, 5, 4}, {-2, 2}, 4);
+    net.set_train(false);
+    CHECK(allclose(f(x), x, 0, 0));  // rank 3 traced in eval mode: dropout is the identity
+    net.set_train(true);
+    g.manual_seed(9);
+    const Tensor eager = net(x);
+    CHECK_FALSE(allclose(eager, x, 0, 0));
+    g.manual_seed(9);
+    CHECK(allclose(f(x), eager, 1e-6, 1e-6));  // the training mode's graph, not the eval one
+    net.set_train(false);
+    CHECK(allclose(f(x), x, 0, 0));
+  }
+
+  TEST_CASE("generalized graphs keyed with a destroyed cell's training flag are deleted") {
+    Generator g(5);
+    auto drop = std::make_unique<nn::Dropout>(0.5, &g);
+    auto fwd = [&](const Tensor& x) -> Tensor { return (*drop)(x); };
+    auto f = jit(fwd, {.dynamic = 1, .verify = true});
+    auto run_sizes = [&](std::int64_t first) {
+      for (std::int64_t n = first; n < first + 3; ++n)
+        f(random_tensor(float32, {n, 4}, {-2, 2}, 1));
+    };
+    drop->set_train(false);
+    run_sizes(2);
+    REQUIRE(f.generalized_count() == 1);
+    for (int round = 0; round < 3; ++round) {
+      // A new cell in place of the old one: the old graphs read a flag that is gone.
+      drop = std::make_unique<nn::Dropout>(0.5, &g);
+      drop->set_train(false);
+      run_sizes(10 + 10 * round);
+      CHECK(f.generalized_count() == 1);
+    }
   }
 }

@@ -521,6 +521,37 @@ TEST_SUITE("nn") {
     CHECK(opt.parameters()[0].same_as(net.h.p[0]));
   }
 
+  TEST_CASE("ParameterTuple: dotted names are found by get_parameter and cannot collide") {
+    struct Holder : ms::Cell<Holder> {
+      ms::nn::Dense fc{2, 2};
+      ms::ParameterTuple m;
+      Holder() {
+        register_cells("fc", fc);
+        m = register_parameter_tuple("m", {ms::Parameter(ms::ones({2}), "ema.fc.weight")});
+      }
+      ms::Tensor construct(const ms::Tensor& x) { return fc(x); }
+    };
+    struct Outer : ms::Cell<Outer> {
+      Holder h;
+      Outer() { register_cells("h", h); }
+      ms::Tensor construct(const ms::Tensor& x) { return h(x); }
+    } net;
+    CHECK(net.get_parameter("h.ema.fc.weight").same_as(net.h.m[0]));
+    CHECK(net.h.get_parameter("ema.fc.weight").same_as(net.h.m[0]));
+    CHECK(net.get_parameter("h.fc.weight").same_as(net.h.fc.weight));
+    CHECK_THROWS_AS((void)net.get_parameter("h.ema.fc.bias"), ms::KeyError);
+    // A dotted name that starts with a child's name: its path would be the child's.
+    CHECK_THROWS_WITH_AS(
+        net.h.register_parameter_tuple("t", {ms::Parameter(ms::zeros({2, 2}), "fc.weight")}),
+        doctest::Contains("of the ParameterTuple 't' starts with the child cell 'fc'"),
+        ms::ValueError);
+    CHECK(net.h.parameters().size() == 3);
+    // And a child registered later under the first part of a tuple's dotted name.
+    ms::nn::Dense late{2, 2};
+    CHECK_THROWS_WITH_AS(net.h.insert_child_to_cell("ema", late),
+                         doctest::Contains("of the ParameterTuple 'm'"), ms::ValueError);
+  }
+
   TEST_CASE("ParameterTuple: generated names, clashes, clone") {
     struct Empty : ms::Cell<Empty> {
       ms::Tensor construct(const ms::Tensor& x) { return x; }

@@ -58,6 +58,33 @@ Tensor input(std::int64_t n = 2, std::uint64_t seed = 3) {
   return ms::normal({n, 4}, 0.0, 1.0, g);
 }
 
+// construct takes its text as a C string.
+struct CMode : ms::Cell<CMode> {
+  Tensor construct(const Tensor& x, const char* mode) {
+    return std::string(mode) == "double" ? Tensor(x * 2.0f) : x;
+  }
+};
+
+// Keyword arguments: a tensor (a graph input) and a number (a constant).
+struct KwScale : ms::Cell<KwScale> {
+  Tensor construct(const Tensor& x, const ms::Kwargs& kw) {
+    Tensor y = x;
+    if (auto it = kw.find("scale"); it != kw.end())
+      y = y * static_cast<float>(std::get<double>(it->second));
+    if (auto it = kw.find("bias"); it != kw.end()) y = y + std::get<Tensor>(it->second);
+    return y;
+  }
+};
+
+// A sequence of tensors (Parameters are passed as one).
+struct SumAll : ms::Cell<SumAll> {
+  Tensor construct(const std::vector<Tensor>& v) {
+    Tensor y = v.at(0);
+    for (std::size_t i = 1; i < v.size(); ++i) y = y + v[i];
+    return y;
+  }
+};
+
 }  // namespace
 
 TEST_SUITE("nn") {
@@ -322,5 +349,79 @@ TEST_SUITE("nn") {
     }
     CHECK(f.compile_count() == 3);
     CHECK(f.generalized_count() == 1);
+  }
+  TEST_CASE("a construct taking const char*: eager, hooked and under ms::jit") {
+    CMode net;
+    const Tensor x = input();
+    CHECK(ms::allclose(net(x, "double"), x * 2.0f, 1e-6, 1e-6));
+    CHECK(ms::allclose(net(x, std::string("plain")), x, 1e-6, 1e-6));
+    auto f = ms::jit(net);
+    CHECK(ms::allclose(f(x, "double"), x * 2.0f, 1e-6, 1e-6));
+    CHECK(ms::allclose(f(x, "plain"), x, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 2);  // the text is in the key
+    // With an ms::ArgList pre-hook the text reaches construct as a C string of the hooked list.
+    ms::HookHandle h = net.register_forward_pre_hook([](CMode&, const ms::ArgList& a) {
+      ms::ArgList r = a;
+      r.set(1, a.get<std::string>(1) == "plain" ? "double" : "plain");
+      return r;
+    });
+    CHECK(ms::allclose(net(x, "plain"), x * 2.0f, 1e-6, 1e-6));
+    CHECK(ms::allclose(f(x, "double"), x, 1e-6, 1e-6));
+    h.remove();
+  }
+
+  TEST_CASE("ms::ArgList::set takes an expression or a Parameter as a Tensor") {
+    const Tensor x = input();
+    ms::ArgList a{x, std::int64_t{2}};
+    a.set(0, x + x);
+    CHECK(a.holds<Tensor>(0));
+    CHECK(ms::allclose(a.get<Tensor>(0), x * 2.0f, 1e-6, 1e-6));
+    const ms::Parameter p(input(2, 7), "p");
+    a.set(1, p);
+    CHECK(ms::allclose(a.get<Tensor>(1), p, 0.0, 0.0));
+    // A pre-hook returning an expression for the tensor argument.
+    CMode net;
+    ms::HookHandle h = net.register_forward_pre_hook([](CMode&, const ms::ArgList& in) {
+      ms::ArgList r = in;
+      r.set(0, in.get<Tensor>(0) + 1.0f);
+      return r;
+    });
+    CHECK(ms::allclose(net(x, "plain"), x + 1.0f, 1e-6, 1e-6));
+  }
+
+  TEST_CASE("ms::jit of a cell with ms::Kwargs: tensors are inputs, other values and names key") {
+    KwScale net;
+    auto f = ms::jit(net);
+    const Tensor x = input(), b1 = input(2, 4), b2 = input(2, 5);
+    CHECK(ms::allclose(f(x, ms::Kwargs{{"scale", 2.0}, {"bias", b1}}), x * 2.0f + b1, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 1);
+    // Another tensor of the same shape: a graph input, so a hit with the new value.
+    CHECK(ms::allclose(f(x, ms::Kwargs{{"scale", 2.0}, {"bias", b2}}), x * 2.0f + b2, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 1);
+    // Another number: a constant of the graph.
+    CHECK(ms::allclose(f(x, ms::Kwargs{{"scale", 3.0}, {"bias", b2}}), x * 3.0f + b2, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 2);
+    // Another set of names, and another bias shape (broadcast): new keys.
+    CHECK(ms::allclose(f(x, ms::Kwargs{{"scale", 3.0}}), x * 3.0f, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 3);
+    ms::Generator g(1);
+    const Tensor row = ms::normal({4}, 0.0, 1.0, g);
+    CHECK(
+        ms::allclose(f(x, ms::Kwargs{{"scale", 3.0}, {"bias", row}}), x * 3.0f + row, 1e-6, 1e-6));
+    CHECK(f.compile_count() == 4);
+    CHECK(f.phase().find("scale=") != std::string::npos);
+    CHECK(ms::allclose(f(x, ms::Kwargs{}), x, 1e-6, 1e-6));
+  }
+
+  TEST_CASE("ms::jit of a cell with a std::vector of Parameters") {
+    SumAll net;
+    std::vector<ms::Parameter> ps{ms::Parameter(input(2, 1), "a"), ms::Parameter(input(2, 2), "b")};
+    const Tensor want = ps[0] + ps[1];
+    CHECK(ms::allclose(net(ps), want, 1e-6, 1e-6));
+    auto f = ms::jit(net);
+    CHECK(ms::allclose(f(ps), want, 1e-6, 1e-6));
+    ps[0].copy_(input(2, 3));
+    CHECK(ms::allclose(f(ps), ps[0] + ps[1], 1e-6, 1e-6));  // graph inputs: the new value
+    CHECK(f.compile_count() == 1);
   }
 }

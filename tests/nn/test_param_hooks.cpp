@@ -160,4 +160,26 @@ TEST_SUITE("nn") {
     }
     h.remove();  // safe after the tensor is gone
   }
+
+  TEST_CASE("ms::register_hook: a reshape viewing the whole storage has hooks of its own") {
+    const ms::Tensor x = input() * 2.0f;
+    const ms::Tensor flat = x.reshape(ms::Shape{x.numel()});  // the same storage, another shape
+    REQUIRE(flat.storage() == x.storage());
+    auto loss = [](const ms::Tensor& a) { return ms::sum(ms::square(a)); };
+    int on_x = 0, on_flat = 0;
+    ms::HookHandle hx = ms::register_hook(x, [&](const ms::Tensor&) { ++on_x; });
+    ms::HookHandle hf = ms::register_hook(flat, [&](const ms::Tensor& g) {
+      ++on_flat;
+      return ms::Tensor(g * 0.0f);
+    });
+    // x's gradient runs x's hook only, the reshape's runs the reshape's only.
+    CHECK(ms::allclose(ms::grad(loss)(x), x * 2.0f, 1e-6, 1e-6));
+    CHECK(on_x == 1);
+    CHECK(on_flat == 0);
+    CHECK(ms::allclose(ms::grad(loss)(flat), flat * 0.0f, 0, 0));
+    CHECK(on_x == 1);
+    CHECK(on_flat == 1);
+    hf.remove();
+    hx.remove();
+  }
 }

@@ -511,6 +511,97 @@ TEST_SUITE("nn") {
                          doctest::Contains("must have the same batch size"), ms::ShapeError);
   }
 
+  TEST_CASE("TransformerEncoder: the layers in sequence, then the norm; names layers.i.*") {
+    const std::int64_t E = 8, H = 2, B = 2, T = 5;
+    const ms::nn::TransformerLayerOptions opts{
+        .dim_feedforward = 16, .dropout = 0.0, .batch_first = true};
+    ms::nn::TransformerEncoder enc(
+        [&] { return std::make_shared<ms::nn::TransformerEncoderLayer>(E, H, opts); }, 3,
+        std::make_shared<ms::nn::LayerNorm>(std::vector<std::int64_t>{E}));
+    REQUIRE(enc.layers.size() == 3);
+    enc.norm->gamma.set_data(randn({E}, 80));
+    const Tensor src = randn({B, T, E}, 81);
+    const Tensor kpm =
+        ms::from_vector(std::vector<std::uint8_t>{0, 0, 0, 1, 1, 0, 0, 0, 0, 1}, ms::Shape{B, T})
+            .to(ms::bool_);
+    const Kwargs kw{{"src_key_padding_mask", kpm}, {"is_causal", true}};
+    Tensor want = src, want_kw = src;
+    for (std::int64_t i = 0; i < 3; ++i) {
+      want = enc.layer(i)(want);
+      want_kw = enc.layer(i)(want_kw, kw);
+    }
+    CHECK(max_diff(enc(src), (*enc.norm)(want)) == 0);
+    CHECK(max_diff(enc(src, kw), (*enc.norm)(want_kw)) == 0);
+    CHECK(max_diff(enc(src, kw), enc(src)) > 1e-3);  // the masks reach the layers
+    // Under ms::jit, with the masks as keyword arguments.
+    auto f = ms::jit(enc);
+    CHECK(max_diff(f(src, kw), enc(src, kw)) < 1e-5);
+    std::vector<std::string> names;
+    for (const auto& [name, p] : enc.parameters_and_names()) names.push_back(name);
+    REQUIRE(names.size() == 3 * 12 + 2);
+    CHECK(names[0] == "layers.0.self_attn.in_proj_weight");
+    CHECK(names[12] == "layers.1.self_attn.in_proj_weight");
+    CHECK(names[35] == "layers.2.norm2.beta");
+    CHECK(names[36] == "norm.gamma");
+    CHECK(names[37] == "norm.beta");
+    CHECK(enc.get_parameter("layers.2.linear1.weight").same_as(enc.layer(2).linear1.weight));
+    CHECK_THROWS_WITH_AS((void)enc.layer(3), doctest::Contains("index 3 is out of range for 3"),
+                         ms::IndexError);
+    CHECK_THROWS_WITH_AS(ms::nn::TransformerEncoder(ms::nn::TransformerEncoderLayer(E, H), 0),
+                         doctest::Contains("TransformerEncoder: num_layers must be >= 1, got 0"),
+                         ms::ValueError);
+  }
+
+  TEST_CASE("TransformerEncoder from a layer: copies of its weights, not shared; no norm") {
+    ms::nn::TransformerEncoderLayer proto(8, 2, {.dim_feedforward = 16, .dropout = 0.0});
+    ms::nn::TransformerEncoder enc(proto, 2);
+    CHECK(enc.norm == nullptr);
+    CHECK(enc.parameters().size() == 24);
+    for (std::int64_t i = 0; i < 2; ++i) {
+      CHECK(max_diff(enc.layer(i).self_attn.in_proj_weight, proto.self_attn.in_proj_weight) == 0);
+      CHECK(max_diff(enc.layer(i).linear2.bias, proto.linear2.bias) == 0);
+      CHECK_FALSE(enc.layer(i).linear2.bias.same_as(proto.linear2.bias));
+    }
+    CHECK(enc.layer(0).opts.dim_feedforward == 16);
+    enc.layer(1).linear1.weight.set_data(randn({16, 8}, 90));  // layers train apart
+    CHECK(max_diff(enc.layer(0).linear1.weight, proto.linear1.weight) == 0);
+    const Tensor src = randn({5, 2, 8}, 91);  // [L, B, E]
+    CHECK(max_diff(enc(src), enc.layer(1)(enc.layer(0)(src))) == 0);
+  }
+
+  TEST_CASE("TransformerDecoder: the layers in sequence over one memory, then the norm") {
+    const std::int64_t E = 8, H = 2, B = 2, T = 4, S = 5;
+    ms::nn::TransformerDecoderLayer proto(
+        E, H, {.dim_feedforward = 12, .dropout = 0.0, .batch_first = true, .norm_first = true});
+    ms::nn::TransformerDecoder dec(
+        proto, 2, std::make_shared<ms::nn::LayerNorm>(std::vector<std::int64_t>{E}));
+    dec.layer(1).linear1.weight.set_data(randn({12, E}, 95));
+    dec.norm->beta.set_data(randn({E}, 96));
+    const Tensor tgt = randn({B, T, E}, 97), mem = randn({B, S, E}, 98);
+    const Tensor mkpm =
+        ms::from_vector(std::vector<std::uint8_t>{0, 1, 0, 0, 0, 0, 0, 0, 0, 1}, ms::Shape{B, S})
+            .to(ms::bool_);
+    const Kwargs kw{{"tgt_is_causal", true}, {"memory_key_padding_mask", mkpm}};
+    const Tensor plain = dec.layer(1)(dec.layer(0)(tgt, mem), mem);
+    const Tensor masked = dec.layer(1)(dec.layer(0)(tgt, mem, kw), mem, kw);
+    CHECK(max_diff(dec(tgt, mem), (*dec.norm)(plain)) == 0);
+    CHECK(max_diff(dec(tgt, mem, kw), (*dec.norm)(masked)) == 0);
+    auto f = ms::jit(dec);
+    CHECK(max_diff(f(tgt, mem, kw), dec(tgt, mem, kw)) < 1e-5);
+    std::vector<std::string> names;
+    for (const auto& [name, p] : dec.parameters_and_names()) names.push_back(name);
+    REQUIRE(names.size() == 2 * 18 + 2);
+    CHECK(names[0] == "layers.0.self_attn.in_proj_weight");
+    CHECK(names[4] == "layers.0.multihead_attn.in_proj_weight");
+    CHECK(names[18] == "layers.1.self_attn.in_proj_weight");
+    CHECK(names.back() == "norm.beta");
+    CHECK_THROWS_WITH_AS(
+        ms::nn::TransformerDecoder(
+            [] { return std::shared_ptr<ms::nn::TransformerDecoderLayer>(); }, 2),
+        doctest::Contains("TransformerDecoder: the layer factory returned null for layer 0"),
+        ms::ValueError);
+  }
+
   TEST_CASE("Gpt: [B, T] ids to [B, T, V] logits, tied output, causal, learns under jit") {
     ms::manual_seed(7);
     ms::nn::Gpt gpt({.vocab_size = 11, .block_size = 12, .n_layer = 2, .n_head = 2, .n_embd = 16});

@@ -2,9 +2,11 @@
 // behind ms::Parameter::register_hook and ms::register_hook, and ms::hook_grad
 // for intermediate values.
 //
-// Stage: autodiff. A hook is registered on a whole storage (a parameter's):
-// when ms::grad / ms::value_and_grad returns the gradient of a tensor that is
-// that whole storage, the hooks run on it in registration order, each seeing
+// Stage: autodiff. A hook is registered on a tensor that views its whole
+// storage (a parameter): when ms::grad / ms::value_and_grad returns the
+// gradient of that tensor (a copy of it: the same storage, dtype and shape;
+// not a reshape or another view of the same storage), the hooks run on it in
+// registration order, each seeing
 // the previous one's result and returning a replacement (or an undefined
 // tensor: keep it). They run through a host callback, so they see concrete
 // gradients eagerly and every time a compiled graph runs. A weight that gets
@@ -65,10 +67,10 @@ TensorGradHook to_grad_hook(F fn) {
 /// True when `t` is concrete and views its whole storage, densely: the
 /// tensors whose storage can carry gradient hooks.
 bool views_whole_storage(const Tensor& t);
-/// Adds `fn` as hook `id` on the storage with serial `storage_serial`;
-/// `label` names it in errors (the parameter's name).
-void add_tensor_grad_hook(std::uint64_t storage_serial, std::uint64_t id, TensorGradHook fn,
-                          std::string label);
+/// Adds `fn` as hook `id` on the tensor `t` (its storage, dtype and shape:
+/// its copies share it, its reshapes do not); `label` names it in errors (the
+/// parameter's name).
+void add_tensor_grad_hook(const Tensor& t, std::uint64_t id, TensorGradHook fn, std::string label);
 /// Removes hook `id`; returns false when there is none.
 bool remove_tensor_grad_hook(std::uint64_t id);
 /// `grad` after the hooks of `t` (itself when there are none). While tracing,

@@ -26,6 +26,7 @@
 #error "ms/core/xtensor.hpp needs xtensor (Debian package libxtensor-dev)"
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -52,7 +53,9 @@ using XArrayView =
 
 /// `t` seen as an xtensor array of element type `T` (no copy): reads and
 /// writes go to t's memory, with t's shape and strides. TypeError when T is not
-/// t's element type; ValueError for a symbolic (traced) or undefined tensor.
+/// t's element type; ValueError for a symbolic (traced) or undefined tensor,
+/// and for a view with a negative stride (the adaptor's buffer starts at the
+/// view's first element: pass `t.contiguous()`).
 /// Example: `auto a = ms::as_xarray<float>(t);`
 template <class T>
 XArrayView<T> as_xarray(const Tensor& t) {
@@ -66,8 +69,12 @@ XArrayView<T> as_xarray(const Tensor& t) {
   std::vector<std::ptrdiff_t> strides;
   std::size_t span = t.numel() > 0 ? 1 : 0;  // elements from the first to the last reachable
   for (std::int64_t i = 0; i < t.rank(); ++i) {
+    const std::int64_t stride = t.strides()[static_cast<std::size_t>(i)];
+    MS_CHECK(stride >= 0 || t.dim(i) <= 1, ValueError, "as_xarray: axis ", i, " of the view ",
+             t.shape(), " has stride ", stride,
+             "; the adaptor takes non-negative strides (pass t.contiguous())");
     shape.push_back(static_cast<std::size_t>(t.dim(i)));
-    strides.push_back(static_cast<std::ptrdiff_t>(t.strides()[static_cast<std::size_t>(i)]));
+    strides.push_back(static_cast<std::ptrdiff_t>(std::max<std::int64_t>(stride, 0)));
     if (t.numel() > 0) span += static_cast<std::size_t>((t.dim(i) - 1) * strides.back());
   }
   T* data = reinterpret_cast<T*>(t.storage()->data()) + t.offset();
@@ -100,6 +107,11 @@ Tensor wrap_xcontainer(const C& c, std::shared_ptr<const void> owner) {
     dims.push_back(static_cast<std::int64_t>(c.shape()[i]));
     strides.push_back(static_cast<std::int64_t>(c.strides()[i]));
   }
+  const auto address = reinterpret_cast<std::uintptr_t>(c.data());
+  MS_CHECK(address % alignof(T) == 0, ValueError, "from_xtensor: the data of a ",
+           dtype_name(dtype_of<T>), " container must be aligned to ", alignof(T),
+           " bytes (given an address ", address % alignof(T), " bytes past a multiple of ",
+           alignof(T), "); copy it into an aligned container");
   auto* data = reinterpret_cast<std::byte*>(const_cast<T*>(c.data()));
   const auto nbytes = static_cast<std::int64_t>(c.storage().size() * sizeof(T));
   return Tensor(Storage::wrap(data, nbytes, std::move(owner)), dtype_of<T>, Shape(std::move(dims)),
@@ -112,6 +124,7 @@ Tensor wrap_xcontainer(const C& c, std::shared_ptr<const void> owner) {
 /// xt::xtensor, an owning adaptor), without a copy: `c` is moved into the
 /// tensor, which keeps it alive. Lvalues do not compile (pass std::move(c) or
 /// a std::shared_ptr); a no_ownership adaptor needs the overload with an owner.
+/// ValueError when the data is not aligned to the element type (as for every overload).
 /// Example: `auto u = ms::from_xtensor(xt::xarray<float>{1.0f, 2.0f});`
 template <class C>
 requires(!std::is_lvalue_reference_v<C> && xt::is_xexpression<std::remove_cvref_t<C>>::value) Tensor

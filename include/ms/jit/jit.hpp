@@ -14,7 +14,9 @@
 // the graph; wrap one in ms::mutable_ to make it a 0-d tensor input instead),
 // the lengths of vector arguments, the training flags the trace read (each
 // cell's training() read while tracing, with its value: set_train switches to
-// the other mode's graph, compiled once, and leaves every other graph cached),
+// the other mode's graph, compiled once, and leaves every other graph cached;
+// a generalized graph keys each of its traces, per rank and per size traced
+// on its own, with the flags that trace read),
 // and the global hook version (a hook change
 // drops every graph keyed with an older version: no call can hit it again,
 // so registering and removing hooks in a loop keeps the cache small). Tensors the
@@ -264,6 +266,13 @@ struct ArgTraits<Tensor> {
   }
   static void flatten(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
   static Tensor inlined(const Tensor& t) { return t; }
+};
+
+/// A Parameter (any subclass of Tensor) inside a sequence or an optional: a
+/// graph input as a plain tensor; the function sees an ms::Tensor.
+template <class T>
+requires(std::derived_from<T, Tensor> && !std::same_as<T, Tensor>) struct ArgTraits<T>
+    : ArgTraits<Tensor> {
 };
 
 template <Number T>

@@ -98,6 +98,44 @@ using KwValue = std::variant<Tensor, std::int64_t, double, bool, std::string>;
 /// `construct` accepts as its last parameter (C++ has no keyword arguments).
 using Kwargs = std::map<std::string, KwValue, std::less<>>;
 
+namespace compiler::detail {
+/// ms::Kwargs under ms::jit: the names and the non-tensor values are in the
+/// key (constants of the graph); a tensor value is a graph input, its dtype
+/// and shape in the key.
+template <>
+struct ArgTraits<Kwargs> {
+  using traced = Kwargs;
+  static void key(const Kwargs& kw, KeyBuilder& k) {
+    k.open('<', kw.size());
+    for (const auto& [name, v] : kw) {
+      k.constant('s', name, name + "=");
+      std::visit(
+          [&](const auto& x) {
+            using X = std::remove_cvref_t<decltype(x)>;
+            if constexpr (std::is_same_v<X, Tensor>)
+              k.tensor(x);
+            else
+              ArgTraits<X>::key(x, k);
+          },
+          v);
+    }
+    k.close('>');
+  }
+  template <class Ctx>
+  static Kwargs trace(const Kwargs& kw, Ctx& c) {
+    Kwargs out = kw;
+    for (auto& [name, v] : out)
+      if (const Tensor* t = std::get_if<Tensor>(&v)) v = c.add_input(t->dtype(), t->shape());
+    return out;
+  }
+  static void flatten(const Kwargs& kw, std::vector<Tensor>& out) {
+    for (const auto& [name, v] : kw)
+      if (const Tensor* t = std::get_if<Tensor>(&v)) out.push_back(*t);
+  }
+  static Kwargs inlined(const Kwargs& kw) { return kw; }
+};
+}  // namespace compiler::detail
+
 /// The value of a cell flag (MindSpore's flags are mostly bools).
 using FlagValue = std::variant<bool, std::int64_t, double, std::string>;
 /// A cell's flags by name (CellBase::add_flags, get_flags).
@@ -211,8 +249,10 @@ class CellBase {
   /// state dict as `<path>.<its name>`; a parameter with a generated name
   /// (`Parameter$N`) is renamed `Parameter$<k>`, k counting from 1 per cell.
   /// ValueError when `name` or a parameter's name is already used in this
-  /// cell (by a parameter, buffer, child or tuple), or a parameter is already
-  /// registered here.
+  /// cell (by a parameter, buffer, child or tuple), a dotted name starts with
+  /// a child's name (`fc.weight` beside a child `fc`: the paths would
+  /// collide; a child named so later is refused too), or a parameter is
+  /// already registered here. get_parameter finds a dotted name as a whole.
   ///   moments = net.register_parameter_tuple("moments", weights.clone("moments", "zeros"));
   /// Returns the tuple as registered (with the parameters' final names).
   ParameterTuple register_parameter_tuple(const std::string& name, const ParameterTuple& params);
@@ -272,7 +312,8 @@ class CellBase {
   // A path is the dotted chain of registration names from this cell
   // ("body.0.fc.weight"). A missing part is an ms::KeyError naming the API,
   // the path, the first part that is missing and what exists at that level.
-  /// The parameter at `path`.
+  /// The parameter at `path` (a ParameterTuple's parameter whose name has
+  /// dots, `h.moments.fc.weight`, is found by its whole name).
   ///   ms::Parameter w = net.get_parameter("body.0.fc.weight");
   Parameter get_parameter(const std::string& path) const;
   /// The buffer at `path` (the tensor itself, not a copy).
@@ -853,6 +894,16 @@ class Cell : public CellBase {
     return call_hooked<T, Out>(a...);
   }
 
+  /// A call that `construct` takes once its arguments are adapted: a
+  /// std::string as `const char*` (ms::jit passes text as a std::string), a
+  /// std::vector of Parameters as a std::vector<ms::Tensor> (as ms::jit passes it).
+  template <class... A>
+  requires(!detail::ConstructibleWith<Derived, A...> &&
+           detail::ConstructibleWith<Derived, detail::AdaptedArg<A>...>) auto
+  operator()(const A&... a) {
+    return (*this)(detail::adapt_arg(a)...);
+  }
+
   /// This cell as its own type.
   Derived& derived() { return static_cast<Derived&>(*this); }
   /// This cell as its own type.
@@ -1246,13 +1297,15 @@ class Cell : public CellBase {
       }
     };
     // A braced list evaluates left to right, so the k-th argument goes to the k-th slot.
-    return construct_from<T>(std::tuple<ArgValue<A>...>{pick(std::type_identity<A>{})...});
+    return construct_from<T>(std::tuple<ArgValue<A>...>{pick(std::type_identity<A>{})...},
+                             std::type_identity<std::tuple<A...>>{});
   }
 
-  template <class T, class Tup>
-  T construct_from(Tup&& t) {
-    return std::apply([&](auto&&... x) -> T { return T(derived().construct(x...)); },
-                      std::forward<Tup>(t));
+  template <class T, class Tup, class... A>
+  T construct_from(Tup&& t, std::type_identity<std::tuple<A...>>) {
+    return std::apply(
+        [&](auto&&... x) -> T { return T(derived().construct(detail::construct_value<A>(x)...)); },
+        std::forward<Tup>(t));
   }
 };
 

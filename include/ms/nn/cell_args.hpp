@@ -6,15 +6,24 @@
 //   kind                                      under ms::jit              hooks see (ms::Arg)
 //   ms::Tensor (an expression, a Parameter)   graph input                Tensor
 //   std::vector / std::array / std::tuple /   graph inputs, the length   std::vector<Tensor>
-//     std::pair of tensors                      in the key
+//     std::pair of tensors (or Parameters)      in the key
 //   std::optional<ms::Tensor>, std::nullopt   presence in the key        std::optional<Tensor>
 //   integers, enums                           value in the key           std::int64_t
 //   float, double                             value in the key           double
 //   bool                                      value in the key           bool
-//   std::string, std::string_view, literals   value in the key           std::string
+//   std::string, std::string_view, literals,  value in the key           std::string
+//     const char*
 //   ms::mutable_(number)                      0-d tensor input (no key)  Tensor (0-d)
 //   ms::mutable_(std::vector<Tensor>)         graph inputs               std::vector<Tensor>
-//   ms::Kwargs (the last argument only)       constants                  (the kwargs, apart)
+//   ms::Kwargs (the last argument only)       see below                  (the kwargs, apart)
+//
+// `construct` may take text as std::string, std::string_view or const char*
+// (under ms::jit and through hooks a const char* points into a std::string
+// that lives for the call), and a sequence of Parameters as a sequence of
+// ms::Tensor (what ms::jit passes). Under ms::jit an ms::Kwargs is keyed by
+// its names and its non-tensor values (constants of the graph: a new value
+// compiles a new graph); a tensor value is a graph input, its dtype and shape
+// in the key (a mask of the same shape with other values hits the cache).
 //
 // A mutable_ number reaches `construct` as a 0-d ms::Tensor, eagerly too, so
 // that the same code runs in both modes: declare that parameter `const auto&`
@@ -121,7 +130,8 @@ class ArgList {
     return *p;
   }
   /// Replaces argument `i` (IndexError past the end). Integers are stored as
-  /// std::int64_t, floats as double, text as std::string.
+  /// std::int64_t, floats as double, text as std::string, an expression or a
+  /// Parameter as an ms::Tensor (`args.set(0, args.get<ms::Tensor>(0) * 2.f)`).
   template <class T>
   void set(std::size_t i, T&& v) {
     at(i) = to_arg_value(std::forward<T>(v));
@@ -141,11 +151,14 @@ class ArgList {
   static std::string_view kind_name() {
     return arg_kind_name(Arg(std::in_place_type<T>));
   }
-  /// `v` as an ms::Arg (an integer as std::int64_t, a float as double, text as std::string).
+  /// `v` as an ms::Arg (an integer as std::int64_t, a float as double, text as
+  /// std::string, an expression or a Parameter as an ms::Tensor).
   template <class T>
   static Arg to_arg_value(T&& v) {
     using D = std::remove_cvref_t<T>;
-    if constexpr (std::same_as<D, bool>)
+    if constexpr (TensorExpr<D> || std::derived_from<D, Tensor>)
+      return Arg(std::in_place_type<Tensor>, Tensor(std::forward<T>(v)));
+    else if constexpr (std::same_as<D, bool>)
       return Arg(std::in_place_type<bool>, v);
     else if constexpr (std::is_integral_v<D> || std::is_enum_v<D>)
       return Arg(std::in_place_type<std::int64_t>, static_cast<std::int64_t>(v));
@@ -276,6 +289,53 @@ auto from_arg(const Arg& a, std::size_t i, std::string_view cell) {
   } else {
     return std::string(take(std::type_identity<std::string>{}));
   }
+}
+
+/// Whether a call argument of type A is a C string (a literal, a `const char*`):
+/// `construct` may take it as a `const char*`.
+template <class A>
+concept CStringArg = std::same_as < std::decay_t<A>,
+const char* > || std::same_as<std::decay_t<A>, char*>;
+
+/// What `construct` gets from the value `v` that from_arg<A> made: a C
+/// string (pointing into `v`) for a C-string argument, `v` itself otherwise.
+template <class A, class V>
+decltype(auto) construct_value(V&& v) {
+  if constexpr (CStringArg<A>)
+    return static_cast<const char*>(v.c_str());
+  else
+    return std::forward<V>(v);
+}
+
+template <class A>
+struct AdaptedArgOf {
+  using type = A;
+};
+template <>
+struct AdaptedArgOf<std::string> {
+  using type = const char*;
+};
+template <class P>
+requires(std::derived_from<P, Tensor> &&
+         !std::same_as<P, Tensor>) struct AdaptedArgOf<std::vector<P>> {
+  using type = std::vector<Tensor>;
+};
+
+/// A call argument of type A as passed on to a construct that does not take
+/// A itself: a std::string as its C string, a std::vector of Parameters as a
+/// std::vector<ms::Tensor>, anything else as it is.
+template <class A>
+using AdaptedArg = typename AdaptedArgOf<A>::type;
+
+/// `a` as an AdaptedArg<A>.
+template <class A>
+decltype(auto) adapt_arg(const A& a) {
+  if constexpr (std::same_as<A, std::string>)
+    return a.c_str();
+  else if constexpr (std::same_as<AdaptedArg<A>, A>)
+    return (a);
+  else
+    return AdaptedArg<A>(a.begin(), a.end());
 }
 
 }  // namespace detail

@@ -109,7 +109,9 @@ HookHandle register_tensor_grad_hook(const Tensor& t, autodiff::TensorGradHook f
 /// A hook on the gradient of the concrete tensor `t` (an input of a function
 /// ms::grad differentiates, held outside it; MindSpore's and PyTorch's
 /// Tensor.register_hook): as Parameter::register_hook, for any tensor that
-/// views its whole storage (its copies share the hook). The hook goes away
+/// views its whole storage. The hook belongs to `t` and its copies (the same
+/// storage, dtype and shape); a reshape of `t` or a view of its storage with
+/// another shape, which may also view the whole storage, has hooks of its own. The hook goes away
 /// with the handle's `remove()` or with the tensor's storage. It applies where
 /// ms::grad is called eagerly on `t`; a compiled graph (ms::jit) is keyed on
 /// its arguments' shapes, not on which tensor is passed, so a hook on a jitted

@@ -1,6 +1,6 @@
 // ms/nn/transformer.hpp — attention and transformer cells (MindSpore's
-// nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
-// and a small GPT.
+// nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer,
+// nn.TransformerEncoder, nn.TransformerDecoder) and a small GPT.
 //
 // Stage: nn. Parameter and child names are MindSpore's (which follow
 // PyTorch's), so a state dict maps by name: `in_proj_weight` [3E, E],
@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "ms/core/std_parts.hpp"
 #include "ms/nn/cell.hpp"
 #include "ms/nn/layers.hpp"
 
@@ -246,6 +247,73 @@ class TransformerDecoderLayer : public Cell<TransformerDecoderLayer> {
   /// @}
   /// The options given to the constructor.
   TransformerLayerOptions opts;
+};
+
+// ------------------------------------------------------------------ stacked layers
+
+/// A stack of `num_layers` encoder layers, then an optional LayerNorm
+/// (MindSpore's and PyTorch's nn.TransformerEncoder). Children: `layers` (a
+/// CellList, so the parameters are `layers.0.self_attn.in_proj_weight`, ...)
+/// and `norm` when given (`norm.gamma`, `norm.beta`).
+///
+/// Call: `enc(src)` or `enc(src, kwargs)`: every layer gets the same keyword
+/// arguments (`src_mask`, `src_key_padding_mask`, `is_causal`).
+///   ms::nn::TransformerEncoder enc(ms::nn::TransformerEncoderLayer(64, 4), 6,
+///                                  std::make_shared<ms::nn::LayerNorm>(std::vector<std::int64_t>{64}));
+class TransformerEncoder : public Cell<TransformerEncoder> {
+ public:
+  /// Makes one new layer (a new cell on each call).
+  using LayerFactory = std::function<std::shared_ptr<TransformerEncoderLayer>()>;
+  /// `num_layers` layers made by `make_layer`, then `norm` (none when null).
+  /// ValueError when num_layers < 1 or the factory returns null.
+  TransformerEncoder(const LayerFactory& make_layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  /// `num_layers` copies of `layer` (its sizes, options and parameter values:
+  /// as MindSpore's and PyTorch's deep copies, every layer starts from the
+  /// same weights, which are not shared), then `norm`.
+  TransformerEncoder(const TransformerEncoderLayer& layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  /// The layers in order, then the norm.
+  Tensor construct(const Tensor& src);
+  /// The layers with the keyword arguments `kwargs`, then the norm.
+  Tensor construct(const Tensor& src, const Kwargs& kwargs);
+  /// Layer `i` (IndexError out of range).
+  TransformerEncoderLayer& layer(std::int64_t i) const;
+  /// The layers, registered as "layers".
+  CellList layers;
+  /// The LayerNorm after the last layer (null: none), registered as "norm".
+  std::shared_ptr<LayerNorm> norm;
+};
+
+/// A stack of `num_layers` decoder layers, then an optional LayerNorm
+/// (MindSpore's and PyTorch's nn.TransformerDecoder); children and names as
+/// TransformerEncoder's (`layers.0.multihead_attn.in_proj_weight`, `norm.gamma`).
+///
+/// Call: `dec(tgt, memory)` or `dec(tgt, memory, kwargs)`: every layer gets
+/// the same memory and keyword arguments (`tgt_mask`, `memory_mask`,
+/// `tgt_key_padding_mask`, `memory_key_padding_mask`, `tgt_is_causal`,
+/// `memory_is_causal`).
+class TransformerDecoder : public Cell<TransformerDecoder> {
+ public:
+  /// Makes one new layer (a new cell on each call).
+  using LayerFactory = std::function<std::shared_ptr<TransformerDecoderLayer>()>;
+  /// `num_layers` layers made by `make_layer`, then `norm` (none when null).
+  /// ValueError when num_layers < 1 or the factory returns null.
+  TransformerDecoder(const LayerFactory& make_layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  /// `num_layers` copies of `layer` (sizes, options, parameter values), then `norm`.
+  TransformerDecoder(const TransformerDecoderLayer& layer, std::int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+  /// The layers in order, then the norm.
+  Tensor construct(const Tensor& tgt, const Tensor& memory);
+  /// The layers with the keyword arguments `kwargs`, then the norm.
+  Tensor construct(const Tensor& tgt, const Tensor& memory, const Kwargs& kwargs);
+  /// Layer `i` (IndexError out of range).
+  TransformerDecoderLayer& layer(std::int64_t i) const;
+  /// The layers, registered as "layers".
+  CellList layers;
+  /// The LayerNorm after the last layer (null: none), registered as "norm".
+  std::shared_ptr<LayerNorm> norm;
 };
 
 // ------------------------------------------------------------------ GPT
