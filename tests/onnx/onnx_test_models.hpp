@@ -2,6 +2,8 @@
 // and the python3 the interoperability checks run.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -9,6 +11,25 @@
 #include "ms/cell.hpp"
 
 namespace ms_onnx_test {
+
+/// Whether `msg` contains `part` (prints `msg` when it does not).
+inline bool has(const std::string& msg, const std::string& part) {
+  const bool found = msg.find(part) != std::string::npos;
+  if (!found) MESSAGE(msg);
+  return found;
+}
+
+/// The message of the error of class E that `f()` raises (a test failure when none).
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  FAIL("no error");
+  return {};
+}
 
 /// The Fashion-MNIST MLP (784 -> hidden -> 10).
 template <std::int64_t Hidden>

@@ -129,11 +129,7 @@ struct Fixture {
   }
 };
 
-bool has(const std::string& msg, const std::string& part) {
-  const bool found = msg.find(part) != std::string::npos;
-  if (!found) MESSAGE(msg);
-  return found;
-}
+using ms_onnx_test::has;
 
 // The POSIX file system, counting the files opened for reading by path.
 struct CountingFs : ms::io::FileSystem {

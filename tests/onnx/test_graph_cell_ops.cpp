@@ -12,6 +12,7 @@
 
 #include "ms/cell.hpp"
 #include "ms/onnx/graph_cell.hpp"
+#include "onnx/onnx_test_models.hpp"
 
 namespace {
 
@@ -99,13 +100,7 @@ I64s values(const ms::Tensor& t) {
 
 /// The message of the ValueError loading `m` raises.
 std::string load_error(const Model& m) {
-  try {
-    ms::GraphCell g(m.bytes(), "<test>");
-  } catch (const ms::ValueError& e) {
-    return e.what();
-  }
-  FAIL("no error");
-  return {};
+  return ms_onnx_test::error_of<ms::ValueError>([&] { ms::GraphCell g(m.bytes(), "<test>"); });
 }
 
 /// Same shape and values.
@@ -116,20 +111,10 @@ bool same(const ms::Tensor& a, const ms::Tensor& b) {
 /// The message of the error of class E that running `cell` on `in` raises.
 template <class E, class Cell>
 std::string run_error(Cell& cell, const std::vector<ms::Tensor>& in) {
-  try {
-    cell(in);
-  } catch (const E& e) {
-    return e.what();
-  }
-  FAIL("no error");
-  return {};
+  return ms_onnx_test::error_of<E>([&] { cell(in); });
 }
 
-bool has(const std::string& msg, const std::string& part) {
-  const bool found = msg.find(part) != std::string::npos;
-  if (!found) MESSAGE(msg);
-  return found;
-}
+using ms_onnx_test::has;
 
 /// y = Div(a, b), int64 or int32 vectors of 4.
 Model div_model(int elem) {
