@@ -959,3 +959,29 @@ std::string extra_state_to_string(const Tensor& state) {
 }
 
 }  // namespace ms
+
+namespace ms::compiler::detail {
+
+void ArgTraits<Kwargs>::key(const Kwargs& kw, KeyBuilder& k) {
+  k.open('<', kw.size());
+  for (const auto& [name, v] : kw) {
+    k.constant('s', name, name + "=");
+    std::visit(
+        [&](const auto& x) {
+          using X = std::remove_cvref_t<decltype(x)>;
+          if constexpr (std::is_same_v<X, Tensor>)
+            k.tensor(x);
+          else
+            ArgTraits<X>::key(x, k);
+        },
+        v);
+  }
+  k.close('>');
+}
+
+void ArgTraits<Kwargs>::flatten(const Kwargs& kw, std::vector<Tensor>& out) {
+  for (const auto& [name, v] : kw)
+    if (const Tensor* t = std::get_if<Tensor>(&v)) out.push_back(*t);
+}
+
+}  // namespace ms::compiler::detail

@@ -105,22 +105,9 @@ namespace compiler::detail {
 template <>
 struct ArgTraits<Kwargs> {
   using traced = Kwargs;
-  static void key(const Kwargs& kw, KeyBuilder& k) {
-    k.open('<', kw.size());
-    for (const auto& [name, v] : kw) {
-      k.constant('s', name, name + "=");
-      std::visit(
-          [&](const auto& x) {
-            using X = std::remove_cvref_t<decltype(x)>;
-            if constexpr (std::is_same_v<X, Tensor>)
-              k.tensor(x);
-            else
-              ArgTraits<X>::key(x, k);
-          },
-          v);
-    }
-    k.close('>');
-  }
+  // key and flatten are defined in src/nn/cell.cpp: their visits of the
+  // keyword variant compile there once, not in every translation unit.
+  static void key(const Kwargs& kw, KeyBuilder& k);
   template <class Ctx>
   static Kwargs trace(const Kwargs& kw, Ctx& c) {
     Kwargs out = kw;
@@ -128,10 +115,7 @@ struct ArgTraits<Kwargs> {
       if (const Tensor* t = std::get_if<Tensor>(&v)) v = c.add_input(t->dtype(), t->shape());
     return out;
   }
-  static void flatten(const Kwargs& kw, std::vector<Tensor>& out) {
-    for (const auto& [name, v] : kw)
-      if (const Tensor* t = std::get_if<Tensor>(&v)) out.push_back(*t);
-  }
+  static void flatten(const Kwargs& kw, std::vector<Tensor>& out);
   static Kwargs inlined(const Kwargs& kw) { return kw; }
 };
 }  // namespace compiler::detail
