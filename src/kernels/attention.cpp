@@ -19,6 +19,7 @@
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
+#include "ms/kernels/ew_instructions.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -171,7 +172,7 @@ struct Ctx {
       if (std::isinf(lse[r]) && lse[r] < 0)
         s.row(r).setZero();
       else
-        s.row(r).array() = (s.row(r).array() - lse[r]).exp();
+        s.row(r).array() = exp_flushed(s.row(r).array() - lse[r]);
     }
   }
 };
@@ -208,7 +209,7 @@ void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
       continue;
     }
     const T alpha = std::exp(mx[r] - newm);  // 0 when mx is -inf
-    s.row(r).array() = (s.row(r).array() - newm).exp();
+    s.row(r).array() = exp_flushed(s.row(r).array() - newm);
     l[r] = l[r] * alpha + s.row(r).sum();
     if (alpha != T(1)) o.row(r) *= alpha;
     mx[r] = newm;

@@ -783,8 +783,7 @@ void amx_pack_a(const AmxPlan& pl, const BProblem& pr, std::int64_t r0, std::int
 // Stored B (not transposed) interleaves two rows of 32 contiguous values; a
 // transposed B's pair (2q, 2q + 1) of column j is one 32-bit word of its row
 // j (little-endian: the first value in the low half). Both loops are plain
-// loads and stores the compiler vectorizes (packing B took twice the time of
-// the tile products on the MLP's weights).
+// loads and stores the compiler vectorizes.
 void amx_pack_b(const AmxPlan& pl, const BProblem& pr, std::int64_t panel, std::uint32_t* pb) {
   const std::int64_t j0 = panel * kAmxBlock, w = std::min(kAmxBlock, pl.n - j0);
   const std::int64_t pairs = pl.k / 2, rows = pl.kpad / 2;  // whole pairs; packed rows

@@ -19,6 +19,7 @@
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
+#include "ms/kernels/ew_instructions.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -208,10 +209,10 @@ struct LseR {
   using Out = T;
   Acc init() const { return 0.0; }
   static void transform(const T* in, std::int64_t len, double p, T* tmp) {
-    MMap<T>(tmp, len) = (CMap<T>(in, len) - static_cast<T>(p)).exp();
+    MMap<T>(tmp, len) = exp_flushed(CMap<T>(in, len) - static_cast<T>(p));
   }
   static void transform(const T* in, std::int64_t len, const double* p, T* tmp) {
-    MMap<T>(tmp, len) = (CMap<T>(in, len) - CMap<double>(p, len).template cast<T>()).exp();
+    MMap<T>(tmp, len) = exp_flushed(CMap<T>(in, len) - CMap<double>(p, len).template cast<T>());
   }
   void step(Acc& a, In x, std::int64_t, double) const { a += static_cast<double>(x); }
   void merge(Acc& a, const Acc& b) const { a += b; }
@@ -694,7 +695,7 @@ void softmax_rows(const T* x, T* y, std::int64_t O, std::int64_t N, bool log) {
       const T m = maxr.contiguous(px, N, 0);
       MMap<T> Y(py, N);
       const CMap<T> X(px, N);
-      Y = (X - m).exp();
+      Y = exp_flushed(X - m);
       const double s = reduce_run(sumr, py, N);
       if (log)
         Y = (X - m) - static_cast<T>(std::log(s));
@@ -726,7 +727,7 @@ void softmax_cols(const T* x, T* y, std::int64_t O, std::int64_t N, std::int64_t
               const CMap<T> M(m, w);
               for (std::int64_t n = 0; n < N; ++n) {
                 MMap<T> Y(py + n * I, w);
-                Y = (CMap<T>(px + n * I, w) - M).exp();
+                Y = exp_flushed(CMap<T>(px + n * I, w) - M);
                 for (std::int64_t k = 0; k < w; ++k) s[k] += static_cast<double>(py[n * I + k]);
               }
               for (std::int64_t k = 0; k < w; ++k)

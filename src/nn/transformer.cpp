@@ -451,6 +451,9 @@ std::shared_ptr<Layer> copy_layer(const Layer& src) {
   MS_CHECK(from.size() == to.size(), ValueError, src.cls_name(), ": the layer to copy has ",
            from.size(), " parameters, a new layer of its sizes ", to.size());
   for (std::size_t i = 0; i < to.size(); ++i) {
+    MS_CHECK(from[i].first == to[i].first, ValueError, src.cls_name(),
+             ": the layer to copy has parameter '", from[i].first, "' where a new layer has '",
+             to[i].first, "'");
     Parameter d = to[i].second;
     d.copy_(from[i].second);
   }
@@ -572,7 +575,7 @@ Tensor Gpt::construct(const Tensor& ids) {
            " positions, more than block_size = ", config.block_size);
   // Positions 0..T-1 per row as a running count, not arange(0, T): arange's
   // length would be a constant of the trace and pin T under auto-dynamic
-  // shapes (bench/bm_generation.cpp's no-cache rows retraced every length).
+  // shapes (test_generation "Gpt under auto-dynamic shapes").
   const Tensor positions = cumsum(ids * 0 + 1, {.axis = 1}) - 1;
   Tensor x = wte(ids) + wpe(positions);
   const Kwargs causal{{"is_causal", true}};

@@ -67,10 +67,11 @@ fs::path checked_relative(const std::string& location, const std::string& what) 
   return n;
 }
 
-/// On the POSIX file system: ValueError when `full` (inside `dir` lexically) does
-/// not exist or resolves, through symlinks, outside `dir`.
-void check_inside(const std::string& dir, const std::string& full, const std::string& location,
-                  const std::string& what) {
+/// On the POSIX file system: `full` (inside `dir` lexically) with its symlinks
+/// resolved, the path then opened (so the file checked is the file read);
+/// ValueError when it does not exist or resolves outside `dir`.
+std::string check_inside(const std::string& dir, const std::string& full,
+                         const std::string& location, const std::string& what) {
   std::error_code ec;
   const fs::path file = fs::canonical(full, ec);
   MS_CHECK(!ec, ValueError, kApi, ": ", what, ": the external data file '", location, "' ('", full,
@@ -82,6 +83,7 @@ void check_inside(const std::string& dir, const std::string& full, const std::st
   MS_CHECK(!rel.empty() && *rel.begin() != ".." && rel != ".", ValueError, kApi, ": ", what,
            ": the external data file '", location, "' resolves to '", file.string(),
            "', outside the model's directory '", base.string(), "' (a symlink)");
+  return file.string();
 }
 
 }  // namespace
@@ -116,7 +118,7 @@ const ExternalReader::File& ExternalReader::open(const std::string& location,
   if (auto it = files_.find(rel.string()); it != files_.end()) return *it->second;
   auto f = std::make_unique<File>();
   f->path = (fs::path(dir_) / rel).string();
-  if (io::file_system()->name() == "posix") check_inside(dir_, f->path, location, what);
+  if (io::file_system()->name() == "posix") f->path = check_inside(dir_, f->path, location, what);
   try {
     f->in = std::make_unique<io::InputFile>(f->path);
   } catch (const Error& e) {

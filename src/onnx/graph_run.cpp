@@ -404,8 +404,9 @@ void cumsum_op(Ctx& c) {
            ax.size());
   const Tensor& x = c.in(0);
   const std::int64_t axis = axis_in(c, ax[0], c.rank());
-  const Tensor y = cumsum(x, {.axis = axis, .reverse = c.attr_i("reverse", 0) != 0});
-  c.out(0, c.attr_i("exclusive", 0) ? Tensor(y - x) : y);
+  c.out(0, cumsum(x, {.axis = axis,
+                      .exclusive = c.attr_i("exclusive", 0) != 0,
+                      .reverse = c.attr_i("reverse", 0) != 0}));
 }
 /// Range(start, limit, delta): one-element constants of the graph, as
 /// ms::arange in start's dtype.
@@ -420,7 +421,19 @@ void range_op(Ctx& c) {
     NoTrace nt;
     v[i] = cast(c.in(i), float64).contiguous().to_vector<double>()[0];
   }
-  MS_CHECK(v[2] != 0, ValueError, c.where(), ": delta must not be 0");
+  MS_CHECK(v[2] != 0 && std::isfinite(v[0]) && std::isfinite(v[1]) && std::isfinite(v[2]),
+           ValueError, c.where(), ": start, limit and delta must be finite and delta not 0, got ",
+           v[0], ", ", v[1], ", ", v[2]);
+  // ONNX's count: max(ceil((limit - start) / delta), 0) elements.
+  const double n = std::max(std::ceil((v[1] - v[0]) / v[2]), 0.0);
+  MS_CHECK(n <= static_cast<double>(kMaxElements), ValueError, c.where(), ": Range(", v[0], ", ",
+           v[1], ", ", v[2], ") has ", n, " elements, more than 2^40");
+  MS_CHECK(dtype_is_float(c.in(0).dtype()) ||
+               (std::abs(v[0]) <= 0x1p53 && std::abs(v[1]) <= 0x1p53 && std::abs(v[2]) <= 0x1p53),
+           ValueError, c.where(),
+           ": integer start, limit and delta must be at most 2^53 in magnitude (computed "
+           "exactly in double), got ",
+           v[0], ", ", v[1], ", ", v[2]);
   NoTrace nt;
   c.out(0, arange(v[0], v[1], v[2], c.in(0).dtype()));
 }

@@ -801,9 +801,12 @@ def reduce(f):
 def split(x, sizes, axis=0):
     return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
 def cumsum(x, axis, exclusive=0, reverse=0):
-    y = np.flip(x, int(axis)) if reverse else x
-    y = np.cumsum(y, axis=int(axis)) - (y if exclusive else 0)
-    return np.flip(y, int(axis)) if reverse else y
+    a = int(axis)
+    y = np.cumsum(np.flip(x, a) if reverse else x, axis=a)
+    if exclusive:  # shifted by one along the axis, a 0 first
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=a)),
+                            np.take(y, range(y.shape[a] - 1), axis=a)], axis=a)
+    return np.flip(y, a) if reverse else y
 def slice_(x, starts, ends, axes=None, steps=None):
     axes = range(len(starts)) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
@@ -973,7 +976,17 @@ TEST_CASE(
   const ms::Tensor x = ms::tensor({10, 20, 30}).to(ms::int64);
   CHECK(ms::all(g(x) == ms::tensor({11, 24, 37}).to(ms::int64)).item<bool>());
   ms::GraphCell zero(range_model(0, 3, 0, false), "<range>");
-  CHECK_THROWS_WITH_AS(zero(x), doctest::Contains("node 'range' (Range): delta must not be 0"),
+  CHECK_THROWS_WITH_AS(zero(x),
+                       doctest::Contains("node 'range' (Range): start, limit and delta "
+                                         "must be finite and delta not 0, got 0, 3, 0"),
+                       ms::ValueError);
+  // A hostile count is an error before any allocation, and so are integers
+  // double cannot hold exactly.
+  ms::GraphCell huge(range_model(0, std::int64_t{1} << 50, 1, false), "<range>");
+  CHECK_THROWS_WITH_AS(huge(x), doctest::Contains("elements, more than 2^40"), ms::ValueError);
+  ms::GraphCell wide(range_model(std::int64_t{1} << 60, (std::int64_t{1} << 60) + 3, 1, false),
+                     "<range>");
+  CHECK_THROWS_WITH_AS(wide(x), doctest::Contains("must be at most 2^53 in magnitude"),
                        ms::ValueError);
   ms::GraphCell in(range_model(0, 3, 1, true), "<range>");
   CHECK_THROWS_WITH_AS(in(std::vector<ms::Tensor>{x, ms::tensor(0).to(ms::int64)}),

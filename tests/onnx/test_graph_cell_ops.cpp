@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,12 @@ TEST_CASE(
   const auto out = g(std::vector<ms::Tensor>{x});
   CHECK(values(out[0]) == I64s{1, 3, 6, 10, 5, 11, 18, 26});
   CHECK(values(out[1]) == I64s{9, 7, 4, 0, 21, 15, 8, 0});
+  // Exclusive sums leave each element out, not subtract it: an inf or a huge
+  // element does not spoil its own slot.
+  const float inf = std::numeric_limits<float>::infinity();
+  const ms::Tensor big = ms::tensor({{1.f, inf, 1e20f, 1.f}, {1.f, 1e20f, 1.f, 1.f}});
+  const std::vector<float> z = g(std::vector<ms::Tensor>{big})[1].contiguous().to_vector<float>();
+  CHECK(z == std::vector<float>{inf, 1e20f + 1.f, 1.f, 0.f, 1e20f + 2.f, 2.f, 1.f, 0.f});
   m.g->mutable_initializer(0)->set_int64_data(0, 2);
   ms::GraphCell bad(m.bytes(), "<cumsum>");
   CHECK(has(run_error<ms::ValueError>(bad, {x}),

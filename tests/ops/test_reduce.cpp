@@ -188,6 +188,21 @@ const std::vector<Case> kCases = {
 }  // namespace
 
 TEST_SUITE("ops") {
+  TEST_CASE("logsumexp and softmax of float64 -inf entries: -inf and exact zeros") {
+    const double inf = std::numeric_limits<double>::infinity();
+    for (std::int64_t n : {3, 16, 1000}) {  // the scalar tail and the vector body
+      CAPTURE(n);
+      const Tensor all = full({n}, -inf, float64);
+      CHECK(logsumexp(all).item<double>() == -inf);
+      std::vector<double> v(static_cast<std::size_t>(n), -inf);
+      v[0] = 0;  // one kept entry
+      const std::vector<double> w =
+          softmax(from_vector(v, Shape{1, n}), 1).contiguous().to_vector<double>();
+      CHECK(w[0] == 1.0);
+      for (std::int64_t i = 1; i < n; ++i) CHECK(w[static_cast<std::size_t>(i)] == 0.0);
+    }
+  }
+
   TEST_CASE_TEMPLATE("sum, prod, max, min, all, any match a naive loop", T, float, double,
                      std::int32_t, std::int64_t) {
     const DType dt = dtype_of<T>;

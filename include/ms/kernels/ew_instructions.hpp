@@ -27,6 +27,19 @@
 
 namespace ms::kernels {
 
+/// e^x of an Eigen array expression, for every kernel that exponentiates.
+/// Eigen's vectorized double exp clamps its argument at about -709.78, so
+/// exp(-inf) would be 5.6e-309 (and a sum of such terms, a logsumexp of
+/// masked entries, not -inf): below that point the float64 result (a
+/// subnormal under 5.5e-309) is 0.
+inline auto exp_flushed(const auto& x) {
+  using S = typename std::decay_t<decltype(x)>::Scalar;
+  if constexpr (std::is_same_v<S, double>)
+    return (x < S(-709.78)).select(S(0), x.exp());
+  else
+    return x.exp();
+}
+
 /// How an elementwise instruction maps input dtypes to its compute and output dtypes.
 enum class EwRule : std::uint8_t {
   Same,     ///< output = promoted inputs; integers compute as integers
@@ -104,17 +117,8 @@ struct Exp {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
-  /// The instruction on Eigen array expressions (vectorized). Eigen's
-  /// vectorized double exp clamps its argument at about -709.78, so exp(-inf)
-  /// would be 5.6e-309: below that point the result (a subnormal under
-  /// 5.5e-309) is 0.
-  static auto eval(const auto& x) {
-    using S = typename std::decay_t<decltype(x)>::Scalar;
-    if constexpr (std::is_same_v<S, double>)
-      return (x < S(-709.78)).select(S(0), x.exp());
-    else
-      return x.exp();
-  }
+  /// The instruction on Eigen array expressions (vectorized; exp_flushed).
+  static auto eval(const auto& x) { return exp_flushed(x); }
 };
 
 /// The elementwise instruction "log": 1 operand, EwRule::Float.
