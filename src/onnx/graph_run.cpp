@@ -310,6 +310,14 @@ void transpose_op(Ctx& c) {
   I64s perm = c.attr_ints("perm");
   if (perm.empty())
     for (std::int64_t a = c.rank() - 1; a >= 0; --a) perm.push_back(a);
+  // A swap of two axes (an exported Dense's weight, [1, 0]) is ms::transpose,
+  // the form the jit's matmul passes recognize (bench/bm_onnx.cpp at batch 1).
+  std::vector<std::int64_t> moved;
+  for (std::size_t a = 0; a < perm.size(); ++a)
+    if (perm[a] != static_cast<std::int64_t>(a)) moved.push_back(static_cast<std::int64_t>(a));
+  if (moved.size() == 2 && perm[static_cast<std::size_t>(moved[0])] == moved[1] &&
+      perm[static_cast<std::size_t>(moved[1])] == moved[0])
+    return c.out(0, transpose(c.in(0), moved[0], moved[1]));
   c.out(0, permute(c.in(0), perm));
 }
 void squeeze_op(Ctx& c) {
