@@ -30,6 +30,8 @@ case "${1:-}" in
 esac
 
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 build=${BUILD_DIR:-$root/build-bench}
 reps=${REPS:-5}
 min_time=${MIN_TIME:-0.3}
@@ -45,23 +47,11 @@ run_all() {
   fi
   rm -rf "$out"
   mkdir -p "$out"
-  {
-    printf 'commit %s' "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    git -C "$root" diff --quiet HEAD 2>/dev/null || printf ' (with uncommitted changes)'
-    printf ', %s, %s CPUs, %s\n' "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
-      "$(nproc)" "$(date -u '+%Y-%m-%d %H:%M UTC')"
-  } >"$out/meta"
+  bench_meta "$root" >"$out/meta"
   local nt
   for nt in 1 2; do
-    echo "running nt=$nt (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-    cut -d' ' -f1 /proc/loadavg >>"$out/load_samples"
-    "$build/bench/bm_gemm" \
-      --benchmark_filter="/nt:$nt(/real_time)?\$" \
-      --benchmark_repetitions="$reps" \
-      --benchmark_enable_random_interleaving=true \
-      --benchmark_min_time="$min_time" \
-      --benchmark_format=json \
-      --benchmark_out="$out/gemm_nt$nt.json" --benchmark_out_format=json >/dev/null
+    bench_run_json "$build/bench/bm_gemm" "$out/gemm_nt$nt.json" \
+      --benchmark_filter="/nt:$nt(/real_time)?\$"
   done
   cut -d' ' -f1 /proc/loadavg >>"$out/load_samples"
 }
