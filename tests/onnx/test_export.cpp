@@ -334,16 +334,18 @@ TEST_CASE("onnx: every op of the table is listed; docs/onnx_ops.md is in sync") 
 
 namespace {
 
-// Evaluates an exported model of MatMul / Add / Relu / Transpose / Identity
-// nodes with NumPy (onnx 1.12 has no onnx.reference and no runtime is
-// installed) on argv[2] (float32, shape argv[3]) and compares with argv[4].
+// Evaluates an exported model with NumPy (onnx 1.12 has no onnx.reference and
+// no runtime is installed: an implementation of the ONNX ops independent of
+// ms) on argv[2] (shape argv[3], dtype argv[5], float32 when absent) and
+// compares its first output with argv[4] (float32).
 constexpr const char* kNumpyEval = R"(
 import math, sys, numpy as np, onnx
 from onnx import helper, numpy_helper
 m = onnx.load(sys.argv[1])
 shape = [int(d) for d in sys.argv[3].split(',')]
 env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=np.float32).reshape(shape)
+in_dtype = np.dtype(sys.argv[5]) if len(sys.argv) > 5 else np.float32
+env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=in_dtype).reshape(shape)
 def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
     axes = tuple(range(axis % x.ndim, x.ndim))
     c = x - x.mean(axis=axes, keepdims=True)
@@ -380,17 +382,49 @@ def log_softmax(x, axis=-1):
 def softmax(x, axis=-1):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+def reduce(f):
+    def r(x, axes=None, keepdims=1):
+        return f(x, axis=None if axes is None else tuple(axes), keepdims=bool(keepdims))
+    return r
+def split(x, sizes, axis=0):
+    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+def cumsum(x, axis, exclusive=0, reverse=0):
+    a = int(axis)
+    y = np.cumsum(np.flip(x, a) if reverse else x, axis=a)
+    if exclusive:  # shifted by one along the axis, a 0 first
+        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=a)),
+                            np.take(y, range(y.shape[a] - 1), axis=a)], axis=a)
+    return np.flip(y, a) if reverse else y
+def slice_(x, starts, ends, axes=None, steps=None):
+    axes = range(len(starts)) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(s, e, st)
+    return x[tuple(index)]
 ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': np.multiply,
-       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Tanh': np.tanh,
-       'Relu': lambda a: np.maximum(a, 0), 'Identity': lambda a: a,
+       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Exp': np.exp,
+       'Log': np.log, 'Tanh': np.tanh, 'Relu': lambda a: np.maximum(a, 0),
+       'Identity': lambda a: a, 'Shape': lambda a: np.array(a.shape),
        'Erf': lambda a: np.vectorize(math.erf)(a).astype(a.dtype),
-       'Transpose': lambda a, perm: np.transpose(a, perm),
-       'ReduceMean': lambda a, axes, keepdims=1: a.mean(axis=tuple(axes), keepdims=bool(keepdims)),
-       'LayerNormalization': layer_norm, 'Softmax': softmax, 'Conv': conv, 'MaxPool': max_pool,
-       'Pad': pad, 'Reshape': reshape, 'LogSoftmax': log_softmax}
-for n in m.graph.node:
-    attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-    env[n.output[0]] = ops[n.op_type](*[env[i] for i in n.input], **attrs)
+       'Transpose': lambda a, perm: np.transpose(a, perm), 'Where': np.where,
+       'Gather': lambda a, i, axis=0: np.take(a, i, axis=axis), 'Range': np.arange,
+       'CumSum': cumsum,
+       'Unsqueeze': lambda a, axes: np.expand_dims(a, tuple(axes)),
+       'Squeeze': lambda a, axes: np.squeeze(a, tuple(axes)),
+       'LessOrEqual': np.less_equal, 'Equal': np.equal, 'And': np.logical_and,
+       'ReduceMean': reduce(np.mean), 'ReduceMax': reduce(np.max), 'ReduceSum': reduce(np.sum),
+       'LayerNormalization': layer_norm, 'Softmax': softmax, 'LogSoftmax': log_softmax,
+       'Conv': conv, 'MaxPool': max_pool, 'Pad': pad, 'Reshape': reshape,
+       'Cast': lambda a, to: a.astype(helper.tensor_dtype_to_np_dtype(to)), 'Split': split,
+       'Slice': slice_, 'Concat': lambda *xs, axis: np.concatenate(xs, axis=axis),
+       'Expand': lambda a, shape: a * np.ones(shape, dtype=a.dtype)}
+with np.errstate(divide='ignore', invalid='ignore'):
+    for n in m.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
+        out = ops[n.op_type](*[env[i] for i in n.input], **attrs)
+        for name, o in zip(n.output, out if n.op_type == 'Split' else [out]):
+            env[name] = o
 got = env[m.graph.output[0].name]
 want = np.fromfile(sys.argv[4], dtype=np.float32).reshape(got.shape)
 print('numpy evaluation of', sys.argv[1], ': max abs difference', np.abs(got - want).max())
@@ -773,76 +807,6 @@ TEST_CASE("onnx: depend exports as its value") {
   }
 }
 
-namespace {
-
-// NumPy evaluation (an implementation of the ONNX ops independent of ms) of
-// an exported model with one int64 input (argv[2], shape argv[3]) against
-// argv[4] (float32): the ops the language model exports to.
-constexpr const char* kNumpyGpt = R"(
-import math, sys, numpy as np, onnx
-from onnx import helper, numpy_helper
-m = onnx.load(sys.argv[1])
-shape = [int(d) for d in sys.argv[3].split(',')]
-env = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-env[m.graph.input[0].name] = np.fromfile(sys.argv[2], dtype=np.int64).reshape(shape)
-def layer_norm(x, scale, bias, axis=-1, epsilon=1e-5):
-    axes = tuple(range(axis % x.ndim, x.ndim))
-    c = x - x.mean(axis=axes, keepdims=True)
-    return c / np.sqrt((c * c).mean(axis=axes, keepdims=True) + epsilon) * scale + bias
-def softmax(x, axis=-1):
-    e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-def reshape(x, shape):
-    return x.reshape([x.shape[i] if d == 0 else d for i, d in enumerate(shape)])
-def reduce(f):
-    def r(x, axes=None, keepdims=1):
-        return f(x, axis=None if axes is None else tuple(axes), keepdims=bool(keepdims))
-    return r
-def split(x, sizes, axis=0):
-    return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
-def cumsum(x, axis, exclusive=0, reverse=0):
-    a = int(axis)
-    y = np.cumsum(np.flip(x, a) if reverse else x, axis=a)
-    if exclusive:  # shifted by one along the axis, a 0 first
-        y = np.concatenate([np.zeros_like(np.take(y, [0], axis=a)),
-                            np.take(y, range(y.shape[a] - 1), axis=a)], axis=a)
-    return np.flip(y, a) if reverse else y
-def slice_(x, starts, ends, axes=None, steps=None):
-    axes = range(len(starts)) if axes is None else axes
-    steps = [1] * len(starts) if steps is None else steps
-    index = [slice(None)] * x.ndim
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        index[a] = slice(s, e, st)
-    return x[tuple(index)]
-ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': np.multiply,
-       'Div': np.divide, 'Sqrt': np.sqrt, 'Reciprocal': np.reciprocal, 'Exp': np.exp,
-       'Log': np.log, 'Identity': lambda a: a, 'Shape': lambda a: np.array(a.shape),
-       'Erf': lambda a: np.vectorize(math.erf)(a).astype(a.dtype),
-       'Transpose': lambda a, perm: np.transpose(a, perm), 'Where': np.where,
-       'Gather': lambda a, i, axis=0: np.take(a, i, axis=axis), 'Range': np.arange,
-       'CumSum': cumsum,
-       'Unsqueeze': lambda a, axes: np.expand_dims(a, tuple(axes)),
-       'Squeeze': lambda a, axes: np.squeeze(a, tuple(axes)),
-       'LessOrEqual': np.less_equal, 'Equal': np.equal, 'And': np.logical_and,
-       'ReduceMean': reduce(np.mean), 'ReduceMax': reduce(np.max), 'ReduceSum': reduce(np.sum),
-       'LayerNormalization': layer_norm, 'Softmax': softmax, 'Reshape': reshape,
-       'Cast': lambda a, to: a.astype(helper.tensor_dtype_to_np_dtype(to)), 'Split': split,
-       'Slice': slice_, 'Concat': lambda *xs, axis: np.concatenate(xs, axis=axis),
-       'Expand': lambda a, shape: a * np.ones(shape, dtype=a.dtype)}
-with np.errstate(divide='ignore', invalid='ignore'):
-    for n in m.graph.node:
-        attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
-        out = ops[n.op_type](*[env[i] for i in n.input], **attrs)
-        for name, o in zip(n.output, out if n.op_type == 'Split' else [out]):
-            env[name] = o
-got = env[m.graph.output[0].name]
-want = np.fromfile(sys.argv[4], dtype=np.float32).reshape(got.shape)
-print('numpy evaluation of', sys.argv[1], ': max abs difference', np.abs(got - want).max())
-sys.exit(0 if np.allclose(got, want, rtol=1e-4, atol=1e-4) else 1)
-)";
-
-}  // namespace
-
 TEST_CASE("onnx: the GPT language model exports with symbolic batch and sequence and runs back") {
   ms::manual_seed(5);
   ms::nn::Gpt gpt({.vocab_size = 256, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32});
@@ -885,12 +849,12 @@ TEST_CASE("onnx: the GPT language model exports with symbolic batch and sequence
         if (py.empty() || b != 3 || t != 9) continue;
         write_raw(dir.file("ids.bin"), x);
         write_raw(dir.file("logits.bin"), want);
-        { std::ofstream(dir.file("gpt.py")) << kNumpyGpt; }
+        { std::ofstream(dir.file("gpt.py")) << kNumpyEval; }
         const std::string check = py + " -c \"import onnx; onnx.checker.check_model(onnx.load('" +
                                   path + "'), full_check=True)\"";
         CHECK(std::system(check.c_str()) == 0);
         CHECK(std::system((py + " " + dir.file("gpt.py") + " " + path + " " + dir.file("ids.bin") +
-                           " 3,9 " + dir.file("logits.bin"))
+                           " 3,9 " + dir.file("logits.bin") + " int64")
                               .c_str()) == 0);
       }
     CHECK(jg.compile_count() == 1);  // batch and seq dynamic: one graph for every size
