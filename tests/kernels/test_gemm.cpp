@@ -211,6 +211,45 @@ TEST_SUITE("kernels") {
     }
   }
 
+  TEST_CASE_TEMPLATE("gemm of one row: the same bits on every call of the same product", T, float,
+                     double) {
+    // Successive calls on the same B visit its rows or column blocks in
+    // alternating order; no sum may change with it.
+    ThreadGuard guard;
+    std::mt19937 gen(5);
+    std::uniform_real_distribution<double> val(-1, 1);
+    for (const auto& [n, k] :
+         {std::pair<std::int64_t, std::int64_t>{512, 784}, {1000, 300}, {4099, 300}, {37, 129}})
+      for (const bool tb : {false, true})
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          std::vector<T> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(n * k));
+          for (T& e : x) e = static_cast<T>(val(gen));
+          for (T& e : b) e = static_cast<T>(val(gen));
+          std::vector<std::vector<T>> ys;
+          for (int call = 0; call < 3; ++call) {
+            ys.emplace_back(static_cast<std::size_t>(n), T(0));
+            ms::kernels::gemm<T>(false, tb, 1, n, k, T(1), x.data(), k, b.data(), tb ? k : n, T(0),
+                                 ys.back().data(), n);
+          }
+          CAPTURE(n);
+          CAPTURE(tb);
+          CAPTURE(nt);
+          CHECK(ys[0] == ys[1]);
+          CHECK(ys[1] == ys[2]);
+          double worst = 0;  // and right: against the double sum
+          for (std::int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::int64_t i = 0; i < k; ++i)
+              s += static_cast<double>(x[static_cast<std::size_t>(i)]) *
+                   static_cast<double>(b[static_cast<std::size_t>(tb ? j * k + i : i * n + j)]);
+            worst = std::max(worst,
+                             std::abs(s - static_cast<double>(ys[1][static_cast<std::size_t>(j)])));
+          }
+          CHECK(worst < (sizeof(T) == 4 ? 1e-3 : 1e-11));
+        }
+  }
+
   TEST_CASE("gemm on every backend: odd sizes, transposes, strides, alpha and beta, exactly") {
     ThreadGuard guard;
     const auto backends = available_backends();
