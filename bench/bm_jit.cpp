@@ -27,6 +27,7 @@
 // plans the arena) and checks after its loop that the function compiled
 // exactly once, so the loop measures cache hits only. Results are checked
 // against the eager ms form and, in the LibTorch twins, against LibTorch.
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
@@ -250,31 +251,38 @@ void BM_Mlp_Torch(benchmark::State& state) {
 }
 #endif
 
-/// BM_Mlp_ReadWeights: one pass reading the MLP's weights (2.1 MB: more than
-/// one core's L2, so they come from L3 on every call), summed in 128 lanes:
-/// the floor of any batch-1 forward pass that multiplies by them, whatever
-/// its arithmetic.
+/// BM_Mlp_ReadWeights: one pass reading the MLP's weights (2.1 MB: a little
+/// more than one core's 2 MB L2), summed in 128 lanes: the floor of any
+/// batch-1 forward pass that multiplies by them, whatever its arithmetic.
+/// Every other pass reads them last to first, as ms's batch-1 products do
+/// (src/kernels/gemm.cpp, scan_backward): a scan in the same order every pass
+/// finds little of them still in L2.
 void BM_Mlp_ReadWeights(benchmark::State& state) {
   bench::set_threads(state.range(0));
   const Mlp m;
+  const std::array<const ms::Tensor*, 3> weights{&m.w1, &m.w2, &m.w3};
   std::int64_t bytes = 0;
+  bool back = false;
   for (auto _ : state) {
     // 8 independent sums of 16 lanes (GCC vectors: one AVX-512 register each
     // here), so the loads, not the additions, set the pace.
     using V = float __attribute__((vector_size(64)));
     V acc[8] = {};
     bytes = 0;
-    for (const ms::Tensor* w : {&m.w1, &m.w2, &m.w3}) {
+    for (const ms::Tensor* w : weights) {
       const float* p = w->data<float>();
       const std::int64_t n = w->numel() / 128 * 128;  // all of it: each size is a multiple of 128
-      for (std::int64_t i = 0; i < n; i += 128)
+      for (std::int64_t s = 0; s < n; s += 128) {
+        const std::int64_t i = back ? n - 128 - s : s;
         for (int j = 0; j < 8; ++j) {
           V v;
           std::memcpy(&v, p + i + 16 * j, sizeof(V));
           acc[j] += v;
         }
+      }
       bytes += n * std::int64_t(sizeof(float));
     }
+    back = !back;
     benchmark::DoNotOptimize(acc);
   }
   state.SetBytesProcessed(state.iterations() * bytes);
