@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -34,6 +35,7 @@
 
 #include <ms/core/error.hpp>
 #include <ms/kernels/elementwise.hpp>
+#include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
 
 namespace {
@@ -363,6 +365,22 @@ struct Ran {
   std::thread::id thread;
 };
 
+// A call on 2 threads whose worker sleeps in its chunk while the caller has
+// finished its own: the caller waits for a thread that does not run. False
+// when the worker took no chunk.
+bool stall() {
+  const std::thread::id self = std::this_thread::get_id();
+  std::atomic<int> entered{0};
+  ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+    ++entered;
+    if (std::this_thread::get_id() != self)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    else
+      (void)wait_for(entered, 2);  // the worker holds the other chunk
+  });
+  return entered == 2;
+}
+
 // A call of n items that each sleep `item`, whose first chunk run by a worker
 // (not the calling thread) first sleeps `park` (a thread parked in its
 // chunk); returns the chunks and the call's wall time.
@@ -391,18 +409,8 @@ TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut
   const ThreadGuard guard;
   ms::set_num_threads(2);
   REQUIRE(settle(2));
-  // A call whose worker sleeps in its chunk while the caller has finished its
-  // own: the caller waits for a thread that does not run.
+  REQUIRE(stall());
   const std::thread::id self = std::this_thread::get_id();
-  std::atomic<int> entered{0};
-  ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
-    ++entered;
-    if (std::this_thread::get_id() != self)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    else
-      (void)wait_for(entered, 2);  // the worker holds the other chunk
-  });
-  REQUIRE(entered == 2);
   CHECK(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);
   CHECK(ms::kernels::detail::threads_for(5, 1) == 5);  // never below the grain
   CHECK(ms::kernels::detail::threads_for(1000, 400) == 3);
@@ -434,6 +442,38 @@ TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut
     break;
   }
   // Calls that wait for nobody go back to one chunk per thread.
+  CHECK(settle(2));
+}
+
+TEST_CASE("parallel_for: the same bits for 1 thread and for 2 threads in finer chunks") {
+  if (ms::kernels::detail::runs_on_openmp()) return;
+  const ThreadGuard guard;
+  constexpr std::int64_t n = 8 * (1 << 16) + 1234;  // 9 chunks of tiles by the grain
+  const ms::Tensor x = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 3),
+                   y = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 4);
+  const ms::Tensor* in[2] = {&x, &y};
+  const ms::kernels::EwProgram prog = transcendental_program(n);
+  constexpr std::int64_t m = 300, k = 517, cols = 700;
+  const ms::Tensor a = ms::test::random_tensor(ms::float32, {m, k}, {.lo = -1, .hi = 1}, 5),
+                   b = ms::test::random_tensor(ms::float32, {k, cols}, {.lo = -1, .hi = 1}, 6);
+  const auto product = [&] {
+    std::vector<float> c(static_cast<std::size_t>(m * cols));
+    ms::kernels::gemm<float>(false, false, m, cols, k, 1.0f, a.data<float>(), k, b.data<float>(),
+                             cols, 0.0f, c.data(), cols);
+    return c;
+  };
+  ms::set_num_threads(1);
+  const ms::Tensor one = ms::kernels::ew_eval(prog, in);
+  const std::vector<float> c1 = product();
+  ms::set_num_threads(2);
+  REQUIRE(settle(2));
+  REQUIRE(stall());
+  REQUIRE(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);
+  const ms::Tensor fine = ms::kernels::ew_eval(prog, in);
+  const std::vector<float> c2 = product();
+  CHECK(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);  // still cut finely
+  CHECK(ms::test::bitwise_equal(one, fine));
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
   CHECK(settle(2));
 }
 
