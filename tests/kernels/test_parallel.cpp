@@ -365,20 +365,28 @@ struct Ran {
   std::thread::id thread;
 };
 
-// A call on 2 threads whose worker sleeps in its chunk while the caller has
-// finished its own: the caller waits for a thread that does not run. False
-// when the worker took no chunk.
+// Calls on 2 threads whose worker sleeps in its chunk while the caller has
+// finished its own: the caller waits for a thread that does not run. The
+// caller's chunk lasts until the worker entered its own (as long as the
+// worker took to wake), and the worker sleeps 5 times that (50 ms at least).
+// True once the next calls are cut finely (up to 5 tries: on a loaded machine
+// the caller itself may lose its core while it waits).
 bool stall() {
   const std::thread::id self = std::this_thread::get_id();
-  std::atomic<int> entered{0};
-  ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
-    ++entered;
-    if (std::this_thread::get_id() != self)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    else
-      (void)wait_for(entered, 2);  // the worker holds the other chunk
-  });
-  return entered == 2;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::atomic<int> entered{0};
+    const auto start = std::chrono::steady_clock::now();
+    ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+      ++entered;
+      if (std::this_thread::get_id() != self)
+        std::this_thread::sleep_for(std::max<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(50), 5 * (std::chrono::steady_clock::now() - start)));
+      else
+        (void)wait_for(entered, 2);  // the worker holds the other chunk
+    });
+    if (ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine) return true;
+  }
+  return false;
 }
 
 // A call of n items that each sleep `item`, whose first chunk run by a worker
