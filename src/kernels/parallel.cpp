@@ -21,16 +21,18 @@
 // A claimed chunk cannot be taken back: a thread descheduled in the middle of
 // one holds the job until it runs again. The caller times its own chunks, and
 // when the others' are not done within a few of its chunk times (kStallFactor,
-// kStallSlack) it counts a stall: it sleeps at once instead of spinning on
-// (its core may be what the stalled thread waits for), and the next
-// kStallJobs jobs are cut into up to kStallChunksPerThread chunks per thread
-// (never below the grain), so that a thread parked in a chunk holds a small
-// part of the job and the running ones take the rest. On a quiet machine no
-// chunk waits and the jobs keep one chunk per thread (the fewest claims). A worker spins on the
-// word for kSpin after a job it could take part in, then sleeps on `wake_`; either yields its core
-// when it notices it was descheduled while spinning (the core is wanted by another program). Each
-// pair of "store, then load the other side's flag" (word and sleepers_, remaining_ and waiting_) is
-// sequentially consistent, so one of the two sides always sees the other.
+// kStallSlack) it counts a stall: the next kStallJobs jobs are cut into up to
+// kStallChunksPerThread chunks per thread (never below the grain), so that a
+// thread parked in a chunk holds a small part of the job and the running ones
+// take the rest. On a quiet machine no chunk waits and the jobs keep one
+// chunk per thread (the fewest claims).
+//
+// A worker spins on the word for kSpin after a job it could take part in,
+// then sleeps on `wake_`; either yields its core when it notices it was
+// descheduled while spinning (the core is wanted by another program). Each
+// pair of "store, then load the other side's flag" (word and sleepers_,
+// remaining_ and waiting_) is sequentially consistent, so one of the two
+// sides always sees the other.
 #include "ms/kernels/parallel.hpp"
 
 #include <omp.h>
@@ -225,20 +227,17 @@ class Pool {
   }
 
   // The caller's wait for the chunks other threads still run: spinning for
-  // `stall` (kWait at most; kWait when `stall` is zero, unknown), then asleep.
-  // A wait longer than a nonzero `stall` is a stall: the next kStallJobs jobs
-  // are cut finely.
+  // kWait, then asleep. A wait longer than a nonzero `stall` (zero: unknown)
+  // is a stall: the next kStallJobs jobs are cut finely.
   void wait_done(Clock::duration stall) noexcept {
-    const bool timed = stall > Clock::duration::zero();
     const Clock::time_point start = Clock::now();
-    if (spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; },
-                   timed ? std::min<Clock::duration>(stall, kWait) : kWait))
-      return;
-    waiting_.store(true, std::memory_order_seq_cst);
-    for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
-      remaining_.wait(r, std::memory_order_seq_cst);
-    waiting_.store(false, std::memory_order_relaxed);
-    if (timed && (stall <= kWait || Clock::now() - start > stall))
+    if (!spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; }, kWait)) {
+      waiting_.store(true, std::memory_order_seq_cst);
+      for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
+        remaining_.wait(r, std::memory_order_seq_cst);
+      waiting_.store(false, std::memory_order_relaxed);
+    }
+    if (stall > Clock::duration::zero() && Clock::now() - start > stall)
       g_fine_jobs.store(kStallJobs, std::memory_order_relaxed);
   }
 
