@@ -351,7 +351,8 @@ void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
     return;
   }
   if (threads > 1 && pool().run(n, parts, threads, chunk, body, ctx)) return;
-  // The pool is busy with another thread's job: the same chunks, here.
+  // The pool is busy with another thread's job (or one thread is set now): the
+  // same chunks, here.
   const InParallel flag;
   for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
 }
