@@ -7,21 +7,32 @@
 //
 // The pool runs one job at a time. The caller writes the job, then publishes
 // it twice: in `claim_` (generation, number of chunks, next chunk to hand
-// out) and in `word_` (generation and number of chunks), which the workers
-// watch. Chunks are not owned by threads: the caller and every worker with
-// index < chunks claim the next one from `claim_` (a compare-and-swap that
-// fails once the generation moved on) until none is left, so a chunk whose
-// worker is asleep or lost its core to another program is run by whoever
-// comes first, usually the caller. The chunks themselves (their boundaries)
-// depend only on the job, never on who runs them. `remaining_` counts the
-// chunks not finished; the caller waits for it to reach zero, spinning for a
-// while, then asleep on it (a futex) so that its core is free for the thread
-// that still holds a chunk. A worker spins on the word for kSpin after a job
-// it could take part in, then sleeps on `wake_`; either yields its core when
-// it notices it was descheduled while spinning (the core is wanted by
-// another program). Each pair of "store, then load the other side's
-// flag" (word and sleepers_, remaining_ and waiting_) is sequentially
-// consistent, so one of the two sides always sees the other.
+// out) and in `word_` (generation and number of threads taking part), which
+// the workers watch. Chunks are not owned by threads: the caller and every
+// worker with index < threads claim the next one from `claim_` (a
+// compare-and-swap that fails once the generation moved on) until none is
+// left, so a chunk whose worker is asleep or lost its core to another program
+// is run by whoever comes first, usually the caller. The chunks themselves
+// (their boundaries) depend only on the job, never on who runs them.
+// `remaining_` counts the chunks not finished; the caller waits for it to
+// reach zero, spinning for a while, then asleep on it (a futex) so that its
+// core is free for the thread that still holds a chunk.
+//
+// A claimed chunk cannot be taken back: a thread descheduled in the middle of
+// one holds the job until it runs again. The caller times its own chunks, and
+// when the others' are not done within a few of its chunk times (kStallFactor,
+// kStallSlack) it counts a stall: the next kStallJobs jobs are cut into up to
+// kStallChunksPerThread chunks per thread (never below the grain), so that a
+// thread parked in a chunk holds a small part of the job and the running ones
+// take the rest. On a quiet machine no chunk waits and the jobs keep one
+// chunk per thread (the fewest claims).
+//
+// A worker spins on the word for kSpin after a job it could take part in,
+// then sleeps on `wake_`; either yields its core when it notices it was
+// descheduled while spinning (the core is wanted by another program). Each
+// pair of "store, then load the other side's flag" (word and sleepers_,
+// remaining_ and waiting_) is sequentially consistent, so one of the two
+// sides always sees the other.
 #include "ms/kernels/parallel.hpp"
 
 #include <omp.h>
@@ -89,6 +100,16 @@ constexpr auto kWait = std::chrono::milliseconds(1);
 // A gap this long between two looks at the clock of a spinning thread means
 // it was descheduled: another program wants the core, so it yields.
 constexpr auto kPreempted = std::chrono::microseconds(50);
+// The caller counts a stall when the other threads' chunks are still running
+// kStallFactor of its own chunk times plus kStallSlack after it ran out of
+// chunks (they started before it ran out, so on their core they would be done
+// within one chunk time).
+constexpr int kStallFactor = 3;
+constexpr auto kStallSlack = std::chrono::microseconds(50);
+// How many jobs after a stall are cut into finer chunks.
+constexpr int kStallJobs = 1024;
+// Jobs left to cut finely (written by the thread that holds the pool).
+std::atomic<int> g_fine_jobs{0};
 
 // Chunk `part` of [0, n) in chunks of `chunk` items (possibly empty at the end).
 void run_part(kernels::detail::ChunkBody body, void* ctx, std::int64_t n, std::int64_t chunk,
@@ -127,35 +148,42 @@ class Pool {
  public:
   // Runs the job on the pool; false (nothing run) when another thread holds it
   // or no worker could be started.
-  bool run(std::int64_t n, int parts, std::int64_t chunk, kernels::detail::ChunkBody body,
-           void* ctx) noexcept {
+  // `threads` (at most `parts`) threads take part: the caller and workers
+  // 1 .. threads - 1.
+  bool run(std::int64_t n, int parts, int threads, std::int64_t chunk,
+           kernels::detail::ChunkBody body, void* ctx) noexcept {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock() || !grow(parts - 1)) return false;
+    if (!lock.owns_lock() || !grow(threads - 1)) return false;
+    if (const int fine = g_fine_jobs.load(std::memory_order_relaxed); fine > 0)
+      g_fine_jobs.store(fine - 1, std::memory_order_relaxed);
     n_ = n;
     chunk_ = chunk;
     body_ = body;
     ctx_ = ctx;
     remaining_.store(parts, std::memory_order_relaxed);
-    // More chunks than cores: a spinning worker would hold a core another needs.
+    // More threads than cores: a spinning worker would hold a core another needs.
     // (Stored only when it changes: the workers read its cache line.)
-    if (const bool spin = static_cast<unsigned>(parts) <= cores_;
+    if (const bool spin = static_cast<unsigned>(threads) <= cores_;
         spin_.load(std::memory_order_relaxed) != spin)
       spin_.store(spin, std::memory_order_relaxed);
     const std::uint64_t gen = ((word_.load(std::memory_order_relaxed) >> 32) + 1) & 0xffffffffu;
     const auto uparts = static_cast<std::uint64_t>(parts);
     claim_.store((gen << 32) | (uparts << 16), std::memory_order_release);
-    word_.store((gen << 32) | uparts, std::memory_order_seq_cst);
+    word_.store((gen << 32) | static_cast<std::uint64_t>(threads), std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       wake_.fetch_add(1, std::memory_order_seq_cst);
       wake_.notify_all();
     }
+    const Clock::time_point start = Clock::now();
     int done = 0;
     {
       const InParallel flag;
       done = run_claimed(gen);
     }
     if (done > 0 && remaining_.fetch_sub(done, std::memory_order_acq_rel) == done) return true;
-    wait_done();
+    // (No chunk of its own to time, the workers took them all: no stall counted.)
+    wait_done(done > 0 ? (Clock::now() - start) / done * kStallFactor + kStallSlack
+                       : Clock::duration::zero());
     return true;
   }
 
@@ -198,14 +226,19 @@ class Pool {
     return done;
   }
 
-  // The caller's wait for the chunks other threads still run.
-  void wait_done() noexcept {
-    if (spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; }, kWait))
-      return;
-    waiting_.store(true, std::memory_order_seq_cst);
-    for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
-      remaining_.wait(r, std::memory_order_seq_cst);
-    waiting_.store(false, std::memory_order_relaxed);
+  // The caller's wait for the chunks other threads still run: spinning for
+  // kWait, then asleep. A wait longer than a nonzero `stall` (zero: unknown)
+  // is a stall: the next kStallJobs jobs are cut finely.
+  void wait_done(Clock::duration stall) noexcept {
+    const Clock::time_point start = Clock::now();
+    if (!spin_until([this] { return remaining_.load(std::memory_order_acquire) == 0; }, kWait)) {
+      waiting_.store(true, std::memory_order_seq_cst);
+      for (int r; (r = remaining_.load(std::memory_order_seq_cst)) != 0;)
+        remaining_.wait(r, std::memory_order_seq_cst);
+      waiting_.store(false, std::memory_order_relaxed);
+    }
+    if (stall > Clock::duration::zero() && Clock::now() - start > stall)
+      g_fine_jobs.store(kStallJobs, std::memory_order_relaxed);
   }
 
   [[noreturn]] void work(int index, std::uint64_t seen) noexcept {
@@ -213,8 +246,8 @@ class Pool {
     bool used = true;
     for (;;) {
       seen = next_word(seen, used);
-      const int parts = static_cast<int>(seen & 0xffffffffu);
-      used = index < parts;
+      const int threads = static_cast<int>(seen & 0xffffffffu);
+      used = index < threads;
       if (!used) continue;
       const int done = run_claimed(seen >> 32);
       if (done > 0 && remaining_.fetch_sub(done, std::memory_order_seq_cst) == done &&
@@ -224,7 +257,7 @@ class Pool {
   }
 
   // Waits until the word differs from `seen`: spinning first (only a worker
-  // the last job could use, and only when that job had no more chunks than
+  // the last job could use, and only when that job had no more threads than
   // cores), then asleep.
   std::uint64_t next_word(std::uint64_t seen, bool used) noexcept {
     std::uint64_t w = seen;
@@ -298,7 +331,9 @@ int threads_for(std::int64_t n, std::int64_t grain) {
   const int nt = initial_threads();
   if (nt <= 1 || n <= grain) return 1;
   const std::int64_t by_grain = (n + grain - 1) / (grain > 0 ? grain : 1);
-  return static_cast<int>(std::min<std::int64_t>({by_grain, nt, kMaxParts}));
+  const std::int64_t per_thread =
+      g_fine_jobs.load(std::memory_order_relaxed) > 0 ? kStallChunksPerThread : 1;
+  return static_cast<int>(std::min<std::int64_t>({by_grain, nt * per_thread, kMaxParts}));
 }
 
 bool runs_on_openmp() noexcept {
@@ -308,14 +343,16 @@ bool runs_on_openmp() noexcept {
 
 void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
   const std::int64_t chunk = (n + parts - 1) / parts;
+  const int threads = std::clamp(initial_threads(), 1, parts);
   if (runs_on_openmp()) {
-#pragma omp parallel num_threads(parts)  // in_parallel() sees omp_in_parallel()
+#pragma omp parallel num_threads(threads)  // in_parallel() sees omp_in_parallel()
     for (int part = omp_get_thread_num(); part < parts; part += omp_get_num_threads())
       run_part(body, ctx, n, chunk, part);
     return;
   }
-  if (pool().run(n, parts, chunk, body, ctx)) return;
-  // The pool is busy with another thread's job: the same chunks, here.
+  if (threads > 1 && pool().run(n, parts, threads, chunk, body, ctx)) return;
+  // The pool is busy with another thread's job (or one thread is set now): the
+  // same chunks, here.
   const InParallel flag;
   for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
 }

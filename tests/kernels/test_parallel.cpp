@@ -1,6 +1,8 @@
 // kernels/parallel.hpp: parallel_for on ms's thread pool. Every item is
 // computed by exactly one call, in the documented chunks (ceil(n / parts)
-// items each, parts = min(threads, ceil(n / grain))), whoever runs them: the
+// items each, parts = min(threads * k, ceil(n / grain)), k = 1 or, for a
+// while after a chunk waited for a parked thread, kStallChunksPerThread),
+// whoever runs them: the
 // pool's workers, the caller when another thread holds the pool, a worker
 // woken from sleep, a pool grown by set_num_threads, a child after fork(), the
 // caller alone when the workers cannot run (chunks are claimed, not owned).
@@ -23,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <string>
@@ -32,6 +35,7 @@
 
 #include <ms/core/error.hpp>
 #include <ms/kernels/elementwise.hpp>
+#include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
 
 namespace {
@@ -39,12 +43,16 @@ namespace {
 using ms::test::ThreadGuard;
 using Chunks = std::set<std::pair<std::int64_t, std::int64_t>>;
 
-// The chunks parallel_for documents for n items, grain and nt threads.
-Chunks expected_chunks(std::int64_t n, std::int64_t grain, int nt) {
+constexpr int kFine = ms::kernels::detail::kStallChunksPerThread;
+
+// The chunks parallel_for documents for n items, grain, nt threads and
+// `per_thread` chunks per thread at most.
+Chunks expected_chunks(std::int64_t n, std::int64_t grain, int nt, int per_thread = 1) {
   Chunks c;
   if (n <= 0) return c;
   const std::int64_t by_grain = (n + grain - 1) / grain;
-  const std::int64_t parts = n <= grain ? 1 : std::min<std::int64_t>(nt, by_grain);
+  const std::int64_t parts =
+      n <= grain || nt == 1 ? 1 : std::min<std::int64_t>(std::int64_t{nt} * per_thread, by_grain);
   const std::int64_t chunk = (n + parts - 1) / parts;
   for (std::int64_t b = 0; b < n; b += chunk) c.insert({b, std::min(n, b + chunk)});
   return c;
@@ -56,6 +64,22 @@ bool wait_for(const std::atomic<int>& count, int want) {
   while (count.load() < want)
     if (std::chrono::steady_clock::now() > deadline) return false;
   return true;
+}
+
+// One of the two documented layouts: one chunk per thread, or (after a stall)
+// up to kFine per thread.
+bool documented(const Chunks& seen, std::int64_t n, std::int64_t grain, int nt) {
+  return seen == expected_chunks(n, grain, nt) || seen == expected_chunks(n, grain, nt, kFine);
+}
+
+// Runs short calls until parallel_for is back to one chunk per thread (the
+// calls after a stall are cut finer for a while); false if it never is.
+bool settle(int nt) {
+  for (int round = 0; round < 100000; ++round) {
+    if (ms::kernels::detail::threads_for(1 << 20, 1) == nt) return true;
+    ms::kernels::parallel_for(64, 1, [](std::int64_t, std::int64_t) {});
+  }
+  return false;
 }
 
 // Runs parallel_for and checks the chunks it called and that every item was
@@ -80,7 +104,7 @@ int check_cover(std::int64_t n, std::int64_t grain, int nt, int meet = 1) {
     seen.insert({b, e});
   });
   CHECK_FALSE(timed_out);
-  CHECK(seen == expected_chunks(n, grain, nt));
+  CHECK(documented(seen, n, grain, nt));
   CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
   return static_cast<int>(threads.size());
 }
@@ -97,7 +121,9 @@ TEST_CASE("parallel_for: documented chunks, each item once, for 1 to 4 threads")
         CAPTURE(n);
         CAPTURE(grain);
         const int used = check_cover(n, grain, nt);
-        if (n > 0) CHECK(used <= static_cast<int>(expected_chunks(n, grain, nt).size()));
+        if (n > 0)
+          CHECK(used <=
+                std::min(nt, static_cast<int>(expected_chunks(n, grain, nt, kFine).size())));
       }
   }
 }
@@ -285,6 +311,7 @@ TEST_CASE("parallel_for: the caller runs the chunks of a worker that cannot run,
   const ms::Tensor one = ms::kernels::ew_eval(prog, in);
   ms::set_num_threads(2);
   const ms::Tensor two = ms::kernels::ew_eval(prog, in);
+  REQUIRE(settle(2));
   REQUIRE(ms::kernels::detail::threads_for(n, 1) == 2);
 
   const pthread_t worker = pool_worker();
@@ -323,11 +350,139 @@ TEST_CASE("parallel_for: the caller runs the chunks of a worker that cannot run,
   REQUIRE(sigaction(SIGUSR1, &saved, nullptr) == 0);
 
   CHECK(returned_while_held);
-  CHECK(seen == expected_chunks(1000, 1, 2));
+  CHECK(documented(seen, 1000, 1, 2));
   CHECK(threads == std::set<std::thread::id>{std::this_thread::get_id()});
   CHECK(ms::test::bitwise_equal(one, two));
   CHECK(ms::test::bitwise_equal(one, held));
   CHECK(check_cover(1000, 1, 2, 2) == 2);  // the worker, back, takes part again
+}
+
+namespace {
+
+// One chunk of a call: its items and the thread that ran it.
+struct Ran {
+  std::int64_t begin, end;
+  std::thread::id thread;
+};
+
+// Calls on 2 threads whose worker sleeps in its chunk while the caller has
+// finished its own: the caller waits for a thread that does not run. The
+// caller's chunk lasts until the worker entered its own (as long as the
+// worker took to wake), and the worker sleeps 5 times that (50 ms at least).
+// True once the next calls are cut finely (up to 5 tries: on a loaded machine
+// the caller itself may lose its core while it waits).
+bool stall() {
+  const std::thread::id self = std::this_thread::get_id();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    std::atomic<int> entered{0};
+    const auto start = std::chrono::steady_clock::now();
+    ms::kernels::parallel_for(2, 1, [&](std::int64_t, std::int64_t) {
+      ++entered;
+      if (std::this_thread::get_id() != self)
+        std::this_thread::sleep_for(std::max<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(50), 5 * (std::chrono::steady_clock::now() - start)));
+      else
+        (void)wait_for(entered, 2);  // the worker holds the other chunk
+    });
+    if (ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine) return true;
+  }
+  return false;
+}
+
+// A call of n items that each sleep `item`, whose first chunk run by a worker
+// (not the calling thread) first sleeps `park` (a thread parked in its
+// chunk); returns the chunks and the call's wall time.
+std::pair<std::vector<Ran>, std::chrono::steady_clock::duration> parked_call(
+    std::int64_t n, std::chrono::milliseconds item, std::chrono::milliseconds park) {
+  const std::thread::id self = std::this_thread::get_id();
+  std::mutex m;
+  std::vector<Ran> ran;
+  std::atomic<bool> parked{false};
+  const auto start = std::chrono::steady_clock::now();
+  ms::kernels::parallel_for(n, 1, [&](std::int64_t b, std::int64_t e) {
+    const std::thread::id me = std::this_thread::get_id();
+    if (me != self && !parked.exchange(true)) std::this_thread::sleep_for(park);
+    for (std::int64_t i = b; i < e; ++i) std::this_thread::sleep_for(item);
+    const std::lock_guard lock(m);
+    ran.push_back({b, e, me});
+  });
+  return {ran, std::chrono::steady_clock::now() - start};
+}
+
+}  // namespace
+
+TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut finer") {
+  // (OpenMP's regions, the openblas backend, give each thread its chunks.)
+  if (ms::kernels::detail::runs_on_openmp()) return;
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  REQUIRE(settle(2));
+  REQUIRE(stall());
+  const std::thread::id self = std::this_thread::get_id();
+  CHECK(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);
+  CHECK(ms::kernels::detail::threads_for(5, 1) == 5);  // never below the grain
+  CHECK(ms::kernels::detail::threads_for(1000, 400) == 3);
+
+  // 16 items of 5 ms in 8 chunks; the worker parks 80 ms in its first chunk.
+  // The caller runs the 7 other chunks meanwhile (70 ms), so the call takes
+  // about 80 ms + one chunk (90 ms), where one chunk per thread would take
+  // 80 ms + half the items (120 ms) and one thread 80 ms. (Repeated when the
+  // worker, late, took no chunk at all.)
+  constexpr std::int64_t n = 16;
+  const auto item = std::chrono::milliseconds(5), park = std::chrono::milliseconds(80);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    REQUIRE(ms::kernels::detail::threads_for(n, 1) == 2 * kFine);
+    const auto [ran, took] = parked_call(n, item, park);
+    std::vector<int> hits(static_cast<std::size_t>(n), 0);
+    Chunks seen;
+    int by_worker = 0;
+    for (const Ran& r : ran) {
+      seen.insert({r.begin, r.end});
+      for (std::int64_t i = r.begin; i < r.end; ++i) ++hits[static_cast<std::size_t>(i)];
+      if (r.thread != self) ++by_worker;
+    }
+    CHECK(seen == expected_chunks(n, 1, 2, kFine));
+    CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
+    if (by_worker == 0) continue;
+    CHECK(by_worker == 1);  // the parked chunk only: the caller ran all the others
+    CHECK(took < park + n / 2 * item);
+    MESSAGE("parked call: ", std::chrono::duration<double, std::milli>(took).count(), " ms");
+    break;
+  }
+  // Calls that wait for nobody go back to one chunk per thread.
+  CHECK(settle(2));
+}
+
+TEST_CASE("parallel_for: the same bits for 1 thread and for 2 threads in finer chunks") {
+  if (ms::kernels::detail::runs_on_openmp()) return;
+  const ThreadGuard guard;
+  constexpr std::int64_t n = 8 * (1 << 16) + 1234;  // 9 chunks of tiles by the grain
+  const ms::Tensor x = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 3),
+                   y = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 4);
+  const ms::Tensor* in[2] = {&x, &y};
+  const ms::kernels::EwProgram prog = transcendental_program(n);
+  constexpr std::int64_t m = 300, k = 517, cols = 700;
+  const ms::Tensor a = ms::test::random_tensor(ms::float32, {m, k}, {.lo = -1, .hi = 1}, 5),
+                   b = ms::test::random_tensor(ms::float32, {k, cols}, {.lo = -1, .hi = 1}, 6);
+  const auto product = [&] {
+    std::vector<float> c(static_cast<std::size_t>(m * cols));
+    ms::kernels::gemm<float>(false, false, m, cols, k, 1.0f, a.data<float>(), k, b.data<float>(),
+                             cols, 0.0f, c.data(), cols);
+    return c;
+  };
+  ms::set_num_threads(1);
+  const ms::Tensor one = ms::kernels::ew_eval(prog, in);
+  const std::vector<float> c1 = product();
+  ms::set_num_threads(2);
+  REQUIRE(settle(2));
+  REQUIRE(stall());
+  REQUIRE(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);
+  const ms::Tensor fine = ms::kernels::ew_eval(prog, in);
+  const std::vector<float> c2 = product();
+  CHECK(ms::kernels::detail::threads_for(1 << 20, 1) == 2 * kFine);  // still cut finely
+  CHECK(ms::test::bitwise_equal(one, fine));
+  CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
+  CHECK(settle(2));
 }
 
 TEST_CASE("set_num_threads: fewer than one thread is a ValueError naming the API and the value") {

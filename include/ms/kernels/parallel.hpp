@@ -4,7 +4,11 @@
 // `parallel_for`, which runs on a pool of `get_num_threads() - 1` workers kept
 // by libms. The caller and the workers claim the chunks of a call one by one,
 // so a chunk is never left waiting for a worker the scheduler has parked (a
-// shared machine): the caller or a running worker takes it. A worker that has
+// shared machine): the caller or a running worker takes it. A chunk already
+// claimed by a thread that was then parked does hold the call; after such a
+// wait the next calls are cut into more chunks than threads (up to
+// `detail::kStallChunksPerThread` per thread), so that a parked thread holds
+// only a small part of a call. A worker that has
 // just finished a chunk spins for a short while before it sleeps (yielding
 // its core when it notices another program wants it), so the next call
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
@@ -32,9 +36,13 @@ int get_num_threads();
 namespace kernels {
 
 /// Splits [0, n) into contiguous chunks of at least `grain` items and calls
-/// `fn(begin, end)` for each, on ms's pool. Chunk boundaries depend only on n,
-/// grain and the thread count, and every item is computed by exactly one call,
-/// so elementwise results are bitwise identical for any thread count; which
+/// `fn(begin, end)` for each, on ms's pool: `parts` chunks of ceil(n / parts)
+/// items, parts = min(ceil(n / grain), threads * k), where k is 1, or
+/// `detail::kStallChunksPerThread` for a while after a call of the pool waited
+/// for a chunk whose thread was not running (a shared machine). Chunk
+/// boundaries depend only on n, grain, the thread count and k, never on which
+/// thread runs them, and every item is computed by exactly one call, so
+/// elementwise results are bitwise identical for any thread count; which
 /// thread runs a chunk is not fixed (the caller runs every chunk no worker
 /// has claimed yet). Runs
 /// inline (one call `fn(0, n)`) when n <= grain or one thread is set, or when
@@ -45,7 +53,10 @@ template <class F>
 void parallel_for(std::int64_t n, std::int64_t grain, F&& fn);
 
 namespace detail {
-/// The number of chunks `parallel_for(n, grain, ...)` uses from this thread.
+/// The most chunks per thread `parallel_for` cuts a call into after the pool
+/// waited for a chunk whose thread was not running (1 otherwise).
+inline constexpr int kStallChunksPerThread = 4;
+/// The number of chunks `parallel_for(n, grain, ...)` uses from this thread now.
 int threads_for(std::int64_t n, std::int64_t grain);
 /// True on a pool worker, on a thread running chunks for `parallel_for`, and
 /// inside an OpenMP parallel region.
