@@ -1164,23 +1164,25 @@ class Cell : public CellBase {
 
   // A call of tensors returning one tensor that is dumped, under mixed
   // precision or hooked, by CellBase::tensor_call (a member template of its
-  // own, so that it calls operator() once its return type is known).
+  // own, so that it calls operator() once its return type is known). Its
+  // callbacks are cold: the inliner leaves construct's body out of them.
   template <class... A>
   Tensor slow_tensor_call(const A&... a) {
     using R2 = decltype(derived().construct(detail::construct_arg(std::declval<AmpArg<A>>())...));
     constexpr bool kCast =
         std::is_same_v<typename ResultTraits<std::remove_cvref_t<R2>>::type, Tensor>;
     using Op = TensorCallOp;
-    auto f = [&](Op op, const Args* in) __attribute__((cold)) -> Args {
+    auto f = [&](Op op, const Args* in) __attribute__((cold))->Args {
       if (op == Op::kInputs) return Args{Tensor(a)...};
       if (op == Op::kConstruct && in == nullptr)
         return Args{Tensor(derived().construct(detail::construct_arg(a)...))};
       if (op == Op::kCall || (op == Op::kCallWith && !kCast)) return Args{(*this)(a...)};
-      return apply_args<sizeof...(A)>(*in, [&](const auto&... x) __attribute__((cold)) -> Args {
-        if (op == Op::kConstruct) return Args{Tensor(derived().construct(x...))};
-        if constexpr (kCast) return Args{(*this)(x...)};
-        return {};  // not reached: kCallWith without kCast was answered above
-      });
+      return apply_args<sizeof...(A)>(
+          *in, [&](const auto&... x) __attribute__((cold))->Args {
+            if (op == Op::kConstruct) return Args{Tensor(derived().construct(x...))};
+            if constexpr (kCast) return Args{(*this)(x...)};
+            return {};  // not reached: kCallWith without kCast was answered above
+          });
     };
     return tensor_call(kCast, f);
   }
