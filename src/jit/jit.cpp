@@ -497,6 +497,14 @@ FunctionCache::FunctionCache(JitConfig cfg) : cfg_(std::move(cfg)) {
 
 FunctionCache::~FunctionCache() = default;
 
+std::shared_ptr<FunctionCache> make_function_cache(JitConfig&& cfg) {
+  return std::make_shared<FunctionCache>(std::move(cfg));
+}
+
+std::shared_ptr<FunctionCache> make_function_cache(const JitConfig* cfg) {
+  return std::make_shared<FunctionCache>(cfg != nullptr ? *cfg : JitConfig{});
+}
+
 // Hooks changed: every graph traced before is stale. Generalized graphs are
 // dropped; static ones, keyed by the old version, can never be hit again, so
 // they go too instead of filling the cache (hook churn).

@@ -28,6 +28,35 @@ Tensor amp_cast(const Tensor& t, DType dtype) {
 
 }  // namespace detail
 
+Tensor CellBase::amp_tensor_call(bool cast_args, TensorCallFn f) {
+  ops::CastPolicyScope scope(amp_policy_);
+  const bool all = amp_policy_.mode == ops::CastPolicy::Mode::All;
+  const DType to = amp_policy_.dtype;
+  Args out;
+  {
+    // The token operator() takes for the call below: it runs the call itself.
+    struct Enter {
+      const CellBase* prev;
+      explicit Enter(const CellBase* c) : prev(detail::amp_entering()) {
+        detail::amp_entering() = c;
+      }
+      ~Enter() { detail::amp_entering() = prev; }
+    } enter(this);
+    if (cast_args) {
+      Args in = f(TensorCallOp::kInputs, nullptr);
+      if (all)
+        for (Tensor& t : in) t = detail::amp_cast(t, to);
+      out = f(TensorCallOp::kCallWith, &in);
+    } else {
+      out = f(TensorCallOp::kCall, nullptr);  // the ops still cast their inputs
+    }
+  }
+  Tensor r = std::move(out[0]);
+  if (all) r = detail::amp_cast(r, to);
+  if (amp_output_fp32_) r = detail::amp_cast(r, float32);
+  return r;
+}
+
 CellBase& CellBase::to_float(DType dtype) {
   MS_CHECK(dtype == float16 || dtype == bfloat16 || dtype == float32, ValueError, cls_name(),
            ".to_float: dtype must be float16, bfloat16 or float32, got ", dtype);

@@ -631,6 +631,48 @@ void set_dump(CellBase& cell, bool enabled, std::string name) {
   compiler::bump_hook_version();  // graphs traced before recompile with the scope
 }
 
+Tensor CellBase::tensor_call(bool cast_args, TensorCallFn f) {
+  if (dump_ && !compiler::detail::in_dump_scope(this)) return dump_tensor_call(f);
+  if (amp_active()) {
+    if (detail::amp_entering() != this) return amp_tensor_call(cast_args, f);
+    detail::amp_entering() = nullptr;  // amp_tensor_call's own call, with cast arguments
+  }
+  const compiler::detail::RecomputeScope recompute_scope(recompute_enabled() &&
+                                                         ops::active_tracer() != nullptr);
+  if (!has_hooks()) return std::move(f(TensorCallOp::kConstruct, nullptr)[0]);
+  return hooked_tensor_call(f);
+}
+
+Tensor CellBase::dump_tensor_call(TensorCallFn f) {
+  const bool eager = ops::active_tracer() == nullptr;
+  const compiler::detail::DumpScopeGuard scope(this, dump_name_, eager);
+  compiler::detail::DumpSelection sel;
+  if (eager && compiler::detail::cell_dumps_active())
+    sel = compiler::detail::dump_selection(scope.call);
+  if (sel.inputs) dump_boundary(f(TensorCallOp::kInputs, nullptr), scope.call, "input");
+  Args r = f(TensorCallOp::kCall, nullptr);
+  if (sel.outputs) dump_boundary(r, scope.call, "output");
+  return std::move(r[0]);
+}
+
+Tensor CellBase::hooked_tensor_call(TensorCallFn f) {
+  Args in = f(TensorCallOp::kInputs, nullptr);
+  const std::size_t n = in.size();
+  ArgList args;
+  for (Tensor& t : in) args.push_back(Arg(std::in_place_type<Tensor>, std::move(t)));
+  auto construct = [&](const ArgList& a, Kwargs*) {
+    MS_CHECK(a.size() == n, TypeError, cls_name(), ": forward pre-hooks returned ", a.size(),
+             " arguments; construct takes ", n);
+    const std::string name = cls_name();
+    Args x;
+    x.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) x.push_back(detail::from_arg<Tensor>(a[i], i, name));
+    return f(TensorCallOp::kConstruct, &x);
+  };
+  Args out = run_hooked(args, nullptr, construct);
+  return std::move(out[0]);
+}
+
 void CellBase::dump_boundary(const Args& ts, std::int64_t call, const char* what) const {
   const std::string& scope = compiler::detail::current_dump_scope();
   for (std::size_t k = 0; k < ts.size(); ++k)

@@ -304,6 +304,43 @@ TEST_SUITE("nn") {
     h.remove();
   }
 
+  TEST_CASE("to_float and hooks on a call given an expression: cast in, hooked, cast out") {
+    struct Twice : ms::Cell<Twice> {
+      ms::DType seen = ms::float64;
+      ms::Tensor construct(const ms::Tensor& x) {
+        seen = x.dtype();
+        return x * 2.f;
+      }
+    };
+    Twice cell;
+    cell.to_float(ms::float16);
+    std::vector<ms::DType> pre;
+    auto h1 = cell.register_forward_pre_hook([&](Twice&, const ms::Args& a) {
+      pre.push_back(a[0].dtype());
+      return a[0] + 1.f;
+    });
+    auto h2 = cell.register_forward_hook(
+        [](Twice&, const ms::Args&, const ms::Tensor& out) { return out * 3.f; });
+    const ms::Tensor x = ms::ones({2}, ms::float32);
+    const ms::Tensor y = cell(ms::relu(x));  // an expression argument
+    CHECK(pre == std::vector<ms::DType>{ms::float16});
+    CHECK(cell.seen == ms::float16);
+    REQUIRE(y.dtype() == ms::float16);
+    CHECK(y.to_vector<float>() == std::vector<float>{12.f, 12.f});  // ((1 + 1) * 2) * 3
+    h1.remove();
+    h2.remove();
+    // A tensor-only pre-hook returning another count: construct's TypeError.
+    auto h3 = cell.register_forward_pre_hook([](Twice&, const ms::Args& a) {
+      return ms::Args{a[0], a[0]};
+    });
+    CHECK_THROWS_WITH_AS(
+        cell(ms::relu(x)),
+        doctest::Contains("forward pre-hooks returned 2 arguments; construct takes 1"),
+        ms::TypeError);
+    h3.remove();
+    CHECK(cell(x).dtype() == ms::float16);
+  }
+
   TEST_CASE("O3: tensors inside vector, tuple, optional arguments and Kwargs values are cast") {
     struct Seen : ms::Cell<Seen> {
       std::vector<ms::DType> seen;

@@ -251,6 +251,13 @@ class FunctionCache {
   std::unique_ptr<Impl> impl_;
 };
 
+/// A function's cache with the options `cfg` (made in libms: a user's file
+/// does not compile FunctionCache's shared_ptr control block).
+std::shared_ptr<FunctionCache> make_function_cache(JitConfig&& cfg);
+/// A function's cache with the options `*cfg`, the default options when
+/// `cfg` is null (copied in libms).
+std::shared_ptr<FunctionCache> make_function_cache(const JitConfig* cfg);
+
 // ---------------------------------------------------------------- arguments
 
 template <class T>
@@ -682,8 +689,11 @@ class Jitted {
  public:
   /// Wraps `fn`; nothing is compiled until the first call (see ms::jit).
   Jitted(F fn, JitConfig cfg)
-      : fn_(std::move(fn)),
-        cache_(std::make_shared<compiler::detail::FunctionCache>(std::move(cfg))) {}
+      : fn_(std::move(fn)), cache_(compiler::detail::make_function_cache(std::move(cfg))) {}
+  /// Wraps `fn` with the options `*cfg`, or the default options when `cfg`
+  /// is null (the config is copied in libms).
+  Jitted(F fn, const JitConfig* cfg)
+      : fn_(std::move(fn)), cache_(compiler::detail::make_function_cache(cfg)) {}
 
   /// Runs the compiled graph for these arguments, compiling it on a miss.
   template <class... A>
@@ -825,7 +835,12 @@ auto jit(F&& fn) {
   else if constexpr (dyn::IsEnableDynamic<D>::value) {
     if constexpr (dyn::HasJitConfig<decltype(fn.fn)>) own = fn.fn.get_jit_config();
   }
-  return jit(std::forward<F>(fn), own != nullptr ? *own : JitConfig{});
+  // The config is passed by pointer: copying a JitConfig here would compile
+  // its copy (TensorSpec vectors) in every translation unit calling ms::jit.
+  if constexpr (dyn::HasInputs<D> && std::is_lvalue_reference_v<F>)
+    return Jitted<dyn::CellRef<std::remove_reference_t<F>>>({&fn}, own);
+  else
+    return Jitted<std::decay_t<F>>(std::forward<F>(fn), own);
 }
 
 }  // namespace ms

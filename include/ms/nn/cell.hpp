@@ -577,6 +577,36 @@ class CellBase {
   /// Wraps the inputs in a grad_hook node that runs the backward hooks.
   void wrap_backward_in(Args& args, const std::shared_ptr<BwdState>& st);
 
+  // A call whose arguments are all tensors and whose result is one tensor
+  // (nearly every layer's), when the cell is marked for dumping, runs under
+  // mixed precision or has hooks: the paths are compiled once in libms
+  // (src/nn/cell.cpp) rather than for every cell type and call, and reach
+  // the call's own arguments through one callback.
+  /// What the callback of tensor_call is asked for; each answer is an Args
+  /// (one tensor for a call's result).
+  enum class TensorCallOp {
+    kInputs,     ///< the arguments as tensors
+    kCall,       ///< operator() on the arguments as given
+    kCallWith,   ///< operator() on `*in` (the cast arguments of a mixed-precision call)
+    kConstruct,  ///< construct on the arguments as given (`in` null) or on `*in`
+  };
+  /// The callback of tensor_call.
+  using TensorCallFn = ::ms::detail::FunctionRef<Args(TensorCallOp, const Args*)>;
+  /// The call as Cell<Derived>::operator() makes it once it knows the cell
+  /// is dumped, under mixed precision or hooked: the dump scope, the
+  /// mixed-precision casts (`cast_args`: construct takes the cast tensors),
+  /// the recompute scope, then the hooks or construct.
+  Tensor tensor_call(bool cast_args, TensorCallFn f);
+  /// tensor_call's dump path: inside the dump scope, the call itself; eagerly,
+  /// its tensor arguments and result written at the boundary.
+  Tensor dump_tensor_call(TensorCallFn f);
+  /// tensor_call's mixed-precision path: with the cell's cast policy in force,
+  /// the call on the cast arguments, then the result cast.
+  Tensor amp_tensor_call(bool cast_args, TensorCallFn f);
+  /// tensor_call's hooked path (run_hooked): construct runs on the tensors
+  /// the forward pre-hooks give.
+  Tensor hooked_tensor_call(TensorCallFn f);
+
   void check_name(const std::string& name, std::string_view api, bool allow_dot = false) const;
   // load_state_dict's parts: the pre-hooks of every cell, the key matching
   // and checks (the (destination, source) pairs to write), the post-hooks
@@ -853,29 +883,37 @@ class Cell : public CellBase {
     using R = decltype(derived().construct(detail::construct_arg(a)...));
     using Out = ResultTraits<std::remove_cvref_t<R>>;
     using T = typename Out::type;
-    if (dump_ && !compiler::detail::in_dump_scope(this)) [[unlikely]]
-      return dump_call<T, Out>(a...);
     constexpr bool kBprop = has_bprop() || detail::BpropFor<Derived, A...>;
     if constexpr (kBprop) {
       static_assert(detail::BpropFor<Derived, A...> && std::is_same_v<T, Tensor>,
                     "bprop: a cell with a bprop takes tensors x1..xn, returns one tensor and "
                     "defines bprop(x1, ..., xn, out, dout) returning one gradient per input");
     }
-    if (amp_active()) [[unlikely]] {
-      if (detail::amp_entering() != this) return call_amp<T>(a...);
-      detail::amp_entering() = nullptr;  // call_amp's own call, with cast arguments
-    }
-    const compiler::detail::RecomputeScope recompute_scope(recompute_enabled() && tracing_now());
-    if (!has_hooks()) [[likely]] {  // none registered, or all removed
-      if constexpr (kBprop) {
-        if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});
+    if constexpr ((detail::is_tensorish_v<A> && ...) && std::is_same_v<T, Tensor> && !kBprop) {
+      // Tensors in, one tensor out, no bprop: the slow paths are libms's.
+      if (dump_ || amp_active() || has_hooks()) [[unlikely]]
+        return slow_tensor_call(a...);
+      const compiler::detail::RecomputeScope recompute_scope(recompute_enabled() && tracing_now());
+      return T(derived().construct(detail::construct_arg(a)...));
+    } else {
+      if (dump_ && !compiler::detail::in_dump_scope(this)) [[unlikely]]
+        return dump_call<T, Out>(a...);
+      if (amp_active()) [[unlikely]] {
+        if (detail::amp_entering() != this) return call_amp<T>(a...);
+        detail::amp_entering() = nullptr;  // call_amp's own call, with cast arguments
       }
-      if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
-        return derived().construct(detail::construct_arg(a)...);
-      else
-        return T(derived().construct(detail::construct_arg(a)...));
+      const compiler::detail::RecomputeScope recompute_scope(recompute_enabled() && tracing_now());
+      if (!has_hooks()) [[likely]] {  // none registered, or all removed
+        if constexpr (kBprop) {
+          if (tracing_now()) return call_bprop<sizeof...(A)>(Args{Tensor(a)...});
+        }
+        if constexpr (std::is_same_v<std::remove_cvref_t<R>, T>)
+          return derived().construct(detail::construct_arg(a)...);
+        else
+          return T(derived().construct(detail::construct_arg(a)...));
+      }
+      return call_hooked<T, Out>(a...);
     }
-    return call_hooked<T, Out>(a...);
   }
 
   /// A call that `construct` takes once its arguments are adapted: a
@@ -1122,6 +1160,31 @@ class Cell : public CellBase {
       return (args);
     else
       return args.tensors();
+  }
+
+  // A call of tensors returning one tensor that is dumped, under mixed
+  // precision or hooked, by CellBase::tensor_call (a member template of its
+  // own, so that it calls operator() once its return type is known). Its
+  // callbacks are cold: the inliner leaves construct's body out of them.
+  template <class... A>
+  Tensor slow_tensor_call(const A&... a) {
+    using R2 = decltype(derived().construct(detail::construct_arg(std::declval<AmpArg<A>>())...));
+    constexpr bool kCast =
+        std::is_same_v<typename ResultTraits<std::remove_cvref_t<R2>>::type, Tensor>;
+    using Op = TensorCallOp;
+    auto f = [&](Op op, const Args* in) __attribute__((cold))->Args {
+      if (op == Op::kInputs) return Args{Tensor(a)...};
+      if (op == Op::kConstruct && in == nullptr)
+        return Args{Tensor(derived().construct(detail::construct_arg(a)...))};
+      if (op == Op::kCall || (op == Op::kCallWith && !kCast)) return Args{(*this)(a...)};
+      return apply_args<sizeof...(A)>(
+          *in, [&](const auto&... x) __attribute__((cold))->Args {
+            if (op == Op::kConstruct) return Args{Tensor(derived().construct(x...))};
+            if constexpr (kCast) return Args{(*this)(x...)};
+            return {};  // not reached: kCallWith without kCast was answered above
+          });
+    };
+    return tensor_call(kCast, f);
   }
 
   // A call of a cell marked with ms::set_dump(cell): a dump scope around the
