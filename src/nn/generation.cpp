@@ -155,7 +155,12 @@ struct Batch {
   std::vector<std::int64_t> pad;    // pad slots per row
 };
 
-// The prefill's inputs for `slots` (rows of equal length n <= s), filled to s slots.
+// The prefill's inputs for `slots` (rows of equal length n <= s), filled to s
+// slots. The mask hides the pad slots and the fill slots (n and after): no
+// query before n sees a fill slot anyway (causal), and the fill slots' keys
+// and values are overwritten by the increments before they are attended, so
+// hiding them changes no result the generator reads and lets the attention
+// skip their key blocks.
 Batch prefill_inputs(const Slots& slots, std::int64_t s) {
   const auto b = static_cast<std::int64_t>(slots.size());
   std::vector<std::int64_t> ids, pos;
@@ -168,7 +173,7 @@ Batch prefill_inputs(const Slots& slots, std::int64_t s) {
       const std::int64_t t = j < static_cast<std::int64_t>(row.size()) ? row[j] : 0;
       ids.push_back(std::max<std::int64_t>(t, 0));
       pos.push_back(std::max<std::int64_t>(j - pad, 0));
-      mask.push_back(j < pad ? 1 : 0);
+      mask.push_back(j < pad || j >= static_cast<std::int64_t>(row.size()) ? 1 : 0);
     }
   }
   out.ids = from_vector(ids, Shape{b, s});

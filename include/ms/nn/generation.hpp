@@ -11,8 +11,9 @@
 // value [B, H, S, head_dim]), allocated by the prefill and never resized:
 // - prefill graph: the prompts, left-padded to a common length P and filled
 //   up to S slots, run through Gpt::forward_cached over all S slots (causal,
-//   pad slots hidden by a key padding mask); it returns the logits of every
-//   slot (the next-token logits are those of slot P - 1) and the caches.
+//   the pad slots and the fill slots from P on hidden by a key padding mask);
+//   it returns the logits of every slot (the next-token logits are those of
+//   slot P - 1) and the caches.
 // - increment graph: one token per row, written into slot `used` of every
 //   cache (ms::index_copy along the slots), attending over all S slots with
 //   a [B, S] key padding mask that hides the pad slots and the slots not yet
