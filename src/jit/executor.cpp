@@ -150,7 +150,8 @@ struct Executable::Step {
   std::shared_ptr<const ir::FusedRegion> region;
   std::vector<ir::ValueId> in, out;
   std::vector<ir::ValueId> release;  ///< values dead after this step
-  ir::ValueId in_place;  ///< Fused: a capture to write the result into (its Assign is skipped)
+  ir::ValueId in_place;  ///< Fused, or an Op with an update form: a capture to write the
+                         ///< result into (its Assign is skipped)
   bool skip = false;     ///< Assign: done in place by the step that computes its value
   std::string dump;      ///< file-name stem when the op is marked by set_dump
 };
@@ -223,7 +224,8 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
 }
 
 // A parameter update `Assign(p, v)` where v is computed by an elementwise
-// (fused) step S copies v into p after the whole graph ran. When nothing reads
+// (fused) step S, or by an op with an in-place form (OpDef::update) reading p
+// as its first input, copies v into p after the whole graph ran. When nothing reads
 // p's old value after S (directly or through a view of it), and S reads p only
 // directly (same index as it writes), S can write into p itself: one pass over
 // the parameter instead of three (write v, read v, write p).
@@ -250,8 +252,14 @@ void Executable::plan_in_place_updates() {
     const std::size_t si = producer[v];
     if (assigns[c] != 1 || si == kNoStep) continue;
     Step& s = steps_[si];
-    if (s.kind != Step::Kind::Fused || s.out.size() != 1 || s.in_place.valid()) continue;
+    if (s.out.size() != 1 || s.in_place.valid()) continue;
     if (!(G.value(c).type == G.value(v).type)) continue;
+    // An op with an in-place form qualifies when c is its first input only
+    // and c is contiguous (captures are bound when the graph is planned).
+    const bool op_update = s.kind == Step::Kind::Op && s.def->update && s.in[0] == c &&
+                           std::count(s.in.begin(), s.in.end(), c) == 1 &&
+                           G.producer(c).tensor.is_contiguous();
+    if (s.kind != Step::Kind::Fused && !op_update) continue;
     bool ok = true;
     std::vector<ir::ValueId> todo{c};
     ir::IdTable<ir::ValueId, bool> seen(nv, false);
@@ -371,6 +379,12 @@ void run_step(const Executable::Step& s, Executable::Frame& f) {
     case Executable::Step::Kind::Op: {
       f.scratch.clear();
       for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
+      if (s.in_place.valid()) {  // the op's update form writes into its first input
+        s.def->update(f.scratch, s.attrs);
+        f.scratch.clear();
+        f.vals[s.out[0]] = f.vals[s.in_place];
+        break;
+      }
       std::vector<Tensor> r = s.def->eval(f.scratch, s.attrs);
       f.scratch.clear();  // holds no input past its step
       for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(r[k]);

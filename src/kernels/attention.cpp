@@ -140,6 +140,20 @@ struct Ctx {
     return causal ? std::clamp<std::int64_t>(i + shift + 1, 0, tk) : tk;
   }
 
+  // True when a Bool mask hides every key j0 .. j0 + n - 1 from every row
+  // i0 .. i0 + m - 1 of problem b: the block adds nothing to those rows.
+  bool hides_block(std::int64_t b, std::int64_t i0, std::int64_t m, std::int64_t j0,
+                   std::int64_t n) const {
+    if (mask == nullptr || !mask_bool) return false;
+    for (std::int64_t i = i0; i < i0 + m; ++i) {
+      const auto* mb = reinterpret_cast<const bool*>(mask) + mask_off[static_cast<std::size_t>(b)] +
+                       i * mask_rs + j0 * mask_cs;
+      for (std::int64_t c = 0; c < n; ++c)
+        if (mb[c * mask_cs]) return false;
+    }
+    return true;
+  }
+
   // -inf where a key is not kept, the float mask added, in the scores s of
   // rows i0.. and keys j0.. of problem b.
   void apply_mask(Blk<T>& s, std::int64_t b, std::int64_t i0, std::int64_t j0) const {
@@ -243,6 +257,11 @@ void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t 
   const std::int64_t jend = c.key_end(i0 + m - 1);
   for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
     const std::int64_t n = std::min(kKeys, jend - j0);
+    // A hidden block's scores are -inf and their exps 0: with finite values
+    // it would leave mx, l and o as they are (up to the sign of a zero in o),
+    // so it is skipped without reading its keys and values (the unwritten
+    // slots of a decoding cache; non-finite values there do not leak in).
+    if (c.hides_block(b, i0, m, j0, n)) continue;
     Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
     online_step(s, o, w.vb.blk(n, c.ev), w.mx.data(), w.l.data());
   }

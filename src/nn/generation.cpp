@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <utility>
 
 #include "ms/ops/layout.hpp"
@@ -18,8 +19,7 @@ constexpr std::string_view kApi = "GptGenerator::generate";
 
 using Prefill = std::function<std::pair<Tensor, std::vector<Tensor>>(const Tensor&, const Tensor&,
                                                                      const Tensor&)>;
-using Increment = std::function<std::pair<Tensor, std::vector<Tensor>>(
-    const Tensor&, const Tensor&, const Tensor&, const std::vector<Tensor>&, const Tensor&)>;
+using Increment = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&, const Tensor&)>;
 
 // The caches of all layers as one flat list (key, value of layer 0, then 1, ...).
 std::vector<Tensor> flatten_caches(const std::vector<KvCache>& caches) {
@@ -102,6 +102,10 @@ class EvalMode {
 
 struct GptGenerator::Impl {
   Gpt& gpt;
+  // The caches of each batch size (flat, as flatten_caches), contiguous and
+  // never reallocated: the increment graph captures them and writes its slot
+  // into them in place.
+  std::map<std::int64_t, std::vector<Tensor>> stores;
   Jitted<Prefill> prefill;
   Jitted<Increment> increment;
 
@@ -116,13 +120,24 @@ struct GptGenerator::Impl {
                         }),
                         cfg)),
         increment(ms::jit(Increment([this](const Tensor& ids, const Tensor& pos, const Tensor& kpm,
-                                           const std::vector<Tensor>& flat, const Tensor& at) {
-                            std::vector<KvCache> caches = unflatten_caches(flat);
+                                           const Tensor& at) {
+                            std::vector<Tensor>& store = stores.at(ids.dim(0));
+                            std::vector<KvCache> caches = unflatten_caches(store);
                             Tensor logits =
                                 gpt.forward_cached(ids, pos, caches, at, {.key_padding_mask = kpm});
-                            return std::pair(logits, flatten_caches(caches));
+                            const std::vector<Tensor> flat = flatten_caches(caches);
+                            for (std::size_t i = 0; i < flat.size(); ++i) store[i].copy_(flat[i]);
+                            return logits;
                           }),
                           cfg)) {}
+
+  // The caches of batch size `b` set to the prefill's `caches`.
+  void store_caches(std::int64_t b, const std::vector<Tensor>& caches) {
+    std::vector<Tensor>& store = stores[b];
+    if (store.empty())
+      for (const Tensor& c : caches) store.push_back(zeros(c.shape(), c.dtype()));
+    for (std::size_t i = 0; i < caches.size(); ++i) store[i].copy_(caches[i]);
+  }
 
   std::vector<std::vector<std::int64_t>> cached(
       const std::vector<std::vector<std::int64_t>>& prompts, const GenerateOptions& o);
@@ -140,7 +155,12 @@ struct Batch {
   std::vector<std::int64_t> pad;    // pad slots per row
 };
 
-// The prefill's inputs for `slots` (rows of equal length n <= s), filled to s slots.
+// The prefill's inputs for `slots` (rows of equal length n <= s), filled to s
+// slots. The mask hides the pad slots and the fill slots (n and after): no
+// query before n sees a fill slot anyway (causal), and the fill slots' keys
+// and values are overwritten by the increments before they are attended, so
+// hiding them changes no result the generator reads and lets the attention
+// skip their key blocks.
 Batch prefill_inputs(const Slots& slots, std::int64_t s) {
   const auto b = static_cast<std::int64_t>(slots.size());
   std::vector<std::int64_t> ids, pos;
@@ -153,7 +173,7 @@ Batch prefill_inputs(const Slots& slots, std::int64_t s) {
       const std::int64_t t = j < static_cast<std::int64_t>(row.size()) ? row[j] : 0;
       ids.push_back(std::max<std::int64_t>(t, 0));
       pos.push_back(std::max<std::int64_t>(j - pad, 0));
-      mask.push_back(j < pad ? 1 : 0);
+      mask.push_back(j < pad || j >= static_cast<std::int64_t>(row.size()) ? 1 : 0);
     }
   }
   out.ids = from_vector(ids, Shape{b, s});
@@ -177,14 +197,13 @@ std::vector<std::vector<std::int64_t>> GptGenerator::Impl::cached(
   }
   Generator gen(o.seed);
   std::vector<std::vector<std::int64_t>> out(prompts.size());
-  std::vector<Tensor> caches;
   Tensor logits;  // [B, V]: the next token's
   std::vector<std::int64_t> pad;
   auto run_prefill = [&] {
     Batch in = prefill_inputs(slots, s);
     auto [all, c] = prefill(in.ids, in.positions, in.pad_mask);
     logits = all.select(1, static_cast<std::int64_t>(slots[0].size()) - 1);
-    caches = std::move(c);
+    store_caches(b, c);
     pad = std::move(in.pad);
   };
   run_prefill();
@@ -208,10 +227,9 @@ std::vector<std::vector<std::int64_t>> GptGenerator::Impl::cached(
       for (std::int64_t j = 0; j < s; ++j)
         mask.push_back(j < pad[static_cast<std::size_t>(r)] || j > used ? 1 : 0);
     }
-    auto [l, c] = increment(from_vector(next, Shape{b, 1}), from_vector(pos, Shape{b, 1}),
-                            from_vector(mask, Shape{b, s}).to(bool_), caches, ms::mutable_(used));
-    logits = l.select(1, 0);
-    caches = std::move(c);
+    logits = increment(from_vector(next, Shape{b, 1}), from_vector(pos, Shape{b, 1}),
+                       from_vector(mask, Shape{b, s}).to(bool_), ms::mutable_(used))
+                 .select(1, 0);
   }
   return out;
 }

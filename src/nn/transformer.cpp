@@ -293,11 +293,8 @@ Tensor MultiheadAttention::attention_cached(const Tensor& x, KvCache& cache,
     MS_CHECK(write_at->rank() == 0 && dtype_is_int(write_at->dtype()), TypeError, api,
              ": write_at must be a 0-d integer tensor, got ", write_at->dtype(), " ",
              write_at->shape());
-    const std::int64_t s = cache.key.dim(2);
-    const Tensor slot =
-        Tensor(eq(arange(0, static_cast<double>(s), 1.0, write_at->dtype()), *write_at))
-            .reshape(Shape({1, 1, s, 1}));
-    cache = {Tensor(where(slot, k, cache.key)), Tensor(where(slot, v, cache.value))};
+    const Tensor slot = write_at->reshape(Shape({1}));
+    cache = {index_copy(cache.key, 2, slot, k), index_copy(cache.value, 2, slot, v)};
   }
   const std::int64_t s = cache.key.dim(2);
   std::optional<Tensor> kpm;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -839,6 +840,92 @@ TensorList IndexSelect::eval(const Attrs& a, Inputs in) {
   return {out};
 }
 
+TypeList IndexCopy::infer(const Attrs& a, Types in) {
+  constexpr std::string_view op = "index_copy";
+  const TensorType &x = in[0], &index = in[1], &src = in[2];
+  check_packed(x.dtype, op, "x");
+  check_index_dtype(index.dtype, op, "index");
+  MS_CHECK(src.dtype == x.dtype, TypeError, "index_copy: source must have x's dtype ", x.dtype,
+           ", got ", src.dtype);
+  MS_CHECK(x.shape.rank() > 0, ShapeError,
+           "index_copy: x must have rank >= 1, got a rank-0 tensor");
+  MS_CHECK(index.shape.rank() == 1, ShapeError, "index_copy: index must be 1-D, got shape ",
+           index.shape);
+  const std::int64_t ax = axis_normalize(a.axis, x.shape.rank(), op);
+  Shape want = x.shape;
+  want[u(ax)] = index.shape[0];
+  MS_CHECK(src.shape == want, ShapeError, "index_copy: source must have shape ", want, " (x ",
+           x.shape, " with index's length on axis ", ax, "), got ", src.shape);
+  TensorType t{x.dtype, x.shape};
+  check_out_size(t, op);
+  return {t};
+}
+
+namespace {
+
+// The index values of index_copy (checked in range and distinct).
+std::vector<std::int64_t> copy_positions(const Tensor& index, std::int64_t limit,
+                                         const std::string& range) {
+  check_index_values(index, limit, "index_copy", "index", range);
+  const Tensor i64 = index.dtype() == int64 ? index : index.to(int64).contiguous();
+  const std::int64_t* p = i64.data<std::int64_t>();
+  const std::vector<std::int64_t> pos(p, p + i64.numel());
+  std::vector<std::int64_t> sorted = pos;
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  MS_CHECK(dup == sorted.end(), ValueError, "index_copy: index must hold distinct positions, got ",
+           dup == sorted.end() ? 0 : *dup, " twice");
+  return pos;
+}
+
+}  // namespace
+
+namespace {
+
+// Writes the slices of `src` (contiguous) at positions `pos` along `ax` of
+// `out` (contiguous, x's shape).
+void copy_slices(const Tensor& out, std::int64_t ax, const std::vector<std::int64_t>& pos,
+                 const Tensor& src) {
+  // Row-major: `outer` blocks of [len, inner] in out and of [n, inner] in source.
+  const auto n = static_cast<std::int64_t>(pos.size());
+  const std::int64_t len = out.shape()[u(ax)];
+  std::int64_t outer = 1, inner = out.itemsize();
+  for (std::int64_t d = 0; d < ax; ++d) outer *= out.shape()[u(d)];
+  for (std::int64_t d = ax + 1; d < out.rank(); ++d) inner *= out.shape()[u(d)];
+  std::byte* o = out.raw_data();
+  const std::byte* s = src.raw_data();
+  for (std::int64_t b = 0; b < outer; ++b)
+    for (std::int64_t i = 0; i < n; ++i)
+      std::memcpy(o + (b * len + pos[u(i)]) * inner, s + (b * n + i) * inner, u(inner));
+}
+
+// index_copy's slices written into `out` (x itself, or a copy of it).
+void index_copy_into(Tensor out, const IndexCopy::Attrs& a, Inputs in) {
+  const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
+  const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_copy");
+  const std::vector<std::int64_t> pos = copy_positions(
+      index, x.shape()[u(ax)], ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  if (!out.is_same(x)) out.copy_(x);
+  copy_slices(out, ax, pos, src);
+}
+
+}  // namespace
+
+TensorList IndexCopy::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "index_copy");
+  index_copy_into(out, a, in);
+  return {out};
+}
+
+void IndexCopy::update(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  MS_CHECK(in[0].is_contiguous(), ValueError,
+           "index_copy: an in-place update needs a contiguous x, got a strided view of shape ",
+           in[0].shape());
+  index_copy_into(in[0], a, in);
+}
+
 TypeList GatherGrad::infer(const Attrs& a, Types in) {
   constexpr std::string_view op = "gather_grad";
   const TensorType &g = in[0], &index = in[1];
@@ -911,6 +998,12 @@ TensorList Gather::vjp(const Attrs& a, const GradContext& c) {
 TensorList IndexSelect::vjp(const Attrs& a, const GradContext& c) {
   return {index_select_grad(c.out_grads[0], a.axis, c.inputs[1], c.inputs[0].shape()), Tensor()};
 }
+TensorList IndexCopy::vjp(const Attrs& a, const GradContext& c) {
+  const Tensor& g = c.out_grads[0];
+  const Tensor& index = c.inputs[1];
+  return {index_copy(g, a.axis, index, zeros_like(c.inputs[2])), Tensor(),
+          index_select(g, a.axis, index)};
+}
 TensorList GatherGrad::vjp(const Attrs& a, const GradContext& c) {
   return {gather(c.out_grads[0], a.axis, c.inputs[1]), Tensor()};
 }
@@ -968,6 +1061,47 @@ Samples Gather::samples() {
                   attrs_to(Attrs{.axis = 1}),
                   "ms::IndexError",
                   "gather: index[1, 0] = -1 is out of range"}}};
+}
+
+Samples IndexCopy::samples() {
+  return {.cases = {{"rows 2 and 0",
+                     {tensor({{1.0, 2.0}, {3.0, 4.0}, {5.0, 6.0}}), tensor({2, 0}),
+                      tensor({{7.0, 8.0}, {9.0, 10.0}})},
+                     {},
+                     {tensor({{9.0, 10.0}, {3.0, 4.0}, {7.0, 8.0}})}},
+                    {"a cache slot: axis 2 of [1, 2, 5, 3], int32 index",
+                     {sample_tensor({1, 2, 5, 3}, 62), tensor({3}, int32),
+                      sample_tensor({1, 2, 1, 3}, 63)},
+                     attrs_to(Attrs{.axis = 2}),
+                     {},
+                     0,
+                     {0, 2}},
+                    {"axis -1",
+                     {sample_tensor({2, 4}, 64), tensor({3, 1}), sample_tensor({2, 2}, 65)},
+                     attrs_to(Attrs{.axis = -1}),
+                     {},
+                     0,
+                     {0, 2}}},
+          .errors = {{"repeated index",
+                      {zeros({3, 2}), tensor({1, 1}), zeros({2, 2})},
+                      {},
+                      "ms::ValueError",
+                      "index_copy: index must hold distinct positions, got 1 twice"},
+                     {"source of the wrong shape",
+                      {zeros({3, 2}), tensor({1}), zeros({2, 2})},
+                      {},
+                      "ms::ShapeError",
+                      "index_copy: source must have shape [1, 2]"},
+                     {"source of another dtype",
+                      {zeros({3, 2}), tensor({1}), zeros({1, 2}, float64)},
+                      {},
+                      "ms::TypeError",
+                      "index_copy: source must have x's dtype"},
+                     {"index value out of range",
+                      {zeros({3, 2}), tensor({3}), zeros({1, 2})},
+                      {},
+                      "ms::IndexError",
+                      "is out of range"}}};
 }
 
 Samples IndexSelect::samples() {
@@ -1651,8 +1785,8 @@ namespace ops::detail {
 
 void register_layout_ops() {
   register_entries<Reshape, Transpose, Permute, Squeeze, Unsqueeze, Flatten, BroadcastTo, Concat,
-                   Stack, Split, Pad, Cast, Gather, IndexSelect, GatherGrad, IndexSelectGrad,
-                   Cumsum, OneHot, Triu, Tril, MaskedFill>();
+                   Stack, Split, Pad, Cast, Gather, IndexSelect, IndexCopy, GatherGrad,
+                   IndexSelectGrad, Cumsum, OneHot, Triu, Tril, MaskedFill>();
 }
 
 }  // namespace ops::detail

@@ -246,6 +246,44 @@ TEST_SUITE("jit") {
     CHECK(w.to_vector<float>() == std::vector<float>{4, 4});
   }
 
+  TEST_CASE("an index_copy update of a capture is written in place when the old value is dead") {
+    // c[at] = x on a captured [256, 64] c (64 KiB), then the sum of the
+    // updated c: in place, the arena holds no copy of c.
+    Tensor c = full({256, 64}, 1.f);
+    const Tensor at = tensor({5});
+    auto update = [&](auto& in) {
+      assign(c, index_copy(c, 0, at, in[0]));
+      return std::vector<Tensor>{sum(c)};
+    };
+    ir::Graph g = trace(update, {{1, 64}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    for (float x : {3.f, 4.f}) {
+      const auto out = e.run(std::vector<Tensor>{full({1, 64}, x)});
+      CHECK(out[0].item<float>() == 255 * 64 + 64 * x);
+      CHECK(c.select(0, 5).to_vector<float>() == std::vector<float>(64, x));
+      CHECK(c.select(0, 4).to_vector<float>() == std::vector<float>(64, 1.f));
+    }
+    CHECK(e.arena_bytes() < 256 * 64 * 4);
+    // The old value read after the update, or a strided capture: a copy, the
+    // same values.
+    Tensor d = full({4, 3}, 1.f), dt = full({3, 4}, 1.f).transpose(0, 1);
+    for (Tensor* cap : {&d, &dt}) {
+      ir::Graph h = trace(
+          [&](auto& in) {
+            Tensor before = *cap * 1.f;
+            assign(*cap, index_copy(*cap, 0, tensor({2, 0}), in[0]));
+            return std::vector<Tensor>{before + 0.f, *cap * 1.f};
+          },
+          {{2, 3}});
+      compiler::optimize(h, {.verify = true});
+      const auto out = compiler::Executable(h).run(std::vector<Tensor>{full({2, 3}, 7.f)});
+      CHECK(out[0].to_vector<float>() == std::vector<float>(12, 1.f));
+      CHECK(out[1].to_vector<float>() == std::vector<float>{7, 7, 7, 1, 1, 1, 7, 7, 7, 1, 1, 1});
+      CHECK(cap->to_vector<float>() == out[1].to_vector<float>());
+    }
+  }
+
   TEST_CASE("a steady-state run serves every intermediate from the planned arena") {
     const Tensor w = ones({8, 8});
     ir::Graph g = trace(

@@ -142,6 +142,24 @@ TEST_SUITE("ops") {
     CHECK(allclose(y.select(1, 1), v.select(1, 0), 1e-12, 1e-12));
   }
 
+  TEST_CASE("attention: keys a Bool mask hides in whole blocks are not read (decoding)") {
+    // One query against 192 cache slots (three blocks of 64 keys), the last
+    // two hidden, as in a decoding step: bitwise the attention over the first
+    // 64 keys alone, and NaN in the hidden slots does not reach the output.
+    const Tensor q = random_tensor(float32, {2, 3, 1, 8}, {-1, 1}, 30);
+    const Tensor k = random_tensor(float32, {2, 3, 192, 8}, {-1, 1}, 31);
+    const Tensor v = random_tensor(float32, {2, 3, 192, 8}, {-1, 1}, 32);
+    std::vector<std::uint8_t> keep(192, 0);
+    for (std::size_t j = 0; j < 64; ++j) keep[j] = j % 5 != 3;
+    const Tensor mask = from_vector(keep, Shape{1, 1, 1, 192}).to(bool_);
+    const Tensor first = scaled_dot_product_attention(q, k.slice(2, 0, 64), v.slice(2, 0, 64),
+                                                      {.mask = mask.slice(3, 0, 64)});
+    const Tensor nan = full({2, 3, 128, 8}, std::nan(""), float32);
+    const Tensor kn = concat({k.slice(2, 0, 64), nan}, 2), vn = concat({v.slice(2, 0, 64), nan}, 2);
+    CHECK(allclose(scaled_dot_product_attention(q, k, v, {.mask = mask}), first, 0, 0));
+    CHECK(allclose(scaled_dot_product_attention(q, kn, vn, {.mask = mask}), first, 0, 0));
+  }
+
   TEST_CASE("attention: gradcheck of q, k, v (float64)") {
     const Tensor q = random_tensor(float64, {2, 2, 5, 3}, {-1, 1}, 20);
     const Tensor k = random_tensor(float64, {2, 2, 6, 3}, {-1, 1}, 21);

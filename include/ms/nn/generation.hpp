@@ -11,13 +11,18 @@
 // value [B, H, S, head_dim]), allocated by the prefill and never resized:
 // - prefill graph: the prompts, left-padded to a common length P and filled
 //   up to S slots, run through Gpt::forward_cached over all S slots (causal,
-//   pad slots hidden by a key padding mask); it returns the logits of every
-//   slot (the next-token logits are those of slot P - 1) and the caches.
+//   the pad slots and the fill slots from P on hidden by a key padding mask);
+//   it returns the logits of every slot (the next-token logits are those of
+//   slot P - 1) and the caches.
 // - increment graph: one token per row, written into slot `used` of every
-//   cache (ms::where over the slots), attending over all S slots with a
-//   [B, S] key padding mask that hides the pad slots and the slots not yet
+//   cache (ms::index_copy along the slots), attending over all S slots with
+//   a [B, S] key padding mask that hides the pad slots and the slots not yet
 //   written; `used` is an ms::mutable_ scalar, so it is a graph input, not a
-//   constant.
+//   constant. The generator keeps the caches of each batch size (contiguous,
+//   never reallocated; the prefill's caches are copied into them), and the
+//   increment graph captures them and assigns its new caches to them
+//   (copy_): the jit runs that index_copy in place, so a step writes one slot
+//   per cache instead of copying the caches.
 // Every argument of both graphs has a fixed shape for a given batch size, so
 // a whole generation compiles exactly two graphs, whatever the prompt
 // lengths and however many tokens: no auto-dynamic recompiles (with

@@ -122,7 +122,7 @@ class MultiheadAttention : public Cell<MultiheadAttention> {
   /// the call attends as attention(x, x, x, masks). With `write_at` (a 0-d
   /// integer tensor, usually an ms::mutable_ graph input) `x` is one position
   /// ([B, 1, E]): its key and value are written into cache slot `write_at`
-  /// (ms::where over the slots: the cache keeps its shape, so a compiled
+  /// (ms::index_copy along the slots, write_at in [0, S): the cache keeps its shape, so a compiled
   /// graph serves every slot) and the query attends over all S slots;
   /// `masks.key_padding_mask` ([B, S]) must hide the slots not yet written.
   /// ValueError/ShapeError naming MultiheadAttention::attention_cached otherwise.

@@ -1,7 +1,7 @@
 // ms/ops/layout.hpp — shape and indexing ops: reshape, transpose, permute,
 // squeeze, unsqueeze, flatten, broadcast_to, slice, select, stop_gradient
 // (views), concat, stack, split, gather, index_select, gather_grad,
-// index_select_grad, cumsum, one_hot, triu, tril, masked_fill, pad, cast.
+// index_select_grad, index_copy, cumsum, one_hot, triu, tril, masked_fill, pad, cast.
 // The view methods of ms::Tensor (`x.slice(...)`, `x.transpose(...)`, ...)
 // are these entries' public forms (src/ops/view.cpp).
 //
@@ -643,6 +643,32 @@ struct IndexSelectGrad {
   ///@}
 };
 
+/// x with its slices at positions `index` (1-D Int32/Int64, distinct values
+/// in [0, x.dim(axis))) along `axis` replaced by the slices of `source` in
+/// order (torch.index_copy): source has x's shape except source.dim(axis) =
+/// index.dim(0), and x's dtype. The output is a new contiguous tensor (x is
+/// not written). TypeError for another source dtype or a non-integer index,
+/// ShapeError for other shapes, IndexError for an index out of range,
+/// ValueError for a repeated index. Differentiable in x and source. Inside
+/// ms::jit, `c.copy_(index_copy(c, axis, index, source))` of a captured,
+/// contiguous c writes only the copied slices into c (the entry's `update`).
+/// `ms::index_copy(cache, 2, slot, k)` writes k into slot `slot` of axis 2.
+struct IndexCopy {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
+  static constexpr std::string_view name = "index_copy";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{3, 3};
+  static constexpr Props props{};
+  using Attrs = Gather::Attrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void update(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+  ///@}
+};
+
 /// Inclusive (or exclusive) running sums along `axis`, front to back (or back
 /// to front with `reverse`), as MindSpore's CumSum: out[i] = x[0] + ... + x[i]
 /// (exclusive: up to x[i - 1], so out[0] = 0). The output has x's shape and
@@ -816,6 +842,12 @@ inline Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const
                                 const Shape& input_size) {
   return ops::invoke1<ops::IndexSelectGrad>({grad_out, index},
                                             {.axis = axis, .input_size = input_size.dims()});
+}
+/// x with the slices at `index` along `axis` replaced by those of `source`
+/// (ms::ops::IndexCopy): `ms::index_copy(x, 0, ms::tensor({2}), row)`.
+inline Tensor index_copy(const Tensor& x, std::int64_t axis, const Tensor& index,
+                         const Tensor& source) {
+  return ops::invoke1<ops::IndexCopy>({x, index, source}, {.axis = axis});
 }
 /// Running sums along an axis (ms::ops::Cumsum): `ms::cumsum(x, {.axis = 1, .reverse = true})`.
 inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {

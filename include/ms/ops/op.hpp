@@ -115,6 +115,9 @@ struct GradContext {
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 /// Evaluation: the concrete outputs for concrete inputs and attributes.
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
+/// In-place evaluation: writes the single output into the first input (a
+/// contiguous tensor of the output's type) instead of a new tensor.
+using UpdateFn = std::function<void(std::span<const Tensor>, const Attrs&)>;
 
 /// An op's samples for the table-driven tests (ms/ops/samples.hpp).
 struct Samples;
@@ -176,6 +179,11 @@ struct OpDef {
   EvalFn eval;
   /// Gradient rule (the entry's `vjp`); empty for non-differentiable ops.
   GradFn grad = {};
+  /// In-place form of `eval` (the entry's `update`); empty for most ops. The
+  /// jit's executor runs it for a capture update `Assign(c, op(c, ...))` when
+  /// nothing reads c's old value afterwards: the output is written into c
+  /// instead of a new tensor that the Assign would then copy into c.
+  UpdateFn update = {};
   /// The op's samples (an entry's `samples`); null where the test tables hold them.
   Samples (*samples)() = nullptr;
   /// What the jit's simplification may assume.

@@ -43,6 +43,10 @@ OpDef entry_def() {
                      const Attrs& a) { return E::eval(attrs_from<A>(a, E::name), in); }};
   if constexpr (requires(const A& a, const GradContext& c) { E::vjp(a, c); })
     d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
+  if constexpr (requires(const A& a, std::span<const Tensor> in) { E::update(a, in); })
+    d.update = [](std::span<const Tensor> in, const Attrs& a) {
+      E::update(attrs_from<A>(a, E::name), in);
+    };
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
   if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
   d.algebra = E::props.algebra;
