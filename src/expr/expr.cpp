@@ -139,6 +139,7 @@ void evaluate_into(Lowering& L, const Lowered& root, const Tensor& dst) {
            " cannot be written into a tensor of shape ", dst.shape());
   kernels::ew_register_type(dst.dtype(), "assign");  // rejects complex / int4 destinations
   const kernels::EwProgram prog = L.builder.finish(root.reg, dst.shape(), dst.dtype());
+  dst.storage()->note_write();
   kernels::ew_run(prog, L.inputs, dst);
 }
 

@@ -15,6 +15,7 @@
 
 #include "ms/jit/compile.hpp"
 #include "ms/jit/dump.hpp"
+#include "ms/kernels/layout.hpp"
 
 namespace ms::compiler {
 namespace {
@@ -153,7 +154,19 @@ struct Executable::Step {
   ir::ValueId in_place;  ///< Fused, or an Op with an update form: a capture to write the
                          ///< result into (its Assign is skipped)
   bool skip = false;     ///< Assign: done in place by the step that computes its value
-  std::string dump;      ///< file-name stem when the op is marked by set_dump
+  /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
+  /// Fused with in_place: also writes kept copy `kept` (cast of the result).
+  int kept = -1;
+  std::string dump;  ///< file-name stem when the op is marked by set_dump
+};
+
+// A cast of a captured tensor kept across runs (see plan_kept_casts).
+struct Executable::Kept {
+  Tensor master;             ///< the captured tensor
+  Tensor copy;               ///< cast(master), of the cast's dtype
+  std::uint64_t synced = 0;  ///< master's write_count() when copy was last made equal
+  bool made = false;         ///< copy was ever made
+  bool rewritten = false;    ///< a fused update rewrites it with the capture
 };
 
 struct Executable::Frame {
@@ -221,6 +234,7 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
     if (last_use[v] != kNoStep && !keep[v]) steps_[last_use[v]].release.push_back(v);
   }
   plan_in_place_updates();
+  plan_kept_casts();
 }
 
 // A parameter update `Assign(p, v)` where v is computed by an elementwise
@@ -293,6 +307,110 @@ void Executable::plan_in_place_updates() {
   }
 }
 
+namespace {
+
+// Steps (indices) that read value v or a value that may share its memory
+// (the outputs of may_alias ops on it, transitively); `users` per value.
+// `reaches_output` is set when one of those values is a graph output.
+std::vector<std::size_t> readers_of(const ir::IdTable<ir::ValueId, std::vector<std::size_t>>& users,
+                                    const std::vector<Executable::Step>& steps, ir::ValueId v,
+                                    std::size_t nv, bool& reaches_output,
+                                    const ir::IdTable<ir::ValueId, bool>& is_output) {
+  std::vector<std::size_t> out;
+  std::vector<ir::ValueId> todo{v};
+  ir::IdTable<ir::ValueId, bool> seen(nv, false);
+  seen[v] = true;
+  while (!todo.empty()) {
+    const ir::ValueId x = todo.back();
+    todo.pop_back();
+    reaches_output |= is_output[x];
+    for (std::size_t u : users[x]) {
+      out.push_back(u);
+      const Executable::Step& us = steps[u];
+      if (us.kind == Executable::Step::Kind::Op && us.def->may_alias)
+        for (ir::ValueId o : us.out)
+          if (!seen[o]) {
+            seen[o] = true;
+            todo.push_back(o);
+          }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// A step `X = Cast(c)` of a captured tensor c to another floating dtype reads
+// a copy kept across runs instead of casting each run, when either
+//  - the graph never writes c (the copy stays valid until c is written
+//    elsewhere), or
+//  - c's only write is the in-place fused update S (plan_in_place_updates)
+//    and every reader of X (or of a view of it) runs before S: S then also
+//    writes cast(result) into the copy in the same pass.
+// X must not be a graph output (the caller would hold the copy). Before each
+// run a copy whose capture was written since (Storage::write_count: by
+// copy_, assign, set_data, a checkpoint load, another graph) is recast.
+void Executable::plan_kept_casts() {
+  const ir::Graph& G = graph_;
+  const std::size_t nv = G.values.size();
+  constexpr std::size_t kNoStep = std::numeric_limits<std::size_t>::max();
+  ir::IdTable<ir::ValueId, std::vector<std::size_t>> users(nv);
+  ir::IdTable<ir::ValueId, int> assigns(nv, 0);
+  ir::IdTable<ir::ValueId, std::size_t> writer(nv, kNoStep);  // the in-place fused step
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    for (ir::ValueId v : s.in) users[v].push_back(i);
+    if (s.kind == Step::Kind::Assign) ++assigns[s.in[0]];
+    if (s.kind == Step::Kind::Fused && s.in_place.valid()) writer[s.in_place] = i;
+  }
+  ir::IdTable<ir::ValueId, bool> is_output(nv, false);
+  for (ir::ValueId v : G.outputs) is_output[v] = true;
+  for (std::size_t x = 0; x < steps_.size(); ++x) {
+    Step& xs = steps_[x];
+    if (xs.kind != Step::Kind::Op || xs.def->name != "cast" || !xs.dump.empty()) continue;
+    const ir::ValueId c = xs.in[0], out = xs.out[0];
+    const ir::Node& cn = G.producer(c);
+    const DType from = G.value(c).type.dtype, to = G.value(out).type.dtype;
+    if (cn.kind != ir::NodeKind::Capture || from == to || !dtype_is_float(from) ||
+        !dtype_is_float(to))
+      continue;
+    bool reaches_output = false;
+    const std::vector<std::size_t> readers =
+        readers_of(users, steps_, out, nv, reaches_output, is_output);
+    if (reaches_output) continue;
+    const std::size_t w = writer[c];
+    if (assigns[c] > 0) {
+      // ew_run_also converts from the update's output: a register type (float32, float64).
+      if (assigns[c] != 1 || w == kNoStep || steps_[w].kept >= 0 ||
+          kernels::ew_register_type(from, "cast") != from)
+        continue;
+      if (std::any_of(readers.begin(), readers.end(), [&](std::size_t u) { return u >= w; }))
+        continue;
+    }
+    Kept k;
+    k.master = cn.tensor;
+    k.copy = empty(cn.tensor.shape(), to);
+    k.rewritten = assigns[c] > 0;
+    xs.kept = static_cast<int>(kept_.size());
+    if (k.rewritten) steps_[w].kept = xs.kept;
+    kept_.push_back(std::move(k));
+  }
+}
+
+std::size_t Executable::kept_casts() const { return kept_.size(); }
+
+void Executable::refresh_kept_casts() const {
+  if (kept_.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Kept& k : kept_) {
+    const std::uint64_t w = k.master.storage()->write_count();
+    if (k.made && w == k.synced) continue;
+    kernels::cast(k.master, k.copy);
+    k.synced = w;
+    k.made = true;
+  }
+}
+
 Executable::~Executable() = default;
 
 std::unique_ptr<Executable::Frame> Executable::take_frame() const {
@@ -362,14 +480,22 @@ std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const ir::ValueId
   return outs;
 }
 
-void run_step(const Executable::Step& s, Executable::Frame& f) {
+void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executable::Kept> kept) {
   switch (s.kind) {
     case Executable::Step::Kind::Fused: {
       f.ptrs.clear();
       for (ir::ValueId v : s.in) f.ptrs.push_back(&f.vals[v]);
       if (s.in_place.valid()) {
         const Tensor& dst = f.vals[s.in_place];
-        kernels::ew_run(s.region->program, f.ptrs, dst);
+        Storage& st = *dst.storage();
+        st.note_write();
+        if (s.kept >= 0) {
+          Executable::Kept& k = kept[static_cast<std::size_t>(s.kept)];
+          kernels::ew_run_also(s.region->program, f.ptrs, dst, k.copy);
+          k.synced = st.write_count();
+        } else {
+          kernels::ew_run(s.region->program, f.ptrs, dst);
+        }
         f.vals[s.out[0]] = dst;
       } else {
         f.vals[s.out[0]] = kernels::ew_eval(s.region->program, f.ptrs);
@@ -377,6 +503,10 @@ void run_step(const Executable::Step& s, Executable::Frame& f) {
       break;
     }
     case Executable::Step::Kind::Op: {
+      if (s.kept >= 0) {  // a cast of a capture: its kept copy
+        f.vals[s.out[0]] = kept[static_cast<std::size_t>(s.kept)].copy;
+        break;
+      }
       f.scratch.clear();
       for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
       if (s.in_place.valid()) {  // the op's update form writes into its first input
@@ -433,6 +563,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   check_inputs(graph_, input_values_, inputs);
   const std::int64_t call = calls_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<Frame> f = take_frame();
+  refresh_kept_casts();
   std::vector<Tensor> outs;
   {
     f->source->begin_run();
@@ -445,7 +576,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
           outs = take_outputs(graph_, leaf_values_, *f);
           taken = true;
         }
-        run_step(s, *f);
+        run_step(s, *f, kept_);
         if (!s.dump.empty()) dump_step(s, *f, call);
         for (ir::ValueId v : s.release) f->vals[v] = Tensor();
       }

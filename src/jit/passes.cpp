@@ -38,6 +38,23 @@ bool fusable(const Node& n) {
   return is_ew(n) && !n.attrs.has("split_op") && !dump_enabled(n.def->name) && n.dump_scope.empty();
 }
 
+// A cast between floating dtypes, free to fuse: within a fused region it is a
+// register conversion (exact when it widens), or, as a region's root, the
+// store's rounding to the narrower dtype.
+bool fusable_cast(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::Op || n.def->name != "cast" || n.attrs.has("split_op") ||
+      dump_enabled(n.def->name) || !n.dump_scope.empty())
+    return false;
+  const DType from = g.value(n.inputs[0]).type.dtype, to = g.value(n.outputs[0]).type.dtype;
+  return from != to && dtype_is_float(from) && dtype_is_float(to);
+}
+// Whether every value of `from` is exactly a value of `to` (both floating).
+bool widens(DType from, DType to) {
+  const bool half = from == DType::Float16 || from == DType::BFloat16;
+  return (half && (to == DType::Float32 || to == DType::Float64)) ||
+         (from == DType::Float32 && to == DType::Float64);
+}
+
 // Per value: the value that replaces it, or kNoValue for itself.
 using Replacements = IdTable<ValueId, ValueId>;
 
@@ -240,7 +257,17 @@ std::shared_ptr<ir::FusedRegion> build_region(const Graph& g, std::span<const No
   expr::Lowered root;
   for (NodeId id : members) {
     const Node& n = g.node(id);
-    MS_ASSERT(is_ew(n));
+    if (!is_ew(n)) {  // a cast (fusable_cast): a register conversion, rounded by the store
+      MS_ASSERT(fusable_cast(g, n));
+      root = operand(n.inputs[0]);
+      root.dtype = g.value(n.outputs[0]).type.dtype;
+      const DType rt = kernels::ew_register_type(root.dtype, "fused region");
+      root.reg = L.builder.convert(root.reg, root.reg_type, rt);
+      root.reg_type = rt;
+      lowered[n.outputs[0]] = root;
+      region->ops.push_back(ops::ir_name(*n.def));
+      continue;
+    }
     expr::Lowered ops_in[3];
     for (std::size_t k = 0; k < n.inputs.size(); ++k) ops_in[k] = operand(n.inputs[k]);
     root = expr::lower_apply(L, n.ew_id, std::span<const expr::Lowered>(ops_in, n.inputs.size()));
@@ -321,6 +348,13 @@ void simplify(Graph& g) {
       const Node& p = g.producer(in[0]);
       if (p.kind == NodeKind::Op && p.def == n.def && p.attrs == n.attrs)
         same = resolve(p.inputs[0]);
+    } else if (in.size() == 1 && n.def->name == "cast" && g.producer(in[0]).kind == NodeKind::Op &&
+               g.producer(in[0]).def == n.def) {
+      // cast(cast(x, wider), x's dtype) is x: the widening is exact.
+      const ValueId x = resolve(g.producer(in[0]).inputs[0]);
+      if (dtype_is_float(ot.dtype) && g.value(x).type.dtype == ot.dtype &&
+          widens(ot.dtype, g.value(in[0]).type.dtype))
+        same = x;
     } else if (in.size() == 1 && alg.identity_when_same_type &&
                (alg.identity_when == nullptr || alg.identity_when(n.attrs))) {
       same = in[0];
@@ -588,14 +622,28 @@ void fuse_elementwise(Graph& g) {
   // region[i]: the root of the region node i belongs to (kNoNode: none).
   IdTable<NodeId, NodeId> region(g.nodes.size());
   IdTable<NodeId, std::vector<NodeId>> members(g.nodes.size());
+  // A cast (fusable_cast) takes in only producers whose registers hold their
+  // values exactly (float32, float64 values); a cast that does not widen
+  // exactly is only a root (its store rounds).
+  auto exact_reg = [&](ValueId v) {
+    const DType t = g.value(v).type.dtype;
+    return t == DType::Float32 || t == DType::Float64;
+  };
+  auto narrowing = [&](const Node& n) {
+    return fusable_cast(g, n) &&
+           !widens(g.value(n.inputs[0]).type.dtype, g.value(n.outputs[0]).type.dtype);
+  };
   for (NodeId id : identity_order(g)) {
     const Node& n = g.node(id);
-    if (!fusable(n)) continue;
+    const bool cast = fusable_cast(g, n);
+    if (!fusable(n) && !cast) continue;
     region[id] = id;
     std::vector<NodeId> m;
     for (ValueId v : n.inputs) {
       const NodeId p = g.value(v).node;
-      if (!fusable(g.node(p)) || region[p] != p) continue;
+      const Node& pn = g.node(p);
+      if ((!fusable(pn) && !fusable_cast(g, pn)) || region[p] != p || narrowing(pn)) continue;
+      if (cast && !exact_reg(v)) continue;
       if (consumers[v].size() != 1 || is_output[v]) continue;
       // Absorb the producer's region (a tree rooted at p) into this one.
       for (NodeId q : members[p]) region[q] = id;

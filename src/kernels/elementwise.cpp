@@ -14,6 +14,7 @@
 #include <cstring>
 #include <unsupported/Eigen/SpecialFunctions>  // erf for gelu
 
+#include "bf16_convert.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms {
@@ -141,6 +142,8 @@ void convert_kernel(const void* in, void* out, std::int64_t n) {
   To* q = static_cast<To*>(out);
   if constexpr (std::is_same_v<To, bool>) {
     for (std::int64_t i = 0; i < n; ++i) q[i] = p[i] != From(0);
+  } else if constexpr (std::is_same_v<From, float> && std::is_same_v<To, bfloat16_t>) {
+    detail::float_to_bfloat16_n(p, q, n);
   } else if constexpr (std::is_arithmetic_v<From> && std::is_arithmetic_v<To>) {
     MMap<To>(q, n) = CMap<From>(p, n).template cast<To>();
   } else {
@@ -331,6 +334,14 @@ std::int64_t tiles_of(std::int64_t numel, std::int64_t tile) { return (numel + t
 // Tiles per chunk: about 2^16 elements.
 std::int64_t tile_grain(std::int64_t tile) { return std::max<std::int64_t>(1, (1 << 16) / tile); }
 
+// A second output of a run (ew_run_also): each tile of the output, once
+// stored, converted by `fn` into `base` (dense, `item` bytes an element).
+struct AlsoOut {
+  ConvertFn fn;
+  std::byte* base;
+  std::int64_t item;
+};
+
 // A straight program (see run_straight) as a flat list of calls. Trivial
 // types, filled only as far as used (a short program's run must not pay for
 // zeroing the room of a long one).
@@ -424,9 +435,11 @@ void bind_calls(const StraightPlan& plan, std::byte* regs,
 // caller checked that). It runs as a flat list of calls whose operands sit at
 // base + t0 * step (step 0 for a register slot). Returns false, having done
 // nothing, for any other program.
-bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
+bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out,
+                  const AlsoOut* also) {
   StraightPlan plan;
   if (!plan_straight(prog, steps, out, plan)) return false;
+  if (also != nullptr) plan.bytes_per_elem += also->item;
   const std::int64_t numel = out.numel();
   const std::int64_t tile = run_tile(numel, plan.bytes_per_elem);
   std::byte* out_base = out.raw_data();
@@ -451,6 +464,8 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
             if (to == nullptr) to = nt_out ? staged : out_base + t0 * out_item;
             bc.fn(args, to, n);
           }
+          if (also != nullptr)
+            also->fn(nt_out ? staged : out_base + t0 * out_item, also->base + t0 * also->item, n);
           if (nt_out) stream_store(out_base + t0 * out_item, staged, n * out_item);
         }
         if (nt_out) stream_fence();
@@ -711,13 +726,14 @@ DType result_type_of(const EwProgram& prog) {
 // slots; the last op writes the output directly (`direct_out`), or the
 // result is stored through `store`.
 void run_interpreted(const EwProgram& prog, const Step* steps, const Tensor& out, bool direct_out,
-                     ConvertFn store) {
+                     ConvertFn store, const AlsoOut* also) {
   const std::size_t ninstr = prog.instrs.size();
   const std::int64_t numel = out.numel();
   std::byte* out_base = out.raw_data();
   const std::int64_t out_item = out.itemsize();
   const std::size_t nregs = static_cast<std::size_t>(std::max(prog.num_regs, 1));
-  std::int64_t bytes_per_elem = out_item;  // broadcast inputs counted in full: an upper bound
+  // Broadcast inputs counted in full: an upper bound.
+  std::int64_t bytes_per_elem = out_item + (also != nullptr ? also->item : 0);
   for (std::size_t k = 0; k < ninstr; ++k)
     if (prog.instrs[k].kind == EwInstr::Kind::Load)
       bytes_per_elem += dtype_itemsize(steps[k].plan.src);
@@ -762,22 +778,18 @@ void run_interpreted(const EwProgram& prog, const Step* steps, const Tensor& out
             ptr[i.dst] = dst;
           }
           if (!direct_out) store(ptr[prog.result], out_base + t0 * out_item, n);
+          if (also != nullptr) also->fn(out_base + t0 * out_item, also->base + t0 * also->item, n);
         }
       });
 }
 
 }  // namespace
 
-void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
-  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
-           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
-           prog.shape, " ", prog.dtype);
-  if (out.numel() == 0) return;
-  if (!out.is_contiguous()) {
-    Tensor tmp = ew_eval(prog, inputs);
-    ::ms::detail::copy_convert(tmp, out);
-    return;
-  }
+namespace {
+
+// ew_run on a dense output, with an optional second output.
+void run_program(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
+                 const AlsoOut* also) {
   MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
            " is over the supported maximum of ", kMaxEwRank);
   // Small programs keep their steps and slot types on the stack.
@@ -807,8 +819,41 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   const ConvertFn store = direct_out ? nullptr : convert_fn(result_type, out.dtype());
   MS_CHECK(direct_out || store != nullptr, TypeError, "elementwise: cannot store ", result_type,
            " as ", out.dtype());
-  if (direct_out && run_straight(prog, {steps, ninstr}, out)) return;
-  run_interpreted(prog, steps, out, direct_out, store);
+  if (direct_out && run_straight(prog, {steps, ninstr}, out, also)) return;
+  run_interpreted(prog, steps, out, direct_out, store, also);
+}
+
+}  // namespace
+
+void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
+  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
+           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
+           prog.shape, " ", prog.dtype);
+  if (out.numel() == 0) return;
+  if (!out.is_contiguous()) {
+    Tensor tmp = ew_eval(prog, inputs);
+    ::ms::detail::copy_convert(tmp, out);
+    return;
+  }
+  run_program(prog, inputs, out, nullptr);
+}
+
+void ew_run_also(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
+                 const Tensor& also) {
+  MS_CHECK(out.shape() == prog.shape && out.dtype() == prog.dtype, ShapeError,
+           "elementwise: output ", out.shape(), " ", out.dtype(), " does not match the program's ",
+           prog.shape, " ", prog.dtype);
+  MS_CHECK(also.shape() == out.shape() && also.is_contiguous() && out.is_contiguous(), ShapeError,
+           "elementwise: the second output must be dense and of the output's shape ", out.shape(),
+           ", got ", also.shape());
+  const ConvertFn fn = ew_register_type(out.dtype(), "elementwise") == out.dtype()
+                           ? convert_fn(out.dtype(), also.dtype())
+                           : nullptr;
+  MS_CHECK(fn != nullptr, TypeError, "elementwise: cannot store ", out.dtype(),
+           " output as a second output of dtype ", also.dtype());
+  if (out.numel() == 0) return;
+  const AlsoOut a{fn, also.raw_data(), also.itemsize()};
+  run_program(prog, inputs, out, &a);
 }
 
 EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bf16_convert.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -543,7 +544,10 @@ void cast(const Tensor& x, const Tensor& out) {
       const S* xp = dense.data<S>();
       D* op = out.data<D>();
       parallel_for(n, grain, [&](std::int64_t b, std::int64_t e) {
-        for (std::int64_t i = b; i < e; ++i) op[i] = scalar_cast<D>(xp[i]);
+        if constexpr (std::is_same_v<S, float> && std::is_same_v<D, bfloat16_t>)
+          detail::float_to_bfloat16_n(xp + b, op + b, e - b);
+        else
+          for (std::int64_t i = b; i < e; ++i) op[i] = scalar_cast<D>(xp[i]);
       });
     });
   });

@@ -311,6 +311,7 @@ void Tensor::copy_(const Tensor& src) {
   check_defined("copy_");
   src.check_defined("copy_");
   const Tensor b = src.shape() == shape_ ? src : ms::broadcast_to(src, shape_);
+  storage()->note_write();
   if (is_contiguous()) {
     ::ms::detail::copy_convert(b, *this);
   } else {

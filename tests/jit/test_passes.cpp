@@ -456,3 +456,107 @@ TEST_SUITE("jit") {
     for (std::size_t i = 0; i < 4; ++i) CHECK(bits(g0[i]) == bits(g1[i]));
   }
 }
+
+TEST_SUITE("jit") {
+  TEST_CASE(
+      "a cast of a capture is kept across runs, rewritten by its update, recast after writes") {
+    Generator gen(5);
+    Tensor w = uniform({16, 8}, -1.0, 1.0, gen, float32);
+    const Tensor x = uniform({4, 16}, -1.0, 1.0, gen, float32);
+    // The low-precision product reads cast(w) before the in-place update of
+    // w, which depends on it (as a training step's update on its gradient).
+    auto update = [](const Tensor& w0, const Tensor& x0, const Tensor& y0) {
+      return Tensor(w0 * 0.5f - matmul(transpose(x0, 0, 1), cast(y0, float32)) * 0.125f);
+    };
+    auto step = [&](auto& in) {
+      Tensor y = matmul(cast(in[0], bfloat16), cast(w, bfloat16));
+      assign(w, update(w, in[0], y));
+      return std::vector<Tensor>{y};
+    };
+    ir::Graph g = trace(step, {{4, 16}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    CHECK(e.kept_casts() == 1);
+    // A forward-only graph on the same w keeps its own copy (never rewritten).
+    ir::Graph g2 = trace(
+        [&](auto& in) {
+          return std::vector<Tensor>{matmul(cast(in[0], bfloat16), cast(w, bfloat16))};
+        },
+        {{4, 16}});
+    compiler::optimize(g2, {.verify = true});
+    compiler::Executable e2(g2);
+    CHECK(e2.kept_casts() == 1);
+    const std::vector<Tensor> in{x};
+    // Each run reads cast(w) of the w at its start, whoever wrote w last.
+    auto expect_current = [&](const compiler::Executable& ex) {
+      const Tensor want = matmul(cast(x, bfloat16), cast(w, bfloat16));
+      const Tensor w_before = w.clone();
+      const Tensor got = ex.run(in)[0];
+      CHECK(got.dtype() == bfloat16);
+      CHECK(allclose(got, want, 0, 0));
+      return std::pair{w_before, want};
+    };
+    for (int i = 0; i < 3; ++i) {
+      const auto [before, y] = expect_current(e);
+      // float32 master, float32 update arithmetic
+      CHECK(allclose(w, update(before, x, y), 1e-6, 1e-6));
+      expect_current(e2);
+    }
+    w.copy_(full({16, 8}, 2.f));  // set_data and checkpoint loads write this way
+    expect_current(e);
+    assign(w, w - 1.5f);  // an eager optimizer step or a hand update
+    expect_current(e2);
+    expect_current(e);
+    w.data<float>()[3] = 7.f;  // a raw write, declared
+    w.storage()->note_write();
+    expect_current(e);
+    expect_current(e2);
+  }
+
+  TEST_CASE("a cast read after the update of its capture is not kept") {
+    Tensor w = full({4}, 1.f);
+    ir::Graph g = trace(
+        [&](auto& in) {
+          Tensor c = cast(w, bfloat16);
+          assign(w, w + in[0]);
+          return std::vector<Tensor>{c * 2.f + cast(w, bfloat16)};
+        },
+        {{4}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    const auto out = e.run(std::vector<Tensor>{full({4}, 0.5f)});
+    // c is the cast of the old w, the second cast of the updated one.
+    CHECK(out[0].to(float32).to_vector<float>() == std::vector<float>{3.5f, 3.5f, 3.5f, 3.5f});
+    CHECK(w.to_vector<float>() == std::vector<float>{1.5f, 1.5f, 1.5f, 1.5f});
+    const auto out2 = e.run(std::vector<Tensor>{full({4}, 0.5f)});
+    CHECK(out2[0].to(float32).to_vector<float>() == std::vector<float>{5, 5, 5, 5});
+  }
+
+  TEST_CASE("floating casts fuse: widening ones inside regions, narrowing ones as roots") {
+    auto fn = [](auto& in) {
+      const Tensor h = relu(cast(in[0], bfloat16));  // bf16
+      const Tensor a = cast(h, float32) * 2.f + in[1];
+      const Tensor b = cast(cast(h, float32), bfloat16);  // exact round trip: h
+      const Tensor c = cast(in[1] * 3.f + 1.f, bfloat16);
+      return std::vector<Tensor>{a, b * 1.5f, c};
+    };
+    ir::Graph g = trace(fn, {{3, 5}, {3, 5}});
+    compiler::optimize(g, {.verify = true});
+    const std::string d = ir::to_string(g);
+    CHECK(d.find("Fused[Cast, Mul, Add]") != std::string::npos);
+    CHECK(d.find("Fused[Mul, Add, Cast]") != std::string::npos);
+    CHECK(g.count_op("cast") == 1);  // cast(in[0]) alone; the round trip is gone
+    Generator gen(9);
+    const std::vector<Tensor> x{uniform({3, 5}, -2.0, 2.0, gen, float32),
+                                uniform({3, 5}, -2.0, 2.0, gen, float32)};
+    std::vector<Tensor> xe = x;
+    const auto want = fn(xe);
+    const auto got = run(g, x);
+    REQUIRE(got.size() == 3);
+    for (std::size_t i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      CHECK(got[i].dtype() == want[i].dtype());
+      CHECK(allclose(got[i], want[i], 0, 0));
+    }
+  }
+}

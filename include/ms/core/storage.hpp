@@ -6,6 +6,7 @@
 // temporaries, and capped so a huge request is an ms::MemoryError, not a crash.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -103,6 +104,15 @@ class Storage {
   const std::string& label() const { return label_; }
   /// Sets the name shown in graph dumps (see label()).
   void set_label(std::string label) { label_ = std::move(label); }
+  /// How many times ms's in-place writers (Tensor::copy_ and fill_,
+  /// ms::assign, a compiled graph's parameter updates) have written into this
+  /// storage. Caches derived from the contents (a compiled graph's
+  /// low-precision copies of parameters) compare it to know they are stale.
+  /// Writes through raw pointers (`data<T>()`) are not counted: call
+  /// note_write() after them.
+  std::uint64_t write_count() const { return writes_.load(std::memory_order_acquire); }
+  /// Counts one in-place write (see write_count()).
+  void note_write() { writes_.fetch_add(1, std::memory_order_acq_rel); }
 
  private:
   std::byte* data_;
@@ -113,6 +123,7 @@ class Storage {
   bool from_source_ = false;           ///< the memory belongs to source_, not to the system
   std::shared_ptr<const void> owner_;  ///< set by wrap: keeps memory ms does not own
   std::string label_;
+  std::atomic<std::uint64_t> writes_{0};  ///< see write_count()
 };
 
 }  // namespace ms

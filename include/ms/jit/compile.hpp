@@ -89,9 +89,13 @@ class Executable {
   std::int64_t arena_bytes() const;
   /// Number of intermediate allocations the plan serves from the arena.
   std::int64_t planned_allocations() const;
+  /// Number of casts of captured tensors (parameters) that runs read from a
+  /// kept copy instead of computing (see plan_kept_casts).
+  std::size_t kept_casts() const;
 
   struct Step;
   struct Frame;
+  struct Kept;
 
  private:
   ir::Graph graph_;
@@ -105,8 +109,16 @@ class Executable {
   mutable std::atomic<std::int64_t> calls_{0};
   std::unique_ptr<Frame> take_frame() const;
   void give_frame(std::unique_ptr<Frame> f) const;
+  mutable std::vector<Kept> kept_;  ///< kept casts of captures (see plan_kept_casts)
   /// Lets a fused step write a parameter update straight into the parameter.
   void plan_in_place_updates();
+  /// Keeps the casts of captured tensors (a mixed-precision step's
+  /// low-precision weights) across runs: a run reads the kept copy, which the
+  /// fused update of the capture rewrites in the same pass, and which is
+  /// recast at the start of a run when the capture was written elsewhere.
+  void plan_kept_casts();
+  /// Recasts the kept copies whose capture was written since they were made.
+  void refresh_kept_casts() const;
 };
 
 }  // namespace ms::compiler

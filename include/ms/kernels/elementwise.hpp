@@ -129,6 +129,14 @@ class EwBuilder {
 /// input may alias the output only elementwise (same index).
 void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out);
 
+/// ew_run into the dense `out`, and in the same pass each element of `out`,
+/// once stored, converted into `also` (dense, out's shape, any dtype):
+/// `also` ends equal to cast(out, also.dtype()). `out`'s dtype must be a
+/// register type (bool, int32, int64, float32, float64): TypeError otherwise,
+/// ShapeError when either is not dense or the shapes differ.
+void ew_run_also(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
+                 const Tensor& also);
+
 /// Allocates the output (the only allocation) and runs the program.
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
 

@@ -2,7 +2,7 @@
 // cells and levels, loss scaling, overflow checks.
 //
 // Stage: nn. How it works. Mixed precision is casts inserted at cell
-// boundaries and op inputs, never a second copy of the weights:
+// boundaries and op inputs; the parameters stay float32 master weights:
 //  - A cell set with `cell.to_float(dtype)` (ms/nn/cell.hpp) makes an
 //    ops::CastPolicy (ms/ops/cast_policy.hpp) this thread's while it runs. Its
 //    floating tensor arguments are cast to `dtype` on entry, and every op of
@@ -17,6 +17,19 @@
 //    construct gives the same dtypes in both modes, and autodiff takes each
 //    gradient back through its cast: a float32 parameter (the master weight)
 //    gets a float32 gradient and the optimizer state stays float32.
+//  - In a compiled graph the cast of a parameter is not computed every run:
+//    the executor keeps the low-precision copy across runs (see
+//    compiler::Executable::plan_kept_casts). The optimizer's fused in-place
+//    update of the float32 master (float32 arithmetic) stores the copy in the
+//    same pass, and a run recasts a copy whose master was written elsewhere
+//    since (set_data, ms::assign, load_state_dict, load_checkpoint, an eager
+//    step: every write counted by Storage::write_count; a raw write through
+//    data<T>() must call note_write()). The copy is not a parameter: state
+//    dicts and checkpoints hold the float32 masters only. Eagerly every call
+//    casts; eager and jit compute the same values.
+//  - Widening casts (the bfloat16 gradients to float32) fuse into the
+//    elementwise regions that read them, so the optimizer's update reads the
+//    bfloat16 gradient directly.
 //  - Changing a cell's precision bumps the global hook version, so graphs
 //    traced before recompile.
 //  - Hooks of such a cell see its arguments after the entry cast and its
