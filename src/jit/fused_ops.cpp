@@ -7,9 +7,11 @@
 #include <type_traits>
 
 #include "ms/kernels/conv.hpp"
+#include "ms/kernels/gemm.hpp"
 #include "ms/kernels/pool.hpp"
 #include "ms/ops/detail/entry_impl.hpp"
 #include "ms/ops/detail/nn_impl.hpp"
+#include "ms/ops/linalg.hpp"
 
 namespace ms::compiler::fused {
 namespace {
@@ -157,6 +159,51 @@ std::vector<Tensor> MaxPool2x2GradIndex::eval(const Attrs& a, std::span<const Te
   return {dx};
 }
 
+// ---------------------------------------------------------------- matmul_bias
+
+std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const TensorType> in) {
+  std::vector<TensorType> out = ops::Matmul::infer(a, in.first(2));
+  MS_CHECK(in[0].dtype == DType::Float32, TypeError, name, ": lhs dtype ", in[0].dtype,
+           " must be float32");
+  MS_CHECK(in[1].shape.rank() == 2 && in[0].shape.rank() >= 2, ShapeError, name, ": lhs ",
+           in[0].shape, " and rhs ", in[1].shape, ": rhs must be 2-D and lhs at least 2-D");
+  MS_CHECK(in[2].dtype == DType::Float32, TypeError, name, ": bias dtype ", in[2].dtype,
+           " must be float32");
+  const std::int64_t n = in[1].shape[1];
+  MS_CHECK(in[2].shape.rank() == 1 && (!known(n) || !known(in[2].shape[0]) || in[2].shape[0] == n),
+           ShapeError, name, ": bias ", in[2].shape, " must be [", n, "] (rhs's columns)");
+  return out;
+}
+
+// As matmul: lhs rows one after another (a copy otherwise), so its batch is
+// one product of all its rows with the shared rhs, read as stored or
+// transposed (a copy when neither).
+std::vector<Tensor> MatmulBias::eval(const Attrs& a, std::span<const Tensor> in) {
+  const TensorType t = infer(a, ops::types_of(in))[0];
+  const Tensor x = in[0].contiguous(), bias = in[2].contiguous();
+  Tensor w = in[1];
+  const auto& ws = w.strides();
+  bool tb = false;
+  std::int64_t ldb = ws[0];
+  if (!(w.dim(1) == 1 || ws[1] == 1) || ldb < w.dim(1)) {
+    tb = (w.dim(0) == 1 || ws[0] == 1) && ws[1] >= w.dim(0);
+    if (tb) {
+      ldb = ws[1];
+    } else {
+      w = w.contiguous();
+      ldb = w.dim(1);
+    }
+  }
+  Tensor out = empty(t.shape, DType::Float32);
+  const std::int64_t k = w.dim(0), n = w.dim(1),
+                     m = k > 0 ? x.numel() / k : out.numel() / std::max<std::int64_t>(n, 1);
+  if (out.numel() == 0) return {out};
+  kernels::gemm_bias(false, tb, m, n, k, x.data<float>(), std::max<std::int64_t>(k, 1),
+                     w.data<float>(), std::max<std::int64_t>(ldb, 1), bias.data<float>(),
+                     out.data<float>(), n);
+  return {out};
+}
+
 // ---------------------------------------------------------------- rows
 
 template <class E>
@@ -168,5 +215,6 @@ const ops::OpDef& def() {
 template const ops::OpDef& def<Conv2dFused>();
 template const ops::OpDef& def<MaxPool2dGradRelu>();
 template const ops::OpDef& def<MaxPool2x2GradIndex>();
+template const ops::OpDef& def<MatmulBias>();
 
 }  // namespace ms::compiler::fused

@@ -515,6 +515,33 @@ bool fuse_pool_grad_relu(Node& n, FusionSite& s) {
   return true;
 }
 
+// add(matmul(a, b), bias) -> matmul_bias(a, b, bias) (float32, b 2-D, bias
+// [n], the product read by the add alone and of the add's type): the bias is
+// added to each tile of the product while in cache instead of in a pass of
+// its own over the whole product.
+bool fuse_matmul_bias(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::Add>()) || n.inputs.size() != 2) return false;
+  const ops::TensorType& out = s.g.value(n.outputs[0]).type;
+  for (std::size_t side = 0; side < 2; ++side) {
+    const ValueId mv = n.inputs[side], bv = n.inputs[1 - side];
+    const Node& mm = s.g.producer(mv);
+    if (!is_single(mm, ops::def_of<ops::Matmul>()) || !s.only_reader(mv)) continue;
+    const ops::TensorType &mt = s.g.value(mv).type, &bt = s.g.value(bv).type;
+    const ops::TensorType& at = s.g.value(mm.inputs[0]).type;
+    const ops::TensorType& wt = s.g.value(mm.inputs[1]).type;
+    if (mt != out || at.dtype != DType::Float32 || bt.dtype != DType::Float32 ||
+        at.shape.is_any_rank() || at.shape.rank() < 2 || wt.shape.is_any_rank() ||
+        wt.shape.rank() != 2 || bt.shape.is_any_rank() || bt.shape.rank() != 1 || bt.shape[0] < 0 ||
+        bt.shape[0] != wt.shape[1])
+      continue;
+    n.def = &fused::def<fused::MatmulBias>();
+    n.ew_id = -1;
+    n.inputs = {mm.inputs[0], mm.inputs[1], bv};
+    return true;
+  }
+  return false;
+}
+
 // relu(conv2d(...)) -> conv2d_fused{relu}(...): each output tile relu'd while
 // in cache.
 bool fuse_conv_relu(Node& n, FusionSite& s) {
@@ -598,6 +625,7 @@ bool fuse_pool_grad_index(Node& n, FusionSite& s) {
 constexpr FusionRule kFusionRules[] = {
     {"relu_grad(max_pool2d_grad(relu(y), gy), y)", fuse_pool_grad_relu},
     {"relu(conv2d(x, w))", fuse_conv_relu},
+    {"add(matmul(a, b), bias)", fuse_matmul_bias},
     {"max_pool2d(conv2d(x, w), 2)", fuse_conv_pool},
     {"max_pool2d_grad(conv2d_fused{max_pool2x2}(x, w), gy)", fuse_pool_grad_index},
 };

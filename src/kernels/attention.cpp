@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
@@ -45,13 +46,13 @@ std::int64_t padded(std::int64_t n) {
   return std::max<std::int64_t>(per, blocks(n, per) * per);
 }
 
-// Element offset of every batch entry of the mask view (the odometer over its
-// leading dims, whose strides may be 0).
-std::vector<std::int64_t> mask_offsets(const Tensor& mask, std::int64_t batch) {
+// Element offset of every batch entry of a view of rank >= 2 (the odometer
+// over its leading dims, whose strides may be 0); all 0 for an undefined one.
+std::vector<std::int64_t> batch_offsets(const Tensor& t, std::int64_t batch) {
   std::vector<std::int64_t> out(static_cast<std::size_t>(batch), 0);
-  if (!mask.defined()) return out;
-  const Shape& s = mask.shape();
-  const auto& st = mask.strides();
+  if (!t.defined()) return out;
+  const Shape& s = t.shape();
+  const auto& st = t.strides();
   const std::size_t lead = s.size() - 2;
   std::vector<std::int64_t> idx(lead, 0);
   std::int64_t off = 0;
@@ -66,6 +67,26 @@ std::vector<std::int64_t> mask_offsets(const Tensor& mask, std::int64_t batch) {
   }
   return out;
 }
+
+// The matrices of one operand [batch dims..., rows, cols] whose rows are
+// dense (stride 1 along cols): where each batch entry starts and the stride
+// between rows, so that strided views (heads split out of [B, T, H, D]) are
+// read and written where they are.
+template <class S>
+struct Rows {
+  S* p = nullptr;
+  std::vector<std::int64_t> off;
+  std::int64_t rs = 0;
+  Rows() = default;
+  Rows(const Tensor& t, std::int64_t batch)
+      : p(t.data<std::remove_const_t<S>>()),
+        off(batch_offsets(t, batch)),
+        rs(t.strides()[t.strides().size() - 2]) {}
+  // Row i of batch entry b.
+  S* at(std::int64_t b, std::int64_t i) const {
+    return p + off[static_cast<std::size_t>(b)] + i * rs;
+  }
+};
 
 // A block of `rows` rows of a chunk's scratch, kAlign-aligned rows `ld`
 // apart, so that Eigen's vectorized loops (whose scalar head and tail depend
@@ -83,20 +104,20 @@ struct Scratch {
   Blk<T> blk(std::int64_t rows, std::int64_t cols) {
     return Blk<T>(base, rows, cols, Eigen::OuterStride<>(ld));
   }
-  // Copies `rows` dense rows of `cols` elements from src into the block,
-  // converted to T.
+  // Copies `rows` rows of `cols` elements, `lds` apart from src, into the
+  // block, converted to T.
   template <class S>
-  Blk<T> load(const S* src, std::int64_t rows, std::int64_t cols) {
+  Blk<T> load(const S* src, std::int64_t lds, std::int64_t rows, std::int64_t cols) {
     for (std::int64_t r = 0; r < rows; ++r)
-      std::transform(src + r * cols, src + (r + 1) * cols, base + r * ld,
+      std::transform(src + r * lds, src + r * lds + cols, base + r * ld,
                      [](S x) { return static_cast<T>(x); });
     return blk(rows, cols);
   }
-  // Copies the block's `rows` x `cols` to dense rows at dst, rounded to D.
+  // Copies the block's `rows` x `cols` to rows `ldd` apart at dst, rounded to D.
   template <class D>
-  void store(D* dst, std::int64_t rows, std::int64_t cols) const {
+  void store(D* dst, std::int64_t ldd, std::int64_t rows, std::int64_t cols) const {
     for (std::int64_t r = 0; r < rows; ++r)
-      std::transform(base + r * ld, base + r * ld + cols, dst + r * cols,
+      std::transform(base + r * ld, base + r * ld + cols, dst + r * ldd,
                      [](T x) { return static_cast<D>(x); });
   }
 };
@@ -105,7 +126,7 @@ struct Scratch {
 // T), the mask and the band.
 template <class T, class S>
 struct Ctx {
-  const S *q = nullptr, *k = nullptr, *v = nullptr;
+  Rows<const S> q, k, v;
   std::int64_t tq = 0, tk = 0, e = 0, ev = 0;
   T scale = 1;
   bool causal = false;
@@ -116,9 +137,9 @@ struct Ctx {
   std::int64_t mask_rs = 0, mask_cs = 0;
 
   Ctx(const AttentionProblem& p, const Tensor& q_, const Tensor& k_, const Tensor& v_)
-      : q(q_.data<S>()),
-        k(k_.data<S>()),
-        v(v_.data<S>()),
+      : q(q_, p.batch),
+        k(k_, p.batch),
+        v(v_, p.batch),
         tq(p.tq),
         tk(p.tk),
         e(p.e),
@@ -126,7 +147,7 @@ struct Ctx {
         scale(static_cast<T>(p.scale)),
         causal(p.causal),
         shift(p.tk - p.tq),
-        mask_off(mask_offsets(p.mask, p.batch)) {
+        mask_off(batch_offsets(p.mask, p.batch)) {
     if (!p.mask.defined()) return;
     mask = p.mask.raw_data();
     mask_bool = p.mask.dtype() == bool_;
@@ -236,8 +257,8 @@ void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
 template <class T, class S>
 Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
                     std::int64_t j0, std::int64_t n) {
-  const Blk<T> kb = w.kb.load(c.k + (b * c.tk + j0) * c.e, n, c.e);
-  w.vb.load(c.v + (b * c.tk + j0) * c.ev, n, c.ev);
+  const Blk<T> kb = w.kb.load(c.k.at(b, j0), c.k.rs, n, c.e);
+  w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
   Blk<T> s = w.s.blk(m, n);
   s.noalias() = w.qb.blk(m, c.e) * kb.transpose();
   s *= c.scale;
@@ -246,10 +267,10 @@ Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t
 }
 
 template <class T, class S>
-void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t rb, S* out,
-                   T* lse) {
+void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t rb,
+                   const Rows<S>& out, T* lse) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
-  w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
+  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
   Blk<T> o = w.acc.blk(m, c.ev);
   o.setZero();
   std::fill_n(w.mx.data(), m, -std::numeric_limits<T>::infinity());
@@ -274,7 +295,7 @@ void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t 
       lrow[r] = -std::numeric_limits<T>::infinity();
     }
   }
-  w.acc.store(out + (b * c.tq + i0) * c.ev, m, c.ev);
+  w.acc.store(out.at(b, i0), out.rs, m, c.ev);
 }
 
 template <class T, class S>
@@ -287,7 +308,7 @@ template <class T, class S>
 void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                const Tensor& out, const Tensor& lse) {
   const Ctx<T, S> c(p, q, k, v);
-  S* o = out.data<S>();
+  const Rows<S> o(out, p.batch);
   T* l = lse.data<T>();
   const std::int64_t rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
@@ -300,9 +321,9 @@ void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, cons
 // outputs in the inputs' storage type S, lse and delta in T.
 template <class T, class S>
 struct Grads {
-  const S* dout = nullptr;
+  Rows<const S> dout;
   const T *lse = nullptr, *delta = nullptr;
-  S *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  Rows<S> dq, dk, dv;
 };
 
 // P (in w.s) and dS = P * (dout v^T - delta) (in w.dp) of the block of rows
@@ -331,15 +352,15 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
   const std::int64_t first = c.causal ? std::clamp<std::int64_t>(j0 - c.shift, 0, c.tq) : 0;
   for (std::int64_t i0 = first / kRows * kRows; i0 < c.tq; i0 += kRows) {
     const std::int64_t m = std::min(kRows, c.tq - i0);
-    const Blk<T> q = w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
-    const Blk<T> dout = w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+    const Blk<T> q = w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+    const Blk<T> dout = w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
     block_grads(c, g, w, b, i0, m, j0, n);
     dv.noalias() += w.s.blk(m, n).transpose() * dout;
     dk.noalias() += w.dp.blk(m, n).transpose() * q;
   }
   dk *= c.scale;
-  w.acc.store(g.dk + (b * c.tk + j0) * c.e, n, c.e);
-  w.acc2.store(g.dv + (b * c.tk + j0) * c.ev, n, c.ev);
+  w.acc.store(g.dk.at(b, j0), g.dk.rs, n, c.e);
+  w.acc2.store(g.dv.at(b, j0), g.dv.rs, n, c.ev);
 }
 
 // dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
@@ -348,8 +369,8 @@ template <class T, class S>
 void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                  std::int64_t rb) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
-  w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
-  w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+  w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
   Blk<T> dq = w.acc.blk(m, c.e);
   dq.setZero();
   const std::int64_t jend = c.key_end(i0 + m - 1);
@@ -359,7 +380,7 @@ void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int6
     dq.noalias() += w.dp.blk(m, n) * w.kb.blk(n, c.e);
   }
   dq *= c.scale;
-  w.acc.store(g.dq + (b * c.tq + i0) * c.e, m, c.e);
+  w.acc.store(g.dq.at(b, i0), g.dq.rs, m, c.e);
 }
 
 template <class T, class S>
@@ -420,8 +441,8 @@ void mask_unit(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, const Slice
   for (const std::int64_t b : sl.batches) {
     for (std::int64_t i0 = pt.r0; i0 < pt.r1; i0 += kRows) {
       const std::int64_t m = std::min(kRows, pt.r1 - i0);
-      w.qb.load(c.q + (b * c.tq + i0) * c.e, m, c.e);
-      w.gb.load(g.dout + (b * c.tq + i0) * c.ev, m, c.ev);
+      w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+      w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
       const std::int64_t jend = std::min(pt.c1, c.key_end(i0 + m - 1));
       for (std::int64_t j0 = pt.c0; j0 < jend; j0 += kKeys) {
         const std::int64_t n = std::min(kKeys, jend - j0);
@@ -448,7 +469,7 @@ template <class T, class S>
 void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                      const Grads<T, S>& g, const Tensor& dmask) {
   const Ctx<T, S> c(p, q, k, v);
-  const std::vector<Slice> sl = slices_of(mask_offsets(dmask, p.batch));
+  const std::vector<Slice> sl = slices_of(batch_offsets(dmask, p.batch));
   const auto& st = dmask.strides();
   const MaskOut<S> mo{dmask.data<S>(), p.tq > 1 ? st[st.size() - 2] : 0,
                       p.tk > 1 ? st[st.size() - 1] : 0};
@@ -494,8 +515,8 @@ void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor
                         const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
-    const Grads<T, S> g{dout.data<S>(), lse.data<T>(), delta.data<T>(),
-                        dq.data<S>(),   dk.data<S>(),  dv.data<S>()};
+    const Grads<T, S> g{Rows<const S>(dout, p.batch), lse.data<T>(),        delta.data<T>(),
+                        Rows<S>(dq, p.batch),         Rows<S>(dk, p.batch), Rows<S>(dv, p.batch)};
     backward_t<T, S>(p, q, k, v, g);
   });
 }
@@ -504,7 +525,7 @@ void attention_mask_backward(const AttentionProblem& p, const Tensor& q, const T
                              const Tensor& v, const Tensor& dout, const Tensor& lse,
                              const Tensor& delta, const Tensor& dmask) {
   dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
-    const Grads<T, S> g{dout.data<S>(), lse.data<T>(), delta.data<T>(), nullptr, nullptr, nullptr};
+    const Grads<T, S> g{Rows<const S>(dout, p.batch), lse.data<T>(), delta.data<T>(), {}, {}, {}};
     mask_backward_t<T, S>(p, q, k, v, g, dmask);
   });
 }

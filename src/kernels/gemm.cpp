@@ -572,6 +572,31 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   gemm_impl(default_route(), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+               const float* bias, float* c, std::int64_t ldc) noexcept {
+  if (m <= 0 || n <= 0) return;
+  // The products gemm_impl gives libxsmm take the bias inside (m == 1 stays
+  // with the row kernels there, so here too).
+  const double outputs = static_cast<double>(m) * static_cast<double>(n);
+  if (m > 1 && k > 0 && default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
+      outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
+      detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, bias))
+    return;
+  gemm_impl(default_route(), trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
+  const double flops = outputs;
+  parallel_for(m,
+               std::max<std::int64_t>(
+                   1, static_cast<std::int64_t>(kFlopsPerThread /
+                                                std::max(1.0, flops / static_cast<double>(m)))),
+               [&](std::int64_t r0, std::int64_t r1) {
+                 for (std::int64_t i = r0; i < r1; ++i) {
+                   float* row = c + i * ldc;
+                   for (std::int64_t j = 0; j < n; ++j) row[j] += bias[j];
+                 }
+               });
+}
+
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
              std::int64_t k, float alpha, const float* a, std::int64_t lda, const float* b,
              std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {

@@ -27,10 +27,13 @@ bool libxsmm_bf16_native() noexcept;
 /// with C untouched, when libxsmm is absent, a size or leading dimension does
 /// not fit libxsmm's int, or a kernel cannot be generated. Tiles of C are fixed
 /// by the shape and each is computed by one thread in one order, so the result
-/// is bitwise the same for any thread count.
+/// is bitwise the same for any thread count. With `bias` (n floats; beta must
+/// be 0, else false), each tile of C gets bias[j] added to its column j right
+/// after its product, while in cache: C = op(A) op(B) + bias, each element
+/// rounded as a separate add after the product would round it.
 bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc) noexcept;
+                   float beta, float* c, std::int64_t ldc, const float* bias = nullptr) noexcept;
 
 /// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 (raw bits,
 /// row-major) and C in float32, on libxsmm's bf16 kernels (pairs of products

@@ -4,6 +4,7 @@
 // kernels of ms/kernels/attention.hpp.
 #include "ms/ops/attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -150,14 +151,52 @@ kernels::AttentionProblem problem(const AttentionAttrs& a, Inputs in, std::size_
 
 Tensor dense(const Tensor& t) { return ::ms::detail::to_dense(t, t.dtype()); }
 
+// q, k, v, dout as the kernels read them: any view whose rows are dense (the
+// heads of a [B, T, H, D] tensor seen as [B, H, T, D]) as it is, else a copy.
+Tensor dense_rows(const Tensor& t) {
+  if (t.rank() >= 2 && (t.shape().at(-1) <= 1 || t.strides().back() == 1)) return t;
+  return dense(t);
+}
+
+// A result of type t laid out as `ref` (q for the output, each input for its
+// gradient): when ref is a dense tensor with its dims permuted (heads split
+// out of [B, T, H, D]), the result gets the same order of dims, so that
+// merging the heads back is a view; else contiguous. Query rows alone (Tq
+// 1) stay contiguous.
+Tensor alloc_like(const TensorType& t, const Tensor& ref) {
+  Tensor out = alloc(t);
+  const std::size_t n = ref.shape().size();
+  if (ref.is_contiguous() || t.shape.size() != n || n < 3 || t.shape[n - 2] <= 1) return out;
+  const auto& st = ref.strides();
+  std::vector<std::size_t> perm(n);
+  for (std::size_t i = 0; i < n; ++i) perm[i] = i;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
+  if (perm[n - 1] != n - 1) return out;
+  std::int64_t expect = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    const std::size_t d = perm[i];
+    if (ref.shape()[d] != 1 && st[d] != expect) return out;
+    expect *= ref.shape()[d];
+  }
+  std::vector<std::int64_t> strides(n);
+  expect = 1;
+  for (std::size_t i = n; i-- > 0;) {
+    strides[perm[i]] = expect;
+    expect *= t.shape[perm[i]];
+  }
+  return Tensor(out.storage(), t.dtype, t.shape, std::move(strides), 0);
+}
+
 }  // namespace
 
 TypeList ScaledDotProductAttention::infer(const Attrs& a, Types in) { return forward_types(a, in); }
 
 TensorList ScaledDotProductAttention::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0]), lse = alloc(t[1]);
-  kernels::attention_forward(problem(a, in, 3), dense(in[0]), dense(in[1]), dense(in[2]), out, lse);
+  Tensor out = alloc_like(t[0], in[0]), lse = alloc(t[1]);
+  kernels::attention_forward(problem(a, in, 3), dense_rows(in[0]), dense_rows(in[1]),
+                             dense_rows(in[2]), out, lse);
   return {out, lse};
 }
 
@@ -295,9 +334,10 @@ TypeList ScaledDotProductAttentionGrad::infer(const Attrs& a, Types in) {
 
 TensorList ScaledDotProductAttentionGrad::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor dq = alloc(t[0]), dk = alloc(t[1]), dv = alloc(t[2]);
-  kernels::attention_backward(problem(a, in, 6), dense(in[0]), dense(in[1]), dense(in[2]),
-                              dense(in[3]), dense(in[4]), dense(in[5]), dq, dk, dv);
+  Tensor dq = alloc_like(t[0], in[0]), dk = alloc_like(t[1], in[1]), dv = alloc_like(t[2], in[2]);
+  kernels::attention_backward(problem(a, in, 6), dense_rows(in[0]), dense_rows(in[1]),
+                              dense_rows(in[2]), dense_rows(in[3]), dense(in[4]), dense(in[5]), dq,
+                              dk, dv);
   return {dq, dk, dv};
 }
 
@@ -322,8 +362,8 @@ TensorList ScaledDotProductAttentionMaskGrad::eval(const Attrs& a, Inputs in) {
   padded.insert(padded.end(), dmask.shape().begin(), dmask.shape().end());
   const Tensor view =
       ::ms::detail::expand_view(dmask.reshape(Shape(std::move(padded))), p.mask.shape());
-  kernels::attention_mask_backward(p, dense(in[0]), dense(in[1]), dense(in[2]), dense(in[3]),
-                                   dense(in[4]), dense(in[5]), view);
+  kernels::attention_mask_backward(p, dense_rows(in[0]), dense_rows(in[1]), dense_rows(in[2]),
+                                   dense_rows(in[3]), dense(in[4]), dense(in[5]), view);
   return {dmask};
 }
 

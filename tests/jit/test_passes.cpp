@@ -8,6 +8,7 @@
 
 #include <ms/ms.hpp>
 #include "pool_calls.hpp"
+#include "random.hpp"
 
 using namespace ms;
 using compiler::TraceContext;
@@ -434,6 +435,53 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("conv2d_fused") == 0);
     CHECK(g.count_op("max_pool2d_grad_relu") == 0);
   }
+  TEST_CASE("matmul fusion: a bias added to a product joins the product, bitwise") {
+    // Dense layers as traced (x W^T + b, b + x W): batches folded into one
+    // product (libxsmm's sizes and Eigen's), a single row, a 2-D lhs.
+    const std::vector<std::vector<Shape>> cases{{{4, 64, 48}, {32, 48}, {48, 32}, {32}},
+                                                {{3, 5, 4}, {6, 4}, {4, 6}, {6}},
+                                                {{1, 48}, {40, 48}, {48, 40}, {40}},
+                                                {{130, 70}, {90, 70}, {70, 90}, {90}}};
+    for (const auto& shapes : cases) {
+      CAPTURE(shapes[0]);
+      ir::Graph g = trace(
+          [](auto& in) {
+            return std::vector<Tensor>{matmul(in[0], in[1].transpose(0, 1)) + in[3],
+                                       in[3] + matmul(in[0], in[2])};
+          },
+          shapes);
+      std::vector<Tensor> x;
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        x.push_back(
+            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 70 + static_cast<unsigned>(i)));
+      const auto want = run(g, x);
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      CHECK(g.count_op("matmul") == 0);
+      CHECK(g.count_op("matmul_bias") == 2);
+      CHECK(ir::to_string(g).find("MatMulBias(") != std::string::npos);
+      const auto got = run(g, x);
+      REQUIRE(got.size() == 2);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
+    }
+  }
+
+  TEST_CASE("matmul fusion leaves a product read elsewhere, other biases and other dtypes") {
+    const std::vector<Shape> shapes{{2, 8, 16}, {16, 12}, {8, 12}, {12}};
+    ir::Graph g = trace(
+        [](auto& in) {
+          const Tensor y = matmul(in[0], in[1]);
+          return std::vector<Tensor>{
+              y + in[3], y * 2.f,                                           // y read twice
+              matmul(in[0], in[1]) + in[2],                                 // a [rows, n] addend
+              matmul(in[0].to(float64), in[1].to(float64)) + in[3],         // float64
+              matmul(in[1].transpose(0, 1), in[0].transpose(1, 2)) + 1.f};  // batched rhs
+        },
+        shapes);
+    compiler::fuse_activations(g);
+    CHECK(g.count_op("matmul_bias") == 0);
+  }
+
   TEST_CASE("a CNN's loss and gradients: O1 (fused activations, Winograd) == O0, bitwise") {
     // conv(16->16, Winograd) -> relu -> pool -> conv(16->3, im2col) -> relu -> pool -> sum
     Generator gen(3);

@@ -346,6 +346,40 @@ TEST_SUITE("kernels") {
       }
   }
 
+  TEST_CASE("gemm_bias: bitwise gemm then the bias added to each row, on 1 and 2 threads") {
+    ThreadGuard guard;
+    std::mt19937 gen(9);
+    // libxsmm's sizes (several chunks of k, edge panels and tasks, B stored
+    // transposed and not, the swapped form of few rows), Eigen's, one row.
+    struct Shape3 {
+      std::int64_t m, n, k;
+    };
+    for (const Shape3 p : {Shape3{4096, 192, 192}, Shape3{300, 770, 200}, Shape3{16, 1000, 784},
+                           Shape3{5, 6, 4}, Shape3{1, 40, 48}})
+      for (const bool tb : {false, true}) {
+        CAPTURE(p.m);
+        CAPTURE(p.n);
+        CAPTURE(tb);
+        const std::vector<float> a = uniform(static_cast<std::size_t>(p.m * p.k), gen);
+        const std::vector<float> b = uniform(static_cast<std::size_t>(p.k * p.n), gen);
+        const std::vector<float> bias = uniform(static_cast<std::size_t>(p.n), gen);
+        const std::int64_t ldb = tb ? p.k : p.n;
+        std::vector<float> want(static_cast<std::size_t>(p.m * p.n));
+        ms::kernels::gemm<float>(false, tb, p.m, p.n, p.k, 1.f, a.data(), p.k, b.data(), ldb, 0.f,
+                                 want.data(), p.n);
+        for (std::int64_t i = 0; i < p.m; ++i)
+          for (std::int64_t j = 0; j < p.n; ++j)
+            want[static_cast<std::size_t>(i * p.n + j)] += bias[static_cast<std::size_t>(j)];
+        for (const int threads : {1, 2}) {
+          ms::set_num_threads(threads);
+          std::vector<float> got(want.size(), std::nanf(""));
+          ms::kernels::gemm_bias(false, tb, p.m, p.n, p.k, a.data(), p.k, b.data(), ldb,
+                                 bias.data(), got.data(), p.n);
+          CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+
   TEST_CASE("gemm on libxsmm: a product that packs nothing gives the same bits on a fresh thread") {
     if (!has_libxsmm()) return;
     ThreadGuard guard;

@@ -155,10 +155,10 @@ TEST_SUITE("nn") {
     struct Want {
       const char* level;
       ms::DType fc1, bn, ln, fc2, out;
-      const char* matmul;  // the matmul's operand types in the graph
+      const char* matmul;  // the matmul's operand types in the graph (float32: then its bias)
     };
     const auto f32 = ms::float32, bf16 = ms::bfloat16;
-    for (const Want& w : {Want{"O0", f32, f32, f32, f32, f32, "(f32[8,8], f32[8,16])"},
+    for (const Want& w : {Want{"O0", f32, f32, f32, f32, f32, "(f32[8,8], f32[8,16], f32[16])"},
                           Want{"O1", f32, f32, f32, f32, f32, "(bf16[8,8], bf16[8,16])"},
                           Want{"O2", bf16, f32, f32, bf16, f32, "(bf16[8,8], bf16[8,16])"},
                           Want{"O3", bf16, bf16, bf16, bf16, f32, "(bf16[8,8], bf16[8,16])"}}) {

@@ -267,6 +267,58 @@ TEST_SUITE("ops") {
     });
   }
 
+  TEST_CASE("attention: heads split out of [B, T, H, D] are read in place, bitwise as copies") {
+    // q, k, v as a multi-head layer makes them: [B, T, H, D] seen as [B, H, T, D].
+    const Tensor xq = random_tensor(float32, {2, 70, 3, 8}, {-2, 2}, 90);
+    const Tensor xk = random_tensor(float32, {2, 70, 3, 8}, {-2, 2}, 91);
+    const Tensor xv = random_tensor(float32, {2, 70, 3, 6}, {-2, 2}, 92);
+    const Tensor w = random_tensor(float32, {2, 3, 70, 6}, {-1, 1}, 93);
+    const Tensor fm = random_tensor(float32, {1, 3, 70, 70}, {-1, 1}, 94);
+    const Tensor q = transpose(xq, 1, 2), k = transpose(xk, 1, 2), v = transpose(xv, 1, 2);
+    REQUIRE_FALSE(q.is_contiguous());
+    for (const AttentionOptions& o :
+         {AttentionOptions{.causal = true}, AttentionOptions{.mask = fm}}) {
+      const auto loss = [&](const Tensor& a, const Tensor& b, const Tensor& c, const Tensor& m) {
+        AttentionOptions om = o;
+        if (o.mask) om.mask = m;
+        return weighted(scaled_dot_product_attention(a, b, c, om), w);
+      };
+      const Tensor out = scaled_dot_product_attention(q, k, v, o);
+      CHECK(ms::test::bitwise_equal(
+          out, scaled_dot_product_attention(q.contiguous(), k.contiguous(), v.contiguous(), o)));
+      // The output keeps q's order of dims: merging the heads back is a view.
+      CHECK(transpose(out, 1, 2).is_contiguous());
+      const GradOptions all{.position = {0, 1, 2, 3}};
+      const auto got = grad(loss, all)(q, k, v, fm);
+      const auto want = grad(loss, all)(q.contiguous(), k.contiguous(), v.contiguous(), fm);
+      for (std::size_t i = 0; i < 3; ++i) CHECK(ms::test::bitwise_equal(got[i], want[i]));
+      if (o.mask) CHECK(ms::test::bitwise_equal(got[3], want[3]));
+    }
+    // Rows that are not dense (q stored transposed) are copied first.
+    const Tensor qt = transpose(q.contiguous().transpose(-1, -2).contiguous(), -1, -2);
+    REQUIRE(qt.strides().back() != 1);
+    CHECK(ms::test::bitwise_equal(scaled_dot_product_attention(qt, k, v, {.causal = true}),
+                                  scaled_dot_product_attention(q, k, v, {.causal = true})));
+  }
+
+  TEST_CASE("attention: split and merged heads, eager == ms::jit with gradients, bitwise") {
+    // The multi-head pattern: [B, T, C] split into heads, attended, merged back.
+    const Tensor x = random_tensor(float32, {2, 33, 12}, {-2, 2}, 95);
+    const auto heads = [](const Tensor& t) {
+      return t.reshape(Shape({2, 33, 3, 4})).transpose(1, 2);
+    };
+    const auto loss = [&](const Tensor& a) {
+      const Tensor o =
+          scaled_dot_product_attention(heads(a), heads(a * 0.5), heads(a + 1.0), {.causal = true});
+      return sum(o.transpose(1, 2).reshape(Shape({2, 33, 12})) * a);
+    };
+    const auto step = [&](const Tensor& a) { return grad(loss)(a); };
+    auto f = jit(step);
+    const Tensor want = step(x);
+    CHECK(ms::test::bitwise_equal(f(x), want));
+    CHECK(ms::test::bitwise_equal(f(x), want));  // the replay of the memory plan
+  }
+
   TEST_CASE("attention: no [B, H, Tq, Tk] buffer, forward or backward") {
     // The scores would take 2 * 2 * 512 * 512 * 4 = 4 MiB; q, k, v, out and
     // their gradients 64 KiB each.

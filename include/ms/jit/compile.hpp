@@ -57,7 +57,8 @@ void fold_transposed_matmuls(ir::Graph& g);
 /// max_pool2d(conv, 2) -> conv2d_fused{max_pool2x2}'s second output, and the
 /// pooling's gradient from the taps the conv noted: exact one-pass forms (the
 /// jit's private fused ops) of the CNN pattern conv2d -> relu -> max_pool2d and
-/// of its gradient.
+/// of its gradient; and add(matmul(a, b), bias) -> matmul_bias (a dense
+/// layer's bias added to each tile of its float32 product while in cache).
 void fuse_activations(ir::Graph& g);
 /// Groups connected elementwise ops into Fused nodes.
 void fuse_elementwise(ir::Graph& g);

@@ -39,19 +39,24 @@ struct AttentionProblem {
 };
 
 /// out [batch, Tq, Ev] = softmax(scale * q k^T + mask) v and lse [batch, Tq]
-/// = the rows' logsumexp, for dense float64, float32, bfloat16 or float16 q,
-/// k, v and out of that dtype; lse is float64 for float64, else float32.
+/// = the rows' logsumexp, for float64, float32, bfloat16 or float16 q, k, v
+/// and out of that dtype; lse is float64 for float64, else float32. q, k, v
+/// and out are views of shape [batch dims..., rows, cols] with any strides on
+/// the other dims but dense rows (stride 1 along cols: the heads of a [B, T,
+/// H, D] tensor seen as [B, H, T, D]); lse is dense.
 /// bfloat16 and float16 blocks are converted to float32 as they are loaded,
 /// everything is computed in float32 and out is rounded as it is stored. A
 /// row that keeps no key gets out 0 and lse -inf.
 void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const Tensor& lse);
 
-/// The gradients dq, dk, dv (dense, the shapes of q, k, v) given dout [batch,
+/// The gradients dq, dk, dv (the shapes of q, k, v) given dout [batch,
 /// Tq, Ev], the forward's lse, and delta [batch, Tq] = rowsum(dout * out)
 /// minus the gradient of lse: dS = P * (dout v^T - delta), dq = scale dS k,
-/// dk = scale dS^T q, dv = P^T dout. All dense; dq, dk, dv and dout of q's
-/// dtype, lse and delta of the forward's lse dtype (computed as the forward).
+/// dk = scale dS^T q, dv = P^T dout. q, k, v, dout, dq, dk and dv may be
+/// strided as in attention_forward, lse and delta are dense; dq, dk, dv and
+/// dout of q's dtype, lse and delta of the forward's lse dtype (computed as
+/// the forward).
 void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv);

@@ -44,6 +44,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
           std::int64_t ldc) noexcept;
 
+/// C = op(A) * op(B) + bias (float32; `bias` holds n values, one per column
+/// of C), bitwise as `gemm` (alpha 1, beta 0) followed by adding the bias to
+/// each row: where gemm would run libxsmm's kernels, each tile of C gets its
+/// bias while still in cache (no second pass over C). Same requirements as gemm.
+void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+               const float* bias, float* c, std::int64_t ldc) noexcept;
+
 /// The backend of float and double GEMM in this process, for reports and
 /// benchmarks: `name` is "libxsmm", "eigen" or "openblas"; `detail` says which
 /// kernels (libxsmm's target, Eigen's SIMD level, or OpenBLAS's core name) and

@@ -15,6 +15,8 @@
 //   max_pool2x2_grad_index(index, gy){input_hw, relu}: max_pool2d_grad of a
 //     2x2, stride-2 pooling from the taps conv2d_fused noted, so the backward
 //     never reads the conv output back.
+//   matmul_bias(a, b, bias): add(matmul(a, b), bias), the bias added to each
+//     tile of the product while in cache.
 #pragma once
 
 #ifndef MS_BUILDING_LIBRARY
@@ -90,6 +92,20 @@ struct MaxPool2x2GradIndex {
       visit("relu", &Attrs::relu);
     }
   };
+  static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+};
+
+/// add(matmul(a, b), bias) as matmul_bias(a, b, bias): float32, b 2-D, bias
+/// [n] (b's columns); the bias is added to each tile of the product while it
+/// is in cache (kernels::gemm_bias), bitwise as the two ops.
+struct MatmulBias {
+  static constexpr std::string_view name = "matmul_bias";
+  static constexpr std::string_view ir_name = "MatMulBias";
+  static constexpr ops::OpKind kind = ops::OpKind::Linalg;
+  static constexpr ops::Arity arity{3, 3};
+  static constexpr ops::Props props = kFusedProps;
+  using Attrs = ops::NoAttrs;
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
 };
