@@ -391,6 +391,19 @@ void indexed(NodeCtx& c) {
         norm_axis(typed<ops::Gather::Attrs>(c).axis, c.in_type(0).shape.rank()));
 }
 constexpr char kGather[] = "Gather", kGatherElements[] = "GatherElements";
+/// index_copy: ScatterElements of the source into x along the axis, the index
+/// (one per source slice) reshaped onto the axis and expanded to the source's shape.
+void index_copy(NodeCtx& c) {
+  Emitter& e = c.e;
+  const std::int64_t r = c.in_type(0).shape.rank();
+  const std::int64_t a = norm_axis(typed<ops::IndexCopy::Attrs>(c).axis, r);
+  std::vector<std::int64_t> along(static_cast<std::size_t>(r), 1);
+  along[static_cast<std::size_t>(a)] = -1;
+  const std::string idx = e.add1(
+      "Expand",
+      {e.add1("Reshape", {c.in(1, DType::Int64), e.ints(along)}), e.add1("Shape", {c.in(2)})});
+  set_i(e.add("ScatterElements", {c.in(0), idx, c.in(2)}, {c.out[0]}), "axis", a);
+}
 void cumsum(NodeCtx& c) {
   const auto ca = typed<ops::Cumsum::Attrs>(c);
   const std::int64_t a = norm_axis(ca.axis, c.in_type(0).shape.rank());
@@ -676,6 +689,8 @@ const OpRule kRules[] = {
     {name_of<ops::Depend>, "Identity (of the value)", "the dependencies are dropped", depend},
     {name_of<ops::Gather>, "GatherElements", "", indexed<kGatherElements>},
     {name_of<ops::IndexSelect>, "Gather", "", indexed<kGather>},
+    {name_of<ops::IndexCopy>, "ScatterElements", "index expanded to the source's shape",
+     index_copy},
     {name_of<ops::Cumsum>, "CumSum", "", cumsum},
     {name_of<ops::OneHot>, "OneHot", "", one_hot},
     {name_of<ops::Triu>, "Trilu", "opset 13: Where over a constant mask (static last dims)",

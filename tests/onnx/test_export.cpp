@@ -395,6 +395,10 @@ def cumsum(x, axis, exclusive=0, reverse=0):
         y = np.concatenate([np.zeros_like(np.take(y, [0], axis=a)),
                             np.take(y, range(y.shape[a] - 1), axis=a)], axis=a)
     return np.flip(y, a) if reverse else y
+def scatter_elements(data, indices, updates, axis=0):
+    out = data.copy()
+    np.put_along_axis(out, indices, updates, axis)
+    return out
 def slice_(x, starts, ends, axes=None, steps=None):
     axes = range(len(starts)) if axes is None else axes
     steps = [1] * len(starts) if steps is None else steps
@@ -418,7 +422,8 @@ ops = {'MatMul': lambda a, b: a @ b, 'Add': np.add, 'Sub': np.subtract, 'Mul': n
        'Conv': conv, 'MaxPool': max_pool, 'Pad': pad, 'Reshape': reshape,
        'Cast': lambda a, to: a.astype(helper.tensor_dtype_to_np_dtype(to)), 'Split': split,
        'Slice': slice_, 'Concat': lambda *xs, axis: np.concatenate(xs, axis=axis),
-       'Expand': lambda a, shape: a * np.ones(shape, dtype=a.dtype)}
+       'Expand': lambda a, shape: a * np.ones(shape, dtype=a.dtype),
+       'ScatterElements': scatter_elements}
 with np.errstate(divide='ignore', invalid='ignore'):
     for n in m.graph.node:
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
@@ -450,7 +455,7 @@ void write_raw(const std::string& path, const ms::Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the MLP as ms") {
+TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates them as ms") {
   const std::string py = ms_onnx_test::python_with_onnx();
   if (py.empty()) {
     MESSAGE(
@@ -490,6 +495,18 @@ TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the
                          {.dynamic_axes = {{"input_0", {{0, "N"}}}}});
   CHECK(std::system((py + " " + dir.file("eval.py") + " " + dir.file("cnn.onnx") + " " +
                      dir.file("img.bin") + " 3,1,28,28 " + dir.file("logp.bin"))
+                        .c_str()) == 0);
+  // index_copy (ScatterElements) along the middle axis of a symbolic batch.
+  const ms::Tensor slots = ms::tensor({3, 0}), rows = ms::normal({4, 2, 5}, 0.0, 1.0, gen);
+  const auto copy_rows = [&](const ms::Tensor& c) {
+    return ms::index_copy(c, 1, slots, rows) * 2.f;
+  };
+  const ms::Tensor cache = ms::normal({4, 6, 5}, 0.0, 1.0, gen);
+  write_raw(dir.file("cache.bin"), cache);
+  write_raw(dir.file("copied.bin"), copy_rows(cache));
+  ms::onnx::export_model(copy_rows, ms::zeros({4, 6, 5}), dir.file("index_copy.onnx"));
+  CHECK(std::system((py + " " + dir.file("eval.py") + " " + dir.file("index_copy.onnx") + " " +
+                     dir.file("cache.bin") + " 4,6,5 " + dir.file("copied.bin"))
                         .c_str()) == 0);
   // Layer norm (LayerNormalization at 17, its ops at 13), gelu's erf form, softmax.
   Head head;

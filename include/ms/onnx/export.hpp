@@ -180,8 +180,7 @@ void export_model(F&& fn, const std::tuple<A...>& example_args, const std::strin
                   const ExportOptions& options = {}) {
   static_assert((std::is_same_v<A, Tensor> && ...),
                 "ms::onnx::export_model: example arguments must be ms::Tensor");
-  using D = std::remove_cvref_t<F>;
-  D& f = fn;
+  auto& f = fn;  // const when fn is: a const function object exports too
   detail::ExportRequest req;
   req.trace = [&f](std::span<const Tensor> in) {
     auto r = [&]<std::size_t... I>(std::index_sequence<I...>) { return f(in[I]...); }
