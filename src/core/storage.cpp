@@ -32,7 +32,13 @@ std::shared_ptr<StorageSource>& thread_source() {
 // page faults instead of 16384. On the 2-core VM this project is measured on a
 // 4 KiB fault costs ~16-20 µs, so a fresh 64 MiB block cost ~290 ms before a
 // byte of arithmetic, 4.4 ms with huge pages (measured with an ad-hoc program).
-// The rounding wastes less than 2 MiB per block. Kernels without THP ignore
+// kHugeMin is 1 MiB: a weight matrix of 1-2 MiB in one physically contiguous
+// huge page spreads evenly over the L2's sets, where 4 KiB pages land where
+// they may. The MLP 784-512-256-10 at batch 1 (2.1 MB of weights, about one
+// core's L2; BM_OnnxMlp_Jit and BM_OnnxMlp_GraphCell) ran in one of two modes
+// per process, ~29 or ~38 us: in the slow one in 4 of 12 processes with a
+// 2 MiB threshold, in 2 of 24 with 1 MiB. The rounding wastes less than 2 MiB
+// per block (at most half of a block below 2 MiB). Kernels without THP ignore
 // the advice. Blocks below kHugeMin come from aligned_alloc.
 //
 // Freed blocks go to a per-thread cache, in two pools. Small blocks (up to
@@ -56,7 +62,7 @@ constexpr bool kCacheEnabled = true;
 #endif
 constexpr bool kHugeEnabled = kCacheEnabled;
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
-constexpr std::size_t kHugeMin = kHugePage;
+constexpr std::size_t kHugeMin = std::size_t{1} << 20;  // see above
 constexpr std::size_t kSmallMaxBlock = std::size_t{1} << 20;
 constexpr std::size_t kSmallMaxBytes = std::size_t{32} << 20;
 constexpr std::size_t kSmallMaxCount = 32;
