@@ -336,16 +336,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol, bool e
 #define MS_TENSOR_ELEMENT_ACCESS(T)   \
   template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
-MS_TENSOR_ELEMENT_ACCESS(bool)
-MS_TENSOR_ELEMENT_ACCESS(std::int8_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int16_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int32_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int64_t)
-MS_TENSOR_ELEMENT_ACCESS(std::uint8_t)
-MS_TENSOR_ELEMENT_ACCESS(float16_t)
-MS_TENSOR_ELEMENT_ACCESS(bfloat16_t)
-MS_TENSOR_ELEMENT_ACCESS(float)
-MS_TENSOR_ELEMENT_ACCESS(double)
+MS_TENSOR_ELEMENT_TYPES(MS_TENSOR_ELEMENT_ACCESS)
 #undef MS_TENSOR_ELEMENT_ACCESS
 
 }  // namespace ms

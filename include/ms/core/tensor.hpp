@@ -327,19 +327,14 @@ T Tensor::item() const {
 // item and to_vector of the usual element types are compiled once, in libms
 // (src/core/tensor.cpp), not in every translation unit that reads a value.
 /// \cond INTERNAL
+#define MS_TENSOR_ELEMENT_TYPES(X)                                                            \
+  X(bool)                                                                                     \
+  X(std::int8_t) X(std::int16_t) X(std::int32_t) X(std::int64_t) X(std::uint8_t) X(float16_t) \
+      X(bfloat16_t) X(float) X(double)
 #define MS_TENSOR_ELEMENT_ACCESS(T)          \
   extern template T Tensor::item<T>() const; \
   extern template std::vector<T> Tensor::to_vector<T>() const;
-MS_TENSOR_ELEMENT_ACCESS(bool)
-MS_TENSOR_ELEMENT_ACCESS(std::int8_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int16_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int32_t)
-MS_TENSOR_ELEMENT_ACCESS(std::int64_t)
-MS_TENSOR_ELEMENT_ACCESS(std::uint8_t)
-MS_TENSOR_ELEMENT_ACCESS(float16_t)
-MS_TENSOR_ELEMENT_ACCESS(bfloat16_t)
-MS_TENSOR_ELEMENT_ACCESS(float)
-MS_TENSOR_ELEMENT_ACCESS(double)
+MS_TENSOR_ELEMENT_TYPES(MS_TENSOR_ELEMENT_ACCESS)
 #undef MS_TENSOR_ELEMENT_ACCESS
 /// \endcond
 
