@@ -57,30 +57,18 @@ run_all() {
 
 [ "${REPORT_ONLY:-0}" = 1 ] || run_all
 
-python3 - "$out" "$reps" "$min_time" <<'EOF'
-import glob, json, os, re, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$out" "$reps" "$min_time" <<'EOF'
+import glob, os, statistics, sys
+from bench_results import iterations, meta_and_loads, seconds
 
 out, reps, min_time = sys.argv[1:]
-with open(os.path.join(out, "load_samples")) as f:
-    loads = [float(x) for x in f.read().split()]
-with open(os.path.join(out, "meta")) as f:
-    meta = f.read().strip()
-UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+meta, loads = meta_and_loads(out)
 procs = []  # per process: case name -> median seconds
 failed = False
 for path in sorted(glob.glob(os.path.join(out, "proc*.json"))):
-    runs = {}
-    with open(path) as f:
-        for b in json.load(f)["benchmarks"]:
-            if b.get("run_type") != "iteration":
-                continue
-            if b.get("error_occurred"):
-                print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
-                failed = True
-                continue
-            name = re.sub(r"/real_time$", "", b["run_name"])
-            runs.setdefault(name, []).append(b["real_time"] * UNIT[b["time_unit"]])
-    procs.append({k: statistics.median(v) for k, v in runs.items()})
+    runs, bad = iterations([path])
+    failed |= bad
+    procs.append({k: statistics.median(seconds(r) for r in v) for k, v in runs.items()})
 
 def us(v):
     return "n/a" if v is None else f"{v * 1e6:.1f}"

@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2154  # $out, $reps and $min_time are the caller's
 # bench/lib.sh — what the bench/*_table.sh scripts share; sourced, not run.
+# (Their Python reports share bench/bench_results.py.)
 
 # One line: the commit (and whether the tree has uncommitted changes), the
 # CPU, its count and the time, for the tables' "Measured at" line.

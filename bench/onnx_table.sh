@@ -65,37 +65,25 @@ run_all() {
 
 [ "${REPORT_ONLY:-0}" = 1 ] || run_all
 
-python3 - "$out" "$reps" "$min_time" <<'EOF'
-import glob, json, os, re, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$out" "$reps" "$min_time" <<'EOF'
+import glob, os, statistics, sys
+from bench_results import iterations, meta_and_loads, seconds
 
 out, reps, min_time = sys.argv[1:]
-with open(os.path.join(out, "load_samples")) as f:
-    loads = [float(x) for x in f.read().split()]
-with open(os.path.join(out, "meta")) as f:
-    meta = f.read().strip()
-UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+meta, loads = meta_and_loads(out)
 failed = False
 
 def medians(path):
     """Case name -> median wall time of one iteration in seconds, of one JSON run."""
     global failed
-    runs = {}
-    with open(path) as f:
-        for b in json.load(f)["benchmarks"]:
-            if b.get("run_type") != "iteration":
-                continue
-            if b.get("error_occurred"):
-                print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
-                failed = True
-                continue
-            runs.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(
-                b["real_time"] * UNIT[b["time_unit"]])
-    return {k: statistics.median(v) for k, v in runs.items()}
+    runs, bad = iterations([path])
+    failed |= bad
+    return {k: statistics.median(seconds(r) for r in v) for k, v in runs.items()}
 
 procs = [medians(p) for p in sorted(glob.glob(os.path.join(out, "mlp*.json")))]
 loading = medians(os.path.join(out, "load.json"))
 
-def seconds(name):
+def case_time(name):
     """Median over the processes of a case's time (None when not run)."""
     vs = [p[name] for p in procs if name in p] or ([loading[name]] if name in loading else [])
     return statistics.median(vs) if vs else None
@@ -131,8 +119,8 @@ for nt in (1, 2):
         g = f"BM_OnnxMlp_GraphCell/{args}"
         s = f"BM_OnnxMlp_GraphCellStatic/{args}"
         rg, rs_ = ratio_of(g, j), ratio_of(s, j)
-        print(f"| batch {batch} | {nt} | {us(seconds(j))} | {us(seconds(g))} | {span(rg)} | "
-              f"{us(seconds(s))} | {span(rs_)} |")
+        print(f"| batch {batch} | {nt} | {us(case_time(j))} | {us(case_time(g))} | {span(rg)} | "
+              f"{us(case_time(s))} | {span(rs_)} |")
         checks.append((f"GraphCell / jit at batch {batch}, {nt} thread(s) <= 1.05",
                        rg[0] is not None and rg[0] <= 1.05, span(rg)))
 print()
@@ -141,7 +129,7 @@ print("|---|---|")
 for what, name in (("GraphCell(path): read, parse, check, map", "BM_OnnxLoad_File/nt:1"),
                    ("GraphCell(bytes, origin): the same without the read", "BM_OnnxLoad_Bytes/nt:1"),
                    ("ms::io::read_file alone", "BM_OnnxLoad_ReadFile/nt:1")):
-    v = seconds(name)
+    v = case_time(name)
     print(f"| {what} | {'n/a' if v is None else f'{v * 1e3:.0f}'} |")
     if name == "BM_OnnxLoad_File/nt:1":
         checks.append(("GraphCell from the ~100 MB file < 1 s", v is not None and v < 1.0,

@@ -61,28 +61,13 @@ run_all() {
 
 [ "${REPORT_ONLY:-0}" = 1 ] || run_all
 
-python3 - "$out" "$reps" "$min_time" <<'EOF'
-import glob, json, os, re, statistics, sys
+PYTHONPATH="$root/bench" python3 - "$out" "$reps" "$min_time" <<'EOF'
+import glob, os, statistics, sys
+from bench_results import iterations, meta_and_loads, seconds
 
 out, reps, min_time = sys.argv[1:]
-with open(os.path.join(out, "load_samples")) as f:
-    loads = [float(x) for x in f.read().split()]
-with open(os.path.join(out, "meta")) as f:
-    meta = f.read().strip()
-runs = {}
-for path in sorted(glob.glob(os.path.join(out, "bm_*_nt*.json"))):
-    with open(path) as f:
-        for b in json.load(f)["benchmarks"]:
-            if b.get("run_type") != "iteration":
-                continue
-            if b.get("error_occurred"):
-                print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
-                continue
-            runs.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(b)
-
-def seconds(r):
-    scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[r.get("time_unit", "ns")]
-    return r["real_time"] * scale
+meta, loads = meta_and_loads(out)
+runs, _ = iterations(sorted(glob.glob(os.path.join(out, "bm_*_nt*.json"))))
 
 def med(name, key):
     rs = runs.get(name)
