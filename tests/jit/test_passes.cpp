@@ -482,6 +482,29 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("matmul_bias") == 0);
   }
 
+  TEST_CASE("matmul fusion leaves split points and products of another recompute region") {
+    const std::vector<Shape> shapes{{2, 8, 16}, {16, 12}, {12}};
+    auto count_after_fusion = [&](const ops::Attrs& add_attrs, int matmul_region) {
+      ir::Graph g = trace(
+          [&](auto& in) {
+            const Tensor y = matmul(in[0], in[1]);
+            return std::vector<Tensor>{ops::call1(ops::op("add"), {y, in[2]}, add_attrs)};
+          },
+          shapes);
+      for (ir::Node& n : g.nodes)
+        if (n.kind == NodeKind::Op && n.def->name == "matmul") n.recompute_region = matmul_region;
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      for (const ir::Node& n : g.nodes)  // the add's attributes stay with the add
+        if (n.kind == NodeKind::Op && n.def->name == "matmul_bias") CHECK(!n.attrs.has("func_id"));
+      return g.count_op("matmul_bias");
+    };
+    CHECK(count_after_fusion({}, -1) == 1);
+    CHECK(count_after_fusion({{"func_id", std::string("add_func")}}, -1) == 1);
+    CHECK(count_after_fusion({{"split_op", true}, {"func_id", std::string("add_func")}}, -1) == 0);
+    CHECK(count_after_fusion({}, 0) == 0);  // the add is in no region, the matmul in region 0
+  }
+
   TEST_CASE("a CNN's loss and gradients: O1 (fused activations, Winograd) == O0, bitwise") {
     // conv(16->16, Winograd) -> relu -> pool -> conv(16->3, im2col) -> relu -> pool -> sum
     Generator gen(3);
