@@ -344,9 +344,10 @@ std::vector<std::size_t> readers_of(const ir::IdTable<ir::ValueId, std::vector<s
 // a copy kept across runs instead of casting each run, when either
 //  - the graph never writes c (the copy stays valid until c is written
 //    elsewhere), or
-//  - c's only write is the in-place fused update S (plan_in_place_updates)
-//    and every reader of X (or of a view of it) runs before S: S then also
-//    writes cast(result) into the copy in the same pass.
+//  - c is contiguous, its only write is the in-place fused update S
+//    (plan_in_place_updates) and every reader of X (or of a view of it) runs
+//    before S: S then also writes cast(result) into the copy in the same
+//    pass.
 // X must not be a graph output (the caller would hold the copy). Before each
 // run a copy whose capture was written since (Storage::write_count: by
 // copy_, assign, set_data, a checkpoint load, another graph) is recast.
@@ -380,9 +381,10 @@ void Executable::plan_kept_casts() {
     if (reaches_output) continue;
     const std::size_t w = writer[c];
     if (assigns[c] > 0) {
-      // ew_run_also converts from the update's output: a register type (float32, float64).
+      // ew_run_also converts from the update's output: a register type (float32, float64),
+      // written densely (a strided capture is recast each run instead).
       if (assigns[c] != 1 || w == kNoStep || steps_[w].kept >= 0 ||
-          kernels::ew_register_type(from, "cast") != from)
+          kernels::ew_register_type(from, "cast") != from || !cn.tensor.is_contiguous())
         continue;
       if (std::any_of(readers.begin(), readers.end(), [&](std::size_t u) { return u >= w; }))
         continue;
@@ -512,6 +514,7 @@ void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executa
       if (s.in_place.valid()) {  // the op's update form writes into its first input
         s.def->update(f.scratch, s.attrs);
         f.scratch.clear();
+        f.vals[s.in_place].storage()->note_write();  // other graphs' kept casts of it are stale
         f.vals[s.out[0]] = f.vals[s.in_place];
         break;
       }

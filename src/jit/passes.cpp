@@ -518,14 +518,20 @@ bool fuse_pool_grad_relu(Node& n, FusionSite& s) {
 // add(matmul(a, b), bias) -> matmul_bias(a, b, bias) (float32, b 2-D, bias
 // [n], the product read by the add alone and of the add's type): the bias is
 // added to each tile of the product while in cache instead of in a pass of
-// its own over the whole product.
+// its own over the whole product. Neither op may be a split point
+// (split_op), and both must be of one recompute region (or none): the fused
+// node stands for both.
 bool fuse_matmul_bias(Node& n, FusionSite& s) {
-  if (!is_single(n, ops::def_of<ops::Add>()) || n.inputs.size() != 2) return false;
+  if (!is_single(n, ops::def_of<ops::Add>()) || n.inputs.size() != 2 || n.attrs.has("split_op"))
+    return false;
   const ops::TensorType& out = s.g.value(n.outputs[0]).type;
   for (std::size_t side = 0; side < 2; ++side) {
     const ValueId mv = n.inputs[side], bv = n.inputs[1 - side];
     const Node& mm = s.g.producer(mv);
-    if (!is_single(mm, ops::def_of<ops::Matmul>()) || !s.only_reader(mv)) continue;
+    if (!is_single(mm, ops::def_of<ops::Matmul>()) || !s.only_reader(mv) ||
+        mm.attrs.has("split_op") || mm.recompute_region != n.recompute_region ||
+        mm.recomputed != n.recomputed)
+      continue;
     const ops::TensorType &mt = s.g.value(mv).type, &bt = s.g.value(bv).type;
     const ops::TensorType& at = s.g.value(mm.inputs[0]).type;
     const ops::TensorType& wt = s.g.value(mm.inputs[1]).type;
@@ -536,6 +542,7 @@ bool fuse_matmul_bias(Node& n, FusionSite& s) {
       continue;
     n.def = &fused::def<fused::MatmulBias>();
     n.ew_id = -1;
+    n.attrs = {};  // matmul_bias has none; the add's (func_id, ...) are not its
     n.inputs = {mm.inputs[0], mm.inputs[1], bv};
     return true;
   }

@@ -293,7 +293,10 @@ Tensor MultiheadAttention::attention_cached(const Tensor& x, KvCache& cache,
     MS_CHECK(write_at->rank() == 0 && dtype_is_int(write_at->dtype()), TypeError, api,
              ": write_at must be a 0-d integer tensor, got ", write_at->dtype(), " ",
              write_at->shape());
-    const Tensor slot = write_at->reshape(Shape({1}));
+    // index_copy takes int32 or int64 indices: a narrower or unsigned slot widens to int64.
+    const DType at = write_at->dtype();
+    const Tensor slot = (at == DType::Int32 || at == DType::Int64 ? *write_at : write_at->to(int64))
+                            .reshape(Shape({1}));
     cache = {index_copy(cache.key, 2, slot, k), index_copy(cache.value, 2, slot, v)};
   }
   const std::int64_t s = cache.key.dim(2);

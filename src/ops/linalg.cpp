@@ -308,10 +308,10 @@ std::vector<Tensor> Matmul::vjp(const Attrs&, const GradContext& c) {
   if (a.rank() == 1) G = unsqueeze(G, G.rank() == 0 ? 0 : -2);
   if (b.rank() == 1) G = unsqueeze(G, -1);
   const Tensor dA = detail::sum_to(matmul(G, transpose(B, -1, -2)), A.shape());
-  if (B.rank() == 2 && A.rank() > 2 && known(B.dim(0)) && known(B.dim(1))) {
+  if (B.rank() == 2 && A.rank() > 2 && B.dim(0) > 0 && B.dim(1) > 0) {  // known, non-empty
     // A matrix shared by a batch (a dense layer's weight): the batch is
     // summed inside one GEMM over all its rows, [k, B*m] x [B*m, n], instead
-    // of B products summed afterwards.
+    // of B products summed afterwards (k, n > 0: reshape infers the rows).
     const Tensor A2 = reshape(A, {-1, B.dim(0)});
     const Tensor G2 = reshape(G, {-1, B.dim(1)});
     return {reshape(dA, a.shape()), reshape(matmul(transpose(A2, 0, 1), G2), b.shape())};
@@ -345,6 +345,10 @@ Samples Matmul::samples() {
            sample("gradient, matrix x vector", pair({3, 4}, {4}, 8, float64), none, {}, {0, 1}),
            sample("gradient, batch x shared matrix [2,3,4] x [4,2]",
                   pair({2, 3, 4}, {4, 2}, 10, float64), none, {}, {0, 1}),
+           sample("gradient, empty k: batch [2,3,0] x shared [0,4]",
+                  pair({2, 3, 0}, {0, 4}, 11, float64), none, {}, {0, 1}),
+           sample("gradient, empty n: batch [2,3,4] x shared [4,0]",
+                  pair({2, 3, 4}, {4, 0}, 12, float64), none, {}, {0, 1}),
            sample("gradient, broadcast batch [2,1,3,4] x [3,4,2]",
                   pair({2, 1, 3, 4}, {3, 4, 2}, 9, float64), none, {}, {0, 1})},
       .errors = {

@@ -104,7 +104,10 @@ void broadcast_parameters(const ParameterList& params, int root) {
   std::size_t k = 0;
   for (const Parameter& p : params) {
     if (p.numel() == 0) continue;
-    if (!p.is_contiguous()) Parameter(p).set_data(bufs[k]);
+    if (p.is_contiguous())
+      p.storage()->note_write();  // written in place by MPI: kept casts of it are stale
+    else
+      Parameter(p).set_data(bufs[k]);  // set_data notes its write
     ++k;
   }
 }

@@ -482,6 +482,29 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("matmul_bias") == 0);
   }
 
+  TEST_CASE("matmul fusion leaves split points and products of another recompute region") {
+    const std::vector<Shape> shapes{{2, 8, 16}, {16, 12}, {12}};
+    auto count_after_fusion = [&](const ops::Attrs& add_attrs, int matmul_region) {
+      ir::Graph g = trace(
+          [&](auto& in) {
+            const Tensor y = matmul(in[0], in[1]);
+            return std::vector<Tensor>{ops::call1(ops::op("add"), {y, in[2]}, add_attrs)};
+          },
+          shapes);
+      for (ir::Node& n : g.nodes)
+        if (n.kind == NodeKind::Op && n.def->name == "matmul") n.recompute_region = matmul_region;
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      for (const ir::Node& n : g.nodes)  // the add's attributes stay with the add
+        if (n.kind == NodeKind::Op && n.def->name == "matmul_bias") CHECK(!n.attrs.has("func_id"));
+      return g.count_op("matmul_bias");
+    };
+    CHECK(count_after_fusion({}, -1) == 1);
+    CHECK(count_after_fusion({{"func_id", std::string("add_func")}}, -1) == 1);
+    CHECK(count_after_fusion({{"split_op", true}, {"func_id", std::string("add_func")}}, -1) == 0);
+    CHECK(count_after_fusion({}, 0) == 0);  // the add is in no region, the matmul in region 0
+  }
+
   TEST_CASE("a CNN's loss and gradients: O1 (fused activations, Winograd) == O0, bitwise") {
     // conv(16->16, Winograd) -> relu -> pool -> conv(16->3, im2col) -> relu -> pool -> sum
     Generator gen(3);
@@ -559,6 +582,62 @@ TEST_SUITE("jit") {
     w.storage()->note_write();
     expect_current(e);
     expect_current(e2);
+  }
+
+  TEST_CASE("an in-place op update of a capture recasts another graph's kept cast of it") {
+    Generator gen(6);
+    Tensor c = uniform({4, 8}, -1.0, 1.0, gen, float32);
+    const Tensor at = tensor({1});
+    // A writes row 1 of c with index_copy's in-place form.
+    ir::Graph ga = trace(
+        [&](auto& in) {
+          assign(c, index_copy(c, 0, at, in[0]));
+          return std::vector<Tensor>{sum(in[0])};
+        },
+        {{1, 8}});
+    compiler::optimize(ga, {.verify = true});
+    compiler::Executable a(ga);
+    // B reads a kept bfloat16 copy of c.
+    ir::Graph gb = trace(
+        [&](auto& in) {
+          return std::vector<Tensor>{matmul(cast(in[0], bfloat16), cast(c, bfloat16))};
+        },
+        {{3, 4}});
+    compiler::optimize(gb, {.verify = true});
+    compiler::Executable b(gb);
+    CHECK(b.kept_casts() == 1);
+    const Tensor xb = uniform({3, 4}, -1.0, 1.0, gen, float32);
+    auto eager = [&] { return matmul(cast(xb, bfloat16), cast(c, bfloat16)); };
+    CHECK(allclose(b.run(std::vector<Tensor>{xb})[0], eager(), 0, 0));
+    a.run(std::vector<Tensor>{full({1, 8}, 3.f)});
+    CHECK(c.select(0, 1).to_vector<float>() == std::vector<float>(8, 3.f));
+    CHECK(allclose(b.run(std::vector<Tensor>{xb})[0], eager(), 0, 0));
+  }
+
+  TEST_CASE("a cast of a strided capture updated in place is recast each run, not kept") {
+    Generator gen(7);
+    Tensor w = full({8, 16}, 1.f).transpose(0, 1);  // [16, 8], not contiguous
+    const Tensor x = uniform({4, 16}, -1.0, 1.0, gen, float32);
+    auto update = [](const Tensor& w0, const Tensor& x0, const Tensor& y0) {
+      return Tensor(w0 * 0.5f - matmul(transpose(x0, 0, 1), cast(y0, float32)) * 0.125f);
+    };
+    ir::Graph g = trace(
+        [&](auto& in) {
+          Tensor y = matmul(cast(in[0], bfloat16), cast(w, bfloat16));
+          assign(w, update(w, in[0], y));
+          return std::vector<Tensor>{y};
+        },
+        {{4, 16}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    CHECK(e.kept_casts() == 0);
+    for (int i = 0; i < 3; ++i) {
+      const Tensor before = w.clone();
+      const Tensor want = matmul(cast(x, bfloat16), cast(before, bfloat16));
+      const Tensor got = e.run(std::vector<Tensor>{x})[0];
+      CHECK(allclose(got, want, 0, 0));
+      CHECK(allclose(w, update(before, x, want), 1e-6, 1e-6));
+    }
   }
 
   TEST_CASE("a cast read after the update of its capture is not kept") {

@@ -335,6 +335,25 @@ TEST_SUITE("nn") {
     CHECK(max_diff(fwd(x, pad), eager) > 1e-4);  // the hook's doubling is gone
   }
 
+  TEST_CASE("MultiheadAttention::attention_cached: write_at of any integer dtype") {
+    const std::int64_t E = 4, S = 5;
+    ms::nn::MultiheadAttention mha(E, 2, {.batch_first = true});
+    ms::nn::KvCache prefilled;
+    (void)mha.attention_cached(randn({1, S, E}, 40), prefilled, std::nullopt, {});
+    const Tensor x = randn({1, 1, E}, 41);
+    ms::nn::KvCache want = prefilled;
+    const Tensor y = mha.attention_cached(x, want, ms::tensor(3, ms::int64), {});
+    for (ms::DType dt : {ms::int32, ms::int16, ms::int8, ms::uint8}) {
+      CAPTURE(dt);
+      ms::nn::KvCache got = prefilled;
+      const Tensor yd = mha.attention_cached(x, got, ms::tensor(3, ms::int64).to(dt), {});
+      CHECK(max_diff(yd, y) == 0);
+      CHECK(max_diff(got.key, want.key) == 0);
+      CHECK(max_diff(got.value, want.value) == 0);
+    }
+    CHECK(max_diff(want.key, prefilled.key) > 0);  // slot 3 was written
+  }
+
   TEST_CASE("MultiheadAttention: bad arguments name the cell, the argument, expected and given") {
     CHECK_THROWS_WITH_AS(ms::nn::MultiheadAttention(10, 3),
                          doctest::Contains("embed_dim (10) must be divisible by num_heads (3)"),

@@ -276,6 +276,18 @@ TEST_SUITE("parallel") {
             rank0.trainable_params()[i].to_vector<float>());
   }
 
+  TEST_CASE("broadcast_parameters counts its writes into the parameters of other ranks") {
+    // Storage::write_count tells compiled graphs to recast their kept casts of a parameter.
+    if (ms::parallel::world_size() == 1) return;  // nothing is sent
+    MLP net;
+    const ms::ParameterList ps = net.trainable_params();
+    std::vector<std::uint64_t> before;
+    for (const ms::Parameter& p : ps) before.push_back(p.storage()->write_count());
+    ms::parallel::broadcast_parameters(ps);  // collective: every rank calls it
+    if (ms::parallel::rank() == 0) return;   // the root's parameters are only read
+    for (std::size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].storage()->write_count() > before[i]);
+  }
+
   TEST_CASE("a rank with a different model is an error naming the first mismatching parameter") {
     const int p = ms::parallel::world_size(), r = ms::parallel::rank();
     if (p == 1) return;

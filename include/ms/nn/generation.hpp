@@ -83,7 +83,9 @@ struct GenerateOptions {
 /// Generates tokens with a Gpt (see the header's design note). It holds the
 /// two compiled graphs, so later generate() calls with the same batch size
 /// compile nothing. The Gpt runs in evaluation mode during generate() (its
-/// mode is restored after) and must outlive the generator.
+/// mode is restored after) and must outlive the generator. It keeps one set
+/// of full-size key/value caches ([B, n_head, block_size, head_dim] per layer)
+/// for each batch size B it has generated for, until it is destroyed.
 class GptGenerator {
  public:
   /// Compiles with `config` (e.g. {.dynamic = 1} for auto-dynamic shapes:
