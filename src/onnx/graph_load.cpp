@@ -278,6 +278,21 @@ Attr decode_attr(const ::onnx::AttributeProto& a, const std::string& where, Exte
   return r;
 }
 
+/// Window sizes, strides and dilations are at least 1, and so is a group count (ONNX's shape
+/// inference divides by strides before it checks them: a 0 would end the process).
+void check_positive_attr(const ::onnx::AttributeProto& a, const std::string& where) {
+  const std::string& name = a.name();
+  if (name == "group") {
+    MS_CHECK(a.i() >= 1, ValueError, kApi, ": ", where,
+             ": attribute group must be at least 1, got ", a.i());
+    return;
+  }
+  if (name != "strides" && name != "dilations" && name != "kernel_shape") return;
+  for (std::int64_t v : a.ints())
+    MS_CHECK(v >= 1, ValueError, kApi, ": ", where, ": every value of attribute ", name,
+             " must be at least 1, got ", v);
+}
+
 struct Builder {
   Program& p;
   ExternalReader& ext;
@@ -305,9 +320,15 @@ void add_input(Program& p, Builder& b, const ::onnx::ValueInfoProto& vi) {
   GInput in{vi.name(), b.define(vi.name(), what), dtype_from_onnx(tt.elem_type(), what), {}, {}};
   MS_CHECK(tt.has_shape(), ValueError, kApi, ": ", what,
            " has no shape; GraphCell needs each input's rank");
+  std::int64_t known = 1;  // the product of its known dims
   for (const auto& d : tt.shape().dim()) {
     MS_CHECK(!d.has_dim_value() || d.dim_value() >= 0, ValueError, kApi, ": ", what,
              " has a negative dim ", d.dim_value());
+    // Bounded like an initializer's: ONNX's shape inference multiplies them in int64.
+    const std::int64_t v = d.has_dim_value() ? d.dim_value() : 1;
+    MS_CHECK(v == 0 || known <= kMaxElements / v, ValueError, kApi, ": ", what,
+             " has more than 2^40 elements (its dims overflow)");
+    known *= v;
     in.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
     in.dim_names.push_back(d.has_dim_param() ? d.dim_param() : std::string());
   }
@@ -368,8 +389,10 @@ void add_nodes(Program& p, Builder& b, const ::onnx::GraphProto& g) {
                reads[static_cast<std::size_t>(i)],
                writes[static_cast<std::size_t>(i)],
                {}};
-    for (const auto& a : n.attribute())
+    for (const auto& a : n.attribute()) {
+      check_positive_attr(a, node_label(n, i));
       node.attrs.emplace(a.name(), decode_attr(a, node_label(n, i), b.ext));
+    }
     p.nodes.push_back(std::move(node));
   }
 }

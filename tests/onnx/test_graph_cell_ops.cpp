@@ -1,5 +1,6 @@
 // ms::GraphCell, op by op on small hand-built models: integer Div truncates
 // exactly and rejects a zero divisor, a Reshape target whose sizes overflow,
+// window attributes below 1 and input dims that overflow,
 // BOOL initializers with bytes other than 0 and 1, Trilu's k, Split and
 // ConstantOfShape (the patterns of PyTorch's exporter) with their errors.
 #include <doctest/doctest.h>
@@ -88,6 +89,13 @@ void attr_i(NodeProto* n, const char* name, std::int64_t v) {
   a->set_name(name);
   a->set_type(::onnx::AttributeProto::INT);
   a->set_i(v);
+}
+
+void attr_ints(NodeProto* n, const char* name, const I64s& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (std::int64_t x : v) a->add_ints(x);
 }
 
 ms::Tensor ints(const I64s& v) {
@@ -180,6 +188,48 @@ TEST_CASE("GraphCell errors: a Reshape target whose sizes multiply past int64") 
   ms::GraphCell g(m.bytes(), "<reshape>");
   CHECK(has(run_error<ms::ShapeError>(g, {ms::ones({2, 3})}),
             "GraphCell: node 'y' (Reshape): the target's sizes multiply past int64 at dim 2"));
+}
+
+TEST_CASE("GraphCell errors: a stride, dilation, window or group below 1 names the node") {
+  // ONNX's shape inference divides by the strides before it checks them.
+  const auto conv = [](const char* name, const I64s& v) {
+    Model m;
+    m.input("x", TensorProto::FLOAT, {-1, 2, 9, 9});
+    TensorProto* w = m.init("w", TensorProto::FLOAT, {4, 1, 3, 3});
+    for (int i = 0; i < 36; ++i) w->add_float_data(0.5f);
+    NodeProto* n = m.node("Conv", {"x", "w"}, {"y"});
+    attr_i(n, "group", std::string(name) == "group" ? v[0] : 2);
+    if (std::string(name) != "group") attr_ints(n, name, v);
+    m.output("y", TensorProto::FLOAT, {-1, 4, -1, -1});
+    return m;
+  };
+  CHECK(has(load_error(conv("strides", {0, 2})),
+            "GraphCell: node 'y' (Conv): every value of attribute strides must be at least 1, "
+            "got 0"));
+  CHECK(has(load_error(conv("dilations", {1, -1})), "attribute dilations must be at least 1"));
+  CHECK(has(load_error(conv("kernel_shape", {3, 0})), "attribute kernel_shape must be at least 1"));
+  CHECK(has(load_error(conv("group", {0})),
+            "GraphCell: node 'y' (Conv): attribute group must be at least 1, got 0"));
+  // The same model with valid attributes loads and runs.
+  ms::GraphCell g(conv("strides", {2, 2}).bytes(), "<conv>");
+  CHECK(g(ms::ones({1, 2, 9, 9})).shape() == ms::Shape{1, 4, 4, 4});
+
+  Model p;
+  p.input("x", TensorProto::FLOAT, {1, 1, 4, 4});
+  attr_ints(p.node("MaxPool", {"x"}, {"y"}), "kernel_shape", {2, 2});
+  attr_ints(p.g->mutable_node(0), "strides", {2, 0});
+  p.output("y", TensorProto::FLOAT, {1, 1, -1, -1});
+  CHECK(has(load_error(p), "node 'y' (MaxPool): every value of attribute strides"));
+}
+
+TEST_CASE("GraphCell errors: a graph input whose declared dims multiply past 2^40") {
+  // ONNX's shape inference multiplies known dims in int64 (a Reshape's -1).
+  Model m;
+  const std::int64_t big = std::int64_t{1} << 31;
+  m.input("x", TensorProto::FLOAT, {big, big, -1});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y", TensorProto::FLOAT, {-1, -1, -1});
+  CHECK(has(load_error(m), "graph input 'x' has more than 2^40 elements"));
 }
 
 TEST_CASE("GraphCell: BOOL initializers with bytes other than 0 and 1 load as true") {
