@@ -220,6 +220,47 @@ void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tenso
   });
 }
 
+std::int64_t scatter(const Tensor& out, std::int64_t axis, const Tensor& index, const Tensor& src) {
+  const std::int64_t n = index.numel();
+  if (n == 0) return -1;
+  std::vector<std::int64_t> shape = index.shape().dims(), walk = out.strides();
+  if (shape.empty()) {  // rank 0: one element, index 0
+    shape = {1};
+    walk = {0};
+    axis = 0;
+  }
+  const auto ax = static_cast<std::size_t>(axis);
+  const std::int64_t axis_stride = walk[ax];
+  walk[ax] = 0;  // the axis coordinate comes from the index, not the walk
+  const std::size_t r = shape.size();
+  std::vector<std::int64_t> c(r);
+  std::vector<bool> written(static_cast<std::size_t>(out.numel()));
+  const std::byte* sb = src.raw_data();
+  std::byte* ob = out.raw_data();
+  std::int64_t repeated = -1;
+  with_index(index.dtype(), [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I* ip = index.data<I>();
+    with_elem(out.itemsize(), [&](auto esz) {
+      constexpr std::size_t E = decltype(esz)::value;
+      Odometer od{shape.data(), walk.data(), c.data(), r};
+      od.seek(0);
+      for (std::int64_t p = 0; p < n; ++p) {
+        const std::int64_t dst = od.off + static_cast<std::int64_t>(ip[p]) * axis_stride;
+        if (written[static_cast<std::size_t>(dst)]) {
+          repeated = p;
+          return;
+        }
+        written[static_cast<std::size_t>(dst)] = true;
+        copy_elem<E>(ob + dst * static_cast<std::int64_t>(E),
+                     sb + p * static_cast<std::int64_t>(E));
+        od.next();
+      }
+    });
+  });
+  return repeated;
+}
+
 void index_select(const Tensor& x_in, std::int64_t axis, const Tensor& index, const Tensor& out) {
   if (out.numel() == 0) return;
   const Tensor x = inner_dense(x_in, axis) ? x_in : ::ms::detail::to_dense(x_in, x_in.dtype());

@@ -404,6 +404,10 @@ void index_copy(NodeCtx& c) {
       {e.add1("Reshape", {c.in(1, DType::Int64), e.ints(along)}), e.add1("Shape", {c.in(2)})});
   set_i(e.add("ScatterElements", {c.in(0), idx, c.in(2)}, {c.out[0]}), "axis", a);
 }
+void scatter(NodeCtx& c) {
+  set_i(c.e.add("ScatterElements", {c.in(0), c.in(1), c.in(2)}, {c.out[0]}), "axis",
+        norm_axis(typed<ops::Scatter::Attrs>(c).axis, c.in_type(0).shape.rank()));
+}
 void cumsum(NodeCtx& c) {
   const auto ca = typed<ops::Cumsum::Attrs>(c);
   const std::int64_t a = norm_axis(ca.axis, c.in_type(0).shape.rank());
@@ -691,6 +695,7 @@ const OpRule kRules[] = {
     {name_of<ops::IndexSelect>, "Gather", "", indexed<kGather>},
     {name_of<ops::IndexCopy>, "ScatterElements", "index expanded to the source's shape",
      index_copy},
+    {name_of<ops::Scatter>, "ScatterElements", "", scatter},
     {name_of<ops::Cumsum>, "CumSum", "", cumsum},
     {name_of<ops::OneHot>, "OneHot", "", one_hot},
     {name_of<ops::Triu>, "Trilu", "opset 13: Where over a constant mask (static last dims)",

@@ -926,6 +926,47 @@ void IndexCopy::update(const Attrs& a, Inputs in) {
   index_copy_into(in[0], a, in);
 }
 
+TypeList Scatter::infer(const Attrs& a, Types in) {
+  constexpr std::string_view op = "scatter";
+  const TensorType &x = in[0], &index = in[1], &src = in[2];
+  check_packed(x.dtype, op, "x");
+  check_index_dtype(index.dtype, op, "index");
+  MS_CHECK(src.dtype == x.dtype, TypeError, "scatter: src must have x's dtype ", x.dtype, ", got ",
+           src.dtype);
+  const std::int64_t r = x.shape.rank();
+  MS_CHECK(index.shape.rank() == r, ShapeError, "scatter: index of shape ", index.shape,
+           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
+           "; they must match");
+  MS_CHECK(src.shape == index.shape, ShapeError, "scatter: src must have index's shape ",
+           index.shape, ", got ", src.shape);
+  const std::int64_t ax = axis_normalize(a.axis, r, op);
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "scatter: index of shape ",
+             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
+             index.shape[u(d)], " > ", x.shape[u(d)], "); only the scatter axis ", ax,
+             " may be larger");
+  TensorType t{x.dtype, x.shape};
+  check_out_size(t, op);
+  return {t};
+}
+
+TensorList Scatter::eval(const Attrs& a, Inputs in) {
+  const TypeList t = infer(a, types_of(in));
+  Tensor out = alloc(t[0], "scatter");
+  const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
+  const std::int64_t r = x.rank();
+  const std::int64_t ax = axis_normalize(a.axis, r, "scatter");
+  check_index_values(index, r == 0 ? 1 : x.shape()[u(ax)], "scatter", "index",
+                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  out.copy_(x);
+  const std::int64_t repeated = kernels::scatter(out, ax, index, src);
+  MS_CHECK(repeated < 0, ValueError, "scatter: index", position(repeated, index.shape()), " = ",
+           index_value(index, repeated),
+           " sends a second element of src to a position already written (positions must be "
+           "distinct)");
+  return {out};
+}
+
 TypeList GatherGrad::infer(const Attrs& a, Types in) {
   constexpr std::string_view op = "gather_grad";
   const TensorType &g = in[0], &index = in[1];
@@ -1003,6 +1044,11 @@ TensorList IndexCopy::vjp(const Attrs& a, const GradContext& c) {
   const Tensor& index = c.inputs[1];
   return {index_copy(g, a.axis, index, zeros_like(c.inputs[2])), Tensor(),
           index_select(g, a.axis, index)};
+}
+TensorList Scatter::vjp(const Attrs& a, const GradContext& c) {
+  const Tensor& g = c.out_grads[0];
+  const Tensor& index = c.inputs[1];
+  return {scatter(g, a.axis, index, zeros_like(c.inputs[2])), Tensor(), gather(g, a.axis, index)};
 }
 TensorList GatherGrad::vjp(const Attrs& a, const GradContext& c) {
   return {gather(c.out_grads[0], a.axis, c.inputs[1]), Tensor()};
@@ -1102,6 +1148,59 @@ Samples IndexCopy::samples() {
                       {},
                       "ms::IndexError",
                       "is out of range"}}};
+}
+
+Samples Scatter::samples() {
+  return {
+      .cases = {{"two per row, axis 1",
+                 {zeros({2, 3}), tensor({{2, 1}, {0, 2}}), tensor({{1.0, 3.0}, {2.0, 4.0}})},
+                 attrs_to(Attrs{.axis = 1}),
+                 {tensor({{0.0, 3.0, 1.0}, {2.0, 0.0, 4.0}})}},
+                {"axis 0, a permutation of rows in each column",
+                 {sample_tensor({3, 4}, 66), tensor({{2, 0, 1, 2}, {0, 2, 0, 1}}),
+                  sample_tensor({2, 4}, 67)},
+                 {},
+                 {},
+                 0,
+                 {0, 2}},
+                {"axis -1 of [2, 3, 4], int32 index smaller than x on axis 1",
+                 {sample_tensor({2, 3, 4}, 68),
+                  from_vector(std::vector<std::int32_t>{3, 0, 1, 2, 0, 1, 2, 3}, Shape{2, 2, 2}),
+                  sample_tensor({2, 2, 2}, 69)},
+                 attrs_to(Attrs{.axis = -1}),
+                 {},
+                 0,
+                 {0, 2}},
+                {"int64 elements (any dtype)",
+                 {tensor({10, 20, 30}), tensor({1}), tensor({7})},
+                 {},
+                 {tensor({10, 7, 30})}}},
+      .errors = {{"two elements to one position",
+                  {zeros({3, 2}), tensor({{1, 0}, {1, 1}}), zeros({2, 2})},
+                  {},
+                  "ms::ValueError",
+                  "scatter: index[1, 0] = 1 sends a second element of src to a position "
+                  "already written"},
+                 {"src of another shape",
+                  {zeros({3, 2}), tensor({{1, 0}}), zeros({2, 2})},
+                  {},
+                  "ms::ShapeError",
+                  "scatter: src must have index's shape [1, 2], got [2, 2]"},
+                 {"src of another dtype",
+                  {zeros({3, 2}), tensor({{1, 0}}), zeros({1, 2}, float64)},
+                  {},
+                  "ms::TypeError",
+                  "scatter: src must have x's dtype"},
+                 {"index of another rank",
+                  {zeros({3, 2}), tensor({1}), zeros({1})},
+                  {},
+                  "ms::ShapeError",
+                  "scatter: index of shape [1] has rank 1 but x of shape [3, 2] has rank 2"},
+                 {"index value out of range",
+                  {zeros({3, 2}), tensor({{3, 0}}), zeros({1, 2})},
+                  {},
+                  "ms::IndexError",
+                  "scatter: index[0, 0] = 3 is out of range"}}};
 }
 
 Samples IndexSelect::samples() {
@@ -1785,7 +1884,7 @@ namespace ops::detail {
 
 void register_layout_ops() {
   register_entries<Reshape, Transpose, Permute, Squeeze, Unsqueeze, Flatten, BroadcastTo, Concat,
-                   Stack, Split, Pad, Cast, Gather, IndexSelect, IndexCopy, GatherGrad,
+                   Stack, Split, Pad, Cast, Gather, IndexSelect, IndexCopy, Scatter, GatherGrad,
                    IndexSelectGrad, Cumsum, OneHot, Triu, Tril, MaskedFill>();
 }
 

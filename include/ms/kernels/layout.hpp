@@ -36,6 +36,14 @@ std::int64_t index_max(const Tensor& index);
 /// dense with index's shape and x's dtype; x may be strided. Rank 0 allowed.
 void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& out);
 
+/// torch.scatter into `out` (dense): out[c with c[axis] replaced by index[c]]
+/// = src[c] for every coordinate c of index, in row-major order. `index` is
+/// dense Int32/Int64 with out's rank and values in [0, out.dim(axis)); `src`
+/// is dense with index's shape and out's dtype. Returns -1, or the row-major
+/// position in index of the first element whose target an earlier element
+/// already wrote (out then holds a partial result). Rank 0 allowed.
+std::int64_t scatter(const Tensor& out, std::int64_t axis, const Tensor& index, const Tensor& src);
+
 /// out = x with axis `axis` replaced by x[..., index[k], ...] for each k.
 /// `index` is dense 1-D Int32/Int64 with values in [0, x.dim(axis)); `out`
 /// is dense; x may be strided (a copy is made when its inner axes are not dense).

@@ -1,7 +1,7 @@
 // ms/ops/layout.hpp — shape and indexing ops: reshape, transpose, permute,
 // squeeze, unsqueeze, flatten, broadcast_to, slice, select, stop_gradient
 // (views), concat, stack, split, gather, index_select, gather_grad,
-// index_select_grad, index_copy, cumsum, one_hot, triu, tril, masked_fill, pad, cast.
+// index_select_grad, index_copy, scatter, cumsum, one_hot, triu, tril, masked_fill, pad, cast.
 // The view methods of ms::Tensor (`x.slice(...)`, `x.transpose(...)`, ...)
 // are these entries' public forms (src/ops/view.cpp).
 //
@@ -669,6 +669,32 @@ struct IndexCopy {
   ///@}
 };
 
+/// torch.scatter with a tensor source (ONNX ScatterElements without
+/// reduction, MindSpore's ops.scatter): x with, for every coordinate c of
+/// index, out[c with c[axis] replaced by index[c]] = src[c]. index
+/// (Int32/Int64) has x's rank and, on every axis but `axis`, a size <= x's;
+/// src has index's shape and x's dtype. The output is a new contiguous tensor
+/// (x is not written). TypeError for another src dtype or a non-integer
+/// index, ShapeError for other shapes, IndexError for an index out of range,
+/// ValueError when two elements of src would land on one position (which one
+/// wins would be arbitrary). Differentiable in x and src; the adjoint of
+/// gather on the positions it writes.
+/// `ms::scatter(ms::zeros({2, 3}), 1, ms::tensor({{2, 1}, {0, 2}}), ms::ones({2, 2}))`
+struct Scatter {
+  ///@{
+  /// What the op table reads of this entry (ms::ops::OpEntry).
+  static constexpr std::string_view name = "scatter";
+  static constexpr OpKind kind = OpKind::Indexing;
+  static constexpr Arity arity{3, 3};
+  static constexpr Props props{};
+  using Attrs = Gather::Attrs;
+  static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
+  static Samples samples();
+  ///@}
+};
+
 /// Inclusive (or exclusive) running sums along `axis`, front to back (or back
 /// to front with `reverse`), as MindSpore's CumSum: out[i] = x[0] + ... + x[i]
 /// (exclusive: up to x[i - 1], so out[0] = 0). The output has x's shape and
@@ -848,6 +874,12 @@ inline Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const
 inline Tensor index_copy(const Tensor& x, std::int64_t axis, const Tensor& index,
                          const Tensor& source) {
   return ops::invoke1<ops::IndexCopy>({x, index, source}, {.axis = axis});
+}
+/// x with the elements of `src` written at the positions `index` gives along
+/// `axis` (ms::ops::Scatter, torch.scatter):
+/// `ms::scatter(x, 1, ms::tensor({{2, 1}, {0, 2}}), src)`.
+inline Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src) {
+  return ops::invoke1<ops::Scatter>({x, index, src}, {.axis = axis});
 }
 /// Running sums along an axis (ms::ops::Cumsum): `ms::cumsum(x, {.axis = 1, .reverse = true})`.
 inline Tensor cumsum(const Tensor& x, const ops::Cumsum::Attrs& a = {}) {
