@@ -397,6 +397,12 @@ void gather_op(Ctx& c) {
   c.out(0, reshape(flat, Shape(shape)));
 }
 void gather_elements(Ctx& c) { c.out(0, gather(c.in(0), c.attr_i("axis", 0), c.in(1))); }
+void scatter_elements(Ctx& c) {
+  const std::string red = c.attr_s("reduction", "none");
+  MS_CHECK(red == "none", ValueError, c.where(), ": reduction '", red,
+           "' is not supported (only none)");
+  c.out(0, scatter(c.in(0), c.attr_i("axis", 0), c.in(1), c.in(2)));
+}
 void trilu(Ctx& c) {
   const I64s ks = c.has(1) ? c.ints(1) : I64s{0};  // an absent k is 0
   MS_CHECK(ks.size() == 1, ValueError, c.where(), ": input 1 (k) must hold one value, it holds ",
@@ -583,6 +589,7 @@ const std::unordered_map<std::string_view, Fn>& table() {
       {"Slice", slice_op},
       {"Gather", gather_op},
       {"GatherElements", gather_elements},
+      {"ScatterElements", scatter_elements},
       {"Trilu", trilu},
       {"Shape", shape_op},
       {"Split", split_op},

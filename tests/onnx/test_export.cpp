@@ -878,6 +878,85 @@ TEST_CASE("onnx: the GPT language model exports with symbolic batch and sequence
   }
 }
 
+TEST_CASE(
+    "onnx: the GPT's increment step (index_copy into its caches) runs back through GraphCell") {
+  ms::manual_seed(6);
+  ms::nn::Gpt gpt({.vocab_size = 256, .block_size = 16, .n_layer = 2, .n_head = 4, .n_embd = 32});
+  gpt.set_train(false);
+  ms::Generator gen(10);
+  const std::int64_t batch = 2, slots = 8, filled = 5;
+  // One new token per row at slot `filled`; the slots after it are hidden.
+  auto step = [&](const ms::Tensor& ids, const ms::Tensor& pos, const ms::Tensor& at,
+                  const ms::Tensor& pad, const ms::Tensor& k0, const ms::Tensor& v0,
+                  const ms::Tensor& k1, const ms::Tensor& v1) {
+    std::vector<ms::nn::KvCache> caches{{k0, v0}, {k1, v1}};
+    const ms::Tensor logits = gpt.forward_cached(ids, pos, caches, at, {.key_padding_mask = pad});
+    return std::make_tuple(logits, caches[0].key, caches[0].value, caches[1].key, caches[1].value);
+  };
+  std::vector<ms::Tensor> in = {ms::randint(0, 256, {batch, 1}, gen),
+                                ms::full({batch, 1}, filled, ms::int64), ms::tensor(filled),
+                                ms::arange(0, slots).reshape({1, slots}) > filled};
+  in[3] = ms::broadcast_to(in[3], {batch, slots}).contiguous();
+  for (int c = 0; c < 4; ++c) in.push_back(ms::normal({batch, 4, slots, 8}, 0.0, 1.0, gen));
+  const auto want = step(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]);
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("increment.onnx");
+  ms::onnx::export_model(
+      step, std::make_tuple(in[0], in[1], in[2], in[3], in[4], in[5], in[6], in[7]), path);
+  const ::onnx::ModelProto m = full_check(path);
+  CHECK(op_types(m).count("ScatterElements") == 1);
+  ms::GraphCell g(path);
+  auto jg = ms::jit(g);
+  for (const std::vector<ms::Tensor>& got : {g(in), jg(in)}) {
+    REQUIRE(got.size() == 5);
+    CHECK(max_rel_diff(got[0], std::get<0>(want)) < 1e-6);
+    CHECK(max_rel_diff(got[1], std::get<1>(want)) < 1e-6);
+    CHECK(max_rel_diff(got[2], std::get<2>(want)) < 1e-6);
+    CHECK(max_rel_diff(got[3], std::get<3>(want)) < 1e-6);
+    CHECK(max_rel_diff(got[4], std::get<4>(want)) < 1e-6);
+  }
+  // The slots before the one written are the inputs', exactly.
+  for (const std::vector<ms::Tensor>& got : {g(in), jg(in)})
+    for (int c = 0; c < 4; ++c)
+      CHECK(max_rel_diff(got[static_cast<std::size_t>(c) + 1].slice(2, 0, filled),
+                         in[static_cast<std::size_t>(c) + 4].slice(2, 0, filled)) == 0);
+}
+
+TEST_CASE("onnx: scatter exports as ScatterElements; GraphCell runs it and names its errors") {
+  ms::test::TempDir dir("ms_onnx");
+  const std::string path = dir.file("scatter.onnx");
+  const ms::Tensor index = ms::tensor({{2, 0, 1}, {0, 2, 2}});
+  auto fn = [&](const ms::Tensor& x, const ms::Tensor& src) {
+    return ms::scatter(x, 0, index, src) + 1.f;
+  };
+  ms::Generator gen(12);
+  const ms::Tensor x = ms::normal({3, 3}, 0.0, 1.0, gen), src = ms::normal({2, 3}, 0.0, 1.0, gen);
+  for (int opset : {13, 17}) {
+    ms::onnx::export_model(fn, std::make_tuple(x, src), path, {.opset_version = opset});
+    const ::onnx::ModelProto m = full_check(path);
+    CHECK(op_types(m).count("ScatterElements") == 1);
+    ms::GraphCell g(path);
+    CHECK(max_rel_diff(g(x, src), fn(x, src)) == 0);
+  }
+  // ScatterElements with a reduction: not mapped.
+  ::onnx::ModelProto m = full_check(path);
+  for (auto& n : *m.mutable_graph()->mutable_node())
+    if (n.op_type() == "ScatterElements") {
+      auto* a = n.add_attribute();
+      a->set_name("reduction");
+      a->set_type(::onnx::AttributeProto::STRING);
+      a->set_s("add");
+      n.set_name("sc");
+    }
+  std::string bytes;
+  REQUIRE(m.SerializeToString(&bytes));
+  ms::GraphCell added(bytes, "<scatter add>");
+  CHECK_THROWS_WITH_AS(added(x, src),
+                       doctest::Contains("node 'sc' (ScatterElements): reduction 'add' is not "
+                                         "supported (only none)"),
+                       ms::ValueError);
+}
+
 TEST_CASE("onnx: scaled_dot_product_attention's samples run back through GraphCell (out and lse)") {
   ms::test::TempDir dir("ms_onnx");
   const std::string path = dir.file("op.onnx");
