@@ -186,19 +186,36 @@ std::int64_t index_max(const Tensor& index) {
   return m;
 }
 
+namespace {
+
+// The coordinates of an element-wise index (gather, scatter) over a tensor
+// of strides `strides`: index's shape (rank 0 as one element), the strides
+// with the indexed axis zeroed (its coordinate comes from the index) and
+// that axis's stride.
+struct IndexWalk {
+  std::vector<std::int64_t> shape, walk;
+  std::int64_t axis_stride = 0;
+  IndexWalk(const Tensor& index, std::vector<std::int64_t> strides, std::int64_t axis)
+      : shape(index.shape().dims()), walk(std::move(strides)) {
+    if (shape.empty()) {  // rank 0: one element, index 0
+      shape = {1};
+      walk = {0};
+      axis = 0;
+    }
+    const auto ax = static_cast<std::size_t>(axis);
+    axis_stride = walk[ax];
+    walk[ax] = 0;
+  }
+  std::size_t rank() const { return shape.size(); }
+};
+
+}  // namespace
+
 void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& out) {
   const std::int64_t n = out.numel();
   if (n == 0) return;
-  std::vector<std::int64_t> shape = index.shape().dims(), walk = x.strides();
-  if (shape.empty()) {  // rank 0: one element, index 0
-    shape = {1};
-    walk = {0};
-    axis = 0;
-  }
-  const auto ax = static_cast<std::size_t>(axis);
-  const std::int64_t axis_stride = walk[ax];
-  walk[ax] = 0;  // the axis coordinate comes from the index, not the walk
-  const std::size_t r = shape.size();
+  const IndexWalk w(index, x.strides(), axis);
+  const std::size_t r = w.rank();
   const std::byte* xb = x.raw_data();
   std::byte* ob = out.raw_data();
   with_index(index.dtype(), [&](auto itag) {
@@ -207,10 +224,10 @@ void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tenso
     with_elem(x.itemsize(), [&](auto esz) {
       constexpr std::size_t E = decltype(esz)::value;
       for_blocks(n, kGatherBlock, r, [&](std::int64_t b, std::int64_t e, std::int64_t* c) {
-        Odometer od{shape.data(), walk.data(), c, r};
+        Odometer od{w.shape.data(), w.walk.data(), c, r};
         od.seek(b);
         for (std::int64_t p = b; p < e; ++p) {
-          const std::int64_t src = od.off + static_cast<std::int64_t>(ip[p]) * axis_stride;
+          const std::int64_t src = od.off + static_cast<std::int64_t>(ip[p]) * w.axis_stride;
           copy_elem<E>(ob + p * static_cast<std::int64_t>(E),
                        xb + src * static_cast<std::int64_t>(E));
           od.next();
@@ -223,16 +240,8 @@ void gather(const Tensor& x, std::int64_t axis, const Tensor& index, const Tenso
 std::int64_t scatter(const Tensor& out, std::int64_t axis, const Tensor& index, const Tensor& src) {
   const std::int64_t n = index.numel();
   if (n == 0) return -1;
-  std::vector<std::int64_t> shape = index.shape().dims(), walk = out.strides();
-  if (shape.empty()) {  // rank 0: one element, index 0
-    shape = {1};
-    walk = {0};
-    axis = 0;
-  }
-  const auto ax = static_cast<std::size_t>(axis);
-  const std::int64_t axis_stride = walk[ax];
-  walk[ax] = 0;  // the axis coordinate comes from the index, not the walk
-  const std::size_t r = shape.size();
+  const IndexWalk w(index, out.strides(), axis);
+  const std::size_t r = w.rank();
   std::vector<std::int64_t> c(r);
   std::vector<bool> written(static_cast<std::size_t>(out.numel()));
   const std::byte* sb = src.raw_data();
@@ -243,10 +252,10 @@ std::int64_t scatter(const Tensor& out, std::int64_t axis, const Tensor& index, 
     const I* ip = index.data<I>();
     with_elem(out.itemsize(), [&](auto esz) {
       constexpr std::size_t E = decltype(esz)::value;
-      Odometer od{shape.data(), walk.data(), c.data(), r};
+      Odometer od{w.shape.data(), w.walk.data(), c.data(), r};
       od.seek(0);
       for (std::int64_t p = 0; p < n; ++p) {
-        const std::int64_t dst = od.off + static_cast<std::int64_t>(ip[p]) * axis_stride;
+        const std::int64_t dst = od.off + static_cast<std::int64_t>(ip[p]) * w.axis_stride;
         if (written[static_cast<std::size_t>(dst)]) {
           repeated = p;
           return;

@@ -51,6 +51,24 @@ void check_index_dtype(DType t, std::string_view op, std::string_view arg) {
            " must have dtype Int32 or Int64, got ", t);
 }
 
+// An element-wise index (gather, gather_grad, scatter) against the shape it
+// indexes, `xs` (named in messages by `xs_name`: "x of shape" or
+// "input_size"): the same rank and, on every axis but the indexed one, no
+// larger. Returns the normalized axis; `verb` names that axis ("gather").
+std::int64_t check_index_shape(const Shape& index, const Shape& xs, std::int64_t axis,
+                               std::string_view op, std::string_view xs_name,
+                               std::string_view verb) {
+  const std::int64_t r = xs.rank();
+  MS_CHECK(index.rank() == r, ShapeError, op, ": index of shape ", index, " has rank ",
+           index.rank(), " but ", xs_name, " ", xs, " has rank ", r, "; they must match");
+  const std::int64_t ax = axis_normalize(axis, r, op);
+  for (std::int64_t d = 0; d < r; ++d)
+    MS_CHECK(d == ax || index[u(d)] <= xs[u(d)], ShapeError, op, ": index of shape ", index,
+             " is larger than ", xs_name, " ", xs, " on axis ", d, " (", index[u(d)], " > ",
+             xs[u(d)], "); only the ", verb, " axis ", ax, " may be larger");
+  return ax;
+}
+
 // The output's element count and byte size must fit in int64: checked in
 // infer, so that eval never attempts (or overflows) the allocation.
 void check_out_size(const TensorType& t, std::string_view op) {
@@ -785,16 +803,7 @@ TypeList Gather::infer(const Attrs& a, Types in) {
   const TensorType &x = in[0], &index = in[1];
   check_packed(x.dtype, "gather", "x");
   check_index_dtype(index.dtype, "gather", "index");
-  const std::int64_t r = x.shape.rank();
-  MS_CHECK(index.shape.rank() == r, ShapeError, "gather: index of shape ", index.shape,
-           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
-           "; they must match");
-  const std::int64_t ax = axis_normalize(a.axis, r, "gather");
-  for (std::int64_t d = 0; d < r; ++d)
-    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "gather: index of shape ",
-             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
-             index.shape[u(d)], " > ", x.shape[u(d)], "); only the gather axis ", ax,
-             " may be larger");
+  check_index_shape(index.shape, x.shape, a.axis, "gather", "x of shape", "gather");
   TensorType t{x.dtype, index.shape};
   check_out_size(t, "gather");
   return {t};
@@ -933,18 +942,9 @@ TypeList Scatter::infer(const Attrs& a, Types in) {
   check_index_dtype(index.dtype, op, "index");
   MS_CHECK(src.dtype == x.dtype, TypeError, "scatter: src must have x's dtype ", x.dtype, ", got ",
            src.dtype);
-  const std::int64_t r = x.shape.rank();
-  MS_CHECK(index.shape.rank() == r, ShapeError, "scatter: index of shape ", index.shape,
-           " has rank ", index.shape.rank(), " but x of shape ", x.shape, " has rank ", r,
-           "; they must match");
+  check_index_shape(index.shape, x.shape, a.axis, op, "x of shape", "scatter");
   MS_CHECK(src.shape == index.shape, ShapeError, "scatter: src must have index's shape ",
            index.shape, ", got ", src.shape);
-  const std::int64_t ax = axis_normalize(a.axis, r, op);
-  for (std::int64_t d = 0; d < r; ++d)
-    MS_CHECK(d == ax || index.shape[u(d)] <= x.shape[u(d)], ShapeError, "scatter: index of shape ",
-             index.shape, " is larger than x of shape ", x.shape, " on axis ", d, " (",
-             index.shape[u(d)], " > ", x.shape[u(d)], "); only the scatter axis ", ax,
-             " may be larger");
   TensorType t{x.dtype, x.shape};
   check_out_size(t, op);
   return {t};
@@ -973,17 +973,9 @@ TypeList GatherGrad::infer(const Attrs& a, Types in) {
   check_grad_dtype(g.dtype, op);
   check_index_dtype(index.dtype, op, "index");
   const Shape xs = input_size_attr(a, op);
-  const std::int64_t r = xs.rank();
   MS_CHECK(g.shape == index.shape, ShapeError, "gather_grad: grad_out of shape ", g.shape,
            " must have index's shape ", index.shape);
-  MS_CHECK(index.shape.rank() == r, ShapeError, "gather_grad: index of shape ", index.shape,
-           " has rank ", index.shape.rank(), " but input_size ", xs, " has rank ", r,
-           "; they must match");
-  const std::int64_t ax = axis_normalize(a.axis, r, op);
-  for (std::int64_t d = 0; d < r; ++d)
-    MS_CHECK(d == ax || index.shape[u(d)] <= xs[u(d)], ShapeError, "gather_grad: index of shape ",
-             index.shape, " is larger than input_size ", xs, " on axis ", d, " (",
-             index.shape[u(d)], " > ", xs[u(d)], "); only the gather axis ", ax, " may be larger");
+  check_index_shape(index.shape, xs, a.axis, op, "input_size", "gather");
   TensorType t{g.dtype, xs};
   check_out_size(t, op);
   return {t};
