@@ -476,7 +476,9 @@ TEST_SUITE("kernels") {
     std::mt19937 gen(8);
     for (const auto& [m, n, k] :
          {std::array<std::int64_t, 3>{64, 512, 784}, std::array<std::int64_t, 3>{127, 255, 1000},
-          std::array<std::int64_t, 3>{300, 200, 129}}) {
+          std::array<std::int64_t, 3>{300, 200, 129},
+          // rows of A and B a whole, even number of cache lines apart (read in place)
+          std::array<std::int64_t, 3>{96, 256, 512}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
       std::vector<float> at(a.size()), bt(b.size());
