@@ -134,9 +134,11 @@ int check_opsets(const ::onnx::ModelProto& m, const std::string& origin) {
   return opset;
 }
 
-std::int64_t checked_numel(const P& t, const std::string& what) {
+/// The product of `dims`; ValueError naming `what` for a negative dim or more than 2^40 elements.
+template <class Dims>
+std::int64_t checked_numel(const Dims& dims, const std::string& what) {
   std::int64_t n = 1;
-  for (std::int64_t d : t.dims()) {
+  for (std::int64_t d : dims) {
     MS_CHECK(d >= 0, ValueError, kApi, ": ", what, " has a negative dim ", d);
     MS_CHECK(d == 0 || n <= kMaxElements / d, ValueError, kApi, ": ", what,
              " has more than 2^40 elements (its dims overflow)");
@@ -239,7 +241,7 @@ std::int64_t typed_count(const P& t) {
 Tensor tensor_from_proto(const P& t, const std::string& what, ExternalReader& ext) {
   const bool external = ExternalReader::is_external(t, what);
   const DType dt = dtype_from_onnx(t.data_type(), what);
-  const std::int64_t n = checked_numel(t, what);
+  const std::int64_t n = checked_numel(t.dims(), what);
   if (external) return bool_as_01(ext.read(t, dt, n, what));
   const auto want = static_cast<std::size_t>(n * dtype_itemsize(dt));
   if (t.has_raw_data()) {
@@ -321,18 +323,14 @@ void add_input(Program& p, Builder& b, const ::onnx::ValueInfoProto& vi) {
   GInput in{vi.name(), b.define(vi.name(), what), dtype_from_onnx(tt.elem_type(), what), {}, {}};
   MS_CHECK(tt.has_shape(), ValueError, kApi, ": ", what,
            " has no shape; GraphCell needs each input's rank");
-  std::int64_t known = 1;  // the product of its known dims
+  std::vector<std::int64_t> known;
   for (const auto& d : tt.shape().dim()) {
-    MS_CHECK(!d.has_dim_value() || d.dim_value() >= 0, ValueError, kApi, ": ", what,
-             " has a negative dim ", d.dim_value());
-    // Bounded like an initializer's: ONNX's shape inference multiplies them in int64.
-    const std::int64_t v = d.has_dim_value() ? d.dim_value() : 1;
-    MS_CHECK(v == 0 || known <= kMaxElements / v, ValueError, kApi, ": ", what,
-             " has more than 2^40 elements (its dims overflow)");
-    known *= v;
+    if (d.has_dim_value()) known.push_back(d.dim_value());
     in.dims.push_back(d.has_dim_value() ? d.dim_value() : -1);
     in.dim_names.push_back(d.has_dim_param() ? d.dim_param() : std::string());
   }
+  // Bounded like an initializer's: ONNX's shape inference multiplies the known dims in int64.
+  checked_numel(known, what);
   p.inputs.push_back(std::move(in));
 }
 
