@@ -1192,7 +1192,17 @@ Samples Scatter::samples() {
                   {zeros({3, 2}), tensor({{3, 0}}), zeros({1, 2})},
                   {},
                   "ms::IndexError",
-                  "scatter: index[0, 0] = 3 is out of range"}}};
+                  "scatter: index[0, 0] = 3 is out of range"},
+                 {"a floating index",
+                  {zeros({3, 2}), tensor({{1.0, 0.0}}), zeros({1, 2})},
+                  {},
+                  "ms::TypeError",
+                  "scatter: index must have dtype Int32 or Int64, got Float32"},
+                 {"index larger than x on another axis",
+                  {zeros({3, 2}), tensor({{1, 0, 2}}), zeros({1, 3})},
+                  {},
+                  "ms::ShapeError",
+                  "scatter: index of shape [1, 3] is larger than x of shape [3, 2] on axis 1"}}};
 }
 
 Samples IndexSelect::samples() {
