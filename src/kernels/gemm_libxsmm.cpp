@@ -21,12 +21,16 @@
 //   - C is cut into tasks of at most kTaskRows rows x kTaskCols columns; one
 //     thread computes a whole task in one fixed order, so the thread count
 //     never changes a sum's order;
-//   - within a task, chunk after chunk of k (at most kChunk deep: a panel's
-//     chunk, kPanel x kChunk floats, stays in L1 while the kernel walks the
-//     task's rows), panel after panel: the kernel sums the chunk's product
-//     from zero into a small block, which is added to C (the first chunk goes
-//     straight into C when beta is 0). Each element of C is a sum of chunk
-//     sums, each a chain of multiply-adds in order.
+//   - within a task, group after group of kGroupChunks chunks of k (a chunk
+//     at most kChunk deep: a panel's chunk, kPanel x kChunk floats, stays in
+//     L1 while the kernel walks the task's rows), panel after panel: the
+//     kernel sums the group's chunks in one chain, the first group's straight
+//     into C, a later group's from zero into a block that is then added to C.
+//     Each element of C is a sum of group sums, each a chain of multiply-adds
+//     in order;
+//   - a product larger than kPackBudget per operand is cut into slabs, and a
+//     deep one (more than one group) runs group by group over bands of tasks;
+//     neither changes any element's order of sums.
 //
 // bfloat16 products take a similar path (each chunk's product added straight
 // into C, with no chunk-sum block: the rounding bound below is float32's) with
@@ -78,6 +82,16 @@ constexpr std::int64_t kChunk = 128;
 // its block of C stay in L2 while the kernel runs over its panels.
 constexpr std::int64_t kTaskCols = 2 * kPanel;
 constexpr std::int64_t kTaskRows = 128;
+// Chunks of k summed in one chain (4 x 128 deep) before a group's sum is
+// added to C. Against adding every chunk's sum to C (through a block of 32
+// rows), one process each, alternating, on the Intel Xeon VM, 1 thread:
+// 1024^3 150 -> 157 GFLOP/s, the MLP's and char_lm's training shapes 2-10 %
+// faster, none slower (fewer passes over C, kernel calls a task high).
+constexpr std::int64_t kGroupChunks = 4;
+// Tasks per band of a deep product (1 MiB of C): see run_sgemm. The weight
+// gradient of a 192 -> 576 dense layer at 4096 tokens (192 x 576 x 4096, A
+// transposed): 144 -> 158 GFLOP/s on 1 thread.
+constexpr std::int64_t kBandTasks = (1 << 20) / (kTaskRows * kTaskCols * 4);
 // Below this many multiply-adds per thread the tasks of a product are grouped
 // (a thread's share should be a few microseconds at least).
 constexpr double kFlopsPerThread = 1 << 17;
@@ -269,50 +283,45 @@ const float* a_rows(const Plan& pl, const Problem& pr, const float* pa, std::int
                        : pa + q * pl.m * pl.chunk + i0 * pl.chunk;
 }
 
-// Rows of C per kernel call into the chunk-sum block (32 x kPanel floats, 6
-// KiB: stays in L1 beside the panel chunk).
-constexpr std::int64_t kSumRows = 32;
-
 // The JIT kernels of one product, generated before C is touched: full and
-// edge panel width x full and edge height x full and last chunk depth x
-// (a chunk's sum into the block, kSumRows rows at a time | the first chunk
-// straight into C, a task's rows at a time). All overwrite their output.
+// edge panel width x full and edge task height x full and last chunk depth x
+// (into a group's sum block | into C) x (overwrite | accumulate).
 struct Kernels {
-  Kernel k[2][2][2][2] = {};
-  Kernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth,
-             bool into_c) const {
-    const std::int64_t full_rows = std::min(pl.m, into_c ? kTaskRows : kSumRows);
-    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == full_rows ? 0 : 1]
-            [depth == pl.chunk ? 0 : 1][into_c ? 1 : 0];
+  Kernel k[2][2][2][2][2] = {};
+  Kernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth, bool into_c,
+             bool accumulate) const {
+    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == std::min(pl.m, kTaskRows) ? 0 : 1]
+            [depth == pl.chunk ? 0 : 1][into_c ? 1 : 0][accumulate ? 1 : 0];
   }
 };
 
 bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
-                  std::int64_t ldc, bool need_into_c) {
+                  std::int64_t ld_c) {
   const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
+  const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
   const auto lda = static_cast<libxsmm_blasint>(ld_b);
   const auto ldb = static_cast<libxsmm_blasint>(ld_a);
-  const float alpha = 1.f, beta = 0.f;
-  const int flags = LIBXSMM_GEMM_FLAG_BETA_0, prefetch = LIBXSMM_PREFETCH_NONE;
+  const float alpha = 1.f;
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
   for (int ic = 0; ic < 2; ++ic) {
-    if (ic == 1 && !need_into_c) continue;
-    const std::int64_t step = ic ? kTaskRows : kSumRows;
-    const std::int64_t rows[2] = {std::min(pl.m, step), pl.m % step};
-    const auto ldcx = static_cast<libxsmm_blasint>(ic ? ldc : kPanel);
-    for (int ci = 0; ci < 2; ++ci)
-      for (int ri = 0; ri < 2; ++ri)
-        for (int di = 0; di < 2; ++di) {
-          if (cols[ci] == 0 || rows[ri] == 0 || (ci == 1 && cols[1] == cols[0]) ||
-              (ri == 1 && rows[1] == rows[0]) || (di == 1 && depths[1] == depths[0]))
-            continue;
-          Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
-                                         static_cast<libxsmm_blasint>(rows[ri]),
-                                         static_cast<libxsmm_blasint>(depths[di]), &lda, &ldb,
-                                         &ldcx, &alpha, &beta, &flags, &prefetch);
-          if (f == nullptr) return false;
-          ks.k[ci][ri][di][ic] = f;
-        }
+    const auto ldc = static_cast<libxsmm_blasint>(ic ? ld_c : kPanel);
+    for (int acc = 0; acc < 2; ++acc)
+      for (int ci = 0; ci < 2; ++ci)
+        for (int ri = 0; ri < 2; ++ri)
+          for (int di = 0; di < 2; ++di) {
+            if (cols[ci] == 0 || rows[ri] == 0 || (ci == 1 && cols[1] == cols[0]) ||
+                (ri == 1 && rows[1] == rows[0]) || (di == 1 && depths[1] == depths[0]))
+              continue;
+            const float beta = acc ? 1.f : 0.f;
+            const int flags = acc ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
+            Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
+                                           static_cast<libxsmm_blasint>(rows[ri]),
+                                           static_cast<libxsmm_blasint>(depths[di]), &lda, &ldb,
+                                           &ldc, &alpha, &beta, &flags, &prefetch);
+            if (f == nullptr) return false;
+            ks.k[ci][ri][di][ic][acc] = f;
+          }
   }
   return true;
 }
@@ -346,55 +355,54 @@ void pack_b(const Plan& pl, const Problem& pr, std::int64_t panel, float* pb) {
     std::memcpy(dst + p * kPanel, pr.b + p * pr.ldb + j0, static_cast<std::size_t>(w) * 4);
 }
 
-// Columns [jp, jp + w) of C's rows [i0, i0 + rows) += chunk q's product,
-// summed into the block kSumRows rows at a time, then added to C.
-void add_chunk(const Plan& pl, const Problem& pr, const Kernels& ks, const float* ka,
-               const float* kb, std::int64_t q, std::int64_t i0, std::int64_t rows,
-               std::int64_t jp) {
-  float* sum = static_cast<float*>(
-      block_scratch().get(static_cast<std::size_t>(kSumRows * kPanel) * sizeof(float)));
-  const std::int64_t w = pl.width(jp), depth = pl.depth(q);
-  for (std::int64_t r = 0; r < rows; r += kSumRows) {
-    const std::int64_t h = std::min(kSumRows, rows - r);
-    ks.get(pl, w, h, depth, false)(ka, kb + r * (pr.a_in_place ? pr.lda : pl.chunk), sum);
-    for (std::int64_t i = 0; i < h; ++i) {
-      float* crow = pr.c + (i0 + r + i) * pr.ldc + jp;
-      const float* srow = sum + i * kPanel;
-      for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
-    }
-  }
-}
-
-// One task of C: rows [i0, i0 + rows), columns [j0, j0 + cols). Each chunk's
-// product is summed from zero by the kernel and then added to C (the first
-// one written straight into C when beta is 0): an element of C is a sum of
-// chunk sums, whose rounding error grows with kChunk + k / kChunk rather than
-// with k (Winograd's weight gradient, k = 1764 tiles, needs that to stay
-// within 1e-5 of the exact sum).
+// Columns [j0, j0 + cols) of C's rows [i0, i0 + rows), chunks [first_chunk,
+// end_chunk) of k (whole groups; see kGroupChunks). Per panel, the kernel sums
+// a group's chunks in one chain of multiply-adds: the first group's straight
+// into C (onto beta C), each later group's from zero into a block that is then
+// added to C. An element of C is a sum of group sums, whose rounding error
+// grows with the group's depth plus the number of groups rather than with k
+// (test "gemm: a deep product is a sum of group sums"). The bias is added
+// after the last group, while the block of C is still in cache.
 void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float* pa,
               const float* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
-              std::int64_t cols) {
-  if (pr.beta != 0.f && pr.beta != 1.f)
+              std::int64_t cols, std::int64_t first_chunk, std::int64_t end_chunk) {
+  if (first_chunk == 0 && pr.beta != 0.f && pr.beta != 1.f)
     scale_block(pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, pr.beta);
-  for (std::int64_t q = 0; q < pl.chunks; ++q) {
-    const float* kb = a_rows(pl, pr, pa, q, i0);
+  float* sum = static_cast<float*>(
+      block_scratch().get(static_cast<std::size_t>(kTaskRows * kPanel) * sizeof(float)));
+  for (std::int64_t g0 = first_chunk; g0 < end_chunk; g0 += kGroupChunks) {
+    const std::int64_t g1 = std::min(pl.chunks, g0 + kGroupChunks);
+    const bool into_c = g0 == 0;
+    const float* bias = g1 == pl.chunks ? pr.bias : nullptr;
     for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-      const float* ka = pr.b_in_place ? pr.b + q * pl.chunk * pr.ldb + jp
-                                      : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
-      if (q == 0 && pr.beta == 0.f)
-        ks.get(pl, pl.width(jp), rows, pl.depth(q), true)(ka, kb, pr.c + i0 * pr.ldc + jp);
-      else
-        add_chunk(pl, pr, ks, ka, kb, q, i0, rows, jp);
+      const std::int64_t w = pl.width(jp);
+      float* out = into_c ? pr.c + i0 * pr.ldc + jp : sum;
+      for (std::int64_t q = g0; q < g1; ++q) {
+        const float* kb = a_rows(pl, pr, pa, q, i0);
+        const float* ka = pr.b_in_place
+                              ? pr.b + q * pl.chunk * pr.ldb + jp
+                              : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
+        ks.get(pl, w, rows, pl.depth(q), into_c, q > g0 || (into_c && pr.beta != 0.f))(ka, kb, out);
+      }
+      if (!into_c)
+        for (std::int64_t i = 0; i < rows; ++i) {
+          float* crow = pr.c + (i0 + i) * pr.ldc + jp;
+          const float* srow = sum + i * kPanel;
+          for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
+        }
+      if (bias != nullptr) add_bias(pr.c + i0 * pr.ldc + jp, pr.ldc, rows, w, bias + jp);
     }
   }
-  // The block is still in cache: the bias costs no pass over C.
-  if (pr.bias != nullptr) add_bias(pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, pr.bias + j0);
 }
 
-void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, float* pb) {
+// Packs what `pack_a` / `pack_b` ask for (the other operand's packed copy is
+// still current from the previous slab, or it is read in place), then runs
+// the tasks.
+void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, float* pb,
+               bool pack_a_now, bool pack_b_now) {
   // Packing: rows of A in groups of kTaskRows, then the panels of B.
-  const std::int64_t a_units = pr.a_in_place ? 0 : pl.row_tasks;
-  parallel_units(pl, a_units + (pr.b_in_place ? 0 : pl.panels), static_cast<double>(kPanel * pl.k),
+  const std::int64_t a_units = pack_a_now ? pl.row_tasks : 0;
+  parallel_units(pl, a_units + (pack_b_now ? pl.panels : 0), static_cast<double>(kPanel * pl.k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
                      if (u < a_units)
@@ -403,12 +411,25 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
                        pack_b(pl, pr, u - a_units, pb);
                    }
                  });
+  // A thread's tasks of a deep product (more than one group) run group by
+  // group over bands of kBandTasks tasks, so that a group's packed rows of A
+  // are read from L2 by every task of the band that shares them; each element
+  // of C still sums its groups in the same order.
+  const std::int64_t band = pl.chunks > kGroupChunks ? kBandTasks : 0;
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
-    for (std::int64_t t = t0; t < t1; ++t) {
+    const auto task = [&](std::int64_t t, std::int64_t c0, std::int64_t c1) {
       const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * kTaskCols;
       run_task(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, pl.m - i0), j0,
-               std::min(kTaskCols, pl.n - j0));
+               std::min(kTaskCols, pl.n - j0), c0, c1);
+    };
+    if (band == 0) {
+      for (std::int64_t t = t0; t < t1; ++t) task(t, 0, pl.chunks);
+      return;
     }
+    for (std::int64_t b0 = t0; b0 < t1; b0 += band)
+      for (std::int64_t g0 = 0; g0 < pl.chunks; g0 += kGroupChunks)
+        for (std::int64_t t = b0; t < std::min(t1, b0 + band); ++t)
+          task(t, g0, std::min(pl.chunks, g0 + kGroupChunks));
   });
 }
 
@@ -452,23 +473,62 @@ bool libxsmm_bf16_native() noexcept {
 
 namespace {
 
-// One slab of C (see for_each_slab): false when a kernel or the packing buffer
-// is missing (then nothing was written). `dry`: only generate the kernels and
-// the buffer.
-bool sgemm_slab(Problem pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
+Scratch& pack_b_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+// One slab of C (see sgemm_slabs): false when a kernel or a packing buffer is
+// missing (then nothing was written). `dry`: only generate the kernels and the
+// buffers.
+bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry,
+                bool pack_a_now, bool pack_b_now) {
   const Plan pl(m, n, k, false);
-  pr.b_in_place = read_b_in_place(pr, m);
-  pr.a_in_place = read_a_in_place(pr);
   Kernels ks;
   if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
-                    pr.ldc, pr.beta == 0.f))
+                    pr.ldc))
     return false;
   const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
-  auto* buf = static_cast<float*>(pack_scratch().get((a_size + b_size) * sizeof(float)));
-  if (buf == nullptr) return false;
-  if (!dry) run_sgemm(pl, pr, ks, buf, buf + a_size);
+  auto* pa = static_cast<float*>(pack_scratch().get(a_size * sizeof(float)));
+  auto* pb = static_cast<float*>(pack_b_scratch().get(b_size * sizeof(float)));
+  if (pa == nullptr || pb == nullptr) return false;
+  if (!dry)
+    run_sgemm(pl, pr, ks, pa, pb, pack_a_now && !pr.a_in_place, pack_b_now && !pr.b_in_place);
   return true;
+}
+
+// The slabs of a float32 product (see kPackBudget): only a packed operand is
+// cut (one read in place is never copied). A slab's packed rows of A stay
+// current while the slabs of columns under them change, and a slab's packed
+// panels of B while the slabs of rows change: the loops run in the order that
+// packs fewer elements in all (the weight gradient of a 192 -> 576 dense
+// layer at 4096 tokens packs its transposed A once instead of once per slab of
+// columns). Calls fn(i0, rows, j0, cols, pack_a_now, pack_b_now).
+template <class F>
+void sgemm_slabs(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t k, F&& fn) {
+  const std::int64_t slab_rows =
+      pr.a_in_place ? m : std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
+  const std::int64_t slab_cols =
+      pr.b_in_place ? n : std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
+  const double a_packed = pr.a_in_place ? 0.0 : static_cast<double>(m) * static_cast<double>(k);
+  const double b_packed = pr.b_in_place ? 0.0 : static_cast<double>(n) * static_cast<double>(k);
+  const auto row_slabs = static_cast<double>((m + slab_rows - 1) / slab_rows);
+  const auto col_slabs = static_cast<double>((n + slab_cols - 1) / slab_cols);
+  const bool rows_outer = a_packed + row_slabs * b_packed <= b_packed + col_slabs * a_packed;
+  std::int64_t packed_i0 = -1, packed_j0 = -1;
+  const auto slab = [&](std::int64_t i0, std::int64_t j0) {
+    fn(i0, std::min(slab_rows, m - i0), j0, std::min(slab_cols, n - j0), i0 != packed_i0,
+       j0 != packed_j0);
+    packed_i0 = i0;
+    packed_j0 = j0;
+  };
+  if (rows_outer)
+    for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows)
+      for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols) slab(i0, j0);
+  else
+    for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols)
+      for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows) slab(i0, j0);
 }
 
 bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -514,27 +574,23 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
     if (bias != nullptr) add_bias(c, ldc, m, n, bias);
     return true;
   }
+  Problem whole{trans_a, trans_b, alpha, a, lda, b, ldb, beta, c, ldc, false, false, bias};
+  whole.a_in_place = read_a_in_place(whole);
+  whole.b_in_place = read_b_in_place(whole, m);
   // A dry pass generates every slab's kernels first, so that a failure
   // leaves C untouched (Eigen then computes the product).
   bool ok = true;
   for (const bool dry : {true, false})
-    for_each_slab(m, n, k,
-                  [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols) {
-                    const Problem pr{trans_a,
-                                     trans_b,
-                                     alpha,
-                                     trans_a ? a + i0 : a + i0 * lda,
-                                     lda,
-                                     trans_b ? b + j0 * ldb : b + j0,
-                                     ldb,
-                                     beta,
-                                     c + i0 * ldc + j0,
-                                     ldc,
-                                     false,
-                                     false,
-                                     bias == nullptr ? nullptr : bias + j0};
-                    ok = ok && sgemm_slab(pr, rows, cols, k, dry);
-                  });
+    sgemm_slabs(whole, m, n, k,
+                [&](std::int64_t i0, std::int64_t rows, std::int64_t j0, std::int64_t cols,
+                    bool pack_a_now, bool pack_b_now) {
+                  Problem pr = whole;
+                  pr.a = trans_a ? a + i0 : a + i0 * lda;
+                  pr.b = trans_b ? b + j0 * ldb : b + j0;
+                  pr.c = c + i0 * ldc + j0;
+                  pr.bias = bias == nullptr ? nullptr : bias + j0;
+                  ok = ok && sgemm_slab(pr, rows, cols, k, dry, pack_a_now, pack_b_now);
+                });
   return ok;
 }
 
