@@ -860,22 +860,39 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
     case ConvAlgo::Auto: break;
   }
   // By bench/conv_table.sh (bm_conv's BM_Conv<Pass>_<Algo> rows, the CNN's two
-  // layers): Direct is the fastest for both gradients of conv2 (32 input
-  // channels); for its forward Winograd led by ~6% on one thread and Direct by
-  // ~7% on two, and the choice may not depend on the thread count (results
-  // would then too), so Direct. For conv1 (1 input channel) Im2col beats
-  // Direct on both gradients (Direct's kernels are then 1 wide: the channels
-  // of the input are their N), while the forward (N = the 32 outputs) is a tie.
-  // Below 16 channels per group the gradients take Winograd or Im2col (16: the
-  // smallest width of a full AVX-512 vector; between the measured 1 and 32).
+  // layers; quiet Intel Xeon VM, 1 and 2 threads, commit f1d7a2c), fractions of
+  // the FMA peak:
+  //   - conv2 (32 input channels), forward: Winograd 0.63 / 0.56 against
+  //     Direct's 0.55 / 0.49 (1 / 2 threads); both gradients: Direct leads or
+  //     ties (input 0.54 / 0.46 against Winograd's 0.49 / 0.47; weight 0.60 /
+  //     0.47 against 0.56 / 0.52; a thread-dependent choice would change the
+  //     bits with the thread count, so Direct on both);
+  //   - conv1 (1 input channel): Im2col on every pass (forward 0.31 / 0.29
+  //     against Direct's 0.19 / 0.14: Direct's kernels are as wide as the
+  //     input's channels).
+  // Below 16 channels per group (16: the smallest width of a full AVX-512
+  // vector; between the measured 1 and 32) every pass takes Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
-  if (direct && (pass == ConvPass::Forward || !narrow)) return ConvAlgo::Direct;
+  if (narrow) return ConvAlgo::Im2col;
+  if (pass == ConvPass::Forward && wino) return ConvAlgo::Winograd;
+  if (direct) return ConvAlgo::Direct;
   return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;
 }
 
+namespace {
+// The forward of bfloat16 inputs takes Direct wherever it applies unless
+// another algorithm is asked for (float32's Auto takes Winograd or Im2col for
+// some shapes): its BF16 kernels are the forward's only path that does not go
+// through float32.
+bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
+  if (conv2d_algorithm(g, pass) == ConvAlgo::Direct) return true;
+  return g.algo == ConvAlgo::Auto && pass == ConvPass::Forward && detail::conv_direct_fits(g, pass);
+}
+}  // namespace
+
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g) {
-  if (conv2d_algorithm(g, ConvPass::Forward) != ConvAlgo::Direct) return false;
+  if (!conv_bf16_direct(g, ConvPass::Forward)) return false;
   return detail::conv_direct_forward_bf16(x, w, bias, y, g);
 }
 
@@ -888,8 +905,7 @@ void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_
     std::fill(dx, dx + g.n * g.c * g.h * g.w, bfloat16_t{});
     return;
   }
-  if (conv2d_algorithm(g, ConvPass::GradInput) == ConvAlgo::Direct &&
-      detail::conv_direct_grad_input_bf16(gy, w, dx, g))
+  if (conv_bf16_direct(g, ConvPass::GradInput) && detail::conv_direct_grad_input_bf16(gy, w, dx, g))
     return;
   // Per (image, group): col [k, width] = W_g^T G_g[:, p0:p1] in float32 sums
   // (gemm_bf16), col2im into a float32 image, rounded to bfloat16 once.

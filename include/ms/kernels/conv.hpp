@@ -60,12 +60,13 @@ struct Conv2dGeometry {
 
 /// The algorithm conv2d<float> (or its gradient `pass`) runs for g: g.algo
 /// when it applies to g, else the fastest that applies as measured by
-/// bench/conv_table.sh on the CNN's shapes: Direct where it applies (libxsmm
-/// usable on this CPU, stride 1 along the width; for the input gradient
-/// stride 1 and padding <= (k - 1) * dilation) except for the gradients of
-/// convolutions with fewer than 16 input channels per group, else Winograd
-/// where it applies, else Im2col. double takes Winograd or Im2col, integers
-/// Im2col.
+/// bench/conv_table.sh on the CNN's shapes: Im2col for convolutions with
+/// fewer than 16 input channels per group; otherwise Winograd for the forward
+/// where it applies (3x3, stride 1, no dilation or groups), and Direct where
+/// it applies (libxsmm usable on this CPU, stride 1 along the width; for the
+/// input gradient stride 1 and padding <= (k - 1) * dilation), else Winograd,
+/// else Im2col. double takes Winograd or Im2col, integers Im2col. The forward
+/// of bfloat16 inputs (conv2d_bf16) takes Direct wherever it applies.
 ///
 ///   if (ms::kernels::conv2d_algorithm(g, ms::kernels::ConvPass::Forward) ==
 ///       ms::kernels::ConvAlgo::Direct) { /* libxsmm runs it */ }
