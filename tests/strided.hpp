@@ -10,7 +10,7 @@
 namespace ms::test {
 
 inline Tensor strided(const Tensor& x) {
-  std::vector<std::int64_t> d = x.shape().dims();
+  std::vector<std::int64_t> d = x.shape().to_vector();
   d.push_back(2);
   Tensor v = zeros(Shape(d), x.dtype()).select(-1, 1);
   v.copy_(x);

@@ -48,9 +48,9 @@ std::int64_t shape_nbytes(std::int64_t numel, std::int64_t itemsize, std::string
   return numel * itemsize;
 }
 
-std::vector<std::int64_t> shape_contiguous_strides(const Shape& s, std::string_view what) {
+DimVector shape_contiguous_strides(const Shape& s, std::string_view what) {
   shape_numel(s, what);  // validates sizes and overflow (zeros included)
-  std::vector<std::int64_t> strides(s.size());
+  DimVector strides(s.size());
   std::int64_t st = 1;
   for (std::size_t i = s.size(); i-- > 0;) {
     strides[i] = st;

@@ -42,8 +42,8 @@ Tensor& Tensor::operator=(const Tensor&) = default;
 Tensor& Tensor::operator=(Tensor&&) noexcept = default;
 Tensor::~Tensor() = default;
 
-Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
-               std::vector<std::int64_t> strides, std::int64_t offset)
+Tensor::Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape, DimVector strides,
+               std::int64_t offset)
     : dtype_(dtype),
       shape_(std::move(shape)),
       strides_(std::move(strides)),

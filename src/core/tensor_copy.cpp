@@ -14,7 +14,7 @@ namespace {
 // Calls fn(src_offset, count, src_stride) for every innermost row of a
 // strided view, in row-major order.
 template <class F>
-void for_each_row(const Shape& shape, const std::vector<std::int64_t>& strides, std::int64_t offset,
+void for_each_row(const Shape& shape, std::span<const std::int64_t> strides, std::int64_t offset,
                   F&& fn) {
   const std::size_t r = shape.size();
   if (r == 0) {

@@ -101,7 +101,7 @@ Generalized exact(const Signature& sig) {
       case SigItem::Kind::Mutable: {
         InputSpec s;
         s.dtype = it.dtype;
-        if (it.kind == SigItem::Kind::Tensor) s.dims = it.shape.dims();
+        if (it.kind == SigItem::Kind::Tensor) s.dims = it.shape.to_vector();
         s.fixed_sequence = std::find(stack.begin(), stack.end(), false) != stack.end();
         s.argument = argument;
         g.inputs.push_back(std::move(s));

@@ -195,8 +195,8 @@ namespace {
 struct IndexWalk {
   std::vector<std::int64_t> shape, walk;
   std::int64_t axis_stride = 0;
-  IndexWalk(const Tensor& index, std::vector<std::int64_t> strides, std::int64_t axis)
-      : shape(index.shape().dims()), walk(std::move(strides)) {
+  IndexWalk(const Tensor& index, std::span<const std::int64_t> strides, std::int64_t axis)
+      : shape(index.shape().to_vector()), walk(strides.begin(), strides.end()) {
     if (shape.empty()) {  // rank 0: one element, index 0
       shape = {1};
       walk = {0};
@@ -488,7 +488,7 @@ void pad(const Tensor& x, std::span<const std::int64_t> before, PadMode mode, co
     return;
   }
   const Shape& xs = x.shape();
-  const std::vector<std::int64_t>& st = x.strides();
+  const std::span<const std::int64_t> st = x.strides();
   // Source coordinate of output coordinate j on axis d, or -1 for the fill value.
   auto source = [&](std::size_t d, std::int64_t j) -> std::int64_t {
     const std::int64_t n = xs[d], s = j - before[d];

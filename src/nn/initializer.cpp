@@ -335,7 +335,7 @@ Tensor Dirac::generate(const Shape& shape, DType dtype, Generator&) const {
            shape, " must be divisible by groups = ", groups_);
   Tensor out = zeros(shape, dtype);
   if (out.numel() == 0) return out;
-  const std::vector<std::int64_t> strides = shape_contiguous_strides(shape, kName);
+  const DimVector strides = shape_contiguous_strides(shape, kName);
   std::int64_t centre = 0;  // offset of the kernel centre
   for (std::int64_t k = 2; k < rank; ++k)
     centre += (shape[static_cast<std::size_t>(k)] / 2) * strides[static_cast<std::size_t>(k)];

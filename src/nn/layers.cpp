@@ -314,7 +314,7 @@ Tensor Embedding::construct(const Tensor& ids) const {
   MS_CHECK(dtype_is_int(ids.dtype()), TypeError, "Embedding: ids must be integers, got ",
            ids.dtype());
   const Tensor flat = ids.reshape(Shape({ids.numel()}));
-  std::vector<std::int64_t> out = ids.shape().dims();
+  std::vector<std::int64_t> out = ids.shape().to_vector();
   out.push_back(embedding_size);
   return index_select(embedding_table, 0, flat).reshape(Shape(out));
 }

@@ -152,7 +152,7 @@ ir::Graph trace_at(const ExportRequest& req, const std::vector<Shape>& shapes) {
 std::vector<Shape> shapes_at(const ExportRequest& req, const Signature& s, bool probe) {
   std::vector<Shape> shapes;
   for (std::size_t i = 0; i < req.examples.size(); ++i) {
-    std::vector<std::int64_t> d = req.examples[i].shape().dims();
+    std::vector<std::int64_t> d = req.examples[i].shape().to_vector();
     for (std::size_t a = 0; a < d.size(); ++a)
       if (const int k = s.in_sym[i][a]; k >= 0 && probe)
         d[a] = s.syms[static_cast<std::size_t>(k)].probe;
@@ -193,7 +193,7 @@ I64s size_free_target(const ir::Graph& gb, const ir::Graph& gp, const ir::Node& 
   const Shape& ip = shape_of(gp, np.inputs[0]);
   const Shape& ob = shape_of(gb, nb.outputs[0]);
   const Shape& op = shape_of(gp, np.outputs[0]);
-  I64s t = ob.dims();
+  I64s t = ob.to_vector();
   std::vector<std::size_t> other;
   const std::int64_t shift = ob.rank() - ib.rank();
   for (std::size_t a = 0; a < t.size(); ++a) {

@@ -347,7 +347,7 @@ void flatten_op(Ctx& c) {
 }
 void expand_op(Ctx& c) {
   const I64s t = c.ints(1);
-  I64s xs = c.in(0).shape().dims();
+  I64s xs = c.in(0).shape().to_vector();
   const std::size_t r = std::max(t.size(), xs.size());
   I64s out(r, 1);
   for (std::size_t k = 0; k < r; ++k) {
@@ -390,9 +390,9 @@ void gather_op(Ctx& c) {
     idx = Tensor(ms::where(idx < 0, Tensor(idx + d), idx));
   }
   const Tensor flat = index_select(x, axis, reshape(idx, Shape({idx.numel()})));
-  I64s shape = x.shape().dims();
+  I64s shape = x.shape().to_vector();
   shape.erase(shape.begin() + axis);
-  const I64s id = idx.shape().dims();
+  const I64s id = idx.shape().to_vector();
   shape.insert(shape.begin() + axis, id.begin(), id.end());
   c.out(0, reshape(flat, Shape(shape)));
 }
@@ -452,7 +452,7 @@ void range_op(Ctx& c) {
   c.out(0, arange(v[0], v[1], v[2], c.in(0).dtype()));
 }
 void shape_op(Ctx& c) {
-  const I64s d = c.in(0).shape().dims();
+  const I64s d = c.in(0).shape().to_vector();
   const auto r = static_cast<std::int64_t>(d.size());
   const std::int64_t s = std::clamp(norm(c.attr_i("start", 0), r), std::int64_t{0}, r);
   const std::int64_t e = std::clamp(norm(c.attr_i("end", r), r), s, r);

@@ -79,7 +79,7 @@ std::optional<LayerNormMatch> match_at(const ir::Graph& g, ir::NodeId root) {
   const std::vector<std::int64_t> normalized(xt.shape.dims().begin() + *axis,
                                              xt.shape.dims().end());
   for (ir::ValueId p : {r.scale, r.bias})
-    if (g.value(p).type.dtype != xt.dtype || g.value(p).type.shape.dims() != normalized)
+    if (g.value(p).type.dtype != xt.dtype || g.value(p).type.shape.to_vector() != normalized)
       return std::nullopt;
   if (!dtype_is_float(xt.dtype)) return std::nullopt;
   r.inner.assign(m.nodes.begin() + 1, m.nodes.end());

@@ -278,7 +278,7 @@ constexpr char kSoftmax[] = "Softmax", kLogSoftmax[] = "LogSoftmax";
 // ---------------------------------------------------------------- layout
 
 void reshape(NodeCtx& c) {
-  const I64s target = c.target ? *c.target : c.out_type().shape.dims();
+  const I64s target = c.target ? *c.target : c.out_type().shape.to_vector();
   emit_as(c, "Reshape", {c.in(0), c.e.target(target)});
 }
 void flatten(NodeCtx& c) {
@@ -293,7 +293,7 @@ void flatten(NodeCtx& c) {
   emit_as(c, "Reshape", {c.in(0), c.e.ints(target)});
 }
 void broadcast_to(NodeCtx& c) {
-  const I64s target = c.target ? *c.target : c.out_type().shape.dims();
+  const I64s target = c.target ? *c.target : c.out_type().shape.to_vector();
   emit_as(c, "Expand", {c.in(0), c.e.target(target)});
 }
 void transpose(NodeCtx& c) {

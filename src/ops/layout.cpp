@@ -155,7 +155,7 @@ TypeList infer_reshape(Types in, const ops::Reshape::Attrs& a) {
 // The strides of `shape` viewing the elements of a tensor with (old_shape,
 // old_strides) in the same order, or nothing when no view is possible (the
 // algorithm of NumPy's _attempt_nocopy_reshape).
-bool view_strides(const Shape& old_shape, const std::vector<std::int64_t>& old_strides,
+bool view_strides(const Shape& old_shape, std::span<const std::int64_t> old_strides,
                   const Shape& shape, std::vector<std::int64_t>& out) {
   out.assign(shape.size(), 0);
   std::vector<std::int64_t> od, os;
@@ -264,7 +264,7 @@ TypeList infer_squeeze(Types in, const ops::Squeeze::Attrs& a) {
   if (a.axis) {
     const std::int64_t axis = *a.axis;
     const std::int64_t ax = axis_normalize(axis, s.rank(), "squeeze");
-    out = s.dims();
+    out = s.to_vector();
     if (s.rank() > 0) {
       MS_CHECK(s[u(ax)] == 1, ShapeError, "squeeze: axis ", axis, " of shape ", s, " has size ",
                s[u(ax)], ", expected 1");
@@ -291,7 +291,7 @@ TensorList eval_squeeze(Inputs in, const ops::Squeeze::Attrs& a) {
 TypeList infer_unsqueeze(Types in, const ops::Unsqueeze::Attrs& a) {
   const Shape& s = in[0].shape;
   const std::int64_t ax = axis_normalize(a.axis, s.rank() + 1, "unsqueeze");
-  Dims out = s.dims();
+  Dims out = s.to_vector();
   out.insert(out.begin() + ax, 1);
   return {{in[0].dtype, Shape(std::move(out))}};
 }
@@ -300,7 +300,7 @@ TensorList eval_unsqueeze(Inputs in, const ops::Unsqueeze::Attrs& a) {
   infer_unsqueeze(ops::types_of(in), a);
   const Tensor& x = in[0];
   const auto ax = u(axis_normalize(a.axis, x.rank() + 1, "unsqueeze"));
-  Dims d = x.shape().dims(), st = x.strides();
+  Dims d = x.shape().to_vector(), st(x.strides().begin(), x.strides().end());
   const std::int64_t inner = ax < st.size() ? st[ax] * std::max<std::int64_t>(d[ax], 1) : 1;
   d.insert(d.begin() + static_cast<std::ptrdiff_t>(ax), 1);
   st.insert(st.begin() + static_cast<std::ptrdiff_t>(ax), inner);
@@ -464,7 +464,7 @@ StackPlan plan_stack(Types in, const ops::Stack::Attrs& a) {
                               ")");
   }
   const std::int64_t ax = axis_normalize(a.axis, ref.rank() + 1, "stack");
-  Dims out = ref.dims();
+  Dims out = ref.to_vector();
   out.insert(out.begin() + ax, static_cast<std::int64_t>(in.size()));
   TensorType t{dt, Shape(std::move(out))};
   check_out_size(t, "stack");
@@ -647,7 +647,7 @@ Tensor scatter_grad(const TensorType& t, const Tensor& grad_out, const Tensor& i
       out.data<float>()[0] = g.data<float>()[0];
   } else if (out.numel() > 0) {
     const Shape& gs = g.shape();
-    const std::vector<std::int64_t> strides = shape_contiguous_strides(t.shape);
+    const std::vector<std::int64_t> strides = shape_contiguous_strides(t.shape).to_vector();
     const std::vector<std::int64_t> outer_off = coord_offsets(gs, 0, u(ax), strides);
     const std::vector<std::int64_t> inner_off = coord_offsets(gs, u(ax) + 1, gs.size(), strides);
     if (ct == float64)

@@ -587,21 +587,21 @@ Tensor f64(const Shape& s, unsigned seed) { return sample_tensor(s, seed, -2, 2,
 Conv2dGradInput::Attrs grad_input_attrs(const Conv2dOptions& o, const Shape& input_size) {
   Conv2dGradInput::Attrs a;
   static_cast<Conv2dOptions&>(a) = o;
-  a.input_size = input_size.dims();
+  a.input_size = input_size.to_vector();
   return a;
 }
 
 Conv2dGradWeight::Attrs grad_weight_attrs(const Conv2dOptions& o, const Shape& weight_size) {
   Conv2dGradWeight::Attrs a;
   static_cast<Conv2dOptions&>(a) = o;
-  a.weight_size = weight_size.dims();
+  a.weight_size = weight_size.to_vector();
   return a;
 }
 
 AvgPool2dGrad::Attrs avg_grad_attrs(const AvgPool2dOptions& o, const Shape& input_size) {
   AvgPool2dGrad::Attrs a;
   static_cast<AvgPool2dOptions&>(a) = o;
-  a.input_size = input_size.dims();
+  a.input_size = input_size.to_vector();
   return a;
 }
 

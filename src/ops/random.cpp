@@ -92,7 +92,7 @@ Tensor record(TracedRandom r) {
   a.label = r.label;
   a.dtype = r.dtype;
   a.data_inputs = static_cast<std::int64_t>(r.inputs.size());
-  if (a.data_inputs == 0) a.shape = r.shape.dims();
+  if (a.data_inputs == 0) a.shape = r.shape.to_vector();
   std::vector<Tensor> in = r.inputs;
   if (t_last.trace == tracer->trace_id() && t_last.value.defined()) in.push_back(t_last.value);
   Tensor drawn = ops::invoke<ops::Random>(std::span<const Tensor>(in), a)[0];

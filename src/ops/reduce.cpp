@@ -300,7 +300,7 @@ struct Reduced {
   }
   // `t` with the reduced axes kept as size 1, broadcast back to x's shape.
   Tensor back(const Tensor& t) const {
-    std::vector<std::int64_t> kept = x.shape().dims();
+    std::vector<std::int64_t> kept = x.shape().to_vector();
     for (std::int64_t a : axes) kept[static_cast<std::size_t>(a)] = 1;
     return broadcast_to(reshape(t, Shape(kept)), x.shape());
   }

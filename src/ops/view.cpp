@@ -86,7 +86,7 @@ TensorList Slice::eval(const Attrs& a, Inputs in) {
   const SliceWindow w = slice_window(a, x.shape());
   Shape s = x.shape();
   s[w.axis] = w.len;
-  std::vector<std::int64_t> st = x.strides();
+  DimVector st = x.strides();
   st[w.axis] *= a.step;
   return {Tensor(x.storage(), x.dtype(), std::move(s), std::move(st),
                  w.len > 0 ? x.offset() + w.start * x.strides()[w.axis] : x.offset())};
@@ -116,7 +116,7 @@ TensorList Slice::vjp(const Attrs& a, const GradContext& c) {
 TypeList Select::infer(const Attrs& a, Types in) {
   check_unpacked(in[0].dtype, name);
   const auto [ax, index] = select_at(a, in[0].shape);
-  std::vector<std::int64_t> d = in[0].shape.dims();
+  std::vector<std::int64_t> d = in[0].shape.to_vector();
   d.erase(d.begin() + static_cast<std::ptrdiff_t>(ax));
   return {{in[0].dtype, Shape(std::move(d))}};
 }
@@ -125,7 +125,7 @@ TensorList Select::eval(const Attrs& a, Inputs in) {
   check_unpacked(in[0].dtype(), name);
   const Tensor& x = in[0];
   const auto [ax, index] = select_at(a, x.shape());
-  std::vector<std::int64_t> d = x.shape().dims(), st = x.strides();
+  std::vector<std::int64_t> d = x.shape().to_vector(), st(x.strides().begin(), x.strides().end());
   const std::int64_t offset = x.offset() + index * st[ax];
   d.erase(d.begin() + static_cast<std::ptrdiff_t>(ax));
   st.erase(st.begin() + static_cast<std::ptrdiff_t>(ax));
@@ -257,7 +257,7 @@ Tensor Tensor::squeeze(std::int64_t axis) const { return ms::squeeze(*this, axis
 Tensor Tensor::unsqueeze(std::int64_t axis) const { return ms::unsqueeze(*this, axis); }
 // -1 keeps a dim: resolved here, so that a recorded node holds the sizes.
 Tensor Tensor::expand(const Shape& shape) const {
-  std::vector<std::int64_t> d = shape.dims();
+  std::vector<std::int64_t> d = shape.to_vector();
   const std::size_t lead = d.size() >= shape_.size() ? d.size() - shape_.size() : 0;
   for (std::size_t i = lead; i < d.size(); ++i)
     if (d[i] == -1) d[i] = shape_[i - lead];

@@ -388,7 +388,7 @@ TEST_SUITE("ops") {
       for (int i = 0; i < n; ++i) xs.push_back(make_input(s, dt, static_cast<int>(rand_int(0, 2))));
       const std::int64_t ax = rand_int(0, rank);
       const Tensor out = stack(xs, rand_int(0, 1) ? ax : ax - rank - 1);
-      Dims od = s.dims();
+      Dims od = s.to_vector();
       od.insert(od.begin() + ax, n);
       const Shape os(od);
       REQUIRE(out.shape() == os);
@@ -703,7 +703,7 @@ TEST_SUITE("ops") {
       Tensor idx = from_vector(iv, s).to(trial % 2 ? int32 : int64);
       if (rank >= 2) idx = idx.transpose(0, 1).contiguous().transpose(0, 1);
       const Tensor out = one_hot(idx, classes, dt);
-      Dims od = s.dims();
+      Dims od = s.to_vector();
       od.push_back(classes);
       REQUIRE(out.shape() == Shape(od));
       CHECK(out.dtype() == dt);

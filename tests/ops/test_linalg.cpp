@@ -34,7 +34,7 @@ struct Ref {
 /// sum over k in double.
 Ref matmul_ref(const Tensor& a, const Tensor& b) {
   const Values av = a.to_vector<double>(), bv = b.to_vector<double>();
-  std::vector<std::int64_t> as = a.shape().dims(), bs = b.shape().dims();
+  std::vector<std::int64_t> as = a.shape().to_vector(), bs = b.shape().to_vector();
   const bool a1 = as.size() == 1, b1 = bs.size() == 1;
   if (a1) as.insert(as.begin(), 1);
   if (b1) bs.push_back(1);

@@ -276,7 +276,7 @@ Values gather_grad_ref(const Tensor& g, std::int64_t axis, const Tensor& index, 
   const Values gv = g.to_vector<double>();
   const std::vector<std::int64_t> iv = index.to_vector<std::int64_t>();
   const Shape& is = index.shape();
-  const std::vector<std::int64_t> xstr = shape_contiguous_strides(xs);
+  const ms::DimVector xstr = shape_contiguous_strides(xs);
   Values dx(u(shape_numel(xs)), 0.0);
   for (std::int64_t p = 0; p < index.numel(); ++p) {
     std::int64_t rest = p, off = 0;

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ms/core/dim_vector.hpp"
+
 #include "ms/core/error.hpp"
 
 namespace ms {
@@ -29,10 +31,12 @@ class Shape {
   Shape() = default;
   /// `Shape{2, 3}`: the dims in order (`{}`: a scalar).
   Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
-  /// Takes the dims.
-  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
   /// Copies the dims.
-  explicit Shape(std::span<const std::int64_t> dims) : dims_(dims.begin(), dims.end()) {}
+  explicit Shape(const std::vector<std::int64_t>& dims) : dims_(std::span(dims)) {}
+  /// Copies the dims.
+  explicit Shape(std::span<const std::int64_t> dims) : dims_(dims) {}
+  /// Takes the dims.
+  explicit Shape(DimVector dims) : dims_(std::move(dims)) {}
 
   /// The number of dims (as rank(), unsigned).
   std::size_t size() const { return dims_.size(); }
@@ -50,10 +54,10 @@ class Shape {
   auto begin() const { return dims_.begin(); }
   /// The end of the dims.
   auto end() const { return dims_.end(); }
-  /// The dims as a vector.
-  const std::vector<std::int64_t>& dims() const { return dims_; }
-  /// The dims as a vector, writable.
-  std::vector<std::int64_t>& dims() { return dims_; }
+  /// The dims (a view valid while the shape lives and is not changed).
+  std::span<const std::int64_t> dims() const { return dims_; }
+  /// The dims, copied into a vector.
+  std::vector<std::int64_t> to_vector() const { return {dims_.begin(), dims_.end()}; }
   /// Appends the dim `d`.
   void push_back(std::int64_t d) { dims_.push_back(d); }
 
@@ -72,7 +76,7 @@ class Shape {
   std::string to_string() const;
 
  private:
-  std::vector<std::int64_t> dims_;
+  DimVector dims_;
 };
 
 /// Prints `s.to_string()`.
@@ -88,7 +92,7 @@ std::int64_t shape_numel(const Shape& s, std::string_view what = "shape");
 std::int64_t shape_nbytes(std::int64_t numel, std::int64_t itemsize, std::string_view what);
 
 /// Row-major (C order) strides in elements; shape_numel's checks apply.
-std::vector<std::int64_t> shape_contiguous_strides(const Shape& s, std::string_view what = "shape");
+DimVector shape_contiguous_strides(const Shape& s, std::string_view what = "shape");
 
 /// NumPy broadcasting of two shapes. On failure a ShapeError such as
 /// "add: shapes do not broadcast\n  lhs: [2, 3]\n  rhs: [4]\n  axis -1: 3 vs 4 (neither is 1)".

@@ -93,8 +93,8 @@ class Tensor {
   ~Tensor();
   /// @}
   /// A view over `storage`. Checks that every element it can reach lies inside.
-  Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
-         std::vector<std::int64_t> strides, std::int64_t offset);
+  Tensor(std::shared_ptr<Storage> storage, DType dtype, Shape shape, DimVector strides,
+         std::int64_t offset);
 
   /// False only for a default-constructed tensor. A symbolic tensor is defined.
   bool defined() const { return storage_ != nullptr || sym_ >= 0; }
@@ -126,7 +126,7 @@ class Tensor {
   /// Bytes of the elements (not of the whole storage).
   std::int64_t nbytes() const;
   /// The step between neighbours along each axis, in elements.
-  const std::vector<std::int64_t>& strides() const { return strides_; }
+  std::span<const std::int64_t> strides() const { return strides_; }
   /// The position of element 0 in the storage, in elements.
   std::int64_t offset() const { return offset_; }
   /// The memory (null for an undefined or symbolic tensor).
@@ -208,7 +208,7 @@ class Tensor {
   std::int32_t sym_ = -1;
   std::uint32_t trace_ = 0;
   Shape shape_;
-  std::vector<std::int64_t> strides_;
+  DimVector strides_;
   std::int64_t offset_ = 0;
   std::int64_t numel_ = 0;
   std::shared_ptr<Storage> storage_;
@@ -327,10 +327,11 @@ T Tensor::item() const {
 // item and to_vector of the usual element types are compiled once, in libms
 // (src/core/tensor.cpp), not in every translation unit that reads a value.
 /// \cond INTERNAL
-#define MS_TENSOR_ELEMENT_TYPES(X)                                                            \
-  X(bool)                                                                                     \
-  X(std::int8_t) X(std::int16_t) X(std::int32_t) X(std::int64_t) X(std::uint8_t) X(float16_t) \
-      X(bfloat16_t) X(float) X(double)
+#define MS_TENSOR_ELEMENT_TYPES(X)                                                           \
+  X(bool)                                                                                    \
+  X(std::int8_t)                                                                             \
+  X(std::int16_t) X(std::int32_t) X(std::int64_t) X(std::uint8_t) X(float16_t) X(bfloat16_t) \
+      X(float) X(double)
 #define MS_TENSOR_ELEMENT_ACCESS(T)          \
   extern template T Tensor::item<T>() const; \
   extern template std::vector<T> Tensor::to_vector<T>() const;

@@ -457,7 +457,7 @@ namespace ms {
 /// Same elements with a new shape (one dim may be -1); a view when strides
 /// allow, else a copy. `ms::reshape(x, {3, -1})`
 inline Tensor reshape(const Tensor& x, const Shape& shape) {
-  return ops::invoke1<ops::Reshape>({x}, {shape.dims()});
+  return ops::invoke1<ops::Reshape>({x}, {shape.to_vector()});
 }
 
 /// Swaps two axes (a view). `ms::transpose(x, 0, 1)`
@@ -493,7 +493,7 @@ inline Tensor flatten(const Tensor& x, std::int64_t start = 0, std::int64_t end 
 /// Broadcasts to `shape` (NumPy rules, -1 keeps a dim) as a stride-0 view;
 /// do not write through it. `ms::broadcast_to(ms::ones({3}), {2, 3})`
 inline Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  return ops::invoke1<ops::BroadcastTo>({x}, {shape.dims()});
+  return ops::invoke1<ops::BroadcastTo>({x}, {shape.to_vector()});
 }
 
 /// `value` itself, computed after `deps` in every execution order (ms::ops::Depend):
@@ -861,13 +861,13 @@ inline Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& ind
 inline Tensor gather_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
                           const Shape& input_size) {
   return ops::invoke1<ops::GatherGrad>({grad_out, index},
-                                       {.axis = axis, .input_size = input_size.dims()});
+                                       {.axis = axis, .input_size = input_size.to_vector()});
 }
 /// The gradient of index_select (ms::ops::IndexSelectGrad).
 inline Tensor index_select_grad(const Tensor& grad_out, std::int64_t axis, const Tensor& index,
                                 const Shape& input_size) {
   return ops::invoke1<ops::IndexSelectGrad>({grad_out, index},
-                                            {.axis = axis, .input_size = input_size.dims()});
+                                            {.axis = axis, .input_size = input_size.to_vector()});
 }
 /// x with the slices at `index` along `axis` replaced by those of `source`
 /// (ms::ops::IndexCopy): `ms::index_copy(x, 0, ms::tensor({2}), row)`.

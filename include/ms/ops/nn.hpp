@@ -384,7 +384,7 @@ inline Tensor conv2d_grad_input(const Tensor& grad_out, const Tensor& weight,
                                 const Shape& input_size, const Conv2dOptions& opts = {}) {
   ops::Conv2dGradInput::Attrs a;
   static_cast<Conv2dOptions&>(a) = opts;
-  a.input_size = input_size.dims();
+  a.input_size = input_size.to_vector();
   return ops::invoke1<ops::Conv2dGradInput>({grad_out, weight}, a);
 }
 
@@ -394,7 +394,7 @@ inline Tensor conv2d_grad_weight(const Tensor& x, const Tensor& grad_out, const 
                                  const Conv2dOptions& opts = {}) {
   ops::Conv2dGradWeight::Attrs a;
   static_cast<Conv2dOptions&>(a) = opts;
-  a.weight_size = weight_size.dims();
+  a.weight_size = weight_size.to_vector();
   return ops::invoke1<ops::Conv2dGradWeight>({x, grad_out}, a);
 }
 
@@ -411,7 +411,7 @@ inline Tensor avg_pool2d_grad(const Tensor& grad_out, const Shape& input_size,
                               const AvgPool2dOptions& opts) {
   ops::AvgPool2dGrad::Attrs a;
   static_cast<AvgPool2dOptions&>(a) = opts;
-  a.input_size = input_size.dims();
+  a.input_size = input_size.to_vector();
   return ops::invoke1<ops::AvgPool2dGrad>({grad_out}, a);
 }
 
