@@ -863,10 +863,11 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   // layers; quiet Intel Xeon VM, 1 and 2 threads, commit f1d7a2c), fractions of
   // the FMA peak:
   //   - conv2 (32 input channels), forward: Winograd 0.63 / 0.56 against
-  //     Direct's 0.55 / 0.49 (1 / 2 threads); both gradients: Direct leads or
-  //     ties (input 0.54 / 0.46 against Winograd's 0.49 / 0.47; weight 0.60 /
-  //     0.47 against 0.56 / 0.52; a thread-dependent choice would change the
-  //     bits with the thread count, so Direct on both);
+  //     Direct's 0.55 / 0.49 (1 / 2 threads); both gradients: Direct leads on
+  //     1 thread (input 0.54 against Winograd's 0.49, weight 0.60 against
+  //     0.56); Winograd's lead on 2 threads in the weight gradient (0.52
+  //     against 0.47) is not taken: a thread-dependent choice would change
+  //     the bits with the thread count;
   //   - conv1 (1 input channel): Im2col on every pass (forward 0.31 / 0.29
   //     against Direct's 0.19 / 0.14: Direct's kernels are as wide as the
   //     input's channels).
@@ -882,8 +883,10 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
 namespace {
 // The forward of bfloat16 inputs takes Direct wherever it applies unless
 // another algorithm is asked for (float32's Auto takes Winograd or Im2col for
-// some shapes): its BF16 kernels are the forward's only path that does not go
-// through float32.
+// some shapes): its BF16 kernels are the forward's only path that computes on
+// the bfloat16 values without float32 copies of x, w and y. Whether that
+// path or the float32 one is faster end to end was not measured
+// (bench/conv_table.sh times the kernels only).
 bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
   if (conv2d_algorithm(g, pass) == ConvAlgo::Direct) return true;
   return g.algo == ConvAlgo::Auto && pass == ConvPass::Forward && detail::conv_direct_fits(g, pass);

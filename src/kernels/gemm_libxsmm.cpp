@@ -7,7 +7,8 @@
 // (column-major) sees C's columns as its M and C's rows as its N; its "A"
 // operand is a panel of op(B), its "B" operand a group of rows of op(A).
 //
-// Packing (once per product, shared by the threads):
+// Packing (once per slab of C, see kPackBudget; a slab's packed operand is
+// kept while only the other operand's slab changes; shared by the threads):
 //   - op(B) into panels of kPanel columns: panel j is k x kPanel row-major
 //     (libxsmm's A, lda = kPanel; the last panel may be narrower). A stored
 //     [n, k] B is transposed while packed (libxsmm's transpose);
@@ -32,8 +33,8 @@
 //     deep one (more than one group) runs group by group over bands of tasks;
 //     neither changes any element's order of sums.
 //
-// bfloat16 products take a similar path (each chunk's product added straight
-// into C, with no chunk-sum block: the rounding bound below is float32's) with
+// bfloat16 products take a similar path (no group-sum block: each element of
+// C sums all of k in one chain, the rounding bound below is float32's) with
 // op(B)'s panels in libxsmm's VNNI layout (pairs of consecutive inner indices side by side: the
 // operand of the CPU's BF16 dot-product instruction), chunks of even depth (an odd k is padded with
 // a zero), float32 accumulation in C; alpha != 1 goes through a float32 block per task. On CPUs
@@ -83,10 +84,12 @@ constexpr std::int64_t kChunk = 128;
 constexpr std::int64_t kTaskCols = 2 * kPanel;
 constexpr std::int64_t kTaskRows = 128;
 // Chunks of k summed in one chain (4 x 128 deep) before a group's sum is
-// added to C. Against adding every chunk's sum to C (through a block of 32
-// rows), one process each, alternating, on the Intel Xeon VM, 1 thread:
-// 1024^3 150 -> 157 GFLOP/s, the MLP's and char_lm's training shapes 2-10 %
-// faster, none slower (fewer passes over C, kernel calls a task high).
+// added to C. Against adding every chunk's sum to C through a block of 32
+// rows (with the slab and band changes below; alternating processes, best of
+// four, Intel Xeon VM, 1 thread): 1024^3 185 -> 191 GFLOP/s, the MLP's and
+// char_lm's training shapes 0-5 % faster, their deep weight gradients (k =
+// 4096) 8-45 %, none slower beyond 1 % (fewer passes over C, kernel calls a
+// task high).
 constexpr std::int64_t kGroupChunks = 4;
 // Tasks per band of a deep product (1 MiB of C): see run_sgemm. The weight
 // gradient of a 192 -> 576 dense layer at 4096 tokens (192 x 576 x 4096, A
@@ -159,19 +162,26 @@ Scratch& block_scratch() {
   return s;
 }
 
-// Packed copies of A and B hold at most about this many elements each: a
-// larger product is cut into slabs of C (fixed by the shape), each packed
-// and computed in turn, so that packing never needs more than a few MiB.
+// Packed copies of A and B hold about this many elements each, and at least
+// one task's (kTaskRows or kTaskCols by k): a larger product is cut into slabs
+// of C (fixed by the shape), each packed and computed in turn.
 constexpr std::int64_t kPackBudget = 1 << 20;
+
+// Rows of C per slab when A is packed, columns per slab when B is.
+std::int64_t slab_rows(std::int64_t k) {
+  return std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
+}
+std::int64_t slab_cols(std::int64_t k) {
+  return std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
+}
 
 // Calls fn(i0, rows, j0, cols) for each slab of C, column slabs outer.
 template <class F>
 void for_each_slab(std::int64_t m, std::int64_t n, std::int64_t k, F&& fn) {
-  const std::int64_t slab_rows = std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
-  const std::int64_t slab_cols = std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
-  for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols)
-    for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows)
-      fn(i0, std::min(slab_rows, m - i0), j0, std::min(slab_cols, n - j0));
+  const std::int64_t rows = slab_rows(k), cols = slab_cols(k);
+  for (std::int64_t j0 = 0; j0 < n; j0 += cols)
+    for (std::int64_t i0 = 0; i0 < m; i0 += rows)
+      fn(i0, std::min(rows, m - i0), j0, std::min(cols, n - j0));
 }
 
 // Runs `fn(first, last)` on [0, units) over the threads, `per_unit` elements
@@ -296,7 +306,12 @@ struct Kernels {
 };
 
 bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
-                  std::int64_t ld_c) {
+                  std::int64_t ld_c, float beta_c) {
+  // Only the kernels run_task calls: into the block only past the first
+  // group; into C overwriting only when beta is 0, accumulating when beta is
+  // not 0 or the first group has more than one chunk.
+  const bool need[2][2] = {{pl.chunks > kGroupChunks, pl.chunks > kGroupChunks},
+                           {beta_c == 0.f, beta_c != 0.f || pl.chunks > 1}};
   const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
   const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
@@ -310,8 +325,9 @@ bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t l
       for (int ci = 0; ci < 2; ++ci)
         for (int ri = 0; ri < 2; ++ri)
           for (int di = 0; di < 2; ++di) {
-            if (cols[ci] == 0 || rows[ri] == 0 || (ci == 1 && cols[1] == cols[0]) ||
-                (ri == 1 && rows[1] == rows[0]) || (di == 1 && depths[1] == depths[0]))
+            if (!need[ic][acc] || cols[ci] == 0 || rows[ri] == 0 ||
+                (ci == 1 && cols[1] == cols[0]) || (ri == 1 && rows[1] == rows[0]) ||
+                (di == 1 && depths[1] == depths[0]))
               continue;
             const float beta = acc ? 1.f : 0.f;
             const int flags = acc ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
@@ -395,9 +411,9 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
   }
 }
 
-// Packs what `pack_a` / `pack_b` ask for (the other operand's packed copy is
-// still current from the previous slab, or it is read in place), then runs
-// the tasks.
+// Packs the operands `pack_a_now` / `pack_b_now` ask for (an operand not
+// packed now is still current from the previous slab, or read in place),
+// then runs the tasks.
 void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, float* pb,
                bool pack_a_now, bool pack_b_now) {
   // Packing: rows of A in groups of kTaskRows, then the panels of B.
@@ -486,7 +502,7 @@ bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t 
   const Plan pl(m, n, k, false);
   Kernels ks;
   if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
-                    pr.ldc))
+                    pr.ldc, pr.beta))
     return false;
   const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
@@ -507,28 +523,25 @@ bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t 
 // columns). Calls fn(i0, rows, j0, cols, pack_a_now, pack_b_now).
 template <class F>
 void sgemm_slabs(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t k, F&& fn) {
-  const std::int64_t slab_rows =
-      pr.a_in_place ? m : std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
-  const std::int64_t slab_cols =
-      pr.b_in_place ? n : std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
+  const std::int64_t rows = pr.a_in_place ? m : slab_rows(k);
+  const std::int64_t cols = pr.b_in_place ? n : slab_cols(k);
   const double a_packed = pr.a_in_place ? 0.0 : static_cast<double>(m) * static_cast<double>(k);
   const double b_packed = pr.b_in_place ? 0.0 : static_cast<double>(n) * static_cast<double>(k);
-  const auto row_slabs = static_cast<double>((m + slab_rows - 1) / slab_rows);
-  const auto col_slabs = static_cast<double>((n + slab_cols - 1) / slab_cols);
+  const auto row_slabs = static_cast<double>((m + rows - 1) / rows);
+  const auto col_slabs = static_cast<double>((n + cols - 1) / cols);
   const bool rows_outer = a_packed + row_slabs * b_packed <= b_packed + col_slabs * a_packed;
   std::int64_t packed_i0 = -1, packed_j0 = -1;
   const auto slab = [&](std::int64_t i0, std::int64_t j0) {
-    fn(i0, std::min(slab_rows, m - i0), j0, std::min(slab_cols, n - j0), i0 != packed_i0,
-       j0 != packed_j0);
+    fn(i0, std::min(rows, m - i0), j0, std::min(cols, n - j0), i0 != packed_i0, j0 != packed_j0);
     packed_i0 = i0;
     packed_j0 = j0;
   };
   if (rows_outer)
-    for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows)
-      for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols) slab(i0, j0);
+    for (std::int64_t i0 = 0; i0 < m; i0 += rows)
+      for (std::int64_t j0 = 0; j0 < n; j0 += cols) slab(i0, j0);
   else
-    for (std::int64_t j0 = 0; j0 < n; j0 += slab_cols)
-      for (std::int64_t i0 = 0; i0 < m; i0 += slab_rows) slab(i0, j0);
+    for (std::int64_t j0 = 0; j0 < n; j0 += cols)
+      for (std::int64_t i0 = 0; i0 < m; i0 += rows) slab(i0, j0);
 }
 
 bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -312,6 +312,41 @@ TEST_SUITE("kernels") {
       }
   }
 
+  TEST_CASE("gemm on libxsmm: products cut into slabs, exactly, on 1 and 2 threads") {
+    // k = 4096: each packed operand is cut into slabs of 256 rows of A or 192
+    // columns of B. 300 x 300 (both transposed: 2 x 2 slabs, each packed
+    // operand reused while the other's slab changes) and 600 x 100 (A
+    // transposed, B packed: the rows-outer order). Small integers: every sum
+    // is exact.
+    if (!has_libxsmm()) return;
+    ThreadGuard guard;
+    std::mt19937 gen(21);
+    for (const Product& p :
+         {Product{300, 300, 4096, true, true}, Product{600, 100, 4096, true, false}}) {
+      const std::vector<float> a = small_ints(p.a().size(), gen), b = small_ints(p.b().size(), gen),
+                               c0 = small_ints(p.c_size(), gen);
+      const std::vector<double> ab = reference(p, a, b);
+      for (const float beta : {0.f, 1.f, 0.5f})
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          const std::vector<float> c = run_on("libxsmm", p, 2.f, a, b, beta, c0);
+          std::int64_t wrong = 0;
+          for (std::int64_t i = 0; i < p.m; ++i)
+            for (std::int64_t j = 0; j < p.n; ++j) {
+              const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+              const double want = 2 * ab[static_cast<std::size_t>(i * p.n + j)] +
+                                  (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
+              wrong += static_cast<double>(c[at]) != want;
+            }
+          CAPTURE(p.m);
+          CAPTURE(p.tb);
+          CAPTURE(beta);
+          CAPTURE(nt);
+          CHECK(wrong == 0);
+        }
+    }
+  }
+
   TEST_CASE("gemm on libxsmm: the same bits for 1 and 2 threads on training shapes") {
     if (!has_libxsmm()) return;  // a build without libxsmm or a CPU below AVX2
     ThreadGuard guard;
@@ -349,13 +384,15 @@ TEST_SUITE("kernels") {
   TEST_CASE("gemm_bias: bitwise gemm then the bias added to each row, on 1 and 2 threads") {
     ThreadGuard guard;
     std::mt19937 gen(9);
-    // libxsmm's sizes (several chunks of k, edge panels and tasks, B stored
-    // transposed and not, the swapped form of few rows), Eigen's, one row.
+    // libxsmm's sizes (several chunks and groups of k, edge panels and tasks,
+    // slabs, B stored transposed and not, the swapped form of few rows),
+    // Eigen's, one row.
     struct Shape3 {
       std::int64_t m, n, k;
     };
+    // 600 x 400 x 4096: B cut into slabs of 192 columns, each with its part of the bias.
     for (const Shape3 p : {Shape3{4096, 192, 192}, Shape3{300, 770, 200}, Shape3{16, 1000, 784},
-                           Shape3{5, 6, 4}, Shape3{1, 40, 48}})
+                           Shape3{5, 6, 4}, Shape3{1, 40, 48}, Shape3{600, 400, 4096}})
       for (const bool tb : {false, true}) {
         CAPTURE(p.m);
         CAPTURE(p.n);

@@ -62,7 +62,8 @@ struct Conv2dGeometry {
 /// when it applies to g, else the fastest that applies as measured by
 /// bench/conv_table.sh on the CNN's shapes: Im2col for convolutions with
 /// fewer than 16 input channels per group; otherwise Winograd for the forward
-/// where it applies (3x3, stride 1, no dilation or groups), and Direct where
+/// where it applies (3x3, stride 1, no dilation or groups, at least 16 output
+/// channels, output planes of at most 32 x 32), and Direct where
 /// it applies (libxsmm usable on this CPU, stride 1 along the width; for the
 /// input gradient stride 1 and padding <= (k - 1) * dilation), else Winograd,
 /// else Im2col. double takes Winograd or Im2col, integers Im2col. The forward
@@ -76,8 +77,8 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
 /// may be null) on libxsmm's bf16 kernels: pairs of bfloat16 products summed
 /// in float32 (the CPU's BF16 dot-product instructions where it has them),
 /// each sum rounded to bfloat16 once. Returns false, computing nothing, when
-/// conv2d_algorithm(g, Forward) is not Direct (the caller then converts to
-/// float32). Bitwise the same for any thread count.
+/// Direct does not apply to g or another algorithm is asked for (g.algo; the
+/// caller then converts to float32). Bitwise the same for any thread count.
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g);
 
