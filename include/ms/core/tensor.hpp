@@ -327,11 +327,11 @@ T Tensor::item() const {
 // item and to_vector of the usual element types are compiled once, in libms
 // (src/core/tensor.cpp), not in every translation unit that reads a value.
 /// \cond INTERNAL
-#define MS_TENSOR_ELEMENT_TYPES(X)                                                           \
-  X(bool)                                                                                    \
-  X(std::int8_t)                                                                             \
-  X(std::int16_t) X(std::int32_t) X(std::int64_t) X(std::uint8_t) X(float16_t) X(bfloat16_t) \
-      X(float) X(double)
+#define MS_TENSOR_ELEMENT_TYPES(X) \
+  X(bool)                          \
+  X(std::int8_t)                   \
+  X(std::int16_t)                  \
+  X(std::int32_t) X(std::int64_t) X(std::uint8_t) X(float16_t) X(bfloat16_t) X(float) X(double)
 #define MS_TENSOR_ELEMENT_ACCESS(T)          \
   extern template T Tensor::item<T>() const; \
   extern template std::vector<T> Tensor::to_vector<T>() const;
