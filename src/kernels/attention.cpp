@@ -3,24 +3,30 @@
 // Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole
 // output blocks (forward: a block of out rows and their lse; backward: a
 // block of dk/dv rows, or of dq rows) and walks the other axis in order, so
-// the thread count never changes a sum. Products of blocks are Eigen's
-// (EIGEN_DONT_PARALLELIZE: on the calling thread) on copies of the blocks in
-// the chunk's scratch, whose rows start on 64-byte lines: Eigen's vectorized
-// loops peel scalar heads by address, so on the callers' memory the same call
-// could round differently from one allocation to the next (eager against a
-// compiled graph); on the scratch it depends on the block sizes only.
+// the thread count never changes a sum. Products of blocks run on copies of
+// the blocks in the chunk's scratch (q scaled, k and v also transposed where
+// a product reads them so), whose rows start on 64-byte lines: libxsmm's JIT
+// kernels for float when ms's GEMM runs on libxsmm (Products), else Eigen's
+// (EIGEN_DONT_PARALLELIZE: on the calling thread). Eigen's vectorized loops
+// peel scalar heads by address, so on the callers' memory the same call could
+// round differently from one allocation to the next (eager against a compiled
+// graph); on the scratch it depends on the block sizes only.
 #include "ms/kernels/attention.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
+#include "gemm_libxsmm.hpp"
 #include "ms/kernels/ew_instructions.hpp"
+#include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -105,13 +111,18 @@ struct Scratch {
     return Blk<T>(base, rows, cols, Eigen::OuterStride<>(ld));
   }
   // Copies `rows` rows of `cols` elements, `lds` apart from src, into the
-  // block, converted to T.
+  // block, converted to T and multiplied by `factor`.
   template <class S>
-  Blk<T> load(const S* src, std::int64_t lds, std::int64_t rows, std::int64_t cols) {
+  Blk<T> load(const S* src, std::int64_t lds, std::int64_t rows, std::int64_t cols,
+              T factor = T(1)) {
     for (std::int64_t r = 0; r < rows; ++r)
       std::transform(src + r * lds, src + r * lds + cols, base + r * ld,
-                     [](S x) { return static_cast<T>(x); });
+                     [factor](S x) { return static_cast<T>(x) * factor; });
     return blk(rows, cols);
+  }
+  // Columns [c0, c0 + cols) of the first `rows` rows.
+  Blk<T> cols_at(std::int64_t c0, std::int64_t rows, std::int64_t cols) {
+    return Blk<T>(base + c0, rows, cols, Eigen::OuterStride<>(ld));
   }
   // Copies the block's `rows` x `cols` to rows `ldd` apart at dst, rounded to D.
   template <class D>
@@ -212,13 +223,100 @@ struct Ctx {
   }
 };
 
-// A chunk's scratch: the blocks of q, k, v, dout, the scores and their
-// gradients, and the accumulators of the outputs.
+// True when the products of float blocks run on libxsmm's kernels: when
+// ms's GEMM does (gemm_backend()), so MS_GEMM=eigen keeps Eigen's here too.
+template <class T>
+bool blocks_on_libxsmm() {
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool on = std::string_view(gemm_backend().name) == "libxsmm";
+    return on;
+  }
+  return false;
+}
+
+// The products of a chunk's blocks: c = op(a) b, or c += op(a) b with
+// `accumulate`, op(a) being a or, with `trans_a`, its transpose. On libxsmm
+// (blocks_on_libxsmm) each size gets a JIT kernel, kept for the chunk; else,
+// and for a size libxsmm declines, Eigen computes it. Either way the rounding
+// depends on the block sizes only.
+template <class T>
+class Products {
+ public:
+  void operator()(Blk<T>& c, const Blk<T>& a, bool trans_a, const Blk<T>& b, bool accumulate) {
+    if (xsmm_) {
+      const std::array<std::int64_t, 8> key{trans_a,         accumulate,     c.rows(),
+                                            c.cols(),        b.rows(),       a.outerStride(),
+                                            b.outerStride(), c.outerStride()};
+      auto it = std::find_if(kernels_.begin(), kernels_.end(),
+                             [&](const Kernel& k) { return k.key == key; });
+      if (it == kernels_.end())
+        it = kernels_.insert(kernels_.end(), Kernel{key, detail::libxsmm_block_kernel(
+                                                             trans_a, accumulate, key[2], key[3],
+                                                             key[4], key[5], key[6], key[7])});
+      if (it->f) {
+        if constexpr (std::is_same_v<T, float>) it->f(a.data(), b.data(), c.data());
+        return;
+      }
+    }
+    if (trans_a && accumulate)
+      c.noalias() += a.transpose() * b;
+    else if (trans_a)
+      c.noalias() = a.transpose() * b;
+    else if (accumulate)
+      c.noalias() += a * b;
+    else
+      c.noalias() = a * b;
+  }
+
+ private:
+  struct Kernel {
+    std::array<std::int64_t, 8> key;
+    detail::BlockKernel f;
+  };
+  bool xsmm_ = blocks_on_libxsmm<T>();
+  std::vector<Kernel> kernels_;
+};
+
+// The keys (or values) of one problem transposed, [cols, tk], each block of
+// kKeys keys made on first use and kept while the chunk stays on the problem.
+template <class T>
+struct Transposed {
+  Scratch<T> t;
+  std::int64_t tk = 0, problem = -1;
+  std::vector<bool> done;
+  Transposed(std::int64_t cols, std::int64_t tk_)
+      : t(cols, tk_), tk(tk_), done(blocks(tk_, kKeys)) {}
+  // Keys [j0, j0 + n) of problem b (rows of `src`, `cols` elements each), transposed.
+  template <class S>
+  Blk<T> block(const Rows<const S>& src, std::int64_t cols, std::int64_t b, std::int64_t j0,
+               std::int64_t n) {
+    if (b != problem) {
+      std::fill(done.begin(), done.end(), false);
+      problem = b;
+    }
+    const auto i = static_cast<std::size_t>(j0 / kKeys);
+    if (!done[i]) {  // the whole block: a later call may take more of its keys
+      const S* p = src.at(b, j0);
+      const std::int64_t keys = std::min(kKeys, tk - j0);
+      for (std::int64_t r = 0; r < keys; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          t.base[c * t.ld + j0 + r] = static_cast<T>(p[r * src.rs + c]);
+      done[i] = true;
+    }
+    return t.cols_at(j0, cols, n);
+  }
+};
+
+// A chunk's scratch: the blocks of q (scaled), k and v (also transposed,
+// per problem), dout, the scores and their gradients, the accumulators of the
+// outputs, and the products' kernels.
 template <class T>
 struct Work {
   Scratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
+  Transposed<T> kt, vt;
   std::vector<T> mx, l;
-  Work(std::int64_t e, std::int64_t ev)
+  Products<T> mm;
+  Work(std::int64_t e, std::int64_t ev, std::int64_t tk)
       : qb(kRows, e),
         kb(kKeys, e),
         vb(kKeys, ev),
@@ -227,6 +325,8 @@ struct Work {
         dp(kRows, kKeys),
         acc(kKeys, std::max(e, ev)),
         acc2(kKeys, ev),
+        kt(e, tk),
+        vt(ev, tk),
         mx(kRows),
         l(kRows) {}
 };
@@ -235,7 +335,7 @@ struct Work {
 // accumulator o): the running maximum mx and sum l are updated, o rescaled,
 // s turned into exp(s - mx), and o += s v_block.
 template <class T>
-void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
+void online_step(Products<T>& mm, Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const T newm = std::max(mx[r], s.row(r).maxCoeff());
@@ -249,19 +349,18 @@ void online_step(Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
     if (alpha != T(1)) o.row(r) *= alpha;
     mx[r] = newm;
   }
-  o.noalias() += s * vb;
+  mm(o, s, false, vb, true);
 }
 
-// The masked scores of rows i0.. (q block already in w.qb) and keys j0..
-// (loaded here, with their v rows) into w.s.
+// The masked scores of rows i0.. (q block, scaled, already in w.qb) and keys
+// j0.. (transposed, w.kt) into w.s; the forward's v rows into w.vb.
 template <class T, class S>
 Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
-                    std::int64_t j0, std::int64_t n) {
-  const Blk<T> kb = w.kb.load(c.k.at(b, j0), c.k.rs, n, c.e);
-  w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
+                    std::int64_t j0, std::int64_t n, bool backward) {
+  const Blk<T> kt = w.kt.block(c.k, c.e, b, j0, n);
+  if (!backward) w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
   Blk<T> s = w.s.blk(m, n);
-  s.noalias() = w.qb.blk(m, c.e) * kb.transpose();
-  s *= c.scale;
+  w.mm(s, w.qb.blk(m, c.e), false, kt, false);
   c.apply_mask(s, b, i0, j0);
   return s;
 }
@@ -270,7 +369,7 @@ template <class T, class S>
 void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t rb,
                    const Rows<S>& out, T* lse) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
-  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
   Blk<T> o = w.acc.blk(m, c.ev);
   o.setZero();
   std::fill_n(w.mx.data(), m, -std::numeric_limits<T>::infinity());
@@ -283,8 +382,8 @@ void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t 
     // so it is skipped without reading its keys and values (the unwritten
     // slots of a decoding cache; non-finite values there do not leak in).
     if (c.hides_block(b, i0, m, j0, n)) continue;
-    Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
-    online_step(s, o, w.vb.blk(n, c.ev), w.mx.data(), w.l.data());
+    Blk<T> s = block_scores(c, w, b, i0, m, j0, n, false);
+    online_step(w.mm, s, o, w.vb.blk(n, c.ev), w.mx.data(), w.l.data());
   }
   T* lrow = lse + b * c.tq + i0;
   for (std::int64_t r = 0; r < m; ++r) {
@@ -312,7 +411,7 @@ void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, cons
   T* l = lse.data<T>();
   const std::int64_t rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev);
+    Work<T> w(p.e, p.ev, p.tk);
     for (std::int64_t it = begin; it < end; ++it) forward_block(c, w, it / rbs, it % rbs, o, l);
   });
 }
@@ -327,14 +426,14 @@ struct Grads {
 };
 
 // P (in w.s) and dS = P * (dout v^T - delta) (in w.dp) of the block of rows
-// i0.. (q and dout blocks already in w.qb, w.gb) and keys j0...
+// i0.. (q, scaled, and dout blocks already in w.qb, w.gb) and keys j0...
 template <class T, class S>
 void block_grads(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                  std::int64_t i0, std::int64_t m, std::int64_t j0, std::int64_t n) {
-  Blk<T> s = block_scores(c, w, b, i0, m, j0, n);
+  Blk<T> s = block_scores(c, w, b, i0, m, j0, n, true);
   Ctx<T, S>::probs(s, g.lse + b * c.tq + i0);
   Blk<T> dp = w.dp.blk(m, n);
-  dp.noalias() = w.gb.blk(m, c.ev) * w.vb.blk(n, c.ev).transpose();
+  w.mm(dp, w.gb.blk(m, c.ev), false, w.vt.block(c.v, c.ev, b, j0, n), false);
   const T* delta = g.delta + b * c.tq + i0;
   for (std::int64_t r = 0; r < m; ++r)
     dp.row(r).array() = s.row(r).array() * (dp.row(r).array() - delta[r]);
@@ -352,13 +451,12 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
   const std::int64_t first = c.causal ? std::clamp<std::int64_t>(j0 - c.shift, 0, c.tq) : 0;
   for (std::int64_t i0 = first / kRows * kRows; i0 < c.tq; i0 += kRows) {
     const std::int64_t m = std::min(kRows, c.tq - i0);
-    const Blk<T> q = w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+    const Blk<T> q = w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
     const Blk<T> dout = w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
     block_grads(c, g, w, b, i0, m, j0, n);
-    dv.noalias() += w.s.blk(m, n).transpose() * dout;
-    dk.noalias() += w.dp.blk(m, n).transpose() * q;
+    w.mm(dv, w.s.blk(m, n), true, dout, true);
+    w.mm(dk, w.dp.blk(m, n), true, q, true);  // scale dS^T q: q is scaled
   }
-  dk *= c.scale;
   w.acc.store(g.dk.at(b, j0), g.dk.rs, n, c.e);
   w.acc2.store(g.dv.at(b, j0), g.dv.rs, n, c.ev);
 }
@@ -369,7 +467,7 @@ template <class T, class S>
 void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                  std::int64_t rb) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
-  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
   w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
   Blk<T> dq = w.acc.blk(m, c.e);
   dq.setZero();
@@ -377,7 +475,7 @@ void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int6
   for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
     const std::int64_t n = std::min(kKeys, jend - j0);
     block_grads(c, g, w, b, i0, m, j0, n);
-    dq.noalias() += w.dp.blk(m, n) * w.kb.blk(n, c.e);
+    w.mm(dq, w.dp.blk(m, n), false, w.kb.load(c.k.at(b, j0), c.k.rs, n, c.e), true);
   }
   dq *= c.scale;
   w.acc.store(g.dq.at(b, i0), g.dq.rs, m, c.e);
@@ -390,11 +488,11 @@ void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, con
   const std::int64_t grain = grain_items(c);
   const std::int64_t kbs = blocks(p.tk, kKeys), rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * kbs, grain, [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev);
+    Work<T> w(p.e, p.ev, p.tk);
     for (std::int64_t it = begin; it < end; ++it) key_block(c, g, w, it / kbs, it % kbs);
   });
   parallel_for(p.batch * rbs, grain, [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev);
+    Work<T> w(p.e, p.ev, p.tk);
     for (std::int64_t it = begin; it < end; ++it) query_block(c, g, w, it / rbs, it % rbs);
   });
 }
@@ -441,7 +539,7 @@ void mask_unit(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, const Slice
   for (const std::int64_t b : sl.batches) {
     for (std::int64_t i0 = pt.r0; i0 < pt.r1; i0 += kRows) {
       const std::int64_t m = std::min(kRows, pt.r1 - i0);
-      w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e);
+      w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
       w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
       const std::int64_t jend = std::min(pt.c1, c.key_end(i0 + m - 1));
       for (std::int64_t j0 = pt.c0; j0 < jend; j0 += kKeys) {
@@ -479,7 +577,7 @@ void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k
   const std::int64_t units = static_cast<std::int64_t>(sl.size()) * parts;
   parallel_for(units, std::max<std::int64_t>(1, grain_items(c) / per),
                [&](std::int64_t begin, std::int64_t end) {
-                 Work<T> w(p.e, p.ev);
+                 Work<T> w(p.e, p.ev, p.tk);
                  for (std::int64_t it = begin; it < end; ++it) {
                    const std::int64_t i = it % parts;
                    Part pt{0, p.tq, 0, p.tk};

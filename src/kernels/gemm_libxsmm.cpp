@@ -477,6 +477,26 @@ bool libxsmm_avx512() noexcept {
   return libxsmm_usable(why) && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
 }
 
+BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, std::int64_t n,
+                                 std::int64_t k, std::int64_t lda, std::int64_t ldb,
+                                 std::int64_t ldc) noexcept {
+  std::string why;
+  if (!libxsmm_usable(why)) return {};
+  for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
+    if (v <= 0 || v > INT_MAX) return {};
+  // Column-major, C^T [n, m] = B^T [n, k] op(A)^T [k, m]: libxsmm's A is our
+  // B, its B our A (transposed in its terms unless ours is).
+  const auto M = static_cast<libxsmm_blasint>(n), N = static_cast<libxsmm_blasint>(m),
+             K = static_cast<libxsmm_blasint>(k);
+  const auto xlda = static_cast<libxsmm_blasint>(ldb), xldb = static_cast<libxsmm_blasint>(lda),
+             xldc = static_cast<libxsmm_blasint>(ldc);
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  const int flags = (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE) |
+                    (accumulate ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0);
+  const int prefetch = LIBXSMM_PREFETCH_NONE;
+  return {libxsmm_smmdispatch(M, N, K, &xlda, &xldb, &xldc, &alpha, &beta, &flags, &prefetch)};
+}
+
 namespace {
 bool amx_usable() noexcept;
 }  // namespace
@@ -1078,6 +1098,11 @@ bool libxsmm_usable(std::string& why) noexcept {
 bool libxsmm_avx512() noexcept { return false; }
 
 bool libxsmm_bf16_native() noexcept { return false; }
+
+BlockKernel libxsmm_block_kernel(bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                 std::int64_t, std::int64_t) noexcept {
+  return {};
+}
 
 bool libxsmm_bgemm_rounded(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const void*,
                            std::int64_t, const void*, std::int64_t, void*, std::int64_t) noexcept {

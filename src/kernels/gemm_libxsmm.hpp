@@ -22,6 +22,26 @@ bool libxsmm_avx512() noexcept;
 /// (libxsmm's "cpx" target and later: libxsmm's bf16 kernels).
 bool libxsmm_bf16_native() noexcept;
 
+/// A libxsmm kernel for one small float32 product inside a caller's own
+/// blocking (the fused attention kernels): C = op(A) B, or C += op(A) B with
+/// `accumulate`, on row-major blocks, op(A) [m, k] being A or, with `trans_a`,
+/// the transpose of A stored [k, m]. No packing, no threads: the blocks should
+/// sit in L1. Its rounding depends on the sizes and flags only, not on the
+/// blocks' addresses.
+struct BlockKernel {
+  void (*f)(const float*, const float*, float*, ...) = nullptr;
+  explicit operator bool() const { return f != nullptr; }
+  // libxsmm is column-major: it computes the transposed product, C^T = B^T op(A)^T.
+  void operator()(const float* a, const float* b, float* c) const { f(b, a, c); }
+};
+
+/// The kernel of that product; empty when libxsmm is not linked in or not
+/// usable, or generates no kernel for these sizes (then the caller computes
+/// the product itself).
+BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, std::int64_t n,
+                                 std::int64_t k, std::int64_t lda, std::int64_t ldb,
+                                 std::int64_t ldc) noexcept;
+
 /// C = alpha * op(A) * op(B) + beta * C on row-major float32 matrices, with the
 /// contract of `ms::kernels::gemm` (beta == 0 never reads C). Returns false,
 /// with C untouched, when libxsmm is absent, a size or leading dimension does
