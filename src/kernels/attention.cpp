@@ -28,6 +28,7 @@
 #include "ms/kernels/ew_instructions.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
+#include "transpose.hpp"
 
 namespace ms::kernels {
 namespace {
@@ -298,9 +299,12 @@ struct Transposed {
     if (!done[i]) {  // the whole block: a later call may take more of its keys
       const S* p = src.at(b, j0);
       const std::int64_t keys = std::min(kKeys, tk - j0);
-      for (std::int64_t r = 0; r < keys; ++r)
-        for (std::int64_t c = 0; c < cols; ++c)
-          t.base[c * t.ld + j0 + r] = static_cast<T>(p[r * src.rs + c]);
+      if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>)
+        detail::transpose32(p, src.rs, keys, cols, t.base + j0, t.ld);
+      else
+        for (std::int64_t r = 0; r < keys; ++r)
+          for (std::int64_t c = 0; c < cols; ++c)
+            t.base[c * t.ld + j0 + r] = static_cast<T>(p[r * src.rs + c]);
       done[i] = true;
     }
     return t.cols_at(j0, cols, n);
