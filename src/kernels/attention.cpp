@@ -43,6 +43,13 @@ using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>
 // Blocks in scratch: rows `ld` elements apart.
 template <class T>
 using Blk = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+// A block only read: in scratch, or where a caller's tensor holds it.
+template <class T>
+using CBlk = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+CBlk<T> cview(const Blk<T>& b) {
+  return CBlk<T>(b.data(), b.rows(), b.cols(), Eigen::OuterStride<>(b.outerStride()));
+}
 
 std::int64_t blocks(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
 
@@ -239,11 +246,17 @@ bool blocks_on_libxsmm() {
 // `accumulate`, op(a) being a or, with `trans_a`, its transpose. On libxsmm
 // (blocks_on_libxsmm) each size gets a JIT kernel, kept for the chunk; else,
 // and for a size libxsmm declines, Eigen computes it. Either way the rounding
-// depends on the block sizes only.
+// depends on the block sizes only (Eigen's only on the scratch, see above).
 template <class T>
 class Products {
  public:
+  // True when the products run on libxsmm: an operand may then be read where
+  // the caller's tensor holds it.
+  bool on_libxsmm() const { return xsmm_; }
   void operator()(Blk<T>& c, const Blk<T>& a, bool trans_a, const Blk<T>& b, bool accumulate) {
+    (*this)(c, cview(a), trans_a, cview(b), accumulate);
+  }
+  void operator()(Blk<T>& c, const CBlk<T>& a, bool trans_a, const CBlk<T>& b, bool accumulate) {
     if (xsmm_) {
       const std::array<std::int64_t, 8> key{trans_a,         accumulate,     c.rows(),
                                             c.cols(),        b.rows(),       a.outerStride(),
@@ -316,12 +329,16 @@ struct Transposed {
 // outputs, and the products' kernels.
 template <class T>
 struct Work {
+  std::int64_t e, ev, tk;
   Scratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
   Transposed<T> kt, vt;
   std::vector<T> mx, l;
   Products<T> mm;
-  Work(std::int64_t e, std::int64_t ev, std::int64_t tk)
-      : qb(kRows, e),
+  Work(std::int64_t e_, std::int64_t ev_, std::int64_t tk_)
+      : e(e_),
+        ev(ev_),
+        tk(tk_),
+        qb(kRows, e),
         kb(kKeys, e),
         vb(kKeys, ev),
         gb(kRows, ev),
@@ -333,13 +350,46 @@ struct Work {
         vt(ev, tk),
         mx(kRows),
         l(kRows) {}
+  // Elements of its scratch, roughly.
+  static std::int64_t elements(std::int64_t e, std::int64_t ev, std::int64_t tk) {
+    return (2 * kRows + 2 * kKeys) * std::max(e, ev) + 2 * kRows * kKeys + (e + ev) * tk;
+  }
+};
+
+// Up to this many elements, a thread keeps its Work between calls of the same
+// sizes: a decoding step's attention (one query row per problem) does less
+// work than allocating and zeroing its scratch.
+constexpr std::int64_t kKeptWorkElements = 1 << 18;
+
+// A chunk's Work: the calling thread's kept one (its transposed keys and
+// values forgotten: a new call has new inputs), or a fresh one for large sizes.
+template <class T>
+class ChunkWork {
+ public:
+  ChunkWork(std::int64_t e, std::int64_t ev, std::int64_t tk) {
+    if (Work<T>::elements(e, ev, tk) > kKeptWorkElements) {
+      own_ = std::make_unique<Work<T>>(e, ev, tk);
+      w_ = own_.get();
+      return;
+    }
+    thread_local std::unique_ptr<Work<T>> kept;
+    if (!kept || kept->e != e || kept->ev != ev || kept->tk != tk)
+      kept = std::make_unique<Work<T>>(e, ev, tk);
+    kept->kt.problem = kept->vt.problem = -1;
+    w_ = kept.get();
+  }
+  Work<T>& operator*() const { return *w_; }
+
+ private:
+  std::unique_ptr<Work<T>> own_;
+  Work<T>* w_ = nullptr;
 };
 
 // The online softmax step of one block of scores s (rows of the output
 // accumulator o): the running maximum mx and sum l are updated, o rescaled,
 // s turned into exp(s - mx), and o += s v_block.
 template <class T>
-void online_step(Products<T>& mm, Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx, T* l) {
+void online_step(Products<T>& mm, Blk<T>& s, Blk<T>& o, const CBlk<T>& vb, T* mx, T* l) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   for (std::int64_t r = 0; r < s.rows(); ++r) {
     const T newm = std::max(mx[r], s.row(r).maxCoeff());
@@ -353,18 +403,83 @@ void online_step(Products<T>& mm, Blk<T>& s, Blk<T>& o, const Blk<T>& vb, T* mx,
     if (alpha != T(1)) o.row(r) *= alpha;
     mx[r] = newm;
   }
-  mm(o, s, false, vb, true);
+  mm(o, cview(s), false, vb, true);
 }
 
+// True when the products read float rows of `r` (`cols` wide) where its
+// tensor holds them: on libxsmm, whose rounding does not depend on addresses.
+template <class T, class S>
+bool in_place(const Work<T>& w, const Rows<const S>& r, std::int64_t cols) {
+  return std::is_same_v<S, T> && w.mm.on_libxsmm() && r.rs >= cols;
+}
+
+// The forward's v rows of keys j0.. of problem b: where v holds them
+// (in_place), else as block_scores loaded them into w.vb.
+template <class T, class S>
+CBlk<T> value_rows(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t j0,
+                   std::int64_t n) {
+  if constexpr (std::is_same_v<S, T>)
+    if (in_place(w, c.v, c.ev))
+      return CBlk<T>(c.v.at(b, j0), n, c.ev, Eigen::OuterStride<>(c.v.rs));
+  return cview(w.vb.blk(n, c.ev));
+}
+
+// s[j] = q . k_j for one query row q and n keys k_j, `rs` apart, read where
+// they are: each sum over packets of channels in order, then across the
+// packet, then the channels past the last whole packet (an order fixed by the
+// sizes alone). The blocked product would need k transposed first, which
+// costs as much as this whole row.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+template <class T>
+void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::int64_t e, T* s) {
+  using P = typename Eigen::internal::packet_traits<T>::type;
+  constexpr std::int64_t PS = Eigen::internal::unpacket_traits<P>::size;
+  const std::int64_t full = e / PS * PS;
+  constexpr std::int64_t kAtOnce = 4;  // independent chains in flight
+  std::int64_t j = 0;
+  const auto finish = [&](std::int64_t jj, P acc) {
+    T sum = Eigen::internal::predux(acc);
+    for (std::int64_t c = full; c < e; ++c) sum += q[c] * k[jj * rs + c];
+    s[jj] = sum;
+  };
+  for (; j + kAtOnce <= n; j += kAtOnce) {
+    P acc[kAtOnce];
+    for (auto& a : acc) a = Eigen::internal::pset1<P>(T(0));
+    for (std::int64_t c = 0; c < full; c += PS) {
+      const P qv = Eigen::internal::ploadu<P>(q + c);
+      for (std::int64_t r = 0; r < kAtOnce; ++r)
+        acc[r] =
+            Eigen::internal::pmadd(Eigen::internal::ploadu<P>(k + (j + r) * rs + c), qv, acc[r]);
+    }
+    for (std::int64_t r = 0; r < kAtOnce; ++r) finish(j + r, acc[r]);
+  }
+  for (; j < n; ++j) {
+    P acc = Eigen::internal::pset1<P>(T(0));
+    for (std::int64_t c = 0; c < full; c += PS)
+      acc = Eigen::internal::pmadd(Eigen::internal::ploadu<P>(k + j * rs + c),
+                                   Eigen::internal::ploadu<P>(q + c), acc);
+    finish(j, acc);
+  }
+}
+#pragma GCC diagnostic pop
+
 // The masked scores of rows i0.. (q block, scaled, already in w.qb) and keys
-// j0.. (transposed, w.kt) into w.s; the forward's v rows into w.vb.
+// j0.. (transposed, w.kt; a single row reads k in place) into w.s; for the
+// forward, v rows into w.vb unless value_rows reads them in place.
 template <class T, class S>
 Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
                     std::int64_t j0, std::int64_t n, bool backward) {
-  const Blk<T> kt = w.kt.block(c.k, c.e, b, j0, n);
-  if (!backward) w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
+  if (!backward && !(in_place(w, c.v, c.ev))) w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
   Blk<T> s = w.s.blk(m, n);
-  w.mm(s, w.qb.blk(m, c.e), false, kt, false);
+  bool done = false;
+  if constexpr (std::is_same_v<S, T>) {
+    if (m == 1 && in_place(w, c.k, c.e)) {  // one query row (decoding)
+      row_scores(w.qb.base, c.k.at(b, j0), c.k.rs, n, c.e, s.data());
+      done = true;
+    }
+  }
+  if (!done) w.mm(s, w.qb.blk(m, c.e), false, w.kt.block(c.k, c.e, b, j0, n), false);
   c.apply_mask(s, b, i0, j0);
   return s;
 }
@@ -387,7 +502,7 @@ void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t 
     // slots of a decoding cache; non-finite values there do not leak in).
     if (c.hides_block(b, i0, m, j0, n)) continue;
     Blk<T> s = block_scores(c, w, b, i0, m, j0, n, false);
-    online_step(w.mm, s, o, w.vb.blk(n, c.ev), w.mx.data(), w.l.data());
+    online_step(w.mm, s, o, value_rows(c, w, b, j0, n), w.mx.data(), w.l.data());
   }
   T* lrow = lse + b * c.tq + i0;
   for (std::int64_t r = 0; r < m; ++r) {
@@ -415,7 +530,8 @@ void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, cons
   T* l = lse.data<T>();
   const std::int64_t rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev, p.tk);
+    const ChunkWork<T> lease(p.e, p.ev, p.tk);
+    Work<T>& w = *lease;
     for (std::int64_t it = begin; it < end; ++it) forward_block(c, w, it / rbs, it % rbs, o, l);
   });
 }
@@ -492,11 +608,13 @@ void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, con
   const std::int64_t grain = grain_items(c);
   const std::int64_t kbs = blocks(p.tk, kKeys), rbs = blocks(p.tq, kRows);
   parallel_for(p.batch * kbs, grain, [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev, p.tk);
+    const ChunkWork<T> lease(p.e, p.ev, p.tk);
+    Work<T>& w = *lease;
     for (std::int64_t it = begin; it < end; ++it) key_block(c, g, w, it / kbs, it % kbs);
   });
   parallel_for(p.batch * rbs, grain, [&](std::int64_t begin, std::int64_t end) {
-    Work<T> w(p.e, p.ev, p.tk);
+    const ChunkWork<T> lease(p.e, p.ev, p.tk);
+    Work<T>& w = *lease;
     for (std::int64_t it = begin; it < end; ++it) query_block(c, g, w, it / rbs, it % rbs);
   });
 }
@@ -581,7 +699,8 @@ void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k
   const std::int64_t units = static_cast<std::int64_t>(sl.size()) * parts;
   parallel_for(units, std::max<std::int64_t>(1, grain_items(c) / per),
                [&](std::int64_t begin, std::int64_t end) {
-                 Work<T> w(p.e, p.ev, p.tk);
+                 const ChunkWork<T> lease(p.e, p.ev, p.tk);
+                 Work<T>& w = *lease;
                  for (std::int64_t it = begin; it < end; ++it) {
                    const std::int64_t i = it % parts;
                    Part pt{0, p.tq, 0, p.tk};
