@@ -206,6 +206,13 @@ Tensor MultiheadAttention::project(const Tensor& x, int which) const {
   return y;
 }
 
+std::array<Tensor, 3> MultiheadAttention::project_packed(const Tensor& x) const {
+  Tensor y = matmul(x, in_proj_weight.transpose(0, 1));
+  if (in_proj_bias.defined()) y = y + in_proj_bias;
+  std::vector<Tensor> qkv = split(y, embed_dim, -1);
+  return {qkv[0], qkv[1], qkv[2]};
+}
+
 Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const AttentionMasks& m) {
   const std::int64_t r = query.rank();
@@ -255,9 +262,14 @@ Tensor MultiheadAttention::attention(const Tensor& query, const Tensor& key, con
              " or [B * num_heads, L, S] = ", Shape({b * num_heads, l, s}), ", got ", am->shape());
     if (ok3) am = am->reshape(Shape({-1, num_heads, l, s}));
   }
+  // Self-attention with the packed weight: one product for q, k and v.
+  const std::array<Tensor, 3> qkv =
+      in_proj_weight.defined() && query.is_same(key) && key.is_same(value)
+          ? project_packed(q)
+          : std::array{project(q, 0), project(k, 1), project(v, 2)};
   const Tensor o =
-      detail::attend(heads(project(q, 0)), heads(project(k, 1)), heads(project(v, 2)),
-                     combine_masks(kpm, am, q.dtype()), m.is_causal, opts.dropout, training());
+      detail::attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), combine_masks(kpm, am, q.dtype()),
+                     m.is_causal, opts.dropout, training());
   Tensor y = out_proj(o.transpose(1, 2).reshape(Shape({-1, l, embed_dim})));
   if (r == 2) return y.squeeze(0);
   return bf ? y : y.transpose(0, 1);
@@ -278,7 +290,8 @@ Tensor MultiheadAttention::attention_cached(const Tensor& x, KvCache& cache,
   auto heads = [&](const Tensor& t) {
     return t.reshape(Shape({-1, l, num_heads, head_dim})).transpose(1, 2);
   };
-  const Tensor q = heads(project(x, 0)), k = heads(project(x, 1)), v = heads(project(x, 2));
+  const std::array<Tensor, 3> qkv = project_packed(x);
+  const Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
   if (!write_at) {
     cache = {k, v};
   } else {

@@ -283,10 +283,19 @@ std::vector<std::optional<I64s>> compare_traces(const ir::Graph& gb, const ir::G
     check_attention(gb, gp, nb, np);
     const bool split = op == "split", flat = op == "flatten";
     const bool tri = opset < 14 && (op == "triu" || op == "tril");
-    if (split || tri)
+    if (split) {  // the sizes along the split axis (the other dims may be symbolic)
+      const std::int64_t rank = shape_of(gb, nb.inputs[0]).rank();
+      std::int64_t axis = nb.attrs.get_or<std::int64_t>("axis", 0, op);
+      if (axis < 0) axis += rank;
+      for (std::size_t i = 0; i < nb.outputs.size(); ++i)
+        if (shape_of(gb, nb.outputs[i])[static_cast<std::size_t>(axis)] !=
+            shape_of(gp, np.outputs[i])[static_cast<std::size_t>(axis)])
+          not_size_free(nb, "output sizes");
+    }
+    if (tri)
       for (std::size_t i = 0; i < nb.outputs.size(); ++i)
         if (shape_of(gb, nb.outputs[i]) != shape_of(gp, np.outputs[i]))
-          not_size_free(nb, split ? "output sizes" : "a mask (Trilu needs opset 14)");
+          not_size_free(nb, "a mask (Trilu needs opset 14)");
     if (flat && shape_of(gb, nb.inputs[0]).rank() > 0) {
       const Shape& ib = shape_of(gb, nb.inputs[0]);
       const std::int64_t end = nb.attrs.get_or<std::int64_t>("end", -1, op);

@@ -306,6 +306,27 @@ TEST_SUITE("nn") {
     CHECK(max_diff(drop(x, x, x), eval) == 0.0);
   }
 
+  TEST_CASE("MultiheadAttention: self-attention projects q, k and v with one product") {
+    ms::nn::MultiheadAttention mha(8, 2, {.batch_first = true});
+    const Tensor x = randn({2, 5, 8}, 45);
+    // One tensor for query, key and value: the packed product; equal copies: three products.
+    const Tensor one = mha(x, x, x), three = mha(x, x.clone(), x.clone());
+    CHECK(max_diff(one, three) < 1e-6);
+    auto self = ms::jit([&](const Tensor& a) { return mha(a, a, a); });
+    auto apart = ms::jit([&](const Tensor& a, const Tensor& b) { return mha(a, b, b); });
+    CHECK(max_diff(self(x), one) < 1e-6);
+    CHECK(max_diff(apart(x, x.clone()), one) < 1e-6);
+    const auto count = [](const std::string& text, const std::string& what) {
+      std::size_t n = 0;
+      for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+        ++n;
+      return n;
+    };
+    // In-projection and out_proj: 2 products; with the key apart, 3 in-projections and out_proj.
+    CHECK(count(self.dump(), "MatMul") == 2);
+    CHECK(count(apart.dump(), "MatMul") == 4);
+  }
+
   TEST_CASE("MultiheadAttention: hooks see the masks as keyword arguments, eagerly and under jit") {
     ms::nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .batch_first = true});
     int seen = 0;

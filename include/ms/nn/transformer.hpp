@@ -19,6 +19,7 @@
 //   ms::Tensor logits = gpt(ids);   // ids [B, T] int -> logits [B, T, 65]
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -148,6 +149,10 @@ class MultiheadAttention : public Cell<MultiheadAttention> {
 
  private:
   Tensor project(const Tensor& x, int which) const;  // 0: query, 1: key, 2: value
+  // Self-attention's q, k and v from one product with the packed in_proj_weight
+  // (PyTorch's packed in-projection), split into views of its [..., 3E] result:
+  // one GEMM forward and one per gradient instead of three.
+  std::array<Tensor, 3> project_packed(const Tensor& x) const;
 };
 
 // ------------------------------------------------------------------ transformer layers
