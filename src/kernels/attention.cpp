@@ -3,14 +3,16 @@
 // Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole
 // output blocks (forward: a block of out rows and their lse; backward: a
 // block of dk/dv rows, or of dq rows) and walks the other axis in order, so
-// the thread count never changes a sum. Products of blocks run on copies of
-// the blocks in the chunk's scratch (q scaled, k and v also transposed where
-// a product reads them so), whose rows start on 64-byte lines: libxsmm's JIT
-// kernels for float when ms's GEMM runs on libxsmm (Products), else Eigen's
-// (EIGEN_DONT_PARALLELIZE: on the calling thread). Eigen's vectorized loops
-// peel scalar heads by address, so on the callers' memory the same call could
-// round differently from one allocation to the next (eager against a compiled
-// graph); on the scratch it depends on the block sizes only.
+// the thread count never changes a sum. Products of blocks run on libxsmm's
+// JIT kernels for float when ms's GEMM runs on libxsmm (Products), else on
+// Eigen's (EIGEN_DONT_PARALLELIZE: on the calling thread). Their operands are
+// copies in the chunk's scratch (q scaled, k and v also transposed where a
+// product reads them so), whose rows start on 64-byte lines, except float
+// values and a single query row's keys on libxsmm, which are read in place.
+// Eigen's vectorized loops peel scalar heads by address, so on the callers'
+// memory the same call could round differently from one allocation to the
+// next (eager against a compiled graph); on the scratch, and on libxsmm
+// anywhere, the rounding depends on the block sizes only.
 #include "ms/kernels/attention.hpp"
 
 #include <algorithm>
@@ -244,7 +246,7 @@ bool blocks_on_libxsmm() {
 
 // The products of a chunk's blocks: c = op(a) b, or c += op(a) b with
 // `accumulate`, op(a) being a or, with `trans_a`, its transpose. On libxsmm
-// (blocks_on_libxsmm) each size gets a JIT kernel, kept for the chunk; else,
+// (blocks_on_libxsmm) each size gets a JIT kernel, kept with the Work; else,
 // and for a size libxsmm declines, Eigen computes it. Either way the rounding
 // depends on the block sizes only (Eigen's only on the scratch, see above).
 template <class T>
@@ -470,7 +472,7 @@ void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::in
 template <class T, class S>
 Blk<T> block_scores(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t i0, std::int64_t m,
                     std::int64_t j0, std::int64_t n, bool backward) {
-  if (!backward && !(in_place(w, c.v, c.ev))) w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
+  if (!backward && !in_place(w, c.v, c.ev)) w.vb.load(c.v.at(b, j0), c.v.rs, n, c.ev);
   Blk<T> s = w.s.blk(m, n);
   bool done = false;
   if constexpr (std::is_same_v<S, T>) {
