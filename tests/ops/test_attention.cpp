@@ -301,6 +301,33 @@ TEST_SUITE("ops") {
                                   scaled_dot_product_attention(q, k, v, {.causal = true})));
   }
 
+  TEST_CASE("attention: decoding, one query row over a cache, on other inputs call after call") {
+    // An increment: q [B, H, 1, D] split out of [B, 1, H, D], keys and values
+    // of 100 slots of which the first `used` are kept (a key padding mask).
+    // Calls of the same sizes reuse a thread's scratch: each must see only its inputs.
+    // One problem (B = H = 1): a call starts on the problem the last one ended on.
+    for (const std::int64_t heads : {3, 1})
+      for (const std::int64_t used : {1, 37, 64, 65, 100}) {
+        CAPTURE(heads);
+        CAPTURE(used);
+        const std::int64_t b = heads == 1 ? 1 : 2;
+        const auto seed = static_cast<unsigned>(used);
+        const Tensor x = random_tensor(float32, {b, 1, heads, 8}, {-2, 2}, 120 + seed);
+        const Tensor q = transpose(x, 1, 2);
+        const Tensor ck =
+            transpose(random_tensor(float32, {b, 100, heads, 8}, {-2, 2}, 200 + seed), 1, 2);
+        const Tensor cv = random_tensor(float32, {b, heads, 100, 8}, {-2, 2}, 300 + seed);
+        const Tensor keep =
+            Tensor(arange(0, 100, 1) < static_cast<double>(used)).reshape(Shape({1, 1, 1, 100}));
+        const AttentionOptions o{.mask = keep};
+        const Tensor got = scaled_dot_product_attention(q, ck, cv, o);
+        const Tensor want = reference(q.to(float64), ck.to(float64), cv.to(float64), o);
+        CHECK(allclose(got.to(float64), want, tol(float32), tol(float32)));
+        CHECK(ms::test::bitwise_equal(
+            got, scaled_dot_product_attention(q.contiguous(), ck.contiguous(), cv, o)));
+      }
+  }
+
   TEST_CASE("attention: split and merged heads, eager == ms::jit with gradients, bitwise") {
     // The multi-head pattern: [B, T, C] split into heads, attended, merged back.
     const Tensor x = random_tensor(float32, {2, 33, 12}, {-2, 2}, 95);
