@@ -29,6 +29,7 @@
 #include "ms/kernels/parallel.hpp"
 #include "ms/nn/initializer.hpp"
 #include "ms/ops/attention.hpp"
+#include "ms/ops/norm.hpp"
 #include "ms/ops/elementwise.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"

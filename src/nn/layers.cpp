@@ -7,6 +7,7 @@
 
 #include "ms/autodiff/grad.hpp"
 #include "ms/ops/layout.hpp"
+#include "ms/ops/norm.hpp"
 #include "ms/ops/random.hpp"
 #include "ms/ops/reduce.hpp"
 
@@ -290,12 +291,7 @@ Tensor LayerNorm::construct(const Tensor& x) const {
     ok = x.dim(x.rank() - k + i) == normalized_shape[static_cast<std::size_t>(i)];
   MS_CHECK(ok, ShapeError, "LayerNorm: input of shape ", x.shape(), " must end in ",
            Shape(normalized_shape));
-  std::vector<std::int64_t> axes;
-  for (std::int64_t i = x.rank() - k; i < x.rank(); ++i) axes.push_back(i);
-  const Tensor mean = ms::mean(x, axes, true);
-  const Tensor centered = x - mean;
-  const Tensor var = ms::mean(ms::square(centered), axes, true);
-  return centered * ms::rsqrt(var + eps) * gamma + beta;
+  return ms::layer_norm(x, gamma, beta, {.axis = -k, .eps = eps});
 }
 
 std::string LayerNorm::extra_repr() const {

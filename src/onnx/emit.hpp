@@ -117,7 +117,7 @@ struct OpGap {
   std::string_view reason;  ///< why
 };
 
-/// nn::LayerNorm written out as ops, `(x - mean) * rsqrt(var + eps) * scale + bias`
+/// Layer normalization written out as ops, `(x - mean) * rsqrt(var + eps) * scale + bias`
 /// over trailing axes: opset 17's LayerNormalization (layer_norm.cpp).
 struct LayerNormMatch {
   ir::NodeId root;  ///< the final Add

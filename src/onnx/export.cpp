@@ -391,7 +391,7 @@ void emit_leaves(Emitter& e, const ExportRequest& req, const ExportOptions& o, c
 }
 
 /// The ONNX nodes of every op node.
-/// Opset 17+: nn::LayerNorm's ops as one LayerNormalization node each. Marks
+/// Opset 17+: layer normalization written out as ops, one LayerNormalization node each. Marks
 /// the nodes it replaces in `done`; writes the node at the root's place.
 std::vector<std::optional<detail::LayerNormMatch>> layer_norms(Emitter& e,
                                                                std::vector<bool>& done) {
@@ -659,8 +659,8 @@ std::string op_support_markdown() {
       "`ms::onnx::export_model`\nwrites opsets " +
       std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
       "; a graph holding an unsupported op is an `ms::ValueError` naming it.\n"
-      "From opset 17, the ops `nn::LayerNorm` traces to (mean, sub, square, mean, add, rsqrt,\n"
-      "mul, mul, add over trailing axes) become one `LayerNormalization` node.\n"
+      "From opset 17, layer normalization written out as ops (mean, sub, square, mean, add,\n"
+      "rsqrt, mul, mul, add over trailing axes) also becomes one `LayerNormalization` node.\n"
       "With symbolic dims, a constant `arange(0, n)` of a symbolic n becomes `Range`, and a\n"
       "reshape or broadcast target dim that is a symbolic dim is read with `Shape` at run time.\n\n"
       "## Supported\n\n| ms op | ONNX | notes |\n|---|---|---|\n";

@@ -1,5 +1,6 @@
-// find_layer_norms (src/onnx/emit.hpp): nn::LayerNorm's ops, as tracing records
-// them, found so that opset 17 writes one LayerNormalization node:
+// find_layer_norms (src/onnx/emit.hpp): layer normalization written out as ops
+// (nn::LayerNorm itself calls the layer_norm op), found so that opset 17 writes
+// one LayerNormalization node:
 //   %m = Mean(x) {axes=trailing, keepdims=true}   %c = Sub(x, %m)
 //   %v = Mean(Square(%c)) {same axes}             %r = Rsqrt(Add(%v, eps))
 //   %out = Add(Mul(Mul(%c, %r), scale), bias)     (either operand order of Mul and Add)

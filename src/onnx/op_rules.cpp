@@ -15,6 +15,7 @@
 #include "ms/ops/layout.hpp"
 #include "ms/ops/linalg.hpp"
 #include "ms/ops/nn.hpp"
+#include "ms/ops/norm.hpp"
 #include "ms/ops/reduce.hpp"
 
 namespace ms::onnx::detail {
@@ -267,6 +268,30 @@ void variance(NodeCtx& c) {
       e.add1("Sub", {e.cast(n, DType::Int64, t), e.scalar(static_cast<double>(va.ddof), t)});
   if (!Sqrt) return emit_as(c, "Div", {ss, denom});
   emit_as(c, "Sqrt", {e.add1("Div", {ss, denom})});
+}
+// LayerNormalization from opset 17; before, its definition written out:
+// (x - ReduceMean(x)) / Sqrt(ReduceMean(d * d) + eps) * gamma + beta.
+void layer_norm(NodeCtx& c) {
+  Emitter& e = c.e;
+  const DType t = c.out_type().dtype;
+  const auto a = typed<ops::LayerNormAttrs>(c);
+  const std::int64_t rank = c.in_type(0).shape.rank();
+  const std::int64_t axis = a.axis < 0 ? a.axis + rank : a.axis;
+  const std::string x = c.in(0, t), gamma = c.in(1, t), beta = c.in(2, t);
+  if (e.opset >= 17) {
+    NodeProto& n = e.add("LayerNormalization", {x, gamma, beta}, {c.out[0]});
+    set_i(n, "axis", axis);
+    set_f(n, "epsilon", a.eps);
+    return;
+  }
+  I64s axes;
+  for (std::int64_t i = axis; i < rank; ++i) axes.push_back(i);
+  const std::string mean = e.fresh("mean"), var = e.fresh("var");
+  reduce(c, "ReduceMean", x, axes, true, mean);
+  const std::string d = e.add1("Sub", {x, mean});
+  reduce(c, "ReduceMean", e.add1("Mul", {d, d}), axes, true, var);
+  const std::string den = e.add1("Sqrt", {e.add1("Add", {var, e.scalar(a.eps, t)})});
+  emit_as(c, "Add", {e.add1("Mul", {e.add1("Div", {d, den}), gamma}), beta});
 }
 template <const char* Op>
 void softmax(NodeCtx& c) {
@@ -674,6 +699,8 @@ const OpRule kRules[] = {
     {name_of<ops::Logsumexp>, "ReduceLogSumExp", "", reduction<kReduceLogSumExp>},
     {name_of<ops::Softmax>, "Softmax", "", softmax<kSoftmax>},
     {name_of<ops::LogSoftmax>, "LogSoftmax", "", softmax<kLogSoftmax>},
+    {name_of<ops::LayerNorm>, "LayerNormalization",
+     "opset 13-16: (x - ReduceMean) / Sqrt(ReduceMean(d * d) + eps) * gamma + beta", layer_norm},
     // layout and indexing
     {name_of<ops::Reshape>, "Reshape", "symbolic dims: 0 (copy) or -1", reshape},
     {name_of<ops::Transpose>, "Transpose", "", transpose},
@@ -727,6 +754,7 @@ const OpGap kGaps[] = {
     {"index_select_grad", kGradOp},
     {"scaled_dot_product_attention_grad", kGradOp},
     {"scaled_dot_product_attention_mask_grad", kGradOp},
+    {"layer_norm_grad", kGradOp},
     {"softmax_cross_entropy",
      "a training loss with ms's own label rules; export the model without its loss"},
     {"random",

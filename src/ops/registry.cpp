@@ -13,6 +13,7 @@ void register_view_ops();         // src/ops/view.cpp (slice, select; symbolic v
 void register_host_ops();         // src/ops/host.cpp (host callbacks: hooks in graphs)
 void register_random_ops();       // src/ops/random.cpp (random functions under a trace)
 void register_attention_ops();    // src/ops/attention.cpp (scaled dot-product attention)
+void register_norm_ops();         // src/ops/norm.cpp (layer normalization)
 
 void register_all() {
   register_elementwise_ops();
@@ -24,6 +25,7 @@ void register_all() {
   register_host_ops();
   register_random_ops();
   register_attention_ops();
+  register_norm_ops();
 }
 
 }  // namespace ms::ops::detail

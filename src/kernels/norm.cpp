@@ -1,0 +1,211 @@
+// Layer normalization kernels. See ms/kernels/norm.hpp.
+#include "ms/kernels/norm.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "ms/core/detail/eigen.hpp"
+#include "ms/core/half.hpp"
+#include "ms/kernels/parallel.hpp"
+
+namespace ms::kernels {
+namespace {
+
+// Elements below which a chunk of rows is not split further.
+constexpr std::int64_t kGrainElements = 1 << 14;
+// The backward's parameter gradients: at most this many blocks of rows, each
+// of at least kMinBlockRows rows, sum their rows; the blocks are then added.
+constexpr std::int64_t kMaxBlocks = 256;
+constexpr std::int64_t kMinBlockRows = 32;
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+template <class T>
+using Packet = typename Eigen::internal::packet_traits<T>::type;
+template <class T>
+constexpr std::int64_t kPacket = Eigen::internal::unpacket_traits<Packet<T>>::size;
+
+// sum over j < n of f(j) as packets: packets in order, then across the
+// packet, then the elements past the last whole packet. The order depends on
+// n only (unaligned loads: no peeling by address).
+template <class T, class F, class G>
+T packet_sum(std::int64_t n, F&& packet_at, G&& scalar_at) {
+  constexpr std::int64_t PS = kPacket<T>;
+  Packet<T> acc = Eigen::internal::pset1<Packet<T>>(T(0));
+  std::int64_t j = 0;
+  for (; j + PS <= n; j += PS) acc = Eigen::internal::padd(acc, packet_at(j));
+  T s = Eigen::internal::predux(acc);
+  for (; j < n; ++j) s += scalar_at(j);
+  return s;
+}
+
+// sum over j < n of p[j], in packet_sum's order.
+template <class T>
+T sum(const T* p, std::int64_t n) {
+  return packet_sum<T>(
+      n, [&](std::int64_t j) { return Eigen::internal::ploadu<Packet<T>>(p + j); },
+      [&](std::int64_t j) { return p[j]; });
+}
+
+// The row's mean and 1 / sqrt(biased variance + eps), two passes.
+template <class T>
+void row_stats(const T* x, std::int64_t d, T eps, T& mean, T& rstd) {
+  using Eigen::internal::ploadu;
+  using Eigen::internal::pset1;
+  mean = sum(x, d) / static_cast<T>(d);
+  const Packet<T> m = pset1<Packet<T>>(mean);
+  const T ss = packet_sum<T>(
+      d,
+      [&](std::int64_t j) {
+        const Packet<T> c = Eigen::internal::psub(ploadu<Packet<T>>(x + j), m);
+        return Eigen::internal::pmul(c, c);
+      },
+      [&](std::int64_t j) { return (x[j] - mean) * (x[j] - mean); });
+  rstd = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+}
+
+// sum over j < n of a[j] * b[j], in packet_sum's order.
+template <class T>
+T dot(const T* a, const T* b, std::int64_t n) {
+  using Eigen::internal::ploadu;
+  return packet_sum<T>(
+      n,
+      [&](std::int64_t j) {
+        return Eigen::internal::pmul(ploadu<Packet<T>>(a + j), ploadu<Packet<T>>(b + j));
+      },
+      [&](std::int64_t j) { return a[j] * b[j]; });
+}
+#pragma GCC diagnostic pop
+
+// A row of storage type S as T: the row itself when S is T, else converted
+// into `buf`.
+template <class T, class S>
+const T* as_compute(const S* row, std::int64_t d, std::vector<T>& buf) {
+  if constexpr (std::is_same_v<S, T>) {
+    (void)d;
+    (void)buf;
+    return row;
+  } else {
+    buf.resize(static_cast<std::size_t>(d));
+    for (std::int64_t j = 0; j < d; ++j) buf[static_cast<std::size_t>(j)] = static_cast<T>(row[j]);
+    return buf.data();
+  }
+}
+
+template <class T, class S>
+std::vector<T> to_compute(const Tensor& t) {
+  const S* p = t.data<S>();
+  return std::vector<T>(p, p + t.numel());
+}
+
+template <class T, class S>
+void forward_t(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps_,
+               const Tensor& y) {
+  const std::int64_t d = gamma.numel();
+  const std::int64_t rows = d > 0 ? x.numel() / d : 0;
+  const std::vector<T> g = to_compute<T, S>(gamma), b = to_compute<T, S>(beta);
+  const S* xs = x.data<S>();
+  S* ys = y.data<S>();
+  const T eps = static_cast<T>(eps_);
+  parallel_for(rows, std::max<std::int64_t>(1, kGrainElements / std::max<std::int64_t>(d, 1)),
+               [&](std::int64_t r0, std::int64_t r1) {
+                 std::vector<T> buf;
+                 for (std::int64_t r = r0; r < r1; ++r) {
+                   const T* xr = as_compute<T>(xs + r * d, d, buf);
+                   T mean, rstd;
+                   row_stats(xr, d, eps, mean, rstd);
+                   S* yr = ys + r * d;
+                   for (std::int64_t j = 0; j < d; ++j) {
+                     const auto k = static_cast<std::size_t>(j);
+                     yr[j] = static_cast<S>((xr[j] - mean) * rstd * g[k] + b[k]);
+                   }
+                 }
+               });
+}
+
+template <class T, class S>
+void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps_,
+                const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  const std::int64_t d = gamma.numel();
+  const std::int64_t rows = d > 0 ? x.numel() / d : 0;
+  const std::vector<T> g = to_compute<T, S>(gamma);
+  const S* xs = x.data<S>();
+  const S* dys = dy.data<S>();
+  S* dxs = dx.data<S>();
+  const T eps = static_cast<T>(eps_);
+  const std::int64_t nb = std::clamp<std::int64_t>(rows / kMinBlockRows, 1, kMaxBlocks);
+  const std::int64_t per = (rows + nb - 1) / nb;
+  // Block i's sums of dy * xhat and of dy over its rows, then the blocks in order.
+  std::vector<T> pg(static_cast<std::size_t>(nb * d), T(0)), pb(pg.size(), T(0));
+  parallel_for(nb, 1, [&](std::int64_t b0, std::int64_t b1) {
+    std::vector<T> xbuf, dybuf, xhat(static_cast<std::size_t>(d)), gy(xhat.size());
+    for (std::int64_t blk = b0; blk < b1; ++blk) {
+      T* sg = pg.data() + blk * d;
+      T* sb = pb.data() + blk * d;
+      for (std::int64_t r = blk * per; r < std::min(rows, (blk + 1) * per); ++r) {
+        const T* xr = as_compute<T>(xs + r * d, d, xbuf);
+        const T* dyr = as_compute<T>(dys + r * d, d, dybuf);
+        T mean, rstd;
+        row_stats(xr, d, eps, mean, rstd);
+        for (std::int64_t j = 0; j < d; ++j) {
+          const auto k = static_cast<std::size_t>(j);
+          xhat[k] = (xr[j] - mean) * rstd;
+          gy[k] = dyr[j] * g[k];
+          sg[j] += dyr[j] * xhat[k];
+          sb[j] += dyr[j];
+        }
+        const T mg = sum(gy.data(), d) / static_cast<T>(d);
+        const T mgx = dot(gy.data(), xhat.data(), d) / static_cast<T>(d);
+        S* dxr = dxs + r * d;
+        for (std::int64_t j = 0; j < d; ++j) {
+          const auto k = static_cast<std::size_t>(j);
+          dxr[j] = static_cast<S>(rstd * (gy[k] - mg - xhat[k] * mgx));
+        }
+      }
+    }
+  });
+  S* dg = dgamma.data<S>();
+  S* db = dbeta.data<S>();
+  for (std::int64_t j = 0; j < d; ++j) {
+    T sg = T(0), sb = T(0);
+    for (std::int64_t blk = 0; blk < nb; ++blk) {
+      sg += pg[static_cast<std::size_t>(blk * d + j)];
+      sb += pb[static_cast<std::size_t>(blk * d + j)];
+    }
+    dg[j] = static_cast<S>(sg);
+    db[j] = static_cast<S>(sb);
+  }
+}
+
+// Calls f with a null T* and S*: T the compute type (double for float64,
+// else float), S the storage type of dtype dt.
+template <class F>
+void dispatch(DType dt, F&& f) {
+  if (dt == float64)
+    f(static_cast<double*>(nullptr), static_cast<double*>(nullptr));
+  else if (dt == float32)
+    f(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
+  else if (dt == bfloat16)
+    f(static_cast<float*>(nullptr), static_cast<bfloat16_t*>(nullptr));
+  else
+    f(static_cast<float*>(nullptr), static_cast<float16_t*>(nullptr));
+}
+
+}  // namespace
+
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
+                        const Tensor& y) {
+  dispatch(x.dtype(), [&]<class T, class S>(T*, S*) { forward_t<T, S>(x, gamma, beta, eps, y); });
+}
+
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps,
+                         const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
+  dispatch(x.dtype(), [&]<class T, class S>(T*, S*) {
+    backward_t<T, S>(x, gamma, dy, eps, dx, dgamma, dbeta);
+  });
+}
+
+}  // namespace ms::kernels
