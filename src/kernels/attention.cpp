@@ -26,6 +26,7 @@
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
+#include "float_dispatch.hpp"
 #include "gemm_libxsmm.hpp"
 #include "ms/kernels/ew_instructions.hpp"
 #include "ms/kernels/gemm.hpp"
@@ -713,31 +714,18 @@ void mask_backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k
                });
 }
 
-// Calls f with a null T* and S*: T the compute type (double for float64,
-// else float), S the storage type of dtype dt.
-template <class F>
-void dispatch(DType dt, F&& f) {
-  if (dt == float64)
-    f(static_cast<double*>(nullptr), static_cast<double*>(nullptr));
-  else if (dt == float32)
-    f(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
-  else if (dt == bfloat16)
-    f(static_cast<float*>(nullptr), static_cast<bfloat16_t*>(nullptr));
-  else
-    f(static_cast<float*>(nullptr), static_cast<float16_t*>(nullptr));
-}
-
 }  // namespace
 
 void attention_forward(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& out, const Tensor& lse) {
-  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) { forward_t<T, S>(p, q, k, v, out, lse); });
+  detail::dispatch_float(q.dtype(),
+                         [&]<class T, class S>(T*, S*) { forward_t<T, S>(p, q, k, v, out, lse); });
 }
 
 void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                         const Tensor& v, const Tensor& dout, const Tensor& lse, const Tensor& delta,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
+  detail::dispatch_float(q.dtype(), [&]<class T, class S>(T*, S*) {
     const Grads<T, S> g{Rows<const S>(dout, p.batch), lse.data<T>(),        delta.data<T>(),
                         Rows<S>(dq, p.batch),         Rows<S>(dk, p.batch), Rows<S>(dv, p.batch)};
     backward_t<T, S>(p, q, k, v, g);
@@ -747,7 +735,7 @@ void attention_backward(const AttentionProblem& p, const Tensor& q, const Tensor
 void attention_mask_backward(const AttentionProblem& p, const Tensor& q, const Tensor& k,
                              const Tensor& v, const Tensor& dout, const Tensor& lse,
                              const Tensor& delta, const Tensor& dmask) {
-  dispatch(q.dtype(), [&]<class T, class S>(T*, S*) {
+  detail::dispatch_float(q.dtype(), [&]<class T, class S>(T*, S*) {
     const Grads<T, S> g{Rows<const S>(dout, p.batch), lse.data<T>(), delta.data<T>(), {}, {}, {}};
     mask_backward_t<T, S>(p, q, k, v, g, dmask);
   });

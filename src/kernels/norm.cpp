@@ -1,6 +1,8 @@
 // Layer normalization kernels. See ms/kernels/norm.hpp.
 #include "ms/kernels/norm.hpp"
 
+#include "float_dispatch.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -180,30 +182,17 @@ void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double e
   }
 }
 
-// Calls f with a null T* and S*: T the compute type (double for float64,
-// else float), S the storage type of dtype dt.
-template <class F>
-void dispatch(DType dt, F&& f) {
-  if (dt == float64)
-    f(static_cast<double*>(nullptr), static_cast<double*>(nullptr));
-  else if (dt == float32)
-    f(static_cast<float*>(nullptr), static_cast<float*>(nullptr));
-  else if (dt == bfloat16)
-    f(static_cast<float*>(nullptr), static_cast<bfloat16_t*>(nullptr));
-  else
-    f(static_cast<float*>(nullptr), static_cast<float16_t*>(nullptr));
-}
-
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps,
                         const Tensor& y) {
-  dispatch(x.dtype(), [&]<class T, class S>(T*, S*) { forward_t<T, S>(x, gamma, beta, eps, y); });
+  detail::dispatch_float(
+      x.dtype(), [&]<class T, class S>(T*, S*) { forward_t<T, S>(x, gamma, beta, eps, y); });
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps,
                          const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
-  dispatch(x.dtype(), [&]<class T, class S>(T*, S*) {
+  detail::dispatch_float(x.dtype(), [&]<class T, class S>(T*, S*) {
     backward_t<T, S>(x, gamma, dy, eps, dx, dgamma, dbeta);
   });
 }
