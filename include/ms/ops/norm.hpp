@@ -84,10 +84,10 @@ struct LayerNormOptions {
 
 /// Layer normalization over x's axes from `axis` on, scaled by gamma and
 /// shifted by beta (both of the normalized axes' shape), in one fused kernel
-/// with a fused gradient. ShapeError / TypeError / ValueError naming
-/// layer_norm, the argument, expected and given for a gamma or beta of
-/// another shape or dtype, a non-floating x, an axis out of range or a
-/// negative or non-finite eps.
+/// with a fused gradient. Errors name layer_norm, the argument, expected and
+/// given: ShapeError for a gamma or beta of another shape, TypeError for
+/// another dtype or a non-floating x, IndexError for an axis out of range,
+/// ValueError for a negative or non-finite eps.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                   const LayerNormOptions& opts = {});
 
