@@ -746,6 +746,8 @@ constexpr std::string_view kGradOp =
     "a gradient op: only inference graphs export (call the model, not its training step)";
 const OpGap kGaps[] = {
     {"relu_grad", kGradOp},
+    {"gelu_grad", kGradOp},
+    {"gelu_tanh_grad", kGradOp},
     {"conv2d_grad_input", kGradOp},
     {"conv2d_grad_weight", kGradOp},
     {"max_pool2d_grad", kGradOp},

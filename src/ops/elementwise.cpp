@@ -152,13 +152,25 @@ Pair ReluGrad::vjp(const Tensor&, const Tensor& x, const Tensor&, const Tensor& 
 Tensor Erf::vjp(const Tensor& x, const Tensor&, const Tensor& g) {
   return g * exp(-(x * x)) * (2.0 / std::sqrt(std::numbers::pi));
 }
-Tensor Gelu::vjp(const Tensor& x, const Tensor&, const Tensor& g) {
-  return g * ((erf(x / std::numbers::sqrt2) + 1.0) * 0.5 + x * exp(x * x * -0.5) * kInvSqrt2Pi);
+Tensor Gelu::vjp(const Tensor& x, const Tensor&, const Tensor& g) { return gelu_grad(g, x); }
+// gelu_grad(g, x) = g * gelu'(x) is linear in g; in x its derivative is
+// g * gelu''(x) = g * phi(x) * (2 - x^2).
+Pair GeluGrad::vjp(const Tensor& g, const Tensor& x, const Tensor&, const Tensor& gg) {
+  return {gelu_grad(gg, x), gg * g * exp(x * x * -0.5) * (2.0 - x * x) * kInvSqrt2Pi};
 }
 Tensor GeluTanh::vjp(const Tensor& x, const Tensor&, const Tensor& g) {
+  return gelu_tanh_grad(g, x);
+}
+// With u = k (x + a x^3), t = tanh(u): gelu_tanh'(x) = (1 + t) / 2 + x (1 - t^2) u' / 2, and
+// its derivative in x is (1 - t^2) (u' - x t u'^2 + x u'' / 2), u' = k (1 + 3 a x^2), u'' = 6 a k
+// x.
+Pair GeluTanhGrad::vjp(const Tensor& g, const Tensor& x, const Tensor&, const Tensor& gg) {
   constexpr double k = 0.7978845608028654;  // sqrt(2 / pi)
-  const Tensor t = tanh((x + x * x * x * 0.044715) * k);
-  return g * ((t + 1.0) * 0.5 + x * (1.0 - t * t) * (x * x * (3 * 0.044715) + 1.0) * (0.5 * k));
+  constexpr double a = 0.044715;
+  const Tensor t = tanh((x + x * x * x * a) * k);
+  const Tensor du = (x * x * (3 * a) + 1.0) * k;
+  const Tensor d2 = (1.0 - t * t) * (du - x * t * du * du + x * x * (3 * a * k));
+  return {gelu_tanh_grad(gg, x), gg * g * d2};
 }
 Tensor Silu::vjp(const Tensor& x, const Tensor&, const Tensor& g) {
   const Tensor s = sigmoid(x);

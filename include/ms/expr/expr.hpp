@@ -527,10 +527,14 @@ inline constexpr EwFunction<kernels::ew::Relu> relu{};
 inline constexpr EwFunction<kernels::ew::ReluGrad> relu_grad{};
 /// gelu, exact (erf) form: `ms::gelu(x)`; the tanh form is `ms::gelu_tanh(x)`
 inline constexpr EwFunction<kernels::ew::Gelu> gelu{};
+/// gelu's gradient: `ms::gelu_grad(g, x)` is g * gelu'(x)
+inline constexpr EwFunction<kernels::ew::GeluGrad> gelu_grad{};
 /// the error function
 inline constexpr EwFunction<kernels::ew::Erf> erf{};
 /// gelu, tanh approximation (MindSpore's default for nn::GELU)
 inline constexpr EwFunction<kernels::ew::GeluTanh> gelu_tanh{};
+/// gelu_tanh's gradient: `ms::gelu_tanh_grad(g, x)` is g * gelu_tanh'(x)
+inline constexpr EwFunction<kernels::ew::GeluTanhGrad> gelu_tanh_grad{};
 /// x * sigmoid(x)
 inline constexpr EwFunction<kernels::ew::Silu> silu{};
 /// x * relu6(x + 3) / 6: `ms::hardswish(x)`

@@ -245,6 +245,18 @@ struct Gelu : kernels::ew::Gelu {
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
 };
 
+/// gelu's gradient: gelu_grad(g, x) = g * (Phi(x) + x * phi(x)) in one pass (MindSpore's GeLUGrad).
+struct GeluGrad : kernels::ew::GeluGrad {
+  /// The result in double precision: the reference the tests compare against.
+  static double ref(double g, double x) {
+    return g * (0.5 * (1.0 + std::erf(x / std::numbers::sqrt2)) +
+                x * std::exp(-0.5 * x * x) * std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+  }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
+  static std::pair<Tensor, Tensor> vjp(const Tensor& g, const Tensor& x, const Tensor& out,
+                                       const Tensor& gg);
+};
+
 /// The error function (used by gelu's gradient).
 struct Erf : kernels::ew::Erf {
   /// The result in double precision: the reference the tests compare against.
@@ -262,6 +274,19 @@ struct GeluTanh : kernels::ew::GeluTanh {
   }
   /// The gradient of each input given `g`, the output's gradient (written with ops).
   static Tensor vjp(const Tensor& x, const Tensor& out, const Tensor& g);
+};
+
+/// gelu_tanh's gradient: gelu_tanh_grad(g, x) in one pass.
+struct GeluTanhGrad : kernels::ew::GeluTanhGrad {
+  /// The result in double precision: the reference the tests compare against.
+  static double ref(double g, double x) {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+    return g * (0.5 * (1.0 + t) + 0.5 * k * x * (1.0 - t * t) * (1.0 + 3 * 0.044715 * x * x));
+  }
+  /// The gradient of each input given `g`, the output's gradient (written with ops).
+  static std::pair<Tensor, Tensor> vjp(const Tensor& g, const Tensor& x, const Tensor& out,
+                                       const Tensor& gg);
 };
 
 /// The entry of the elementwise op behind kernels::ew::Silu: the instruction plus its
@@ -503,9 +528,9 @@ struct Clamp : kernels::ew::Clamp {
 /// EwInstructions: the op table and the table-driven tests iterate over it.
 using ElementwiseOps =
     OpList<Neg, Abs, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sign, Floor, Ceil, Round,
-           Sin, Cos, Tanh, Sigmoid, Relu, ReluGrad, Gelu, Erf, GeluTanh, Silu, Softplus, Hardswish,
-           LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
-           LogicalAnd, LogicalOr, Where, Clamp>;
+           Sin, Cos, Tanh, Sigmoid, Relu, ReluGrad, Gelu, GeluGrad, Erf, GeluTanh, GeluTanhGrad,
+           Silu, Softplus, Hardswish, LogicalNot, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne,
+           Lt, Le, Gt, Ge, LogicalAnd, LogicalOr, Where, Clamp>;
 
 /// Position of an op in ElementwiseOps: the id of its instruction in fused programs.
 template <class Op>
