@@ -336,6 +336,7 @@ struct Work {
   Scratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
   Transposed<T> kt, vt;
   std::vector<T> mx, l;
+  std::vector<T> ds;  // one problem's dS (backward_t, when it keeps it)
   Products<T> mm;
   Work(std::int64_t e_, std::int64_t ev_, std::int64_t tk_)
       : e(e_),
@@ -563,10 +564,11 @@ void block_grads(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int6
 }
 
 // dk and dv of keys [j0, j0 + n) of problem b: a sum over the query blocks
-// that may see them, in order.
+// that may see them, in order. With `ds`, each block's dS is also kept there
+// (rows `ldds` apart, at its rows and keys) for dq_from_kept.
 template <class T, class S>
 void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
-               std::int64_t kb) {
+               std::int64_t kb, T* ds = nullptr, std::int64_t ldds = 0) {
   const std::int64_t j0 = kb * kKeys, n = std::min(kKeys, c.tk - j0);
   Blk<T> dk = w.acc.blk(n, c.e), dv = w.acc2.blk(n, c.ev);
   dk.setZero();
@@ -577,6 +579,8 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
     const Blk<T> q = w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
     const Blk<T> dout = w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
     block_grads(c, g, w, b, i0, m, j0, n);
+    if (ds != nullptr)
+      Blk<T>(ds + i0 * ldds + j0, m, n, Eigen::OuterStride<>(ldds)) = w.dp.blk(m, n);
     w.mm(dv, w.s.blk(m, n), true, dout, true);
     w.mm(dk, w.dp.blk(m, n), true, q, true);  // scale dS^T q: q is scaled
   }
@@ -585,24 +589,40 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
 }
 
 // dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
-// see, in order.
+// see, in order, of dS k; dS computed again (block_grads), or read from `ds`
+// where key_block kept it (rows `ldds` apart): the same values in the same
+// order, so both give the same bits.
 template <class T, class S>
 void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
-                 std::int64_t rb) {
+                 std::int64_t rb, const T* ds = nullptr, std::int64_t ldds = 0) {
   const std::int64_t i0 = rb * kRows, m = std::min(kRows, c.tq - i0);
-  w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
-  w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
+  if (ds == nullptr) {
+    w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
+    w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
+  }
   Blk<T> dq = w.acc.blk(m, c.e);
   dq.setZero();
   const std::int64_t jend = c.key_end(i0 + m - 1);
   for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
     const std::int64_t n = std::min(kKeys, jend - j0);
+    const CBlk<T> kb = cview(w.kb.load(c.k.at(b, j0), c.k.rs, n, c.e));
+    if (ds != nullptr) {
+      w.mm(dq, CBlk<T>(ds + i0 * ldds + j0, m, n, Eigen::OuterStride<>(ldds)), false, kb, true);
+      continue;
+    }
     block_grads(c, g, w, b, i0, m, j0, n);
-    w.mm(dq, w.dp.blk(m, n), false, w.kb.load(c.k.at(b, j0), c.k.rs, n, c.e), true);
+    w.mm(dq, cview(w.dp.blk(m, n)), false, kb, true);
   }
   dq *= c.scale;
   w.acc.store(g.dq.at(b, i0), g.dq.rs, m, c.e);
 }
+
+// Up to this many elements of dS per problem (1 MiB of float), and with at
+// least this many problems to share among threads, the backward runs problem
+// by problem: its key blocks keep dS, and dq reads it back instead of
+// computing the scores, probabilities and dS a second time.
+constexpr std::int64_t kKeptDsElements = 1 << 18;
+constexpr std::int64_t kKeptDsMinProblems = 8;
 
 template <class T, class S>
 void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -610,6 +630,22 @@ void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, con
   const Ctx<T, S> c(p, q, k, v);
   const std::int64_t grain = grain_items(c);
   const std::int64_t kbs = blocks(p.tk, kKeys), rbs = blocks(p.tq, kRows);
+  const std::int64_t ldds = padded<T>(p.tk);
+  if (p.tq * ldds <= kKeptDsElements && p.batch >= kKeptDsMinProblems) {
+    parallel_for(p.batch, std::max<std::int64_t>(1, grain / std::max(kbs, rbs)),
+                 [&](std::int64_t begin, std::int64_t end) {
+                   const ChunkWork<T> lease(p.e, p.ev, p.tk);
+                   Work<T>& w = *lease;
+                   w.ds.resize(static_cast<std::size_t>(p.tq * ldds));
+                   for (std::int64_t b = begin; b < end; ++b) {
+                     for (std::int64_t kb = 0; kb < kbs; ++kb)
+                       key_block(c, g, w, b, kb, w.ds.data(), ldds);
+                     for (std::int64_t rb = 0; rb < rbs; ++rb)
+                       query_block(c, g, w, b, rb, w.ds.data(), ldds);
+                   }
+                 });
+    return;
+  }
   parallel_for(p.batch * kbs, grain, [&](std::int64_t begin, std::int64_t end) {
     const ChunkWork<T> lease(p.e, p.ev, p.tk);
     Work<T>& w = *lease;

@@ -267,6 +267,51 @@ TEST_SUITE("ops") {
     });
   }
 
+  TEST_CASE("attention: the backward by whole problems (dS kept) against one problem alone") {
+    // Ten problems take the backward that keeps each problem's dS for dq; one
+    // problem alone takes the one that computes dS again for dq. With Tq == Tk
+    // both compute the same values and sum them in the same order: the same
+    // bits. Under the causal band with Tq < Tk, a query block's last key block
+    // is cut shorter than the key pass's, so its probabilities come from the
+    // vectorized exp in one and from its scalar tail in the other: dq agrees
+    // to rounding.
+    for (const AttentionOptions& o : {AttentionOptions{.causal = true}, AttentionOptions{}}) {
+      for (const auto& [tq, tk] : {std::pair<std::int64_t, std::int64_t>{70, 70}, {45, 100}}) {
+        CAPTURE(o.causal);
+        CAPTURE(tq);
+        CAPTURE(tk);
+        const Tensor q = random_tensor(float32, {2, 5, tq, 16}, {-2, 2}, 70);
+        const Tensor k = random_tensor(float32, {2, 5, tk, 16}, {-2, 2}, 71);
+        const Tensor v = random_tensor(float32, {2, 5, tk, 12}, {-2, 2}, 72);
+        const Tensor w = random_tensor(float32, {2, 5, tq, 12}, {-1, 1}, 73);
+        const auto grads = [&](const Tensor& a, const Tensor& b, const Tensor& c,
+                               const Tensor& wt) {
+          return grad(
+              [&](const Tensor& x, const Tensor& y, const Tensor& z) {
+                return weighted(scaled_dot_product_attention(x, y, z, o), wt);
+              },
+              {.position = {0, 1, 2}})(a, b, c);
+        };
+        const auto whole = grads(q, k, v, w);
+        for (std::int64_t b = 0; b < 2; ++b) {
+          for (std::int64_t h = 0; h < 5; ++h) {
+            const auto one = [&](const Tensor& t) { return t.select(0, b).select(0, h); };
+            const auto part = grads(one(q).contiguous(), one(k).contiguous(), one(v).contiguous(),
+                                    one(w).contiguous());
+            for (std::size_t i = 0; i < 3; ++i) {
+              CAPTURE(i);
+              const Tensor want = one(whole[i]).contiguous();
+              if (tq == tk || i > 0)
+                CHECK(ms::test::bitwise_equal(part[i], want));
+              else
+                CHECK(allclose(part[i], want, 1e-6, 1e-6));
+            }
+          }
+        }
+      }
+    }
+  }
+
   TEST_CASE("attention: heads split out of [B, T, H, D] are read in place, bitwise as copies") {
     // q, k, v as a multi-head layer makes them: [B, T, H, D] seen as [B, H, T, D].
     const Tensor xq = random_tensor(float32, {2, 70, 3, 8}, {-2, 2}, 90);
