@@ -2,8 +2,8 @@
 //
 // Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole
 // output blocks (forward: a block of out rows and their lse; backward: a
-// block of dk/dv rows, or of dq rows) and walks the other axis in order, so
-// the thread count never changes a sum. Products of blocks run on libxsmm's
+// block of dk/dv rows, or of dq rows, or a whole problem's) and walks the
+// other axis in order, so the thread count never changes a sum. Products of blocks run on libxsmm's
 // JIT kernels for float when ms's GEMM runs on libxsmm (Products), else on
 // Eigen's (EIGEN_DONT_PARALLELIZE: on the calling thread). Their operands are
 // copies in the chunk's scratch (q scaled, k and v also transposed where a

@@ -10,7 +10,10 @@
 // from that logsumexp (the flash-attention backward): one pass over (batch,
 // key block) accumulates dK and dV, another over (batch, query block)
 // accumulates dQ, so every output block is owned by one chunk and summed in a
-// fixed order: results are bitwise the same for any thread count.
+// fixed order: results are bitwise the same for any thread count. When one
+// problem's dS fits in 1 MiB and there are 8 problems or more, a chunk owns
+// whole problems instead: its key blocks keep dS, and dQ is summed from it
+// without computing the probabilities again.
 #pragma once
 
 #include <cstdint>
