@@ -128,6 +128,28 @@ void forward_t(const Tensor& x, const Tensor& gamma, const Tensor& beta, double 
                });
 }
 
+// One row of the backward in T: xhat and gy = dy * gamma of the row, and
+// its terms added to the block's parameter sums sg and sb. The pointers do
+// not alias (restrict: the loop vectorizes without run-time overlap checks).
+template <class T>
+void row_terms(const T* __restrict xr, const T* __restrict dyr, const T* __restrict g,
+               std::int64_t d, T mean, T rstd, T* __restrict xhat, T* __restrict gy,
+               T* __restrict sg, T* __restrict sb) {
+  for (std::int64_t j = 0; j < d; ++j) {
+    xhat[j] = (xr[j] - mean) * rstd;
+    gy[j] = dyr[j] * g[j];
+    sg[j] += dyr[j] * xhat[j];
+    sb[j] += dyr[j];
+  }
+}
+
+// dx of one row from its terms: rstd * (gy - mean(gy) - xhat * mean(gy * xhat)).
+template <class T, class S>
+void row_dx(const T* __restrict xhat, const T* __restrict gy, std::int64_t d, T rstd, T mg, T mgx,
+            S* __restrict dxr) {
+  for (std::int64_t j = 0; j < d; ++j) dxr[j] = static_cast<S>(rstd * (gy[j] - mg - xhat[j] * mgx));
+}
+
 template <class T, class S>
 void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double eps_,
                 const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta) {
@@ -152,20 +174,10 @@ void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double e
         const T* dyr = as_compute<T>(dys + r * d, d, dybuf);
         T mean, rstd;
         row_stats(xr, d, eps, mean, rstd);
-        for (std::int64_t j = 0; j < d; ++j) {
-          const auto k = static_cast<std::size_t>(j);
-          xhat[k] = (xr[j] - mean) * rstd;
-          gy[k] = dyr[j] * g[k];
-          sg[j] += dyr[j] * xhat[k];
-          sb[j] += dyr[j];
-        }
+        row_terms(xr, dyr, g.data(), d, mean, rstd, xhat.data(), gy.data(), sg, sb);
         const T mg = sum(gy.data(), d) / static_cast<T>(d);
         const T mgx = dot(gy.data(), xhat.data(), d) / static_cast<T>(d);
-        S* dxr = dxs + r * d;
-        for (std::int64_t j = 0; j < d; ++j) {
-          const auto k = static_cast<std::size_t>(j);
-          dxr[j] = static_cast<S>(rstd * (gy[k] - mg - xhat[k] * mgx));
-        }
+        row_dx(xhat.data(), gy.data(), d, rstd, mg, mgx, dxs + r * d);
       }
     }
   });
