@@ -12,6 +12,9 @@
 //   BM_Stream_Triad/nt:N    a[i] = b[i] + s * c[i], a plain loop (the bandwidth reference)
 //   BM_SmallChain20_*/nt:N  20 elementwise ops on 32x32 (one ms expression vs 20 eager ops)
 //   BM_SmallAdd_*/nt:N      one 32x32 add
+//   BM_ColumnSum_*/nt:N     sum over the rows of [4096, 768] (a bias gradient of char_lm's
+//                           MLP: batch 32 x context 128 rows), keepdim
+//   BM_RowSum_*/nt:N        sum over the columns of the same tensor
 //
 // bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
 // (2 bytes for bfloat16: the data a fused pass must move), whatever each
@@ -198,6 +201,43 @@ void BM_SmallAdd_Torch(benchmark::State& state) {
 }
 #endif
 
+// ---------------------------------------------------------------- sums of [4096, 768]
+
+constexpr std::int64_t kSumRows = 4096, kSumCols = 768;
+
+void sum_bytes(benchmark::State& state) {
+  state.SetBytesProcessed(state.iterations() * kSumRows * kSumCols * std::int64_t(sizeof(float)));
+}
+
+void BM_Sum_Ms(benchmark::State& state, std::int64_t axis) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = bench::random_tensor({kSumRows, kSumCols}, 8);
+  for (auto _ : state) {
+    ms::Tensor y = ms::sum(x, {axis}, true);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  sum_bytes(state);
+}
+void BM_ColumnSum_Ms(benchmark::State& state) { BM_Sum_Ms(state, 0); }
+void BM_RowSum_Ms(benchmark::State& state) { BM_Sum_Ms(state, 1); }
+
+#if MS_BENCH_TORCH
+void BM_Sum_Torch(benchmark::State& state, std::int64_t axis) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor mx = bench::random_tensor({kSumRows, kSumCols}, 8);
+  const torch::Tensor x = bench::to_torch(mx);
+  if (!bench::check_same(state, ms::sum(mx, {axis}, true), x.sum({axis}, true), 1e-3)) return;
+  for (auto _ : state) {
+    torch::Tensor y = x.sum({axis}, true);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  sum_bytes(state);
+}
+void BM_ColumnSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 0); }
+void BM_RowSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 1); }
+#endif
+
 // Interleaved registration: for each case and thread count, ms then LibTorch.
 void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
   benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
@@ -221,6 +261,14 @@ void register_all() {
     reg("BM_SmallAdd_Ms", BM_SmallAdd_Ms, nt);
 #if MS_BENCH_TORCH
     reg("BM_SmallAdd_Torch", BM_SmallAdd_Torch, nt);
+#endif
+    reg("BM_ColumnSum_Ms", BM_ColumnSum_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_ColumnSum_Torch", BM_ColumnSum_Torch, nt);
+#endif
+    reg("BM_RowSum_Ms", BM_RowSum_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_RowSum_Torch", BM_RowSum_Torch, nt);
 #endif
   }
 }

@@ -32,8 +32,11 @@ namespace {
 #endif
 
 constexpr int kLanes = 16;
-constexpr std::int64_t kRowChunk = 32768;    // reduced elements of one output per row task
-constexpr std::int64_t kColBlock = 256;      // outputs one column task accumulates at once
+constexpr std::int64_t kRowChunk = 32768;  // reduced elements of one output per row task
+// Outputs one column task accumulates at once: up to 1024 values of each row
+// read in order, so that rows up to that wide stream from memory as one
+// sequence (bench/bm_elementwise BM_ColumnSum_Ms; 256 read strided pieces).
+constexpr std::int64_t kColBlock = 1024;
 constexpr std::int64_t kGrainElems = 32768;  // elements below which a thread is not worth it
 constexpr std::int64_t kTransformBlock = 256;
 constexpr std::int64_t kRowOutBlock = 32;  // outputs fed run by run in [R][K][R] layouts
