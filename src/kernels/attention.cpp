@@ -1,18 +1,16 @@
 // Fused scaled dot-product attention kernels. See ms/kernels/attention.hpp.
 //
-// Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole
-// output blocks (forward: a block of out rows and their lse; backward: a
-// block of dk/dv rows, or of dq rows, or a whole problem's) and walks the
-// other axis in order, so the thread count never changes a sum. Products of blocks run on libxsmm's
-// JIT kernels for float when ms's GEMM runs on libxsmm (Products), else on
-// Eigen's (EIGEN_DONT_PARALLELIZE: on the calling thread). Their operands are
-// copies in the chunk's scratch (q scaled, k and v also transposed where a
-// product reads them so), whose rows start on 64-byte lines, except float
-// values and a single query row's keys on libxsmm, which are read in place.
-// Eigen's vectorized loops peel scalar heads by address, so on the callers'
-// memory the same call could round differently from one allocation to the
-// next (eager against a compiled graph); on the scratch, and on libxsmm
-// anywhere, the rounding depends on the block sizes only.
+// Blocks: kRows query rows by kKeys keys. A chunk of parallel_for owns whole output blocks
+// (forward: a block of out rows and their lse; backward: a block of dk/dv rows, or of dq rows, or a
+// whole problem's) and walks the other axis in order, so the thread count never changes a sum.
+// Products of blocks run on libxsmm's JIT kernels for float when ms's GEMM runs on libxsmm
+// (Products), else on Eigen's (EIGEN_DONT_PARALLELIZE: on the calling thread). Their operands are
+// copies in the chunk's scratch (q scaled, k and v also transposed where a product reads them so),
+// whose rows start on 64-byte lines, except float values and a single query row's keys on libxsmm,
+// which are read in place. Eigen's vectorized loops peel scalar heads by address, so on the
+// callers' memory the same call could round differently from one allocation to the next (eager
+// against a compiled graph); on the scratch, and on libxsmm anywhere, the rounding depends on the
+// block sizes only.
 #include "ms/kernels/attention.hpp"
 
 #include <algorithm>
@@ -565,7 +563,7 @@ void block_grads(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int6
 
 // dk and dv of keys [j0, j0 + n) of problem b: a sum over the query blocks
 // that may see them, in order. With `ds`, each block's dS is also kept there
-// (rows `ldds` apart, at its rows and keys) for dq_from_kept.
+// (rows `ldds` apart, at its rows and keys) for query_block.
 template <class T, class S>
 void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                std::int64_t kb, T* ds = nullptr, std::int64_t ldds = 0) {
@@ -590,8 +588,9 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
 
 // dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
 // see, in order, of dS k; dS computed again (block_grads), or read from `ds`
-// where key_block kept it (rows `ldds` apart): the same values in the same
-// order, so both give the same bits.
+// where key_block kept it (rows `ldds` apart). The sums run in the same order;
+// dS is the same but where the causal band cuts a key block shorter here than
+// in key_block (Tq < Tk), and exp rounds its vector tail differently.
 template <class T, class S>
 void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                  std::int64_t rb, const T* ds = nullptr, std::int64_t ldds = 0) {
