@@ -265,6 +265,13 @@ TEST_SUITE("ops") {
                          doctest::Contains("dtype Complex64 is not supported"), TypeError);
     CHECK_THROWS_WITH_AS(ops::call(ops::op("relu_grad"), std::vector<Tensor>{a}),
                          doctest::Contains("relu_grad: takes 2 inputs, got 1"), ValueError);
+    // gelu_grad, gelu_tanh_grad: shapes, dtype, input count
+    CHECK_THROWS_WITH_AS(Tensor(ms::gelu_grad(zeros({3, 4}), zeros({5}))),
+                         doctest::Contains("gelu_grad: shapes do not broadcast"), ShapeError);
+    CHECK_THROWS_WITH_AS(Tensor(ms::gelu_tanh_grad(zeros({2}, complex64), zeros({2}, complex64))),
+                         doctest::Contains("dtype Complex64 is not supported"), TypeError);
+    CHECK_THROWS_WITH_AS(ops::call(ops::op("gelu_tanh_grad"), std::vector<Tensor>{a}),
+                         doctest::Contains("gelu_tanh_grad: takes 2 inputs, got 1"), ValueError);
     Tensor dst = zeros({2, 3});
     CHECK_THROWS_WITH_AS(assign(dst, zeros({4, 2, 3})),
                          doctest::Contains("cannot be written into a tensor of shape [2, 3]"),
