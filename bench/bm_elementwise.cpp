@@ -15,6 +15,8 @@
 //   BM_ColumnSum_*/nt:N     sum over the rows of [4096, 768] (a bias gradient of char_lm's
 //                           MLP: batch 32 x context 128 rows), keepdim
 //   BM_RowSum_*/nt:N        sum over the columns of the same tensor
+//   BM_Gelu_*/nt:N          gelu (erf form) of [4096, 768] (char_lm's MLP activation)
+//   BM_GeluGrad_*/nt:N      its gradient, ms::gelu_grad(g, x) against at::gelu_backward
 //
 // bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
 // (2 bytes for bfloat16: the data a fused pass must move), whatever each
@@ -238,6 +240,63 @@ void BM_ColumnSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 0); }
 void BM_RowSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 1); }
 #endif
 
+// ---------------------------------------------------------------- gelu of [4096, 768]
+
+void gelu_bytes(benchmark::State& state, int tensors) {
+  state.SetBytesProcessed(state.iterations() * tensors * kSumRows * kSumCols *
+                          std::int64_t(sizeof(float)));
+}
+
+void BM_Gelu_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = bench::random_tensor({kSumRows, kSumCols}, 9);
+  for (auto _ : state) {
+    ms::Tensor y = ms::gelu(x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  gelu_bytes(state, 2);
+}
+
+void BM_GeluGrad_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = bench::random_tensor({kSumRows, kSumCols}, 9);
+  const ms::Tensor g = bench::random_tensor({kSumRows, kSumCols}, 10);
+  for (auto _ : state) {
+    ms::Tensor y = ms::gelu_grad(g, x);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  gelu_bytes(state, 3);
+}
+
+#if MS_BENCH_TORCH
+void BM_Gelu_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor mx = bench::random_tensor({kSumRows, kSumCols}, 9);
+  const torch::Tensor x = bench::to_torch(mx);
+  if (!bench::check_same(state, ms::gelu(mx), torch::gelu(x), 1e-5)) return;
+  for (auto _ : state) {
+    torch::Tensor y = torch::gelu(x);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  gelu_bytes(state, 2);
+}
+
+void BM_GeluGrad_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor mx = bench::random_tensor({kSumRows, kSumCols}, 9);
+  const ms::Tensor mg = bench::random_tensor({kSumRows, kSumCols}, 10);
+  const torch::Tensor x = bench::to_torch(mx), g = bench::to_torch(mg);
+  if (!bench::check_same(state, ms::gelu_grad(mg, mx), at::gelu_backward(g, x), 1e-5)) return;
+  for (auto _ : state) {
+    torch::Tensor y = at::gelu_backward(g, x);
+    benchmark::DoNotOptimize(y.data_ptr());
+  }
+  gelu_bytes(state, 3);
+}
+#endif
+
 // Interleaved registration: for each case and thread count, ms then LibTorch.
 void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
   benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
@@ -269,6 +328,14 @@ void register_all() {
     reg("BM_RowSum_Ms", BM_RowSum_Ms, nt);
 #if MS_BENCH_TORCH
     reg("BM_RowSum_Torch", BM_RowSum_Torch, nt);
+#endif
+    reg("BM_Gelu_Ms", BM_Gelu_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_Gelu_Torch", BM_Gelu_Torch, nt);
+#endif
+    reg("BM_GeluGrad_Ms", BM_GeluGrad_Ms, nt);
+#if MS_BENCH_TORCH
+    reg("BM_GeluGrad_Torch", BM_GeluGrad_Torch, nt);
 #endif
   }
 }

@@ -176,12 +176,17 @@ void register_all() {
     // m, n, k, ta, tb, ac: square products; MLP 784-512-256-10 at batch 64
     // (fc1 forward x W^T, input gradient dY W, weight gradient dY^T X
     // accumulated, and X^T dY); 256x512x256 plain, B^T and accumulated A^T;
-    // fc1's forward at batch 16 and 256.
+    // fc1's forward at batch 16 and 256; char_lm's MLP at 4096 tokens (the
+    // up projection 192 -> 768 forward x W^T and input gradient dY W, the
+    // weight gradients dY^T X of both projections and of the 192 -> 576
+    // attention in-projection).
     const std::int64_t shapes[][6] = {
-        {256, 256, 256, 0, 0, 0}, {512, 512, 512, 0, 0, 0}, {1024, 1024, 1024, 0, 0, 0},
-        {64, 512, 784, 0, 1, 0},  {64, 784, 512, 0, 0, 0},  {512, 784, 64, 1, 0, 1},
-        {784, 512, 64, 1, 0, 0},  {256, 512, 256, 0, 0, 0}, {256, 512, 256, 0, 1, 0},
-        {256, 512, 256, 1, 0, 1}, {16, 512, 784, 0, 1, 0},  {256, 512, 784, 0, 1, 0}};
+        {256, 256, 256, 0, 0, 0},  {512, 512, 512, 0, 0, 0},  {1024, 1024, 1024, 0, 0, 0},
+        {64, 512, 784, 0, 1, 0},   {64, 784, 512, 0, 0, 0},   {512, 784, 64, 1, 0, 1},
+        {784, 512, 64, 1, 0, 0},   {256, 512, 256, 0, 0, 0},  {256, 512, 256, 0, 1, 0},
+        {256, 512, 256, 1, 0, 1},  {16, 512, 784, 0, 1, 0},   {256, 512, 784, 0, 1, 0},
+        {4096, 768, 192, 0, 1, 0}, {4096, 192, 768, 0, 0, 0}, {768, 192, 4096, 1, 0, 0},
+        {192, 768, 4096, 1, 0, 0}, {576, 192, 4096, 1, 0, 0}};
     for (const auto& sh : shapes)
       for (const char* backend : {"libxsmm", "eigen"})
         benchmark::RegisterBenchmark((std::string("BM_Sgemm_") + backend).c_str(), BM_Sgemm_Backend,
