@@ -548,7 +548,9 @@ TEST_SUITE("kernels") {
          {std::array<std::int64_t, 3>{64, 512, 784}, std::array<std::int64_t, 3>{127, 255, 1000},
           std::array<std::int64_t, 3>{300, 200, 129},
           // rows of A and B a whole, even number of cache lines apart (read in place)
-          std::array<std::int64_t, 3>{96, 256, 512}}) {
+          std::array<std::int64_t, 3>{96, 256, 512},
+          // many rows, few columns, deep (groups of k): A^T B is computed as (B^T A)^T
+          std::array<std::int64_t, 3>{520, 96, 1100}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
       std::vector<float> at(a.size()), bt(b.size());
