@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 #include "conv_libxsmm.hpp"
 #include "ms/core/tensor.hpp"
@@ -847,6 +850,23 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
     });
 }
 
+bool avx512_half_width() noexcept {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool half = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
+    // "AuthenticAMD" in ebx, edx, ecx
+    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    if (!amd || __get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+    const unsigned family = ((a >> 8) & 0xfu) + ((a >> 20) & 0xffu);
+    return family == 0x19 && __builtin_cpu_supports("avx512f");
+  }();
+  return half;
+#else
+  return false;
+#endif
+}
+
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   const bool direct = detail::conv_direct_fits(g, pass), wino = winograd_fits(g, pass);
   switch (g.algo) {
@@ -871,11 +891,16 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   //   - conv1 (1 input channel): Im2col on every pass (forward 0.31 / 0.29
   //     against Direct's 0.19 / 0.14: Direct's kernels are as wide as the
   //     input's channels).
+  // On the Zen 4 VM (AVX-512 on 256-bit units, avx512_half_width), two runs
+  // (commit 6d3ffe6 and the next): conv2's gradients on Winograd beat Direct,
+  // input 0.90 / 0.76 and 0.90 / 0.67 against 0.71 / 0.57 and 0.69 / 0.53,
+  // weight 0.91 / 0.80 and 0.83 / 0.79 against 0.75 / 0.66 and 0.76 / 0.75
+  // (1 / 2 threads); so Auto takes Winograd for every pass there.
   // Below 16 channels per group (16: the smallest width of a full AVX-512
   // vector; between the measured 1 and 32) every pass takes Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
   if (narrow) return ConvAlgo::Im2col;
-  if (pass == ConvPass::Forward && wino) return ConvAlgo::Winograd;
+  if (wino && (pass == ConvPass::Forward || avx512_half_width())) return ConvAlgo::Winograd;
   if (direct) return ConvAlgo::Direct;
   return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;
 }
@@ -886,10 +911,14 @@ namespace {
 // some shapes): its BF16 kernels are the forward's only path that computes on
 // the bfloat16 values without float32 copies of x, w and y. Whether that
 // path or the float32 one is faster end to end was not measured
-// (bench/conv_table.sh times the kernels only).
+// (bench/conv_table.sh times the kernels only). The gradients take Direct
+// where float32's would, and where float32's takes Winograd only for
+// avx512_half_width (Winograd has no bfloat16 path; Im2col's is the other).
 bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
-  if (conv2d_algorithm(g, pass) == ConvAlgo::Direct) return true;
-  return g.algo == ConvAlgo::Auto && pass == ConvPass::Forward && detail::conv_direct_fits(g, pass);
+  const ConvAlgo f32 = conv2d_algorithm(g, pass);
+  if (f32 == ConvAlgo::Direct) return true;
+  if (g.algo != ConvAlgo::Auto || !detail::conv_direct_fits(g, pass)) return false;
+  return pass == ConvPass::Forward || f32 == ConvAlgo::Winograd;
 }
 }  // namespace
 
