@@ -892,10 +892,11 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   //     against Direct's 0.19 / 0.14: Direct's kernels are as wide as the
   //     input's channels).
   // On the Zen 4 VM (AVX-512 on 256-bit units, avx512_half_width), two runs
-  // (commit 6d3ffe6 and the next): conv2's gradients on Winograd beat Direct,
-  // input 0.90 / 0.76 and 0.90 / 0.67 against 0.71 / 0.57 and 0.69 / 0.53,
-  // weight 0.91 / 0.80 and 0.83 / 0.79 against 0.75 / 0.66 and 0.76 / 0.75
-  // (1 / 2 threads); so Auto takes Winograd for every pass there.
+  // (at 6d3ffe6, and at a0a2495 with this rule): conv2's gradients on
+  // Winograd beat Direct, input 0.90 / 0.76 and 0.90 / 0.67 against 0.71 /
+  // 0.57 and 0.69 / 0.53, weight 0.91 / 0.80 and 0.83 / 0.79 against 0.75 /
+  // 0.66 and 0.76 / 0.75 (1 / 2 threads); so Auto takes Winograd for every
+  // pass there.
   // Below 16 channels per group (16: the smallest width of a full AVX-512
   // vector; between the measured 1 and 32) every pass takes Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;

@@ -316,8 +316,9 @@ TEST_SUITE("kernels") {
     // k = 4096: each packed operand is cut into slabs of 256 rows of A or 192
     // columns of B. 300 x 300 (both transposed: 2 x 2 slabs, each packed
     // operand reused while the other's slab changes) and 600 x 100 (A
-    // transposed, B packed: the rows-outer order). Small integers: every sum
-    // is exact.
+    // transposed, B packed: the rows-outer order; with alpha 1 computed as
+    // (B^T A)^T, C through its transpose when beta is not 0). Small integers:
+    // every sum is exact.
     if (!has_libxsmm()) return;
     ThreadGuard guard;
     std::mt19937 gen(21);
@@ -326,24 +327,26 @@ TEST_SUITE("kernels") {
       const std::vector<float> a = small_ints(p.a().size(), gen), b = small_ints(p.b().size(), gen),
                                c0 = small_ints(p.c_size(), gen);
       const std::vector<double> ab = reference(p, a, b);
-      for (const float beta : {0.f, 1.f, 0.5f})
-        for (int nt : {1, 2}) {
-          ms::set_num_threads(nt);
-          const std::vector<float> c = run_on("libxsmm", p, 2.f, a, b, beta, c0);
-          std::int64_t wrong = 0;
-          for (std::int64_t i = 0; i < p.m; ++i)
-            for (std::int64_t j = 0; j < p.n; ++j) {
-              const auto at = static_cast<std::size_t>(i * p.ldc() + j);
-              const double want = 2 * ab[static_cast<std::size_t>(i * p.n + j)] +
-                                  (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
-              wrong += static_cast<double>(c[at]) != want;
-            }
-          CAPTURE(p.m);
-          CAPTURE(p.tb);
-          CAPTURE(beta);
-          CAPTURE(nt);
-          CHECK(wrong == 0);
-        }
+      for (const float alpha : {2.f, 1.f})
+        for (const float beta : {0.f, 1.f, 0.5f})
+          for (int nt : {1, 2}) {
+            ms::set_num_threads(nt);
+            const std::vector<float> c = run_on("libxsmm", p, alpha, a, b, beta, c0);
+            std::int64_t wrong = 0;
+            for (std::int64_t i = 0; i < p.m; ++i)
+              for (std::int64_t j = 0; j < p.n; ++j) {
+                const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+                const double want = alpha * ab[static_cast<std::size_t>(i * p.n + j)] +
+                                    (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
+                wrong += static_cast<double>(c[at]) != want;
+              }
+            CAPTURE(p.m);
+            CAPTURE(p.tb);
+            CAPTURE(alpha);
+            CAPTURE(beta);
+            CAPTURE(nt);
+            CHECK(wrong == 0);
+          }
     }
   }
 
