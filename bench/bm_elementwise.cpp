@@ -296,6 +296,17 @@ void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
   benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
 }
 
+// BM_<case>_Ms, then BM_<case>_Torch when LibTorch is built in.
+#if MS_BENCH_TORCH
+#define MS_REG_PAIR(name, nt)              \
+  do {                                     \
+    reg(#name "_Ms", name##_Ms, nt);       \
+    reg(#name "_Torch", name##_Torch, nt); \
+  } while (false)
+#else
+#define MS_REG_PAIR(name, nt) reg(#name "_Ms", name##_Ms, nt)
+#endif
+
 void register_all() {
   for (std::int64_t nt : {1, 2}) {
     reg("BM_Stream_Triad", bench::BM_Stream_Triad, nt);
@@ -307,30 +318,12 @@ void register_all() {
     reg("BM_Chain_Torch", BM_Chain_Torch, nt);
     reg("BM_Chain_TorchInto", BM_Chain_TorchInto, nt);
 #endif
-    reg("BM_SmallChain20_Ms", BM_SmallChain20_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_SmallChain20_Torch", BM_SmallChain20_Torch, nt);
-#endif
-    reg("BM_SmallAdd_Ms", BM_SmallAdd_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_SmallAdd_Torch", BM_SmallAdd_Torch, nt);
-#endif
-    reg("BM_ColumnSum_Ms", BM_ColumnSum_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_ColumnSum_Torch", BM_ColumnSum_Torch, nt);
-#endif
-    reg("BM_RowSum_Ms", BM_RowSum_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_RowSum_Torch", BM_RowSum_Torch, nt);
-#endif
-    reg("BM_Gelu_Ms", BM_Gelu_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_Gelu_Torch", BM_Gelu_Torch, nt);
-#endif
-    reg("BM_GeluGrad_Ms", BM_GeluGrad_Ms, nt);
-#if MS_BENCH_TORCH
-    reg("BM_GeluGrad_Torch", BM_GeluGrad_Torch, nt);
-#endif
+    MS_REG_PAIR(BM_SmallChain20, nt);
+    MS_REG_PAIR(BM_SmallAdd, nt);
+    MS_REG_PAIR(BM_ColumnSum, nt);
+    MS_REG_PAIR(BM_RowSum, nt);
+    MS_REG_PAIR(BM_Gelu, nt);
+    MS_REG_PAIR(BM_GeluGrad, nt);
   }
 }
 
