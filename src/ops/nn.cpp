@@ -19,6 +19,7 @@
 #include "ms/kernels/conv.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms/kernels/pool.hpp"
+#include "ms/kernels/reduce.hpp"
 #include "ms/ops/detail/entry_impl.hpp"
 #include "ms/ops/detail/nn_impl.hpp"
 #include "ms/ops/layout.hpp"
@@ -537,21 +538,6 @@ std::vector<TensorType> sce_infer(std::span<const TensorType> in) {
   return {{x.dtype, Shape{n == kAnyDim ? ny : n}}};
 }
 
-template <class T>
-void sce_rows(const T* x, const std::int64_t* y, T* out, std::int64_t n, std::int64_t c) {
-  kernels::parallel_for(n, std::max<std::int64_t>(1, 4096 / c),
-                        [&](std::int64_t r0, std::int64_t r1) {
-                          for (std::int64_t r = r0; r < r1; ++r) {
-                            const T* row = x + r * c;
-                            T m = row[0];
-                            for (std::int64_t j = 1; j < c; ++j) m = std::max(m, row[j]);
-                            T s = 0;
-                            for (std::int64_t j = 0; j < c; ++j) s += std::exp(row[j] - m);
-                            out[r] = std::log(s) + m - row[y[r]];
-                          }
-                        });
-}
-
 std::vector<Tensor> sce_eval(std::span<const Tensor> in) {
   const std::vector<TensorType> t = sce_infer(ops::types_of(in));
   const DType ct = in[0].dtype() == float64 ? float64 : float32;
@@ -563,10 +549,7 @@ std::vector<Tensor> sce_eval(std::span<const Tensor> in) {
     MS_CHECK(yv[r] >= 0 && yv[r] < c, IndexError, "softmax_cross_entropy: label ", yv[r],
              " of row ", r, " is outside [0, ", c, ")");
   Tensor out = empty(Shape{n}, ct);
-  if (ct == float64)
-    sce_rows(x.data<double>(), yv, out.data<double>(), n, c);
-  else
-    sce_rows(x.data<float>(), yv, out.data<float>(), n, c);
+  kernels::softmax_cross_entropy(x, yv, out);
   return {out.dtype() == t[0].dtype ? out : out.to(t[0].dtype)};
 }
 

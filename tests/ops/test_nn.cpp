@@ -613,31 +613,35 @@ TEST_SUITE("ops") {
   TEST_CASE("softmax_cross_entropy: against double logsumexp, huge logits, half inputs, errors") {
     std::mt19937 rng(3);
     std::uniform_real_distribution<double> u(-5, 5);
-    const std::int64_t n = 37, c = 11;
-    std::vector<double> xv(static_cast<std::size_t>(n * c));
-    for (double& v : xv) v = u(rng);
-    xv[0] = 1e30;  // row 0: one huge logit (a naive exp overflows)
-    xv[static_cast<std::size_t>(c)] = -1e30;
-    std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
-    for (std::int64_t r = 0; r < n; ++r) yv[static_cast<std::size_t>(r)] = (r * 7) % c;
-    const Tensor y = from_vector(yv, Shape{n});
-    for (DType dt : {float32, float64}) {
-      const Tensor x = from_vector(xv, Shape{n, c}).to(dt);
-      const auto got = softmax_cross_entropy(x, y).to_vector<double>();
-      const auto xs = x.to_vector<double>();
-      REQUIRE(got.size() == static_cast<std::size_t>(n));
-      for (std::int64_t r = 0; r < n; ++r) {
-        double m = -std::numeric_limits<double>::infinity(), s = 0;
-        for (std::int64_t j = 0; j < c; ++j)
-          m = std::max(m, xs[static_cast<std::size_t>(r * c + j)]);
-        for (std::int64_t j = 0; j < c; ++j)
-          s += std::exp(xs[static_cast<std::size_t>(r * c + j)] - m);
-        const double want =
-            std::log(s) + m - xs[static_cast<std::size_t>(r * c + yv[static_cast<std::size_t>(r)])];
-        CAPTURE(r);
-        CHECK(std::isfinite(got[static_cast<std::size_t>(r)]));
-        CHECK(got[static_cast<std::size_t>(r)] ==
-              doctest::Approx(want).epsilon(dt == float32 ? 1e-5 : 1e-12).scale(1.0));
+    // 11 classes: fewer than a SIMD packet; 40: two float packets and a tail; 256: char_lm's.
+    for (const std::int64_t c : {11, 40, 256}) {
+      const std::int64_t n = 37;
+      CAPTURE(c);
+      std::vector<double> xv(static_cast<std::size_t>(n * c));
+      for (double& v : xv) v = u(rng);
+      xv[0] = 1e30;  // row 0: one huge logit (a naive exp overflows)
+      xv[static_cast<std::size_t>(c)] = -1e30;
+      std::vector<std::int64_t> yv(static_cast<std::size_t>(n));
+      for (std::int64_t r = 0; r < n; ++r) yv[static_cast<std::size_t>(r)] = (r * 7) % c;
+      const Tensor y = from_vector(yv, Shape{n});
+      for (DType dt : {float32, float64}) {
+        const Tensor x = from_vector(xv, Shape{n, c}).to(dt);
+        const auto got = softmax_cross_entropy(x, y).to_vector<double>();
+        const auto xs = x.to_vector<double>();
+        REQUIRE(got.size() == static_cast<std::size_t>(n));
+        for (std::int64_t r = 0; r < n; ++r) {
+          double m = -std::numeric_limits<double>::infinity(), s = 0;
+          for (std::int64_t j = 0; j < c; ++j)
+            m = std::max(m, xs[static_cast<std::size_t>(r * c + j)]);
+          for (std::int64_t j = 0; j < c; ++j)
+            s += std::exp(xs[static_cast<std::size_t>(r * c + j)] - m);
+          const double want = std::log(s) + m -
+                              xs[static_cast<std::size_t>(r * c + yv[static_cast<std::size_t>(r)])];
+          CAPTURE(r);
+          CHECK(std::isfinite(got[static_cast<std::size_t>(r)]));
+          CHECK(got[static_cast<std::size_t>(r)] ==
+                doctest::Approx(want).epsilon(dt == float32 ? 1e-5 : 1e-12).scale(1.0));
+        }
       }
     }
     const Tensor h = from_vector(std::vector<double>{0, 1, 2, 3, 4, 5}, Shape{2, 3}).to(float16);

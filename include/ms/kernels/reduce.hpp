@@ -46,4 +46,10 @@ void reduce(ReduceKind kind, const Tensor& x, std::span<const std::int64_t> axes
 /// 0 for a rank-0 tensor) into the dense `out` of x's shape and dtype.
 void softmax(const Tensor& x, std::int64_t axis, const Tensor& out, bool log);
 
+/// out[r] = -log_softmax(x)[r, labels[r]] for a dense float32/float64 `x` [N, C] (C > 0)
+/// and labels in [0, C) (checked by the op), into the dense `out` [N] of x's dtype: the
+/// row's max, then its exps summed by SIMD packets in an order fixed by C (bitwise the same
+/// for any thread count and address).
+void softmax_cross_entropy(const Tensor& x, const std::int64_t* labels, const Tensor& out);
+
 }  // namespace ms::kernels
