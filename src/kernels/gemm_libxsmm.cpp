@@ -256,7 +256,7 @@ void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, 
 // and char_lm's training step 6 % faster on 1 and 2 threads (its activations
 // have rows of 192 and 768 floats). The kernel sums the same products in the
 // same order either way: the bits do not change.
-bool read_b_in_place(const Problem& pr, std::int64_t m) { return !pr.tb && m <= 2 * kTaskRows; }
+bool read_b_in_place(bool tb, std::int64_t m) { return !tb && m <= 2 * kTaskRows; }
 
 bool read_a_in_place(const Problem& pr) { return !pr.ta && pr.alpha == 1.f; }
 
@@ -570,9 +570,10 @@ bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
   const auto dm = static_cast<double>(m), dn = static_cast<double>(n), dk = static_cast<double>(k);
   if (tb) return dn * dk > 2 * ((ta ? 0 : dm) * dk + 4 * dm * dn);
   if (!ta) return false;
-  const double packed = dm * dk + (m <= 2 * kTaskRows ? 0 : dn * dk);
+  // Swapped, B [k, n] becomes the transposed A and A [k, m] the B of n rows.
+  const double packed = dm * dk + (read_b_in_place(false, m) ? 0 : dn * dk);
   const double swapped =
-      dn * dk + (n <= 2 * kTaskRows ? 0 : dm * dk) + (beta == 0.f ? 1 : 2) * dm * dn;
+      dn * dk + (read_b_in_place(false, n) ? 0 : dm * dk) + (beta == 0.f ? 1 : 2) * dm * dn;
   return swapped < packed;
 }
 
@@ -598,7 +599,7 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
   }
   Problem whole{trans_a, trans_b, alpha, a, lda, b, ldb, beta, c, ldc, false, false, bias};
   whole.a_in_place = read_a_in_place(whole);
-  whole.b_in_place = read_b_in_place(whole, m);
+  whole.b_in_place = read_b_in_place(trans_b, m);
   // A dry pass generates every slab's kernels first, so that a failure
   // leaves C untouched (Eigen then computes the product).
   bool ok = true;
