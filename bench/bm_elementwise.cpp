@@ -17,6 +17,9 @@
 //   BM_RowSum_*/nt:N        sum over the columns of the same tensor
 //   BM_Gelu_*/nt:N          gelu (erf form) of [4096, 768] (char_lm's MLP activation)
 //   BM_GeluGrad_*/nt:N      its gradient, ms::gelu_grad(g, x) against at::gelu_backward
+//   BM_SoftmaxXent_*/nt:N   per-row softmax cross-entropy of [4096, 256] logits (char_lm's
+//                           loss), ms::softmax_cross_entropy against at::cross_entropy_loss
+//                           (reduction None)
 //
 // bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
 // (2 bytes for bfloat16: the data a fused pass must move), whatever each
@@ -242,17 +245,21 @@ void BM_RowSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 1); }
 
 // ---------------------------------------------------------------- gelu of [4096, 768]
 
-// Times y = fn() on [4096, 768] inputs; fn returns a tensor, not an ms
-// expression (which would be evaluated by nobody). Bytes: `tensors` of them
-// read or written per call.
+// Times y = fn(); fn returns a tensor, not an ms expression (which would be
+// evaluated by nobody). Bytes: `floats` float32 values read or written per call.
 template <class F>
-void gelu_case(benchmark::State& state, int tensors, F&& fn) {
+void result_case(benchmark::State& state, std::int64_t floats, F&& fn) {
   for (auto _ : state) {
     auto y = fn();
     benchmark::DoNotOptimize(y);
   }
-  state.SetBytesProcessed(state.iterations() * tensors * kSumRows * kSumCols *
-                          std::int64_t(sizeof(float)));
+  state.SetBytesProcessed(state.iterations() * floats * std::int64_t(sizeof(float)));
+}
+
+// Times y = fn() on [4096, 768] inputs, `tensors` of them read or written.
+template <class F>
+void gelu_case(benchmark::State& state, int tensors, F&& fn) {
+  result_case(state, tensors * kSumRows * kSumCols, std::forward<F>(fn));
 }
 
 // x and g of the gelu cases, the same values on both sides.
@@ -291,6 +298,42 @@ void BM_GeluGrad_Torch(benchmark::State& state) {
 }
 #endif
 
+// ------------------------------------- softmax cross-entropy of [4096, 256] logits
+
+constexpr std::int64_t kXentRows = 4096,
+                       kXentClasses = 256;  // char_lm: batch x context rows, 256 byte classes
+
+ms::Tensor xent_logits() { return bench::random_tensor({kXentRows, kXentClasses}, 11); }
+ms::Tensor xent_labels() {
+  std::vector<std::int64_t> v(static_cast<std::size_t>(kXentRows));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i * 7 % kXentClasses);
+  return ms::from_vector(v, ms::Shape{kXentRows});
+}
+
+void BM_SoftmaxXent_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = xent_logits(), y = xent_labels();
+  result_case(state, kXentRows * kXentClasses,
+              [&]() -> ms::Tensor { return ms::softmax_cross_entropy(x, y); });
+}
+
+#if MS_BENCH_TORCH
+void BM_SoftmaxXent_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor mx = xent_logits(), my = xent_labels();
+  const torch::Tensor x = bench::to_torch(mx);
+  const torch::Tensor y = torch::from_blob(const_cast<std::int64_t*>(my.data<std::int64_t>()),
+                                           {kXentRows}, torch::kInt64)
+                              .clone();
+  if (!bench::check_same(state, ms::softmax_cross_entropy(mx, my),
+                         at::cross_entropy_loss(x, y, {}, at::Reduction::None), 1e-5))
+    return;
+  result_case(state, kXentRows * kXentClasses,
+              [&] { return at::cross_entropy_loss(x, y, {}, at::Reduction::None); });
+}
+#endif
+
 // Interleaved registration: for each case and thread count, ms then LibTorch.
 void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
   benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
@@ -324,6 +367,7 @@ void register_all() {
     MS_REG_PAIR(BM_RowSum, nt);
     MS_REG_PAIR(BM_Gelu, nt);
     MS_REG_PAIR(BM_GeluGrad, nt);
+    MS_REG_PAIR(BM_SoftmaxXent, nt);
   }
 }
 
