@@ -23,6 +23,7 @@
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
 
+#include "bf16_convert.hpp"
 #include "gemm_libxsmm.hpp"
 #include "ms/core/warning.hpp"
 #include "ms/kernels/parallel.hpp"
@@ -642,8 +643,7 @@ void gemm_bf16_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t 
   std::vector<float> fc(static_cast<std::size_t>(m * n));
   gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.f, fc.data(), n);
   for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] = bfloat16_t(fc[static_cast<std::size_t>(i * n + j)]);
+    detail::float_to_bfloat16_n(fc.data() + i * n, c + i * ldc, n);
 }
 
 template <class T>

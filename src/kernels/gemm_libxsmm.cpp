@@ -43,6 +43,7 @@
 // libxsmm's core library starts no threads (Debian builds it without OpenMP;
 // libxsmmext is not linked): packing and tasks run on ms's pool (parallel_for).
 #include "gemm_libxsmm.hpp"
+#include "bf16_convert.hpp"
 #include "transpose.hpp"
 
 #include <algorithm>
@@ -665,10 +666,26 @@ struct BProblem {
   float beta;
   float* c;
   std::int64_t ldc;
-  std::uint16_t* c16;  // when not null (AMX only, beta 0): C in bfloat16 instead of c
+  std::uint16_t* c16;  // when not null (beta 0): C in bfloat16 instead of c
 };
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
+
+// `cols` elements of row `row` of C from column `col`, from a row of float32
+// sums (overwritten): alpha * sum + beta * C, or with c16 alpha * sum rounded
+// to bfloat16 once (as a float32 C converted afterwards).
+void store_sums(const BProblem& pr, float* sums, std::int64_t row, std::int64_t col,
+                std::int64_t cols) {
+  if (pr.c16 != nullptr) {
+    if (pr.alpha != 1.f)
+      for (std::int64_t j = 0; j < cols; ++j) sums[j] *= pr.alpha;
+    float_to_bfloat16_n(sums, reinterpret_cast<bfloat16_t*>(pr.c16 + row * pr.ldc + col), cols);
+    return;
+  }
+  float* crow = pr.c + row * pr.ldc + col;
+  for (std::int64_t j = 0; j < cols; ++j)
+    crow[j] = pr.beta == 0.f ? pr.alpha * sums[j] : pr.alpha * sums[j] + pr.beta * crow[j];
+}
 
 // As Kernels, for bfloat16 (VNNI panels, depths rounded up to even); `ldc` is
 // C's when alpha is 1, else the task block's.
@@ -762,8 +779,9 @@ void pack_b_bf16(const Plan& pl, const BProblem& pr, std::int64_t panel, std::ui
 void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std::uint16_t* pa,
                const std::uint16_t* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                std::int64_t cols) {
-  // alpha != 1: the sums go to a float32 block first, then alpha * block + beta * C.
-  const bool direct = pr.alpha == 1.f;
+  // alpha != 1 or a bfloat16 C: the sums go to a float32 block first, then
+  // to C (store_sums) while the block is in cache.
+  const bool direct = pr.alpha == 1.f && pr.c16 == nullptr;
   float* out = pr.c + i0 * pr.ldc + j0;
   std::int64_t ldo = pr.ldc;
   if (!direct) {
@@ -785,12 +803,7 @@ void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std
     }
   }
   if (direct) return;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    float* crow = pr.c + (i0 + r) * pr.ldc + j0;
-    const float* srow = out + r * ldo;
-    for (std::int64_t j = 0; j < cols; ++j)
-      crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
-  }
+  for (std::int64_t r = 0; r < rows; ++r) store_sums(pr, out + r * ldo, i0 + r, j0, cols);
 }
 
 }  // namespace
@@ -799,7 +812,7 @@ namespace {
 
 bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
   const Plan pl(m, n, k, true);
-  const bool direct = pr.alpha == 1.f;
+  const bool direct = pr.alpha == 1.f && pr.c16 == nullptr;  // as in run_btask
   BKernels ks;
   if (!make_bkernels(ks, pl, direct ? pr.ldc : kTaskCols, !direct || pr.beta == 0.f)) return false;
   const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
@@ -993,18 +1006,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_task(const AmxPlan& pl, co
     for (std::int64_t c = j0; c < j1; c += kAmxBlock) {
       amx_block(pl, pa + r * pl.kpad, pb + (c / kAmxBlock) * (pl.kpad / 2) * kAmxBlock, sum);
       const std::int64_t rows = std::min(kAmxBlock, pl.m - r), cols = std::min(kAmxBlock, pl.n - c);
-      for (std::int64_t i = 0; i < rows; ++i) {
-        const float* srow = sum + i * kAmxBlock;
-        if (pr.c16 != nullptr) {  // rounded once, as a float32 C converted afterwards
-          std::uint16_t* row16 = pr.c16 + (r + i) * pr.ldc + c;
-          for (std::int64_t j = 0; j < cols; ++j)
-            row16[j] = ms::detail::float_to_bfloat16_bits(pr.alpha * srow[j]);
-          continue;
-        }
-        float* crow = pr.c + (r + i) * pr.ldc + c;
-        for (std::int64_t j = 0; j < cols; ++j)
-          crow[j] = pr.beta == 0.f ? pr.alpha * srow[j] : pr.alpha * srow[j] + pr.beta * crow[j];
-      }
+      for (std::int64_t i = 0; i < rows; ++i) store_sums(pr, sum + i * kAmxBlock, r + i, c, cols);
     }
   _tile_release();
 }
@@ -1048,13 +1050,13 @@ bool amx_bgemm(const BProblem&, std::int64_t, std::int64_t, std::int64_t) { retu
 
 namespace {
 
-// libxsmm_bgemm, or with c16 (c null, beta 0, AMX only) C rounded to bfloat16.
+// libxsmm_bgemm, or with c16 (c null, beta 0) C rounded to bfloat16.
 bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
                float beta, float* c, std::uint16_t* c16, std::int64_t ldc) noexcept {
   std::string why;
   if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
-  if (c16 != nullptr && (!amx_usable() || beta != 0.f)) return false;
+  if (c16 != nullptr && beta != 0.f) return false;
   normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX - 1) return false;

@@ -65,7 +65,8 @@ bool libxsmm_bgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
 
 /// The same with beta 0 and C in bfloat16 (raw bits): each alpha * sum
 /// rounded to bfloat16 once as it is stored, bitwise what libxsmm_bgemm and
-/// a conversion of its C give. Only on AMX; returns false otherwise.
+/// a conversion of its C give, while each block of sums is in cache (no
+/// float32 C). False where libxsmm_bgemm would be.
 bool libxsmm_bgemm_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
                            std::int64_t k, float alpha, const void* a, std::int64_t lda,
                            const void* b, std::int64_t ldb, void* c, std::int64_t ldc) noexcept;

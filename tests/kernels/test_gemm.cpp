@@ -675,7 +675,8 @@ TEST_SUITE("kernels") {
          {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
           Product{33, 7, 17, true, false}, Product{64, 512, 784, false, true},
           Product{512, 784, 64, true, false}, Product{64, 784, 512, false, false},
-          Product{255, 33, 127, true, true}})
+          Product{255, 33, 127, true, true},
+          Product{300, 1100, 1000, false, false}})  // two slabs of columns (kPackBudget)
       for (const float alpha : {1.f, -0.5f}) {
         const Operand oa = p.a(), ob = p.b();
         std::vector<ms::bfloat16_t> a(oa.size()), b(ob.size());

@@ -113,8 +113,9 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 /// C = alpha * op(A) * op(B) with C in bfloat16: gemm_bf16's float32 sums,
 /// each rounded to bfloat16 once, bitwise the same as gemm_bf16 (beta 0) into
-/// a float32 C converted afterwards. On AMX the rounding happens as the tile
-/// sums are stored (no float32 C); elsewhere through a float32 buffer.
+/// a float32 C converted afterwards. On libxsmm's bfloat16 kernels (and on
+/// AMX) each block of sums is rounded as it is stored (no float32 C);
+/// elsewhere through a float32 buffer.
 ///
 ///   ms::kernels::gemm_bf16_rounded(false, true, m, n, k, 1.f, a, k, b, k, c, n);
 void gemm_bf16_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
