@@ -37,8 +37,9 @@
 // C sums all of k in one chain, the rounding bound below is float32's) with
 // op(B)'s panels in libxsmm's VNNI layout (pairs of consecutive inner indices side by side: the
 // operand of the CPU's BF16 dot-product instruction), chunks of even depth (an odd k is padded with
-// a zero), float32 accumulation in C; alpha != 1 goes through a float32 block per task. On CPUs
-// with AMX, bfloat16 products run on its tiles instead (see "bfloat16 on AMX" below).
+// a zero), float32 accumulation in C; alpha != 1 and a bfloat16 C (rounded as it is stored) go
+// through a float32 block per task. On CPUs with AMX, bfloat16 products run on its tiles instead
+// (see "bfloat16 on AMX" below).
 //
 // libxsmm's core library starts no threads (Debian builds it without OpenMP;
 // libxsmmext is not linked): packing and tasks run on ms's pool (parallel_for).
@@ -688,7 +689,8 @@ void store_sums(const BProblem& pr, float* sums, std::int64_t row, std::int64_t 
 }
 
 // As Kernels, for bfloat16 (VNNI panels, depths rounded up to even); `ldc` is
-// C's when alpha is 1, else the task block's.
+// C's when the sums go straight to C (alpha 1, float32 C), else the task
+// block's.
 struct BKernels {
   BKernel k[2][2][2][2] = {};
   BKernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth,
