@@ -672,6 +672,10 @@ struct BProblem {
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
 
+// The kernels sum straight into C (alpha 1, float32 C); otherwise into the
+// task's float32 block, which store_sums then writes to C.
+bool sums_into_c(const BProblem& pr) { return pr.alpha == 1.f && pr.c16 == nullptr; }
+
 // `cols` elements of row `row` of C from column `col`, from a row of float32
 // sums (overwritten): alpha * sum + beta * C, or with c16 alpha * sum rounded
 // to bfloat16 once (as a float32 C converted afterwards).
@@ -781,9 +785,7 @@ void pack_b_bf16(const Plan& pl, const BProblem& pr, std::int64_t panel, std::ui
 void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std::uint16_t* pa,
                const std::uint16_t* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
                std::int64_t cols) {
-  // alpha != 1 or a bfloat16 C: the sums go to a float32 block first, then
-  // to C (store_sums) while the block is in cache.
-  const bool direct = pr.alpha == 1.f && pr.c16 == nullptr;
+  const bool direct = sums_into_c(pr);
   float* out = pr.c + i0 * pr.ldc + j0;
   std::int64_t ldo = pr.ldc;
   if (!direct) {
@@ -814,7 +816,7 @@ namespace {
 
 bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
   const Plan pl(m, n, k, true);
-  const bool direct = pr.alpha == 1.f && pr.c16 == nullptr;  // as in run_btask
+  const bool direct = sums_into_c(pr);
   BKernels ks;
   if (!make_bkernels(ks, pl, direct ? pr.ldc : kTaskCols, !direct || pr.beta == 0.f)) return false;
   const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
