@@ -15,8 +15,11 @@
 //   - op(A), times alpha, into chunks of the inner dimension: chunk q holds
 //     every row of op(A) restricted to the chunk, m x chunk row-major
 //     (libxsmm's B, ldb = chunk). A stored [k, m] A is transposed while packed.
-//   Both operands then read the same way whatever their stored layout, so the
-//   result is bitwise the same whichever operand is stored transposed.
+//     With alpha 1, A is read where it is instead (read_a_in_place); stored
+//     [k, m], through kernels that read libxsmm's B transposed.
+//   The kernels sum the same products in the same order whatever the stored
+//   layouts, so the result is bitwise the same whichever operand is stored
+//   transposed.
 //
 // Blocking (fixed by the shape only, never by the thread count):
 //   - C is cut into tasks of at most kTaskRows rows x kTaskCols columns; one
@@ -260,18 +263,28 @@ void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, 
 // same order either way: the bits do not change.
 bool read_b_in_place(bool tb, std::int64_t m) { return !tb && m <= 2 * kTaskRows; }
 
-bool read_a_in_place(const Problem& pr) { return !pr.ta && pr.alpha == 1.f; }
+// A stored [k, m] (a weight gradient dY^T X) is read in place too, by kernels
+// generated with LIBXSMM_GEMM_FLAG_TRANS_B: each step of k broadcasts a run of
+// one stored row. Packing it means transposing it, which is memory-latency
+// bound (TSC cycles, Zen 4 VM: 6-19 % of char_lm's weight gradients' time);
+// in place against packed, alternating call by call (an ad-hoc program on
+// libms, Zen 4 VM, 1 thread, medians of 15 pairs, A^T B): 768 x 192 x 4096
+// 1.21x, 576 x 192 x 4096 1.14x, 192 x 192 x 4096 1.23x, 1024^3 1.05x,
+// 512 x 784 x 64 1.01x; the same bits.
+bool read_a_in_place(const Problem& pr) { return pr.alpha == 1.f; }
 
-// Where the rows of op(A) of chunk q start (row stride lda in place, else chunk).
+// Where the rows of op(A) of chunk q start: in place, row i0 (column i0 of a
+// stored [k, m] A, whose rows are lda apart); packed, rows chunk apart.
 const float* a_rows(const Plan& pl, const Problem& pr, const float* pa, std::int64_t q,
                     std::int64_t i0) {
-  return pr.a_in_place ? pr.a + i0 * pr.lda + q * pl.chunk
-                       : pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+  if (!pr.a_in_place) return pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+  return pr.ta ? pr.a + q * pl.chunk * pr.lda + i0 : pr.a + i0 * pr.lda + q * pl.chunk;
 }
 
 // The JIT kernels of one product, generated before C is touched: full and
 // edge panel width x full and edge task height x full and last chunk depth x
-// (into a group's sum block | into C) x (overwrite | accumulate).
+// (into a group's sum block | into C) x (overwrite | accumulate). With
+// `a_transposed` they read op(A) as a stored [k, m] A (libxsmm's B transposed).
 struct Kernels {
   Kernel k[2][2][2][2][2] = {};
   Kernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth, bool into_c,
@@ -282,7 +295,7 @@ struct Kernels {
 };
 
 bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
-                  std::int64_t ld_c, float beta_c) {
+                  bool a_transposed, std::int64_t ld_c, float beta_c) {
   // Only the kernels run_task calls: into the block only past the first
   // group; into C overwriting only when beta is 0, accumulating when beta is
   // not 0 or the first group has more than one chunk.
@@ -306,7 +319,8 @@ bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t l
                 (di == 1 && depths[1] == depths[0]))
               continue;
             const float beta = acc ? 1.f : 0.f;
-            const int flags = acc ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0;
+            const int flags = (acc ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0) |
+                              (a_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE);
             Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
                                            static_cast<libxsmm_blasint>(rows[ri]),
                                            static_cast<libxsmm_blasint>(depths[di]), &lda, &ldb,
@@ -518,7 +532,7 @@ bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t 
   const Plan pl(m, n, k, false);
   Kernels ks;
   if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
-                    pr.ldc, pr.beta))
+                    pr.a_in_place && pr.ta, pr.ldc, pr.beta))
     return false;
   const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
@@ -577,13 +591,11 @@ Scratch& swap_scratch() {
 //     A is stored [k, m]). That pays for few rows and many columns (MLP
 //     784 -> 512 forward at batch 64, x W^T);
 //   - with A stored [k, m] and B [k, n] (a weight gradient dY^T X), A is
-//     transposed while packed (m k moves) and B's panels copied (n k, none
-//     for a few hundred rows, read_b_in_place); swapped, B is transposed and
-//     A copied or read in place. That pays for many rows and few columns
-//     (char_lm's 192 -> 768 and 192 -> 576 weight gradients at 4096 tokens,
-//     bm_gemm's m:768/n:192/k:4096 and m:576/n:192/k:4096; char_lm's step
-//     on 1 thread, old and new alternating, 3 runs of 60 steps each on the
-//     Zen 4 VM: 1.44 -> 1.59 steps/s).
+//     read in place and B's panels copied (n k moves, none for a few hundred
+//     rows, read_b_in_place); swapped, B is read in place and A copied or
+//     read in place. That pays for many rows and few columns (char_lm's
+//     192 -> 768 and 192 -> 576 weight gradients at 4096 tokens, bm_gemm's
+//     m:768/n:192/k:4096 and m:576/n:192/k:4096).
 // Each element of C is the same sum in the same order either way (the two
 // factors of each multiply-add swap places), so the result keeps its bits.
 bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
@@ -593,7 +605,7 @@ bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
   if (tb) return dn * dk > 2 * ((ta ? 0 : dm) * dk + 4 * dm * dn);
   if (!ta) return false;
   // Swapped, B [k, n] becomes the transposed A and A [k, m] the B of n rows.
-  const double packed = dm * dk + (read_b_in_place(false, m) ? 0 : dn * dk);
+  const double packed = read_b_in_place(false, m) ? 0 : dn * dk;
   const double swapped =
       dn * dk + (read_b_in_place(false, n) ? 0 : dm * dk) + (beta == 0.f ? 1 : 2) * dm * dn;
   return swapped < packed;

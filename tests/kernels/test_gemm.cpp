@@ -275,19 +275,22 @@ TEST_SUITE("kernels") {
                                  b = small_ints(p.b().size(), gen),
                                  c0 = small_ints(p.c_size(), gen);
         const std::vector<double> ab = reference(p, a, b);
-        for (const float beta : {0.f, 1.f, 0.5f}) {
+        // alpha 1: libxsmm reads A where it is stored (either layout); 2: packed
+        for (const std::array<float, 2> scales : std::array<std::array<float, 2>, 6>{
+                 {{1.f, 0.f}, {1.f, 1.f}, {1.f, 0.5f}, {2.f, 0.f}, {2.f, 1.f}, {2.f, 0.5f}}}) {
+          const float alpha = scales[0], beta = scales[1];
           // beta 0 never reads C: NaNs there must not reach the result.
           std::vector<float> c_in = c0;
           if (beta == 0.f) c_in.assign(c_in.size(), std::numeric_limits<float>::quiet_NaN());
           for (const std::string& backend : backends)
             for (int nt : {1, 2}) {
               ms::set_num_threads(nt);
-              const std::vector<float> c = run_on(backend, p, 2.f, a, b, beta, c_in);
+              const std::vector<float> c = run_on(backend, p, alpha, a, b, beta, c_in);
               std::int64_t wrong = 0, padding_changed = 0;
               for (std::int64_t i = 0; i < m; ++i) {
                 for (std::int64_t j = 0; j < n; ++j) {
                   const auto at = static_cast<std::size_t>(i * p.ldc() + j);
-                  const double want = 2 * ab[static_cast<std::size_t>(i * n + j)] +
+                  const double want = alpha * ab[static_cast<std::size_t>(i * n + j)] +
                                       (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
                   wrong += static_cast<double>(c[at]) != want;
                 }
@@ -304,6 +307,7 @@ TEST_SUITE("kernels") {
               CAPTURE(k);
               CAPTURE(p.ta);
               CAPTURE(p.tb);
+              CAPTURE(alpha);
               CAPTURE(beta);
               CHECK(wrong == 0);
               CHECK(padding_changed == 0);
