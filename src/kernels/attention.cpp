@@ -103,6 +103,22 @@ struct Rows {
   }
 };
 
+// Asks for rows [0, rows) of problem b of `r` (`cols` elements each) a problem
+// ahead of their use: the heads split out of a packed projection are rows of
+// two cache lines, 2304 bytes apart in char_lm, which the hardware prefetcher
+// does not follow. char_lm's attention (forward and backward of one layer
+// under jit, an ad-hoc program alternating with and without, Zen 4 VM, medians
+// of 100 pairs): 1.06x on 1 thread, 1.07x on 2.
+template <class S>
+void prefetch_rows(const Rows<const S>& r, std::int64_t b, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t bytes = cols * static_cast<std::int64_t>(sizeof(S));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const char* p = reinterpret_cast<const char*>(r.at(b, i));
+    for (std::int64_t o = 0; o < bytes; o += kAlign) __builtin_prefetch(p + o, 0, 2);
+    __builtin_prefetch(p + bytes - 1, 0, 2);
+  }
+}
+
 // A block of `rows` rows of a chunk's scratch, kAlign-aligned rows `ld`
 // apart, so that Eigen's vectorized loops (whose scalar head and tail depend
 // on a row's address) round alike on every call and thread.
@@ -147,7 +163,7 @@ struct Scratch {
 template <class T, class S>
 struct Ctx {
   Rows<const S> q, k, v;
-  std::int64_t tq = 0, tk = 0, e = 0, ev = 0;
+  std::int64_t batch = 0, tq = 0, tk = 0, e = 0, ev = 0;
   T scale = 1;
   bool causal = false;
   std::int64_t shift = 0;  // tk - tq: row i sees keys j <= i + shift
@@ -160,6 +176,7 @@ struct Ctx {
       : q(q_, p.batch),
         k(k_, p.batch),
         v(v_, p.batch),
+        batch(p.batch),
         tq(p.tq),
         tk(p.tk),
         e(p.e),
@@ -174,6 +191,17 @@ struct Ctx {
     const auto& st = p.mask.strides();
     mask_rs = st[st.size() - 2];
     mask_cs = st[st.size() - 1];
+  }
+
+  // Prefetches q, k and v of problem b (prefetch_rows) when it exists and
+  // has several query rows (a decoding step's single row reads its cache's
+  // contiguous rows, which the hardware prefetcher follows); true if it did.
+  bool prefetch(std::int64_t b) const {
+    if (tq < 2 || b >= batch) return false;
+    prefetch_rows(q, b, tq, e);
+    prefetch_rows(k, b, tk, e);
+    prefetch_rows(v, b, tk, ev);
+    return true;
   }
 
   // One past the last key that query row i may see.
@@ -534,7 +562,11 @@ void forward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, cons
   parallel_for(p.batch * rbs, grain_items(c), [&](std::int64_t begin, std::int64_t end) {
     const ChunkWork<T> lease(p.e, p.ev, p.tk);
     Work<T>& w = *lease;
-    for (std::int64_t it = begin; it < end; ++it) forward_block(c, w, it / rbs, it % rbs, o, l);
+    for (std::int64_t it = begin; it < end; ++it) {
+      const std::int64_t b = it / rbs;
+      if (it % rbs == 0) c.prefetch(b + 1);
+      forward_block(c, w, b, it % rbs, o, l);
+    }
   });
 }
 
@@ -637,6 +669,7 @@ void backward_t(const AttentionProblem& p, const Tensor& q, const Tensor& k, con
                    Work<T>& w = *lease;
                    w.ds.resize(static_cast<std::size_t>(p.tq * ldds));
                    for (std::int64_t b = begin; b < end; ++b) {
+                     if (c.prefetch(b + 1)) prefetch_rows(g.dout, b + 1, p.tq, p.ev);
                      for (std::int64_t kb = 0; kb < kbs; ++kb)
                        key_block(c, g, w, b, kb, w.ds.data(), ldds);
                      for (std::int64_t rb = 0; rb < rbs; ++rb)
