@@ -606,13 +606,17 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
   const std::int64_t first = c.causal ? std::clamp<std::int64_t>(j0 - c.shift, 0, c.tq) : 0;
   for (std::int64_t i0 = first / kRows * kRows; i0 < c.tq; i0 += kRows) {
     const std::int64_t m = std::min(kRows, c.tq - i0);
+    // The keys these rows may see (all n but where the causal band cuts the
+    // block): the others' probabilities and dS are 0 and add nothing.
+    const std::int64_t seen = std::min(n, c.key_end(i0 + m - 1) - j0);
     const Blk<T> q = w.qb.load(c.q.at(b, i0), c.q.rs, m, c.e, c.scale);
     const Blk<T> dout = w.gb.load(g.dout.at(b, i0), g.dout.rs, m, c.ev);
-    block_grads(c, g, w, b, i0, m, j0, n);
+    block_grads(c, g, w, b, i0, m, j0, seen);
     if (ds != nullptr)
-      Blk<T>(ds + i0 * ldds + j0, m, n, Eigen::OuterStride<>(ldds)) = w.dp.blk(m, n);
-    w.mm(dv, w.s.blk(m, n), true, dout, true);
-    w.mm(dk, w.dp.blk(m, n), true, q, true);  // scale dS^T q: q is scaled
+      Blk<T>(ds + i0 * ldds + j0, m, seen, Eigen::OuterStride<>(ldds)) = w.dp.blk(m, seen);
+    Blk<T> dvs = w.acc2.blk(seen, c.ev), dks = w.acc.blk(seen, c.e);
+    w.mm(dvs, w.s.blk(m, seen), true, dout, true);
+    w.mm(dks, w.dp.blk(m, seen), true, q, true);  // scale dS^T q: q is scaled
   }
   w.acc.store(g.dk.at(b, j0), g.dk.rs, n, c.e);
   w.acc2.store(g.dv.at(b, j0), g.dv.rs, n, c.ev);
@@ -620,9 +624,9 @@ void key_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_
 
 // dq of query rows [i0, i0 + m) of problem b: a sum over the key blocks they
 // see, in order, of dS k; dS computed again (block_grads), or read from `ds`
-// where key_block kept it (rows `ldds` apart). The sums run in the same order;
-// dS is the same but where the causal band cuts a key block shorter here than
-// in key_block (Tq < Tk), and exp rounds its vector tail differently.
+// where key_block kept it (rows `ldds` apart). The sums run in the same order
+// and dS is the same either way: both cut a key block where the causal band
+// ends.
 template <class T, class S>
 void query_block(const Ctx<T, S>& c, const Grads<T, S>& g, Work<T>& w, std::int64_t b,
                  std::int64_t rb, const T* ds = nullptr, std::int64_t ldds = 0) {
