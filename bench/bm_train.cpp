@@ -8,6 +8,11 @@
 //                                   master weights), beside BM_TrainMlp_Ms
 //   BM_TrainCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), ms::jit step
 //   BM_TrainCnn_Torch/batch:64/nt:N the same step in LibTorch
+//   BM_TrainGpt_Ms/batch:32/nt:N    examples/char_lm's model and step at its defaults
+//                                   (ms::nn::Gpt, 4 layers, d_model 192, 6 heads,
+//                                   context 128; AdamW, clip_grad_norm 1, one jitted step)
+//   BM_TrainGpt_Torch/batch:32/nt:N the same step on its LibTorch twin (bench/gpt_torch.hpp,
+//                                   char_lm_torch's step: torch::optim::AdamW, ms's clip rule)
 //   BM_CellCall_Dense/nt:1          net(x): Dense 784->512 at batch 1 through Cell::operator()
 //   BM_CellConstruct_Dense/nt:1     net.construct(x): the same without the cell call
 //   BM_CellCallHooked_Dense/nt:1    net(x) with one no-op forward hook (what a hook costs)
@@ -18,13 +23,21 @@
 // time). Each ms step benchmark checks after its loop that the step compiled
 // exactly once (the loop ran cache hits). Each LibTorch benchmark first runs
 // three steps of a fresh ms trainer and of LibTorch from the same weights and
-// checks that the three losses agree (the benchmark fails otherwise).
+// checks that the three losses agree (the benchmark fails otherwise). The GPT
+// steps run on 8 batches of uniform byte tokens [32, 128] (next tokens [32, 128]);
+// BM_TrainGpt_Torch starts from the ms model's initial weights and checks that
+// its first loss agrees with ms's to 1e-4. Their repetitions interleave, so the
+// ratio does not move with the host's speed as bench/char_lm_twin.sh's
+// (two processes one after the other) does.
 // bench/compare_train.sh runs them and prints the table with the ratios.
 #include <algorithm>
 #include <functional>
 
 #include "bench_common.hpp"
 #include "train_models.hpp"
+#if MS_BENCH_TORCH
+#include "gpt_torch.hpp"
+#endif
 
 namespace {
 
@@ -106,6 +119,98 @@ void BM_Train_Torch(benchmark::State& state) {
 }
 #endif
 
+// ---------------------------------------------------------------- GPT (char_lm)
+
+constexpr std::int64_t kGptBatch = 32, kGptContext = 128, kGptBatches = 8;
+constexpr double kGptLr = 1e-3, kGptWeightDecay = 0.1, kGptClip = 1.0;
+
+// Token batches (x, y) of uniform bytes from a fixed seed.
+struct GptBatches {
+  std::vector<ms::Tensor> x, y;
+  GptBatches() {
+    ms::Generator gen(11);
+    for (std::int64_t i = 0; i < kGptBatches; ++i) {
+      x.push_back(ms::randint(0, 256, ms::Shape({kGptBatch, kGptContext}), gen));
+      y.push_back(ms::randint(0, 256, ms::Shape({kGptBatch, kGptContext}), gen));
+    }
+  }
+};
+
+// char_lm's model, optimizer and jitted step (examples/char_lm.cpp).
+struct MsGptTrainer {
+  ms::nn::Gpt gpt{
+      {.vocab_size = 256, .block_size = kGptContext, .n_layer = 4, .n_head = 6, .n_embd = 192}};
+  ms::optim::AdamW opt{gpt.trainable_params(), {.lr = kGptLr, .weight_decay = kGptWeightDecay}};
+  std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> step_fn =
+      [this](const ms::Tensor& x, const ms::Tensor& y) {
+        auto loss_fn = [this](const ms::Tensor& a, const ms::Tensor& b) {
+          return ms::nn::cross_entropy(gpt(a), b);
+        };
+        auto [loss, grads] = ms::value_and_grad(
+            loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
+        opt.apply(ms::nn::clip_grad_norm(grads, kGptClip).grads);
+        return loss;
+      };
+  decltype(ms::jit(
+      std::declval<std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)>>())) step =
+      ms::jit(step_fn);
+};
+
+void BM_TrainGpt_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(1));
+  const GptBatches data;
+  ms::default_generator().manual_seed(kSeed);
+  MsGptTrainer t;
+  t.step(data.x[0], data.y[0]);  // traces and compiles
+  t.step(data.x[1], data.y[1]);  // plans the arena
+  std::int64_t i = 2;
+  ms::Tensor loss;
+  for (auto _ : state) {
+    loss = t.step(data.x[static_cast<std::size_t>(i % kGptBatches)],
+                  data.y[static_cast<std::size_t>(i % kGptBatches)]);
+    benchmark::DoNotOptimize(loss.raw_data());
+    ++i;
+  }
+  if (t.step.compile_count() != 1) state.SkipWithError("the GPT step compiled more than once");
+  set_counters(state, kGptBatch, loss.item<float>());
+}
+
+#if MS_BENCH_TORCH
+void BM_TrainGpt_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(1));
+  const GptBatches data;
+  ms::default_generator().manual_seed(kSeed);
+  MsGptTrainer ms_side;
+  ms::io::SafetensorsFile init;
+  init.tensors = ms_side.gpt.state_dict();
+  bench::GptTorch gpt({256, kGptContext, 4, 6, 192});
+  gpt.load(init, "the ms model's initial weights");
+  torch::optim::AdamW opt(gpt.parameters(), torch::optim::AdamWOptions(kGptLr)
+                                                .betas({0.9, 0.999})
+                                                .eps(1e-8)
+                                                .weight_decay(kGptWeightDecay));
+  auto step = [&](std::int64_t i) {
+    opt.zero_grad();
+    torch::Tensor loss = bench::gpt_loss(gpt, data.x[static_cast<std::size_t>(i % kGptBatches)],
+                                         data.y[static_cast<std::size_t>(i % kGptBatches)]);
+    loss.backward();
+    bench::clip_grad_norm(gpt.parameters(), kGptClip);
+    opt.step();
+    return loss.item<double>();
+  };
+  const double ms_first = ms_side.step(data.x[0], data.y[0]).item<double>();
+  const double torch_first = step(0);  // also LibTorch's allocator warm-up
+  if (!(std::abs(torch_first - ms_first) <= 1e-4 * std::abs(ms_first))) {
+    state.SkipWithError("the GPT twins' first losses differ");
+    return;
+  }
+  std::int64_t i = 1;
+  double loss = 0;
+  for (auto _ : state) loss = step(i++);
+  set_counters(state, kGptBatch, loss);
+}
+#endif
+
 // ---------------------------------------------------------------- cell call overhead
 
 struct DenseCase {
@@ -157,7 +262,19 @@ BENCHMARK(BM_Train_Ms<bench::MsMLP, true>)
 BENCHMARK(BM_Train_Ms<bench::MsCNN>)
     ->Name("BM_TrainCnn_Ms")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
+BENCHMARK(BM_TrainGpt_Ms)
+    ->ArgNames({"batch", "nt"})
+    ->Args({kGptBatch, 1})
+    ->Args({kGptBatch, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 #if MS_BENCH_TORCH
+BENCHMARK(BM_TrainGpt_Torch)
+    ->ArgNames({"batch", "nt"})
+    ->Args({kGptBatch, 1})
+    ->Args({kGptBatch, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Train_Torch<bench::MsMLP>)
     ->Name("BM_TrainMlp_Torch")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });

@@ -75,12 +75,6 @@ void set_threads(const Args& a) {
   at::set_num_threads(n);
 }
 
-// A LibTorch view of an int64 ms batch tensor (the batch outlives its use).
-torch::Tensor view_of(const ms::Tensor& t) {
-  std::vector<std::int64_t> sizes(t.shape().begin(), t.shape().end());
-  return torch::from_blob(const_cast<std::byte*>(t.raw_data()), sizes, torch::kInt64);
-}
-
 bench::GptTorch load_model(const std::string& path) {
   const ms::io::SafetensorsFile f = ms::io::load_safetensors(path);
   bench::GptTorch gpt(bench::gpt_config(f.metadata, path));
@@ -94,26 +88,6 @@ double lr_at(double base, std::int64_t warmup, std::int64_t total, double min_lr
   return ms::optim::cosine_lr(base, min_lr, n - warmup, total - warmup);
 }
 
-// ms::nn::clip_grad_norm's rule, in place: the gradients times
-// max_norm / (norm + 1e-6) when their global 2-norm exceeds max_norm.
-void clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
-  std::vector<torch::Tensor> norms;
-  for (const auto& p : params)
-    if (p.grad().defined()) norms.push_back(p.grad().norm());
-  if (norms.empty()) return;
-  const double total = torch::stack(norms).norm().item<double>();
-  if (!(total > max_norm)) return;
-  const double scale = max_norm / (total + 1e-6);
-  for (const auto& p : params)
-    if (p.grad().defined()) p.grad().mul_(scale);
-}
-
-torch::Tensor loss_of(const bench::GptTorch& gpt, const ms::Tensor& x, const ms::Tensor& y) {
-  const torch::Tensor logits = gpt.forward(view_of(x));
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
-                                              view_of(y).reshape({-1}));
-}
-
 // char_lm's validation: the mean loss (nats) of the first `batches` full batches.
 double validation_loss(const bench::GptTorch& gpt, ms::data::ByteTextLoader& loader,
                        std::int64_t batch, std::int64_t batches) {
@@ -123,7 +97,7 @@ double validation_loss(const bench::GptTorch& gpt, ms::data::ByteTextLoader& loa
   for (auto& [x, y] : loader) {
     if (n == batches) break;
     if (x.dim(0) != batch) continue;
-    total += loss_of(gpt, x, y).item<double>();
+    total += bench::gpt_loss(gpt, x, y).item<double>();
     ++n;
   }
   return n > 0 ? total / static_cast<double>(n) : std::nan("");
@@ -148,9 +122,9 @@ struct Trainer {
     static_cast<torch::optim::AdamWOptions&>(opt.param_groups()[0].options())
         .lr(lr_at(base, warmup, steps, base / 10, done));
     opt.zero_grad();
-    torch::Tensor loss = loss_of(gpt, x, y);
+    torch::Tensor loss = bench::gpt_loss(gpt, x, y);
     loss.backward();
-    clip_grad_norm(gpt.parameters(), clip);
+    bench::clip_grad_norm(gpt.parameters(), clip);
     opt.step();
     const double v = loss.item<double>();
     if (done > 0)  // as char_lm: the first step (allocator warm-up here) is left out

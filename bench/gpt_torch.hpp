@@ -1,7 +1,9 @@
 // bench/gpt_torch.hpp — the LibTorch twin of ms::nn::Gpt (ms/nn/transformer.hpp)
-// for bench/char_lm_torch.cpp: the same model, written with plain LibTorch
-// tensor ops, its parameters loaded by name from a safetensors file of ms's
-// (char_lm --save-init, or char_lm's checkpoint).
+// for bench/char_lm_torch.cpp and bench/bm_train.cpp: the same model, written
+// with plain LibTorch tensor ops, its parameters loaded by name from a
+// safetensors file of ms's (char_lm --save-init, or char_lm's checkpoint) or
+// from an ms model's state_dict(); with the loss and clipping rule of
+// char_lm's step (gpt_loss, clip_grad_norm).
 //
 // The model, as ms's: token and learned position embeddings (wte, wpe);
 // n_layer pre-norm blocks x += attn(norm1(x)); x += ff(norm2(x)), the
@@ -305,5 +307,33 @@ class GptTorch {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::map<std::string, std::size_t> index_;
 };
+
+/// A LibTorch view of an int64 ms tensor (which must outlive the view).
+inline torch::Tensor int64_view(const ms::Tensor& t) {
+  std::vector<std::int64_t> sizes(t.shape().begin(), t.shape().end());
+  return torch::from_blob(const_cast<std::byte*>(t.raw_data()), sizes, torch::kInt64);
+}
+
+/// The mean cross-entropy (nats) of gpt's logits for token ids x [B, T]
+/// against the next tokens y [B, T] (ms int64 batches), as char_lm's loss.
+inline torch::Tensor gpt_loss(const GptTorch& gpt, const ms::Tensor& x, const ms::Tensor& y) {
+  const torch::Tensor logits = gpt.forward(int64_view(x));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                              int64_view(y).reshape({-1}));
+}
+
+/// ms::nn::clip_grad_norm's rule, in place: the gradients times
+/// max_norm / (norm + 1e-6) when their global 2-norm exceeds max_norm.
+inline void clip_grad_norm(const std::vector<torch::Tensor>& params, double max_norm) {
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params)
+    if (p.grad().defined()) norms.push_back(p.grad().norm());
+  if (norms.empty()) return;
+  const double total = torch::stack(norms).norm().item<double>();
+  if (!(total > max_norm)) return;
+  const double scale = max_norm / (total + 1e-6);
+  for (const auto& p : params)
+    if (p.grad().defined()) p.grad().mul_(scale);
+}
 
 }  // namespace bench
