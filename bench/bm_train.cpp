@@ -156,6 +156,14 @@ struct MsGptTrainer {
       ms::jit(step_fn);
 };
 
+void gpt_step_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"batch", "nt"})
+      ->Args({kGptBatch, 1})
+      ->Args({kGptBatch, 2})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
 void BM_TrainGpt_Ms(benchmark::State& state) {
   bench::set_threads(state.range(1));
   const GptBatches data;
@@ -262,19 +270,9 @@ BENCHMARK(BM_Train_Ms<bench::MsMLP, true>)
 BENCHMARK(BM_Train_Ms<bench::MsCNN>)
     ->Name("BM_TrainCnn_Ms")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
-BENCHMARK(BM_TrainGpt_Ms)
-    ->ArgNames({"batch", "nt"})
-    ->Args({kGptBatch, 1})
-    ->Args({kGptBatch, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainGpt_Ms)->Apply(gpt_step_args);
 #if MS_BENCH_TORCH
-BENCHMARK(BM_TrainGpt_Torch)
-    ->ArgNames({"batch", "nt"})
-    ->Args({kGptBatch, 1})
-    ->Args({kGptBatch, 2})
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainGpt_Torch)->Apply(gpt_step_args);
 BENCHMARK(BM_Train_Torch<bench::MsMLP>)
     ->Name("BM_TrainMlp_Torch")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, false); });
