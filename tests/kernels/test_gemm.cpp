@@ -319,10 +319,10 @@ TEST_SUITE("kernels") {
   TEST_CASE("gemm on libxsmm: products cut into slabs, exactly, on 1 and 2 threads") {
     // k = 4096: each packed operand is cut into slabs of 256 rows of A or 192
     // columns of B. 300 x 300 (both transposed: 2 x 2 slabs, each packed
-    // operand reused while the other's slab changes) and 600 x 100 (A
-    // transposed, B packed: the rows-outer order; with alpha 1 computed as
-    // (B^T A)^T, C through its transpose when beta is not 0). Small integers:
-    // every sum is exact.
+    // operand reused while the other's slab changes; with alpha 1 computed as
+    // (B^T A)^T, C through its transpose when beta is not 0) and 600 x 100 (A
+    // transposed, B packed: with alpha 2 the rows-outer order; with alpha 1 A
+    // read in place). Small integers: every sum is exact.
     if (!has_libxsmm()) return;
     ThreadGuard guard;
     std::mt19937 gen(21);
@@ -556,7 +556,7 @@ TEST_SUITE("kernels") {
           std::array<std::int64_t, 3>{300, 200, 129},
           // rows of A and B a whole, even number of cache lines apart (read in place)
           std::array<std::int64_t, 3>{96, 256, 512},
-          // many rows, few columns, deep (groups of k): A^T B is computed as (B^T A)^T
+          // many rows, few columns, deep (groups of k): A^T B reads A in place
           std::array<std::int64_t, 3>{520, 96, 1100}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
