@@ -166,8 +166,9 @@ def med(name, key):
         return statistics.median(r["real_time"] * scale[r["time_unit"]] for r in rs)
     return statistics.median(r[key] for r in rs)
 
-def num(v):
-    return f"{v:.0f}" if v >= 10 else f"{v:.2f}"
+def num(v, digits=0):
+    """steps/s with `digits` decimals, or two below 10 (the GPT's rates)."""
+    return f"{v:.{digits}f}" if v >= 10 else f"{v:.2f}"
 
 def spread(name):
     rs = res.get(name)
@@ -197,7 +198,7 @@ for nt in (1, 2):
         ld = loads.get(f"{model}_b{batch}_nt{nt}", [])
         ldt = "-".join(f"{x:.1f}" for x in ld) if ld else "n/a"
         name = {"mlp": "MLP 784-512-256-10", "cnn": "CNN", "gpt": "GPT (char_lm)"}[model]
-        f = lambda v: "n/a" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+        f = lambda v: "n/a" if v is None else num(v, 1)
         rt = "n/a" if ratio is None else f"**{ratio:.2f}x**"
         print(f"| {name} | {batch} | {nt} | {f(ms_s)} ({spread(m)}) | {f(th_s)} ({spread(t)}) | "
               f"{rt} | {ldt} |")
