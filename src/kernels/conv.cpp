@@ -7,7 +7,9 @@
 // take the Winograd F(2x2, 3x3) path instead: 2.25x fewer multiplications.
 // float32 convolutions (and bfloat16 forwards and input gradients) at stride 1
 // along the width run on libxsmm's batch-reduce kernels instead when libxsmm is
-// usable (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes.
+// usable (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes;
+// the forward and weight gradient of 3x3 convolutions with padding 1 over a
+// few input channels on ms's AVX-512 kernels (src/kernels/conv_narrow.cpp).
 // The other bfloat16 gradients take the im2col path on gemm_bf16 (float32
 // sums of bfloat16 products; no Winograd: its transforms would round).
 #include "ms/kernels/conv.hpp"
@@ -19,6 +21,7 @@
 #endif
 
 #include "conv_libxsmm.hpp"
+#include "conv_narrow.hpp"
 #include "ms/core/tensor.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
@@ -327,7 +330,9 @@ bool direct_forward(const float* x, const float* w, const float* bias, float* y,
                                   pool2x2_planes(pc.y, pc.pooled, pc.index, first, count, *pc.g);
                                 },
                                 &pool};
-  return detail::conv_direct_forward(x, w, bias, y, g, relu, pooled != nullptr ? &done : nullptr);
+  const detail::PlanesDone* const after = pooled != nullptr ? &done : nullptr;
+  return detail::conv_narrow_forward(x, w, bias, y, g, relu, after) ||
+         detail::conv_direct_forward(x, w, bias, y, g, relu, after);
 }
 
 // U [16, rows, cols] of the kernels: kernel (r, s) is w[(r * cols + s) * 9 ..]
@@ -803,7 +808,9 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
   }
   const ConvAlgo algo = algorithm_of<T>(g, ConvPass::GradWeight);
   if constexpr (std::is_same_v<T, float>)
-    if (algo == ConvAlgo::Direct && detail::conv_direct_grad_weight(x, gy, dw, g)) return;
+    if (algo == ConvAlgo::Direct && (detail::conv_narrow_grad_weight(x, gy, dw, g, kWeightChunks) ||
+                                     detail::conv_direct_grad_weight(x, gy, dw, g)))
+      return;
   if (algo == ConvAlgo::Winograd) {
     winograd_grad_weight(x, gy, dw, g);
     return;
@@ -868,7 +875,9 @@ bool avx512_half_width() noexcept {
 }
 
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
-  const bool direct = detail::conv_direct_fits(g, pass), wino = winograd_fits(g, pass);
+  const bool narrow_direct = detail::conv_narrow_fits(g, pass);
+  const bool direct = narrow_direct || detail::conv_direct_fits(g, pass);
+  const bool wino = winograd_fits(g, pass);
   switch (g.algo) {
     case ConvAlgo::Im2col: return ConvAlgo::Im2col;
     case ConvAlgo::Winograd:
@@ -898,9 +907,13 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   // 0.66 and 0.76 / 0.75 (1 / 2 threads); so Auto takes Winograd for every
   // pass there.
   // Below 16 channels per group (16: the smallest width of a full AVX-512
-  // vector; between the measured 1 and 32) every pass takes Im2col.
+  // vector; between the measured 1 and 32) libxsmm's kernels are too narrow:
+  // the forward and weight gradient take the narrow kernels where they apply
+  // (src/kernels/conv_narrow.cpp; conv1 on the Zen 4 VM: forward 0.89 / 0.78
+  // of the peak against Im2col's 0.62 / 0.45, weight gradient 0.71 / 0.63
+  // against 0.38 / 0.32), everything else Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
-  if (narrow) return ConvAlgo::Im2col;
+  if (narrow) return narrow_direct ? ConvAlgo::Direct : ConvAlgo::Im2col;
   if (wino && (pass == ConvPass::Forward || avx512_half_width())) return ConvAlgo::Winograd;
   if (direct) return ConvAlgo::Direct;
   return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;

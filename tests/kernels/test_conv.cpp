@@ -1,7 +1,8 @@
 // kernels/conv.hpp: conv2d, conv2d_grad_input and conv2d_grad_weight on each
-// algorithm (Direct on libxsmm's batch-reduce kernels, Winograd, Im2col)
+// algorithm (Direct on libxsmm's batch-reduce kernels or, for 3x3 kernels
+// with padding 1 over few channels, ms's narrow kernels; Winograd, Im2col)
 // against naive float64 loops over odd shapes (sizes 1, 7, 17, 33; channels
-// 1, 3, 17; strides, paddings, dilations, groups), within the error bound of a
+// 1 to 4, 17; strides, paddings, dilations, groups), within the error bound of a
 // float32 sum of that many terms; 1 and 2 threads bitwise; the fused relu and
 // 2x2 pooling of the forward; and the bfloat16 forward (conv2d_bf16) against
 // float64 sums of the bfloat16 values (within one bfloat16 rounding) and of
@@ -57,7 +58,10 @@ Conv2dGeometry geometry(const Case& t) {
 }
 
 // The geometries: the CNN's two layers (batch cut to 2), then odd sizes,
-// channel counts, strides, paddings, dilations and groups.
+// channel counts, strides, paddings, dilations and groups; the last four are
+// Direct's narrow shapes (3x3, padding 1, 1 to 4 channels): more images than
+// the weight gradient's 8 chunks, one row, one column, planes of whole
+// vectors, output channels not a multiple of 4.
 std::vector<Case> cases() {
   return {
       {2, 1, 28, 28, 32, 3, 1, 1, 1, 1}, {2, 32, 14, 14, 64, 3, 1, 1, 1, 1},
@@ -68,7 +72,9 @@ std::vector<Case> cases() {
       {1, 3, 7, 7, 1, 7, 1, 3, 1, 1},    {3, 17, 17, 17, 17, 3, 1, 1, 1, 17},
       {1, 66, 7, 7, 130, 3, 1, 1, 1, 1}, {1, 16, 17, 17, 16, 3, 1, 1, 1, 1},
       {1, 3, 17, 17, 17, 3, 1, 0, 1, 1}, {1, 1, 7, 7, 3, 3, 2, 0, 2, 1},
-      {1, 3, 7, 7, 3, 1, 1, 1, 1, 1},
+      {1, 3, 7, 7, 3, 1, 1, 1, 1, 1},    {9, 2, 5, 6, 5, 3, 1, 1, 1, 1},
+      {2, 4, 1, 17, 3, 3, 1, 1, 1, 1},   {1, 3, 17, 1, 6, 3, 1, 1, 1, 1},
+      {3, 1, 16, 16, 7, 3, 1, 1, 1, 1},
   };
 }
 
@@ -238,10 +244,20 @@ TEST_SUITE("kernels") {
     const ConvAlgo grads = ms::kernels::avx512_half_width() ? ConvAlgo::Winograd : fwd;
     for (ConvPass pass : {ConvPass::GradInput, ConvPass::GradWeight})
       CHECK(ms::kernels::conv2d_algorithm(g, pass) == grads);
-    // One input channel: every pass takes Im2col.
+    // One input channel: the forward and the weight gradient take Direct's
+    // narrow kernels where the build has AVX-512, the input gradient Im2col.
     Conv2dGeometry c1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
-    for (ConvPass pass : {ConvPass::Forward, ConvPass::GradInput, ConvPass::GradWeight})
-      CHECK(ms::kernels::conv2d_algorithm(c1, pass) == ConvAlgo::Im2col);
+#if defined(__AVX512F__)
+    const ConvAlgo narrow = ConvAlgo::Direct;
+#else
+    const ConvAlgo narrow = ConvAlgo::Im2col;
+#endif
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::Forward) == narrow);
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradWeight) == narrow);
+    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradInput) == ConvAlgo::Im2col);
+    // Narrow but not 3x3 with padding 1: Im2col.
+    Conv2dGeometry c1v = geometry({64, 1, 28, 28, 32, 3, 1, 0, 1, 1});
+    CHECK(ms::kernels::conv2d_algorithm(c1v, ConvPass::Forward) == ConvAlgo::Im2col);
     // A stride of 2 along the width never runs Direct; Im2col is always honoured.
     Conv2dGeometry s = geometry({1, 3, 17, 17, 3, 3, 2, 1, 1, 1});
     s.algo = ConvAlgo::Direct;
@@ -257,7 +273,8 @@ TEST_SUITE("kernels") {
 
   TEST_CASE("conv2d with bias, relu and 2x2 pooling: every algorithm, against its own output") {
     for (const Case& t :
-         {Case{2, 32, 14, 14, 64, 3, 1, 1, 1, 1}, Case{2, 3, 17, 17, 17, 3, 1, 1, 1, 1}}) {
+         {Case{2, 32, 14, 14, 64, 3, 1, 1, 1, 1}, Case{2, 3, 17, 17, 17, 3, 1, 1, 1, 1},
+          Case{2, 1, 28, 28, 32, 3, 1, 1, 1, 1}}) {
       Conv2dGeometry g = geometry(t);
       const auto x = random_values(g.n * g.c * g.h * g.w, 4);
       const auto w = random_values(g.o * g.c * g.kh * g.kw, 5);

@@ -1,7 +1,8 @@
 // ms/kernels/conv.hpp — 2-D convolution on NCHW buffers, by one of three
 // algorithms chosen per shape (`conv2d_algorithm`): direct convolution on
 // libxsmm's JIT'ed batch-reduce GEMM kernels (float32 and bfloat16; stride 1
-// along the width), Winograd F(2x2, 3x3) (floating 3x3 kernels at stride 1
+// along the width; for 3x3 kernels with padding 1 over at most 4 input
+// channels, ms's own AVX-512 kernels), Winograd F(2x2, 3x3) (floating 3x3 kernels at stride 1
 // without dilation or groups, >= 16 input and output channels, outputs of at
 // most 32 x 32), or im2col + GEMM (everything). Each is bitwise the same for
 // any thread count; they round differently from one another by a few ulps.
@@ -30,7 +31,8 @@ enum class ConvAlgo : std::uint8_t {
   Auto,      ///< chosen per shape
   Im2col,    ///< im2col + GEMM (any geometry, any dtype)
   Winograd,  ///< Winograd F(2x2, 3x3) (floating types)
-  Direct,    ///< libxsmm batch-reduce kernels (float32; bfloat16 forward)
+  Direct,    ///< libxsmm batch-reduce kernels (float32; bfloat16 forward); narrow inputs:
+             ///< ms's AVX-512 kernels (float32 forward and weight gradient)
 };
 
 /// Which of conv2d's computations: the forward, or one of its gradients.
@@ -60,8 +62,11 @@ struct Conv2dGeometry {
 
 /// The algorithm conv2d<float> (or its gradient `pass`) runs for g: g.algo
 /// when it applies to g, else the fastest that applies as measured by
-/// bench/conv_table.sh on the CNN's shapes: Im2col for convolutions with
-/// fewer than 16 input channels per group; otherwise Winograd for the forward
+/// bench/conv_table.sh on the CNN's shapes: for convolutions with fewer than
+/// 16 input channels per group, Direct's narrow kernels for the forward and
+/// the weight gradient of 3x3 kernels with padding 1 at stride 1 without
+/// dilation or groups over at most 4 channels (builds with AVX-512), Im2col
+/// for everything else; otherwise Winograd for the forward
 /// where it applies (3x3, stride 1, no dilation or groups, at least 16 output
 /// channels, output planes of at most 32 x 32), and for the gradients too on
 /// a CPU whose AVX-512 runs on 256-bit units (avx512_half_width); then Direct

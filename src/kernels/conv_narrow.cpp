@@ -1,0 +1,234 @@
+// 3x3 convolutions with padding 1 at stride 1 of inputs with few channels
+// (the first layer of a network on grayscale or RGB images): there the
+// product's inner dimension is 9 per input channel, too shallow for a GEMM
+// kernel (libxsmm's direct kernels are as wide as the input's channels, and
+// im2col + GEMM spends as much moving the columns as multiplying them).
+//
+// The output plane is the input plane, so output position p (row-major over
+// the plane) reads input p + (i - 1) w + (j - 1) for tap (i, j), where the
+// tap's row and column fall inside the plane. Each AVX-512 vector holds 16
+// consecutive positions; per vector and tap a 16-bit mask (computed once per
+// call) marks the positions whose input lies inside, and masked loads read
+// zeros for the others, exactly the zeros im2col would have placed there.
+//   - forward: per vector, the 9 shifted input vectors of each channel are
+//     multiplied into 4 output channels' accumulators at a time (weights
+//     broadcast), each element a chain of multiply-adds from the bias over
+//     (channel, tap) in order; relu and the image's pooling follow;
+//   - weight gradient: per image and pair of output channels, 18 vector
+//     accumulators (2 channels x 9 taps) sum gy times the shifted input over
+//     the plane; each chunk of the batch keeps its own accumulators, reduced
+//     across lanes at its end, and the chunks' sums are added in order.
+// bench/conv_table.sh compares them with the other algorithms on the CNN's
+// first layer.
+#include "conv_narrow.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ms/core/tensor.hpp"
+#include "ms/kernels/parallel.hpp"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace ms::kernels::detail {
+
+bool conv_narrow_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
+#if defined(__AVX512F__)
+  return pass != ConvPass::GradInput && g.groups == 1 && g.c >= 1 && g.c <= kNarrowChannels &&
+         g.n > 0 && g.o > 0 && g.h > 0 && g.w > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
+         g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph == 1 && g.pw == 1 && g.oh == g.h &&
+         g.ow == g.w;
+#else
+  (void)g;
+  (void)pass;
+  return false;
+#endif
+}
+
+#if defined(__AVX512F__)
+namespace {
+
+constexpr int kTaps = 9;
+
+// The plane's vectors of 16 positions and, per (vector, tap), the lanes whose
+// input lies inside the plane; `last` masks the positions of the last vector.
+struct Plane {
+  std::int64_t size = 0, vecs = 0;
+  std::int64_t offset[kTaps] = {};
+  std::vector<__mmask16> inside;  // [vecs, kTaps]
+  __mmask16 last = 0;
+
+  explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16) {
+    for (int t = 0; t < kTaps; ++t) offset[t] = (t / 3 - 1) * g.w + (t % 3 - 1);
+    inside.assign(static_cast<std::size_t>(vecs * kTaps), 0);
+    for (std::int64_t p = 0; p < size; ++p) {
+      const std::int64_t r = p / g.w, c = p % g.w;
+      for (int t = 0; t < kTaps; ++t) {
+        const std::int64_t rr = r + t / 3 - 1, cc = c + t % 3 - 1;
+        if (rr >= 0 && rr < g.h && cc >= 0 && cc < g.w)
+          inside[static_cast<std::size_t>((p / 16) * kTaps + t)] |=
+              static_cast<__mmask16>(1u << (p % 16));
+      }
+    }
+    const std::int64_t rest = size - (vecs - 1) * 16;
+    last = static_cast<__mmask16>((1u << rest) - 1);
+  }
+  __mmask16 lanes(std::int64_t v) const { return v + 1 == vecs ? last : __mmask16(0xffff); }
+};
+
+// Output channels [o, o + OB) at one vector of positions p of an image, from
+// its shifted input vectors xs [C, 9]: y is the image's output [o, plane].
+template <int C, int OB>
+inline void forward_block(const __m512 (&xs)[C][kTaps], const float* w, const float* bias, float* y,
+                          std::int64_t plane, std::int64_t p, __mmask16 store, std::int64_t o,
+                          bool relu) {
+  __m512 acc[OB];
+  for (int b = 0; b < OB; ++b)
+    acc[b] = bias != nullptr ? _mm512_set1_ps(bias[o + b]) : _mm512_setzero_ps();
+  const float* wo = w + o * C * kTaps;
+  for (int c = 0; c < C; ++c)
+    for (int t = 0; t < kTaps; ++t)
+      for (int b = 0; b < OB; ++b)
+        acc[b] = _mm512_fmadd_ps(_mm512_set1_ps(wo[(b * C + c) * kTaps + t]), xs[c][t], acc[b]);
+  for (int b = 0; b < OB; ++b) {
+    __m512 r = acc[b];
+    if (relu)  // the relu op's rule, x < 0 ? 0 : x: NaN and -0 kept
+      r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_LT_OQ), r,
+                               _mm512_setzero_ps());
+    _mm512_mask_storeu_ps(y + (o + b) * plane + p, store, r);
+  }
+}
+
+// One image: x [C, plane] into y [o, plane]; the input vectors of a position
+// vector are loaded once for all output channels.
+template <int C>
+void forward_image(const float* x, const float* w, const float* bias, float* y, std::int64_t outs,
+                   const Plane& pl, bool relu) {
+  for (std::int64_t v = 0; v < pl.vecs; ++v) {
+    const std::int64_t p = v * 16;
+    const __mmask16* inside = pl.inside.data() + v * kTaps;
+    __m512 xs[C][kTaps];
+    for (int c = 0; c < C; ++c)
+      for (int t = 0; t < kTaps; ++t)
+        xs[c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + pl.offset[t]);
+    const __mmask16 store = pl.lanes(v);
+    std::int64_t o = 0;
+    for (; o + 4 <= outs; o += 4) forward_block<C, 4>(xs, w, bias, y, pl.size, p, store, o, relu);
+    switch (outs - o) {
+      case 3: forward_block<C, 3>(xs, w, bias, y, pl.size, p, store, o, relu); break;
+      case 2: forward_block<C, 2>(xs, w, bias, y, pl.size, p, store, o, relu); break;
+      case 1: forward_block<C, 1>(xs, w, bias, y, pl.size, p, store, o, relu); break;
+      default: break;
+    }
+  }
+}
+
+// acc [OB, C, 9] (vectors) += the image's gy channels [o, o + OB) times its
+// shifted input x [C, plane], over the plane.
+template <int C, int OB>
+inline void grad_weight_block(const float* x, const float* gy, __m512* acc, const Plane& pl,
+                              std::int64_t o) {
+  for (int c = 0; c < C; ++c) {
+    __m512 a[OB][kTaps];
+    for (int b = 0; b < OB; ++b)
+      for (int t = 0; t < kTaps; ++t) a[b][t] = acc[(b * C + c) * kTaps + t];
+    const float* xc = x + c * pl.size;
+    for (std::int64_t v = 0; v < pl.vecs; ++v) {
+      const std::int64_t p = v * 16;
+      const __mmask16* inside = pl.inside.data() + v * kTaps;
+      const __mmask16 lanes = pl.lanes(v);
+      __m512 gv[OB];
+      for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, gy + (o + b) * pl.size + p);
+      for (int t = 0; t < kTaps; ++t) {
+        const __m512 xv = _mm512_maskz_loadu_ps(inside[t], xc + p + pl.offset[t]);
+        for (int b = 0; b < OB; ++b) a[b][t] = _mm512_fmadd_ps(gv[b], xv, a[b][t]);
+      }
+    }
+    for (int b = 0; b < OB; ++b)
+      for (int t = 0; t < kTaps; ++t) acc[(b * C + c) * kTaps + t] = a[b][t];
+  }
+}
+
+// acc [o, C, 9] += one image's share: x [C, plane], gy [o, plane].
+template <int C>
+void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_t outs,
+                       const Plane& pl) {
+  std::int64_t o = 0;
+  for (; o + 3 <= outs; o += 3) grad_weight_block<C, 3>(x, gy, acc + o * C * kTaps, pl, o);
+  if (o + 2 <= outs) grad_weight_block<C, 2>(x, gy, acc + o * C * kTaps, pl, o), o += 2;
+  if (o < outs) grad_weight_block<C, 1>(x, gy, acc + o * C * kTaps, pl, o);
+}
+
+}  // namespace
+#endif
+
+bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
+                         const Conv2dGeometry& g, bool relu, const PlanesDone* done) {
+  if (!conv_narrow_fits(g, ConvPass::Forward)) return false;
+#if defined(__AVX512F__)
+  const Plane pl(g);
+  const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
+  for_items(g.n, parts, [&](std::int64_t img, std::int64_t) {
+    const float* xi = x + img * g.c * pl.size;
+    float* yi = y + img * g.o * pl.size;
+    switch (g.c) {  // 1 to kNarrowChannels
+      case 1: forward_image<1>(xi, w, bias, yi, g.o, pl, relu); break;
+      case 2: forward_image<2>(xi, w, bias, yi, g.o, pl, relu); break;
+      case 3: forward_image<3>(xi, w, bias, yi, g.o, pl, relu); break;
+      default: forward_image<4>(xi, w, bias, yi, g.o, pl, relu); break;
+    }
+    if (done != nullptr) done->fn(done->ctx, img * g.o, g.o);
+  });
+  return true;
+#else
+  (void)x, (void)w, (void)bias, (void)y, (void)relu, (void)done;
+  return false;
+#endif
+}
+
+bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g,
+                             std::int64_t chunks) {
+  if (!conv_narrow_fits(g, ConvPass::GradWeight)) return false;
+#if defined(__AVX512F__)
+  const Plane pl(g);
+  const std::int64_t wnumel = g.o * g.c * kTaps;
+  chunks = std::clamp<std::int64_t>(chunks, 1, g.n);
+  // The chunks' vector accumulators [chunks, o, c, 9] of 16 lanes (64-byte
+  // aligned, as every storage), then their sums [chunks, o, c, 9].
+  Tensor work = empty(Shape{chunks * wnumel * 17}, DType::Float32);
+  auto* const vectors = reinterpret_cast<__m512*>(work.data<float>());
+  float* const sums = work.data<float>() + chunks * wnumel * 16;
+  const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
+  for_items(chunks, parts, [&](std::int64_t chunk, std::int64_t) {
+    __m512* const acc = vectors + chunk * wnumel;
+    for (std::int64_t e = 0; e < wnumel; ++e) acc[e] = _mm512_setzero_ps();
+    const std::int64_t i0 = g.n * chunk / chunks, i1 = g.n * (chunk + 1) / chunks;
+    for (std::int64_t img = i0; img < i1; ++img) {
+      const float* xi = x + img * g.c * pl.size;
+      const float* gi = gy + img * g.o * pl.size;
+      switch (g.c) {  // 1 to kNarrowChannels
+        case 1: grad_weight_image<1>(xi, gi, acc, g.o, pl); break;
+        case 2: grad_weight_image<2>(xi, gi, acc, g.o, pl); break;
+        case 3: grad_weight_image<3>(xi, gi, acc, g.o, pl); break;
+        default: grad_weight_image<4>(xi, gi, acc, g.o, pl); break;
+      }
+    }
+    for (std::int64_t e = 0; e < wnumel; ++e)
+      sums[chunk * wnumel + e] = _mm512_reduce_add_ps(acc[e]);
+  });
+  for (std::int64_t e = 0; e < wnumel; ++e) {
+    float s = sums[e];
+    for (std::int64_t c = 1; c < chunks; ++c) s += sums[c * wnumel + e];
+    dw[e] = s;
+  }
+  return true;
+#else
+  (void)x, (void)gy, (void)dw, (void)chunks;
+  return false;
+#endif
+}
+
+}  // namespace ms::kernels::detail
