@@ -8,8 +8,8 @@
 // float32 convolutions (and bfloat16 forwards and input gradients) at stride 1
 // along the width run on libxsmm's batch-reduce kernels instead when libxsmm is
 // usable (src/kernels/conv_libxsmm.cpp), faster than both on the CNN's shapes;
-// the forward and weight gradient of 3x3 convolutions with padding 1 over a
-// few input channels on ms's AVX-512 kernels (src/kernels/conv_narrow.cpp).
+// 3x3 convolutions with padding 1 over a few input channels on ms's AVX-512
+// kernels (src/kernels/conv_narrow.cpp).
 // The other bfloat16 gradients take the im2col path on gemm_bf16 (float32
 // sums of bfloat16 products; no Winograd: its transforms would round).
 #include "ms/kernels/conv.hpp"
@@ -759,7 +759,9 @@ void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g) 
   }
   const ConvAlgo algo = algorithm_of<T>(g, ConvPass::GradInput);
   if constexpr (std::is_same_v<T, float>)
-    if (algo == ConvAlgo::Direct && detail::conv_direct_grad_input(gy, w, dx, g)) return;
+    if (algo == ConvAlgo::Direct && (detail::conv_narrow_grad_input(gy, w, dx, g) ||
+                                     detail::conv_direct_grad_input(gy, w, dx, g)))
+      return;
   if (algo == ConvAlgo::Winograd) {
     // dx is the convolution of gy by the flipped kernels with the channels
     // swapped, padded by 2 - p: the forward's Winograd path with those sizes.
@@ -875,7 +877,7 @@ bool avx512_half_width() noexcept {
 }
 
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
-  const bool narrow_direct = detail::conv_narrow_fits(g, pass);
+  const bool narrow_direct = detail::conv_narrow_fits(g);
   const bool direct = narrow_direct || detail::conv_direct_fits(g, pass);
   const bool wino = winograd_fits(g, pass);
   switch (g.algo) {
@@ -908,10 +910,11 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   // pass there.
   // Below 16 channels per group (16: the smallest width of a full AVX-512
   // vector; between the measured 1 and 32) libxsmm's kernels are too narrow:
-  // the forward and weight gradient take the narrow kernels where they apply
-  // (src/kernels/conv_narrow.cpp; conv1 on the Zen 4 VM: forward 0.89 / 0.78
-  // of the peak against Im2col's 0.62 / 0.45, weight gradient 0.71 / 0.63
-  // against 0.38 / 0.32), everything else Im2col.
+  // every pass takes the narrow kernels where they apply
+  // (src/kernels/conv_narrow.cpp; conv1 on the Zen 4 VM, 1 / 2 threads:
+  // forward 0.88 / 0.79 of the peak against Im2col's 0.60 / 0.55, input
+  // gradient 0.76 / 0.69 against 0.66 / 0.62, weight gradient 0.73 / 0.68
+  // against 0.34 / 0.36), everything else Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
   if (narrow) return narrow_direct ? ConvAlgo::Direct : ConvAlgo::Im2col;
   if (wino && (pass == ConvPass::Forward || avx512_half_width())) return ConvAlgo::Winograd;
@@ -926,11 +929,14 @@ namespace {
 // the bfloat16 values without float32 copies of x, w and y. Whether that
 // path or the float32 one is faster end to end was not measured
 // (bench/conv_table.sh times the kernels only). The gradients take Direct
-// where float32's would, and where float32's takes Winograd only for
-// avx512_half_width (Winograd has no bfloat16 path; Im2col's is the other).
+// where float32's takes libxsmm's kernels (asked for Direct, or Auto's
+// choice other than the narrow kernels, which are float32 only), and where
+// float32's takes Winograd only for avx512_half_width (Winograd has no
+// bfloat16 path; Im2col's is the other).
 bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
   const ConvAlgo f32 = conv2d_algorithm(g, pass);
-  if (f32 == ConvAlgo::Direct) return true;
+  if (f32 == ConvAlgo::Direct && (g.algo == ConvAlgo::Direct || !detail::conv_narrow_fits(g)))
+    return true;
   if (g.algo != ConvAlgo::Auto || !detail::conv_direct_fits(g, pass)) return false;
   return pass == ConvPass::Forward || f32 == ConvAlgo::Winograd;
 }

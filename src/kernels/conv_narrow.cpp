@@ -14,8 +14,12 @@
 //     multiplied into 4 output channels' accumulators at a time (weights
 //     broadcast), each element a chain of multiply-adds from the bias over
 //     (channel, tap) in order; relu and the image's pooling follow;
-//   - weight gradient: per image and pair of output channels, 18 vector
-//     accumulators (2 channels x 9 taps) sum gy times the shifted input over
+//   - input gradient: per image and input channel, each tap's column (the
+//     sum over output channels of the tap's weight times gy, 3 position
+//     vectors x 9 taps of accumulators at a time), then the columns added
+//     into dx tap after tap through the same masks (col2im without a GEMM);
+//   - weight gradient: per image and 3 output channels, 27 vector
+//     accumulators (3 channels x 9 taps) sum gy times the shifted input over
 //     the plane; each chunk of the batch keeps its own accumulators, reduced
 //     across lanes at its end, and the chunks' sums are added in order.
 // bench/conv_table.sh compares them with the other algorithms on the CNN's
@@ -35,15 +39,13 @@
 
 namespace ms::kernels::detail {
 
-bool conv_narrow_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
+bool conv_narrow_fits(const Conv2dGeometry& g) noexcept {
 #if defined(__AVX512F__)
-  return pass != ConvPass::GradInput && g.groups == 1 && g.c >= 1 && g.c <= kNarrowChannels &&
-         g.n > 0 && g.o > 0 && g.h > 0 && g.w > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 &&
-         g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph == 1 && g.pw == 1 && g.oh == g.h &&
-         g.ow == g.w;
+  return g.groups == 1 && g.c >= 1 && g.c <= kNarrowChannels && g.n > 0 && g.o > 0 && g.h > 0 &&
+         g.w > 0 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 &&
+         g.ph == 1 && g.pw == 1 && g.oh == g.h && g.ow == g.w;
 #else
   (void)g;
-  (void)pass;
   return false;
 #endif
 }
@@ -56,12 +58,12 @@ constexpr int kTaps = 9;
 // The plane's vectors of 16 positions and, per (vector, tap), the lanes whose
 // input lies inside the plane; `last` masks the positions of the last vector.
 struct Plane {
-  std::int64_t size = 0, vecs = 0;
+  std::int64_t size = 0, vecs = 0, width = 0;
   std::int64_t offset[kTaps] = {};
   std::vector<__mmask16> inside;  // [vecs, kTaps]
   __mmask16 last = 0;
 
-  explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16) {
+  explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16), width(g.w) {
     for (int t = 0; t < kTaps; ++t) offset[t] = (t / 3 - 1) * g.w + (t % 3 - 1);
     inside.assign(static_cast<std::size_t>(vecs * kTaps), 0);
     for (std::int64_t p = 0; p < size; ++p) {
@@ -142,8 +144,11 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
       const __mmask16 lanes = pl.lanes(v);
       __m512 gv[OB];
       for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, gy + (o + b) * pl.size + p);
+      // Tap (i, j) reads row i's base at column offset j - 1: three base
+      // pointers and constant displacements (no offset table in the loop).
+      const float* rows[3] = {xc + p - pl.width, xc + p, xc + p + pl.width};
       for (int t = 0; t < kTaps; ++t) {
-        const __m512 xv = _mm512_maskz_loadu_ps(inside[t], xc + p + pl.offset[t]);
+        const __m512 xv = _mm512_maskz_loadu_ps(inside[t], rows[t / 3] + (t % 3 - 1));
         for (int b = 0; b < OB; ++b) a[b][t] = _mm512_fmadd_ps(gv[b], xv, a[b][t]);
       }
     }
@@ -162,12 +167,78 @@ void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_
   if (o < outs) grad_weight_block<C, 1>(x, gy, acc + o * C * kTaps, pl, o);
 }
 
+// cols [9, vecs * 16] (vector aligned) for position vectors [v, v + VB):
+// cols_t = sum over output channels o of w[o, c, t] gy_o, in order of o.
+template <int C, int VB>
+inline void grad_input_cols(const float* gy, const float* w, float* cols, std::int64_t outs,
+                            const Plane& pl, int c, std::int64_t v) {
+  // The loops over the block's registers are unrolled completely (the
+  // pragmas): at -O3 GCC 12 otherwise vectorizes some of them over the
+  // __m512 values and keeps the accumulators in memory, storing them on
+  // every iteration (0.34 of the peak instead of 0.78 on conv1).
+  const std::int64_t size = pl.size, stride = pl.vecs * 16;
+  __mmask16 lanes[VB];
+  for (int b = 0; b < VB; ++b) lanes[b] = pl.lanes(v + b);
+  const float* g = gy + v * 16;
+  const float* wc = w + c * kTaps;
+  // The first output channel's products start the sums (outs >= 1).
+  __m512 acc[VB][kTaps];
+  __m512 gv[VB];
+#pragma GCC unroll 16
+  for (int b = 0; b < VB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
+#pragma GCC unroll 16
+  for (int t = 0; t < kTaps; ++t)
+#pragma GCC unroll 16
+    for (int b = 0; b < VB; ++b) acc[b][t] = _mm512_mul_ps(_mm512_set1_ps(wc[t]), gv[b]);
+  for (std::int64_t o = 1; o < outs; ++o) {
+    g += size, wc += C * kTaps;
+#pragma GCC unroll 16
+    for (int b = 0; b < VB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
+#pragma GCC unroll 16
+    for (int t = 0; t < kTaps; ++t) {
+      const __m512 wt = _mm512_set1_ps(wc[t]);
+#pragma GCC unroll 16
+      for (int b = 0; b < VB; ++b) acc[b][t] = _mm512_fmadd_ps(wt, gv[b], acc[b][t]);
+    }
+  }
+  float* out = cols + v * 16;
+#pragma GCC unroll 16
+  for (int b = 0; b < VB; ++b)
+#pragma GCC unroll 16
+    for (int t = 0; t < kTaps; ++t) _mm512_store_ps(out + t * stride + b * 16, acc[b][t]);
+}
+
+// One image: dx [C, plane] from gy [outs, plane]; per input channel, the
+// columns of all positions (cols, 9 x vecs vectors), then each tap's column
+// added into dx where its input lies inside the plane, tap after tap.
+template <int C>
+void grad_input_image(const float* gy, const float* w, float* dx, float* cols, std::int64_t outs,
+                      const Plane& pl) {
+  const std::int64_t stride = pl.vecs * 16;
+  for (int c = 0; c < C; ++c) {
+    std::int64_t v = 0;
+    for (; v + 3 <= pl.vecs; v += 3) grad_input_cols<C, 3>(gy, w, cols, outs, pl, c, v);
+    if (v + 2 <= pl.vecs) grad_input_cols<C, 2>(gy, w, cols, outs, pl, c, v), v += 2;
+    if (v < pl.vecs) grad_input_cols<C, 1>(gy, w, cols, outs, pl, c, v);
+    float* d = dx + c * pl.size;
+    std::fill(d, d + pl.size, 0.f);
+    for (int t = 0; t < kTaps; ++t)
+      for (v = 0; v < pl.vecs; ++v) {
+        const __mmask16 m = pl.inside[static_cast<std::size_t>(v * kTaps + t)];
+        float* at = d + v * 16 + pl.offset[t];
+        const __m512 sum =
+            _mm512_add_ps(_mm512_maskz_loadu_ps(m, at), _mm512_load_ps(cols + t * stride + v * 16));
+        _mm512_mask_storeu_ps(at, m, sum);
+      }
+  }
+}
+
 }  // namespace
 #endif
 
 bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
                          const Conv2dGeometry& g, bool relu, const PlanesDone* done) {
-  if (!conv_narrow_fits(g, ConvPass::Forward)) return false;
+  if (!conv_narrow_fits(g)) return false;
 #if defined(__AVX512F__)
   const Plane pl(g);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
@@ -189,9 +260,34 @@ bool conv_narrow_forward(const float* x, const float* w, const float* bias, floa
 #endif
 }
 
+bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g) {
+  if (!conv_narrow_fits(g)) return false;
+#if defined(__AVX512F__)
+  const Plane pl(g);
+  const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
+  const std::int64_t per_part = kTaps * pl.vecs * 16;
+  Tensor work = empty(Shape{parts * per_part}, DType::Float32);  // 64-byte aligned
+  for_items(g.n, parts, [&](std::int64_t img, std::int64_t part) {
+    const float* gi = gy + img * g.o * pl.size;
+    float* di = dx + img * g.c * pl.size;
+    float* cols = work.data<float>() + part * per_part;
+    switch (g.c) {  // 1 to kNarrowChannels
+      case 1: grad_input_image<1>(gi, w, di, cols, g.o, pl); break;
+      case 2: grad_input_image<2>(gi, w, di, cols, g.o, pl); break;
+      case 3: grad_input_image<3>(gi, w, di, cols, g.o, pl); break;
+      default: grad_input_image<4>(gi, w, di, cols, g.o, pl); break;
+    }
+  });
+  return true;
+#else
+  (void)gy, (void)w, (void)dx;
+  return false;
+#endif
+}
+
 bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g,
                              std::int64_t chunks) {
-  if (!conv_narrow_fits(g, ConvPass::GradWeight)) return false;
+  if (!conv_narrow_fits(g)) return false;
 #if defined(__AVX512F__)
   const Plane pl(g);
   const std::int64_t wnumel = g.o * g.c * kTaps;

@@ -1,7 +1,7 @@
 // src/kernels/conv_narrow.hpp — private to src/kernels: float32 3x3
 // convolutions of inputs with few channels ("same" padding, stride 1) on
 // AVX-512 registers (src/kernels/conv_narrow.cpp), the Direct algorithm's
-// forward and weight gradient for such shapes (ms::kernels::conv2d_algorithm).
+// passes for such shapes (ms::kernels::conv2d_algorithm).
 #pragma once
 
 #include <cstdint>
@@ -15,26 +15,32 @@ namespace ms::kernels::detail {
 /// inputs; bench/conv_table.sh measures one channel).
 inline constexpr std::int64_t kNarrowChannels = 4;
 
-/// True when the narrow kernels take `pass` of g: built for AVX-512F, groups 1,
-/// at most kNarrowChannels input channels, a 3x3 kernel at stride 1 without
-/// dilation, padding 1 (so the output plane is the input plane), the forward or
-/// the weight gradient.
-bool conv_narrow_fits(const Conv2dGeometry& g, ConvPass pass) noexcept;
+/// True when the narrow kernels take g (every pass): built for AVX-512F,
+/// groups 1, at most kNarrowChannels input channels, a 3x3 kernel at stride 1
+/// without dilation, padding 1 (so the output plane is the input plane).
+bool conv_narrow_fits(const Conv2dGeometry& g) noexcept;
 
 /// y = conv2d(x, w) + bias (bias may be null), relu'd with `relu`, on dense
 /// NCHW buffers, then `done` (may be null) on each image's planes. Each
 /// element is one chain of multiply-adds from the bias (or 0) over the input
 /// channels and taps in order; images are split over the threads, so the bits
 /// do not depend on their count. Returns false, computing nothing, when
-/// conv_narrow_fits(g, Forward) is false.
+/// conv_narrow_fits(g) is false.
 bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
                          const Conv2dGeometry& g, bool relu, const PlanesDone* done);
+
+/// dx = conv2d_grad_input(gy, w) on dense buffers: per image and input channel,
+/// each tap's column sum over the output channels of w * gy (in order), then
+/// the columns added into dx tap after tap where their input lies inside;
+/// images are split over the threads. Returns false, computing nothing, when
+/// conv_narrow_fits(g) is false. May raise ms::MemoryError before writing dx.
+bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g);
 
 /// dw = conv2d_grad_weight(x, gy) on dense buffers: the batch in `chunks`
 /// runs of images (fixed by the caller from the shape), each summed into its
 /// own partial, the partials added in order: the same bits for any thread
-/// count. Returns false, computing nothing, when conv_narrow_fits(g,
-/// GradWeight) is false. May raise ms::MemoryError before writing dw.
+/// count. Returns false, computing nothing, when conv_narrow_fits(g) is
+/// false. May raise ms::MemoryError before writing dw.
 bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g,
                              std::int64_t chunks);
 

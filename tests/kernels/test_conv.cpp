@@ -244,17 +244,16 @@ TEST_SUITE("kernels") {
     const ConvAlgo grads = ms::kernels::avx512_half_width() ? ConvAlgo::Winograd : fwd;
     for (ConvPass pass : {ConvPass::GradInput, ConvPass::GradWeight})
       CHECK(ms::kernels::conv2d_algorithm(g, pass) == grads);
-    // One input channel: the forward and the weight gradient take Direct's
-    // narrow kernels where the build has AVX-512, the input gradient Im2col.
+    // One input channel: every pass takes Direct's narrow kernels where the
+    // build has AVX-512, else Im2col.
     Conv2dGeometry c1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
 #if defined(__AVX512F__)
     const ConvAlgo narrow = ConvAlgo::Direct;
 #else
     const ConvAlgo narrow = ConvAlgo::Im2col;
 #endif
-    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::Forward) == narrow);
-    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradWeight) == narrow);
-    CHECK(ms::kernels::conv2d_algorithm(c1, ConvPass::GradInput) == ConvAlgo::Im2col);
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::GradInput, ConvPass::GradWeight})
+      CHECK(ms::kernels::conv2d_algorithm(c1, pass) == narrow);
     // Narrow but not 3x3 with padding 1: Im2col.
     Conv2dGeometry c1v = geometry({64, 1, 28, 28, 32, 3, 1, 0, 1, 1});
     CHECK(ms::kernels::conv2d_algorithm(c1v, ConvPass::Forward) == ConvAlgo::Im2col);

@@ -32,7 +32,7 @@ enum class ConvAlgo : std::uint8_t {
   Im2col,    ///< im2col + GEMM (any geometry, any dtype)
   Winograd,  ///< Winograd F(2x2, 3x3) (floating types)
   Direct,    ///< libxsmm batch-reduce kernels (float32; bfloat16 forward); narrow inputs:
-             ///< ms's AVX-512 kernels (float32 forward and weight gradient)
+             ///< ms's AVX-512 kernels (float32)
 };
 
 /// Which of conv2d's computations: the forward, or one of its gradients.
@@ -63,10 +63,9 @@ struct Conv2dGeometry {
 /// The algorithm conv2d<float> (or its gradient `pass`) runs for g: g.algo
 /// when it applies to g, else the fastest that applies as measured by
 /// bench/conv_table.sh on the CNN's shapes: for convolutions with fewer than
-/// 16 input channels per group, Direct's narrow kernels for the forward and
-/// the weight gradient of 3x3 kernels with padding 1 at stride 1 without
-/// dilation or groups over at most 4 channels (builds with AVX-512), Im2col
-/// for everything else; otherwise Winograd for the forward
+/// 16 input channels per group, Direct's narrow kernels for 3x3 kernels with
+/// padding 1 at stride 1 without dilation or groups over at most 4 channels
+/// (builds with AVX-512), Im2col for everything else; otherwise Winograd for the forward
 /// where it applies (3x3, stride 1, no dilation or groups, at least 16 output
 /// channels, output planes of at most 32 x 32), and for the gradients too on
 /// a CPU whose AVX-512 runs on 256-bit units (avx512_half_width); then Direct
@@ -101,8 +100,9 @@ bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bf
 /// conv2d_grad_input on dense NCHW bfloat16 buffers: dx [n, c, h, w] from gy
 /// and w, products of bfloat16 values summed in float32, each element of dx
 /// rounded to bfloat16 once. Where conv2d_algorithm(g, GradInput) is Direct
-/// (or, with g.algo Auto, Winograd only for avx512_half_width while Direct
-/// applies) it runs on libxsmm's bf16 batch-reduce kernels (as conv2d_bf16),
+/// on libxsmm's kernels (with g.algo Auto, not the float32 narrow kernels; or
+/// Winograd only for avx512_half_width while Direct applies) it runs on
+/// libxsmm's bf16 batch-reduce kernels (as conv2d_bf16),
 /// elsewhere on im2col's path with gemm_bf16 (col2im adding in float32).
 /// Bitwise the same for any thread count.
 ///
