@@ -194,6 +194,12 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
     g += size, wc += C * kTaps;
 #pragma GCC unroll 16
     for (int b = 0; b < VB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
+      // The next block's vectors of this plane: the loop reads 32-odd planes a
+      // few lines at a time, a pattern the hardware prefetcher does not follow
+      // (conv1's input gradient, 64 images, gy not in cache: 38 -> 82 GFLOP/s).
+#pragma GCC unroll 16
+    for (int b = 0; b < VB; ++b)
+      _mm_prefetch(reinterpret_cast<const char*>(g + (VB + b) * 16), _MM_HINT_T0);
 #pragma GCC unroll 16
     for (int t = 0; t < kTaps; ++t) {
       const __m512 wt = _mm512_set1_ps(wc[t]);
