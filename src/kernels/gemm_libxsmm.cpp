@@ -16,7 +16,9 @@
 //     every row of op(A) restricted to the chunk, m x chunk row-major
 //     (libxsmm's B, ldb = chunk). A stored [k, m] A is transposed while packed.
 //     With alpha 1, A is read where it is instead (read_a_in_place); stored
-//     [k, m], through kernels that read libxsmm's B transposed.
+//     [k, m], through kernels that read libxsmm's B transposed; stored [m, k]
+//     with rows a multiple of 4 KiB apart, through a copy with padded rows
+//     where C has a narrow last panel (pad_a_rows).
 //   The kernels sum the same products in the same order whatever the stored
 //   layouts, so the result is bitwise the same whichever operand is stored
 //   transposed.
@@ -239,6 +241,8 @@ struct Problem {
   bool a_in_place = false;
   // When not null: bias[j] added to C's column j after the product (beta 0).
   const float* bias = nullptr;
+  // A (read in place) copied first, slab by slab of rows, to rows of padded_ld(k).
+  bool a_padded = false;
 };
 
 // rows x cols of C += bias (one value per column).
@@ -272,6 +276,32 @@ bool read_b_in_place(bool tb, std::int64_t m) { return !tb && m <= 2 * kTaskRows
 // 1.21x, 576 x 192 x 4096 1.14x, 192 x 192 x 4096 1.23x, 1024^3 1.05x,
 // 512 x 784 x 64 1.01x; the same bits.
 bool read_a_in_place(const Problem& pr) { return pr.alpha == 1.f; }
+
+// A stored [m, k] read in place whose rows are a multiple of 4 KiB apart is
+// copied (slab by slab of rows) to rows of padded_ld(k) first when C has a
+// panel of one vector or less (n modulo kPanel in 1..16): libxsmm's kernel for
+// such a panel keeps many rows of C in registers (more than 8 here) and
+// broadcasts from as many rows of A at each step of k, and rows 4 KiB apart
+// all fall in one set of the L1 cache (8 ways here). A full panel (9 rows at
+// once) loses little, and two vectors not enough to repay the copy. 1 thread,
+// A's rows 4 KiB apart, copied / read in place (an ad-hoc program on libms,
+// one process per variant, alternating, medians; Zen 4 VM): 1024 x 16 x 1024
+// 80 / 26 GFLOP/s, 1024 x 200 x 1024 99-102 / 85-86, 1024^3 104-105 /
+// 100-102, 64 x 1024 x 1024 109 / 104; with panels of two vectors it lost
+// (2048 x 2048 x 1024 104 / 105-106, 512 x 512 x 2048 102-104 / 105-107), and
+// with whole panels too (1024 x 48 x 1024 97-99 / 112-113). The copy changes
+// no sum: the same bits.
+bool pad_a_rows(const Problem& pr, std::int64_t m, std::int64_t n) {
+  const std::int64_t edge = n % kPanel;
+  return pr.a_in_place && !pr.ta && pr.lda % 1024 == 0 && m > 8 && edge > 0 && edge <= 16;
+}
+
+// The row stride of A's padded copy: k rounded up to 16 floats (64 bytes),
+// 16 more when that is a multiple of 1024.
+std::int64_t padded_ld(std::int64_t k) {
+  const std::int64_t ld = (k + 15) / 16 * 16;
+  return ld % 1024 == 0 ? ld + 16 : ld;
+}
 
 // Where the rows of op(A) of chunk q start: in place, row i0 (column i0 of a
 // stored [k, m] A, whose rows are lda apart); packed, rows chunk apart.
@@ -527,9 +557,25 @@ Scratch& pack_b_scratch() {
 // One slab of C (see sgemm_slabs): false when a kernel or a packing buffer is
 // missing (then nothing was written). `dry`: only generate the kernels and the
 // buffers.
-bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry,
+bool sgemm_slab(const Problem& whole_pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry,
                 bool pack_a_now, bool pack_b_now) {
   const Plan pl(m, n, k, false);
+  Problem pr = whole_pr;
+  if (pr.a_padded) {  // this slab's rows of A, copied (pad_a_rows)
+    const std::int64_t ld = padded_ld(k);
+    auto* copy =
+        static_cast<float*>(pack_scratch().get(static_cast<std::size_t>(m * ld) * sizeof(float)));
+    if (copy == nullptr) return false;
+    if (!dry && pack_a_now)
+      parallel_for(m, std::max<std::int64_t>(1, static_cast<std::int64_t>(kCopiesPerThread) / k),
+                   [&](std::int64_t r0, std::int64_t r1) {
+                     for (std::int64_t r = r0; r < r1; ++r)
+                       std::memcpy(copy + r * ld, whole_pr.a + r * whole_pr.lda,
+                                   static_cast<std::size_t>(k) * sizeof(float));
+                   });
+    pr.a = copy;
+    pr.lda = ld;
+  }
   Kernels ks;
   if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
                     pr.a_in_place && pr.ta, pr.ldc, pr.beta))
@@ -553,9 +599,10 @@ bool sgemm_slab(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t 
 // columns). Calls fn(i0, rows, j0, cols, pack_a_now, pack_b_now).
 template <class F>
 void sgemm_slabs(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t k, F&& fn) {
-  const std::int64_t rows = pr.a_in_place ? m : slab_rows(k);
+  const bool a_copied = !pr.a_in_place || pr.a_padded;
+  const std::int64_t rows = a_copied ? slab_rows(k) : m;
   const std::int64_t cols = pr.b_in_place ? n : slab_cols(k);
-  const double a_packed = pr.a_in_place ? 0.0 : static_cast<double>(m) * static_cast<double>(k);
+  const double a_packed = a_copied ? static_cast<double>(m) * static_cast<double>(k) : 0.0;
   const double b_packed = pr.b_in_place ? 0.0 : static_cast<double>(n) * static_cast<double>(k);
   const auto row_slabs = static_cast<double>((m + rows - 1) / rows);
   const auto col_slabs = static_cast<double>((n + cols - 1) / cols);
@@ -624,6 +671,7 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
   }
   Problem whole{trans_a, trans_b, alpha, a, lda, b, ldb, beta, c, ldc, false, false, bias};
   whole.a_in_place = read_a_in_place(whole);
+  whole.a_padded = pad_a_rows(whole, m, n);
   whole.b_in_place = read_b_in_place(trans_b, m);
   // A dry pass generates every slab's kernels first, so that a failure
   // leaves C untouched (Eigen then computes the product).

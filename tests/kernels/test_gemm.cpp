@@ -557,7 +557,11 @@ TEST_SUITE("kernels") {
           // rows of A and B a whole, even number of cache lines apart (read in place)
           std::array<std::int64_t, 3>{96, 256, 512},
           // many rows, few columns, deep (groups of k): A^T B reads A in place
-          std::array<std::int64_t, 3>{520, 96, 1100}}) {
+          std::array<std::int64_t, 3>{520, 96, 1100},
+          // rows of A 4 KiB apart and a last panel of C one vector wide: A
+          // copied to padded rows first, in one slab of rows and in two
+          std::array<std::int64_t, 3>{40, 100, 1024},
+          std::array<std::int64_t, 3>{1100, 16, 1024}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
       std::vector<float> at(a.size()), bt(b.size());
