@@ -239,6 +239,19 @@ void grad_input_image(const float* gy, const float* w, float* dx, float* cols, s
   }
 }
 
+// fn.template operator()<C>() for the input channel count c (1 to
+// kNarrowChannels), a constant in the kernels.
+template <class F>
+void with_channels(std::int64_t c, F&& fn) {
+  static_assert(kNarrowChannels == 4);
+  switch (c) {
+    case 1: fn.template operator()<1>(); break;
+    case 2: fn.template operator()<2>(); break;
+    case 3: fn.template operator()<3>(); break;
+    default: fn.template operator()<4>(); break;
+  }
+}
+
 }  // namespace
 #endif
 
@@ -251,12 +264,7 @@ bool conv_narrow_forward(const float* x, const float* w, const float* bias, floa
   for_items(g.n, parts, [&](std::int64_t img, std::int64_t) {
     const float* xi = x + img * g.c * pl.size;
     float* yi = y + img * g.o * pl.size;
-    switch (g.c) {  // 1 to kNarrowChannels
-      case 1: forward_image<1>(xi, w, bias, yi, g.o, pl, relu); break;
-      case 2: forward_image<2>(xi, w, bias, yi, g.o, pl, relu); break;
-      case 3: forward_image<3>(xi, w, bias, yi, g.o, pl, relu); break;
-      default: forward_image<4>(xi, w, bias, yi, g.o, pl, relu); break;
-    }
+    with_channels(g.c, [&]<int C>() { forward_image<C>(xi, w, bias, yi, g.o, pl, relu); });
     if (done != nullptr) done->fn(done->ctx, img * g.o, g.o);
   });
   return true;
@@ -277,12 +285,7 @@ bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Co
     const float* gi = gy + img * g.o * pl.size;
     float* di = dx + img * g.c * pl.size;
     float* cols = work.data<float>() + part * per_part;
-    switch (g.c) {  // 1 to kNarrowChannels
-      case 1: grad_input_image<1>(gi, w, di, cols, g.o, pl); break;
-      case 2: grad_input_image<2>(gi, w, di, cols, g.o, pl); break;
-      case 3: grad_input_image<3>(gi, w, di, cols, g.o, pl); break;
-      default: grad_input_image<4>(gi, w, di, cols, g.o, pl); break;
-    }
+    with_channels(g.c, [&]<int C>() { grad_input_image<C>(gi, w, di, cols, g.o, pl); });
   });
   return true;
 #else
@@ -311,12 +314,7 @@ bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const C
     for (std::int64_t img = i0; img < i1; ++img) {
       const float* xi = x + img * g.c * pl.size;
       const float* gi = gy + img * g.o * pl.size;
-      switch (g.c) {  // 1 to kNarrowChannels
-        case 1: grad_weight_image<1>(xi, gi, acc, g.o, pl); break;
-        case 2: grad_weight_image<2>(xi, gi, acc, g.o, pl); break;
-        case 3: grad_weight_image<3>(xi, gi, acc, g.o, pl); break;
-        default: grad_weight_image<4>(xi, gi, acc, g.o, pl); break;
-      }
+      with_channels(g.c, [&]<int C>() { grad_weight_image<C>(xi, gi, acc, g.o, pl); });
     }
     for (std::int64_t e = 0; e < wnumel; ++e)
       sums[chunk * wnumel + e] = _mm512_reduce_add_ps(acc[e]);
