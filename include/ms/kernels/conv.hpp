@@ -2,10 +2,11 @@
 // algorithms chosen per shape (`conv2d_algorithm`): direct convolution on
 // libxsmm's JIT'ed batch-reduce GEMM kernels (float32 and bfloat16; stride 1
 // along the width; for 3x3 kernels with padding 1 over at most 4 input
-// channels, ms's own AVX-512 kernels), Winograd F(2x2, 3x3) (floating 3x3 kernels at stride 1
-// without dilation or groups, >= 16 input and output channels, outputs of at
-// most 32 x 32), or im2col + GEMM (everything). Each is bitwise the same for
-// any thread count; they round differently from one another by a few ulps.
+// channels, ms's own AVX-512 kernels), Winograd F(2x2, 3x3) (floating 3x3
+// kernels at stride 1 without dilation or groups, >= 16 input and output
+// channels, outputs of at most 32 x 32), or im2col + GEMM (everything). Each
+// is bitwise the same for any thread count; they round differently from one
+// another by a few ulps.
 //
 // Stage: kernels. Called by the conv2d op (src/ops/nn.cpp), which validates
 // every size first; these functions assume a consistent, overflow-free
@@ -65,19 +66,19 @@ struct Conv2dGeometry {
 /// bench/conv_table.sh on the CNN's shapes: for convolutions with fewer than
 /// 16 input channels per group, Direct's narrow kernels for 3x3 kernels with
 /// padding 1 at stride 1 without dilation or groups over at most 4 channels
-/// (builds with AVX-512), Im2col for everything else; otherwise Winograd for the forward
-/// where it applies (3x3, stride 1, no dilation or groups, at least 16 output
-/// channels, output planes of at most 32 x 32), and for the gradients too on
-/// a CPU whose AVX-512 runs on 256-bit units (avx512_half_width); then Direct
-/// where it applies (libxsmm usable on this CPU, stride 1 along the width; for
-/// the input gradient stride 1 and padding <= (k - 1) * dilation), else
-/// Winograd, else Im2col. double takes Winograd or Im2col, integers Im2col.
-/// The forward of bfloat16 inputs (conv2d_bf16) takes Direct wherever it
-/// applies. The choice depends on the shape and the CPU, never on the thread
-/// count.
+/// (builds with AVX-512), Im2col for everything else; otherwise Winograd for
+/// the forward where it applies (3x3, stride 1, no dilation or groups, at
+/// least 16 output channels, output planes of at most 32 x 32), and for the
+/// gradients too on a CPU whose AVX-512 runs on 256-bit units
+/// (avx512_half_width); then Direct where it applies (libxsmm usable on this
+/// CPU, stride 1 along the width; for the input gradient stride 1 and padding
+/// <= (k - 1) * dilation), else Winograd, else Im2col. double takes Winograd
+/// or Im2col, integers Im2col. The forward of bfloat16 inputs (conv2d_bf16)
+/// takes Direct wherever it applies. The choice depends on the shape and the
+/// CPU, never on the thread count.
 ///
 ///   if (ms::kernels::conv2d_algorithm(g, ms::kernels::ConvPass::Forward) ==
-///       ms::kernels::ConvAlgo::Direct) { /* libxsmm runs it */ }
+///       ms::kernels::ConvAlgo::Direct) { /* libxsmm's or the narrow kernels run it */ }
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
 
 /// True on a CPU that runs 512-bit instructions on 256-bit units: AMD's
