@@ -59,12 +59,10 @@ constexpr int kTaps = 9;
 // input lies inside the plane; `last` masks the positions of the last vector.
 struct Plane {
   std::int64_t size = 0, vecs = 0, width = 0;
-  std::int64_t offset[kTaps] = {};
   std::vector<__mmask16> inside;  // [vecs, kTaps]
   __mmask16 last = 0;
 
   explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16), width(g.w) {
-    for (int t = 0; t < kTaps; ++t) offset[t] = (t / 3 - 1) * g.w + (t % 3 - 1);
     inside.assign(static_cast<std::size_t>(vecs * kTaps), 0);
     for (std::int64_t p = 0; p < size; ++p) {
       const std::int64_t r = p / g.w, c = p % g.w;
@@ -79,7 +77,18 @@ struct Plane {
     last = static_cast<__mmask16>((1u << rest) - 1);
   }
   __mmask16 lanes(std::int64_t v) const { return v + 1 == vecs ? last : __mmask16(0xffff); }
+  // From a position to the input tap t = (i, j) reads: (i - 1) rows, j - 1 columns.
+  std::int64_t offset(int t) const { return (t / 3 - 1) * width + (t % 3 - 1); }
 };
+
+// fn.template operator()<B>(first) over [0, count) in blocks of B, then the
+// rest (fewer than B) as one block of its own size.
+template <int B, class F>
+void in_blocks(std::int64_t first, std::int64_t count, F&& fn) {
+  for (; first + B <= count; first += B) fn.template operator()<B>(first);
+  if constexpr (B > 1)
+    if (first < count) in_blocks<B - 1>(first, count, fn);
+}
 
 // Output channels [o, o + OB) at one vector of positions p of an image, from
 // its shifted input vectors xs [C, 9]: y is the image's output [o, plane].
@@ -115,16 +124,11 @@ void forward_image(const float* x, const float* w, const float* bias, float* y, 
     __m512 xs[C][kTaps];
     for (int c = 0; c < C; ++c)
       for (int t = 0; t < kTaps; ++t)
-        xs[c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + pl.offset[t]);
+        xs[c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + pl.offset(t));
     const __mmask16 store = pl.lanes(v);
-    std::int64_t o = 0;
-    for (; o + 4 <= outs; o += 4) forward_block<C, 4>(xs, w, bias, y, pl.size, p, store, o, relu);
-    switch (outs - o) {
-      case 3: forward_block<C, 3>(xs, w, bias, y, pl.size, p, store, o, relu); break;
-      case 2: forward_block<C, 2>(xs, w, bias, y, pl.size, p, store, o, relu); break;
-      case 1: forward_block<C, 1>(xs, w, bias, y, pl.size, p, store, o, relu); break;
-      default: break;
-    }
+    in_blocks<4>(0, outs, [&]<int OB>(std::int64_t o) {
+      forward_block<C, OB>(xs, w, bias, y, pl.size, p, store, o, relu);
+    });
   }
 }
 
@@ -145,7 +149,8 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
       __m512 gv[OB];
       for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, gy + (o + b) * pl.size + p);
       // Tap (i, j) reads row i's base at column offset j - 1: three base
-      // pointers and constant displacements (no offset table in the loop).
+      // pointers and constant displacements (9 offsets held apart spilled
+      // to the stack here: 0.72 of the peak against 0.73).
       const float* rows[3] = {xc + p - pl.width, xc + p, xc + p + pl.width};
       for (int t = 0; t < kTaps; ++t) {
         const __m512 xv = _mm512_maskz_loadu_ps(inside[t], rows[t / 3] + (t % 3 - 1));
@@ -161,10 +166,9 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
 template <int C>
 void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_t outs,
                        const Plane& pl) {
-  std::int64_t o = 0;
-  for (; o + 3 <= outs; o += 3) grad_weight_block<C, 3>(x, gy, acc + o * C * kTaps, pl, o);
-  if (o + 2 <= outs) grad_weight_block<C, 2>(x, gy, acc + o * C * kTaps, pl, o), o += 2;
-  if (o < outs) grad_weight_block<C, 1>(x, gy, acc + o * C * kTaps, pl, o);
+  in_blocks<3>(0, outs, [&]<int OB>(std::int64_t o) {
+    grad_weight_block<C, OB>(x, gy, acc + o * C * kTaps, pl, o);
+  });
 }
 
 // cols [9, vecs * 16] (vector aligned) for position vectors [v, v + VB):
@@ -222,16 +226,15 @@ void grad_input_image(const float* gy, const float* w, float* dx, float* cols, s
                       const Plane& pl) {
   const std::int64_t stride = pl.vecs * 16;
   for (int c = 0; c < C; ++c) {
-    std::int64_t v = 0;
-    for (; v + 3 <= pl.vecs; v += 3) grad_input_cols<C, 3>(gy, w, cols, outs, pl, c, v);
-    if (v + 2 <= pl.vecs) grad_input_cols<C, 2>(gy, w, cols, outs, pl, c, v), v += 2;
-    if (v < pl.vecs) grad_input_cols<C, 1>(gy, w, cols, outs, pl, c, v);
+    in_blocks<3>(0, pl.vecs, [&]<int VB>(std::int64_t v) {
+      grad_input_cols<C, VB>(gy, w, cols, outs, pl, c, v);
+    });
     float* d = dx + c * pl.size;
     std::fill(d, d + pl.size, 0.f);
     for (int t = 0; t < kTaps; ++t)
-      for (v = 0; v < pl.vecs; ++v) {
+      for (std::int64_t v = 0; v < pl.vecs; ++v) {
         const __mmask16 m = pl.inside[static_cast<std::size_t>(v * kTaps + t)];
-        float* at = d + v * 16 + pl.offset[t];
+        float* at = d + v * 16 + pl.offset(t);
         const __m512 sum =
             _mm512_add_ps(_mm512_maskz_loadu_ps(m, at), _mm512_load_ps(cols + t * stride + v * 16));
         _mm512_mask_storeu_ps(at, m, sum);
