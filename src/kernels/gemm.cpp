@@ -3,9 +3,11 @@
 // float and double with the "openblas" backend, cblas_?gemm with transpose
 // flags and leading dimensions, or, for float with the "libxsmm" backend,
 // libxsmm's JIT kernels (src/kernels/gemm_libxsmm.cpp). libms is compiled
-// with EIGEN_DONT_PARALLELIZE (meson.build): gemm() splits large products over
-// the threads itself, by blocks of C's columns (integers: by rows; libxsmm: by
-// tiles), so that the thread count never changes a sum's order.
+// with EIGEN_DONT_PARALLELIZE (meson.build) and OpenBLAS runs every call on
+// one thread: gemm() splits large products over the threads itself, by blocks
+// of C's columns (integers: by rows; libxsmm: by tiles), so that the thread
+// count never changes a sum's order. (OpenBLAS's threaded driver cuts the
+// inner dimension differently from its serial one.)
 #include "ms/kernels/gemm.hpp"
 
 // Eigen's AVX-512 transposes start from _mm512_undefined_ps(), which g++ 12
@@ -22,6 +24,8 @@
 #include <type_traits>
 #include <vector>
 #include "ms/core/detail/eigen.hpp"
+
+#include <omp.h>
 
 #include "bf16_convert.hpp"
 #include "gemm_libxsmm.hpp"
@@ -42,6 +46,7 @@ void cblas_sgemv(int order, int trans, int m, int n, float alpha, const float* a
 void cblas_dgemv(int order, int trans, int m, int n, double alpha, const double* a, int lda,
                  const double* x, int incx, double beta, double* y, int incy);
 char* openblas_get_corename(void) __attribute__((weak));
+void openblas_set_num_threads(int);
 }
 #endif
 
@@ -89,6 +94,11 @@ GemmBackend choose_backend() {
                  "' is neither 'libxsmm', 'eigen' nor 'openblas'; using the default");
   }
 #if MS_HAVE_BLAS
+  {  // one thread per call (see OneBlasThread), OpenMP's count as it was
+    const int omp_threads = omp_get_max_threads();
+    openblas_set_num_threads(1);
+    omp_set_num_threads(omp_threads);
+  }
   std::string blas = "OpenBLAS";
   if (openblas_get_corename != nullptr)
     blas += std::string(" (core ") + openblas_get_corename() + ")";
@@ -152,6 +162,64 @@ void product(MutMap<T>& c, const L& a, const R& b, T alpha, T beta) {
   }
 }
 
+#if MS_HAVE_BLAS
+// Every OpenBLAS call runs on one thread: its threaded driver blocks the
+// inner dimension differently from the serial one, so its sums would change
+// with the thread count. Its pthread build keeps the count
+// openblas_set_num_threads(1) set (choose_backend, set_num_threads); its
+// OpenMP build takes the calling thread's omp_get_max_threads() (which
+// set_num_threads sets for ms's regions) unless called inside a parallel
+// region: for the span of a call, one.
+class OneBlasThread {
+ public:
+  OneBlasThread() noexcept : saved_(omp_in_parallel() ? 1 : omp_get_max_threads()) {
+    if (saved_ != 1) omp_set_num_threads(1);
+  }
+  ~OneBlasThread() {
+    if (saved_ != 1) omp_set_num_threads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
+
+// One product on OpenBLAS, sizes and leading dimensions in an int. The
+// matrix-vector products gemm() leaves to gemm_small (a column of C, a row of
+// fewer columns than a packet, or a row whose x is strided while B is stored
+// [n, k]) go to gemv.
+template <class T>
+void blas_product(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                  const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
+                  std::int64_t ldc) {
+  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
+  if (m == 1 || n == 1) {
+    if (beta == T(0))  // gemv scales y by beta: never read what is there
+      for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
+    auto gemv = [&](bool trans, std::int64_t rows, std::int64_t cols, const T* mat, std::int64_t ld,
+                    const T* x, std::int64_t incx, T* y, std::int64_t incy) {
+      if constexpr (std::is_same_v<T, float>)
+        cblas_sgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
+                    y, i(incy));
+      else
+        cblas_dgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
+                    y, i(incy));
+    };
+    if (m == 1)  // c^T = op(B)^T a^T: B is [k, n] (or [n, k] when tb)
+      gemv(!tb, tb ? n : k, tb ? k : n, b, ldb, a, ta ? lda : 1, c, 1);
+    else  // c = op(A) b: A is [m, k] (or [k, m] when ta)
+      gemv(ta, ta ? k : m, ta ? m : k, a, lda, b, tb ? 1 : ldb, c, ldc);
+    return;
+  }
+  const int ta_ = ta ? 112 : 111, tb_ = tb ? 112 : 111;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
+  else
+    cblas_dgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
+}
+#endif
+
 // One product whose sizes and leading dimensions all fit in an int.
 template <class T>
 void gemm_small(Route route, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -159,38 +227,9 @@ void gemm_small(Route route, bool ta, bool tb, std::int64_t m, std::int64_t n, s
                 std::int64_t ldc) {
 #if MS_HAVE_BLAS
   if constexpr (std::is_floating_point_v<T>) {
-    // The matrix-vector products gemm() leaves here (a column of C, a row of
-    // fewer columns than a packet, or a row whose x is strided while B is
-    // stored [n, k]) go to BLAS's gemv with the openblas backend. With eigen
-    // they stay with Eigen: no OpenBLAS call, so OpenBLAS's OpenMP threads
-    // never spin beside ms's pool (see parallel.cpp).
-    if (route == Route::openblas && (m == 1 || n == 1)) {
-      const auto i = [](std::int64_t v) { return static_cast<int>(v); };
-      if (beta == T(0))  // gemv scales y by beta: never read what is there
-        for (std::int64_t r = 0; r < m; ++r) std::fill(c + r * ldc, c + r * ldc + n, T(0));
-      auto gemv = [&](bool trans, std::int64_t rows, std::int64_t cols, const T* mat,
-                      std::int64_t ld, const T* x, std::int64_t incx, T* y, std::int64_t incy) {
-        if constexpr (std::is_same_v<T, float>)
-          cblas_sgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
-                      y, i(incy));
-        else
-          cblas_dgemv(101, trans ? 112 : 111, i(rows), i(cols), alpha, mat, i(ld), x, i(incx), beta,
-                      y, i(incy));
-      };
-      if (m == 1)  // c^T = op(B)^T a^T: B is [k, n] (or [n, k] when tb)
-        gemv(!tb, tb ? n : k, tb ? k : n, b, ldb, a, ta ? lda : 1, c, 1);
-      else  // c = op(A) b: A is [m, k] (or [k, m] when ta)
-        gemv(ta, ta ? k : m, ta ? m : k, a, lda, b, tb ? 1 : ldb, c, ldc);
-      return;
-    }
     if (route == Route::openblas) {
-      const int ta_ = ta ? 112 : 111, tb_ = tb ? 112 : 111;
-      const auto i = [](std::int64_t v) { return static_cast<int>(v); };
-      if constexpr (std::is_same_v<T, float>)
-        cblas_sgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
-      else
-        cblas_dgemm(101, ta_, tb_, i(m), i(n), i(k), alpha, a, i(lda), b, i(ldb), beta, c, i(ldc));
-      return;
+      const OneBlasThread one_thread;
+      return blas_product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
   }
 #else
@@ -476,8 +515,8 @@ constexpr double kFlopsPerThread = 1 << 16;
 // The smallest float products libxsmm takes (see gemm_impl).
 constexpr double kLibxsmmMinOutputs = 1024;
 constexpr double kLibxsmmMinFlops = 1 << 16;
-// Products up to this size run one per thread over a batch (OpenBLAS itself
-// stays single-threaded below 64^3, and a batch splits more evenly above it).
+// Products up to this size run one per thread over a batch (gemm() splits
+// few of them itself, and a batch splits more evenly above it).
 constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
 
 template <class T>
@@ -527,7 +566,7 @@ void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int
     // count. (Eigen's row blocking inside a product depends on its column
     // count, so any thread-dependent cut would change roundings.)
     const double flops = static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (route != Route::openblas && flops > kSplitFlops && n >= 2 * kMinColumnBlock) {
+    if (flops > kSplitFlops && n >= 2 * kMinColumnBlock) {
       std::int64_t blocks = std::min<std::int64_t>(kMaxColumnBlocks, n / kMinColumnBlock);
       blocks -= blocks % 2;  // an even count splits evenly over two threads
       // Block i is columns [edge(i), edge(i + 1)), edges on multiples of 16.

@@ -1,9 +1,9 @@
 // ms's thread pool (see ms/kernels/parallel.hpp).
 //
-// Which threads: OpenMP's when the GEMM backend is OpenBLAS (its OpenMP
-// threads run the products; a second set of spinning workers beside them made
-// 2-thread training steps 2.5-15x slower on 2 cores), ms's pool otherwise
-// (then no OpenBLAS call is made at all: see gemm.cpp). One set per process.
+// Which threads: OpenMP's when the GEMM backend is OpenBLAS (its OpenMP build
+// is called from OpenMP threads only, each call on one thread: see gemm.cpp),
+// ms's pool otherwise (then no OpenBLAS call is made at all). One set per
+// process.
 //
 // The pool runs one job at a time. The caller writes the job, then publishes
 // it twice: in `claim_` (generation, number of chunks, next chunk to hand
@@ -314,10 +314,12 @@ Pool& pool() {
 void set_num_threads(int n) {
   MS_CHECK(n >= 1, ValueError, "set_num_threads: n must be >= 1, got ", n);
   g_threads.store(n);
-  omp_set_num_threads(n);
 #if defined(MS_HAVE_BLAS)
-  openblas_set_num_threads(n);
+  // One thread per OpenBLAS call (gemm.cpp); its OpenMP build sets OpenMP's
+  // count here too, so OpenMP's is set after it.
+  openblas_set_num_threads(1);
 #endif
+  omp_set_num_threads(n);
 }
 
 int get_num_threads() { return initial_threads(); }

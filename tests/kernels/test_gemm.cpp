@@ -316,6 +316,37 @@ TEST_SUITE("kernels") {
       }
   }
 
+  TEST_CASE("gemm on every backend: the same bits on 1 and 2 threads") {
+    // Random floats, so that a different order of the sums shows: the shapes
+    // of gemm_bias and gemm_bf16 (a few rows and a long k, both operands
+    // transposed, B stored transposed), a wide product cut into column blocks.
+    ThreadGuard guard;
+    std::mt19937 gen(31);
+    for (const Product& p :
+         {Product{16, 1000, 784, false, false}, Product{16, 1000, 784, false, true},
+          Product{127, 255, 1000, true, true}, Product{64, 512, 784, false, true},
+          Product{300, 770, 200, true, false}, Product{1, 513, 700, false, false},
+          Product{700, 1, 513, false, true}})
+      for (const float beta : {0.f, 1.f}) {
+        const std::vector<float> a = uniform(p.a().size(), gen), b = uniform(p.b().size(), gen),
+                                 c0 = uniform(p.c_size(), gen);
+        for (const std::string& backend : available_backends()) {
+          ms::set_num_threads(1);
+          const std::vector<float> one = run_on(backend, p, 1.f, a, b, beta, c0);
+          ms::set_num_threads(2);
+          const std::vector<float> two = run_on(backend, p, 1.f, a, b, beta, c0);
+          CAPTURE(backend);
+          CAPTURE(p.m);
+          CAPTURE(p.n);
+          CAPTURE(p.k);
+          CAPTURE(p.ta);
+          CAPTURE(p.tb);
+          CAPTURE(beta);
+          CHECK(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+        }
+      }
+  }
+
   TEST_CASE("gemm on libxsmm: products cut into slabs, exactly, on 1 and 2 threads") {
     // k = 4096: each packed operand is cut into slabs of 256 rows of A or 192
     // columns of B. 300 x 300 (both transposed: 2 x 2 slabs, each packed

@@ -14,11 +14,11 @@
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
 // parallel region (libgomp) costs ~2.4 us and an OpenMP barrier ~1.2 us on
 // the 2-core VMs this project is measured on, which kept small products on one
-// thread. One set of threads per process: with the `openblas` GEMM backend
-// (`gemm_backend()`), whose products run on OpenBLAS's OpenMP threads,
-// `parallel_for` opens OpenMP regions on those same threads instead (two sets
-// spinning against each other on 2 cores made training steps several times
-// slower). `ms::set_num_threads` sets both.
+// thread. With the `openblas` GEMM backend (`gemm_backend()`: OpenBLAS's
+// OpenMP build, which expects to be called from OpenMP's threads),
+// `parallel_for` opens OpenMP regions instead, and every OpenBLAS call runs on
+// the one thread that makes it (OpenBLAS's own threading would change a
+// product's sums with the thread count). `ms::set_num_threads` sets both.
 #pragma once
 
 #include <cstdint>
