@@ -20,6 +20,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 #include <string_view>
 #include <type_traits>
@@ -31,13 +32,44 @@ namespace ms::kernels {
 /// Eigen's vectorized double exp clamps its argument at about -709.78, so
 /// exp(-inf) would be 5.6e-309 (and a sum of such terms, a logsumexp of
 /// masked entries, not -inf): below that point the float64 result (a
-/// subnormal under 5.5e-309) is 0.
+/// subnormal under 5.5e-309) is 0. Its float exp without AVX-512 (SSE, AVX2)
+/// clamps at -88.7228 (exp(-inf) = 2.9e-39, and inf * exp(-inf) = inf, not
+/// NaN): below that point the float32 result is 0, as with AVX-512.
 inline auto exp_flushed(const auto& x) {
   using S = typename std::decay_t<decltype(x)>::Scalar;
-  if constexpr (std::is_same_v<S, double>)
-    return (x < S(-709.78)).select(S(0), x.exp());
+  if constexpr (std::is_same_v<S, double>) return (x < S(-709.78)).select(S(0), x.exp());
+#if !defined(__AVX512F__)
+  else if constexpr (std::is_same_v<S, float>)
+    return (x < S(-88.72283935546875)).select(S(0), x.exp());
+#endif
   else
     return x.exp();
+}
+
+/// 1 / (1 + e^-x) of an Eigen array expression: Eigen's float logistic
+/// without AVX-512 is 2.9e-39 at -inf (its exp's clamp, see exp_flushed); 0
+/// there.
+inline auto logistic_flushed(const auto& x) {
+#if !defined(__AVX512F__)
+  using S = typename std::decay_t<decltype(x)>::Scalar;
+  if constexpr (std::is_same_v<S, float>)
+    return (x < S(-88.72283935546875)).select(S(0), x.logistic());
+  else
+#endif
+    return x.logistic();
+}
+
+/// The square root of an Eigen array expression: Eigen's float square root
+/// without AVX-512 (a reciprocal estimate and a Newton step) is NaN at +inf;
+/// +inf there.
+inline auto sqrt_of(const auto& x) {
+#if !defined(__AVX512F__)
+  using S = typename std::decay_t<decltype(x)>::Scalar;
+  if constexpr (std::is_same_v<S, float>)
+    return (x == std::numeric_limits<S>::infinity()).select(x, x.sqrt());
+  else
+#endif
+    return x.sqrt();
 }
 
 /// How an elementwise instruction maps input dtypes to its compute and output dtypes.
@@ -154,7 +186,7 @@ struct Sqrt {
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
   /// The instruction on Eigen array expressions (vectorized).
-  static auto eval(const auto& x) { return x.sqrt(); }
+  static auto eval(const auto& x) { return sqrt_of(x); }
 };
 
 /// The elementwise instruction "rsqrt": 1 operand, EwRule::Float.
@@ -305,7 +337,7 @@ struct Sigmoid {
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
   /// The instruction on Eigen array expressions (vectorized).
-  static auto eval(const auto& x) { return x.logistic(); }
+  static auto eval(const auto& x) { return logistic_flushed(x); }
 };
 
 /// max(x, 0); NaN stays NaN, as PyTorch.
@@ -380,7 +412,7 @@ struct GeluGrad {
     using T = detail::scalar_of<decltype(x)>;
     const T inv_sqrt_2pi = T(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
     return g * (T(0.5) * (T(1) + (x * T(std::numbers::sqrt2 / 2)).erf()) +
-                x * (x.square() * T(-0.5)).exp() * inv_sqrt_2pi);
+                x * exp_flushed(x.square() * T(-0.5)) * inv_sqrt_2pi);
   }
 };
 
@@ -428,7 +460,7 @@ struct Silu {
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
   /// The instruction on Eigen array expressions (vectorized).
-  static auto eval(const auto& x) { return x * x.logistic(); }
+  static auto eval(const auto& x) { return x * logistic_flushed(x); }
 };
 
 /// log(1 + exp(x)), linear above 20 as PyTorch (threshold=20) to avoid overflow.
