@@ -27,6 +27,15 @@
 // take the rest. On a quiet machine no chunk waits and the jobs keep one
 // chunk per thread (the fewest claims).
 //
+// On a crowded machine (another program's running threads and the job's
+// would be more than the cores: the kernel's count of runnable tasks, from
+// /proc/loadavg, less the pool's threads awake), the caller runs the job's
+// chunks alone: a worker would share a core with that program and hold the
+// job each time the scheduler parks it. The count is read at most every
+// kLoadSample, and two readings in a row decide (a worker woken a moment ago
+// is runnable before it counts itself awake); the same chunks run either way
+// (the same bits).
+//
 // A worker spins on the word for kSpin after a job it could take part in,
 // then sleeps on `wake_`; either yields its core when it notices it was
 // descheduled while spinning (the core is wanted by another program). Each
@@ -35,13 +44,16 @@
 // sides always sees the other.
 #include "ms/kernels/parallel.hpp"
 
+#include <fcntl.h>
 #include <omp.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -144,10 +156,72 @@ bool spin_until(Done done, Clock::duration limit) noexcept {
   }
 }
 
+// How often the caller looks at the machine's load (LoadProbe).
+constexpr auto kLoadSample = std::chrono::milliseconds(10);
+std::atomic<bool> g_yield_to_load{true};
+
+// Whether the machine is crowded: the running tasks of /proc/loadavg (its
+// fourth field, "running/total"), less `ours` (this pool's threads awake,
+// counted there), plus the `threads` a job would use, exceed `cores`.
+// Sampled at most every kLoadSample; crowded when two samples in a row are;
+// never when the file cannot be read.
+class LoadProbe {
+ public:
+  bool crowded(int ours, int threads, unsigned cores) noexcept {
+    const std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    const Clock::time_point now = Clock::now();
+    if (sampled_ && now - last_ < kLoadSample) return crowded_;
+    sampled_ = true;
+    last_ = now;
+    const int others = running() - ours;
+    const bool now_crowded = others > 0 && static_cast<unsigned>(others + threads) > cores;
+    crowded_ = now_crowded && last_crowded_;
+    last_crowded_ = now_crowded;
+    return crowded_;
+  }
+
+  // Reads `path` instead of /proc/loadavg from now on (tests).
+  void read_from(const char* path) noexcept {
+    const std::lock_guard lock(mutex_);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = ::open(path, O_RDONLY | O_CLOEXEC);
+    sampled_ = false;
+    crowded_ = last_crowded_ = false;
+  }
+
+ private:
+  // The running tasks, or 0 when unknown.
+  int running() const noexcept {
+    char text[128];
+    const ssize_t got = fd_ < 0 ? -1 : ::pread(fd_, text, sizeof text - 1, 0);
+    if (got <= 0) return 0;
+    text[got] = '\0';
+    const char* p = text;
+    for (int field = 0; field < 3 && p != nullptr; ++field) {
+      p = std::strchr(p, ' ');
+      if (p != nullptr) ++p;
+    }
+    return p != nullptr ? std::atoi(p) : 0;
+  }
+
+  std::mutex mutex_;
+  int fd_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  bool sampled_ = false;
+  bool crowded_ = false;
+  bool last_crowded_ = false;
+  Clock::time_point last_{};
+};
+
+LoadProbe& load_probe() {
+  static LoadProbe* const probe = new LoadProbe;  // never destroyed, as the pool
+  return *probe;
+}
+
 class Pool {
  public:
-  // Runs the job on the pool; false (nothing run) when another thread holds it
-  // or no worker could be started.
+  // Runs the job on the pool; false (nothing run) when another thread holds
+  // it, no worker could be started or the machine is crowded (LoadProbe).
   // `threads` (at most `parts`) threads take part: the caller and workers
   // 1 .. threads - 1.
   bool run(std::int64_t n, int parts, int threads, std::int64_t chunk,
@@ -156,6 +230,11 @@ class Pool {
     if (!lock.owns_lock() || !grow(threads - 1)) return false;
     if (const int fine = g_fine_jobs.load(std::memory_order_relaxed); fine > 0)
       g_fine_jobs.store(fine - 1, std::memory_order_relaxed);
+    if (g_yield_to_load.load(std::memory_order_relaxed) &&
+        load_probe().crowded(
+            1 + static_cast<int>(threads_.size()) - sleepers_.load(std::memory_order_relaxed),
+            threads, cores_))
+      return false;
     n_ = n;
     chunk_ = chunk;
     body_ = body;
@@ -338,6 +417,11 @@ int threads_for(std::int64_t n, std::int64_t grain) {
   return static_cast<int>(std::min<std::int64_t>({by_grain, nt * per_thread, kMaxParts}));
 }
 
+void yield_to_load(bool on, const char* loadavg) noexcept {
+  g_yield_to_load.store(on, std::memory_order_relaxed);
+  if (loadavg != nullptr) load_probe().read_from(loadavg);
+}
+
 bool runs_on_openmp() noexcept {
   static const bool b = std::strcmp(gemm_backend().name, "openblas") == 0;
   return b;
@@ -353,8 +437,8 @@ void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx) {
     return;
   }
   if (threads > 1 && pool().run(n, parts, threads, chunk, body, ctx)) return;
-  // The pool is busy with another thread's job (or one thread is set now): the
-  // same chunks, here.
+  // The pool is busy with another thread's job, or the machine is crowded (or
+  // one thread is set now): the same chunks, here.
   const InParallel flag;
   for (int part = 0; part < parts; ++part) run_part(body, ctx, n, chunk, part);
 }

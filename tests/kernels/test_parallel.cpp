@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "random.hpp"
+#include "temp_dir.hpp"
 #include "thread_guard.hpp"
 
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <string>
@@ -40,7 +42,15 @@
 
 namespace {
 
-using ms::test::ThreadGuard;
+// Restores ms's thread count at the end of a test, and keeps the workers
+// taking part while the test runs: the suite's other processes share the
+// cores, which would otherwise make the caller run every chunk alone.
+struct ThreadGuard : ms::test::ThreadGuard {
+  ThreadGuard() { ms::kernels::detail::yield_to_load(false); }
+  ~ThreadGuard() { ms::kernels::detail::yield_to_load(true); }
+  ThreadGuard(const ThreadGuard&) = delete;
+  ThreadGuard& operator=(const ThreadGuard&) = delete;
+};
 using Chunks = std::set<std::pair<std::int64_t, std::int64_t>>;
 
 constexpr int kFine = ms::kernels::detail::kStallChunksPerThread;
@@ -483,6 +493,54 @@ TEST_CASE("parallel_for: the same bits for 1 thread and for 2 threads in finer c
   CHECK(ms::test::bitwise_equal(one, fine));
   CHECK(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)) == 0);
   CHECK(settle(2));
+}
+
+TEST_CASE("parallel_for: on a crowded machine the caller runs the chunks alone, same chunks") {
+  // (OpenMP's regions, the openblas backend, give each thread its chunks.)
+  if (ms::kernels::detail::runs_on_openmp()) return;
+  const ThreadGuard guard;
+  ms::set_num_threads(2);
+  REQUIRE(settle(2));
+  const ms::test::TempDir dir("ms_loadavg");
+  const std::string loadavg = (dir.path / "loadavg").string();
+  // /proc/loadavg's form: three averages, running/total tasks, the last pid.
+  // Two calls 10 ms apart read it twice: a verdict holds from two samples in a row.
+  const auto running = [&](int n) {
+    std::ofstream(loadavg) << "0.50 0.40 0.30 " << n << "/120 4321\n";
+    ms::kernels::detail::yield_to_load(true, loadavg.c_str());  // read again at the next call
+    for (int sample = 0; sample < 2; ++sample) {
+      ms::kernels::parallel_for(2, 1, [](std::int64_t, std::int64_t) {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(11));
+    }
+  };
+  // The caller, a spinning worker and 2 other tasks: 3 cores wanted of 2.
+  // Chunks of 2 ms, which a worker taking part would have time to claim.
+  running(4);
+  const std::thread::id self = std::this_thread::get_id();
+  for (int round = 0; round < 3; ++round) {
+    std::mutex m;
+    Chunks seen;
+    std::set<std::thread::id> threads;
+    ms::kernels::parallel_for(1000, 1, [&](std::int64_t b, std::int64_t e) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const std::lock_guard lock(m);
+      seen.insert({b, e});
+      threads.insert(std::this_thread::get_id());
+    });
+    CHECK(documented(seen, 1000, 1, 2));
+    CHECK(threads == std::set<std::thread::id>{self});
+  }
+  // Nothing else running: the worker takes part again.
+  running(1);
+  CHECK(check_cover(1000, 1, 2, 2) == 2);
+  // Another task, but with the workers switched on regardless.
+  running(3);
+  ms::kernels::detail::yield_to_load(false);
+  CHECK(check_cover(1000, 1, 2, 2) == 2);
+  // An unreadable file: never crowded.
+  ms::kernels::detail::yield_to_load(true, (dir.path / "missing").c_str());
+  CHECK(check_cover(1000, 1, 2, 2) == 2);
+  ms::kernels::detail::yield_to_load(false, "/proc/loadavg");
 }
 
 TEST_CASE("set_num_threads: fewer than one thread is a ValueError naming the API and the value") {

@@ -14,11 +14,14 @@
 // of a chain of small ops reaches it in well under a microsecond: an OpenMP
 // parallel region (libgomp) costs ~2.4 us and an OpenMP barrier ~1.2 us on
 // the 2-core VMs this project is measured on, which kept small products on one
-// thread. With the `openblas` GEMM backend (`gemm_backend()`: OpenBLAS's
-// OpenMP build, which expects to be called from OpenMP's threads),
-// `parallel_for` opens OpenMP regions instead, and every OpenBLAS call runs on
-// the one thread that makes it (OpenBLAS's own threading would change a
-// product's sums with the thread count). `ms::set_num_threads` sets both.
+// thread. While the machine is crowded (other programs' running threads and a
+// call's would be more than the cores in two readings of /proc/loadavg, made
+// at most every 10 ms) the caller runs a call's chunks alone. With the
+// `openblas` GEMM backend (`gemm_backend()`: OpenBLAS's OpenMP build, which
+// expects to be called from OpenMP's threads), `parallel_for` opens OpenMP
+// regions instead, and every OpenBLAS call runs on the one thread that makes
+// it (OpenBLAS's own threading would change a product's sums with the thread
+// count). `ms::set_num_threads` sets both.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +69,11 @@ using ChunkBody = void (*)(void* ctx, std::int64_t begin, std::int64_t end);
 void run_chunks(std::int64_t n, int parts, ChunkBody body, void* ctx);
 /// True when `parallel_for` runs on OpenMP's threads (the `openblas` backend).
 bool runs_on_openmp() noexcept;
+/// Whether the caller runs a call's chunks alone while the machine is
+/// crowded (on by default; tests that need the workers to take part switch
+/// it off), and, when `loadavg` is not null, the file read for the running
+/// tasks instead of /proc/loadavg (tests).
+void yield_to_load(bool on, const char* loadavg = nullptr) noexcept;
 }  // namespace detail
 
 template <class F>
