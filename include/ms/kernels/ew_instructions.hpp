@@ -28,19 +28,23 @@
 
 namespace ms::kernels {
 
+/// Where Eigen's float exp without AVX-512 (SSE, AVX2) clamps its argument
+/// (exp_flushed, logistic_flushed).
+inline constexpr double kFloatExpClamp = -88.72283935546875;
+
 /// e^x of an Eigen array expression, for every kernel that exponentiates.
 /// Eigen's vectorized double exp clamps its argument at about -709.78, so
 /// exp(-inf) would be 5.6e-309 (and a sum of such terms, a logsumexp of
 /// masked entries, not -inf): below that point the float64 result (a
 /// subnormal under 5.5e-309) is 0. Its float exp without AVX-512 (SSE, AVX2)
-/// clamps at -88.7228 (exp(-inf) = 2.9e-39, and inf * exp(-inf) = inf, not
+/// clamps at kFloatExpClamp (exp(-inf) = 2.9e-39, and inf * exp(-inf) = inf, not
 /// NaN): below that point the float32 result is 0, as with AVX-512.
 inline auto exp_flushed(const auto& x) {
   using S = typename std::decay_t<decltype(x)>::Scalar;
   if constexpr (std::is_same_v<S, double>) return (x < S(-709.78)).select(S(0), x.exp());
 #if !defined(__AVX512F__)
   else if constexpr (std::is_same_v<S, float>)
-    return (x < S(-88.72283935546875)).select(S(0), x.exp());
+    return (x < S(kFloatExpClamp)).select(S(0), x.exp());
 #endif
   else
     return x.exp();
@@ -53,7 +57,7 @@ inline auto logistic_flushed(const auto& x) {
 #if !defined(__AVX512F__)
   using S = typename std::decay_t<decltype(x)>::Scalar;
   if constexpr (std::is_same_v<S, float>)
-    return (x < S(-88.72283935546875)).select(S(0), x.logistic());
+    return (x < S(kFloatExpClamp)).select(S(0), x.logistic());
   else
 #endif
     return x.logistic();
