@@ -94,11 +94,6 @@ GemmBackend choose_backend() {
                  "' is neither 'libxsmm', 'eigen' nor 'openblas'; using the default");
   }
 #if MS_HAVE_BLAS
-  {  // one thread per call (see OneBlasThread), OpenMP's count as it was
-    const int omp_threads = omp_get_max_threads();
-    openblas_set_num_threads(1);
-    omp_set_num_threads(omp_threads);
-  }
   std::string blas = "OpenBLAS";
   if (openblas_get_corename != nullptr)
     blas += std::string(" (core ") + openblas_get_corename() + ")";
@@ -166,13 +161,13 @@ void product(MutMap<T>& c, const L& a, const R& b, T alpha, T beta) {
 // Every OpenBLAS call runs on one thread: its threaded driver blocks the
 // inner dimension differently from the serial one, so its sums would change
 // with the thread count. Its pthread build keeps the count
-// openblas_set_num_threads(1) set (choose_backend, set_num_threads); its
-// OpenMP build takes the calling thread's omp_get_max_threads() (which
-// set_num_threads sets for ms's regions) unless called inside a parallel
-// region: for the span of a call, one.
+// openblas_set_num_threads(1) set (once, by the first call); its OpenMP build
+// takes the calling thread's omp_get_max_threads() (which set_num_threads
+// sets for ms's regions) unless called inside a parallel region: for the
+// span of a call, one.
 class OneBlasThread {
  public:
-  OneBlasThread() noexcept : saved_(omp_in_parallel() ? 1 : omp_get_max_threads()) {
+  OneBlasThread() noexcept : saved_(threads_now()) {
     if (saved_ != 1) omp_set_num_threads(1);
   }
   ~OneBlasThread() {
@@ -182,6 +177,20 @@ class OneBlasThread {
   OneBlasThread& operator=(const OneBlasThread&) = delete;
 
  private:
+  // The calling thread's OpenMP count (1 inside a parallel region), after
+  // OpenBLAS's own count was set to 1 once (its OpenMP build sets OpenMP's
+  // count there too: put back).
+  static int threads_now() noexcept {
+    static const bool once = [] {
+      const int omp_threads = omp_get_max_threads();
+      openblas_set_num_threads(1);
+      omp_set_num_threads(omp_threads);
+      return true;
+    }();
+    (void)once;
+    return omp_in_parallel() ? 1 : omp_get_max_threads();
+  }
+
   int saved_;
 };
 

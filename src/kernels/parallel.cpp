@@ -62,10 +62,6 @@
 #include "ms/core/error.hpp"
 #include "ms/kernels/gemm.hpp"
 
-#if defined(MS_HAVE_BLAS)
-extern "C" void openblas_set_num_threads(int);
-#endif
-
 namespace ms {
 namespace {
 std::atomic<int> g_threads{0};  // 0: not set yet, use the OpenMP default
@@ -164,12 +160,10 @@ std::atomic<bool> g_yield_to_load{true};
 // fourth field, "running/total"), less `ours` (this pool's threads awake,
 // counted there), plus the `threads` a job would use, exceed `cores`.
 // Sampled at most every kLoadSample; crowded when two samples in a row are;
-// never when the file cannot be read.
+// never when the file cannot be read. Used by the thread holding the pool.
 class LoadProbe {
  public:
   bool crowded(int ours, int threads, unsigned cores) noexcept {
-    const std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
     const Clock::time_point now = Clock::now();
     if (sampled_ && now - last_ < kLoadSample) return crowded_;
     sampled_ = true;
@@ -183,7 +177,6 @@ class LoadProbe {
 
   // Reads `path` instead of /proc/loadavg from now on (tests).
   void read_from(const char* path) noexcept {
-    const std::lock_guard lock(mutex_);
     if (fd_ >= 0) ::close(fd_);
     fd_ = ::open(path, O_RDONLY | O_CLOEXEC);
     sampled_ = false;
@@ -205,18 +198,12 @@ class LoadProbe {
     return p != nullptr ? std::atoi(p) : 0;
   }
 
-  std::mutex mutex_;
   int fd_ = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   bool sampled_ = false;
   bool crowded_ = false;
   bool last_crowded_ = false;
   Clock::time_point last_{};
 };
-
-LoadProbe& load_probe() {
-  static LoadProbe* const probe = new LoadProbe;  // never destroyed, as the pool
-  return *probe;
-}
 
 class Pool {
  public:
@@ -231,7 +218,7 @@ class Pool {
     if (const int fine = g_fine_jobs.load(std::memory_order_relaxed); fine > 0)
       g_fine_jobs.store(fine - 1, std::memory_order_relaxed);
     if (g_yield_to_load.load(std::memory_order_relaxed) &&
-        load_probe().crowded(
+        probe_.crowded(
             1 + static_cast<int>(threads_.size()) - sleepers_.load(std::memory_order_relaxed),
             threads, cores_))
       return false;
@@ -264,6 +251,12 @@ class Pool {
     wait_done(done > 0 ? (Clock::now() - start) / done * kStallFactor + kStallSlack
                        : Clock::duration::zero());
     return true;
+  }
+
+  // The load probe reads `path` from now on (tests).
+  void read_load_from(const char* path) noexcept {
+    const std::lock_guard lock(mutex_);
+    probe_.read_from(path);
   }
 
  private:
@@ -354,6 +347,7 @@ class Pool {
   }
 
   std::mutex mutex_;  // held by the thread whose job the pool runs
+  LoadProbe probe_;   // under mutex_
   std::vector<std::thread> threads_;
   const unsigned cores_ = std::max(1u, std::thread::hardware_concurrency());
   std::atomic<bool> spin_{true};
@@ -393,11 +387,6 @@ Pool& pool() {
 void set_num_threads(int n) {
   MS_CHECK(n >= 1, ValueError, "set_num_threads: n must be >= 1, got ", n);
   g_threads.store(n);
-#if defined(MS_HAVE_BLAS)
-  // One thread per OpenBLAS call (gemm.cpp); its OpenMP build sets OpenMP's
-  // count here too, so OpenMP's is set after it.
-  openblas_set_num_threads(1);
-#endif
   omp_set_num_threads(n);
 }
 
@@ -419,7 +408,7 @@ int threads_for(std::int64_t n, std::int64_t grain) {
 
 void yield_to_load(bool on, const char* loadavg) noexcept {
   g_yield_to_load.store(on, std::memory_order_relaxed);
-  if (loadavg != nullptr) load_probe().read_from(loadavg);
+  if (loadavg != nullptr) pool().read_load_from(loadavg);
 }
 
 bool runs_on_openmp() noexcept {
