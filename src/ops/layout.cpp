@@ -101,14 +101,21 @@ std::int64_t index_value(const Tensor& dense_index, std::int64_t pos) {
                                       : dense_index.data<std::int64_t>()[pos];
 }
 
-// IndexError for the first value of `dense_index` outside [0, limit).
+// IndexError for the first value of `dense_index` outside [0, limit);
+// `range()` names what the values index (called only to say so).
+template <class Range>
 void check_index_values(const Tensor& dense_index, std::int64_t limit, std::string_view op,
-                        std::string_view arg, const std::string& range) {
+                        std::string_view arg, const Range& range) {
   const std::int64_t pos = kernels::index_find_out_of_range(dense_index, limit);
   if (pos < 0) return;
   detail::raise<IndexError>(op, ": ", arg, position(pos, dense_index.shape()), " = ",
-                            index_value(dense_index, pos), " is out of range for ", range,
+                            index_value(dense_index, pos), " is out of range for ", range(),
                             " (expected 0 <= value < ", limit, ")");
+}
+
+// The `range` of check_index_values for an index along axis `ax` of x.
+auto axis_of_x(std::int64_t ax, const Shape& shape) {
+  return [ax, &shape] { return detail::str_cat("axis ", ax, " of x with shape ", shape); };
 }
 
 // A dense output; an allocation over the cap is a MemoryError naming the op.
@@ -686,7 +693,7 @@ TensorList eval_one_hot(Inputs in, const ops::OneHot::Attrs& a) {
   // Before the empty-output return: with num_classes 0 every index is out of
   // range (PyTorch: "Class values must be smaller than num_classes").
   check_index_values(index, classes, "one_hot", "indices",
-                     detail::str_cat("num_classes ", classes));
+                     [&] { return detail::str_cat("num_classes ", classes); });
   if (out.numel() == 0) return {out};
   kernels::one_hot(index, out);
   return {out};
@@ -816,8 +823,7 @@ TensorList Gather::eval(const Attrs& a, Inputs in) {
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "gather");
   const std::int64_t limit = r == 0 ? 1 : x.shape()[u(ax)];
-  check_index_values(index, limit, "gather", "index",
-                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  check_index_values(index, limit, "gather", "index", axis_of_x(ax, x.shape()));
   kernels::gather(x, ax, index, out);
   return {out};
 }
@@ -843,8 +849,7 @@ TensorList IndexSelect::eval(const Attrs& a, Inputs in) {
   Tensor out = alloc(t[0], "index_select");  // first: over the cap fails before any scan
   const Tensor &x = in[0], index = in[1].contiguous();
   const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_select");
-  check_index_values(index, x.shape()[u(ax)], "index_select", "index",
-                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  check_index_values(index, x.shape()[u(ax)], "index_select", "index", axis_of_x(ax, x.shape()));
   kernels::index_select(x, ax, index, out);
   return {out};
 }
@@ -873,8 +878,9 @@ TypeList IndexCopy::infer(const Attrs& a, Types in) {
 namespace {
 
 // The index values of index_copy (checked in range and distinct).
+template <class Range>
 std::vector<std::int64_t> copy_positions(const Tensor& index, std::int64_t limit,
-                                         const std::string& range) {
+                                         const Range& range) {
   check_index_values(index, limit, "index_copy", "index", range);
   const Tensor i64 = index.dtype() == int64 ? index : index.to(int64).contiguous();
   const std::int64_t* p = i64.data<std::int64_t>();
@@ -912,8 +918,8 @@ void copy_slices(const Tensor& out, std::int64_t ax, const std::vector<std::int6
 void index_copy_into(Tensor out, const IndexCopy::Attrs& a, Inputs in) {
   const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
   const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_copy");
-  const std::vector<std::int64_t> pos = copy_positions(
-      index, x.shape()[u(ax)], ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+  const std::vector<std::int64_t> pos =
+      copy_positions(index, x.shape()[u(ax)], axis_of_x(ax, x.shape()));
   if (!out.is_same(x)) out.copy_(x);
   copy_slices(out, ax, pos, src);
 }
@@ -957,7 +963,7 @@ TensorList Scatter::eval(const Attrs& a, Inputs in) {
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "scatter");
   check_index_values(index, r == 0 ? 1 : x.shape()[u(ax)], "scatter", "index",
-                     ::ms::detail::str_cat("axis ", ax, " of x with shape ", x.shape()));
+                     axis_of_x(ax, x.shape()));
   out.copy_(x);
   const std::int64_t repeated = kernels::scatter(out, ax, index, src);
   MS_CHECK(repeated < 0, ValueError, "scatter: index", position(repeated, index.shape()), " = ",
@@ -988,7 +994,7 @@ TensorList GatherGrad::eval(const Attrs& a, Inputs in) {
   const std::int64_t r = xs.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "gather_grad");
   check_index_values(index, r == 0 ? 1 : xs[u(ax)], "gather_grad", "index",
-                     ::ms::detail::str_cat("axis ", ax, " of input_size ", xs));
+                     [&] { return ::ms::detail::str_cat("axis ", ax, " of input_size ", xs); });
   return {scatter_grad(t[0], in[0], index, ax, false)};
 }
 
@@ -1018,7 +1024,7 @@ TensorList IndexSelectGrad::eval(const Attrs& a, Inputs in) {
   const Shape& xs = t[0].shape;
   const std::int64_t ax = axis_normalize(a.axis, xs.rank(), "index_select_grad");
   check_index_values(index, xs[u(ax)], "index_select_grad", "index",
-                     ::ms::detail::str_cat("axis ", ax, " of input_size ", xs));
+                     [&] { return ::ms::detail::str_cat("axis ", ax, " of input_size ", xs); });
   return {scatter_grad(t[0], in[0], index, ax, true)};
 }
 
