@@ -250,6 +250,31 @@ TEST_SUITE("kernels") {
         }
   }
 
+  TEST_CASE_TEMPLATE("gemm of one row: a row of B^T gives the same bits in a group as alone", T,
+                     float, double) {
+    // With B stored transposed, rows of B are summed four at a time (their
+    // lane sums reduced together) and the last n % 4 one by one: a row copied
+    // into the last place must give the bits it gives in its group.
+    ThreadGuard guard;
+    ms::set_num_threads(1);
+    std::mt19937 gen(7);
+    std::normal_distribution<double> val(0, 1);
+    for (std::int64_t k : {16, 17, 192, 200, 768}) {
+      std::vector<T> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(5 * k));
+      for (T& e : x) e = static_cast<T>(1000 * val(gen));
+      for (T& e : b) e = static_cast<T>(val(gen));
+      for (std::int64_t r = 0; r < 4; ++r) {
+        std::copy_n(b.begin() + r * k, k, b.begin() + 4 * k);
+        std::vector<T> y(5);
+        ms::kernels::gemm<T>(false, true, 1, 5, k, T(1), x.data(), k, b.data(), k, T(0), y.data(),
+                             5);
+        CAPTURE(k);
+        CAPTURE(r);
+        CHECK(std::memcmp(&y[static_cast<std::size_t>(r)], &y[4], sizeof(T)) == 0);
+      }
+    }
+  }
+
   TEST_CASE("gemm on every backend: odd sizes, transposes, strides, alpha and beta, exactly") {
     ThreadGuard guard;
     const auto backends = available_backends();
