@@ -83,6 +83,15 @@ std::vector<std::int64_t> pick_all(const Tensor& logits, const GenerateOptions& 
   return out;
 }
 
+// The prefill's config: `cfg` with one generalized graph for every batch
+// size and prompt length (ids, positions and padding mask are [B, P]).
+JitConfig prefill_config(JitConfig cfg, std::int64_t block_size) {
+  const Dim rows("rows", 1), slots("slots", 1, block_size);
+  cfg.input_signature = {TensorSpec({rows, slots}, int64), TensorSpec({rows, slots}, int64),
+                         TensorSpec({rows, slots}, bool_)};
+  return cfg;
+}
+
 // Restores a cell's training mode when it goes out of scope.
 class EvalMode {
  public:
@@ -118,7 +127,7 @@ struct GptGenerator::Impl {
                                                  {.key_padding_mask = kpm, .is_causal = true});
                           return std::pair(logits, flatten_caches(caches));
                         }),
-                        cfg)),
+                        prefill_config(cfg, g.config.block_size))),
         increment(ms::jit(Increment([this](const Tensor& ids, const Tensor& pos, const Tensor& kpm,
                                            const Tensor& at) {
                             std::vector<Tensor>& store = stores.at(ids.dim(0));
@@ -131,12 +140,18 @@ struct GptGenerator::Impl {
                           }),
                           cfg)) {}
 
-  // The caches of batch size `b` set to the prefill's `caches`.
+  // The first slots of the caches of batch size `b` set to the prefill's
+  // `caches` ([B, H, P, head_dim]); the caches hold all S slots.
   void store_caches(std::int64_t b, const std::vector<Tensor>& caches) {
     std::vector<Tensor>& store = stores[b];
     if (store.empty())
-      for (const Tensor& c : caches) store.push_back(zeros(c.shape(), c.dtype()));
-    for (std::size_t i = 0; i < caches.size(); ++i) store[i].copy_(caches[i]);
+      for (const Tensor& c : caches) {
+        Shape full = c.shape();
+        full[2] = gpt.config.block_size;
+        store.push_back(zeros(full, c.dtype()));
+      }
+    for (std::size_t i = 0; i < caches.size(); ++i)
+      store[i].slice(2, 0, caches[i].dim(2)).copy_(caches[i]);
   }
 
   std::vector<std::vector<std::int64_t>> cached(
@@ -155,30 +170,26 @@ struct Batch {
   std::vector<std::int64_t> pad;    // pad slots per row
 };
 
-// The prefill's inputs for `slots` (rows of equal length n <= s), filled to s
-// slots. The mask hides the pad slots and the fill slots (n and after): no
-// query before n sees a fill slot anyway (causal), and the fill slots' keys
-// and values are overwritten by the increments before they are attended, so
-// hiding them changes no result the generator reads and lets the attention
-// skip their key blocks.
-Batch prefill_inputs(const Slots& slots, std::int64_t s) {
+// The prefill's inputs for `slots` (rows of equal length); the mask hides the
+// pad slots.
+Batch prefill_inputs(const Slots& slots) {
   const auto b = static_cast<std::int64_t>(slots.size());
   std::vector<std::int64_t> ids, pos;
   std::vector<std::uint8_t> mask;
   Batch out;
+  const auto n = static_cast<std::int64_t>(slots[0].size());
   for (const auto& row : slots) {
     const auto pad = static_cast<std::int64_t>(std::count(row.begin(), row.end(), -1));
     out.pad.push_back(pad);
-    for (std::int64_t j = 0; j < s; ++j) {
-      const std::int64_t t = j < static_cast<std::int64_t>(row.size()) ? row[j] : 0;
-      ids.push_back(std::max<std::int64_t>(t, 0));
+    for (std::int64_t j = 0; j < n; ++j) {
+      ids.push_back(std::max<std::int64_t>(row[static_cast<std::size_t>(j)], 0));
       pos.push_back(std::max<std::int64_t>(j - pad, 0));
-      mask.push_back(j < pad || j >= static_cast<std::int64_t>(row.size()) ? 1 : 0);
+      mask.push_back(j < pad ? 1 : 0);
     }
   }
-  out.ids = from_vector(ids, Shape{b, s});
-  out.positions = from_vector(pos, Shape{b, s});
-  out.pad_mask = from_vector(mask, Shape{b, s}).to(bool_);
+  out.ids = from_vector(ids, Shape{b, n});
+  out.positions = from_vector(pos, Shape{b, n});
+  out.pad_mask = from_vector(mask, Shape{b, n}).to(bool_);
   return out;
 }
 
@@ -200,7 +211,7 @@ std::vector<std::vector<std::int64_t>> GptGenerator::Impl::cached(
   Tensor logits;  // [B, V]: the next token's
   std::vector<std::int64_t> pad;
   auto run_prefill = [&] {
-    Batch in = prefill_inputs(slots, s);
+    Batch in = prefill_inputs(slots);
     auto [all, c] = prefill(in.ids, in.positions, in.pad_mask);
     logits = all.select(1, static_cast<std::int64_t>(slots[0].size()) - 1);
     store_caches(b, c);

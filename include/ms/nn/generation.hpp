@@ -8,12 +8,16 @@
 //   std::vector<std::int64_t> next = gen.generate({72, 105}, {.tokens = 100, .temperature = 0.8});
 //
 // Design. Each row has S = block_size cache slots per layer (KvCache: key and
-// value [B, H, S, head_dim]), allocated by the prefill and never resized:
-// - prefill graph: the prompts, left-padded to a common length P and filled
-//   up to S slots, run through Gpt::forward_cached over all S slots (causal,
-//   the pad slots and the fill slots from P on hidden by a key padding mask);
-//   it returns the logits of every slot (the next-token logits are those of
-//   slot P - 1) and the caches.
+// value [B, H, S, head_dim]), allocated at the first prefill of a batch size
+// and never resized:
+// - prefill graph: the prompts, left-padded to a common length P, run through
+//   Gpt::forward_cached over their P slots (causal, the pad slots hidden by a
+//   key padding mask); it returns the logits of every slot (the next-token
+//   logits are those of slot P - 1) and the keys and values of the P slots,
+//   which are copied into the first P slots of the caches. It is compiled
+//   once, for every batch size and length, with the batch and the length as
+//   symbols (JitConfig::input_signature); each new (B, P) binds that graph
+//   to its sizes (a restart always prefills S / 2 slots: one binding).
 // - increment graph: one token per row, written into slot `used` of every
 //   cache (ms::index_copy along the slots), attending over all S slots with
 //   a [B, S] key padding mask that hides the pad slots and the slots not yet
@@ -23,8 +27,8 @@
 //   increment graph captures them and assigns its new caches to them
 //   (copy_): the jit runs that index_copy in place, so a step writes one slot
 //   per cache instead of copying the caches.
-// Every argument of both graphs has a fixed shape for a given batch size, so
-// a whole generation compiles exactly two graphs, whatever the prompt
+// Every argument of the increment has a fixed shape for a given batch size,
+// so a whole generation compiles exactly two graphs, whatever the prompt
 // lengths and however many tokens: no auto-dynamic recompiles (with
 // JitConfig::dynamic the increment is still compiled once under both
 // policies), and every step is a plain cache hit with no per-size binding.
@@ -39,9 +43,10 @@
 // hundred) that saving is small next to the growing design's per-step
 // concatenation copy, its binding per new length and its extra compiles, so
 // the preallocated cache compiles least and, by this reasoning (the two were
-// not benchmarked against each other), runs fastest. The prefill runs all S
-// slots even for a short prompt: one forward of a full block, once per
-// generation, for one graph for every prompt length.
+// not benchmarked against each other), runs fastest. The prefill reads the
+// prompt's P slots only: a prefill over all S slots (one static graph) cost
+// a full block's forward for a 3-byte prompt and for every restart, a third
+// of a 256-token generation of char_lm (bench/char_lm_twin.sh).
 //
 // Positions: with left padding, slot s of a row with p pad slots has position
 // s - p, so each row sees exactly what it would see alone (batched generation
@@ -89,7 +94,8 @@ struct GenerateOptions {
 class GptGenerator {
  public:
   /// Compiles with `config` (e.g. {.dynamic = 1} for auto-dynamic shapes:
-  /// the graphs' fixed shapes make it compile the same two graphs).
+  /// the increment's fixed shapes make it compile the same two graphs; the
+  /// prefill's input_signature is set by the generator).
   explicit GptGenerator(Gpt& gpt, JitConfig config = {});
   ~GptGenerator();
   GptGenerator(const GptGenerator&) = delete;
@@ -105,7 +111,7 @@ class GptGenerator {
   /// into one batch), with the checks of the single-prompt form for each.
   std::vector<std::vector<std::int64_t>> generate(
       const std::vector<std::vector<std::int64_t>>& prompts, const GenerateOptions& options = {});
-  /// Graphs the prefill compiled so far (one per batch size).
+  /// Graphs the prefill compiled so far (one for every batch size and length).
   int prefill_compile_count() const;
   /// Graphs the increment compiled so far (one per batch size).
   int increment_compile_count() const;
