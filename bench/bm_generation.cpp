@@ -21,6 +21,16 @@
 //                                              cache slot (a prefill), the
 //                                              positions an input instead of
 //                                              a running count over the ids
+//   BM_Generate/torch/ctx:C/tokens:256/nt:T    the LibTorch twin
+//                                              (bench/gpt_torch.hpp) with the
+//                                              same weights: eager, over its
+//                                              own per-layer key/value cache,
+//                                              with the generator's restart
+//                                              rule (-Dtorch=enabled builds)
+//
+// Context 128 is char_lm's: 256 tokens after the prompt restart the window
+// three times (each a prefill of 64 slots), as bench/char_lm_twin.sh's
+// generation does; the cached and torch sides have that row.
 //
 // One iteration generates N tokens after the prompt. Before timing, one
 // untimed generation of the same length compiles everything, so the loop
@@ -32,9 +42,9 @@
 // of the generator; nocache_compiles and nocache_traces of the jitted Gpt
 // after the whole run, nocache_traces_first after the untimed generation: a
 // length its generalized graph does not serve is traced on its own: traces
-// beyond nocache_traces_first were made inside the timed loop); same_tokens (no-cache rows: how
-// many leading tokens agree with the cached generator's, out of N; random weights give close
-// logits, so float differences may flip a late argmax).
+// beyond nocache_traces_first were made inside the timed loop); same_tokens (no-cache and torch
+// rows: how many leading tokens agree with the cached generator's, out of N; random weights give
+// close logits, so float differences may flip a late argmax).
 //
 // The increment's time per token comes from rows of different N:
 // (time(N = 65) - time(N = 1)) / 64 for the first 64 tokens (N = 1 runs the
@@ -46,10 +56,14 @@
 #include <string>
 #include <vector>
 
+#if MS_BENCH_TORCH
+#include "gpt_torch.hpp"
+#endif
+
 namespace {
 
-enum Side : std::int64_t { kCached = 0, kCachedDyn = 1, kNoCache = 2, kNoCachePos = 3 };
-const char* const kSideNames[] = {"cached", "cached_dyn", "nocache", "nocache_pos"};
+enum Side : std::int64_t { kCached = 0, kCachedDyn = 1, kNoCache = 2, kNoCachePos = 3, kTorch = 4 };
+const char* const kSideNames[] = {"cached", "cached_dyn", "nocache", "nocache_pos", "torch"};
 
 /// The 16-byte prompt "Q: Why did the c".
 std::vector<std::int64_t> prompt() {
@@ -130,14 +144,35 @@ void run_nocache(benchmark::State& state, ms::nn::Gpt& gpt, bool positions_input
       leading_agreement(first, gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
 }
 
+#if MS_BENCH_TORCH
+void run_torch(benchmark::State& state, ms::nn::Gpt& gpt, std::int64_t tokens) {
+  ms::io::SafetensorsFile weights;
+  weights.tensors = gpt.state_dict();
+  const ms::nn::GptConfig& c = gpt.config;
+  bench::GptTorch twin({c.vocab_size, c.block_size, c.n_layer, c.n_head, c.n_embd});
+  twin.load(weights, "the ms model's weights");
+  const std::vector<std::int64_t> first = twin.generate_greedy(prompt(), tokens);
+  for (auto _ : state) {
+    auto out = twin.generate_greedy(prompt(), tokens);
+    benchmark::DoNotOptimize(out.data());
+  }
+  ms::nn::GptGenerator gen(gpt);
+  state.counters["same_tokens"] =
+      leading_agreement(first, gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
+}
+#endif
+
 void BM_Generate(benchmark::State& state, Side side) {
   const std::int64_t context = state.range(0), tokens = state.range(1);
   bench::set_threads(state.range(2));
   ms::manual_seed(1);  // the random weights
   ms::nn::Gpt gpt(gpt_config(context));
   gpt.set_train(false);
-  if (side == kNoCache || side == kNoCachePos)
-    run_nocache(state, gpt, side == kNoCachePos, tokens);
+  if (side == kNoCache || side == kNoCachePos) run_nocache(state, gpt, side == kNoCachePos, tokens);
+#if MS_BENCH_TORCH
+  else if (side == kTorch)
+    run_torch(state, gpt, tokens);
+#endif
   else
     run_cached(state, gpt, side == kCachedDyn, tokens);
   state.counters["tokens_per_s"] =
@@ -145,11 +180,17 @@ void BM_Generate(benchmark::State& state, Side side) {
 }
 
 void register_all() {
-  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos}) {
+  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos, kTorch}) {
+    if (side == kTorch && !MS_BENCH_TORCH) continue;
     const std::string name = std::string("BM_Generate/") + kSideNames[side];
     auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Generate, Side(side));
     b->ArgNames({"ctx", "tokens", "nt"})->UseRealTime()->Unit(benchmark::kMillisecond);
-    for (std::int64_t nt : {1, 2})
+    for (std::int64_t nt : {1, 2}) {
+      if (side == kCached || side == kTorch) b->Args({128, 256, nt});
+      if (side == kTorch) {
+        b->Args({288, 256, nt});
+        continue;
+      }
       for (std::int64_t ctx : {288, 512}) {
         if (side >= kNoCache) {
           b->Args({ctx, 256, nt});
@@ -157,6 +198,7 @@ void register_all() {
         }
         for (std::int64_t tokens : {1, 65, 192, 256}) b->Args({ctx, tokens, nt});
       }
+    }
   }
 }
 

@@ -3,7 +3,8 @@
 # (ms's fused scaled_dot_product_attention against the naive composition in ms
 # and in LibTorch, forward + backward, causal, char_lm shapes) and
 # bench/bm_generation (ms::nn::GptGenerator with its key/value cache against
-# recomputing the whole context for every token); prints the ratios of the
+# recomputing the whole context for every token, and against its LibTorch
+# twin with a key/value cache); prints the ratios of the
 # section "bench/transformer_table.sh" of docs/benchmarks.md.
 #
 # One process per binary and thread count; repetitions interleaved
@@ -162,6 +163,27 @@ for nt in (1, 2):
               f"{num(med(n, 'same_tokens'), 0)} / 256 |")
         checks.append((f"KV cache >= 5x the faster no-cache side at 256 tokens, context {ctx}, {nt} thread(s)",
                        r is not None and r >= 5, fx(r, 1)))
+print()
+print("Generation against the LibTorch twin (`BM_Generate/torch`: bench/gpt_torch.hpp with the "
+      "same weights, eager, over its own key/value cache, the same restart rule), 256 greedy "
+      "tokens after the 16-token prompt; both sides' graphs and caches warm (one untimed "
+      "generation first): what a program that generates again and again gets. Context 128 is "
+      "char_lm's (three window restarts). bench/char_lm_twin.sh times one generation per "
+      "process instead, ms's two compiles included.")
+print()
+print("| context | threads | ms tok/s | LibTorch tok/s | ms / LibTorch | same tokens |")
+print("|---|---|---|---|---|---|")
+for nt in (1, 2):
+    for ctx in (128, 288):
+        c = f"BM_Generate/cached/ctx:{ctx}/tokens:256/nt:{nt}"
+        t = f"BM_Generate/torch/ctx:{ctx}/tokens:256/nt:{nt}"
+        tc, tt = med(c, "tokens_per_s"), med(t, "tokens_per_s")
+        r = ratio(tc, tt)
+        print(f"| {ctx} | {nt} | {num(tc, 0)} | {num(tt, 0)} | {fx(r)} | "
+              f"{num(med(t, 'same_tokens'), 0)} / 256 |")
+        if tt is not None:
+            checks.append((f"KV cache >= 2x the LibTorch twin with its KV cache, context {ctx}, "
+                           f"{nt} thread(s)", r is not None and r >= 2, fx(r)))
 print()
 print("Targets:")
 for what, ok, got in checks:
