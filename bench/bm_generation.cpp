@@ -1,8 +1,8 @@
 // bench/bm_generation.cpp — text generation with a char_lm-sized ms::nn::Gpt
 // (vocabulary 256, 4 layers, d_model 192, 6 heads, random weights from seed
 // 1; context 288, the smallest that holds the 16-token prompt and 256 new
-// tokens without the generator's window restart, and 512), greedy, one
-// prompt, ms only (the LibTorch twin is bench/gpt_torch.hpp).
+// tokens without the generator's window restart, 512, and char_lm's 128),
+// greedy, one prompt; with LibTorch, its twin (bench/gpt_torch.hpp) too.
 //
 //   BM_Generate/cached/ctx:C/tokens:N/nt:T     ms::nn::GptGenerator (prefill
 //                                              graph + increment graph over a
