@@ -522,20 +522,47 @@ void vecmat_rows(std::int64_t k, T alpha, const T* x, const T* b, std::int64_t l
   }
 }
 
+// The m rows of A (stored [m, k], rows lda apart) times B^T (B stored [n, k]):
+// C[r, j] is the dot product of A's row r with B's row j, summed as for a
+// single row, so a row of A gives the same bits in a product of up to
+// kDotRows rows as alone. Four rows of B at a time, each group read from
+// memory once for all rows of A (then from L1): batched generation's
+// increments (m = the prompts) read the weights once per step, not packed.
 template <class T>
-void vecmat_dot(bool back, std::int64_t n, std::int64_t k, T alpha, const T* x, const T* b,
-                std::int64_t ldb, T beta, T* y) {
+void vecmat_dot(bool back, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+                std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   constexpr std::int64_t kRows = 4;
   const std::int64_t groups = n / kRows;
-  const std::int64_t grain = vecmat_grain(static_cast<double>(k) * static_cast<double>(kRows));
+  const std::int64_t grain =
+      vecmat_grain(static_cast<double>(k) * static_cast<double>(kRows) * static_cast<double>(m));
   parallel_for(groups, grain, [&](std::int64_t g0, std::int64_t g1) {
     for (std::int64_t i = g0; i < g1; ++i) {
       const std::int64_t g = back ? g1 - 1 - (i - g0) : i;
-      vecmat_rows<T, kRows>(k, alpha, x, b + g * kRows * ldb, ldb, beta, y + g * kRows);
+      for (std::int64_t r = 0; r < m; ++r)
+        vecmat_rows<T, kRows>(k, alpha, a + r * lda, b + g * kRows * ldb, ldb, beta,
+                              c + r * ldc + g * kRows);
     }
   });
-  for (std::int64_t r = groups * kRows; r < n; ++r)
-    vecmat_rows<T, 1>(k, alpha, x, b + r * ldb, ldb, beta, y + r);
+  for (std::int64_t j = groups * kRows; j < n; ++j)
+    for (std::int64_t r = 0; r < m; ++r)
+      vecmat_rows<T, 1>(k, alpha, a + r * lda, b + j * ldb, ldb, beta, c + r * ldc + j);
+}
+
+// Products of at most this many rows with B stored transposed run on
+// vecmat_dot (A's rows contiguous): libxsmm would pack (transpose) all of B
+// for them on every call.
+constexpr std::int64_t kDotRows = 8;
+
+// Whether gemm_impl computes the product on the row kernels above.
+template <class T>
+bool on_row_kernels(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    std::int64_t lda) {
+  if constexpr (!std::is_floating_point_v<T>) return false;
+  if (m == 1) {
+    const std::int64_t incx = trans_a ? lda : 1;
+    return trans_b ? incx == 1 || k == 1 : n >= kPacketSize<T>;
+  }
+  return trans_b && !trans_a && m <= kDotRows;
 }
 
 // Float products above kSplitFlops multiply-adds are cut into at most
@@ -569,15 +596,15 @@ void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int
     return;
   }
   if constexpr (std::is_floating_point_v<T>) {
-    // A row vector times a matrix (batch 1): x is op(A), stored [1, k] or [k, 1].
-    // Fewer columns than a packet ([1, k] x [k, 1], a 10-class head) stay with
-    // gemm_small: one column's sum would be a single chain of k multiply-adds.
-    if (m == 1) {
-      const std::int64_t incx = trans_a ? lda : 1;
-      if (!trans_b && n >= kPacketSize<T>)
-        return vecmat_axpy(scan_backward(b), n, k, alpha, a, incx, b, ldb, beta, c);
-      if (trans_b && (incx == 1 || k == 1))
-        return vecmat_dot(scan_backward(b), n, k, alpha, a, b, ldb, beta, c);
+    // A row vector times a matrix (batch 1): x is op(A), stored [1, k] or [k, 1];
+    // a few rows times B^T. Fewer columns than a packet ([1, k] x [k, 1], a
+    // 10-class head) stay with gemm_small: one column's sum would be a single
+    // chain of k multiply-adds.
+    if (on_row_kernels<T>(trans_a, trans_b, m, n, k, lda)) {
+      if (!trans_b)
+        return vecmat_axpy(scan_backward(b), n, k, alpha, a, trans_a ? lda : 1, b, ldb, beta, c);
+      return vecmat_dot(scan_backward(b), m, n, k, alpha, a, trans_a ? 1 : lda, b, ldb, beta, c,
+                        ldc);
     }
   }
   if constexpr (std::is_same_v<T, float>) {
@@ -650,10 +677,11 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                const float* bias, float* c, std::int64_t ldc) noexcept {
   if (m <= 0 || n <= 0) return;
-  // The products gemm_impl gives libxsmm take the bias inside (m == 1 stays
-  // with the row kernels there, so here too).
+  // The products gemm_impl gives libxsmm take the bias inside (those on the
+  // row kernels there stay on them here too).
   const double outputs = static_cast<double>(m) * static_cast<double>(n);
-  if (m > 1 && k > 0 && default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
+  if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) && k > 0 &&
+      default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
       outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
       detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, bias))
     return;

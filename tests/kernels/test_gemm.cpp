@@ -31,6 +31,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <ms/core/dtype.hpp>
@@ -273,6 +274,41 @@ TEST_SUITE("kernels") {
         CHECK(std::memcmp(&y[static_cast<std::size_t>(r)], &y[4], sizeof(T)) == 0);
       }
     }
+  }
+
+  TEST_CASE_TEMPLATE("gemm of a few rows times B^T: each row the bits it has alone", T, float,
+                     double) {
+    // Up to 8 rows of A (contiguous) against B stored [n, k] run on the
+    // batch-1 kernels, row after row over each group of B's rows: a batch of
+    // prompts gives each prompt the logits it gets alone, on 1 and 2 threads.
+    ThreadGuard guard;
+    std::mt19937 gen(11);
+    std::normal_distribution<double> val(0, 1);
+    for (int nt : {1, 2})
+      for (const auto& [m, n, k] :
+           {std::tuple<std::int64_t, std::int64_t, std::int64_t>{2, 576, 192},
+            {3, 7, 33},
+            {5, 1000, 300},
+            {8, 193, 768}}) {
+        ms::set_num_threads(nt);
+        const std::int64_t lda = k + 3, ldc = n + 5;  // strided rows of A and C
+        std::vector<T> a(static_cast<std::size_t>(m * lda)), b(static_cast<std::size_t>(n * k));
+        for (T& e : a) e = static_cast<T>(val(gen));
+        for (T& e : b) e = static_cast<T>(val(gen));
+        std::vector<T> c(static_cast<std::size_t>(m * ldc), T(7)), row(static_cast<std::size_t>(n));
+        ms::kernels::gemm<T>(false, true, m, n, k, T(1), a.data(), lda, b.data(), k, T(0), c.data(),
+                             ldc);
+        for (std::int64_t r = 0; r < m; ++r) {
+          ms::kernels::gemm<T>(false, true, 1, n, k, T(1), a.data() + r * lda, k, b.data(), k, T(0),
+                               row.data(), n);
+          CAPTURE(nt);
+          CAPTURE(m);
+          CAPTURE(r);
+          CHECK(std::memcmp(c.data() + r * ldc, row.data(),
+                            static_cast<std::size_t>(n) * sizeof(T)) == 0);
+          CHECK(c[static_cast<std::size_t>(r * ldc + n)] == T(7));  // the padding is not written
+        }
+      }
   }
 
   TEST_CASE("gemm on every backend: odd sizes, transposes, strides, alpha and beta, exactly") {
