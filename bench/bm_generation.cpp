@@ -21,6 +21,11 @@
 //                                              cache slot (a prefill), the
 //                                              positions an input instead of
 //                                              a running count over the ids
+//   BM_Generate/cached_batch8/ctx:C/tokens:256/nt:T
+//                                              GptGenerator on 8 prompts at
+//                                              once (the prompt's first 9 to
+//                                              16 bytes, left-padded);
+//                                              tokens_per_s counts all rows
 //   BM_Generate/torch/ctx:C/tokens:256/nt:T    the LibTorch twin
 //                                              (bench/gpt_torch.hpp) with the
 //                                              same weights: eager, over its
@@ -62,8 +67,17 @@
 
 namespace {
 
-enum Side : std::int64_t { kCached = 0, kCachedDyn = 1, kNoCache = 2, kNoCachePos = 3, kTorch = 4 };
-const char* const kSideNames[] = {"cached", "cached_dyn", "nocache", "nocache_pos", "torch"};
+enum Side : std::int64_t {
+  kCached = 0,
+  kCachedDyn = 1,
+  kNoCache = 2,
+  kNoCachePos = 3,
+  kTorch = 4,
+  kCachedBatch = 5
+};
+const char* const kSideNames[] = {"cached",      "cached_dyn", "nocache",
+                                  "nocache_pos", "torch",      "cached_batch8"};
+constexpr std::int64_t kBatchPrompts = 8;
 
 /// The 16-byte prompt "Q: Why did the c".
 std::vector<std::int64_t> prompt() {
@@ -103,12 +117,19 @@ double leading_agreement(const std::vector<std::int64_t>& a, const std::vector<s
   return double(i);
 }
 
-void run_cached(benchmark::State& state, ms::nn::Gpt& gpt, bool dynamic, std::int64_t tokens) {
+void run_cached(benchmark::State& state, ms::nn::Gpt& gpt, bool dynamic, std::int64_t tokens,
+                std::int64_t rows) {
   ms::nn::GptGenerator gen(gpt, ms::JitConfig{.dynamic = dynamic ? 1 : 0});
   const ms::nn::GenerateOptions opts{.tokens = tokens, .greedy = true};
-  (void)gen.generate(prompt(), opts);
+  std::vector<std::vector<std::int64_t>> prompts;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::int64_t> p = prompt();
+    p.resize(p.size() - static_cast<std::size_t>(rows - 1 - r));
+    prompts.push_back(p);
+  }
+  (void)gen.generate(prompts, opts);
   for (auto _ : state) {
-    auto out = gen.generate(prompt(), opts);
+    auto out = gen.generate(prompts, opts);
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["prefill_compiles"] = gen.prefill_compile_count();
@@ -174,20 +195,21 @@ void BM_Generate(benchmark::State& state, Side side) {
     run_torch(state, gpt, tokens);
 #endif
   else
-    run_cached(state, gpt, side == kCachedDyn, tokens);
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(double(state.iterations()) * double(tokens), benchmark::Counter::kIsRate);
+    run_cached(state, gpt, side == kCachedDyn, tokens, side == kCachedBatch ? kBatchPrompts : 1);
+  const double rows = side == kCachedBatch ? double(kBatchPrompts) : 1.0;
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      double(state.iterations()) * double(tokens) * rows, benchmark::Counter::kIsRate);
 }
 
 void register_all() {
-  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos, kTorch}) {
+  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos, kTorch, kCachedBatch}) {
     if (side == kTorch && !MS_BENCH_TORCH) continue;
     const std::string name = std::string("BM_Generate/") + kSideNames[side];
     auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Generate, Side(side));
     b->ArgNames({"ctx", "tokens", "nt"})->UseRealTime()->Unit(benchmark::kMillisecond);
     for (std::int64_t nt : {1, 2}) {
       if (side == kCached || side == kTorch) b->Args({128, 256, nt});
-      if (side == kTorch) {
+      if (side == kTorch || side == kCachedBatch) {
         b->Args({288, 256, nt});
         continue;
       }

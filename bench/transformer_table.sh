@@ -185,6 +185,17 @@ for nt in (1, 2):
             checks.append((f"KV cache >= 2x the LibTorch twin with its KV cache, context {ctx}, "
                            f"{nt} thread(s)", r is not None and r >= 2, fx(r)))
 print()
+print("Batched generation (`BM_Generate/cached_batch8`: GptGenerator on 8 prompts of 9 to 16 "
+      "bytes at once, left-padded), 256 tokens per prompt, context 288: tokens/s of all rows "
+      "against one prompt's.")
+print()
+print("| threads | 1 prompt tok/s | 8 prompts tok/s | 8 / 1 |")
+print("|---|---|---|---|")
+for nt in (1, 2):
+    one = med(f"BM_Generate/cached/ctx:288/tokens:256/nt:{nt}", "tokens_per_s")
+    eight = med(f"BM_Generate/cached_batch8/ctx:288/tokens:256/nt:{nt}", "tokens_per_s")
+    print(f"| {nt} | {num(one, 0)} | {num(eight, 0)} | {fx(ratio(eight, one))} |")
+print()
 print("Targets:")
 for what, ok, got in checks:
     print(f"- {what}: {'met' if ok else 'NOT met'} ({got})")
