@@ -166,7 +166,7 @@ namespace {
 using Slots = std::vector<std::vector<std::int64_t>>;
 
 struct Batch {
-  Tensor ids, positions, pad_mask;  // [B, S] each (pad_mask: Bool, true = hidden)
+  Tensor ids, positions, pad_mask;  // [B, P] each (pad_mask: Bool, true = hidden)
   std::vector<std::int64_t> pad;    // pad slots per row
 };
 

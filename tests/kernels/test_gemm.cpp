@@ -317,8 +317,11 @@ TEST_SUITE("kernels") {
     REQUIRE(!backends.empty());
     MESSAGE("backends: " << backends.size() << " (" << std::string(ms::kernels::gemm_backend().name)
                          << " is this process's default)");
-    // Each of 1, 7, 17, 33, 127, 255, 1000 in each of m, n and k.
-    const std::array<std::array<std::int64_t, 3>, 10> shapes{{{1, 1, 1},
+    // Each of 1, 7, 17, 33, 127, 255, 1000 in each of m, n and k; and 9 rows
+    // (up to 8 rows times B^T run on ms's row kernels with every backend).
+    const std::array<std::array<std::int64_t, 3>, 12> shapes{{{1, 1, 1},
+                                                              {9, 17, 33},
+                                                              {9, 1000, 127},
                                                               {7, 17, 33},
                                                               {17, 33, 7},
                                                               {33, 7, 17},

@@ -29,11 +29,13 @@ namespace ms::kernels {
 /// reading it (NaNs in C do not propagate). Any m, n, k >= 0 (zero sizes are
 /// no-ops, k == 0 scales C by beta).
 ///
-/// One row (m == 1, a batch of one) runs on ms's own kernels with either
-/// backend (faster than OpenBLAS's gemv here, and shared by the threads by
-/// parts of the row from ~32k multiply-adds per thread on; each element is
-/// summed in the same order however the row is cut, so the result is bitwise
-/// the same for any thread count).
+/// One row (m == 1, a batch of one), and up to 8 rows times B^T (B stored
+/// n x k, A stored m x k), run on ms's own kernels with every backend (faster
+/// than OpenBLAS's gemv here, and than packing B for so few rows; shared by
+/// the threads by parts of the row from ~32k multiply-adds per thread on; each
+/// element is summed in the same order however the row is cut and however
+/// many of those rows there are, so the result is bitwise the same for any
+/// thread count, and each of the rows is as it would be alone).
 ///
 /// Requires: buffers valid for the given sizes; never throws, so it may be
 /// called from inside a parallel region (where it runs on one thread). Called

@@ -111,7 +111,7 @@ class GptGenerator {
   /// into one batch), with the checks of the single-prompt form for each.
   std::vector<std::vector<std::int64_t>> generate(
       const std::vector<std::vector<std::int64_t>>& prompts, const GenerateOptions& options = {});
-  /// Graphs the prefill compiled so far (one for every batch size and length).
+  /// Graphs the prefill compiled so far (one graph serves all batch sizes and lengths).
   int prefill_compile_count() const;
   /// Graphs the increment compiled so far (one per batch size).
   int increment_compile_count() const;
