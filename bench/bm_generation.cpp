@@ -117,6 +117,15 @@ double leading_agreement(const std::vector<std::int64_t>& a, const std::vector<s
   return double(i);
 }
 
+/// How many leading tokens of `tokens_of_side` agree with GptGenerator's
+/// greedy generation of as many tokens.
+double same_as_cached(ms::nn::Gpt& gpt, const std::vector<std::int64_t>& tokens_of_side,
+                      std::int64_t tokens) {
+  ms::nn::GptGenerator gen(gpt);
+  return leading_agreement(tokens_of_side,
+                           gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
+}
+
 void run_cached(benchmark::State& state, ms::nn::Gpt& gpt, bool dynamic, std::int64_t tokens,
                 std::int64_t rows) {
   ms::nn::GptGenerator gen(gpt, ms::JitConfig{.dynamic = dynamic ? 1 : 0});
@@ -160,9 +169,7 @@ void run_nocache(benchmark::State& state, ms::nn::Gpt& gpt, bool positions_input
   }
   state.counters["nocache_compiles"] = forward.compile_count();
   state.counters["nocache_traces"] = forward.trace_count();
-  ms::nn::GptGenerator gen(gpt);
-  state.counters["same_tokens"] =
-      leading_agreement(first, gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
+  state.counters["same_tokens"] = same_as_cached(gpt, first, tokens);
 }
 
 #if MS_BENCH_TORCH
@@ -177,9 +184,7 @@ void run_torch(benchmark::State& state, ms::nn::Gpt& gpt, std::int64_t tokens) {
     auto out = twin.generate_greedy(prompt(), tokens);
     benchmark::DoNotOptimize(out.data());
   }
-  ms::nn::GptGenerator gen(gpt);
-  state.counters["same_tokens"] =
-      leading_agreement(first, gen.generate(prompt(), {.tokens = tokens, .greedy = true}));
+  state.counters["same_tokens"] = same_as_cached(gpt, first, tokens);
 }
 #endif
 

@@ -522,7 +522,8 @@ void vecmat_rows(std::int64_t k, T alpha, const T* x, const T* b, std::int64_t l
   }
 }
 
-// The m rows of A (stored [m, k], rows lda apart) times B^T (B stored [n, k]):
+// The m rows of A (stored [m, k], rows lda apart; lda unread when m is 1)
+// times B^T (B stored [n, k]):
 // C[r, j] is the dot product of A's row r with B's row j, summed as for a
 // single row, so a row of A gives the same bits in a product of up to
 // kDotRows rows as alone. Four rows of B at a time, each group read from
@@ -603,8 +604,7 @@ void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int
     if (on_row_kernels<T>(trans_a, trans_b, m, n, k, lda)) {
       if (!trans_b)
         return vecmat_axpy(scan_backward(b), n, k, alpha, a, trans_a ? lda : 1, b, ldb, beta, c);
-      return vecmat_dot(scan_backward(b), m, n, k, alpha, a, trans_a ? 1 : lda, b, ldb, beta, c,
-                        ldc);
+      return vecmat_dot(scan_backward(b), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     }
   }
   if constexpr (std::is_same_v<T, float>) {
