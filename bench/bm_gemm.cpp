@@ -14,6 +14,13 @@
 //   BM_Bgemm/m:512/n:512/k:512/ta:0/tb:0/nt:1
 //                              gemm_bf16 (bfloat16 A and B, float32 C) on
 //                              the process's backend (the label)
+//   BM_FewRows_Ms/m:4/n:576/k:192/nt:1
+//                              ms::matmul(x, w.transpose(0, 1)), x [m, k],
+//                              w [n, k] (Dense's layout) for a few rows (a
+//                              batch of prompts, a short prompt); `w_GBps`:
+//                              w's bytes read per second (each product reads
+//                              w once); _Torch: torch::mm(x, w.t())
+//   BM_Stream_Triad/nt:1       the memory bandwidth of a streaming pass
 //
 // items_per_second is flop/s (2 m n k per product, bfloat16 too): GFLOP/s =
 // items/s / 1e9. Every GEMM row also reports `of_peak`: its flop/s over the
@@ -25,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 #include "ms/ops/linalg.hpp"
 
@@ -143,6 +151,43 @@ void BM_Bgemm(benchmark::State& state) {
   state.SetLabel(ms::kernels::gemm_backend().name);
 }
 
+// x [m, k] times w^T, w [n, k]: ms::matmul on the transposed view (what
+// Dense runs), or torch::mm(x, w.t()).
+void few_rows(benchmark::State& state, bool torch_side) {
+  const std::int64_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const int nt = static_cast<int>(state.range(3));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const ms::Tensor x = bench::random_tensor({m, k}, 1), w = bench::random_tensor({n, k}, 2);
+  if (torch_side) {
+#if MS_BENCH_TORCH
+    c10::InferenceMode guard;
+    const torch::Tensor tx = bench::to_torch(x), tw = bench::to_torch(w);
+    if (!bench::check_same(state, ms::matmul(x, w.transpose(0, 1)), torch::mm(tx, tw.t()), 1e-4))
+      return;
+    for (auto _ : state) {
+      torch::Tensor c = torch::mm(tx, tw.t());
+      benchmark::DoNotOptimize(c.data_ptr());
+    }
+#endif
+  } else {
+    for (auto _ : state) {
+      ms::Tensor c = ms::matmul(x, w.transpose(0, 1));
+      benchmark::DoNotOptimize(c.raw_data());
+    }
+  }
+  const double per = 2.0 * double(m) * double(n) * double(k);
+  state.SetItemsProcessed(static_cast<std::int64_t>(double(state.iterations()) * per));
+  state.counters["of_peak"] = of_peak(state, per, nt);
+  state.counters["w_GBps"] =
+      benchmark::Counter(double(state.iterations()) * double(n) * double(k) * sizeof(float) / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+void BM_FewRows_Ms(benchmark::State& state) { few_rows(state, false); }
+#if MS_BENCH_TORCH
+void BM_FewRows_Torch(benchmark::State& state) { few_rows(state, true); }
+#endif
+
 // Interleaved registration: for each (n, threads), ms then LibTorch.
 void register_all() {
   for (std::int64_t nt : {1, 2}) {
@@ -199,6 +244,25 @@ void register_all() {
           ->ArgNames({"m", "n", "k", "ta", "tb", "nt"})
           ->Args({sh[0], sh[1], sh[2], sh[3], sh[4], nt})
           ->UseRealTime();
+    // A few rows against char_lm's in-projection (576 x 192, in cache) and a
+    // 16 MB weight (4096 x 1024, streamed from memory).
+    benchmark::RegisterBenchmark("BM_Stream_Triad", bench::BM_Stream_Triad)
+        ->ArgName("nt")
+        ->Arg(nt)
+        ->UseRealTime();
+    for (const std::int64_t m : {2, 4, 8})
+      for (const auto& [n, k] : {std::pair<std::int64_t, std::int64_t>{576, 192}, {4096, 1024}}) {
+        benchmark::RegisterBenchmark("BM_FewRows_Ms", BM_FewRows_Ms)
+            ->ArgNames({"m", "n", "k", "nt"})
+            ->Args({m, n, k, nt})
+            ->UseRealTime();
+#if MS_BENCH_TORCH
+        benchmark::RegisterBenchmark("BM_FewRows_Torch", BM_FewRows_Torch)
+            ->ArgNames({"m", "n", "k", "nt"})
+            ->Args({m, n, k, nt})
+            ->UseRealTime();
+#endif
+      }
   }
 }
 

@@ -172,6 +172,29 @@ for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::
         checks.append((f"training shape {m}x{n}x{k} ({op}), 1 thread >= 0.75 of peak on libxsmm "
                        "(CPU time)", xc is not None and xc >= 0.75, fr(xc)))
 print()
+print("A few rows times a weight stored [n, k] (`BM_FewRows`: `ms::matmul(x, w.transpose(0, 1))`, "
+      "Dense's product, against `torch::mm(x, w.t())`): w's bytes read per second against the "
+      "STREAM triad of the same process (`BM_Stream_Triad`, best repetition; 576 x 192 is "
+      "0.4 MB, read from cache, so it may pass the triad) and flop/s against the FMA peak.")
+print()
+print("| m x n x k | threads | ms w GB/s | ms / triad | ms of peak | LibTorch w GB/s | "
+      "ms / LibTorch |")
+print("|---|---|---|---|---|---|---|")
+fpat = re.compile(r"BM_FewRows_Ms/m:(\d+)/n:(\d+)/k:(\d+)/nt:(\d)$")
+for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::-1]]):
+    mt = fpat.match(name)
+    if not mt:
+        continue
+    m, n, k, nt = mt.groups()
+    tri = runs.get(f"BM_Stream_Triad/nt:{nt}")
+    triad = max(r["bytes_per_second"] for r in tri) / 1e9 if tri else None
+    w_ms = med(name, "w_GBps")
+    w_t = med(name.replace("_Ms", "_Torch"), "w_GBps")
+    tr = ratio(w_ms, triad)
+    r = ratio(w_ms, w_t)
+    print(f"| {m} x {n} x {k} | {nt} | {fr(w_ms)} | {fr(tr)} | {fr(frac(name, int(nt)))} | "
+          f"{fr(w_t)} | {'n/a' if r is None else f'{r:.2f}x'} |")
+print()
 if disturbed:
     print("**The wall-time peak of this run was disturbed** (a float32 product above 1.0 of it is "
           "impossible): other processes took the cores while the peak ran. Trust the CPU-time "
