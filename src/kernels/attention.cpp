@@ -29,6 +29,7 @@
 #include "ms/kernels/ew_instructions.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
+#include "predux.hpp"
 #include "transpose.hpp"
 
 namespace ms::kernels {
@@ -482,6 +483,17 @@ void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::in
         acc[r] =
             Eigen::internal::pmadd(Eigen::internal::ploadu<P>(k + (j + r) * rs + c), qv, acc[r]);
     }
+#if defined(EIGEN_VECTORIZE_AVX512DQ)
+    if constexpr (std::is_same_v<T, float> && PS == 16) {  // the four sums reduced at once
+      alignas(16) float sums[kAtOnce];
+      _mm_store_ps(sums, detail::predux4(acc[0], acc[1], acc[2], acc[3]));
+      for (std::int64_t r = 0; r < kAtOnce; ++r) {
+        for (std::int64_t c = full; c < e; ++c) sums[r] += q[c] * k[(j + r) * rs + c];
+        s[j + r] = sums[r];
+      }
+      continue;
+    }
+#endif
     for (std::int64_t r = 0; r < kAtOnce; ++r) finish(j + r, acc[r]);
   }
   for (; j < n; ++j) {
