@@ -260,7 +260,7 @@ TEST_SUITE("kernels") {
     ms::set_num_threads(1);
     std::mt19937 gen(7);
     std::normal_distribution<double> val(0, 1);
-    for (std::int64_t k : {16, 17, 192, 200, 768}) {
+    for (std::int64_t k : {16, 17, 192, 200, 280, 768, 784}) {
       std::vector<T> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(5 * k));
       for (T& e : x) e = static_cast<T>(1000 * val(gen));
       for (T& e : b) e = static_cast<T>(val(gen));
@@ -280,7 +280,8 @@ TEST_SUITE("kernels") {
                      double) {
     // Up to 8 rows of A (contiguous) against B stored [n, k] run on the
     // batch-1 kernels, row after row over each group of B's rows: a batch of
-    // prompts gives each prompt the logits it gets alone, on 1 and 2 threads.
+    // prompts gives each prompt the logits it gets alone, on 1 and 2 threads;
+    // and each sum is the float64 one within the rounding of k terms.
     ThreadGuard guard;
     std::mt19937 gen(11);
     std::normal_distribution<double> val(0, 1);
@@ -289,6 +290,8 @@ TEST_SUITE("kernels") {
            {std::tuple<std::int64_t, std::int64_t, std::int64_t>{2, 576, 192},
             {3, 7, 33},
             {5, 1000, 300},
+            {4, 9, 280},
+            {1, 37, 784},
             {8, 193, 768}}) {
         ms::set_num_threads(nt);
         const std::int64_t lda = k + 3, ldc = n + 5;  // strided rows of A and C
@@ -307,6 +310,20 @@ TEST_SUITE("kernels") {
           CHECK(std::memcmp(c.data() + r * ldc, row.data(),
                             static_cast<std::size_t>(n) * sizeof(T)) == 0);
           CHECK(c[static_cast<std::size_t>(r * ldc + n)] == T(7));  // the padding is not written
+          std::int64_t off = 0;
+          for (std::int64_t j = 0; j < n; ++j) {
+            double want = 0, size = 0;
+            for (std::int64_t t = 0; t < k; ++t) {
+              const double p = static_cast<double>(a[static_cast<std::size_t>(r * lda + t)]) *
+                               static_cast<double>(b[static_cast<std::size_t>(j * k + t)]);
+              want += p;
+              size += std::abs(p);
+            }
+            const double eps = sizeof(T) == 4 ? 1e-7 : 1e-16;
+            off += std::abs(static_cast<double>(row[static_cast<std::size_t>(j)]) - want) >
+                   static_cast<double>(k) * eps * size;
+          }
+          CHECK(off == 0);
         }
       }
   }
