@@ -137,21 +137,27 @@ void forward_image(const float* x, const float* w, const float* bias, float* y, 
 template <int C, int OB>
 inline void grad_weight_block(const float* x, const float* gy, __m512* acc, const Plane& pl,
                               std::int64_t o) {
+  // The plane's sizes and gy's rows in locals: read through `pl` in the loop,
+  // g++ reloaded them (and multiplied again) for every vector.
+  const std::int64_t size = pl.size, width = pl.width, vecs = pl.vecs;
+  const __mmask16* const masks = pl.inside.data();
+  const float* g[OB];
+  for (int b = 0; b < OB; ++b) g[b] = gy + (o + b) * size;
   for (int c = 0; c < C; ++c) {
     __m512 a[OB][kTaps];
     for (int b = 0; b < OB; ++b)
       for (int t = 0; t < kTaps; ++t) a[b][t] = acc[(b * C + c) * kTaps + t];
-    const float* xc = x + c * pl.size;
-    for (std::int64_t v = 0; v < pl.vecs; ++v) {
+    const float* xc = x + c * size;
+    for (std::int64_t v = 0; v < vecs; ++v) {
       const std::int64_t p = v * 16;
-      const __mmask16* inside = pl.inside.data() + v * kTaps;
-      const __mmask16 lanes = pl.lanes(v);
+      const __mmask16* inside = masks + v * kTaps;
+      const __mmask16 lanes = v + 1 == vecs ? pl.last : __mmask16(0xffff);
       __m512 gv[OB];
-      for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, gy + (o + b) * pl.size + p);
+      for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
       // Tap (i, j) reads row i's base at column offset j - 1: three base
       // pointers and constant displacements (9 offsets held apart spilled
       // to the stack here: 0.72 of the peak against 0.73).
-      const float* rows[3] = {xc + p - pl.width, xc + p, xc + p + pl.width};
+      const float* rows[3] = {xc + p - width, xc + p, xc + p + width};
       for (int t = 0; t < kTaps; ++t) {
         const __m512 xv = _mm512_maskz_loadu_ps(inside[t], rows[t / 3] + (t % 3 - 1));
         for (int b = 0; b < OB; ++b) a[b][t] = _mm512_fmadd_ps(gv[b], xv, a[b][t]);
