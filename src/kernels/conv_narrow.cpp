@@ -16,8 +16,9 @@
 //     (channel, tap) in order; relu and the image's pooling follow;
 //   - input gradient: per image and input channel, each tap's column (the
 //     sum over output channels of the tap's weight times gy, 3 position
-//     vectors x 9 taps of accumulators at a time), then the columns added
-//     into dx tap after tap through the same masks (col2im without a GEMM);
+//     vectors x 9 taps of accumulators at a time), then each vector of dx
+//     the sum of the columns' shifted vectors in tap order, through the
+//     mirrored taps' masks (col2im without a GEMM);
 //   - weight gradient: per image and 3 output channels, 27 vector
 //     accumulators (3 channels x 9 taps) sum gy times the shifted input over
 //     the plane; each chunk of the batch keeps its own accumulators, reduced
@@ -225,8 +226,14 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
 }
 
 // One image: dx [C, plane] from gy [outs, plane]; per input channel, the
-// columns of all positions (cols, 9 x vecs vectors), then each tap's column
-// added into dx where its input lies inside the plane, tap after tap.
+// columns of all positions (cols, 9 x vecs vectors), then each vector of dx
+// gathered from them: tap t's column at the positions whose tap t input it
+// is (position q - offset(t), kept where the mirrored tap 8 - t of q lies
+// inside the plane), added in tap order from zero. That is the sum of adding
+// each tap's column into a zeroed dx tap after tap (a lane a tap leaves out
+// adds +0, which changes no sum that started from +0), without storing dx
+// and loading it back at another offset nine times (a store forwarding
+// stall each: 18 % of conv1's input gradient, an ad-hoc loop).
 template <int C>
 void grad_input_image(const float* gy, const float* w, float* dx, float* cols, std::int64_t outs,
                       const Plane& pl) {
@@ -236,15 +243,14 @@ void grad_input_image(const float* gy, const float* w, float* dx, float* cols, s
       grad_input_cols<C, VB>(gy, w, cols, outs, pl, c, v);
     });
     float* d = dx + c * pl.size;
-    std::fill(d, d + pl.size, 0.f);
-    for (int t = 0; t < kTaps; ++t)
-      for (std::int64_t v = 0; v < pl.vecs; ++v) {
-        const __mmask16 m = pl.inside[static_cast<std::size_t>(v * kTaps + t)];
-        float* at = d + v * 16 + pl.offset(t);
-        const __m512 sum =
-            _mm512_add_ps(_mm512_maskz_loadu_ps(m, at), _mm512_load_ps(cols + t * stride + v * 16));
-        _mm512_mask_storeu_ps(at, m, sum);
-      }
+    for (std::int64_t v = 0; v < pl.vecs; ++v) {
+      const __mmask16* inside = pl.inside.data() + v * kTaps;
+      __m512 sum = _mm512_setzero_ps();
+      for (int t = 0; t < kTaps; ++t)
+        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(inside[kTaps - 1 - t],
+                                                       cols + t * stride + v * 16 - pl.offset(t)));
+      _mm512_mask_storeu_ps(d + v * 16, pl.lanes(v), sum);
+    }
   }
 }
 
