@@ -4,8 +4,10 @@
 // "direct" algorithm runs (ms::kernels::conv2d_algorithm).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "ms/core/half.hpp"
 #include "ms/kernels/conv.hpp"
@@ -15,20 +17,46 @@ namespace ms::kernels::detail {
 
 /// Runs fn(item, part) for items [0, items) inside one parallel region, on
 /// `parts` parts (one per thread; `part` names the scratch an item may use,
-/// never used by two items at once): each part takes the next item not yet
-/// taken until none is left, so a thread that starts late (woken late, or
-/// its core lent to another program for a moment) leaves its items to the
-/// others instead of holding the call (conv1's input gradient on 2 threads,
-/// an ad-hoc loop: the worker's first item started 17-28 us late on average,
-/// 0.2 us at the median). A kernel called inside runs single-threaded, so
-/// each item's arithmetic is the same whoever runs it, for any thread count.
+/// never used by two items at once). Each part owns a contiguous run of the
+/// items and takes them from its front; a part whose run is done takes the
+/// others' last items, from their backs. So a thread that starts late (woken
+/// late, or its core lent to another program for a moment) leaves its items
+/// to the others instead of holding the call (conv1's input gradient on 2
+/// threads, an ad-hoc loop: the worker's first item started 17-28 us late on
+/// average, 0.2 us at the median), while each thread still works through
+/// neighbouring items (handed out one by one in turn instead, the two
+/// threads writing neighbouring images of conv1's output in huge-page
+/// storage ran its forward 6x slower than one thread). A kernel called
+/// inside runs single-threaded, so each item's arithmetic is the same whoever
+/// runs it, for any thread count.
 template <class F>
 void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
-  std::atomic<std::int64_t> next{0};
+  // Per part, the items left of its run: front in the low 32 bits, end in the high.
+  std::vector<std::atomic<std::uint64_t>> left(
+      static_cast<std::size_t>(std::max<std::int64_t>(parts, 1)));
+  for (std::int64_t q = 0; q < parts; ++q) {
+    const auto i0 = static_cast<std::uint64_t>(items * q / parts);
+    const auto i1 = static_cast<std::uint64_t>(items * (q + 1) / parts);
+    left[static_cast<std::size_t>(q)].store(i0 | (i1 << 32), std::memory_order_relaxed);
+  }
+  // The next item of part q's run, from its front or its back; -1 when none is left.
+  const auto take = [&](std::int64_t q, bool back) -> std::int64_t {
+    std::atomic<std::uint64_t>& w = left[static_cast<std::size_t>(q)];
+    std::uint64_t v = w.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t f = v & 0xffffffffu, e = v >> 32;
+      if (f >= e) return -1;
+      const std::uint64_t next = back ? f | ((e - 1) << 32) : (f + 1) | (e << 32);
+      if (w.compare_exchange_weak(v, next, std::memory_order_relaxed))
+        return static_cast<std::int64_t>(back ? e - 1 : f);
+    }
+  };
   parallel_for(parts, 1, [&](std::int64_t q0, std::int64_t q1) {
-    for (std::int64_t part = q0; part < q1; ++part)
-      for (std::int64_t item; (item = next.fetch_add(1, std::memory_order_relaxed)) < items;)
-        fn(item, part);
+    for (std::int64_t part = q0; part < q1; ++part) {
+      for (std::int64_t item; (item = take(part, false)) >= 0;) fn(item, part);
+      for (std::int64_t k = 1; k < parts; ++k)
+        for (std::int64_t item; (item = take((part + k) % parts, true)) >= 0;) fn(item, part);
+    }
   });
 }
 
