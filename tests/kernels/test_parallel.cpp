@@ -455,6 +455,10 @@ TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut
     CHECK(std::all_of(hits.begin(), hits.end(), [](int h) { return h == 1; }));
     if (by_worker == 0) continue;
     CHECK(by_worker == 1);  // the parked chunk only: the caller ran all the others
+    // The caller claims from the front, the workers from the back: each
+    // thread runs neighbouring chunks.
+    for (const Ran& r : ran)
+      if (r.thread != self) CHECK(r.end == n);
     CHECK(took < park + n / 2 * item);
     MESSAGE("parked call: ", std::chrono::duration<double, std::milli>(took).count(), " ms");
     break;
