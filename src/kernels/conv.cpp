@@ -405,28 +405,32 @@ void transpose_block(const T* src, std::int64_t lds, std::int64_t rows, std::int
 
 // Sizes of one chunk's workspace, in elements.
 struct WinogradSpace {
-  std::int64_t v, m, in, out;  // V, M, the channels-last padded input, the channels-last output
-  std::int64_t total() const { return v + m + in + out; }
+  // V, M, the channels-last padded input, the channels-last output, and one
+  // image's planes transposed (to_channels_last's scratch)
+  std::int64_t v, m, in, out, tr;
+  std::int64_t total() const { return v + m + in + out + tr; }
 };
 
 WinogradSpace winograd_space(const WinogradPlan& p, std::int64_t cin, std::int64_t cout) {
+  // (An image's input is at most the padded plane, its output at most the tiles' plane.)
   return {16 * cin * p.cols, 16 * cout * p.cols,
           p.per_chunk * (2 * p.th + 2) * (2 * p.tw + 2) * cin,
-          p.per_chunk * (2 * p.th) * (2 * p.tw) * cout};
+          p.per_chunk * (2 * p.th) * (2 * p.tw) * cout,
+          (2 * p.th + 2) * (2 * p.tw + 2) * std::max(cin, cout)};
 }
 
 // Planes x [imgs, ch, h, w] into dst [imgs, bh, bw, ch] (channels last), at
 // row and column offsets top, left >= 0, clipped to the buffer, zeros
 // elsewhere. Floats: each image's [ch, h w] block transposed by SIMD packets
 // (transpose32), straight into dst when its rows are the image's, else into
-// a scratch plane whose rows are then copied into place (one element at a
-// time, each plane row read in order and scattered ch apart, took 10 % of
-// the CNN's training step on 1 thread: bm_train's BM_TrainCnn_Ms). Moves
-// only: the bits are kept.
+// `scratch` (room for h w ch) whose rows are then copied into place (one
+// element at a time, each plane row read in order and scattered ch apart,
+// took 10 % of the CNN's training step on 1 thread: bm_train's
+// BM_TrainCnn_Ms). Moves only: the bits are kept.
 template <class T>
 void to_channels_last(const T* x, std::int64_t imgs, std::int64_t ch, std::int64_t h,
                       std::int64_t w, T* dst, std::int64_t bh, std::int64_t bw, std::int64_t top,
-                      std::int64_t left) {
+                      std::int64_t left, T* scratch) {
   const std::int64_t r1 = std::min(bh, h + top), c1 = std::min(bw, w + left);
   if (top > 0 || left > 0 || r1 < bh || c1 < bw)  // not every element is written below
     std::fill(dst, dst + imgs * bh * bw * ch, T(0));
@@ -438,12 +442,10 @@ void to_channels_last(const T* x, std::int64_t imgs, std::int64_t ch, std::int64
         detail::transpose32(x + i * ch * plane, plane, ch, rows * w, dst + i * bh * bw * ch, ch);
       return;
     }
-    thread_local std::vector<float> scratch;
-    scratch.resize(static_cast<std::size_t>(rows * w * ch));
     for (std::int64_t i = 0; i < imgs; ++i) {
-      detail::transpose32(x + i * ch * plane, plane, ch, rows * w, scratch.data(), ch);
+      detail::transpose32(x + i * ch * plane, plane, ch, rows * w, scratch, ch);
       for (std::int64_t r = 0; r < rows; ++r)
-        std::copy_n(scratch.data() + r * w * ch, cols * ch,
+        std::copy_n(scratch + r * w * ch, cols * ch,
                     dst + (i * bh * bw + (r + top) * bw + left) * ch);
     }
     return;
@@ -462,14 +464,15 @@ void to_channels_last(const T* x, std::int64_t imgs, std::int64_t ch, std::int64
 // The input side of a chunk, images [i0, i1): the padded input, channels
 // last, into `in` ([image, row, col, cin], zeros outside the image), and its
 // transform V[xi] [tiles, cin] = (B^T d B)[xi] of each tile's 4x4 patch d
-// into v (planes cols * cin apart, cols = the chunk's tiles).
+// into v (planes cols * cin apart, cols = the chunk's tiles); `tr` is the
+// workspace's to_channels_last scratch.
 template <class T>
 void winograd_input(const T* x, const Conv2dGeometry& g, std::int64_t cin, const WinogradPlan& p,
-                    std::int64_t i0, std::int64_t i1, T* in, T* v) {
+                    std::int64_t i0, std::int64_t i1, T* in, T* v, T* tr) {
   const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
   const std::int64_t ph = 2 * p.th + 2, pw = 2 * p.tw + 2;  // the padded plane
   // The padded input, channels last (zeros outside the image).
-  to_channels_last(x + i0 * cin * g.h * g.w, imgs, cin, g.h, g.w, in, ph, pw, g.ph, g.pw);
+  to_channels_last(x + i0 * cin * g.h * g.w, imgs, cin, g.h, g.w, in, ph, pw, g.ph, g.pw, tr);
   // Input transform: V[xi][t] = (B^T d B)[xi] of tile t's 4x4 patch d, per channel.
   const std::int64_t vstride = cols * cin;  // between xi planes of V
   for (std::int64_t i = 0; i < imgs; ++i)
@@ -516,7 +519,8 @@ void winograd_chunk(const T* x, const T* u, const T* bias, T* y, const Conv2dGeo
   T* const m = v + sp.v;
   T* const in = m + sp.m;
   T* const out = in + sp.in;
-  winograd_input(x, g, cin, p, i0, i1, in, v);
+  T* const tr = out + sp.out;
+  winograd_input(x, g, cin, p, i0, i1, in, v, tr);
   const std::int64_t vstride = cols * cin;  // between xi planes of V
   // The 16 products M[xi] [tiles, cout] = V[xi] [tiles, cin] x U[xi]^T, summed over cin.
   for (int xi = 0; xi < 16; ++xi)
@@ -773,11 +777,12 @@ void winograd_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& 
     T* const yt = v + sp.v;
     T* const in = yt + sp.m;
     T* const gl = in + sp.in;
+    T* const tr = gl + sp.out;
     const std::int64_t i0 = c * p.per_chunk, i1 = std::min(g.n, i0 + p.per_chunk);
     const std::int64_t imgs = i1 - i0, cols = imgs * p.tiles;
-    winograd_input(x, g, cin, p, i0, i1, in, v);
+    winograd_input(x, g, cin, p, i0, i1, in, v, tr);
     // gy channels last, an odd last row or column of tiles padded with zeros.
-    to_channels_last(gy + i0 * cout * g.oh * g.ow, imgs, cout, g.oh, g.ow, gl, oh2, ow2, 0, 0);
+    to_channels_last(gy + i0 * cout * g.oh * g.ow, imgs, cout, g.oh, g.ow, gl, oh2, ow2, 0, 0, tr);
     const std::int64_t ystride = cols * cout;
     winograd_grad_output(gl, p, imgs, cout, yt, ystride);
     // M[xi] [cout, cin] = Y[xi]^T x V[xi], summed over the chunk's tiles.
