@@ -28,7 +28,8 @@ namespace ms::kernels::detail {
 /// threads writing neighbouring images of conv1's output in huge-page
 /// storage ran its forward 6x slower than one thread). A kernel called
 /// inside runs single-threaded, so each item's arithmetic is the same whoever
-/// runs it, for any thread count.
+/// runs it, for any thread count. Items < 2^32 (a run's bounds are packed in
+/// 32-bit halves).
 template <class F>
 void for_items(std::int64_t items, std::int64_t parts, F&& fn) {
   // Per part, the items left of its run: front in the low 32 bits, end in the high.

@@ -31,8 +31,8 @@ bool conv_narrow_forward(const float* x, const float* w, const float* bias, floa
 
 /// dx = conv2d_grad_input(gy, w) on dense buffers: per image and input channel,
 /// each tap's column sum over the output channels of w * gy (in order), then
-/// the columns added into dx tap after tap where their input lies inside;
-/// images are split over the threads. Returns false, computing nothing, when
+/// each vector of dx the sum, in tap order, of the columns' values whose
+/// input it is; images are split over the threads. Returns false, computing nothing, when
 /// conv_narrow_fits(g) is false. May raise ms::MemoryError before writing dx.
 bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g);
 

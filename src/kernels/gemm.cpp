@@ -476,20 +476,22 @@ void vecmat_axpy(bool back, std::int64_t n, std::int64_t k, T alpha, const T* x,
   for (std::int64_t j = 0; j < n; ++j) y[j] = finish(half[0][j] + half[1][j], alpha, beta, y + j);
 }
 
-// The row products below read B (stored [n, k]) in the order it is stored,
-// one row after another, with the packets of x they multiply held in
-// registers: kDotChunk packets at a time, each row's packets summed onto
-// kDotAccs accumulators in turn (packet p onto accumulator p % kDotAccs).
-// Reading four rows' packets interleaved instead (x loaded for each) reads B
-// as four streams at once: 82 GB/s out of L3 on char_lm's 17 products at
-// batch 1, where one row after another with x in registers reached 97 GB/s,
-// as fast as a plain sum over the same weights (ad-hoc loops on the Zen 4
-// VM; 1 thread).
+// The row products below sum each row's packets onto kDotAccs accumulators
+// in turn (packet p onto accumulator p % kDotAccs). One row of x of fewer
+// than kDotChunk packets (a batch-1 product of a model up to 256 wide) is
+// held in registers and B (stored [n, k]) read in the order it is stored,
+// one row after another; otherwise (longer rows, or several rows of A) the
+// packets of a group's rows are read interleaved, each packet of x loaded
+// once for them. Interleaved (x loaded for each packet) B is read as four
+// streams at once: 82 GB/s out of L3 on char_lm's 17 products at batch 1,
+// where one row after another with x in registers reached 97 GB/s, as fast
+// as a plain sum over the same weights (ad-hoc loops on the Zen 4 VM; 1
+// thread).
 #if defined(EIGEN_VECTORIZE_AVX512)
-constexpr int kDotChunk = 16;  // 16 packets of x + 4 rows x 2 accumulators in 32 registers
+constexpr int kDotChunk = 16;  // x's packets in registers: fewer than this many (of 32)
 constexpr int kDotAccs = 2;
 #else
-constexpr int kDotChunk = 8;  // 8 packets of x + 4 rows x 1 accumulator in 16 registers
+constexpr int kDotChunk = 8;  // (of 16 registers)
 constexpr int kDotAccs = 1;
 #endif
 // Rows of B per group: reduced together (predux4).
@@ -551,7 +553,7 @@ inline void dot_finish(const DotRows<T, NR>& sums, std::int64_t kp, std::int64_t
 }
 
 // Groups [g0, g1) of NR rows of B (group g: rows g NR to g NR + NR - 1)
-// times x, one row of A of at most kDotChunk packets (XR of them, a template
+// times x, one row of A of fewer than kDotChunk packets (XR of them, a template
 // argument so that they stay in registers, loaded once for all groups), into
 // y; `back` visits the groups last to first. The loop over a group's rows is
 // not unrolled: unrolled, g++ keeps an offset for every row and packet

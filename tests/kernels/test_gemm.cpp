@@ -291,6 +291,10 @@ TEST_SUITE("kernels") {
             {3, 7, 33},
             {5, 1000, 300},
             {4, 9, 280},
+            {2, 9, 48},   // an odd number of packets: held for one row, streamed for two
+            {2, 9, 240},  // (float: 3 and 15 packets; double: 6 and 30)
+            {2, 9, 40},   // (double: 5 packets)
+            {3, 5, 5},    // fewer than a packet
             {1, 37, 784},
             {8, 193, 768}}) {
         ms::set_num_threads(nt);
@@ -319,7 +323,7 @@ TEST_SUITE("kernels") {
               want += p;
               size += std::abs(p);
             }
-            const double eps = sizeof(T) == 4 ? 1e-7 : 1e-16;
+            const double eps = std::numeric_limits<T>::epsilon();  // 2 u: ours and the reference's
             off += std::abs(static_cast<double>(row[static_cast<std::size_t>(j)]) - want) >
                    static_cast<double>(k) * eps * size;
           }

@@ -154,8 +154,9 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
 /// dense), by the algorithm `conv2d_algorithm(g, ConvPass::GradInput)` names
 /// (Direct: the forward's kernels on gy with the rotated kernel). Im2col: per (image, group), tiles
 /// of columns = W_g^T G_g (one GEMM each) added back into dx by col2im (the adjoint of im2col).
-/// Items are (image, group) pairs taken by the threads as they come free, each summed in a fixed
-/// order whoever runs it: bitwise the same results for any thread count. float, double.
+/// Items are (image, group) pairs, a contiguous run of them per thread whose last items another
+/// thread takes when done with its own; each summed in a fixed order whoever runs it: bitwise the
+/// same results for any thread count. float, double.
 template <class T>
 void conv2d_grad_input(const T* gy, const T* w, T* dx, const Conv2dGeometry& g);
 
