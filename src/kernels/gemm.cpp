@@ -478,15 +478,15 @@ void vecmat_axpy(bool back, std::int64_t n, std::int64_t k, T alpha, const T* x,
 
 // The row products below sum each row's packets onto kDotAccs accumulators
 // in turn (packet p onto accumulator p % kDotAccs). One row of x of fewer
-// than kDotChunk packets (a batch-1 product of a model up to 256 wide) is
-// held in registers and B (stored [n, k]) read in the order it is stored,
-// one row after another; otherwise (longer rows, or several rows of A) the
-// packets of a group's rows are read interleaved, each packet of x loaded
-// once for them. Interleaved (x loaded for each packet) B is read as four
-// streams at once: 82 GB/s out of L3 on char_lm's 17 products at batch 1,
-// where one row after another with x in registers reached 97 GB/s, as fast
-// as a plain sum over the same weights (ad-hoc loops on the Zen 4 VM; 1
-// thread).
+// than kDotChunk packets (with AVX-512, fewer than 256 floats: a batch-1
+// product of char_lm's 192-wide model) is held in registers and B (stored
+// [n, k]) read in the order it is stored, one row after another; otherwise
+// (longer rows, or several rows of A) the packets of a group's rows are read
+// interleaved, each packet of x loaded once for them. Interleaved (x loaded
+// for each packet) B is read as four streams at once: 82 GB/s out of L3 on
+// char_lm's 17 products at batch 1, where one row after another with x in
+// registers reached 97 GB/s, as fast as a plain sum over the same weights
+// (ad-hoc loops on the Zen 4 VM; 1 thread).
 #if defined(EIGEN_VECTORIZE_AVX512)
 constexpr int kDotChunk = 16;  // x's packets in registers: fewer than this many (of 32)
 constexpr int kDotAccs = 2;
