@@ -108,6 +108,14 @@ def fr(v):
 def ratio(x, y):
     return None if x is None or not y else x / y
 
+def matching(pattern):
+    """(name, the pattern's groups) of the runs it matches, by thread count, then shape."""
+    pat = re.compile(pattern)
+    for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::-1]]):
+        mt = pat.match(name)
+        if mt:
+            yield name, mt.groups()
+
 print(f"Measured at {meta}. Medians of {reps} repetitions of {min_time} s, interleaved in one "
       f"process per thread count. `of peak`: flop/s over the float32 FMA peak of the same process "
       f"and thread count (`BM_Peak_Fma`, best repetition), in wall time; `CPU`: the same for 1 "
@@ -152,12 +160,8 @@ print()
 print("| m x n x k | op | threads | libxsmm of peak | Eigen of peak | libxsmm / Eigen | "
       "gemm_bf16 of peak | libxsmm of peak, CPU |")
 print("|---|---|---|---|---|---|---|---|")
-pat = re.compile(r"BM_Sgemm_libxsmm/m:(\d+)/n:(\d+)/k:(\d+)/ta:(\d)/tb:(\d)/ac:(\d)/nt:(\d)$")
-for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::-1]]):
-    mt = pat.match(name)
-    if not mt:
-        continue
-    m, n, k, ta, tb, ac, nt = mt.groups()
+for name, (m, n, k, ta, tb, ac, nt) in matching(
+        r"BM_Sgemm_libxsmm/m:(\d+)/n:(\d+)/k:(\d+)/ta:(\d)/tb:(\d)/ac:(\d)/nt:(\d)$"):
     x = frac(name, int(nt))
     e = frac(name.replace("libxsmm", "eigen"), int(nt))
     bf = frac(f"BM_Bgemm/m:{m}/n:{n}/k:{k}/ta:{ta}/tb:{tb}/nt:{nt}", int(nt))
@@ -180,12 +184,7 @@ print()
 print("| m x n x k | threads | ms w GB/s | ms / triad | ms of peak | LibTorch w GB/s | "
       "ms / LibTorch |")
 print("|---|---|---|---|---|---|---|")
-fpat = re.compile(r"BM_FewRows_Ms/m:(\d+)/n:(\d+)/k:(\d+)/nt:(\d)$")
-for name in sorted(runs, key=lambda s: [int(x) for x in re.findall(r"\d+", s)[::-1]]):
-    mt = fpat.match(name)
-    if not mt:
-        continue
-    m, n, k, nt = mt.groups()
+for name, (m, n, k, nt) in matching(r"BM_FewRows_Ms/m:(\d+)/n:(\d+)/k:(\d+)/nt:(\d)$"):
     tri = runs.get(f"BM_Stream_Triad/nt:{nt}")
     triad = max(r["bytes_per_second"] for r in tri) / 1e9 if tri else None
     w_ms = med(name, "w_GBps")

@@ -469,8 +469,8 @@ void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::in
   const std::int64_t full = e / PS * PS;
   constexpr std::int64_t kAtOnce = 4;  // independent chains in flight
   std::int64_t j = 0;
-  const auto finish = [&](std::int64_t jj, P acc) {
-    T sum = Eigen::internal::predux(acc);
+  // s[jj]: the lanes' sum `sum` plus the channels past the last whole packet.
+  const auto finish = [&](std::int64_t jj, T sum) {
     for (std::int64_t c = full; c < e; ++c) sum += q[c] * k[jj * rs + c];
     s[jj] = sum;
   };
@@ -483,25 +483,16 @@ void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::in
         acc[r] =
             Eigen::internal::pmadd(Eigen::internal::ploadu<P>(k + (j + r) * rs + c), qv, acc[r]);
     }
-#if defined(EIGEN_VECTORIZE_AVX512DQ)
-    if constexpr (std::is_same_v<T, float> && PS == 16) {  // the four sums reduced at once
-      alignas(16) float sums[kAtOnce];
-      _mm_store_ps(sums, detail::predux4(acc[0], acc[1], acc[2], acc[3]));
-      for (std::int64_t r = 0; r < kAtOnce; ++r) {
-        for (std::int64_t c = full; c < e; ++c) sums[r] += q[c] * k[(j + r) * rs + c];
-        s[j + r] = sums[r];
-      }
-      continue;
-    }
-#endif
-    for (std::int64_t r = 0; r < kAtOnce; ++r) finish(j + r, acc[r]);
+    T sums[kAtOnce];
+    detail::predux_each<T, kAtOnce>(acc, sums);
+    for (std::int64_t r = 0; r < kAtOnce; ++r) finish(j + r, sums[r]);
   }
   for (; j < n; ++j) {
     P acc = Eigen::internal::pset1<P>(T(0));
     for (std::int64_t c = 0; c < full; c += PS)
       acc = Eigen::internal::pmadd(Eigen::internal::ploadu<P>(k + j * rs + c),
                                    Eigen::internal::ploadu<P>(q + c), acc);
-    finish(j, acc);
+    finish(j, Eigen::internal::predux(acc));
   }
 }
 #pragma GCC diagnostic pop

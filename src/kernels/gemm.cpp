@@ -539,17 +539,17 @@ template <class T, int NR>
 inline void dot_finish(const DotRows<T, NR>& sums, std::int64_t kp, std::int64_t k, T alpha,
                        const T* x, const T* b, std::int64_t ldb, T beta, T* y) {
   T lanes[NR];
-#if defined(EIGEN_VECTORIZE_AVX512DQ)
-  if constexpr (std::is_same_v<T, float> && kPacketSize<T> == 16 && NR == 4)
-    _mm_storeu_ps(lanes, detail::predux4(sums.row[0], sums.row[1], sums.row[2], sums.row[3]));
-  else
-#endif
-    for (int r = 0; r < NR; ++r) lanes[r] = Eigen::internal::predux(sums.row[r]);
+  detail::predux_each<T, NR>(sums.row, lanes);
   for (int r = 0; r < NR; ++r) {
     T sum = lanes[r];
     for (std::int64_t t = kp; t < k; ++t) sum += b[r * ldb + t] * x[t];
     y[r] = finish(sum, alpha, beta, y + r);
   }
+}
+
+// The i-th group visited of [g0, g1): first to last, or with `back` last to first.
+inline std::int64_t group_at(bool back, std::int64_t g0, std::int64_t g1, std::int64_t i) {
+  return back ? g1 - 1 - (i - g0) : i;
 }
 
 // Groups [g0, g1) of NR rows of B (group g: rows g NR to g NR + NR - 1)
@@ -564,7 +564,7 @@ void dot_groups_held(bool back, std::int64_t g0, std::int64_t g1, std::int64_t k
   DotChunk<T> xr;
   load_chunk<T, XR>(x, xr);
   for (std::int64_t i = g0; i < g1; ++i) {
-    const std::int64_t g = back ? g1 - 1 - (i - g0) : i;
+    const std::int64_t g = group_at(back, g0, g1, i);
     const T* bg = b + g * NR * ldb;
     DotRows<T, NR> sums;
 #pragma GCC unroll 1
@@ -598,7 +598,7 @@ void dot_groups_streamed(bool back, std::int64_t g0, std::int64_t g1, std::int64
   constexpr std::int64_t PS = kPacketSize<T>;
   const std::int64_t kp = k / PS * PS;
   for (std::int64_t i = g0; i < g1; ++i) {
-    const std::int64_t g = back ? g1 - 1 - (i - g0) : i;
+    const std::int64_t g = group_at(back, g0, g1, i);
     const T* bg = b + g * NR * ldb;
     for (std::int64_t r = 0; r < m; ++r) {
       const T* x = a + r * lda;

@@ -12,8 +12,9 @@
 // front) and every worker with index < threads (from the back) claim the
 // next one from `claim_` (a compare-and-swap that fails once the generation
 // moved on) until none is left, so a chunk whose worker is asleep or lost its
-// core to another program is run by whoever comes first, usually the caller. The chunks themselves
-// (their boundaries) depend only on the job, never on who runs them.
+// core to another program is run by whoever comes first, usually the caller.
+// The chunks themselves (their boundaries) depend only on the job, never on
+// who runs them.
 // `remaining_` counts the chunks not finished; the caller waits for it to
 // reach zero, spinning for a while, then asleep on it (a futex) so that its
 // core is free for the thread that still holds a chunk.

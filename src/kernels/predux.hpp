@@ -1,7 +1,10 @@
-// src/kernels/predux.hpp — private to src/kernels: the lane sums of four
-// SIMD packets at once, for the dot products of src/kernels/gemm.cpp (a few
-// rows times B^T) and the decoding scores of src/kernels/attention.cpp.
+// src/kernels/predux.hpp — private to src/kernels: the lane sums of several
+// SIMD packets, four at once where the CPU allows, for the dot products of
+// src/kernels/gemm.cpp (a few rows times B^T) and the decoding scores of
+// src/kernels/attention.cpp.
 #pragma once
+
+#include <type_traits>
 
 #include "ms/core/detail/eigen.hpp"
 
@@ -25,5 +28,19 @@ inline __m128 predux4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   return _mm_add_ps(_mm_movelh_ps(s01, s23), _mm_movehl_ps(s23, s01));
 }
 #endif
+
+// out[r] = Eigen's predux(acc[r]) for the N packets of scalar T at acc:
+// four at once with predux4 where it applies, the same sums.
+template <class T, int N>
+inline void predux_each(const typename Eigen::internal::packet_traits<T>::type* acc, T* out) {
+#if defined(EIGEN_VECTORIZE_AVX512DQ)
+  if constexpr (std::is_same_v<T, float> && N == 4 &&
+                Eigen::internal::packet_traits<T>::size == 16) {
+    _mm_storeu_ps(out, predux4(acc[0], acc[1], acc[2], acc[3]));
+    return;
+  }
+#endif
+  for (int r = 0; r < N; ++r) out[r] = Eigen::internal::predux(acc[r]);
+}
 
 }  // namespace ms::kernels::detail
