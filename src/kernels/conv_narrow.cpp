@@ -152,7 +152,7 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
     for (std::int64_t v = 0; v < vecs; ++v) {
       const std::int64_t p = v * 16;
       const __mmask16* inside = masks + v * kTaps;
-      const __mmask16 lanes = v + 1 == vecs ? pl.last : __mmask16(0xffff);
+      const __mmask16 lanes = pl.lanes(v);
       __m512 gv[OB];
       for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
       // Tap (i, j) reads row i's base at column offset j - 1: three base
