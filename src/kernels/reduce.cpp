@@ -2,7 +2,8 @@
 //
 // Accuracy and determinism: every output is computed in an order fixed by the shapes alone.
 // "Row" reductions accumulate into 16 interleaved lanes (element j goes to lane j % 16 of
-// its chunk) over chunks of kRowChunk elements; lanes, then chunks, are merged in order.
+// its chunk) over chunks of kRowChunk elements; lanes are merged pairwise (RowAcc::result),
+// then chunks in order.
 // "Column" reductions accumulate each output sequentially over the reduced index, in
 // chunks chosen from the shapes only. Floating sums accumulate in float64 (float32 inputs
 // lose nothing; float64 inputs gain the lane/chunk splitting), integer sums in uint64
@@ -17,6 +18,10 @@
 #include <numeric>
 #include <type_traits>
 #include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "ms/core/detail/eigen.hpp"
 
 #include "ms/kernels/ew_instructions.hpp"
@@ -433,10 +438,14 @@ struct RowAcc {
       step_lanes(r, q, len, base, param);
     }
   }
+  // The lanes merged pairwise (lane j with lane j + 8, then j + 4, j + 2,
+  // j + 1), the order in which float_lane_sum merges its vectors' lanes.
   Acc result(const R& r) const {
-    Acc a = lanes[0];
-    for (int j = 1; j < kCount; ++j) r.merge(a, lanes[j]);
-    return a;
+    Acc t[kCount];
+    std::copy(std::begin(lanes), std::end(lanes), t);
+    for (int w = kCount / 2; w >= 1; w /= 2)
+      for (int j = 0; j < w; ++j) r.merge(t[j], t[j + w]);
+    return t[0];
   }
 
  private:
@@ -456,6 +465,40 @@ typename R::Acc reduce_run(const R& r, const typename R::In* p, std::int64_t len
   a.feed(r, p, len, 0, 0.0);
   return a.result(r);
 }
+
+#if defined(__AVX512F__)
+// Reducers whose step adds a float32 input to a float64 accumulator and
+// whose merge adds accumulators: their lanes can be fed a vector at a time.
+template <class R>
+constexpr bool kFloatAddLanes =
+    std::is_same_v<R, SumR<float>> || std::is_same_v<R, MeanR<float, typename R::Out>>;
+
+// RowAcc's result for a run of n float32 values, a vector of 16 at a time:
+// lanes 0-7 and 8-15 in two float64 registers, the missing elements of the
+// last vector read as +0 (a lane starts at +0, so adding +0 changes nothing),
+// then merged in RowAcc::result's pairwise order. (The push/pop: g++ 12
+// reports _mm512_extractf64x4_pd's undefined source as used uninitialized, a
+// known false positive of the intrinsic.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+double float_lane_sum(const float* p, std::int64_t n) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  const auto add = [&](__m512 v) {
+    lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    hi = _mm512_add_pd(
+        hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+  };
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) add(_mm512_loadu_ps(p + i));
+  if (i < n) add(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (n - i)) - 1), p + i));
+  const __m512d w8 = _mm512_add_pd(lo, hi);  // lane j + lane j + 8
+  const __m256d w4 =
+      _mm256_add_pd(_mm512_castpd512_pd256(w8), _mm512_extractf64x4_pd(w8, 1));  // j + 4
+  const __m128d w2 = _mm_add_pd(_mm256_castpd256_pd128(w4), _mm256_extractf128_pd(w4, 1));
+  return _mm_cvtsd_f64(_mm_add_sd(w2, _mm_unpackhi_pd(w2, w2)));
+}
+#pragma GCC diagnostic pop
+#endif
 
 template <class R>
 void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
@@ -489,6 +532,18 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
         st[o - o0].feed(r, x + o * xs + k * rs + na, nb - na, k * N + na, par(o));
     for (std::int64_t o = o0; o < o1; ++o) res[o - o0] = st[o - o0].result(r);
   };
+#if defined(__AVX512F__)
+  if constexpr (kFloatAddLanes<R>) {
+    if (nchunks == 1 && R1 == 1) {  // one contiguous run per output, fed a vector at a time
+      par_for(O, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(N, 1)),
+              [&](std::int64_t b, std::int64_t e) {
+                for (std::int64_t o = b; o < e; ++o)
+                  out[o * os] = r.finish(float_lane_sum(x + o * xs, N), par(o));
+              });
+      return;
+    }
+  }
+#endif
   if (nchunks == 1) {
     par_for(nob, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(ob * R1 * N, 1)),
             [&](std::int64_t b, std::int64_t e) {

@@ -405,6 +405,25 @@ TEST_SUITE("ops") {
     CHECK(var(off).item<double>() == doctest::Approx(1.25).epsilon(1e-6));
   }
 
+  TEST_CASE("float32 sums and means of short rows are the float64 sum rounded once") {
+    // Rows shorter, as long as and longer than a vector of 16, with and
+    // without a partial last vector: a dropped or doubled element, or a lane
+    // read past the row, shows in the low bits.
+    for (const std::int64_t n : {1, 7, 15, 16, 17, 32, 33, 100, 300}) {
+      CAPTURE(n);
+      const Tensor x = random_tensor(float32, {37, n}, kValues, 31);
+      const std::vector<float> v = x.to_vector<float>();
+      const std::vector<float> s = sum(x, {-1}).to_vector<float>();
+      const std::vector<float> m = mean(x, {-1}).to_vector<float>();
+      for (std::int64_t r = 0; r < 37; ++r) {
+        double want = 0;
+        for (std::int64_t j = 0; j < n; ++j) want += double(v[std::size_t(r * n + j)]);
+        CHECK(s[std::size_t(r)] == float(want));
+        CHECK(m[std::size_t(r)] == float(want / double(n)));
+      }
+    }
+  }
+
   TEST_CASE("results do not depend on the thread count") {
     const Tensor big_row = random_tensor(float32, {3, 200000}, kValues, 21);
     const Tensor big_col = random_tensor(float32, {200000, 3}, kValues, 22);
