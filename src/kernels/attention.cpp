@@ -35,8 +35,8 @@
 namespace ms::kernels {
 namespace {
 
-constexpr std::int64_t kRows = 32;             // query rows per block
-constexpr std::int64_t kKeys = 64;             // keys per block
+constexpr std::int64_t kRows = 32;  // query rows per block
+constexpr std::int64_t kKeys = kAttentionKeyBlock;
 constexpr std::int64_t kGrainFlops = 1 << 18;  // work below which a chunk is not split
 constexpr std::int64_t kAlign = 64;            // bytes: every scratch row starts on this
 

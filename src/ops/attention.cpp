@@ -446,9 +446,9 @@ std::vector<Sample> other_samples() {
                                  rnd({2, 3, 5, 4}, 93, float32)},
                                 A{}),
       ::ms::ops::detail::sample(
-          "float32 [1, 2, 70, 16] causal, Tk 100: crosses row and key blocks",
-          {rnd({1, 2, 70, 16}, 94, float32), rnd({1, 2, 100, 16}, 95, float32),
-           rnd({1, 2, 100, 8}, 96, float32)},
+          "float32 [1, 2, 70, 16] causal, Tk 200: crosses row and key blocks",
+          {rnd({1, 2, 70, 16}, 94, float32), rnd({1, 2, 200, 16}, 95, float32),
+           rnd({1, 2, 200, 8}, 96, float32)},
           A{.causal = true}),
       graded("gradient [2, 3, 4], E 4, Ev 3",
              {rnd({2, 3, 4}, 97), rnd({2, 5, 4}, 98), rnd({2, 5, 3}, 99)}, A{}),

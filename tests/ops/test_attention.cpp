@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <ms/autodiff/gradcheck.hpp>
+#include <ms/kernels/attention.hpp>
 #include <ms/ms.hpp>
 
 #include "random.hpp"
@@ -143,19 +144,20 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("attention: keys a Bool mask hides in whole blocks are not read (decoding)") {
-    // One query against 192 cache slots (three blocks of 64 keys), the last
-    // two hidden, as in a decoding step: bitwise the attention over the first
-    // 64 keys alone, and NaN in the hidden slots does not reach the output.
+    // One query against three key blocks of cache slots, the last two
+    // hidden, as in a decoding step: bitwise the attention over the first
+    // block alone, and NaN in the hidden slots does not reach the output.
+    constexpr std::int64_t kb = kernels::kAttentionKeyBlock, slots = 3 * kb;
     const Tensor q = random_tensor(float32, {2, 3, 1, 8}, {-1, 1}, 30);
-    const Tensor k = random_tensor(float32, {2, 3, 192, 8}, {-1, 1}, 31);
-    const Tensor v = random_tensor(float32, {2, 3, 192, 8}, {-1, 1}, 32);
-    std::vector<std::uint8_t> keep(192, 0);
-    for (std::size_t j = 0; j < 64; ++j) keep[j] = j % 5 != 3;
-    const Tensor mask = from_vector(keep, Shape{1, 1, 1, 192}).to(bool_);
-    const Tensor first = scaled_dot_product_attention(q, k.slice(2, 0, 64), v.slice(2, 0, 64),
-                                                      {.mask = mask.slice(3, 0, 64)});
-    const Tensor nan = full({2, 3, 128, 8}, std::nan(""), float32);
-    const Tensor kn = concat({k.slice(2, 0, 64), nan}, 2), vn = concat({v.slice(2, 0, 64), nan}, 2);
+    const Tensor k = random_tensor(float32, {2, 3, slots, 8}, {-1, 1}, 31);
+    const Tensor v = random_tensor(float32, {2, 3, slots, 8}, {-1, 1}, 32);
+    std::vector<std::uint8_t> keep(slots, 0);
+    for (std::size_t j = 0; j < std::size_t{kb}; ++j) keep[j] = j % 5 != 3;
+    const Tensor mask = from_vector(keep, Shape{1, 1, 1, slots}).to(bool_);
+    const Tensor first = scaled_dot_product_attention(q, k.slice(2, 0, kb), v.slice(2, 0, kb),
+                                                      {.mask = mask.slice(3, 0, kb)});
+    const Tensor nan = full({2, 3, slots - kb, 8}, std::nan(""), float32);
+    const Tensor kn = concat({k.slice(2, 0, kb), nan}, 2), vn = concat({v.slice(2, 0, kb), nan}, 2);
     CHECK(allclose(scaled_dot_product_attention(q, k, v, {.mask = mask}), first, 0, 0));
     CHECK(allclose(scaled_dot_product_attention(q, kn, vn, {.mask = mask}), first, 0, 0));
   }
@@ -348,11 +350,13 @@ TEST_SUITE("ops") {
 
   TEST_CASE("attention: decoding, one query row over a cache, on other inputs call after call") {
     // An increment: q [B, H, 1, D] split out of [B, 1, H, D], keys and values
-    // of 100 slots of which the first `used` are kept (a key padding mask).
+    // of `slots` slots (a key block and a part) of which the first `used` are
+    // kept (a key padding mask).
     // Calls of the same sizes reuse a thread's scratch: each must see only its inputs.
     // One problem (B = H = 1): a call starts on the problem the last one ended on.
+    constexpr std::int64_t kb = kernels::kAttentionKeyBlock, slots = kb + 36;
     for (const std::int64_t heads : {3, 1})
-      for (const std::int64_t used : {1, 37, 64, 65, 100}) {
+      for (const std::int64_t used : {std::int64_t{1}, std::int64_t{37}, kb, kb + 1, slots}) {
         CAPTURE(heads);
         CAPTURE(used);
         const std::int64_t b = heads == 1 ? 1 : 2;
@@ -360,10 +364,10 @@ TEST_SUITE("ops") {
         const Tensor x = random_tensor(float32, {b, 1, heads, 8}, {-2, 2}, 120 + seed);
         const Tensor q = transpose(x, 1, 2);
         const Tensor ck =
-            transpose(random_tensor(float32, {b, 100, heads, 8}, {-2, 2}, 200 + seed), 1, 2);
-        const Tensor cv = random_tensor(float32, {b, heads, 100, 8}, {-2, 2}, 300 + seed);
-        const Tensor keep =
-            Tensor(arange(0, 100, 1) < static_cast<double>(used)).reshape(Shape({1, 1, 1, 100}));
+            transpose(random_tensor(float32, {b, slots, heads, 8}, {-2, 2}, 200 + seed), 1, 2);
+        const Tensor cv = random_tensor(float32, {b, heads, slots, 8}, {-2, 2}, 300 + seed);
+        const Tensor keep = Tensor(arange(0, double(slots), 1) < static_cast<double>(used))
+                                .reshape(Shape({1, 1, 1, slots}));
         const AttentionOptions o{.mask = keep};
         const Tensor got = scaled_dot_product_attention(q, ck, cv, o);
         const Tensor want = reference(q.to(float64), ck.to(float64), cv.to(float64), o);
