@@ -159,10 +159,11 @@ Tensor dense_rows(const Tensor& t) {
 }
 
 // A result of type t laid out as `ref` (q for the output, each input for its
-// gradient): when ref is a dense tensor with its dims permuted (heads split
-// out of [B, T, H, D]), the result gets the same order of dims, so that
-// merging the heads back is a view; else contiguous. Query rows alone (Tq
-// 1) stay contiguous.
+// gradient): dense, with its dims in the order of ref's strides when ref's
+// rows are dense but its dims are in another order (heads split out of [B,
+// T, H, D], or out of a packed [B, T, 3, H, D] projection), so that merging
+// the heads back is a view; else contiguous. Query rows alone (Tq 1) stay
+// contiguous.
 Tensor alloc_like(const TensorType& t, const Tensor& ref) {
   Tensor out = alloc(t);
   const std::size_t n = ref.shape().size();
@@ -172,15 +173,10 @@ Tensor alloc_like(const TensorType& t, const Tensor& ref) {
   for (std::size_t i = 0; i < n; ++i) perm[i] = i;
   std::stable_sort(perm.begin(), perm.end(),
                    [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
-  if (perm[n - 1] != n - 1) return out;
-  std::int64_t expect = 1;
-  for (std::size_t i = n; i-- > 0;) {
-    const std::size_t d = perm[i];
-    if (ref.shape()[d] != 1 && st[d] != expect) return out;
-    expect *= ref.shape()[d];
-  }
+  if (perm[n - 1] != n - 1 || st[n - 1] != 1) return out;
+  if (std::is_sorted(perm.begin(), perm.end())) return out;  // ref's order: contiguous
   std::vector<std::int64_t> strides(n);
-  expect = 1;
+  std::int64_t expect = 1;
   for (std::size_t i = n; i-- > 0;) {
     strides[perm[i]] = expect;
     expect *= t.shape[perm[i]];

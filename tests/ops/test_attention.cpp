@@ -341,6 +341,29 @@ TEST_SUITE("ops") {
       for (std::size_t i = 0; i < 3; ++i) CHECK(ms::test::bitwise_equal(got[i], want[i]));
       if (o.mask) CHECK(ms::test::bitwise_equal(got[3], want[3]));
     }
+    // Heads split out of one packed projection [B, T, 3, H, D] (rows of
+    // 3 H D floats): the output and the gradients come out dense in [B, T,
+    // H, D] order, so merging their heads back is a view too.
+    const Tensor proj = random_tensor(float32, {2, 70, 3, 3, 8}, {-2, 2}, 95);
+    const auto head = [&](std::int64_t i) { return transpose(proj.select(2, i), 1, 2); };
+    const Tensor pq = head(0), pk = head(1), pv = head(2);
+    const Tensor pw = random_tensor(float32, {2, 3, 70, 8}, {-1, 1}, 96);
+    const Tensor pout = scaled_dot_product_attention(pq, pk, pv, {.causal = true});
+    CHECK(transpose(pout, 1, 2).is_contiguous());
+    const auto pg = grad(
+        [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return weighted(scaled_dot_product_attention(a, b, c, {.causal = true}), pw);
+        },
+        {.position = {0, 1, 2}})(pq, pk, pv);
+    const auto pwant = grad(
+        [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+          return weighted(scaled_dot_product_attention(a, b, c, {.causal = true}), pw);
+        },
+        {.position = {0, 1, 2}})(pq.contiguous(), pk.contiguous(), pv.contiguous());
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(transpose(pg[i], 1, 2).is_contiguous());
+      CHECK(ms::test::bitwise_equal(pg[i], pwant[i]));
+    }
     // Rows that are not dense (q stored transposed) are copied first.
     const Tensor qt = transpose(q.contiguous().transpose(-1, -2).contiguous(), -1, -2);
     REQUIRE(qt.strides().back() != 1);
