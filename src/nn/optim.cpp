@@ -199,8 +199,11 @@ void Adam::update(std::size_t i, const Parameter& p, const Tensor& g0) {
   // Bias corrections from the step tensor: 1 - beta^t.
   const Tensor bc1 = 1.0 - ms::exp(step_ * std::log(opts.beta1 > 0 ? opts.beta1 : 1e-300));
   const Tensor bc2 = 1.0 - ms::exp(step_ * std::log(opts.beta2 > 0 ? opts.beta2 : 1e-300));
-  if (decoupled_ && opts.weight_decay > 0.0) write(p, p * (1.0 - lr_ * opts.weight_decay));
-  write(p, p - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
+  // The decoupled decay in the same pass as the step: p (1 - lr wd) minus the step.
+  const Tensor decayed = decoupled_ && opts.weight_decay > 0.0
+                             ? Tensor(p * (1.0 - lr_ * opts.weight_decay))
+                             : Tensor(p);
+  write(p, decayed - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
 }
 
 AdamW::AdamW(ParameterList params, AdamWOptions o)
