@@ -350,16 +350,12 @@ TEST_SUITE("ops") {
     const Tensor pw = random_tensor(float32, {2, 3, 70, 8}, {-1, 1}, 96);
     const Tensor pout = scaled_dot_product_attention(pq, pk, pv, {.causal = true});
     CHECK(transpose(pout, 1, 2).is_contiguous());
-    const auto pg = grad(
-        [&](const Tensor& a, const Tensor& b, const Tensor& c) {
-          return weighted(scaled_dot_product_attention(a, b, c, {.causal = true}), pw);
-        },
-        {.position = {0, 1, 2}})(pq, pk, pv);
-    const auto pwant = grad(
-        [&](const Tensor& a, const Tensor& b, const Tensor& c) {
-          return weighted(scaled_dot_product_attention(a, b, c, {.causal = true}), pw);
-        },
-        {.position = {0, 1, 2}})(pq.contiguous(), pk.contiguous(), pv.contiguous());
+    const auto ploss = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+      return weighted(scaled_dot_product_attention(a, b, c, {.causal = true}), pw);
+    };
+    const GradOptions qkv{.position = {0, 1, 2}};
+    const auto pg = grad(ploss, qkv)(pq, pk, pv);
+    const auto pwant = grad(ploss, qkv)(pq.contiguous(), pk.contiguous(), pv.contiguous());
     for (std::size_t i = 0; i < 3; ++i) {
       CHECK(transpose(pg[i], 1, 2).is_contiguous());
       CHECK(ms::test::bitwise_equal(pg[i], pwant[i]));

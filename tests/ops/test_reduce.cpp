@@ -407,8 +407,8 @@ TEST_SUITE("ops") {
 
   TEST_CASE("float32 sums and means of short rows are the float64 sum rounded once") {
     // Rows shorter, as long as and longer than a vector of 16, with and
-    // without a partial last vector: a dropped or doubled element, or a lane
-    // read past the row, shows in the low bits.
+    // without a partial last vector: a dropped or doubled element shows in
+    // the low bits.
     for (const std::int64_t n : {1, 7, 15, 16, 17, 32, 33, 100, 300}) {
       CAPTURE(n);
       const Tensor x = random_tensor(float32, {37, n}, kValues, 31);
