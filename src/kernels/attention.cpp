@@ -37,6 +37,7 @@ namespace {
 
 constexpr std::int64_t kRows = 32;  // query rows per block
 constexpr std::int64_t kKeys = kAttentionKeyBlock;
+static_assert(kKeys >= kRows, "Work::acc holds kKeys rows of dk and kRows rows of out or dq");
 constexpr std::int64_t kGrainFlops = 1 << 18;  // work below which a chunk is not split
 constexpr std::int64_t kAlign = 64;            // bytes: every scratch row starts on this
 
