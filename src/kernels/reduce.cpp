@@ -18,10 +18,6 @@
 #include <numeric>
 #include <type_traits>
 #include <vector>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "ms/core/detail/eigen.hpp"
 
 #include "ms/kernels/ew_instructions.hpp"
@@ -476,11 +472,7 @@ constexpr bool kFloatAddLanes =
 // RowAcc's result for a run of n float32 values, a vector of 16 at a time:
 // lanes 0-7 and 8-15 in two float64 registers, the missing elements of the
 // last vector read as +0 (a lane starts at +0, so adding +0 changes nothing),
-// then merged in RowAcc::result's pairwise order. (The push/pop: g++ 12
-// reports _mm512_extractf64x4_pd's undefined source as used uninitialized, a
-// known false positive of the intrinsic.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
+// then merged in RowAcc::result's pairwise order.
 double float_lane_sum(const float* p, std::int64_t n) {
   __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
   const auto add = [&](__m512 v) {
@@ -497,7 +489,6 @@ double float_lane_sum(const float* p, std::int64_t n) {
   const __m128d w2 = _mm_add_pd(_mm256_castpd256_pd128(w4), _mm256_extractf128_pd(w4, 1));
   return _mm_cvtsd_f64(_mm_add_sd(w2, _mm_unpackhi_pd(w2, w2)));
 }
-#pragma GCC diagnostic pop
 #endif
 
 template <class R>
