@@ -15,6 +15,8 @@
 //   BM_ColumnSum_*/nt:N     sum over the rows of [4096, 768] (a bias gradient of char_lm's
 //                           MLP: batch 32 x context 128 rows), keepdim
 //   BM_RowSum_*/nt:N        sum over the columns of the same tensor
+//   BM_RowSum32_*/nt:N      the same floats as [98304, 32], summed over rows of 32 (the row
+//                           sums of attention's backward in char_lm: head size 32)
 //   BM_Gelu_*/nt:N          gelu (erf form) of [4096, 768] (char_lm's MLP activation)
 //   BM_GeluGrad_*/nt:N      its gradient, ms::gelu_grad(g, x) against at::gelu_backward
 //   BM_SoftmaxXent_*/nt:N   per-row softmax cross-entropy of [4096, 256] logits (char_lm's
@@ -214,9 +216,12 @@ void sum_bytes(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kSumRows * kSumCols * std::int64_t(sizeof(float)));
 }
 
-void BM_Sum_Ms(benchmark::State& state, std::int64_t axis) {
+// The kSumRows x kSumCols floats as [kSumRows kSumCols / cols, cols].
+ms::Shape sum_shape(std::int64_t cols) { return {kSumRows * kSumCols / cols, cols}; }
+
+void BM_Sum_Ms(benchmark::State& state, std::int64_t axis, std::int64_t cols = kSumCols) {
   bench::set_threads(state.range(0));
-  const ms::Tensor x = bench::random_tensor({kSumRows, kSumCols}, 8);
+  const ms::Tensor x = bench::random_tensor(sum_shape(cols), 8);
   for (auto _ : state) {
     ms::Tensor y = ms::sum(x, {axis}, true);
     benchmark::DoNotOptimize(y.raw_data());
@@ -225,12 +230,13 @@ void BM_Sum_Ms(benchmark::State& state, std::int64_t axis) {
 }
 void BM_ColumnSum_Ms(benchmark::State& state) { BM_Sum_Ms(state, 0); }
 void BM_RowSum_Ms(benchmark::State& state) { BM_Sum_Ms(state, 1); }
+void BM_RowSum32_Ms(benchmark::State& state) { BM_Sum_Ms(state, 1, 32); }
 
 #if MS_BENCH_TORCH
-void BM_Sum_Torch(benchmark::State& state, std::int64_t axis) {
+void BM_Sum_Torch(benchmark::State& state, std::int64_t axis, std::int64_t cols = kSumCols) {
   bench::set_threads(state.range(0));
   c10::InferenceMode guard;
-  const ms::Tensor mx = bench::random_tensor({kSumRows, kSumCols}, 8);
+  const ms::Tensor mx = bench::random_tensor(sum_shape(cols), 8);
   const torch::Tensor x = bench::to_torch(mx);
   if (!bench::check_same(state, ms::sum(mx, {axis}, true), x.sum({axis}, true), 1e-3)) return;
   for (auto _ : state) {
@@ -241,6 +247,7 @@ void BM_Sum_Torch(benchmark::State& state, std::int64_t axis) {
 }
 void BM_ColumnSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 0); }
 void BM_RowSum_Torch(benchmark::State& state) { BM_Sum_Torch(state, 1); }
+void BM_RowSum32_Torch(benchmark::State& state) { BM_Sum_Torch(state, 1, 32); }
 #endif
 
 // ---------------------------------------------------------------- gelu of [4096, 768]
@@ -365,6 +372,7 @@ void register_all() {
     MS_REG_PAIR(BM_SmallAdd, nt);
     MS_REG_PAIR(BM_ColumnSum, nt);
     MS_REG_PAIR(BM_RowSum, nt);
+    MS_REG_PAIR(BM_RowSum32, nt);
     MS_REG_PAIR(BM_Gelu, nt);
     MS_REG_PAIR(BM_GeluGrad, nt);
     MS_REG_PAIR(BM_SoftmaxXent, nt);
