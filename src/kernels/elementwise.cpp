@@ -689,15 +689,15 @@ void plan_load(const EwInstr& i, std::span<const Tensor* const> inputs, const Sh
 
 // Everything each instruction needs at run time, resolved before any thread
 // starts (all checks happen here). `slot_type` has room for every register.
-void resolve_steps(const EwProgram& prog, std::span<const Tensor* const> inputs, Step* steps,
-                   DType* slot_type) {
+void resolve_steps(const EwProgram& prog, const Shape& shape, std::span<const Tensor* const> inputs,
+                   Step* steps, DType* slot_type) {
   for (std::size_t k = 0; k < prog.instrs.size(); ++k) {
     const EwInstr& i = prog.instrs[k];
     Step& st = steps[k];
     MS_CHECK(reg_index(i.type) >= 0, TypeError, "elementwise: register type ", i.type,
              " is not a compute type");
     if (i.kind == EwInstr::Kind::Load) {
-      plan_load(i, inputs, prog.shape, st);
+      plan_load(i, inputs, shape, st);
     } else if (i.kind == EwInstr::Kind::Apply) {
       // Operand types follow the slots as the program runs (slots are reused).
       const auto& info = ew_op_info(i.op);
@@ -787,10 +787,12 @@ void run_interpreted(const EwProgram& prog, const Step* steps, const Tensor& out
 
 namespace {
 
-// ew_run on a dense output, with an optional second output.
-void run_program(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
-                 const AlsoOut* also) {
-  MS_CHECK(prog.shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", prog.shape.rank(),
+// ew_run on a contiguous output of shape `shape` (prog.shape, or a
+// permutation of it with the inputs permuted alike), with an optional second
+// output.
+void run_program(const EwProgram& prog, const Shape& shape, std::span<const Tensor* const> inputs,
+                 const Tensor& out, const AlsoOut* also) {
+  MS_CHECK(shape.rank() <= kMaxEwRank, ShapeError, "elementwise: rank ", shape.rank(),
            " is over the supported maximum of ", kMaxEwRank);
   // Small programs keep their steps and slot types on the stack.
   const std::size_t ninstr = prog.instrs.size();
@@ -809,7 +811,7 @@ void run_program(const EwProgram& prog, std::span<const Tensor* const> inputs, c
     heap_slot_types.resize(static_cast<std::size_t>(prog.num_regs));
     slot_type = heap_slot_types.data();
   }
-  resolve_steps(prog, inputs, steps, slot_type);
+  resolve_steps(prog, shape, inputs, steps, slot_type);
   const DType result_type = prog.result >= 0 ? result_type_of(prog) : DType::Float32;
   MS_CHECK(prog.result >= 0, ValueError, "elementwise: program has no result");
   const EwInstr& last = prog.instrs.back();
@@ -823,6 +825,52 @@ void run_program(const EwProgram& prog, std::span<const Tensor* const> inputs, c
   run_interpreted(prog, steps, out, direct_out, store, also);
 }
 
+// The order of `t`'s dims from the largest stride to the smallest (ties in
+// dim order): the order in which a dense tensor laid out like `t` holds them.
+std::vector<std::int64_t> stride_order(const Tensor& t) {
+  const auto& st = t.strides();
+  std::vector<std::int64_t> order(st.size());
+  for (std::size_t d = 0; d < order.size(); ++d) order[d] = static_cast<std::int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return st[static_cast<std::size_t>(a)] > st[static_cast<std::size_t>(b)];
+  });
+  return order;
+}
+
+// True when `t` is broadcast along some dim (stride 0, length over 1).
+bool broadcast(const Tensor& t) {
+  for (std::size_t d = 0; d < t.strides().size(); ++d)
+    if (t.strides()[d] == 0 && t.shape()[d] > 1) return true;
+  return false;
+}
+
+// True when `t` holds its elements densely in the dim order `order`
+// (stride_order's): t permuted by it is contiguous.
+bool dense_in(const Tensor& t, std::span<const std::int64_t> order) {
+  std::int64_t expect = 1;
+  for (std::size_t k = order.size(); k-- > 0;) {
+    const auto d = static_cast<std::size_t>(order[k]);
+    if (t.shape()[d] != 1 && t.strides()[d] != expect) return false;
+    expect *= t.shape()[d];
+  }
+  return true;
+}
+
+// ew_run into `out`, dense in the dim order `order`: the program runs over
+// the inputs and out permuted by it, out then contiguous.
+void run_permuted(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
+                  std::span<const std::int64_t> order) {
+  std::vector<Tensor> views;
+  std::vector<const Tensor*> ptrs;
+  views.reserve(inputs.size());
+  for (const Tensor* t : inputs)
+    views.push_back(::ms::detail::permute_view(
+        t->shape() == prog.shape ? *t : ::ms::detail::expand_view(*t, prog.shape), order));
+  for (const Tensor& v : views) ptrs.push_back(&v);
+  const Tensor dst = ::ms::detail::permute_view(out, order);
+  run_program(prog, dst.shape(), ptrs, dst, nullptr);
+}
+
 }  // namespace
 
 void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out) {
@@ -831,11 +879,13 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
            prog.shape, " ", prog.dtype);
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {
+    const std::vector<std::int64_t> order = stride_order(out);
+    if (dense_in(out, order)) return run_permuted(prog, inputs, out, order);
     Tensor tmp = ew_eval(prog, inputs);
     ::ms::detail::copy_convert(tmp, out);
     return;
   }
-  run_program(prog, inputs, out, nullptr);
+  run_program(prog, prog.shape, inputs, out, nullptr);
 }
 
 void ew_run_also(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
@@ -853,7 +903,7 @@ void ew_run_also(const EwProgram& prog, std::span<const Tensor* const> inputs, c
            " output as a second output of dtype ", also.dtype());
   if (out.numel() == 0) return;
   const AlsoOut a{fn, also.raw_data(), also.itemsize()};
-  run_program(prog, inputs, out, &a);
+  run_program(prog, prog.shape, inputs, out, &a);
 }
 
 EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {
@@ -863,6 +913,23 @@ EwDenseFn ew_dense_kernel(int op_id, DType t) noexcept {
 }
 
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs) {
+  // Laid out as the first input of the output's shape (PyTorch's rule): an
+  // op on heads split out of [B, T, H, D] runs as one pass over dense memory
+  // and its result merges back without a copy.
+  for (const Tensor* t : inputs) {
+    if (t->shape() != prog.shape) continue;
+    if (broadcast(*t)) continue;  // no order of its own
+    const std::vector<std::int64_t> order = stride_order(*t);
+    if (std::is_sorted(order.begin(), order.end())) break;
+    std::vector<std::int64_t> held(order.size()), back(order.size());
+    for (std::size_t k = 0; k < order.size(); ++k) {
+      held[k] = prog.shape[static_cast<std::size_t>(order[k])];
+      back[static_cast<std::size_t>(order[k])] = static_cast<std::int64_t>(k);
+    }
+    Tensor out = ::ms::detail::permute_view(empty(Shape(held), prog.dtype), back);
+    if (out.numel() != 0) run_permuted(prog, inputs, out, order);
+    return out;
+  }
   Tensor out = empty(prog.shape, prog.dtype);
   ew_run(prog, inputs, out);
   return out;

@@ -11,6 +11,7 @@
 #include "random.hpp"
 #include "thread_guard.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -211,6 +212,69 @@ TEST_SUITE("kernels") {
         const Tensor out = kernels::ew_eval(chain_program(n, float32), in);
         CHECK(first_difference(out.data<float>(), want) == -1);
       }
+    }
+  }
+}
+
+namespace {
+
+// a * b + c, c of shape [last] broadcast, over `shape`.
+EwProgram mul_add_program(const Shape& shape) {
+  EwBuilder b;
+  const int x = b.load(0, float32), y = b.load(1, float32), z = b.load(2, float32);
+  const int m = b.apply(kernels::ew_op_find("mul"), float32, x, y);
+  return b.finish(b.apply(kernels::ew_op_find("add"), float32, m, z), shape, float32);
+}
+
+}  // namespace
+
+TEST_SUITE("kernels") {
+  TEST_CASE("a result is laid out as the first input of its shape; a dense permuted one in place") {
+    // Heads split out of [B, T, H, D]: the result is dense in the same order
+    // (PyTorch's rule), so merging the heads back is a view; the values are
+    // those of the dense inputs, bit for bit.
+    const Tensor bthd_a = test::random_tensor(float32, {2, 5, 3, 8}, kNonzero, 11);
+    const Tensor bthd_b = test::random_tensor(float32, {2, 5, 3, 8}, kNonzero, 12);
+    const Tensor c = test::random_tensor(float32, {8}, kNonzero, 13);
+    const Tensor a = bthd_a.permute({0, 2, 1, 3}), b = bthd_b.permute({0, 2, 1, 3});
+    const Tensor ad = a.contiguous(), bd = b.contiguous();
+    const EwProgram prog = mul_add_program(a.shape());
+    const Tensor* dense_in[3] = {&ad, &bd, &c};
+    const Tensor want = kernels::ew_eval(prog, dense_in);
+    CHECK(want.is_contiguous());
+    ThreadGuard guard;
+    for (int nt : {1, 2}) {
+      set_num_threads(nt);
+      const Tensor* in[3] = {&a, &b, &c};
+      const Tensor got = kernels::ew_eval(prog, in);
+      CHECK(std::ranges::equal(got.strides(), a.strides()));
+      CHECK(test::bitwise_equal(got, want));
+      // The first input of the result's shape decides: dense first, dense result.
+      const Tensor* mixed[3] = {&ad, &b, &c};
+      const Tensor m = kernels::ew_eval(prog, mixed);
+      CHECK(m.is_contiguous());
+      CHECK(test::bitwise_equal(m, want));
+      // A broadcast input has no order of its own: the next one's is taken.
+      const Tensor spread = ad.select(1, 0).unsqueeze(1).expand(a.shape());
+      const Tensor* bcast[3] = {&spread, &b, &c};
+      const Tensor* bcast_dense[3] = {&spread, &bd, &c};
+      const Tensor s = kernels::ew_eval(prog, bcast);
+      CHECK(std::ranges::equal(s.strides(), b.strides()));
+      CHECK(test::bitwise_equal(s, kernels::ew_eval(prog, bcast_dense)));
+      // A strided slice: a dense result in its dim order.
+      const Tensor sl = bthd_a.permute({2, 0, 1, 3}).slice(2, 0, 5, 2);  // [3, 2, 3, 8]
+      const Tensor sld = sl.contiguous(), sb = sld * 2.f;
+      const EwProgram sprog = mul_add_program(sl.shape());
+      const Tensor* sin[3] = {&sl, &sb, &c};
+      const Tensor* sin_dense[3] = {&sld, &sb, &c};
+      const Tensor so = kernels::ew_eval(sprog, sin);
+      CHECK(std::ranges::equal(so.strides(), std::vector<std::int64_t>{8, 72, 24, 1}));
+      CHECK(test::bitwise_equal(so, kernels::ew_eval(sprog, sin_dense)));
+      // Into a dense permuted output (a transposed view of a buffer).
+      const Tensor buf = zeros({2, 5, 3, 8}, float32);
+      const Tensor out = buf.permute({0, 2, 1, 3});
+      kernels::ew_run(prog, dense_in, out);
+      CHECK(test::bitwise_equal(out, want));
     }
   }
 }
