@@ -11,6 +11,7 @@
 #include "ms/kernels/reduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -264,11 +265,54 @@ struct ArgR : NoTransform {
 // ROW: out[o * os_o] reduces x[o * xs_o + r * xs_r + n], r < R, n < N (runs of N
 //      contiguous elements; reduced index r * N + n).
 // COL: out[o * os_o + i * os_i] reduces x[o * xs_o + n * xs_n + i], n < N, i < I.
+// SPREAD: a ROW plan with R = 1 whose outputs run over up to kSpreadDims kept
+//      dims that do not merge into one (heads split out of [B, T, H, D] summed
+//      over D): output o is the multi-index of o over `kept` (outermost first,
+//      in the input's memory order), each kept dim with its input and output
+//      stride.
+constexpr std::size_t kSpreadDims = 4;
+struct Kept {
+  std::int64_t size = 1, xs = 0, os = 0;
+};
 struct Plan {
   Tensor x;
   bool row = true;
   std::int64_t O = 0, R = 1, N = 0, I = 1;
   std::int64_t xs_o = 0, xs_r = 0, xs_n = 1, os_o = 0, os_i = 0;
+  std::size_t spread = 0;  // kept dims of a SPREAD plan (0: not one)
+  std::array<Kept, kSpreadDims> kept{};
+};
+
+// The input and output offsets of outputs o, o + 1, ... of a SPREAD plan, in
+// order: an odometer over the kept dims, set once at the first output.
+class SpreadWalk {
+ public:
+  SpreadWalk(const Plan& p, std::int64_t o) : p_(p) {
+    for (std::size_t k = p.spread; k-- > 0;) {
+      idx_[k] = o % p.kept[k].size;
+      o /= p.kept[k].size;
+      x_ += idx_[k] * p.kept[k].xs;
+      out_ += idx_[k] * p.kept[k].os;
+    }
+  }
+  std::int64_t x() const { return x_; }
+  std::int64_t out() const { return out_; }
+  void next() {
+    for (std::size_t k = p_.spread; k-- > 0;) {
+      const Kept& d = p_.kept[k];
+      x_ += d.xs;
+      out_ += d.os;
+      if (++idx_[k] < d.size) return;
+      x_ -= d.xs * d.size;
+      out_ -= d.os * d.size;
+      idx_[k] = 0;
+    }
+  }
+
+ private:
+  const Plan& p_;
+  std::array<std::int64_t, kSpreadDims> idx_{};
+  std::int64_t x_ = 0, out_ = 0;
 };
 
 struct Dim {
@@ -345,6 +389,25 @@ bool row_plan(const std::vector<Dim>& c, Plan& p) {
   return true;
 }
 
+// A SPREAD plan for merged dims [K]...[K][R] (2 to kSpreadDims kept groups,
+// the one reduced group innermost, dense and at most kRowChunk long).
+bool spread_plan(const std::vector<Dim>& c, Plan& p) {
+  const std::size_t n = c.size();
+  if (!(c.back().red && c.back().xs == 1 && c.back().size <= kRowChunk && n >= 3 &&
+        n - 1 <= kSpreadDims) ||
+      std::any_of(c.begin(), c.end() - 1, [](const Dim& d) { return d.red; }))
+    return false;
+  p.row = true;
+  p.N = c.back().size;
+  p.O = 1;
+  p.spread = n - 1;
+  for (std::size_t k = 0; k + 1 < n; ++k) {
+    p.kept[k] = {c[k].size, c[k].xs, c[k].os};
+    p.O *= c[k].size;
+  }
+  return true;
+}
+
 // A COL plan for merged dims [R][I] or [K][R][I] (the innermost kept and dense).
 bool col_plan(const std::vector<Dim>& c, Plan& p) {
   const std::size_t n = c.size();
@@ -384,7 +447,7 @@ Plan make_plan(const Tensor& x, std::span<const std::int64_t> axes, bool ordered
   }
   bool in_order = true;
   const std::vector<Dim> c = merged_dims(x, red, ordered, in_order);
-  if (in_order && (row_plan(c, p) || col_plan(c, p))) return p;
+  if (in_order && (row_plan(c, p) || col_plan(c, p) || spread_plan(c, p))) return p;
   // Any other layout: one copy into [kept..., reduced...] order, which is a ROW plan.
   MS_ASSERT(allow_copy);
   (void)allow_copy;
@@ -491,6 +554,32 @@ double float_lane_sum(const float* p, std::int64_t n) {
 }
 #endif
 
+// A SPREAD plan: one run per output, reduced as run_row's R1 == 1 paths do.
+template <class R>
+void run_spread(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
+  using In = typename R::In;
+  const In* x = reinterpret_cast<const In*>(pl.x.raw_data());  // see dispatch_bits
+  const std::int64_t N = pl.N;
+  par_for(pl.O, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(N, 1)),
+          [&](std::int64_t b, std::int64_t e) {
+            SpreadWalk at(pl, b);
+            for (std::int64_t o = b; o < e; ++o, at.next()) {
+              const In* run = x + at.x();
+              const double pr = param ? param[at.out()] : 0.0;
+#if defined(__AVX512F__)
+              if constexpr (kFloatAddLanes<R>) {
+                out[at.out()] = r.finish(float_lane_sum(run, N), pr);
+                continue;
+              }
+#endif
+              RowAcc<R> st;
+              st.init(r);
+              st.feed(r, run, N, 0, pr);
+              out[at.out()] = r.finish(st.result(r), pr);
+            }
+          });
+}
+
 template <class R>
 void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
   using Acc = typename R::Acc;
@@ -523,6 +612,7 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
         st[o - o0].feed(r, x + o * xs + k * rs + na, nb - na, k * N + na, par(o));
     for (std::int64_t o = o0; o < o1; ++o) res[o - o0] = st[o - o0].result(r);
   };
+  if (pl.spread != 0) return run_spread(r, pl, out, param);
 #if defined(__AVX512F__)
   if constexpr (kFloatAddLanes<R>) {
     if (nchunks == 1 && R1 == 1) {  // one contiguous run per output, fed a vector at a time

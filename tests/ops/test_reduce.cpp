@@ -28,6 +28,7 @@ constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
 using Values = std::vector<double>;
 using Axes = std::vector<std::int64_t>;
+using ms::test::bitwise_equal;
 using ms::test::check_thread_invariant;
 using ms::test::random_tensor;
 
@@ -330,6 +331,38 @@ TEST_SUITE("ops") {
         check_values(argmax(v, axis), reference(v, {axis}, false, ref_arg(true)), int64, 0, 0);
         check_values(argmin(v, axis), reference(v, {axis}, false, ref_arg(false)), int64, 0, 0);
       }
+    }
+  }
+
+  TEST_CASE("reductions over the last dim of heads split out of [B, T, H, D] read them in place") {
+    // Kept dims whose memory order is not their logical order (T outside H)
+    // do not merge into one; the reduction walks them where they are, and
+    // each output reads its run as the dense copy's does: the same bits.
+    const Tensor bthd = random_tensor(float32, {3, 5, 4, 40}, kValues, 61);
+    const Tensor packed = random_tensor(float32, {2, 5, 3, 4, 8}, kValues, 62);
+    const Tensor d64 = random_tensor(float64, {2, 3, 4, 5, 6, 9}, kValues, 63);
+    const std::vector<Tensor> views = {
+        bthd.permute({0, 2, 1, 3}),                   // two kept groups
+        packed.select(2, 1).permute({0, 2, 1, 3}),    // three: B, T, H (rows 96 apart)
+        d64.permute({4, 2, 0, 1, 3, 5}),              // five: more than are walked in place
+        bthd.permute({0, 2, 1, 3}).slice(1, 1, 4, 2)  // a slice of them
+    };
+    for (const Tensor& v : views) {
+      CAPTURE(v.shape());
+      CAPTURE(v.strides());
+      const Tensor c = v.contiguous();
+      for (bool keep : {false, true}) {
+        CHECK(bitwise_equal(sum(v, {-1}, keep), sum(c, {-1}, keep)));
+        CHECK(bitwise_equal(mean(v, {-1}, keep), mean(c, {-1}, keep)));
+        CHECK(bitwise_equal(max(v, {-1}, keep), max(c, {-1}, keep)));
+        CHECK(bitwise_equal(prod(v, {-1}, keep), prod(c, {-1}, keep)));
+        CHECK(bitwise_equal(var(v, {-1}, 1, keep), var(c, {-1}, 1, keep)));
+        CHECK(bitwise_equal(logsumexp(v, {-1}, keep), logsumexp(c, {-1}, keep)));
+      }
+      CHECK(bitwise_equal(argmax(v, -1), argmax(c, -1)));
+      check_values(sum(v, {-1}), reference(v, {-1}, false, ref_sum), v.dtype(), 1e-6, 1e-6);
+      check_thread_invariant([&] { return sum(v, {-1}); });
+      check_thread_invariant([&] { return var(v, {-1}); });
     }
   }
 
