@@ -356,11 +356,26 @@ struct StraightCall {
   int dst;  // slot, or -1 for the output
 };
 constexpr std::size_t kMaxStraightCalls = 24, kMaxStraightSlots = 64;
+// A load of a single element broadcast over the output (a 0-d learning rate,
+// a bias correction): its value fills a slot of its own past the program's
+// (after the staging slot) once per chunk, as a constant's does.
+struct StraightSplat {
+  std::size_t step;  // the load's step (its gather fills the slot)
+  int slot;
+};
 struct StraightPlan {
   std::array<StraightCall, kMaxStraightCalls> calls;
   std::size_t ncalls = 0;
+  std::array<StraightSplat, kMaxStraightCalls> splats;
+  std::size_t nsplats = 0;
   std::int64_t bytes_per_elem = 0;  // bytes moved per output element
 };
+
+// True when a load reads one element for every output element.
+bool splat_load(const GatherPlan& g) {
+  return !g.direct &&
+         std::all_of(g.strides, g.strides + g.rank, [](std::int64_t s) { return s == 0; });
+}
 
 // The calls of a straight program; false for any other program.
 bool plan_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out,
@@ -383,6 +398,13 @@ bool plan_straight(const EwProgram& prog, std::span<const Step> steps, const Ten
       held_step[d] = item;
       held_slot[d] = -1;
       plan.bytes_per_elem += item;
+    } else if (i.kind == EwInstr::Kind::Load && splat_load(steps[k].plan)) {
+      const int own = std::max(prog.num_regs, 1) + 1 + static_cast<int>(plan.nsplats);
+      if (own >= static_cast<int>(kMaxStraightSlots)) return false;
+      plan.splats[plan.nsplats++] = {k, own};
+      held_base[d] = nullptr;
+      held_step[d] = 0;
+      held_slot[d] = own;
     } else if (i.kind == EwInstr::Kind::Const || i.kind == EwInstr::Kind::Apply) {
       if (i.kind == EwInstr::Kind::Apply) {
         StraightCall& c = plan.calls[plan.ncalls++];
@@ -449,9 +471,15 @@ bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tens
   kernels::parallel_for(
       tiles_of(numel, tile), tile_grain(tile), [&](std::int64_t tb, std::int64_t te) {
         const std::int64_t b = tb * tile, e = std::min(te * tile, numel);
-        // One slot past the program's: the last op's tile when it is streamed out.
-        std::byte* regs = thread_slots(prog, nregs + 1);
+        // One slot past the program's: the last op's tile when it is streamed
+        // out; then the splat loads' slots, filled here.
+        std::byte* regs = thread_slots(prog, nregs + 1 + plan.nsplats);
         std::byte* staged = regs + nregs * kSlotBytes;
+        for (std::size_t j = 0; j < plan.nsplats; ++j) {
+          const Step& st = steps[plan.splats[j].step];
+          st.gather(st.plan, 0, std::min(tile, numel),
+                    regs + static_cast<std::size_t>(plan.splats[j].slot) * kSlotBytes);
+        }
         std::array<BoundCall, kMaxStraightCalls> bound;
         bind_calls(plan, regs, bound);
         for (std::int64_t t0 = b; t0 < e; t0 += tile) {

@@ -197,20 +197,34 @@ TEST_SUITE("kernels") {
     check_chain<double>(float64);
   }
 
-  TEST_CASE("a program with a broadcast input takes the general path at the same sizes") {
-    // b is one element broadcast over n: no straight program, the same values.
+  TEST_CASE("one element broadcast runs straight, a strided input interpreted: the same values") {
+    // b of one element (shape [1] or 0-d) fills a slot of its own once per
+    // chunk (the program's slot for it is reused by later results, tile after
+    // tile); b strided takes the general path. The same sizes as above, and 3.
     ThreadGuard guard;
-    for (std::int64_t n : sizes<float>()) {
+    std::vector<std::int64_t> ns = sizes<float>();
+    ns.push_back(3);  // less than a tile: the slot is filled as far as the output goes
+    for (std::int64_t n : ns) {
       const Tensor a = test::random_tensor(float32, {n}, kNonzero, 4),
-                   b = test::random_tensor(float32, {1}, kNonzero, 5),
+                   b1 = test::random_tensor(float32, {1}, kNonzero, 5),
                    c = test::random_tensor(float32, {n}, kNonzero, 6);
-      const std::vector<float> want = chain_reference<float>(a, b, c, n);
-      const Tensor* in[3] = {&a, &b, &c};
+      const Tensor b0 = b1.reshape(Shape{});
+      const Tensor b_strided =
+          test::random_tensor(float32, {2 * n}, kNonzero, 7).slice(0, 0, 2 * n, 2);
+      const Tensor b_dense = b_strided.contiguous();
+      const std::vector<float> want1 = chain_reference<float>(a, b1, c, n);
+      const std::vector<float> want_strided = chain_reference<float>(a, b_dense, c, n);
+      const EwProgram prog = chain_program(n, float32);
       for (int nt : {1, 2}) {
         CAPTURE(n);
+        CAPTURE(nt);
         set_num_threads(nt);
-        const Tensor out = kernels::ew_eval(chain_program(n, float32), in);
-        CHECK(first_difference(out.data<float>(), want) == -1);
+        for (const Tensor* b : {&b1, &b0}) {
+          const Tensor* in[3] = {&a, b, &c};
+          CHECK(first_difference(kernels::ew_eval(prog, in).data<float>(), want1) == -1);
+        }
+        const Tensor* in[3] = {&a, &b_strided, &c};
+        CHECK(first_difference(kernels::ew_eval(prog, in).data<float>(), want_strided) == -1);
       }
     }
   }
