@@ -196,14 +196,17 @@ void Adam::update(std::size_t i, const Parameter& p, const Tensor& g0) {
       (!decoupled_ && opts.weight_decay > 0.0) ? Tensor(g0 + p * opts.weight_decay) : g0;
   write(m, m * opts.beta1 + g * (1.0 - opts.beta1));
   write(v, v * opts.beta2 + ms::square(g) * (1.0 - opts.beta2));
-  // Bias corrections from the step tensor: 1 - beta^t.
+  // Bias corrections from the step tensor: 1 - beta^t, folded into 0-d
+  // factors as PyTorch does (step size lr / bc1, sqrt(v) / sqrt(bc2)), so
+  // that each element costs one square root and one division.
   const Tensor bc1 = 1.0 - ms::exp(step_ * std::log(opts.beta1 > 0 ? opts.beta1 : 1e-300));
   const Tensor bc2 = 1.0 - ms::exp(step_ * std::log(opts.beta2 > 0 ? opts.beta2 : 1e-300));
+  const Tensor step_size = lr_ / bc1, root_bc2 = ms::sqrt(bc2);
   // The decoupled decay in the same pass as the step: p (1 - lr wd) minus the step.
   const Tensor decayed = decoupled_ && opts.weight_decay > 0.0
                              ? Tensor(p * (1.0 - lr_ * opts.weight_decay))
                              : Tensor(p);
-  write(p, decayed - lr_ * (m / bc1) / (ms::sqrt(v / bc2) + opts.eps));
+  write(p, decayed - step_size * m / (ms::sqrt(v) / root_bc2 + opts.eps));
 }
 
 AdamW::AdamW(ParameterList params, AdamWOptions o)
