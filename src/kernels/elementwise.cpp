@@ -884,6 +884,28 @@ bool dense_in(const Tensor& t, std::span<const std::int64_t> order) {
   return true;
 }
 
+// True when every input broadcasts to the program's shape (else plan_load
+// raises the ShapeError on the unpermuted path) and, with `out`, none shares
+// out's memory other than element for element (a transposed view of the
+// output would be overwritten before it is read; the unpermuted path goes
+// through a temporary).
+bool permutable(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor* out) {
+  const Shape& o = prog.shape;
+  for (const Tensor* t : inputs) {
+    const Shape& s = t->shape();
+    if (s.rank() > o.rank()) return false;
+    for (std::int64_t d = 0; d < s.rank(); ++d) {
+      const std::int64_t sd = s[static_cast<std::size_t>(d)];
+      if (sd != 1 && sd != o[static_cast<std::size_t>(d + o.rank() - s.rank())]) return false;
+    }
+    if (out != nullptr && t->storage() == out->storage() &&
+        !(s == o && t->offset() == out->offset() &&
+          std::ranges::equal(t->strides(), out->strides())))
+      return false;
+  }
+  return true;
+}
+
 // ew_run into `out`, dense in the dim order `order`: the program runs over
 // the inputs and out permuted by it, out then contiguous.
 void run_permuted(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
@@ -908,7 +930,8 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {
     const std::vector<std::int64_t> order = stride_order(out);
-    if (dense_in(out, order)) return run_permuted(prog, inputs, out, order);
+    if (dense_in(out, order) && permutable(prog, inputs, &out))
+      return run_permuted(prog, inputs, out, order);
     Tensor tmp = ew_eval(prog, inputs);
     ::ms::detail::copy_convert(tmp, out);
     return;
@@ -946,9 +969,10 @@ Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs) {
   // and its result merges back without a copy.
   for (const Tensor* t : inputs) {
     if (t->shape() != prog.shape) continue;
+    if (t->is_contiguous()) break;
     if (broadcast(*t)) continue;  // no order of its own
     const std::vector<std::int64_t> order = stride_order(*t);
-    if (std::is_sorted(order.begin(), order.end())) break;
+    if (std::is_sorted(order.begin(), order.end()) || !permutable(prog, inputs, nullptr)) break;
     std::vector<std::int64_t> held(order.size()), back(order.size());
     for (std::size_t k = 0; k < order.size(); ++k) {
       held[k] = prog.shape[static_cast<std::size_t>(order[k])];

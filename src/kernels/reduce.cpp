@@ -612,7 +612,6 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
         st[o - o0].feed(r, x + o * xs + k * rs + na, nb - na, k * N + na, par(o));
     for (std::int64_t o = o0; o < o1; ++o) res[o - o0] = st[o - o0].result(r);
   };
-  if (pl.spread != 0) return run_spread(r, pl, out, param);
 #if defined(__AVX512F__)
   if constexpr (kFloatAddLanes<R>) {
     if (nchunks == 1 && R1 == 1) {  // one contiguous run per output, fed a vector at a time
@@ -742,7 +741,9 @@ void run_col(const R& r, const Plan& pl, typename R::Out* out, const double* par
 template <class R>
 void run(const R& r, const Plan& pl, typename R::Out* out, const double* param = nullptr) {
   if (pl.O == 0) return;
-  if (pl.row)
+  if (pl.spread != 0)
+    run_spread(r, pl, out, param);
+  else if (pl.row)
     run_row(r, pl, out, param);
   else
     run_col(r, pl, out, param);

@@ -247,9 +247,10 @@ TEST_SUITE("kernels") {
     // Heads split out of [B, T, H, D]: the result is dense in the same order
     // (PyTorch's rule), so merging the heads back is a view; the values are
     // those of the dense inputs, bit for bit.
-    const Tensor bthd_a = test::random_tensor(float32, {2, 5, 3, 8}, kNonzero, 11);
-    const Tensor bthd_b = test::random_tensor(float32, {2, 5, 3, 8}, kNonzero, 12);
-    const Tensor c = test::random_tensor(float32, {8}, kNonzero, 13);
+    // [4, 128, 6, 32]: more than one chunk of tiles, so 2 threads split it.
+    const Tensor bthd_a = test::random_tensor(float32, {4, 128, 6, 32}, kNonzero, 11);
+    const Tensor bthd_b = test::random_tensor(float32, {4, 128, 6, 32}, kNonzero, 12);
+    const Tensor c = test::random_tensor(float32, {32}, kNonzero, 13);
     const Tensor a = bthd_a.permute({0, 2, 1, 3}), b = bthd_b.permute({0, 2, 1, 3});
     const Tensor ad = a.contiguous(), bd = b.contiguous();
     const EwProgram prog = mul_add_program(a.shape());
@@ -276,19 +277,34 @@ TEST_SUITE("kernels") {
       CHECK(std::ranges::equal(s.strides(), b.strides()));
       CHECK(test::bitwise_equal(s, kernels::ew_eval(prog, bcast_dense)));
       // A strided slice: a dense result in its dim order.
-      const Tensor sl = bthd_a.permute({2, 0, 1, 3}).slice(2, 0, 5, 2);  // [3, 2, 3, 8]
+      const Tensor sl = bthd_a.permute({2, 0, 1, 3}).slice(2, 0, 5, 2);  // [6, 4, 3, 32]
       const Tensor sld = sl.contiguous(), sb = sld * 2.f;
       const EwProgram sprog = mul_add_program(sl.shape());
       const Tensor* sin[3] = {&sl, &sb, &c};
       const Tensor* sin_dense[3] = {&sld, &sb, &c};
       const Tensor so = kernels::ew_eval(sprog, sin);
-      CHECK(std::ranges::equal(so.strides(), std::vector<std::int64_t>{8, 72, 24, 1}));
+      CHECK(std::ranges::equal(so.strides(), std::vector<std::int64_t>{32, 576, 192, 1}));
       CHECK(test::bitwise_equal(so, kernels::ew_eval(sprog, sin_dense)));
       // Into a dense permuted output (a transposed view of a buffer).
-      const Tensor buf = zeros({2, 5, 3, 8}, float32);
+      const Tensor buf = zeros({4, 128, 6, 32}, float32);
       const Tensor out = buf.permute({0, 2, 1, 3});
       kernels::ew_run(prog, dense_in, out);
       CHECK(test::bitwise_equal(out, want));
+      // ... whose memory an input reads in another order (out += its own
+      // transpose): through a temporary, as for any other strided output.
+      const Tensor sq = test::random_tensor(float32, {96, 96}, kNonzero, 14);
+      const Tensor sq_t = sq.transpose(0, 1), ones_row = ones({96}, float32);
+      const EwProgram sqprog = mul_add_program(sq.shape());
+      const Tensor sq_dense = sq.contiguous(), sq_t_dense = sq_t.contiguous();
+      const Tensor* sq_in_dense[3] = {&sq_t_dense, &ones_row, &sq_dense};
+      const Tensor sq_want = kernels::ew_eval(sqprog, sq_in_dense);  // sq^T * 1 + sq
+      const Tensor* sq_in[3] = {&sq_t, &ones_row, &sq};
+      kernels::ew_run(sqprog, sq_in, sq_t);  // writes sq's memory, transposed
+      CHECK(test::bitwise_equal(sq_t, sq_want));
+      // An input that does not broadcast: ShapeError, as with a dense first input.
+      const Tensor bad = test::random_tensor(float32, {7}, kNonzero, 15);
+      const Tensor* bad_in[3] = {&a, &b, &bad};
+      CHECK_THROWS_AS(kernels::ew_eval(prog, bad_in), ShapeError);
     }
   }
 }

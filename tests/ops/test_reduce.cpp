@@ -338,14 +338,21 @@ TEST_SUITE("ops") {
     // Kept dims whose memory order is not their logical order (T outside H)
     // do not merge into one; the reduction walks them where they are, and
     // each output reads its run as the dense copy's does: the same bits.
+    // Kept groups (B, T, H do not merge: their output strides do not follow
+    // their memory order): three, three, four, five (more than are walked in
+    // place: copied first), three (a slice), and a size whose outputs are
+    // split among threads (SpreadWalk starting past output 0).
     const Tensor bthd = random_tensor(float32, {3, 5, 4, 40}, kValues, 61);
     const Tensor packed = random_tensor(float32, {2, 5, 3, 4, 8}, kValues, 62);
     const Tensor d64 = random_tensor(float64, {2, 3, 4, 5, 6, 9}, kValues, 63);
+    const Tensor big = random_tensor(float32, {4, 128, 6, 32}, kValues, 64);
     const std::vector<Tensor> views = {
-        bthd.permute({0, 2, 1, 3}),                   // two kept groups
-        packed.select(2, 1).permute({0, 2, 1, 3}),    // three: B, T, H (rows 96 apart)
-        d64.permute({4, 2, 0, 1, 3, 5}),              // five: more than are walked in place
-        bthd.permute({0, 2, 1, 3}).slice(1, 1, 4, 2)  // a slice of them
+        bthd.permute({0, 2, 1, 3}),
+        packed.select(2, 1).permute({0, 2, 1, 3}),  // rows 96 apart
+        d64.permute({4, 2, 0, 1, 3, 5}),
+        d64.permute({4, 3, 2, 1, 0, 5}),
+        bthd.permute({0, 2, 1, 3}).slice(1, 1, 4, 2),
+        big.permute({0, 2, 1, 3}),
     };
     for (const Tensor& v : views) {
       CAPTURE(v.shape());
