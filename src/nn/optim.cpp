@@ -206,7 +206,7 @@ void Adam::update(std::size_t i, const Parameter& p, const Tensor& g0) {
   const Tensor decayed = decoupled_ && opts.weight_decay > 0.0
                              ? Tensor(p * (1.0 - lr_ * opts.weight_decay))
                              : Tensor(p);
-  write(p, decayed - step_size * m / (ms::sqrt(v) / root_bc2 + opts.eps));
+  write(p, decayed - step_size * (m / (ms::sqrt(v) / root_bc2 + opts.eps)));
 }
 
 AdamW::AdamW(ParameterList params, AdamWOptions o)
