@@ -222,6 +222,11 @@ std::shared_ptr<StorageSource> set_storage_source(std::shared_ptr<StorageSource>
 Storage::Storage(Key, std::byte* data, std::int64_t nbytes)
     : data_(data), nbytes_(nbytes), serial_(g_serial.fetch_add(1, std::memory_order_relaxed)) {}
 
+bool Storage::from_thread_source() const {
+  const std::shared_ptr<StorageSource>& current = thread_source();
+  return current != nullptr && current == source_;
+}
+
 std::uint64_t Storage::next_serial() { return g_serial.load(std::memory_order_relaxed); }
 
 std::shared_ptr<Storage> Storage::allocate(std::int64_t nbytes, const char* what) {

@@ -328,13 +328,51 @@ TypeList ScaledDotProductAttentionGrad::infer(const Attrs& a, Types in) {
   return grad_types(a, in, name);
 }
 
+namespace {
+
+// dq, dk and dv in one buffer laid out as q, k and v lie in theirs, when
+// they are three equally spaced pieces of one dense buffer with the same
+// strides (heads split out of a packed [B, T, 3 E] projection): merging the
+// heads of the gradients back and concatenating them (split's gradient) are
+// then views (concat_view in layout.cpp). Empty otherwise.
+TensorList alloc_packed(const TypeList& t, Inputs in) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  const std::int64_t step = k.offset() - q.offset();
+  if (q.storage() != k.storage() || q.storage() != v.storage() || step <= 0 ||
+      v.offset() - k.offset() != step || q.rank() < 2 || q.strides().back() != 1)
+    return {};
+  for (std::size_t i = 0; i < 3; ++i)
+    if (in[i].dtype() != t[i].dtype || in[i].shape() != t[i].shape ||
+        !std::ranges::equal(in[i].strides(), q.strides()))
+      return {};
+  // The three with a dim of 3 pieces `step` apart: dense in some order?
+  std::vector<std::pair<std::int64_t, std::int64_t>> dims{{step, 3}};  // (stride, size)
+  for (std::size_t d = 0; d < q.shape().size(); ++d)
+    if (q.shape()[d] != 1) dims.emplace_back(q.strides()[d], q.shape()[d]);
+  std::sort(dims.begin(), dims.end());
+  std::int64_t expect = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expect) return {};
+    expect *= size;
+  }
+  const Tensor buf = alloc(TensorType{t[0].dtype, Shape{expect}});
+  const DimVector strides(q.strides());
+  TensorList out;
+  for (std::int64_t i = 0; i < 3; ++i)
+    out.emplace_back(buf.storage(), t[0].dtype, t[0].shape, strides, i * step);
+  return out;
+}
+
+}  // namespace
+
 TensorList ScaledDotProductAttentionGrad::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor dq = alloc_like(t[0], in[0]), dk = alloc_like(t[1], in[1]), dv = alloc_like(t[2], in[2]);
+  TensorList g = alloc_packed(t, in);
+  if (g.empty()) g = {alloc_like(t[0], in[0]), alloc_like(t[1], in[1]), alloc_like(t[2], in[2])};
   kernels::attention_backward(problem(a, in, 6), dense_rows(in[0]), dense_rows(in[1]),
-                              dense_rows(in[2]), dense_rows(in[3]), dense(in[4]), dense(in[5]), dq,
-                              dk, dv);
-  return {dq, dk, dv};
+                              dense_rows(in[2]), dense_rows(in[3]), dense(in[4]), dense(in[5]),
+                              g[0], g[1], g[2]);
+  return g;
 }
 
 // Second derivatives: the backward recomposed from ops and differentiated

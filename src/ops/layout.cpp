@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -438,13 +439,40 @@ void copy_blocks(Inputs in, const std::vector<bool>& skip, std::int64_t block_ax
   kernels::concat_rows(srcs, blocks, out.raw_data(), rows);
 }
 
+// The result as a view of the inputs' buffer when they are its adjacent
+// pieces along `axis`, in order (one storage, one dtype, the same strides,
+// each starting where the previous one ends), and that buffer is a value of
+// the compiled graph running on this thread (Storage::from_thread_source):
+// the gradients of q, k and v split out of one projection, which attention's
+// backward writes into one buffer. A tensor made outside a compiled graph may
+// be written in place later, so elsewhere concat copies, as PyTorch's cat.
+std::optional<Tensor> concat_view(Inputs in, const std::vector<bool>& skip, std::int64_t axis,
+                                  const TensorType& out) {
+  const Tensor* first = nullptr;
+  std::int64_t next = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (skip[i]) continue;
+    const Tensor& t = in[i];
+    if (t.dtype() != out.dtype || !t.storage()->from_thread_source()) return std::nullopt;
+    if (first != nullptr && (t.storage() != first->storage() || t.offset() != next ||
+                             !std::ranges::equal(t.strides(), first->strides())))
+      return std::nullopt;
+    if (first == nullptr) first = &t;
+    next = t.offset() + t.shape()[u(axis)] * t.strides()[u(axis)];
+  }
+  if (first == nullptr) return std::nullopt;
+  return Tensor(first->storage(), out.dtype, out.shape, DimVector(first->strides()),
+                first->offset());
+}
+
 TensorList eval_concat(Inputs in, const ops::Concat::Attrs& a) {
   const TypeList types = ops::types_of(in);
   const ConcatPlan p = plan_concat(types, a);
-  Tensor out = alloc(p.out, "concat");
-  if (out.numel() == 0) return {out};
   std::vector<bool> skip(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) skip[i] = concat_skipped(types[i]);
+  if (std::optional<Tensor> v = concat_view(in, skip, p.axis, p.out)) return {*v};
+  Tensor out = alloc(p.out, "concat");
+  if (out.numel() == 0) return {out};
   copy_blocks(in, skip, p.axis, out, prod(out.shape(), 0, u(p.axis)));
   return {out};
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 #include "random.hpp"
+#include "thread_guard.hpp"
 
 using namespace ms;
 
@@ -186,6 +187,35 @@ TEST_SUITE("jit") {
           },
           twice_plus_one);
     }
+  }
+
+  TEST_CASE("concat of adjacent pieces of a graph's own value is a view; of anything else a copy") {
+    // Values a compiled graph makes are not written while it runs, so
+    // concatenating adjacent pieces of one (split's gradient over q, k and v
+    // that attention's backward wrote into one buffer) need not copy. A
+    // tensor from outside (an input, or any eager tensor) may be written in
+    // place later: concat copies it, as PyTorch's cat.
+    const Tensor x = arange(0, 24, 1, float32).reshape({2, 12});
+    const auto pieces = [](const Tensor& t) { return split(t, 4, -1); };
+    auto f = jit(
+        [&](const Tensor& a) {
+          const Tensor p = a * 2.f;
+          return std::make_tuple(p, concat(pieces(p), -1));
+        },
+        kTest);
+    for (int call = 0; call < 2; ++call) {
+      const auto [p, c] = f(x);
+      CHECK(c.storage() == p.storage());
+      CHECK(ms::test::bitwise_equal(c, x * 2.f));
+    }
+    auto g = jit([&](const Tensor& a) { return concat(pieces(a), -1); }, kTest);
+    Tensor y = x.clone();
+    const Tensor gy = g(y), eager = concat(pieces(y), -1);
+    CHECK(gy.storage() != y.storage());
+    CHECK(eager.storage() != y.storage());
+    y.fill_(0.f);
+    CHECK(ms::test::bitwise_equal(gy, x));
+    CHECK(ms::test::bitwise_equal(eager, x));
   }
 
   TEST_CASE("scalars are baked into the key unless mutable") {

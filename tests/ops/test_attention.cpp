@@ -7,6 +7,7 @@
 // bad inputs; the gradient of a floating mask for each broadcast shape;
 // bfloat16 and float16 inputs; second derivatives.
 #include <doctest/doctest.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdint>
@@ -337,8 +338,10 @@ TEST_SUITE("ops") {
       if (o.mask) CHECK(ms::test::bitwise_equal(got[3], want[3]));
     }
     // Heads split out of one packed projection [B, T, 3, H, D] (rows of
-    // 3 H D floats): the output and the gradients come out dense in [B, T,
-    // H, D] order, so merging their heads back is a view too.
+    // 3 H D floats): the output comes out dense in [B, T, H, D] order, and
+    // the three gradients in one buffer laid out as the projection, so
+    // merging their heads back is a view too (and, in a compiled graph, so is
+    // concatenating them: test_jit "concat of adjacent pieces ...").
     const Tensor proj = random_tensor(float32, {2, 70, 3, 3, 8}, {-2, 2}, 95);
     const auto head = [&](std::int64_t i) { return transpose(proj.select(2, i), 1, 2); };
     const Tensor pq = head(0), pk = head(1), pv = head(2);
@@ -352,7 +355,9 @@ TEST_SUITE("ops") {
     const auto pg = grad(ploss, qkv)(pq, pk, pv);
     const auto pwant = grad(ploss, qkv)(pq.contiguous(), pk.contiguous(), pv.contiguous());
     for (std::size_t i = 0; i < 3; ++i) {
-      CHECK(transpose(pg[i], 1, 2).is_contiguous());
+      CHECK(pg[i].storage() == pg[0].storage());
+      CHECK(std::ranges::equal(pg[i].strides(), pq.strides()));
+      CHECK(pg[i].offset() == static_cast<std::int64_t>(i) * 3 * 8);
       CHECK(ms::test::bitwise_equal(pg[i], pwant[i]));
     }
     // Rows that are not dense (q stored transposed) are copied first.

@@ -113,6 +113,11 @@ class Storage {
   std::uint64_t write_count() const { return writes_.load(std::memory_order_acquire); }
   /// Counts one in-place write (see write_count()).
   void note_write() { writes_.fetch_add(1, std::memory_order_acq_rel); }
+  /// True when this storage was allocated under the storage source the
+  /// calling thread has installed now (set_storage_source): while a compiled
+  /// graph runs, one of its own values, which nothing writes into during the
+  /// run, as opposed to a tensor made outside it (a parameter, an input).
+  bool from_thread_source() const;
 
  private:
   std::byte* data_;
