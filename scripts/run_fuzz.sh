@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/run_fuzz.sh — build the libFuzzer targets (fuzz/fuzz_*.cpp) with clang 14 +
-# AddressSanitizer and run each for a bounded time over a copy of its seed corpus
+# AddressSanitizer and UndefinedBehaviorSanitizer (every check, fatal) and run each for a bounded time over a copy of its seed corpus
 # (as many targets at a time as there are cores).
 #
 #   bash scripts/run_fuzz.sh            # every target, MS_FUZZ_SECONDS each
@@ -56,8 +56,9 @@ if [[ ! -f "$build_dir/meson-private/coredata.dat" ]]; then
   # -O2, not the release -O3: the same speed of fuzzing, half the compile time (the
   # 225 dtype-pair loops of src/core/tensor_copy.cpp: 65 s of CPU at -O3, 30 s at -O2).
   CXX=clang++-14 CC=clang-14 meson setup "$build_dir" -Dfuzz=true -Dtests=false -Doptimization=2 \
-    -Dexamples=false -Dbench=disabled -Dtorch=disabled -Db_sanitize=address -Db_lundef=false \
-    -Dwerror=false -Dcpp_args=-fsanitize=fuzzer-no-link -Dc_args=-fsanitize=fuzzer-no-link || {
+    -Dexamples=false -Dbench=disabled -Dtorch=disabled -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dwerror=false -Dcpp_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" \
+    -Dc_args="-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined" || {
     echo "run_fuzz.sh: FAILED: meson setup $build_dir"
     exit 1
   }
