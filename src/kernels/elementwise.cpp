@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include "ms/core/detail/eigen.hpp"
+#include "ms/core/detail/strides.hpp"
 #if defined(__SSE2__)
 #include <immintrin.h>
 #endif
@@ -853,35 +854,11 @@ void run_program(const EwProgram& prog, const Shape& shape, std::span<const Tens
   run_interpreted(prog, steps, out, direct_out, store, also);
 }
 
-// The order of `t`'s dims from the largest stride to the smallest (ties in
-// dim order): the order in which a dense tensor laid out like `t` holds them.
-std::vector<std::int64_t> stride_order(const Tensor& t) {
-  const auto& st = t.strides();
-  std::vector<std::int64_t> order(st.size());
-  for (std::size_t d = 0; d < order.size(); ++d) order[d] = static_cast<std::int64_t>(d);
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return st[static_cast<std::size_t>(a)] > st[static_cast<std::size_t>(b)];
-  });
-  return order;
-}
-
 // True when `t` is broadcast along some dim (stride 0, length over 1).
 bool broadcast(const Tensor& t) {
   for (std::size_t d = 0; d < t.strides().size(); ++d)
     if (t.strides()[d] == 0 && t.shape()[d] > 1) return true;
   return false;
-}
-
-// True when `t` holds its elements densely in the dim order `order`
-// (stride_order's): t permuted by it is contiguous.
-bool dense_in(const Tensor& t, std::span<const std::int64_t> order) {
-  std::int64_t expect = 1;
-  for (std::size_t k = order.size(); k-- > 0;) {
-    const auto d = static_cast<std::size_t>(order[k]);
-    if (t.shape()[d] != 1 && t.strides()[d] != expect) return false;
-    expect *= t.shape()[d];
-  }
-  return true;
 }
 
 // True when every input broadcasts to the program's shape (else plan_load
@@ -929,8 +906,9 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
            prog.shape, " ", prog.dtype);
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {
-    const std::vector<std::int64_t> order = stride_order(out);
-    if (dense_in(out, order) && permutable(prog, inputs, &out))
+    const std::vector<std::int64_t> order = ::ms::detail::stride_order(out.strides());
+    if (::ms::detail::dense_in(out.shape().dims(), out.strides(), order) &&
+        permutable(prog, inputs, &out))
       return run_permuted(prog, inputs, out, order);
     Tensor tmp = ew_eval(prog, inputs);
     ::ms::detail::copy_convert(tmp, out);
@@ -971,14 +949,10 @@ Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs) {
     if (t->shape() != prog.shape) continue;
     if (t->is_contiguous()) break;
     if (broadcast(*t)) continue;  // no order of its own
-    const std::vector<std::int64_t> order = stride_order(*t);
+    const std::vector<std::int64_t> order = ::ms::detail::stride_order(t->strides());
     if (std::is_sorted(order.begin(), order.end()) || !permutable(prog, inputs, nullptr)) break;
-    std::vector<std::int64_t> held(order.size()), back(order.size());
-    for (std::size_t k = 0; k < order.size(); ++k) {
-      held[k] = prog.shape[static_cast<std::size_t>(order[k])];
-      back[static_cast<std::size_t>(order[k])] = static_cast<std::int64_t>(k);
-    }
-    Tensor out = ::ms::detail::permute_view(empty(Shape(held), prog.dtype), back);
+    Tensor out(empty(Shape{shape_numel(prog.shape)}, prog.dtype).storage(), prog.dtype, prog.shape,
+               ::ms::detail::dense_strides(prog.shape.dims(), order), 0);
     if (out.numel() != 0) run_permuted(prog, inputs, out, order);
     return out;
   }

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "ms/core/detail/strides.hpp"
 #include "ms/expr/expr.hpp"
 #include "ms/kernels/attention.hpp"
 #include "ms/ops/detail/entry_impl.hpp"
@@ -168,20 +169,11 @@ Tensor alloc_like(const TensorType& t, const Tensor& ref) {
   Tensor out = alloc(t);
   const std::size_t n = ref.shape().size();
   if (ref.is_contiguous() || t.shape.size() != n || n < 3 || t.shape[n - 2] <= 1) return out;
-  const auto& st = ref.strides();
-  std::vector<std::size_t> perm(n);
-  for (std::size_t i = 0; i < n; ++i) perm[i] = i;
-  std::stable_sort(perm.begin(), perm.end(),
-                   [&](std::size_t a, std::size_t b) { return st[a] > st[b]; });
-  if (perm[n - 1] != n - 1 || st[n - 1] != 1) return out;
-  if (std::is_sorted(perm.begin(), perm.end())) return out;  // ref's order: contiguous
-  std::vector<std::int64_t> strides(n);
-  std::int64_t expect = 1;
-  for (std::size_t i = n; i-- > 0;) {
-    strides[perm[i]] = expect;
-    expect *= t.shape[perm[i]];
-  }
-  return Tensor(out.storage(), t.dtype, t.shape, std::move(strides), 0);
+  const std::vector<std::int64_t> order = ::ms::detail::stride_order(ref.strides());
+  if (order.back() != static_cast<std::int64_t>(n - 1) || ref.strides().back() != 1) return out;
+  if (std::is_sorted(order.begin(), order.end())) return out;  // ref's order: contiguous
+  return Tensor(out.storage(), t.dtype, t.shape, ::ms::detail::dense_strides(t.shape.dims(), order),
+                0);
 }
 
 }  // namespace
@@ -346,20 +338,16 @@ TensorList alloc_packed(const TypeList& t, Inputs in) {
         !std::ranges::equal(in[i].strides(), q.strides()))
       return {};
   // The three with a dim of 3 pieces `step` apart: dense in some order?
-  std::vector<std::pair<std::int64_t, std::int64_t>> dims{{step, 3}};  // (stride, size)
-  for (std::size_t d = 0; d < q.shape().size(); ++d)
-    if (q.shape()[d] != 1) dims.emplace_back(q.strides()[d], q.shape()[d]);
-  std::sort(dims.begin(), dims.end());
-  std::int64_t expect = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expect) return {};
-    expect *= size;
-  }
-  const Tensor buf = alloc(TensorType{t[0].dtype, Shape{expect}});
-  const DimVector strides(q.strides());
+  std::vector<std::int64_t> shape(q.shape().dims().begin(), q.shape().dims().end());
+  std::vector<std::int64_t> strides(q.strides().begin(), q.strides().end());
+  shape.push_back(3);
+  strides.push_back(step);
+  if (!::ms::detail::dense_in(shape, strides, ::ms::detail::stride_order(strides))) return {};
+  const Tensor buf = alloc(TensorType{t[0].dtype, Shape{3 * q.numel()}});
+  strides.pop_back();
   TensorList out;
   for (std::int64_t i = 0; i < 3; ++i)
-    out.emplace_back(buf.storage(), t[0].dtype, t[0].shape, strides, i * step);
+    out.emplace_back(buf.storage(), t[0].dtype, t[0].shape, DimVector(strides), i * step);
   return out;
 }
 
