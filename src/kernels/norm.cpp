@@ -69,17 +69,47 @@ void row_stats(const T* x, std::int64_t d, T eps, T& mean, T& rstd) {
   rstd = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
 }
 
-// sum over j < n of a[j] * b[j], in packet_sum's order.
+// One row of the backward in T: xhat and gy = dy * gamma of the row, its
+// terms added to the block's parameter sums sg and sb, and the row's sums of
+// gy and gy * xhat (in packet_sum's order) into s_gy and s_gyx.
 template <class T>
-T dot(const T* a, const T* b, std::int64_t n) {
+void row_terms(const T* __restrict xr, const T* __restrict dyr, const T* __restrict g,
+               std::int64_t d, T mean, T rstd, T* __restrict xhat, T* __restrict gy,
+               T* __restrict sg, T* __restrict sb, T& s_gy, T& s_gyx) {
+  using Eigen::internal::padd;
   using Eigen::internal::ploadu;
-  return packet_sum<T>(
-      n,
-      [&](std::int64_t j) {
-        return Eigen::internal::pmul(ploadu<Packet<T>>(a + j), ploadu<Packet<T>>(b + j));
-      },
-      [&](std::int64_t j) { return a[j] * b[j]; });
+  using Eigen::internal::pmadd;
+  using Eigen::internal::pmul;
+  using Eigen::internal::pset1;
+  using Eigen::internal::pstoreu;
+  using P = Packet<T>;
+  constexpr std::int64_t PS = kPacket<T>;
+  const P m = pset1<P>(mean), rs = pset1<P>(rstd);
+  P agy = pset1<P>(T(0)), agyx = agy;
+  std::int64_t j = 0;
+  for (; j + PS <= d; j += PS) {
+    const P dy = ploadu<P>(dyr + j);
+    const P xh = pmul(Eigen::internal::psub(ploadu<P>(xr + j), m), rs);
+    const P gyj = pmul(dy, ploadu<P>(g + j));
+    pstoreu(xhat + j, xh);
+    pstoreu(gy + j, gyj);
+    pstoreu(sg + j, pmadd(dy, xh, ploadu<P>(sg + j)));
+    pstoreu(sb + j, padd(ploadu<P>(sb + j), dy));
+    agy = padd(agy, gyj);
+    agyx = padd(agyx, pmul(gyj, xh));
+  }
+  s_gy = Eigen::internal::predux(agy);
+  s_gyx = Eigen::internal::predux(agyx);
+  for (; j < d; ++j) {
+    xhat[j] = (xr[j] - mean) * rstd;
+    gy[j] = dyr[j] * g[j];
+    sg[j] += dyr[j] * xhat[j];
+    sb[j] += dyr[j];
+    s_gy += gy[j];
+    s_gyx += gy[j] * xhat[j];
+  }
 }
+
 #pragma GCC diagnostic pop
 
 // A row of storage type S as T: the row itself when S is T, else converted
@@ -128,21 +158,6 @@ void forward_t(const Tensor& x, const Tensor& gamma, const Tensor& beta, double 
                });
 }
 
-// One row of the backward in T: xhat and gy = dy * gamma of the row, and
-// its terms added to the block's parameter sums sg and sb. The pointers do
-// not alias (restrict: the loop vectorizes without run-time overlap checks).
-template <class T>
-void row_terms(const T* __restrict xr, const T* __restrict dyr, const T* __restrict g,
-               std::int64_t d, T mean, T rstd, T* __restrict xhat, T* __restrict gy,
-               T* __restrict sg, T* __restrict sb) {
-  for (std::int64_t j = 0; j < d; ++j) {
-    xhat[j] = (xr[j] - mean) * rstd;
-    gy[j] = dyr[j] * g[j];
-    sg[j] += dyr[j] * xhat[j];
-    sb[j] += dyr[j];
-  }
-}
-
 // dx of one row from its terms: rstd * (gy - mean(gy) - xhat * mean(gy * xhat)).
 template <class T, class S>
 void row_dx(const T* __restrict xhat, const T* __restrict gy, std::int64_t d, T rstd, T mg, T mgx,
@@ -174,10 +189,10 @@ void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double e
         const T* dyr = as_compute<T>(dys + r * d, d, dybuf);
         T mean, rstd;
         row_stats(xr, d, eps, mean, rstd);
-        row_terms(xr, dyr, g.data(), d, mean, rstd, xhat.data(), gy.data(), sg, sb);
-        const T mg = sum(gy.data(), d) / static_cast<T>(d);
-        const T mgx = dot(gy.data(), xhat.data(), d) / static_cast<T>(d);
-        row_dx(xhat.data(), gy.data(), d, rstd, mg, mgx, dxs + r * d);
+        T s_gy, s_gyx;
+        row_terms(xr, dyr, g.data(), d, mean, rstd, xhat.data(), gy.data(), sg, sb, s_gy, s_gyx);
+        row_dx(xhat.data(), gy.data(), d, rstd, s_gy / static_cast<T>(d), s_gyx / static_cast<T>(d),
+               dxs + r * d);
       }
     }
   });
