@@ -554,7 +554,20 @@ double float_lane_sum(const float* p, std::int64_t n) {
 }
 #endif
 
-// A SPREAD plan: one run per output, reduced as run_row's R1 == 1 paths do.
+// One output from its run of n inputs at p: the vector path where the
+// reducer has one, else RowAcc (run_row with a run per output, and run_spread).
+template <class R>
+typename R::Out reduce_one(const R& r, const typename R::In* p, std::int64_t n, double param) {
+#if defined(__AVX512F__)
+  if constexpr (kFloatAddLanes<R>) return r.finish(float_lane_sum(p, n), param);
+#endif
+  RowAcc<R> st;
+  st.init(r);
+  st.feed(r, p, n, 0, param);
+  return r.finish(st.result(r), param);
+}
+
+// A SPREAD plan: one run per output, reduced as run_row reduces one.
 template <class R>
 void run_spread(const R& r, const Plan& pl, typename R::Out* out, const double* param) {
   using In = typename R::In;
@@ -563,20 +576,8 @@ void run_spread(const R& r, const Plan& pl, typename R::Out* out, const double* 
   par_for(pl.O, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(N, 1)),
           [&](std::int64_t b, std::int64_t e) {
             SpreadWalk at(pl, b);
-            for (std::int64_t o = b; o < e; ++o, at.next()) {
-              const In* run = x + at.x();
-              const double pr = param ? param[at.out()] : 0.0;
-#if defined(__AVX512F__)
-              if constexpr (kFloatAddLanes<R>) {
-                out[at.out()] = r.finish(float_lane_sum(run, N), pr);
-                continue;
-              }
-#endif
-              RowAcc<R> st;
-              st.init(r);
-              st.feed(r, run, N, 0, pr);
-              out[at.out()] = r.finish(st.result(r), pr);
-            }
+            for (std::int64_t o = b; o < e; ++o, at.next())
+              out[at.out()] = reduce_one(r, x + at.x(), N, param ? param[at.out()] : 0.0);
           });
 }
 
@@ -612,18 +613,14 @@ void run_row(const R& r, const Plan& pl, typename R::Out* out, const double* par
         st[o - o0].feed(r, x + o * xs + k * rs + na, nb - na, k * N + na, par(o));
     for (std::int64_t o = o0; o < o1; ++o) res[o - o0] = st[o - o0].result(r);
   };
-#if defined(__AVX512F__)
-  if constexpr (kFloatAddLanes<R>) {
-    if (nchunks == 1 && R1 == 1) {  // one contiguous run per output, fed a vector at a time
-      par_for(O, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(N, 1)),
-              [&](std::int64_t b, std::int64_t e) {
-                for (std::int64_t o = b; o < e; ++o)
-                  out[o * os] = r.finish(float_lane_sum(x + o * xs, N), par(o));
-              });
-      return;
-    }
+  if (nchunks == 1 && R1 == 1) {  // one contiguous run per output
+    par_for(O, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(N, 1)),
+            [&](std::int64_t b, std::int64_t e) {
+              for (std::int64_t o = b; o < e; ++o)
+                out[o * os] = reduce_one(r, x + o * xs, N, par(o));
+            });
+    return;
   }
-#endif
   if (nchunks == 1) {
     par_for(nob, std::max<std::int64_t>(1, kGrainElems / std::max<std::int64_t>(ob * R1 * N, 1)),
             [&](std::int64_t b, std::int64_t e) {
