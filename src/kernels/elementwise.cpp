@@ -170,7 +170,7 @@ ConvertFn store_entry(DType to) {
 // Copies elements [begin, begin + n) (row-major over the output shape) of a
 // broadcast/strided input into `out`, converting to the register type.
 struct GatherPlan {
-  int rank = 0;
+  int rank = 0;  // the output's, less size-1 dims, nested dims merged (plan_load)
   std::int64_t dims[kMaxEwRank];
   std::int64_t strides[kMaxEwRank];  // 0 along broadcast axes
   const std::byte* base = nullptr;   // element 0 of the storage
@@ -708,6 +708,22 @@ void plan_load(const EwInstr& i, std::span<const Tensor* const> inputs, const Sh
              " does not broadcast to ", oshape);
     g.strides[d] = sd == od ? t.strides()[static_cast<std::size_t>(td)] : 0;
   }
+  // Dims of size 1 never move, and two adjacent dims whose strides nest walk
+  // as one: the gather reads longer runs (an [N, 1] output is one run of N,
+  // not N runs of one), and one element broadcast over any shape is a splat.
+  int kept = 0;
+  for (int d = 0; d < g.rank; ++d) {
+    if (g.dims[d] == 1) continue;
+    if (kept > 0 && g.strides[kept - 1] == g.strides[d] * g.dims[d]) {
+      g.dims[kept - 1] *= g.dims[d];
+      g.strides[kept - 1] = g.strides[d];
+    } else {
+      g.dims[kept] = g.dims[d];
+      g.strides[kept] = g.strides[d];
+      ++kept;
+    }
+  }
+  g.rank = kept;
   g.base = t.storage()->data();
   g.offset = t.offset();
   g.src = t.dtype();

@@ -32,7 +32,7 @@ constexpr test::Range kNonzero{.lo = -2, .hi = 2, .avoid_zero = true};
 
 // relu(a * b + c) * 0.5 in `dt` (inputs 0, 1, 2), the chain of BM_Chain_Ms
 // (bench/bm_elementwise.cpp).
-EwProgram chain_program(std::int64_t n, DType dt) {
+EwProgram chain_program(const Shape& shape, DType dt) {
   EwBuilder b;
   const int id_mul = kernels::ew_op_find("mul"), id_add = kernels::ew_op_find("add"),
             id_relu = kernels::ew_op_find("relu");
@@ -41,8 +41,9 @@ EwProgram chain_program(std::int64_t n, DType dt) {
   const int s = b.apply(id_add, dt, m, z);
   const int r = b.apply(id_relu, dt, s);
   const int h = b.constant(0.5, dt);
-  return b.finish(b.apply(id_mul, dt, r, h), Shape{n}, dt);
+  return b.finish(b.apply(id_mul, dt, r, h), shape, dt);
 }
+EwProgram chain_program(std::int64_t n, DType dt) { return chain_program(Shape{n}, dt); }
 
 // The chain one element at a time, one rounding per statement (no contraction).
 template <class T>
@@ -198,7 +199,7 @@ TEST_SUITE("kernels") {
   }
 
   TEST_CASE("one element broadcast runs straight, a strided input interpreted: the same values") {
-    // b of one element (shape [1] or 0-d) fills a slot of its own once per
+    // b of one element (shape [1], 0-d, or [1, 1] over [n, 1]) fills a slot of its own once per
     // chunk (the program's slot for it is reused by later results, tile after
     // tile); b strided takes the general path. The same sizes as above, and 3.
     ThreadGuard guard;
@@ -214,7 +215,13 @@ TEST_SUITE("kernels") {
       const Tensor b_dense = b_strided.contiguous();
       const std::vector<float> want1 = chain_reference<float>(a, b1, c, n);
       const std::vector<float> want_strided = chain_reference<float>(a, b_dense, c, n);
-      const EwProgram prog = chain_program(n, float32);
+      // One element of shape [1, 1] with strides of its own, over [n, 1]: a splat too.
+      const Tensor b11 =
+          test::random_tensor(float32, {3, 3}, kNonzero, 8).slice(0, 1, 2, 1).slice(1, 2, 3, 1);
+      const Tensor a_col = a.reshape(Shape{n, 1}), c_col = c.reshape(Shape{n, 1});
+      const std::vector<float> want11 = chain_reference<float>(a, b11.contiguous(), c, n);
+      const EwProgram prog = chain_program(n, float32),
+                      prog_col = chain_program(Shape{n, 1}, float32);
       for (int nt : {1, 2}) {
         CAPTURE(n);
         CAPTURE(nt);
@@ -225,7 +232,53 @@ TEST_SUITE("kernels") {
         }
         const Tensor* in[3] = {&a, &b_strided, &c};
         CHECK(first_difference(kernels::ew_eval(prog, in).data<float>(), want_strided) == -1);
+        const Tensor* in_col[3] = {&a_col, &b11, &c_col};
+        CHECK(first_difference(kernels::ew_eval(prog_col, in_col).data<float>(), want11) == -1);
       }
+    }
+  }
+}
+
+TEST_SUITE("kernels") {
+  TEST_CASE("loads skip size-1 dims and walk nested dims as one: the values of dense copies") {
+    // Over [A, 1, B, 1, C]: a step-2 slice (dims 0 and 2 nest into one of
+    // stride 6), a plain slice (dims 2 and 4 nest, 0 does not), a permuted
+    // view with odd strides on its size-1 dims, a broadcast along B, and one
+    // element broadcast everywhere (a splat). Large enough for 2 threads.
+    constexpr std::int64_t A = 64, B = 40, C = 33;
+    const Shape shape{A, 1, B, 1, C};
+    const Tensor stepped =
+        test::random_tensor(float32, {A, 1, 2 * B, 1, C}, kNonzero, 21).slice(2, 0, 2 * B, 2);
+    const Tensor cut =
+        test::random_tensor(float32, {A, 1, B + 3, 1, C}, kNonzero, 22).slice(2, 1, B + 1, 1);
+    const Tensor permuted = test::random_tensor(float32, {C, B, A}, kNonzero, 23)
+                                .permute({2, 1, 0})
+                                .unsqueeze(1)
+                                .unsqueeze(3);
+    const Tensor spread = test::random_tensor(float32, {A, 1, 1, 1, C}, kNonzero, 24).expand(shape);
+    const Tensor one = test::random_tensor(float32, {2, 1, 3, 1, 2}, kNonzero, 25)
+                           .slice(0, 1, 2, 1)
+                           .slice(2, 2, 3, 1)
+                           .slice(4, 1, 2, 1);
+    EwBuilder b;
+    int acc = b.load(0, float32);
+    for (int i = 1; i < 5; ++i)
+      acc = b.apply(kernels::ew_op_find("add"), float32, acc, b.load(i, float32));
+    const EwProgram prog = b.finish(acc, shape, float32);
+    const Tensor d0 = stepped.contiguous(), d1 = cut.contiguous(), d2 = permuted.contiguous(),
+                 d3 = spread.contiguous(), d4 = one.contiguous();
+    const Tensor* dense_in[5] = {&d0, &d1, &d2, &d3, &d4};
+    const Tensor want = kernels::ew_eval(prog, dense_in);
+    ThreadGuard guard;
+    for (int nt : {1, 2}) {
+      CAPTURE(nt);
+      set_num_threads(nt);
+      // The strided inputs in each position (the first decides the layout).
+      const Tensor* in[5] = {&one, &stepped, &cut, &permuted, &spread};
+      const Tensor* in_dense[5] = {&d4, &d0, &d1, &d2, &d3};
+      CHECK(test::bitwise_equal(kernels::ew_eval(prog, in), kernels::ew_eval(prog, in_dense)));
+      const Tensor* in2[5] = {&stepped, &cut, &permuted, &spread, &one};
+      CHECK(test::bitwise_equal(kernels::ew_eval(prog, in2), want));
     }
   }
 }
