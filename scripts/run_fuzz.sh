@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/run_fuzz.sh — build the libFuzzer targets (fuzz/fuzz_*.cpp) with clang 14 +
-# AddressSanitizer and UndefinedBehaviorSanitizer (every check, fatal) and run each for a bounded time over a copy of its seed corpus
-# (as many targets at a time as there are cores).
+# scripts/run_fuzz.sh — build the libFuzzer targets (fuzz/fuzz_*.cpp) with clang 14,
+# AddressSanitizer and UndefinedBehaviorSanitizer (-fsanitize=undefined, fatal), and run
+# each for a bounded time over a copy of its seed corpus (as many targets at a time as
+# there are cores).
 #
 #   bash scripts/run_fuzz.sh            # every target, MS_FUZZ_SECONDS each
 #   bash scripts/run_fuzz.sh npy npz    # only these targets
