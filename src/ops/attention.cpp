@@ -337,17 +337,16 @@ TensorList alloc_packed(const TypeList& t, Inputs in) {
     if (in[i].dtype() != t[i].dtype || in[i].shape() != t[i].shape ||
         !std::ranges::equal(in[i].strides(), q.strides()))
       return {};
-  // The three with a dim of 3 pieces `step` apart: dense in some order?
-  std::vector<std::int64_t> shape(q.shape().dims().begin(), q.shape().dims().end());
+  // q's dims and a dim of the 3 pieces `step` apart: dense in some order?
+  std::vector<std::int64_t> sizes(q.shape().dims().begin(), q.shape().dims().end());
   std::vector<std::int64_t> strides(q.strides().begin(), q.strides().end());
-  shape.push_back(3);
+  sizes.push_back(3);
   strides.push_back(step);
-  if (!::ms::detail::dense_in(shape, strides, ::ms::detail::stride_order(strides))) return {};
+  if (!::ms::detail::dense_in(sizes, strides, ::ms::detail::stride_order(strides))) return {};
   const Tensor buf = alloc(TensorType{t[0].dtype, Shape{3 * q.numel()}});
-  strides.pop_back();
   TensorList out;
   for (std::int64_t i = 0; i < 3; ++i)
-    out.emplace_back(buf.storage(), t[0].dtype, t[0].shape, DimVector(strides), i * step);
+    out.emplace_back(buf.storage(), t[0].dtype, t[0].shape, DimVector(q.strides()), i * step);
   return out;
 }
 
