@@ -180,6 +180,14 @@ struct GatherPlan {
   bool direct = false;  // contiguous, unbroadcast, same type: use the memory as is
 };
 
+// q[i] = p[i * st], i < n: a function of its own, so that its loop keeps the
+// stride and both pointers in registers (inlined into gather_kernel's carry
+// loop, GCC spilled the stride and read it back for every pair of elements).
+template <class S, class D>
+[[gnu::noinline]] void copy_strided(const S* p, std::int64_t st, D* q, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i, p += st) q[i] = scalar_cast<D>(*p);
+}
+
 template <class S, class D>
 void gather_kernel(const GatherPlan& g, std::int64_t begin, std::int64_t n, void* out_v) {
   const S* src = reinterpret_cast<const S*>(g.base);
@@ -211,7 +219,7 @@ void gather_kernel(const GatherPlan& g, std::int64_t begin, std::int64_t n, void
       else
         for (std::int64_t i = 0; i < run; ++i) q[i] = scalar_cast<D>(p[i]);
     } else {
-      for (std::int64_t i = 0; i < run; ++i) q[i] = scalar_cast<D>(p[i * st]);
+      copy_strided(p, st, q, run);
     }
     done += run;
     off += run * st;
