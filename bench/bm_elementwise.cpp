@@ -22,6 +22,12 @@
 //   BM_SoftmaxXent_*/nt:N   per-row softmax cross-entropy of [4096, 256] logits (char_lm's
 //                           loss), ms::softmax_cross_entropy against at::cross_entropy_loss
 //                           (reduction None)
+//   BM_LayerNormGrad_*/nt:N layer_norm's gradients (dx, dgamma, dbeta) over rows of 192 of
+//                           [4096, 192] (char_lm's), the layer_norm_grad op against
+//                           at::native_layer_norm_backward (which reads the forward's saved
+//                           mean and rstd; ms recomputes them); bytes: x, dy, dx
+//   BM_StridedColumn_*/nt:N a * b over [2^20, 1] with b every other row of a [2^21, 1] tensor
+//                           (a strided input over an output whose last dim is 1); bytes: a, b, y
 //
 // bytes_per_second of the chain counts 3 reads + 1 write of 4 bytes per element
 // (2 bytes for bfloat16: the data a fused pass must move), whatever each
@@ -341,6 +347,71 @@ void BM_SoftmaxXent_Torch(benchmark::State& state) {
 }
 #endif
 
+// ---------------------------------------------- layer_norm's gradients, [4096, 192]
+
+constexpr std::int64_t kNormRows = 4096, kNormCols = 192;  // char_lm: batch x context, d_model
+
+std::vector<ms::Tensor> norm_inputs() {
+  return {bench::random_tensor({kNormRows, kNormCols}, 12), bench::random_tensor({kNormCols}, 13),
+          bench::random_tensor({kNormRows, kNormCols}, 14)};  // x, gamma, dy
+}
+
+void BM_LayerNormGrad_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const std::vector<ms::Tensor> in = norm_inputs();
+  const ms::ops::OpDef& grad = ms::ops::op("layer_norm_grad");
+  result_case(state, 3 * kNormRows * kNormCols, [&] { return ms::ops::call(grad, in); });
+}
+
+#if MS_BENCH_TORCH
+void BM_LayerNormGrad_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const std::vector<ms::Tensor> in = norm_inputs();
+  const torch::Tensor x = bench::to_torch(in[0]), gamma = bench::to_torch(in[1]),
+                      dy = bench::to_torch(in[2]), beta = torch::zeros_like(gamma);
+  const auto [y, mean, rstd] = at::native_layer_norm(x, {kNormCols}, gamma, beta, 1e-5);
+  const auto grads = [&] {
+    return at::native_layer_norm_backward(dy, x, {kNormCols}, mean, rstd, gamma, beta,
+                                          {true, true, true});
+  };
+  const std::vector<ms::Tensor> ms_grads = ms::ops::call(ms::ops::op("layer_norm_grad"), in);
+  if (!bench::check_same(state, ms_grads[0], std::get<0>(grads()), 1e-4)) return;
+  result_case(state, 3 * kNormRows * kNormCols, grads);
+}
+#endif
+
+// ------------------------------------ a strided input over [2^20, 1]
+
+constexpr std::int64_t kColumnRows = std::int64_t{1} << 20;
+
+// a [2^20, 1] and every other row of a [2^21, 1] tensor.
+std::pair<ms::Tensor, ms::Tensor> column_inputs() {
+  return {bench::random_tensor({kColumnRows, 1}, 15),
+          bench::random_tensor({2 * kColumnRows, 1}, 16).slice(0, 0, 2 * kColumnRows, 2)};
+}
+
+void BM_StridedColumn_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const auto [a, b] = column_inputs();
+  result_case(state, 3 * kColumnRows, [&]() -> ms::Tensor { return a * b; });
+}
+
+#if MS_BENCH_TORCH
+void BM_StridedColumn_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const auto [ma, mb] = column_inputs();
+  const torch::Tensor a = bench::to_torch(ma),
+                      b = bench::to_torch(mb.contiguous()).reshape({kColumnRows, 1});
+  const torch::Tensor full = torch::empty({2 * kColumnRows, 1});
+  full.slice(0, 0, 2 * kColumnRows, 2).copy_(b);
+  const torch::Tensor bs = full.slice(0, 0, 2 * kColumnRows, 2);
+  if (!bench::check_same(state, ms::Tensor(ma * mb), a * bs, 0)) return;
+  result_case(state, 3 * kColumnRows, [&] { return a * bs; });
+}
+#endif
+
 // Interleaved registration: for each case and thread count, ms then LibTorch.
 void reg(const char* name, void (*fn)(benchmark::State&), std::int64_t nt) {
   benchmark::RegisterBenchmark(name, fn)->ArgName("nt")->Arg(nt)->UseRealTime();
@@ -376,6 +447,8 @@ void register_all() {
     MS_REG_PAIR(BM_Gelu, nt);
     MS_REG_PAIR(BM_GeluGrad, nt);
     MS_REG_PAIR(BM_SoftmaxXent, nt);
+    MS_REG_PAIR(BM_LayerNormGrad, nt);
+    MS_REG_PAIR(BM_StridedColumn, nt);
   }
 }
 
