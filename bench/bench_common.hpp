@@ -28,6 +28,7 @@
 
 #include "ms/kernels/gemm.hpp"
 #include "ms/ms.hpp"
+#include "openblas_core.hpp"
 
 #ifndef MS_BENCH_TORCH
 #define MS_BENCH_TORCH 0
@@ -347,6 +348,7 @@ inline std::string loaded_blas() {
 /// Adds the run's context (libraries, threads) to the benchmark output.
 inline void add_context() {
   benchmark::AddCustomContext("ms_blas_libraries", loaded_blas());
+  benchmark::AddCustomContext("openblas_core", openblas_core());
   benchmark::AddCustomContext("ms_gemm_backend", ms::kernels::gemm_backend().detail);
   benchmark::AddCustomContext("libtorch", MS_BENCH_TORCH ? "yes (same binary)" : "no");
   benchmark::AddCustomContext("fma_kernel", fma_isa());
@@ -357,6 +359,7 @@ inline void add_context() {
 /// The main of every bm_* binary: Google Benchmark's, plus the context.
 #define MS_BENCH_MAIN()                                               \
   int main(int argc, char** argv) {                                   \
+    bench::use_best_openblas(argv);                                   \
     benchmark::Initialize(&argc, argv);                               \
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1; \
     bench::add_context();                                             \

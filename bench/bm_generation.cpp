@@ -232,6 +232,7 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_best_openblas(argv);
   register_all();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -43,6 +43,7 @@
 #include "ms/data/text.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "ms/nn/optim.hpp"
+#include "openblas_core.hpp"
 
 namespace {
 
@@ -228,6 +229,7 @@ const Args kGenerateArgs = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_best_openblas(argv);
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode != "train" && mode != "generate") {
     std::fprintf(stderr,

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "openblas_core.hpp"
 #include "train_models.hpp"
 
 namespace {
@@ -72,6 +73,7 @@ int run_torch(const ChildArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_best_openblas(argv);
   ChildArgs a;
   if (!bench::epoch::parse_child_args(argc, argv, 1, a)) {
     std::fprintf(stderr,
