@@ -30,48 +30,53 @@ using Packet = typename Eigen::internal::packet_traits<T>::type;
 template <class T>
 constexpr std::int64_t kPacket = Eigen::internal::unpacket_traits<Packet<T>>::size;
 
-// sum over j < n of f(j) as packets: packets in order, then across the
-// packet, then the elements past the last whole packet. The order depends on
-// n only (unaligned loads: no peeling by address).
-template <class T, class F, class G>
-T packet_sum(std::int64_t n, F&& packet_at, G&& scalar_at) {
-  constexpr std::int64_t PS = kPacket<T>;
-  Packet<T> acc = Eigen::internal::pset1<Packet<T>>(T(0));
-  std::int64_t j = 0;
-  for (; j + PS <= n; j += PS) acc = Eigen::internal::padd(acc, packet_at(j));
-  T s = Eigen::internal::predux(acc);
-  for (; j < n; ++j) s += scalar_at(j);
-  return s;
-}
+// Rows the forward normalizes together: their sums are independent chains of
+// additions the core overlaps, where one row's chains leave it waiting on the
+// adder's latency. [256, 192] in cache, 1 thread (an ad-hoc program on libms,
+// Intel Xeon VM): 14.5 -> 11.0 us; [4096, 192] from memory: unchanged. The
+// backward stays one row at a time: grouped, it was 1.5x faster on [256, 192]
+// but 8 % slower on [4096, 192] (char_lm's; medians of 8 alternating runs).
+constexpr int kRowGroup = 4;
 
-// sum over j < n of p[j], in packet_sum's order.
-template <class T>
-T sum(const T* p, std::int64_t n) {
-  return packet_sum<T>(
-      n, [&](std::int64_t j) { return Eigen::internal::ploadu<Packet<T>>(p + j); },
-      [&](std::int64_t j) { return p[j]; });
-}
-
-// The row's mean and 1 / sqrt(biased variance + eps), two passes.
-template <class T>
-void row_stats(const T* x, std::int64_t d, T eps, T& mean, T& rstd) {
+// Each of R rows' mean and 1 / sqrt(biased variance + eps), two passes. A
+// row's sums take the packets in order, then across the packet, then the
+// elements past the last whole packet: the order depends on d only
+// (unaligned loads: no peeling by address), not on the rows beside it.
+template <int R, class T>
+void row_stats(const T* const* x, std::int64_t d, T eps, T* mean, T* rstd) {
+  using Eigen::internal::padd;
   using Eigen::internal::ploadu;
   using Eigen::internal::pset1;
-  mean = sum(x, d) / static_cast<T>(d);
-  const Packet<T> m = pset1<Packet<T>>(mean);
-  const T ss = packet_sum<T>(
-      d,
-      [&](std::int64_t j) {
-        const Packet<T> c = Eigen::internal::psub(ploadu<Packet<T>>(x + j), m);
-        return Eigen::internal::pmul(c, c);
-      },
-      [&](std::int64_t j) { return (x[j] - mean) * (x[j] - mean); });
-  rstd = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+  using P = Packet<T>;
+  constexpr std::int64_t PS = kPacket<T>;
+  const std::int64_t whole = d / PS * PS;
+  P acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = pset1<P>(T(0));
+  for (std::int64_t j = 0; j < whole; j += PS)
+    for (int r = 0; r < R; ++r) acc[r] = padd(acc[r], ploadu<P>(x[r] + j));
+  P m[R];
+  for (int r = 0; r < R; ++r) {
+    T s = Eigen::internal::predux(acc[r]);
+    for (std::int64_t j = whole; j < d; ++j) s += x[r][j];
+    mean[r] = s / static_cast<T>(d);
+    m[r] = pset1<P>(mean[r]);
+    acc[r] = pset1<P>(T(0));
+  }
+  for (std::int64_t j = 0; j < whole; j += PS)
+    for (int r = 0; r < R; ++r) {
+      const P c = Eigen::internal::psub(ploadu<P>(x[r] + j), m[r]);
+      acc[r] = padd(acc[r], Eigen::internal::pmul(c, c));
+    }
+  for (int r = 0; r < R; ++r) {
+    T ss = Eigen::internal::predux(acc[r]);
+    for (std::int64_t j = whole; j < d; ++j) ss += (x[r][j] - mean[r]) * (x[r][j] - mean[r]);
+    rstd[r] = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
+  }
 }
 
 // One row of the backward in T: xhat and gy = dy * gamma of the row, its
 // terms added to the block's parameter sums sg and sb, and the row's sums of
-// gy and gy * xhat (in packet_sum's order) into s_gy and s_gyx.
+// gy and gy * xhat (in row_stats' order) into s_gy and s_gyx.
 template <class T>
 void row_terms(const T* __restrict xr, const T* __restrict dyr, const T* __restrict g,
                std::int64_t d, T mean, T rstd, T* __restrict xhat, T* __restrict gy,
@@ -110,6 +115,15 @@ void row_terms(const T* __restrict xr, const T* __restrict dyr, const T* __restr
   }
 }
 
+// Calls fn.template operator()<R>(r) for the rows [r0, r1): groups of
+// kRowGroup rows from r0, then the rest one by one.
+template <class F>
+void for_row_groups(std::int64_t r0, std::int64_t r1, F&& fn) {
+  std::int64_t r = r0;
+  for (; r + kRowGroup <= r1; r += kRowGroup) fn.template operator()<kRowGroup>(r);
+  for (; r < r1; ++r) fn.template operator()<1>(r);
+}
+
 #pragma GCC diagnostic pop
 
 // A row of storage type S as T: the row itself when S is T, else converted
@@ -144,17 +158,21 @@ void forward_t(const Tensor& x, const Tensor& gamma, const Tensor& beta, double 
   const T eps = static_cast<T>(eps_);
   parallel_for(rows, std::max<std::int64_t>(1, kGrainElements / std::max<std::int64_t>(d, 1)),
                [&](std::int64_t r0, std::int64_t r1) {
-                 std::vector<T> buf;
-                 for (std::int64_t r = r0; r < r1; ++r) {
-                   const T* xr = as_compute<T>(xs + r * d, d, buf);
-                   T mean, rstd;
-                   row_stats(xr, d, eps, mean, rstd);
-                   S* yr = ys + r * d;
-                   for (std::int64_t j = 0; j < d; ++j) {
-                     const auto k = static_cast<std::size_t>(j);
-                     yr[j] = static_cast<S>((xr[j] - mean) * rstd * g[k] + b[k]);
+                 std::vector<T> buf[kRowGroup];
+                 for_row_groups(r0, r1, [&]<int R>(std::int64_t first) {
+                   const T* xr[R];
+                   for (int r = 0; r < R; ++r)
+                     xr[r] = as_compute<T>(xs + (first + r) * d, d, buf[r]);
+                   T mean[R], rstd[R];
+                   row_stats<R>(xr, d, eps, mean, rstd);
+                   for (int r = 0; r < R; ++r) {
+                     S* yr = ys + (first + r) * d;
+                     for (std::int64_t j = 0; j < d; ++j) {
+                       const auto k = static_cast<std::size_t>(j);
+                       yr[j] = static_cast<S>((xr[r][j] - mean[r]) * rstd[r] * g[k] + b[k]);
+                     }
                    }
-                 }
+                 });
                });
 }
 
@@ -188,7 +206,7 @@ void backward_t(const Tensor& x, const Tensor& gamma, const Tensor& dy, double e
         const T* xr = as_compute<T>(xs + r * d, d, xbuf);
         const T* dyr = as_compute<T>(dys + r * d, d, dybuf);
         T mean, rstd;
-        row_stats(xr, d, eps, mean, rstd);
+        row_stats<1>(&xr, d, eps, &mean, &rstd);
         T s_gy, s_gyx;
         row_terms(xr, dyr, g.data(), d, mean, rstd, xhat.data(), gy.data(), sg, sb, s_gy, s_gyx);
         row_dx(xhat.data(), gy.data(), d, rstd, s_gy / static_cast<T>(d), s_gyx / static_cast<T>(d),

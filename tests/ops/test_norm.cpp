@@ -2,9 +2,9 @@
 // variance, normalize, scale, shift) in float64: rows of odd lengths across
 // the kernels' packets and blocks of rows, normalized over one or more axes,
 // float32, float64, bfloat16 and float16; the gradients against the
-// composition's; 1 and 2 threads bitwise; eager == ms::jit bitwise; and
-// nn::LayerNorm running on the op. (Values by hand, gradient checks and bad
-// inputs: the op table's samples, tests/ops/test_op_table.cpp.)
+// composition's; a row independent of its neighbours; 1 and 2 threads
+// bitwise; eager == ms::jit bitwise; and nn::LayerNorm running on the op. (Values by hand, gradient
+// checks and bad inputs: the op table's samples, tests/ops/test_op_table.cpp.)
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -102,6 +102,27 @@ TEST_SUITE("ops") {
     const auto want = grad(loss, all)(x, g, b);
     const auto got = f(x, g, b);
     for (std::size_t i = 0; i < 3; ++i) CHECK(ms::test::bitwise_equal(got[i], want[i]));
+  }
+
+  TEST_CASE("layer_norm: a row's output and input gradient do not depend on the rows beside it") {
+    // The kernels compute rows several at a time; 11 rows are groups and a rest.
+    for (const DType dt : {float32, float64, bfloat16}) {
+      CAPTURE(dt);
+      const Tensor x = random_tensor(dt, {11, 37}, {-2, 2}, 13);
+      const Tensor g = random_tensor(dt, {37}, {0.5, 1.5}, 14);
+      const Tensor b = random_tensor(dt, {37}, {-1, 1}, 15);
+      const Tensor w = random_tensor(dt, {11, 37}, {-1, 1}, 16);
+      const auto dx = [&](const Tensor& xs, const Tensor& ws) {
+        return grad([&](const Tensor& a) { return sum(layer_norm(a, g, b) * ws); })(xs);
+      };
+      const Tensor y = layer_norm(x, g, b), dx_all = dx(x, w);
+      for (std::int64_t i = 0; i < 11; ++i) {
+        CAPTURE(i);
+        const Tensor xi = x.slice(0, i, i + 1), wi = w.slice(0, i, i + 1);
+        CHECK(ms::test::bitwise_equal(layer_norm(xi, g, b), y.slice(0, i, i + 1)));
+        CHECK(ms::test::bitwise_equal(dx(xi, wi), dx_all.slice(0, i, i + 1)));
+      }
+    }
   }
 
   TEST_CASE("layer_norm: nn::LayerNorm runs on the op, forward and gradient") {
