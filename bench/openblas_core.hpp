@@ -5,10 +5,16 @@
 // does not know every model: on an Intel Xeon of model 207 (Emerald Rapids,
 // AVX-512 and AVX512_BF16) it falls back to its generic "Prescott" (SSE3)
 // kernels, and torch::mm runs at 0.10 of the FMA peak (bench/gemm_table.sh),
-// an anchor that flatters ms. Every bench binary calls use_best_openblas()
-// first: when OpenBLAS chose Prescott and OPENBLAS_CORETYPE is unset, it
-// re-executes itself with OPENBLAS_CORETYPE naming the newest kernels the
-// CPU's instruction set runs. An OPENBLAS_CORETYPE the user set is kept.
+// an anchor that flatters ms. Every bench binary that runs LibTorch or a
+// training step (MS_BENCH_MAIN's, bm_attention, bm_generation, char_lm_torch,
+// train_epoch and train_epoch_torch) calls use_best_openblas() first: when
+// OpenBLAS chose Prescott and OPENBLAS_CORETYPE is unset, it re-executes
+// itself with OPENBLAS_CORETYPE naming the newest kernels the CPU's
+// instruction set runs. An OPENBLAS_CORETYPE the user set is kept. (0.3.21
+// does not find the name "Cooperlake" in its list, an off-by-one fixed in
+// 0.3.22, and then runs its own feature test, which picks Cooperlake on a CPU
+// with AVX512_BF16: the name still gets those kernels, and names them on
+// later versions.)
 #pragma once
 
 #include <dlfcn.h>
@@ -42,7 +48,7 @@ inline void use_best_openblas(char** argv) {
     best = "Haswell";
 #endif
   if (best == nullptr) return;
-  setenv("OPENBLAS_CORETYPE", best, 1);
+  if (setenv("OPENBLAS_CORETYPE", best, 1) != 0) return;
   execv("/proc/self/exe", argv);
   std::fprintf(stderr,
                "bench: OpenBLAS runs its generic Prescott kernels on this CPU; re-running with "

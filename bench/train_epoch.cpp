@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "openblas_core.hpp"
 #include "train_models.hpp"
 
 namespace {
@@ -163,6 +164,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  bench::use_best_openblas(argv);
   if (argc > 1 && std::strcmp(argv[1], "--child") == 0) {
     ChildArgs a;
     if (!bench::epoch::parse_child_args(argc, argv, 2, a)) return usage();
