@@ -32,10 +32,13 @@ constexpr std::int64_t kPacket = Eigen::internal::unpacket_traits<Packet<T>>::si
 
 // Rows the forward normalizes together: their sums are independent chains of
 // additions the core overlaps, where one row's chains leave it waiting on the
-// adder's latency. [256, 192] in cache, 1 thread (an ad-hoc program on libms,
-// Intel Xeon VM): 14.5 -> 11.0 us; [4096, 192] from memory: unchanged. The
-// backward stays one row at a time: grouped, it was 1.5x faster on [256, 192]
-// but 8 % slower on [4096, 192] (char_lm's; medians of 8 alternating runs).
+// adder's latency. layer_norm on [256, 192] (in cache), 1 thread, the old and
+// new libms in alternating processes on the Intel Xeon VM (a noisy host):
+// 14.5 -> 11.0 us in one round, medians 20.5 -> 16.2 us of six in another;
+// [4096, 192] (char_lm's shape, from memory): unchanged. The backward stays
+// one row at a time: grouped (4 rows, or 2), it was up to 1.5x faster on
+// [256, 192] but 8-16 % slower on [4096, 192] (medians of 6-8 alternating
+// runs).
 constexpr int kRowGroup = 4;
 
 // Each of R rows' mean and 1 / sqrt(biased variance + eps), two passes. A

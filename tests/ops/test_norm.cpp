@@ -3,8 +3,9 @@
 // the kernels' packets and blocks of rows, normalized over one or more axes,
 // float32, float64, bfloat16 and float16; the gradients against the
 // composition's; a row independent of its neighbours; 1 and 2 threads
-// bitwise; eager == ms::jit bitwise; and nn::LayerNorm running on the op. (Values by hand, gradient
-// checks and bad inputs: the op table's samples, tests/ops/test_op_table.cpp.)
+// bitwise; eager == ms::jit bitwise; and nn::LayerNorm running on the op.
+// (Values by hand, gradient checks and bad inputs: the op table's samples,
+// tests/ops/test_op_table.cpp.)
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -105,7 +106,8 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("layer_norm: a row's output and input gradient do not depend on the rows beside it") {
-    // The kernels compute rows several at a time; 11 rows are groups and a rest.
+    // The forward computes rows 4 at a time: 11 rows are two groups and 3 single rows. The
+    // gradient's check guards the backward, which computes one row at a time today.
     for (const DType dt : {float32, float64, bfloat16}) {
       CAPTURE(dt);
       const Tensor x = random_tensor(dt, {11, 37}, {-2, 2}, 13);
