@@ -472,7 +472,7 @@ void row_scores(const T* q, const T* k, std::int64_t rs, std::int64_t n, std::in
   std::int64_t j = 0;
   // s[jj]: the lanes' sum `sum` plus the channels past the last whole packet.
   const auto finish = [&](std::int64_t jj, T sum) {
-    for (std::int64_t c = full; c < e; ++c) sum += q[c] * k[jj * rs + c];
+    for (std::int64_t c = full; c < e; ++c) sum = detail::madd(q[c], k[jj * rs + c], sum);
     s[jj] = sum;
   };
   for (; j + kAtOnce <= n; j += kAtOnce) {

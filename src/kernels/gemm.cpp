@@ -445,7 +445,7 @@ void vecmat_axpy_cols(bool back, std::int64_t n, std::int64_t k, T alpha, const 
   for (std::int64_t i = 0; i < k; ++i) {
     const T xi = x[i * incx];
     const T* row = b + i * ldb + j;
-    for (std::int64_t c = 0; c < rest; ++c) acc[c] += xi * row[c];
+    for (std::int64_t c = 0; c < rest; ++c) acc[c] = detail::madd(xi, row[c], acc[c]);
   }
   for (std::int64_t c = 0; c < rest; ++c) y[j + c] = finish(acc[c], alpha, beta, y + j + c);
 }
@@ -542,7 +542,7 @@ inline void dot_finish(const DotRows<T, NR>& sums, std::int64_t kp, std::int64_t
   detail::predux_each<T, NR>(sums.row, lanes);
   for (int r = 0; r < NR; ++r) {
     T sum = lanes[r];
-    for (std::int64_t t = kp; t < k; ++t) sum += b[r * ldb + t] * x[t];
+    for (std::int64_t t = kp; t < k; ++t) sum = detail::madd(b[r * ldb + t], x[t], sum);
     y[r] = finish(sum, alpha, beta, y + r);
   }
 }

@@ -1,14 +1,30 @@
 // src/kernels/predux.hpp — private to src/kernels: the lane sums of several
-// SIMD packets, four at once where the CPU allows, for the dot products of
-// src/kernels/gemm.cpp (a few rows times B^T) and the decoding scores of
-// src/kernels/attention.cpp.
+// SIMD packets, four at once where the CPU allows, and the multiply-add of
+// their scalar tails, for the dot products of src/kernels/gemm.cpp (a few
+// rows times B^T) and the decoding scores of src/kernels/attention.cpp.
 #pragma once
 
+#include <cmath>
 #include <type_traits>
 
 #include "ms/core/detail/eigen.hpp"
 
 namespace ms::kernels::detail {
+
+// a * b + c, rounded once where the CPU has FMA, else twice: the same bits
+// however the compiler treats the loop around it. `c += a * b` may be fused
+// or not: for the Intel Xeon of model 207 (-march=native) GCC 12 multiplied
+// the tails of a group of four rows as one vector and added the products in
+// order, unfused, where a row alone was fused (test_gemm "gemm of one row: a
+// row of B^T gives the same bits in a group as alone").
+template <class T>
+inline T madd(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
 
 #if defined(EIGEN_VECTORIZE_AVX512DQ)
 // The sums of the 16 lanes of a0, a1, a2 and a3, each added in the order of
