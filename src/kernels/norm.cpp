@@ -2,6 +2,7 @@
 #include "ms/kernels/norm.hpp"
 
 #include "float_dispatch.hpp"
+#include "predux.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -72,7 +73,8 @@ void row_stats(const T* const* x, std::int64_t d, T eps, T* mean, T* rstd) {
     }
   for (int r = 0; r < R; ++r) {
     T ss = Eigen::internal::predux(acc[r]);
-    for (std::int64_t j = whole; j < d; ++j) ss += (x[r][j] - mean[r]) * (x[r][j] - mean[r]);
+    for (std::int64_t j = whole; j < d; ++j)
+      ss = detail::madd(x[r][j] - mean[r], x[r][j] - mean[r], ss);
     rstd[r] = T(1) / std::sqrt(ss / static_cast<T>(d) + eps);
   }
 }

@@ -1,7 +1,8 @@
 // src/kernels/predux.hpp — private to src/kernels: the lane sums of several
 // SIMD packets, four at once where the CPU allows, and the multiply-add of
 // their scalar tails, for the dot products of src/kernels/gemm.cpp (a few
-// rows times B^T) and the decoding scores of src/kernels/attention.cpp.
+// rows times B^T), the decoding scores of src/kernels/attention.cpp and the
+// row statistics of src/kernels/norm.cpp.
 #pragma once
 
 #include <cmath>
