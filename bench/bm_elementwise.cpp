@@ -22,6 +22,10 @@
 //   BM_SoftmaxXent_*/nt:N   per-row softmax cross-entropy of [4096, 256] logits (char_lm's
 //                           loss), ms::softmax_cross_entropy against at::cross_entropy_loss
 //                           (reduction None)
+//   BM_LayerNorm_*/nt:N     layer_norm over rows of 192 of [4096, 192] (char_lm's), ms::layer_norm
+//                           against at::layer_norm; bytes: x, y
+//   BM_LayerNormSmall_*/nt:N the same over [256, 192] (in cache: the rows' statistics, not the
+//                           memory, set its speed)
 //   BM_LayerNormGrad_*/nt:N layer_norm's gradients (dx, dgamma, dbeta) over rows of 192 of
 //                           [4096, 192] (char_lm's), the layer_norm_grad op against
 //                           at::native_layer_norm_backward (which reads the forward's saved
@@ -356,6 +360,34 @@ std::vector<ms::Tensor> norm_inputs() {
           bench::random_tensor({kNormRows, kNormCols}, 14)};  // x, gamma, dy
 }
 
+// layer_norm(x, gamma, beta) over `rows` rows of kNormCols.
+void layer_norm_ms(benchmark::State& state, std::int64_t rows) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = bench::random_tensor({rows, kNormCols}, 12),
+                   gamma = bench::random_tensor({kNormCols}, 13),
+                   beta = bench::random_tensor({kNormCols}, 14);
+  result_case(state, 2 * rows * kNormCols, [&] { return ms::layer_norm(x, gamma, beta); });
+}
+void BM_LayerNorm_Ms(benchmark::State& state) { layer_norm_ms(state, kNormRows); }
+void BM_LayerNormSmall_Ms(benchmark::State& state) { layer_norm_ms(state, 256); }
+
+#if MS_BENCH_TORCH
+void layer_norm_torch(benchmark::State& state, std::int64_t rows) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor x = bench::random_tensor({rows, kNormCols}, 12),
+                   gamma = bench::random_tensor({kNormCols}, 13),
+                   beta = bench::random_tensor({kNormCols}, 14);
+  const torch::Tensor tx = bench::to_torch(x), tg = bench::to_torch(gamma),
+                      tb = bench::to_torch(beta);
+  const auto run = [&] { return at::layer_norm(tx, {kNormCols}, tg, tb, 1e-5); };
+  if (!bench::check_same(state, ms::layer_norm(x, gamma, beta), run(), 1e-4)) return;
+  result_case(state, 2 * rows * kNormCols, run);
+}
+void BM_LayerNorm_Torch(benchmark::State& state) { layer_norm_torch(state, kNormRows); }
+void BM_LayerNormSmall_Torch(benchmark::State& state) { layer_norm_torch(state, 256); }
+#endif
+
 void BM_LayerNormGrad_Ms(benchmark::State& state) {
   bench::set_threads(state.range(0));
   const std::vector<ms::Tensor> in = norm_inputs();
@@ -447,6 +479,8 @@ void register_all() {
     MS_REG_PAIR(BM_Gelu, nt);
     MS_REG_PAIR(BM_GeluGrad, nt);
     MS_REG_PAIR(BM_SoftmaxXent, nt);
+    MS_REG_PAIR(BM_LayerNorm, nt);
+    MS_REG_PAIR(BM_LayerNormSmall, nt);
     MS_REG_PAIR(BM_LayerNormGrad, nt);
     MS_REG_PAIR(BM_StridedColumn, nt);
   }
