@@ -23,14 +23,14 @@ struct Hook {
   std::string label;
 };
 
-std::mutex g_mu;
+std::mutex g_hooks_mu;
 std::vector<Hook> g_hooks;  // in registration order
 
 std::vector<Hook> hooks_of(const Tensor& t) {
   std::vector<Hook> out;
   if (!views_whole_storage(t)) return out;
   const std::uint64_t serial = t.storage()->serial();
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_hooks_mu);
   for (const Hook& h : g_hooks)
     if (h.serial == serial && h.dtype == t.dtype() && h.shape == t.shape()) out.push_back(h);
   return out;
@@ -46,13 +46,13 @@ bool views_whole_storage(const Tensor& t) {
 void add_tensor_grad_hook(const Tensor& t, std::uint64_t id, TensorGradHook fn, std::string label) {
   MS_CHECK(static_cast<bool>(fn), ValueError, "register_hook: empty hook function for '", label,
            "'");
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_hooks_mu);
   g_hooks.push_back(
       {t.storage()->serial(), t.dtype(), t.shape(), id, std::move(fn), std::move(label)});
 }
 
 bool remove_tensor_grad_hook(std::uint64_t id) {
-  std::lock_guard lock(g_mu);
+  std::lock_guard lock(g_hooks_mu);
   auto it = std::find_if(g_hooks.begin(), g_hooks.end(), [&](const Hook& h) { return h.id == id; });
   if (it == g_hooks.end()) return false;
   g_hooks.erase(it);

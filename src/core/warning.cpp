@@ -5,12 +5,12 @@
 
 namespace ms {
 namespace {
-std::mutex g_mu;
+std::mutex g_warning_mu;
 WarningHandler g_handler;
 }  // namespace
 
 WarningHandler set_warning_handler(WarningHandler h) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_warning_mu);
   std::swap(g_handler, h);
   return h;
 }
@@ -18,7 +18,7 @@ WarningHandler set_warning_handler(WarningHandler h) {
 void warn(const std::string& text) {
   WarningHandler h;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_warning_mu);
     h = g_handler;
   }
   if (h)

@@ -229,7 +229,7 @@ class PosixFileSystem final : public FileSystem {
   }
 };
 
-std::mutex g_mu;
+std::mutex g_fs_mu;
 
 std::shared_ptr<FileSystem>& active() {
   static std::shared_ptr<FileSystem> fs = posix_file_system();
@@ -274,19 +274,19 @@ bool register_file_system(std::shared_ptr<FileSystem> fs) {
     return false;
   }
   std::shared_ptr<FileSystem> old;  // released after the lock, as in restore_default_file_system
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_fs_mu);
   old = std::exchange(active(), std::move(fs));
   return true;
 }
 
 std::shared_ptr<FileSystem> file_system() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_fs_mu);
   return active();
 }
 
 void restore_default_file_system() {
   std::shared_ptr<FileSystem> old;  // released after the lock
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_fs_mu);
   old = std::exchange(active(), posix_file_system());
 }
 

@@ -25,7 +25,7 @@ constexpr std::uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 constexpr std::uint64_t kMaxI64 =
     static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
-std::string squote(std::string_view s) { return detail::str_cat("'", s, "'"); }
+using detail::squote;
 
 // ------------------------------------------------------------------ descr
 

@@ -57,7 +57,7 @@ struct Plan {
   std::map<std::string, std::string> metadata;
 };
 
-std::string squote(std::string_view s) { return detail::str_cat("'", s, "'"); }
+using detail::squote;
 
 std::string shape_text(const std::vector<std::uint64_t>& dims) {
   std::ostringstream os;

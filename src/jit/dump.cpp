@@ -17,7 +17,7 @@
 
 namespace ms {
 namespace {
-std::mutex g_mu;
+std::mutex g_dump_mu;
 std::set<std::string, std::less<>>& marked() {
   static std::set<std::string, std::less<>> s;
   return s;
@@ -126,7 +126,7 @@ DumpConfig load_config(const std::string& path_or_json) {
   return parse_dump_config(read_text(path_or_json), path_or_json);
 }
 
-// The configuration in use (reads the environment once); call with g_mu held.
+// The configuration in use (reads the environment once); call with g_dump_mu held.
 const std::optional<DumpConfig>& config_locked() {
   ConfigState& st = config_state();
   if (!st.env_read) {
@@ -188,7 +188,7 @@ void set_dump_config(const std::string& path_or_json) {
   std::optional<DumpConfig> cfg;
   if (!path_or_json.empty()) cfg = load_config(path_or_json);
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_dump_mu);
     config_state().env_read = true;
     config_state().config = std::move(cfg);
   }
@@ -196,14 +196,14 @@ void set_dump_config(const std::string& path_or_json) {
 }
 
 std::optional<DumpConfig> dump_config() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   return config_locked();
 }
 
 void set_dump(std::string_view target, bool enabled) {
   ops::op(target);  // ValueError for an unknown op
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_dump_mu);
     if (enabled)
       marked().emplace(target);
     else if (auto it = marked().find(target); it != marked().end())
@@ -213,7 +213,7 @@ void set_dump(std::string_view target, bool enabled) {
 }
 
 bool dump_enabled(std::string_view target) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   const std::optional<DumpConfig>& cfg = config_locked();
   if (!cfg || cfg->dump_mode == 2) return marked().find(target) != marked().end();
   if (cfg->dump_mode == 0) return true;
@@ -223,12 +223,12 @@ bool dump_enabled(std::string_view target) {
 }
 
 void set_dump_dir(const std::filesystem::path& d) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   dir() = d;
 }
 
 std::filesystem::path dump_dir() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   if (const std::optional<DumpConfig>& cfg = config_locked()) return cfg->path / cfg->net_name;
   return dir();
 }
@@ -236,7 +236,7 @@ std::filesystem::path dump_dir() {
 namespace compiler::detail {
 
 DumpSelection dump_selection(std::int64_t it) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   const std::optional<DumpConfig>& cfg = config_locked();
   if (!cfg) return {true, true};
   if (!cfg->iteration_selected(it)) return {};
@@ -245,7 +245,7 @@ DumpSelection dump_selection(std::int64_t it) {
 }
 
 bool cell_dumps_active() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   const std::optional<DumpConfig>& cfg = config_locked();
   return !cfg || cfg->dump_mode == 2;
 }
@@ -255,7 +255,7 @@ const std::string& current_dump_scope() { return t_scope; }
 std::int64_t enter_dump_scope(const void* cell, const std::string& name, bool eager) {
   t_scopes.emplace_back(cell, name);
   t_scope += (t_scope.empty() ? "" : "-") + name;
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   return eager ? cell_calls()[cell]++ : cell_calls()[cell];
 }
 
@@ -272,7 +272,7 @@ bool in_dump_scope(const void* cell) {
 }
 
 void forget_dump_cell(const void* cell) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   cell_calls().erase(cell);
 }
 
@@ -284,7 +284,7 @@ DumpWriter& writer() {
 }  // namespace
 
 DumpWriter set_dump_writer(DumpWriter w) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::lock_guard<std::mutex> lock(g_dump_mu);
   std::swap(writer(), w);
   return w;
 }
@@ -294,7 +294,7 @@ void dump_tensor(const Tensor& t, const std::string& name) {
   const std::string path = (d / (name + ".npy")).string();
   DumpWriter write;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    std::lock_guard<std::mutex> lock(g_dump_mu);
     write = writer();
   }
   MS_CHECK(static_cast<bool>(write), ValueError, "set_dump: cannot write ", path,

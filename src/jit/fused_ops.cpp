@@ -18,8 +18,6 @@ namespace {
 
 using ops::TensorType;
 
-bool known(std::int64_t d) { return d >= 0; }
-
 bool fusable_dtype(DType t) {
   return t == DType::Float32 || t == DType::Float64 || t == DType::Int32 || t == DType::Int64;
 }
@@ -50,9 +48,10 @@ std::vector<TensorType> Conv2dFused::infer(const Attrs& a, std::span<const Tenso
   if (a.max_pool2x2) {
     const Shape& out = result[0].shape;
     const std::int64_t n = out[0], o = out[1], oh = out[2], ow = out[3];
-    MS_CHECK((!known(oh) || oh >= 2) && (!known(ow) || ow >= 2), ShapeError, name,
+    MS_CHECK((!is_known_dim(oh) || oh >= 2) && (!is_known_dim(ow) || ow >= 2), ShapeError, name,
              ": the fused max_pool2x2 needs an output of at least 2x2, got ", out);
-    const Shape pooled{n, o, known(oh) ? oh / 2 : kAnyDim, known(ow) ? ow / 2 : kAnyDim};
+    const Shape pooled{n, o, is_known_dim(oh) ? oh / 2 : kAnyDim,
+                       is_known_dim(ow) ? ow / 2 : kAnyDim};
     result.push_back({dt, pooled});
     if (a.max_pool2x2_index) result.push_back({DType::UInt8, pooled});
   }
@@ -131,8 +130,9 @@ std::vector<TensorType> MaxPool2x2GradIndex::infer(const Attrs& a, std::span<con
   Shape out = gs;
   for (std::size_t k = 0; k < 2; ++k) {
     std::int64_t& d = out[out.size() - 2 + k];
-    MS_CHECK(!known(d) || d == hw[k] / 2, ShapeError, name, ": grad_out ", gs, " must end in [",
-             hw[0] / 2, ", ", hw[1] / 2, "] for input_hw ", Shape(hw), " (2x2 windows, stride 2)");
+    MS_CHECK(!is_known_dim(d) || d == hw[k] / 2, ShapeError, name, ": grad_out ", gs,
+             " must end in [", hw[0] / 2, ", ", hw[1] / 2, "] for input_hw ", Shape(hw),
+             " (2x2 windows, stride 2)");
     d = hw[k];
   }
   if (out.is_static()) shape_numel(out, std::string(name) + ": output");
@@ -170,7 +170,8 @@ std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const Tensor
   MS_CHECK(in[2].dtype == DType::Float32, TypeError, name, ": bias dtype ", in[2].dtype,
            " must be float32");
   const std::int64_t n = in[1].shape[1];
-  MS_CHECK(in[2].shape.rank() == 1 && (!known(n) || !known(in[2].shape[0]) || in[2].shape[0] == n),
+  MS_CHECK(in[2].shape.rank() == 1 &&
+               (!is_known_dim(n) || !is_known_dim(in[2].shape[0]) || in[2].shape[0] == n),
            ShapeError, name, ": bias ", in[2].shape, " must be [", n, "] (rhs's columns)");
   return out;
 }

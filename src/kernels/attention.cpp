@@ -125,11 +125,11 @@ void prefetch_rows(const Rows<const S>& r, std::int64_t b, std::int64_t rows, st
 // apart, so that Eigen's vectorized loops (whose scalar head and tail depend
 // on a row's address) round alike on every call and thread.
 template <class T>
-struct Scratch {
+struct BlockScratch {
   std::int64_t ld = 0;
   std::vector<T> mem;
   T* base = nullptr;
-  Scratch(std::int64_t rows, std::int64_t cols) : ld(padded<T>(cols)) {
+  BlockScratch(std::int64_t rows, std::int64_t cols) : ld(padded<T>(cols)) {
     mem.resize(static_cast<std::size_t>(rows * ld + kAlign / static_cast<std::int64_t>(sizeof(T))));
     const auto addr = reinterpret_cast<std::uintptr_t>(mem.data());
     base = mem.data() + (kAlign - addr % kAlign) % kAlign / sizeof(T);
@@ -326,7 +326,7 @@ class Products {
 // kKeys keys made on first use and kept while the chunk stays on the problem.
 template <class T>
 struct Transposed {
-  Scratch<T> t;
+  BlockScratch<T> t;
   std::int64_t tk = 0, problem = -1;
   std::vector<bool> done;
   Transposed(std::int64_t cols, std::int64_t tk_)
@@ -361,7 +361,7 @@ struct Transposed {
 template <class T>
 struct Work {
   std::int64_t e, ev, tk;
-  Scratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
+  BlockScratch<T> qb, kb, vb, gb, s, dp, acc, acc2;
   Transposed<T> kt, vt;
   std::vector<T> mx, l;
   std::vector<T> ds;  // one problem's dS (backward_t, when it keeps it)

@@ -22,6 +22,7 @@
 #include <cpuid.h>
 #endif
 
+#include "ceil_div.hpp"
 #include "conv_libxsmm.hpp"
 #include "conv_narrow.hpp"
 #include "ms/core/tensor.hpp"
@@ -37,8 +38,7 @@ namespace {
 // (the parallelism of the weight gradient when groups == 1).
 constexpr std::int64_t kWeightChunks = 8;
 
-// ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
+using detail::ceil_div;
 
 // What the whole-row fast paths of im2col_cols / col2im_cols need about the
 // im2col rows of kernel tap `tap` = (i, j) (the same for every channel) over

@@ -62,8 +62,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b !=
 // libxsmm's sizes and leading dimensions are ints; offsets stay far below.
 bool fits_int(std::int64_t v) { return v >= 0 && v < (std::int64_t{1} << 30); }
 
-using SKernel = libxsmm_smmfunction_reducebatch_addr;
-using BKernel = libxsmm_bsmmfunction_reducebatch_addr;
+using BatchSKernel = libxsmm_smmfunction_reducebatch_addr;
+using BatchBKernel = libxsmm_bsmmfunction_reducebatch_addr;
 
 // The few kernels one convolution needs (full and edge sizes), generated
 // before any parallel region and looked up by size inside it.
@@ -93,7 +93,7 @@ struct KernelSet {
     const int fl = flags | (beta1 ? 0 : LIBXSMM_GEMM_FLAG_BETA_0);
     const int prefetch = LIBXSMM_PREFETCH_NONE;
     Fn fn = nullptr;
-    if constexpr (std::is_same_v<Fn, SKernel>)
+    if constexpr (std::is_same_v<Fn, BatchSKernel>)
       fn = libxsmm_smmdispatch_reducebatch_addr(
           static_cast<libxsmm_blasint>(m), static_cast<libxsmm_blasint>(n),
           static_cast<libxsmm_blasint>(k), &ia, &ib, &ic, &alpha, &beta, &fl, &prefetch);
@@ -348,7 +348,7 @@ WgtPlan wgt_plan(const Conv2dGeometry& g) {
 
 // The partial dW of one chunk of images: dwt [groups, taps, cg, og] (ld og).
 void wgt_chunk(const float* x, const float* gy, const Conv2dGeometry& g, const WgtPlan& p,
-               const KernelSet<SKernel>& ks, std::int64_t chunk, float* pad, float* gcl,
+               const KernelSet<BatchSKernel>& ks, std::int64_t chunk, float* pad, float* gcl,
                const float** a, const float** b, float* dwt) {
   const FwdPlan& f = p.f;
   const std::int64_t pos = g.oh * g.ow;
@@ -417,7 +417,7 @@ bool conv_direct_forward(const float* x, const float* w, const float* bias, floa
   const FwdPlan p = fwd_plan(g, 1);
   Tensor wt = empty(Shape{g.groups * p.taps * p.og * p.cgp}, DType::Float32);
   weights_for_forward(w, g, p, false, wt.data<float>());
-  return fwd_run<float, SKernel>(x, wt.data<float>(), bias, y, g, p, 1, 0, relu, done);
+  return fwd_run<float, BatchSKernel>(x, wt.data<float>(), bias, y, g, p, 1, 0, relu, done);
 }
 
 bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias,
@@ -426,8 +426,8 @@ bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const fl
   const FwdPlan p = fwd_plan(g, 2);
   Tensor wt = empty(Shape{g.groups * p.taps * p.og * p.cgp}, DType::BFloat16);
   weights_for_forward(w, g, p, false, wt.data<bfloat16_t>());
-  return fwd_run<bfloat16_t, BKernel>(x, wt.data<bfloat16_t>(), bias, y, g, p, 2,
-                                      LIBXSMM_GEMM_FLAG_VNNI_A, false, nullptr);
+  return fwd_run<bfloat16_t, BatchBKernel>(x, wt.data<bfloat16_t>(), bias, y, g, p, 2,
+                                           LIBXSMM_GEMM_FLAG_VNNI_A, false, nullptr);
 }
 
 bool conv_direct_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g) {
@@ -436,7 +436,8 @@ bool conv_direct_grad_input(const float* gy, const float* w, float* dx, const Co
   const FwdPlan p = fwd_plan(a, 1);
   Tensor wt = empty(Shape{a.groups * p.taps * p.og * p.cgp}, DType::Float32);
   weights_for_forward(w, a, p, true, wt.data<float>());
-  return fwd_run<float, SKernel>(gy, wt.data<float>(), nullptr, dx, a, p, 1, 0, false, nullptr);
+  return fwd_run<float, BatchSKernel>(gy, wt.data<float>(), nullptr, dx, a, p, 1, 0, false,
+                                      nullptr);
 }
 
 bool conv_direct_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
@@ -446,15 +447,15 @@ bool conv_direct_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bflo
   const FwdPlan p = fwd_plan(a, 2);
   Tensor wt = empty(Shape{a.groups * p.taps * p.og * p.cgp}, DType::BFloat16);
   weights_for_forward(w, a, p, true, wt.data<bfloat16_t>());
-  return fwd_run<bfloat16_t, BKernel>(gy, wt.data<bfloat16_t>(), nullptr, dx, a, p, 2,
-                                      LIBXSMM_GEMM_FLAG_VNNI_A, false, nullptr);
+  return fwd_run<bfloat16_t, BatchBKernel>(gy, wt.data<bfloat16_t>(), nullptr, dx, a, p, 2,
+                                           LIBXSMM_GEMM_FLAG_VNNI_A, false, nullptr);
 }
 
 bool conv_direct_grad_weight(const float* x, const float* gy, float* dw, const Conv2dGeometry& g) {
   if (!conv_direct_fits(g, ConvPass::GradWeight)) return false;
   const WgtPlan p = wgt_plan(g);
   const FwdPlan& f = p.f;
-  KernelSet<SKernel> ks;
+  KernelSet<BatchSKernel> ks;
   const std::int64_t bos[2] = {p.bo, f.og - (p.oblocks - 1) * p.bo},
                      bcs[2] = {p.bc, f.cg - (p.cblocks - 1) * p.bc};
   for (std::int64_t m : bos)

@@ -13,6 +13,7 @@
 #include <immintrin.h>
 #endif
 
+#include "ceil_div.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms::kernels {
@@ -23,8 +24,7 @@ namespace {
 struct TapRange {
   std::int64_t lo, hi;
 };
-// ceil(a / b) for a >= 0, b > 0, without overflow for b near 2^63.
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return a / b + (a % b != 0); }
+using detail::ceil_div;
 
 TapRange tap_range(std::int64_t start, std::int64_t step, std::int64_t taps, std::int64_t size) {
   std::int64_t lo = start >= 0 ? 0 : ceil_div(-start, step);

@@ -16,7 +16,7 @@ namespace {
 
 using P = ::onnx::TensorProto;
 namespace fs = std::filesystem;
-constexpr std::string_view kApi = "GraphCell";
+constexpr std::string_view kGraphCell = "GraphCell";
 
 /// One tensor's `external_data` entries, parsed.
 struct ExtRef {
@@ -28,8 +28,8 @@ struct ExtRef {
 std::uint64_t parse_count(const std::string& key, const std::string& v, const std::string& what) {
   std::uint64_t n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  MS_CHECK(!v.empty() && ec == std::errc() && end == v.data() + v.size(), ValueError, kApi, ": ",
-           what, ": external_data '", key, "' is '", v,
+  MS_CHECK(!v.empty() && ec == std::errc() && end == v.data() + v.size(), ValueError, kGraphCell,
+           ": ", what, ": external_data '", key, "' is '", v,
            "'; it must be a non-negative decimal number below 2^64");
   return n;
 }
@@ -39,16 +39,16 @@ ExtRef parse_ref(const P& t, const std::string& what) {
   std::set<std::string> seen;
   for (const auto& e : t.external_data()) {
     const std::string& k = e.key();
-    MS_CHECK(k == "location" || k == "offset" || k == "length" || k == "checksum", ValueError, kApi,
-             ": ", what, " has the external_data key '", k,
+    MS_CHECK(k == "location" || k == "offset" || k == "length" || k == "checksum", ValueError,
+             kGraphCell, ": ", what, " has the external_data key '", k,
              "', which ONNX does not define (location, offset, length, checksum)");
-    MS_CHECK(seen.insert(k).second, ValueError, kApi, ": ", what, " gives the external_data key '",
-             k, "' twice");
+    MS_CHECK(seen.insert(k).second, ValueError, kGraphCell, ": ", what,
+             " gives the external_data key '", k, "' twice");
     if (k == "location") r.location = e.value();
     if (k == "offset") r.offset = parse_count(k, e.value(), what);
     if (k == "length") r.length = parse_count(k, e.value(), what);
   }
-  MS_CHECK(seen.count("location") == 1, ValueError, kApi, ": ", what,
+  MS_CHECK(seen.count("location") == 1, ValueError, kGraphCell, ": ", what,
            " keeps its data in an external file but names none (no external_data 'location')");
   return r;
 }
@@ -56,13 +56,14 @@ ExtRef parse_ref(const P& t, const std::string& what) {
 /// `location` made relative to the model's directory, lexically normal; ValueError
 /// for an empty or absolute location or one that leaves the directory.
 fs::path checked_relative(const std::string& location, const std::string& what) {
-  MS_CHECK(!location.empty() && location.find('\0') == std::string::npos, ValueError, kApi, ": ",
-           what, ": the external data location '", location, "' is empty or holds a NUL byte");
+  MS_CHECK(!location.empty() && location.find('\0') == std::string::npos, ValueError, kGraphCell,
+           ": ", what, ": the external data location '", location,
+           "' is empty or holds a NUL byte");
   const fs::path p(location);
-  MS_CHECK(!p.has_root_path(), ValueError, kApi, ": ", what, ": the external data location '",
+  MS_CHECK(!p.has_root_path(), ValueError, kGraphCell, ": ", what, ": the external data location '",
            location, "' is absolute; ONNX locations are relative to the model's directory");
   const fs::path n = p.lexically_normal();
-  MS_CHECK(n.empty() || *n.begin() != "..", ValueError, kApi, ": ", what,
+  MS_CHECK(n.empty() || *n.begin() != "..", ValueError, kGraphCell, ": ", what,
            ": the external data location '", location, "' leaves the model's directory ('..')");
   return n;
 }
@@ -74,13 +75,13 @@ std::string check_inside(const std::string& dir, const std::string& full,
                          const std::string& location, const std::string& what) {
   std::error_code ec;
   const fs::path file = fs::canonical(full, ec);
-  MS_CHECK(!ec, ValueError, kApi, ": ", what, ": the external data file '", location, "' ('", full,
-           "') cannot be resolved: ", ec.message());
+  MS_CHECK(!ec, ValueError, kGraphCell, ": ", what, ": the external data file '", location, "' ('",
+           full, "') cannot be resolved: ", ec.message());
   const fs::path base = fs::canonical(dir, ec);
-  MS_CHECK(!ec, ValueError, kApi, ": ", what, ": the model's directory '", dir,
+  MS_CHECK(!ec, ValueError, kGraphCell, ": ", what, ": the model's directory '", dir,
            "' cannot be resolved: ", ec.message());
   const fs::path rel = file.lexically_relative(base);
-  MS_CHECK(!rel.empty() && *rel.begin() != ".." && rel != ".", ValueError, kApi, ": ", what,
+  MS_CHECK(!rel.empty() && *rel.begin() != ".." && rel != ".", ValueError, kGraphCell, ": ", what,
            ": the external data file '", location, "' resolves to '", file.string(),
            "', outside the model's directory '", base.string(), "' (a symlink)");
   return file.string();
@@ -99,19 +100,20 @@ ExternalReader::~ExternalReader() = default;
 
 bool ExternalReader::is_external(const P& t, const std::string& what) {
   const bool ext = t.data_location() == P::EXTERNAL;
-  MS_CHECK(ext || t.external_data_size() == 0, ValueError, kApi, ": ", what,
+  MS_CHECK(ext || t.external_data_size() == 0, ValueError, kGraphCell, ": ", what,
            " has external_data entries but its data_location is not EXTERNAL");
   MS_CHECK(
       !ext || (!t.has_raw_data() && t.float_data_size() == 0 && t.int32_data_size() == 0 &&
                t.int64_data_size() == 0 && t.double_data_size() == 0 && t.uint64_data_size() == 0),
-      ValueError, kApi, ": ", what, " keeps its data in an external file and inside the model");
+      ValueError, kGraphCell, ": ", what,
+      " keeps its data in an external file and inside the model");
   return ext;
 }
 
 const ExternalReader::File& ExternalReader::open(const std::string& location,
                                                  const std::string& what) {
-  MS_CHECK(!dir_.empty(), ValueError, kApi, ": ", what, " keeps its data in an external file ('",
-           location,
+  MS_CHECK(!dir_.empty(), ValueError, kGraphCell, ": ", what,
+           " keeps its data in an external file ('", location,
            "'), which is resolved against the model's directory: a model loaded from bytes "
            "needs a path (load it from its file, or set GraphCellOptions::external_data_dir)");
   const fs::path rel = checked_relative(location, what);
@@ -122,7 +124,7 @@ const ExternalReader::File& ExternalReader::open(const std::string& location,
   try {
     f->in = std::make_unique<io::InputFile>(f->path);
   } catch (const Error& e) {
-    ::ms::detail::raise<ValueError>(kApi, ": ", what, ": the external data file '", location,
+    ::ms::detail::raise<ValueError>(kGraphCell, ": ", what, ": the external data file '", location,
                                     "' cannot be read: ", e.what());
   }
   return *files_.emplace(rel.string(), std::move(f)).first->second;
@@ -132,14 +134,14 @@ Tensor ExternalReader::read(const P& t, DType dt, std::int64_t numel, const std:
   const ExtRef r = parse_ref(t, what);
   const File& f = open(r.location, what);
   const std::uint64_t size = f.in->size();
-  MS_CHECK(r.offset <= size, ValueError, kApi, ": ", what, ": external data offset ", r.offset,
-           " is past the end of '", r.location, "' (", size, " bytes)");
+  MS_CHECK(r.offset <= size, ValueError, kGraphCell, ": ", what, ": external data offset ",
+           r.offset, " is past the end of '", r.location, "' (", size, " bytes)");
   const std::uint64_t length = r.length.value_or(size - r.offset);
-  MS_CHECK(length <= size - r.offset, ValueError, kApi, ": ", what, ": external data offset ",
+  MS_CHECK(length <= size - r.offset, ValueError, kGraphCell, ": ", what, ": external data offset ",
            r.offset, " + length ", length, " is past the end of '", r.location, "' (", size,
            " bytes)");
   const auto want = static_cast<std::uint64_t>(numel * dtype_itemsize(dt));
-  MS_CHECK(length == want, ValueError, kApi, ": ", what, " has ", length,
+  MS_CHECK(length == want, ValueError, kGraphCell, ": ", what, " has ", length,
            " bytes of external data in '", r.location, "', its dims and type need ", want);
   Tensor out = empty(Shape(std::vector<std::int64_t>(t.dims().begin(), t.dims().end())), dt);
   if (want > 0) f.in->read_at(r.offset, out.raw_data(), static_cast<std::size_t>(want));

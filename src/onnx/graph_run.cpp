@@ -248,7 +248,7 @@ void batch_norm(Ctx& c) {
   shape[1] = c.in(0).shape()[1];
   auto r = [&](std::size_t i) { return reshape(c.in(i), Shape(shape)); };
   const double eps = c.attr_f("epsilon", 1e-5);
-  const Tensor inv = Tensor(r(1) * rsqrt(r(4) + eps));
+  const Tensor inv = Tensor(r(1) * ms::rsqrt(r(4) + eps));
   c.out(0, Tensor((c.in(0) - r(3)) * inv + r(2)));
 }
 void layer_norm(Ctx& c) {
@@ -259,7 +259,7 @@ void layer_norm(Ctx& c) {
   const Tensor& x = c.in(0);
   const Tensor m = mean(x, axes, true);
   const Tensor d = Tensor(x - m);
-  const Tensor inv = Tensor(rsqrt(mean(Tensor(square(d)), axes, true) + eps));
+  const Tensor inv = Tensor(ms::rsqrt(mean(Tensor(ms::square(d)), axes, true) + eps));
   Tensor y = Tensor(d * inv * c.in(1));
   if (c.has(2)) y = Tensor(y + c.in(2));
   c.out(0, y);

@@ -33,11 +33,10 @@ using TensorList = std::vector<Tensor>;
 
 constexpr std::string_view kOp = "scaled_dot_product_attention";
 
-std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
-bool known(std::int64_t d) { return d >= 0; }
+using detail::u;
 
 // a and b agree unless both are known and differ; the known one wins.
-std::int64_t merge_dim(std::int64_t a, std::int64_t b) { return known(a) ? a : b; }
+std::int64_t merge_dim(std::int64_t a, std::int64_t b) { return is_known_dim(a) ? a : b; }
 
 void check_dtypes(Types in) {
   const DType dt = in[0].dtype;
@@ -64,18 +63,18 @@ Shape check_ranks(Types in) {
   for (std::size_t d = 0; d < lead.size(); ++d) {
     for (std::size_t i = 1; i < 3; ++i) {
       const std::int64_t a = q[d], b = in[i].shape[d];
-      MS_CHECK(!known(a) || !known(b) || a == b, ShapeError, kOp, ": leading dims of q ", q,
-               " and ", names[i], " ", in[i].shape, " differ at axis ", d, " (", a, " vs ", b,
-               "; attention does not broadcast them)");
+      MS_CHECK(!is_known_dim(a) || !is_known_dim(b) || a == b, ShapeError, kOp,
+               ": leading dims of q ", q, " and ", names[i], " ", in[i].shape, " differ at axis ",
+               d, " (", a, " vs ", b, "; attention does not broadcast them)");
     }
     lead[d] = merge_dim(q[d], merge_dim(k[d], v[d]));
   }
   const std::int64_t e = q[u(q.rank() - 1)], ek = k[u(k.rank() - 1)];
-  MS_CHECK(!known(e) || !known(ek) || e == ek, ShapeError, kOp, ": q ", q, " and k ", k,
-           ": feature sizes E differ (", e, " vs ", ek, ")");
+  MS_CHECK(!is_known_dim(e) || !is_known_dim(ek) || e == ek, ShapeError, kOp, ": q ", q, " and k ",
+           k, ": feature sizes E differ (", e, " vs ", ek, ")");
   const std::int64_t tk = k[u(k.rank() - 2)], tv = v[u(v.rank() - 2)];
-  MS_CHECK(!known(tk) || !known(tv) || tk == tv, ShapeError, kOp, ": k ", k, " and v ", v,
-           ": key counts Tk differ (", tk, " vs ", tv, ")");
+  MS_CHECK(!is_known_dim(tk) || !is_known_dim(tv) || tk == tv, ShapeError, kOp, ": k ", k,
+           " and v ", v, ": key counts Tk differ (", tk, " vs ", tv, ")");
   return Shape(std::move(lead));
 }
 
@@ -89,9 +88,9 @@ void check_mask(const TensorType& m, DType dt, const Shape& scores) {
            scores.rank(), ")");
   for (std::int64_t d = 1; d <= s.rank(); ++d) {
     const std::int64_t md = s[u(s.rank() - d)], sd = scores[u(scores.rank() - d)];
-    MS_CHECK(md == 1 || !known(md) || !known(sd) || md == sd, ShapeError, kOp, ": mask of shape ",
-             s, " does not broadcast to the scores' shape ", scores, " [..., Tq, Tk]: axis ", -d,
-             " has size ", md, " (expected ", sd, " or 1)");
+    MS_CHECK(md == 1 || !is_known_dim(md) || !is_known_dim(sd) || md == sd, ShapeError, kOp,
+             ": mask of shape ", s, " does not broadcast to the scores' shape ", scores,
+             " [..., Tq, Tk]: axis ", -d, " has size ", md, " (expected ", sd, " or 1)");
   }
 }
 
@@ -123,9 +122,7 @@ TypeList forward_types(const AttentionAttrs& a, Types in) {
 }
 
 Tensor alloc(const TensorType& t) {
-  const std::int64_t bytes = shape_nbytes(shape_numel(t.shape, kOp), dtype_itemsize(t.dtype), kOp);
-  return Tensor(Storage::allocate(bytes, "scaled_dot_product_attention"), t.dtype, t.shape,
-                shape_contiguous_strides(t.shape, kOp), 0);
+  return detail::alloc_output(t, "scaled_dot_product_attention");
 }
 
 // The kernels' view of a call whose inputs `in` (q, k, v, then `rest`
@@ -150,7 +147,7 @@ kernels::AttentionProblem problem(const AttentionAttrs& a, Inputs in, std::size_
   return p;
 }
 
-Tensor dense(const Tensor& t) { return ::ms::detail::to_dense(t, t.dtype()); }
+using detail::dense;
 
 // q, k, v, dout as the kernels read them: any view whose rows are dense (the
 // heads of a [B, T, H, D] tensor seen as [B, H, T, D]) as it is, else a copy.
@@ -229,7 +226,8 @@ TypeList grad_types(const AttentionAttrs& a, Types in, std::string_view api) {
               want[i]->shape.is_any_rank();
     for (std::size_t d = 0;
          ok && !g.shape.is_any_rank() && !want[i]->shape.is_any_rank() && d < g.shape.size(); ++d)
-      ok = !known(g.shape[d]) || !known(want[i]->shape[d]) || g.shape[d] == want[i]->shape[d];
+      ok = !is_known_dim(g.shape[d]) || !is_known_dim(want[i]->shape[d]) ||
+           g.shape[d] == want[i]->shape[d];
     MS_CHECK(ok, ShapeError, api, ": ", names[i], " has shape ", g.shape, ", expected ",
              want[i]->shape);
   }
@@ -272,8 +270,6 @@ Naive naive_backward(const AttentionAttrs& a, Inputs in) {
   return n;
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return a.defined() ? a + b : b; }
-
 // The gradients of the backward's inputs q, k, v, dout, lse, delta (and a
 // floating mask) from those of dq, dk, dv (and the mask's gradient; any may
 // be undefined), by differentiating the recomposition by hand.
@@ -283,32 +279,32 @@ TensorList naive_vjp(const AttentionAttrs& a, Inputs in, const Tensor& gq, const
   const DType st = n.p.dtype();
   Tensor dq, dk, dv, ddout, gds, gp;
   if (gq.defined()) {
-    gds = add(gds, matmul(gq.to(st), n.k.transpose(-2, -1)) * n.scale);
-    dk = add(dk, matmul(n.ds.transpose(-2, -1), gq.to(st)) * n.scale);
+    gds = detail::add_defined(gds, matmul(gq.to(st), n.k.transpose(-2, -1)) * n.scale);
+    dk = detail::add_defined(dk, matmul(n.ds.transpose(-2, -1), gq.to(st)) * n.scale);
   }
   if (gk.defined()) {
-    gds = add(gds, matmul(n.q, gk.to(st).transpose(-2, -1)) * n.scale);
-    dq = add(dq, matmul(n.ds, gk.to(st)) * n.scale);
+    gds = detail::add_defined(gds, matmul(n.q, gk.to(st).transpose(-2, -1)) * n.scale);
+    dq = detail::add_defined(dq, matmul(n.ds, gk.to(st)) * n.scale);
   }
   if (gv.defined()) {
     gp = matmul(n.dout, gv.to(st).transpose(-2, -1));
     ddout = matmul(n.p, gv.to(st));
   }
-  if (gm.defined()) gds = add(gds, gm.to(st) + zeros_like(n.ds));
+  if (gm.defined()) gds = detail::add_defined(gds, gm.to(st) + zeros_like(n.ds));
   Tensor ddelta;
   if (gds.defined()) {
-    gp = add(gp, gds * (n.dp - unsqueeze(n.delta, -1)));
+    gp = detail::add_defined(gp, gds * (n.dp - unsqueeze(n.delta, -1)));
     const Tensor gdp = gds * n.p;
     ddelta = -sum(gdp, {-1});
-    ddout = add(ddout, matmul(gdp, n.v));
+    ddout = detail::add_defined(ddout, matmul(gdp, n.v));
     dv = matmul(gdp.transpose(-2, -1), n.dout);
   }
   TensorList g{dq, dk, dv, ddout, Tensor(), ddelta};
   if (in.size() > 6) g.emplace_back();
   if (!gp.defined()) return g;
   const Tensor gs = gp * n.p;
-  g[0] = add(dq, matmul(gs, n.k) * n.scale);
-  g[1] = add(dk, matmul(gs.transpose(-2, -1), n.q) * n.scale);
+  g[0] = detail::add_defined(dq, matmul(gs, n.k) * n.scale);
+  g[1] = detail::add_defined(dk, matmul(gs.transpose(-2, -1), n.q) * n.scale);
   g[4] = -sum(gs, {-1});
   if (in.size() > 6 && in[6].dtype() != bool_) g[6] = detail::sum_to(gs, in[6].shape());
   return g;
@@ -402,7 +398,7 @@ namespace {
 using A = AttentionAttrs;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor f64(std::initializer_list<std::initializer_list<Scalar>> v) { return tensor(v, float64); }
+using detail::f64;
 
 // v = [[1, 2], [3, 4], [5, 6]]: with q = 0 every kept key weighs the same,
 // so out is the mean of the kept rows of v and lse the log of their count.
@@ -445,9 +441,7 @@ std::vector<Sample> valued_samples() {
   };
 }
 
-Tensor rnd(const Shape& s, unsigned seed, DType dt = float64) {
-  return ::ms::ops::detail::sample_tensor(s, seed, -1.5, 1.5, dt);
-}
+using detail::rnd;
 
 Sample graded(std::string label, std::vector<Tensor> in, const A& a) {
   return ::ms::ops::detail::sample(std::move(label), std::move(in), a, {}, {0, 1, 2});

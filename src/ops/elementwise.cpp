@@ -14,6 +14,8 @@
 
 namespace ms::ops::detail {
 
+Tensor add_defined(const Tensor& a, const Tensor& b) { return a.defined() ? a + b : b; }
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const std::int64_t lead = g.rank() - shape.rank();

@@ -40,7 +40,7 @@ constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
 // split: more outputs than this is certainly a mistake (and would exhaust memory).
 constexpr std::int64_t kMaxSplitOutputs = std::int64_t{1} << 24;
 
-std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
+using ops::detail::u;
 
 void check_packed(DType t, std::string_view op, std::string_view arg) {
   MS_CHECK(t != DType::Int4, TypeError, op, ": ", arg,
@@ -119,12 +119,7 @@ auto axis_of_x(std::int64_t ax, const Shape& shape) {
   return [ax, &shape] { return detail::str_cat("axis ", ax, " of x with shape ", shape); };
 }
 
-// A dense output; an allocation over the cap is a MemoryError naming the op.
-Tensor alloc(const TensorType& t, const char* op) {
-  const std::int64_t bytes = shape_nbytes(shape_numel(t.shape, op), dtype_itemsize(t.dtype), op);
-  return Tensor(Storage::allocate(bytes, op), t.dtype, t.shape,
-                shape_contiguous_strides(t.shape, op), 0);
-}
+using ops::detail::alloc_output;
 
 // ---------------------------------------------------------------- views
 
@@ -471,7 +466,7 @@ TensorList eval_concat(Inputs in, const ops::Concat::Attrs& a) {
   std::vector<bool> skip(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) skip[i] = concat_skipped(types[i]);
   if (std::optional<Tensor> v = concat_view(in, skip, p.axis, p.out)) return {*v};
-  Tensor out = alloc(p.out, "concat");
+  Tensor out = alloc_output(p.out, "concat");
   if (out.numel() == 0) return {out};
   copy_blocks(in, skip, p.axis, out, prod(out.shape(), 0, u(p.axis)));
   return {out};
@@ -510,7 +505,7 @@ TypeList infer_stack(Types in, const ops::Stack::Attrs& a) { return {plan_stack(
 
 TensorList eval_stack(Inputs in, const ops::Stack::Attrs& a) {
   const StackPlan p = plan_stack(ops::types_of(in), a);
-  Tensor out = alloc(p.out, "stack");
+  Tensor out = alloc_output(p.out, "stack");
   if (out.numel() == 0) return {out};
   // Each input is one block per row of the output's leading axes [:axis].
   copy_blocks(in, std::vector<bool>(in.size(), false), p.axis, out,
@@ -715,7 +710,7 @@ TypeList infer_one_hot(Types in, const ops::OneHot::Attrs& a) {
 
 TensorList eval_one_hot(Inputs in, const ops::OneHot::Attrs& a) {
   const TypeList t = infer_one_hot(ops::types_of(in), a);
-  Tensor out = alloc(t[0], "one_hot");
+  Tensor out = alloc_output(t[0], "one_hot");
   const Tensor index = in[0].contiguous();
   const std::int64_t classes = t[0].shape.dims().back();
   // Before the empty-output return: with num_classes 0 every index is out of
@@ -806,7 +801,7 @@ TypeList infer_pad(Types in, const ops::Pad::Attrs& a) { return {plan_pad(in[0],
 
 TensorList eval_pad(Inputs in, const ops::Pad::Attrs& a) {
   const PadPlan p = plan_pad(ops::types_of(in)[0], a);
-  Tensor out = alloc(p.out, "pad");
+  Tensor out = alloc_output(p.out, "pad");
   const Tensor fill = full({}, Scalar(p.value), p.out.dtype);
   kernels::pad(in[0], p.before, p.mode, fill, out);
   return {out};
@@ -823,7 +818,7 @@ TypeList infer_cast(Types in, const ops::Cast::Attrs& a) {
 TensorList eval_cast(Inputs in, const ops::Cast::Attrs& a) {
   const TypeList t = infer_cast(ops::types_of(in), a);
   if (in[0].dtype() == t[0].dtype && in[0].is_contiguous()) return {in[0]};
-  Tensor out = alloc(t[0], "cast");
+  Tensor out = alloc_output(t[0], "cast");
   kernels::cast(in[0], out);
   return {out};
 }
@@ -846,7 +841,7 @@ TypeList Gather::infer(const Attrs& a, Types in) {
 
 TensorList Gather::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "gather");  // first: over the cap fails before any scan
+  Tensor out = alloc_output(t[0], "gather");  // first: over the cap fails before any scan
   const Tensor &x = in[0], index = in[1].contiguous();
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "gather");
@@ -874,7 +869,7 @@ TypeList IndexSelect::infer(const Attrs& a, Types in) {
 
 TensorList IndexSelect::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "index_select");  // first: over the cap fails before any scan
+  Tensor out = alloc_output(t[0], "index_select");  // first: over the cap fails before any scan
   const Tensor &x = in[0], index = in[1].contiguous();
   const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_select");
   check_index_values(index, x.shape()[u(ax)], "index_select", "index", axis_of_x(ax, x.shape()));
@@ -956,7 +951,7 @@ void index_copy_into(Tensor out, const IndexCopy::Attrs& a, Inputs in) {
 
 TensorList IndexCopy::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "index_copy");
+  Tensor out = alloc_output(t[0], "index_copy");
   index_copy_into(out, a, in);
   return {out};
 }
@@ -986,7 +981,7 @@ TypeList Scatter::infer(const Attrs& a, Types in) {
 
 TensorList Scatter::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "scatter");
+  Tensor out = alloc_output(t[0], "scatter");
   const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "scatter");
@@ -1083,6 +1078,7 @@ TensorList IndexSelectGrad::vjp(const Attrs& a, const GradContext& c) {
   return {index_select(c.out_grads[0], a.axis, c.inputs[1]), Tensor()};
 }
 
+using detail::sample_345;
 using detail::sample_tensor;
 
 Samples Gather::samples() {
@@ -1328,7 +1324,7 @@ TypeList Cumsum::infer(const Attrs& a, Types in) {
 
 TensorList Cumsum::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "cumsum");
+  Tensor out = alloc_output(t[0], "cumsum");
   const std::int64_t ax = axis_normalize(a.axis, in[0].rank(), "cumsum");
   kernels::cumsum(in[0].contiguous(), ax, a.exclusive, a.reverse, out);
   return {out};
@@ -1413,7 +1409,7 @@ TypeList infer_triangle(Types in, std::string_view op) {
 
 TensorList eval_triangle(Inputs in, const TriangleAttrs& a, bool upper, const char* op) {
   const TypeList t = infer_triangle(types_of(in), op);
-  Tensor out = alloc(t[0], op);
+  Tensor out = alloc_output(t[0], op);
   kernels::triangle(in[0], a.diagonal, upper, out);
   return {out};
 }
@@ -1534,7 +1530,7 @@ TypeList MaskedFill::infer(const Attrs& a, Types in) {
 
 TensorList MaskedFill::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc(t[0], "masked_fill");
+  Tensor out = alloc_output(t[0], "masked_fill");
   const Tensor fill = full({}, Scalar(a.value), t[0].dtype);
   kernels::masked_fill(in[0], ::ms::detail::expand_view(in[1], t[0].shape), fill, out);
   return {out};
@@ -1710,13 +1706,12 @@ TensorList Pad::vjp(const Attrs& a, const GradContext& c) {
 
 namespace {
 Tensor s34(unsigned seed) { return sample_tensor({3, 4}, seed, -2, 2, float64); }
-Tensor r3(unsigned seed, DType dt = float32) { return sample_tensor({3, 4, 5}, seed, -2, 2, dt); }
 }  // namespace
 
 Samples Reshape::samples() {
   return {.cases = {detail::sample("[2, 3] -> [3, 2]", {tensor({{1, 2, 3}, {4, 5, 6}})},
                                    Attrs{{3, 2}}, {tensor({{1, 2}, {3, 4}, {5, 6}})}),
-                    detail::sample("[3,4,5] -> [4,-1]", {r3(1)}, Attrs{{4, -1}}),
+                    detail::sample("[3,4,5] -> [4,-1]", {sample_345(1)}, Attrs{{4, -1}}),
                     detail::sample("rank 0 to [1, 1]", {tensor(2.0)}, Attrs{{1, 1}}),
                     detail::sample("gradient", {s34(12)}, Attrs{{2, 6}}, {}, {0})},
           .errors = {detail::error_sample("sizes differ", {zeros({2, 3})}, Attrs{{4, 2}},
@@ -1728,7 +1723,7 @@ Samples Reshape::samples() {
 Samples Transpose::samples() {
   return {.cases = {detail::sample("[[1, 2]] -> [[1], [2]]", {tensor({{1, 2}})}, Attrs{0, 1},
                                    {from_vector(std::vector<std::int64_t>{1, 2}, {2, 1})}),
-                    detail::sample("0, 2", {r3(2)}, Attrs{0, 2}),
+                    detail::sample("0, 2", {sample_345(2)}, Attrs{0, 2}),
                     detail::sample("gradient", {s34(12)}, Attrs{0, 1}, {}, {0})},
           .errors = {detail::error_sample("axis out of range", {zeros({2, 3})}, Attrs{0, 2},
                                           "ms::IndexError", "transpose: axis 2 is out of range")}};
@@ -1736,7 +1731,7 @@ Samples Transpose::samples() {
 
 Samples Permute::samples() {
   return {
-      .cases = {detail::sample("{2, 0, 1}", {r3(3)}, Attrs{{2, 0, 1}}),
+      .cases = {detail::sample("{2, 0, 1}", {sample_345(3)}, Attrs{{2, 0, 1}}),
                 detail::sample("gradient", {sample_tensor({2, 3, 4}, 25, -2, 2, float64)},
                                Attrs{{2, 0, 1}}, {}, {0})},
       .errors = {detail::error_sample("repeated axis", {zeros({2, 3})}, Attrs{{1, 1}},
@@ -1764,8 +1759,8 @@ Samples Unsqueeze::samples() {
 }
 
 Samples Flatten::samples() {
-  return {.cases = {detail::sample("from 1", {r3(7)}, Attrs{1, -1}),
-                    detail::sample("all, i64", {r3(8, int64)}, Attrs{}),
+  return {.cases = {detail::sample("from 1", {sample_345(7)}, Attrs{1, -1}),
+                    detail::sample("all, i64", {sample_345(8, int64)}, Attrs{}),
                     detail::sample("gradient", {s34(12)}, Attrs{}, {}, {0})},
           .errors = {detail::error_sample("start after end", {zeros({2, 3, 4})}, Attrs{2, 1},
                                           "ms::ValueError",

@@ -50,8 +50,6 @@ DType matmul_compute_dtype(DType t) {
   }
 }
 
-bool known(std::int64_t d) { return d >= 0; }
-
 Shape leading(const Shape& s, std::int64_t drop) {
   return Shape(std::vector<std::int64_t>(s.begin(), s.end() - drop));
 }
@@ -68,8 +66,8 @@ Shape matmul_batch(const Shape& a, const Shape& b, const Shape& ba, const Shape&
       out[i] = da;
     } else if (da == 1) {
       out[i] = db;
-    } else if (!known(da) || !known(db)) {
-      out[i] = known(da) ? da : db;
+    } else if (!is_known_dim(da) || !is_known_dim(db)) {
+      out[i] = is_known_dim(da) ? da : db;
     } else {
       ::ms::detail::raise<ShapeError>(
           "matmul: lhs ", a, " and rhs ", b, ": batch dims ", ba, " and ", bb,
@@ -98,8 +96,8 @@ std::vector<TensorType> matmul_infer(std::span<const TensorType> in) {
   const std::int64_t ra = a.shape.rank(), rb = b.shape.rank();
   const std::int64_t ka = a.shape[static_cast<std::size_t>(ra - 1)];
   const std::int64_t kb = b.shape[static_cast<std::size_t>(rb == 1 ? 0 : rb - 2)];
-  MS_CHECK(!known(ka) || !known(kb) || ka == kb, ShapeError, "matmul: lhs ", a.shape, " and rhs ",
-           b.shape, ": inner dims ", ka, " and ", kb, " differ");
+  MS_CHECK(!is_known_dim(ka) || !is_known_dim(kb) || ka == kb, ShapeError, "matmul: lhs ", a.shape,
+           " and rhs ", b.shape, ": inner dims ", ka, " and ", kb, " differ");
   Shape out = matmul_batch(a.shape, b.shape, leading(a.shape, std::min<std::int64_t>(ra, 2)),
                            leading(b.shape, std::min<std::int64_t>(rb, 2)));
   if (ra >= 2) out.push_back(a.shape[static_cast<std::size_t>(ra - 2)]);

@@ -32,8 +32,6 @@ namespace {
 using ops::TensorType;
 using Ints = std::vector<std::int64_t>;
 
-bool known(std::int64_t d) { return d >= 0; }
-
 std::int64_t mul_checked(std::int64_t a, std::int64_t b, std::string_view op,
                          std::string_view what) {
   std::int64_t r = 0;
@@ -105,7 +103,7 @@ ConvAttrs conv_attrs(const Conv2dOptions& o, std::string_view op) {
 std::int64_t conv_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
                       std::int64_t d, std::string_view axis, const Shape& xs, const Shape& ws,
                       std::string_view op) {
-  if (!known(in) || !known(k)) return kAnyDim;
+  if (!is_known_dim(in) || !is_known_dim(k)) return kAnyDim;
   const std::int64_t extent = add_checked(mul_checked(d, k - 1, op, "dilated kernel extent"), 1, op,
                                           "dilated kernel extent");
   const std::int64_t padded =
@@ -138,22 +136,23 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const Conv2
   if (ws.is_static()) shape_numel(ws, std::string(op) + ": weight");
   const std::int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3];
   const std::int64_t o = ws[0], cg = ws[1], kh = ws[2], kw = ws[3];
-  MS_CHECK((!known(kh) || kh > 0) && (!known(kw) || kw > 0), ShapeError, op, ": weight ", ws,
-           " has an empty kernel (KH and KW must be > 0)");
-  if (known(c)) {
+  MS_CHECK((!is_known_dim(kh) || kh > 0) && (!is_known_dim(kw) || kw > 0), ShapeError, op,
+           ": weight ", ws, " has an empty kernel (KH and KW must be > 0)");
+  if (is_known_dim(c)) {
     MS_CHECK(c % a.groups == 0, ShapeError, op, ": groups ", a.groups,
              " does not divide the input channels ", c, " (input ", xs, ")");
-    if (known(cg))
+    if (is_known_dim(cg))
       MS_CHECK(mul_checked(cg, a.groups, op, "weight channels * groups") == c, ShapeError, op,
                ": input ", xs, " has ", c, " channels but weight ", ws, " with groups ", a.groups,
                " expects ", cg, " * ", a.groups, " = ", cg * a.groups);
   }
-  if (known(o))
+  if (is_known_dim(o))
     MS_CHECK(o % a.groups == 0, ShapeError, op, ": groups ", a.groups,
              " does not divide the output channels ", o, " (weight ", ws, ")");
   if (in.size() > 2) {
     const Shape& bs = in[2].shape;
-    MS_CHECK(bs.is_any_rank() || (bs.rank() == 1 && (!known(bs[0]) || !known(o) || bs[0] == o)),
+    MS_CHECK(bs.is_any_rank() ||
+                 (bs.rank() == 1 && (!is_known_dim(bs[0]) || !is_known_dim(o) || bs[0] == o)),
              ShapeError, op, ": bias ", bs, " must be [", o, "] (the output channels of weight ",
              ws, ")");
   }
@@ -164,7 +163,7 @@ std::vector<TensorType> conv2d_infer(std::span<const TensorType> in, const Conv2
   Shape out{n, o, oh, ow};
   if (out.is_static()) {
     shape_numel(out, std::string(op) + ": output");
-    if (known(cg)) {  // the im2col buffer of one (image, group)
+    if (is_known_dim(cg)) {  // the im2col buffer of one (image, group)
       const std::int64_t rows =
           mul_checked(mul_checked(cg, kh, op, "im2col rows"), kw, op, "im2col rows");
       mul_checked(rows, mul_checked(oh, ow, op, "im2col columns"), op, "im2col buffer size");
@@ -353,7 +352,7 @@ PoolAttrs pool_attrs(const AvgPool2dOptions& o, std::string_view op) {
 std::int64_t pool_out(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
                       std::int64_t d, bool ceil_mode, std::string_view op, std::string_view axis,
                       const Shape& xs) {
-  if (!known(in)) return kAnyDim;
+  if (!is_known_dim(in)) return kAnyDim;
   const std::int64_t extent = add_checked(mul_checked(d, k - 1, op, "dilated kernel extent"), 1, op,
                                           "dilated kernel extent");
   const std::int64_t padded =
@@ -1032,7 +1031,7 @@ bool shapes_may_match(const Shape& a, const Shape& b) {
   if (a.is_any_rank() || b.is_any_rank()) return true;
   if (a.rank() != b.rank()) return false;
   for (std::size_t d = 0; d < a.size(); ++d)
-    if (known(a[d]) && known(b[d]) && a[d] != b[d]) return false;
+    if (is_known_dim(a[d]) && is_known_dim(b[d]) && a[d] != b[d]) return false;
   return true;
 }
 

@@ -27,7 +27,7 @@ using Inputs = std::span<const Tensor>;
 using TypeList = std::vector<TensorType>;
 using TensorList = std::vector<Tensor>;
 
-constexpr std::string_view kOp = "layer_norm";
+constexpr std::string_view kLayerNorm = "layer_norm";
 
 // x's shape, gamma's and the third input's (beta, or dy for the backward op)
 // against each other; `third` names it.
@@ -65,19 +65,12 @@ void check(const LayerNormAttrs& a, Types in, std::string_view op, const char* t
 // The normalized axes of x (rank known).
 std::vector<std::int64_t> normalized_axes(const LayerNormAttrs& a, const Tensor& x) {
   std::vector<std::int64_t> axes;
-  for (std::int64_t i = axis_normalize(a.axis, x.rank(), kOp); i < x.rank(); ++i) axes.push_back(i);
+  for (std::int64_t i = axis_normalize(a.axis, x.rank(), kLayerNorm); i < x.rank(); ++i)
+    axes.push_back(i);
   return axes;
 }
 
-Tensor alloc(const TensorType& t) {
-  const std::int64_t bytes = shape_nbytes(shape_numel(t.shape, kOp), dtype_itemsize(t.dtype), kOp);
-  return Tensor(Storage::allocate(bytes, "layer_norm"), t.dtype, t.shape,
-                shape_contiguous_strides(t.shape, kOp), 0);
-}
-
-Tensor dense(const Tensor& t) { return ::ms::detail::to_dense(t, t.dtype()); }
-
-Tensor add(const Tensor& a, const Tensor& b) { return a.defined() ? a + b : b; }
+using detail::dense;
 
 }  // namespace
 
@@ -88,7 +81,7 @@ TypeList LayerNorm::infer(const Attrs& a, Types in) {
 
 TensorList LayerNorm::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor y = alloc(t[0]);
+  Tensor y = detail::alloc_output(t[0], "layer_norm");
   kernels::layer_norm_forward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, y);
   return {y};
 }
@@ -106,7 +99,9 @@ TypeList LayerNormGrad::infer(const Attrs& a, Types in) {
 
 TensorList LayerNormGrad::eval(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
-  Tensor dx = alloc(t[0]), dgamma = alloc(t[1]), dbeta = alloc(t[2]);
+  Tensor dx = detail::alloc_output(t[0], "layer_norm"),
+         dgamma = detail::alloc_output(t[1], "layer_norm"),
+         dbeta = detail::alloc_output(t[2], "layer_norm");
   kernels::layer_norm_backward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, dx, dgamma, dbeta);
   return {dx, dgamma, dbeta};
 }
@@ -131,20 +126,20 @@ TensorList LayerNormGrad::vjp(const Attrs& a, const GradContext& c) {
   Tensor ddy, dgamma, u, w;
   if (gb.defined()) ddy = gb + zeros_like(dy);
   if (gg.defined()) {
-    ddy = add(ddy, gg * xh);
+    ddy = detail::add_defined(ddy, gg * xh);
     u = gg * dy;
   }
   if (ga.defined()) {
     const Tensor pa = ga - mean_of(ga) - xh * mean_of(ga * xh);
-    ddy = add(ddy, gamma * r * pa);
+    ddy = detail::add_defined(ddy, gamma * r * pa);
     dgamma = detail::sum_to(dy * r * pa, gamma.shape());
     const Tensor m = mean_of(g * xh);
-    u = add(u, -(r * (m * ga + mean_of(ga * xh) * g)));
+    u = detail::add_defined(u, -(r * (m * ga + mean_of(ga * xh) * g)));
     w = mean_of(ga * (g - mean_of(g) - xh * m));
   }
   Tensor dx;
   if (u.defined()) dx = r * (u - mean_of(u) - xh * mean_of(u * xh));
-  if (w.defined()) dx = add(dx, -(w * r * r * xh));
+  if (w.defined()) dx = detail::add_defined(dx, -(w * r * r * xh));
   return {dx, dgamma, ddy};
 }
 
@@ -152,15 +147,13 @@ TensorList LayerNormGrad::vjp(const Attrs& a, const GradContext& c) {
 
 namespace {
 
-using A = LayerNormAttrs;
+using LnAttrs = LayerNormAttrs;
+using detail::f64;
+using detail::rnd;
+Tensor vec64(std::initializer_list<Scalar> v) { return tensor(v, float64); }
 
-Tensor f64(std::initializer_list<std::initializer_list<Scalar>> v) { return tensor(v, float64); }
-Tensor f64(std::initializer_list<Scalar> v) { return tensor(v, float64); }
-Tensor rnd(const Shape& s, unsigned seed, DType dt = float64) {
-  return detail::sample_tensor(s, seed, -1.5, 1.5, dt);
-}
-
-Sample valued(std::string label, std::vector<Tensor> in, const A& a, std::vector<Tensor> out) {
+Sample valued(std::string label, std::vector<Tensor> in, const LnAttrs& a,
+              std::vector<Tensor> out) {
   Sample s = detail::sample(std::move(label), std::move(in), a, std::move(out));
   s.tol = 1e-12;
   return s;
@@ -174,52 +167,54 @@ Samples LayerNorm::samples() {
   const double s = std::sqrt(1.5);
   const Tensor x = f64({{1, 2, 3}, {2, 4, 6}});
   std::vector<Sample> cases{
-      valued("rows normalized, gamma 1, beta 0, eps 0", {x, f64({1, 1, 1}), f64({0, 0, 0})},
-             A{.eps = 0}, {f64({{-s, 0, s}, {-s, 0, s}})}),
-      valued("gamma scales and beta shifts each column", {x, f64({1, 2, 3}), f64({1, 0, -1})},
-             A{.eps = 0}, {f64({{1 - s, 0, 3 * s - 1}, {1 - s, 0, 3 * s - 1}})}),
-      valued("eps 1 adds to the variance 2/3", {f64({{1, 2, 3}}), f64({1, 1, 1}), f64({0, 0, 0})},
-             A{.eps = 1}, {f64({{-std::sqrt(0.6), 0, std::sqrt(0.6)}})}),
-      valued("axis 0: the whole tensor is one row", {f64({1, 3}), f64({1, 1}), f64({0, 0})},
-             A{.axis = 0, .eps = 0}, {f64({-1, 1})}),
+      valued("rows normalized, gamma 1, beta 0, eps 0", {x, vec64({1, 1, 1}), vec64({0, 0, 0})},
+             LnAttrs{.eps = 0}, {f64({{-s, 0, s}, {-s, 0, s}})}),
+      valued("gamma scales and beta shifts each column", {x, vec64({1, 2, 3}), vec64({1, 0, -1})},
+             LnAttrs{.eps = 0}, {f64({{1 - s, 0, 3 * s - 1}, {1 - s, 0, 3 * s - 1}})}),
+      valued("eps 1 adds to the variance 2/3",
+             {f64({{1, 2, 3}}), vec64({1, 1, 1}), vec64({0, 0, 0})}, LnAttrs{.eps = 1},
+             {f64({{-std::sqrt(0.6), 0, std::sqrt(0.6)}})}),
+      valued("axis 0: the whole tensor is one row", {vec64({1, 3}), vec64({1, 1}), vec64({0, 0})},
+             LnAttrs{.axis = 0, .eps = 0}, {vec64({-1, 1})}),
       detail::sample("float32 [4, 70, 33]",
                      {rnd({4, 70, 33}, 1, float32), rnd({33}, 2, float32), rnd({33}, 3, float32)},
-                     A{}),
+                     LnAttrs{}),
       detail::sample("bfloat16 [3, 20]",
                      {rnd({3, 20}, 4, bfloat16), rnd({20}, 5, bfloat16), rnd({20}, 6, bfloat16)},
-                     A{}),
+                     LnAttrs{}),
       detail::sample("float16 [3, 20]",
-                     {rnd({3, 20}, 7, float16), rnd({20}, 8, float16), rnd({20}, 9, float16)}, A{}),
+                     {rnd({3, 20}, 7, float16), rnd({20}, 8, float16), rnd({20}, 9, float16)},
+                     LnAttrs{}),
       detail::sample("gradient [2, 3, 5], last axis",
-                     {rnd({2, 3, 5}, 10), rnd({5}, 11), rnd({5}, 12)}, A{}, {}, {0, 1, 2}),
+                     {rnd({2, 3, 5}, 10), rnd({5}, 11), rnd({5}, 12)}, LnAttrs{}, {}, {0, 1, 2}),
       detail::sample("gradient [2, 3, 5] over axes 1 and 2, eps 0.1",
                      {rnd({2, 3, 5}, 13), rnd({3, 5}, 14), rnd({3, 5}, 15)},
-                     A{.axis = 1, .eps = 0.1}, {}, {0, 1, 2}),
+                     LnAttrs{.axis = 1, .eps = 0.1}, {}, {0, 1, 2}),
       detail::sample("gradient, 70 rows of 17 (several blocks of rows)",
-                     {rnd({70, 17}, 16), rnd({17}, 17), rnd({17}, 18)}, A{}, {}, {0, 1, 2}),
+                     {rnd({70, 17}, 16), rnd({17}, 17), rnd({17}, 18)}, LnAttrs{}, {}, {0, 1, 2}),
   };
-  const auto err = [](std::string label, std::vector<Tensor> in, const A& a, std::string_view kind,
-                      std::string msg) {
+  const auto err = [](std::string label, std::vector<Tensor> in, const LnAttrs& a,
+                      std::string_view kind, std::string msg) {
     return detail::error_sample(std::move(label), std::move(in), a, kind, std::move(msg));
   };
   const Tensor x2 = zeros({2, 3}), g3 = zeros({3});
-  const std::string op(kOp);
+  const std::string op(kLayerNorm);
   std::vector<ErrorSample> errors{
-      err("int32 x", {zeros({2, 3}, int32), zeros({3}, int32), zeros({3}, int32)}, A{},
+      err("int32 x", {zeros({2, 3}, int32), zeros({3}, int32), zeros({3}, int32)}, LnAttrs{},
           "ms::TypeError",
           op + ": x must have dtype Float32, Float64, BFloat16 or Float16, got Int32"),
-      err("gamma of another dtype", {x2, zeros({3}, float64), g3}, A{}, "ms::TypeError",
+      err("gamma of another dtype", {x2, zeros({3}, float64), g3}, LnAttrs{}, "ms::TypeError",
           op + ": gamma has dtype Float64, expected x's dtype Float32"),
-      err("gamma of another shape", {x2, zeros({2}), g3}, A{}, "ms::ShapeError",
+      err("gamma of another shape", {x2, zeros({2}), g3}, LnAttrs{}, "ms::ShapeError",
           op + ": gamma must have the shape of x's normalized axes (x [2, 3] from axis 1): [3], "
                "got [2]"),
-      err("beta of another shape", {x2, g3, zeros({2, 3})}, A{}, "ms::ShapeError",
+      err("beta of another shape", {x2, g3, zeros({2, 3})}, LnAttrs{}, "ms::ShapeError",
           op + ": beta must have shape [3] (gamma's), got [2, 3]"),
-      err("axis out of range", {x2, g3, g3}, A{.axis = 2}, "ms::IndexError",
+      err("axis out of range", {x2, g3, g3}, LnAttrs{.axis = 2}, "ms::IndexError",
           op + ": axis 2 is out of range for a tensor of rank 2"),
-      err("negative eps", {x2, g3, g3}, A{.eps = -1}, "ms::ValueError",
+      err("negative eps", {x2, g3, g3}, LnAttrs{.eps = -1}, "ms::ValueError",
           op + ": eps must be finite and >= 0, got -1"),
-      err("rank-0 x", {zeros({}), zeros({}), zeros({})}, A{}, "ms::ShapeError",
+      err("rank-0 x", {zeros({}), zeros({}), zeros({})}, LnAttrs{}, "ms::ShapeError",
           op + ": x must have rank >= 1, got a rank-0 tensor"),
   };
   return {.cases = std::move(cases), .errors = std::move(errors)};
@@ -230,24 +225,27 @@ Samples LayerNormGrad::samples() {
   // mean(g) = 1, mean(g xh) = -1: dx = [2 - 1 - 1, 0 - 1 + 1] = [0, 0];
   // dgamma = dy xh = [-1, 0]; dbeta = dy.
   Sample hand =
-      detail::sample("by hand, one row of 2, eps 0", {f64({{1, 3}}), f64({2, 3}), f64({{1, 0}})},
-                     A{.eps = 0}, {f64({{0, 0}}), f64({-1, 0}), f64({1, 0})});
+      detail::sample("by hand, one row of 2, eps 0", {f64({{1, 3}}), vec64({2, 3}), f64({{1, 0}})},
+                     LnAttrs{.eps = 0}, {f64({{0, 0}}), vec64({-1, 0}), vec64({1, 0})});
   hand.tol = 1e-15;
   std::vector<Sample> cases{
       hand,
       detail::sample("second order [2, 3, 4]",
-                     {rnd({2, 3, 4}, 20), rnd({4}, 21), rnd({2, 3, 4}, 22)}, A{}, {}, {0, 1, 2}),
+                     {rnd({2, 3, 4}, 20), rnd({4}, 21), rnd({2, 3, 4}, 22)}, LnAttrs{}, {},
+                     {0, 1, 2}),
       detail::sample("second order over axes 1 and 2, eps 0.2",
                      {rnd({2, 3, 4}, 23), rnd({3, 4}, 24), rnd({2, 3, 4}, 25)},
-                     A{.axis = 1, .eps = 0.2}, {}, {0, 1, 2}),
+                     LnAttrs{.axis = 1, .eps = 0.2}, {}, {0, 1, 2}),
       detail::sample(
           "float32 [70, 17]",
-          {rnd({70, 17}, 26, float32), rnd({17}, 27, float32), rnd({70, 17}, 28, float32)}, A{}),
+          {rnd({70, 17}, 26, float32), rnd({17}, 27, float32), rnd({70, 17}, 28, float32)},
+          LnAttrs{}),
   };
   const std::string op(name);
   std::vector<ErrorSample> errors{
-      detail::error_sample("dy of another shape", {zeros({2, 3}), zeros({3}), zeros({3})}, A{},
-                           "ms::ShapeError", op + ": dy must have shape [2, 3] (x's), got [3]"),
+      detail::error_sample("dy of another shape", {zeros({2, 3}), zeros({3}), zeros({3})},
+                           LnAttrs{}, "ms::ShapeError",
+                           op + ": dy must have shape [2, 3] (x's), got [3]"),
   };
   return {.cases = std::move(cases), .errors = std::move(errors)};
 }

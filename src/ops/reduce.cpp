@@ -373,13 +373,9 @@ namespace {
 
 using detail::error_sample;
 using detail::sample;
+using detail::sample_345;
 using detail::sample_tensor;
 
-const Shape kR3{3, 4, 5};
-
-Tensor r3(unsigned seed, DType dt = float32, double lo = -2, double hi = 2) {
-  return sample_tensor(kR3, seed, lo, hi, dt);
-}
 Tensor r34(unsigned seed, double lo = -2, double hi = 2) {
   return sample_tensor({3, 4}, seed, lo, hi, float64);
 }
@@ -388,31 +384,32 @@ Tensor m23() { return tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}); }
 }  // namespace
 
 Samples Sum::samples() {
-  return {.cases = {sample("rows of [[1, 2, 3], [4, 5, 6]]", {m23()}, Attrs{.axes = {1}},
-                           {tensor({6.0, 15.0})}),
-                    sample("axes {1} keepdims", {r3(1)}, Attrs{.axes = {1}, .keepdims = true}),
-                    sample("all, i32 -> i64", {r3(2, int32)}, Attrs{}),
-                    sample("axes {0, -1}, f64", {r3(3, float64)}, Attrs{.axes = {0, -1}}),
-                    sample("u8", {sample_tensor({3, 4}, 4, 0, 9, uint8)}, Attrs{.axes = {1}}),
-                    sample("bool -> i64", {tensor({true, false, true})}, Attrs{},
-                           {tensor(std::int64_t{2})}),
-                    sample("empty [0, 4] over axis 0", {zeros({0, 4})}, Attrs{.axes = {0}},
-                           {zeros({4})}),
-                    sample("gradient, axis 1", {r34(12)}, Attrs{.axes = {1}}, {}, {0}),
-                    sample("gradient, all, keepdims", {r34(12)}, Attrs{.keepdims = true}, {}, {0})},
-          .errors = {error_sample("repeated axis", {zeros({2, 3})}, Attrs{.axes = {1, -1}},
-                                  "ms::ValueError", "sum: axis 1 appears more than once"),
-                     error_sample("axis out of range", {zeros({2, 3})}, Attrs{.axes = {2}},
-                                  "ms::IndexError", "sum: axis 2 is out of range"),
-                     error_sample("int4", {zeros({2}, int4)}, Attrs{}, "ms::TypeError",
-                                  "sum: dtype Int4 is packed")}};
+  return {
+      .cases = {sample("rows of [[1, 2, 3], [4, 5, 6]]", {m23()}, Attrs{.axes = {1}},
+                       {tensor({6.0, 15.0})}),
+                sample("axes {1} keepdims", {sample_345(1)}, Attrs{.axes = {1}, .keepdims = true}),
+                sample("all, i32 -> i64", {sample_345(2, int32)}, Attrs{}),
+                sample("axes {0, -1}, f64", {sample_345(3, float64)}, Attrs{.axes = {0, -1}}),
+                sample("u8", {sample_tensor({3, 4}, 4, 0, 9, uint8)}, Attrs{.axes = {1}}),
+                sample("bool -> i64", {tensor({true, false, true})}, Attrs{},
+                       {tensor(std::int64_t{2})}),
+                sample("empty [0, 4] over axis 0", {zeros({0, 4})}, Attrs{.axes = {0}},
+                       {zeros({4})}),
+                sample("gradient, axis 1", {r34(12)}, Attrs{.axes = {1}}, {}, {0}),
+                sample("gradient, all, keepdims", {r34(12)}, Attrs{.keepdims = true}, {}, {0})},
+      .errors = {error_sample("repeated axis", {zeros({2, 3})}, Attrs{.axes = {1, -1}},
+                              "ms::ValueError", "sum: axis 1 appears more than once"),
+                 error_sample("axis out of range", {zeros({2, 3})}, Attrs{.axes = {2}},
+                              "ms::IndexError", "sum: axis 2 is out of range"),
+                 error_sample("int4", {zeros({2}, int4)}, Attrs{}, "ms::TypeError",
+                              "sum: dtype Int4 is packed")}};
 }
 
 Samples Mean::samples() {
   return {.cases = {sample("rows", {m23()}, Attrs{.axes = {1}}, {tensor({2.0, 5.0})}),
-                    sample("axes {2}", {r3(5)}, Attrs{.axes = {2}}),
-                    sample("all, f64", {r3(6, float64)}, Attrs{}),
-                    sample("f16", {r3(7, float16)}, Attrs{.axes = {1}}),
+                    sample("axes {2}", {sample_345(5)}, Attrs{.axes = {2}}),
+                    sample("all, f64", {sample_345(6, float64)}, Attrs{}),
+                    sample("f16", {sample_345(7, float16)}, Attrs{.axes = {1}}),
                     sample("gradient, axis 0", {r34(12)}, Attrs{.axes = {0}}, {}, {0})},
           .errors = {error_sample("integer input", {zeros({2}, int32)}, Attrs{}, "ms::TypeError",
                                   "mean: input dtype Int32 is not a floating dtype")}};
@@ -420,7 +417,7 @@ Samples Mean::samples() {
 
 Samples Prod::samples() {
   return {.cases = {sample("rows", {m23()}, Attrs{.axes = {1}}, {tensor({6.0, 120.0})}),
-                    sample("axes {1}", {r3(8, float32, 0.5, 1.5)}, Attrs{.axes = {1}}),
+                    sample("axes {1}", {sample_345(8, float32, 0.5, 1.5)}, Attrs{.axes = {1}}),
                     sample("i64 keepdims", {sample_tensor({3, 4}, 9, -2, 2, int64)},
                            Attrs{.axes = {0}, .keepdims = true}),
                     sample("gradient, axis 1", {r34(13, 0.5, 1.5)}, Attrs{.axes = {1}}, {}, {0})},
@@ -430,8 +427,8 @@ Samples Prod::samples() {
 
 Samples Max::samples() {
   return {.cases = {sample("rows", {m23()}, Attrs{.axes = {1}}, {tensor({3.0, 6.0})}),
-                    sample("axes {0}", {r3(10)}, Attrs{.axes = {0}}),
-                    sample("all, i32", {r3(11, int32)}, Attrs{}),
+                    sample("axes {0}", {sample_345(10)}, Attrs{.axes = {0}}),
+                    sample("all, i32", {sample_345(11, int32)}, Attrs{}),
                     sample("i8", {sample_tensor({3, 4}, 12, -9, 9, int8)}, Attrs{.axes = {0}}),
                     sample("rank 0", {tensor(2.5)}, Attrs{}, {tensor(2.5)}),
                     sample("gradient, axis 1", {r34(12)}, Attrs{.axes = {1}}, {}, {0})},
@@ -441,7 +438,8 @@ Samples Max::samples() {
 
 Samples Min::samples() {
   return {.cases = {sample("rows", {m23()}, Attrs{.axes = {1}}, {tensor({1.0, 4.0})}),
-                    sample("axes {-1} keepdims", {r3(13)}, Attrs{.axes = {-1}, .keepdims = true}),
+                    sample("axes {-1} keepdims", {sample_345(13)},
+                           Attrs{.axes = {-1}, .keepdims = true}),
                     sample("gradient, all", {r34(12)}, Attrs{}, {}, {0})},
           .errors = {error_sample("empty", {zeros({0})}, Attrs{}, "ms::ValueError",
                                   "min: cannot reduce over axis 0 of size 0")}};
@@ -450,41 +448,43 @@ Samples Min::samples() {
 Samples All::samples() {
   return {.cases = {sample("rows", {tensor({{true, true}, {true, false}})}, Attrs{.axes = {1}},
                            {tensor({true, false})}),
-                    sample("f32 nonzero, axes {1}", {r3(14)}, Attrs{.axes = {1}}),
+                    sample("f32 nonzero, axes {1}", {sample_345(14)}, Attrs{.axes = {1}}),
                     sample("complex", {zeros({2}, complex64)}, Attrs{}, {tensor(false)})}};
 }
 
 Samples Any::samples() {
   return {.cases = {sample("rows", {tensor({{false, false}, {true, false}})}, Attrs{.axes = {1}},
                            {tensor({false, true})}),
-                    sample("axes {0, 1}", {r3(15) > 1.5f}, Attrs{.axes = {0, 1}}),
+                    sample("axes {0, 1}", {sample_345(15) > 1.5f}, Attrs{.axes = {0, 1}}),
                     sample("empty", {zeros({0})}, Attrs{}, {tensor(false)})}};
 }
 
 Samples Argmax::samples() {
-  return {.cases = {sample("rows, first of ties", {tensor({{1.0, 3.0, 3.0}, {5.0, 4.0, 0.0}})},
-                           Attrs{.axis = 1}, {tensor({std::int64_t{1}, std::int64_t{0}})}),
-                    sample("flat", {r3(16, int32)}, Attrs{}),
-                    sample("axis 1 keepdims", {r3(17)}, Attrs{.axis = 1, .keepdims = true})},
-          .errors = {error_sample("empty", {zeros({0})}, Attrs{}, "ms::ValueError",
-                                  "argmax: cannot reduce over axis 0 of size 0")}};
+  return {
+      .cases = {sample("rows, first of ties", {tensor({{1.0, 3.0, 3.0}, {5.0, 4.0, 0.0}})},
+                       Attrs{.axis = 1}, {tensor({std::int64_t{1}, std::int64_t{0}})}),
+                sample("flat", {sample_345(16, int32)}, Attrs{}),
+                sample("axis 1 keepdims", {sample_345(17)}, Attrs{.axis = 1, .keepdims = true})},
+      .errors = {error_sample("empty", {zeros({0})}, Attrs{}, "ms::ValueError",
+                              "argmax: cannot reduce over axis 0 of size 0")}};
 }
 
 Samples Argmin::samples() {
-  return {.cases = {sample("rows", {m23()}, Attrs{.axis = -1},
-                           {tensor({std::int64_t{0}, std::int64_t{0}})}),
-                    sample("axis -1 keepdims", {r3(18)}, Attrs{.axis = -1, .keepdims = true}),
-                    sample("flat", {r3(19)}, Attrs{})},
-          .errors = {error_sample("axis out of range", {zeros({2, 3})}, Attrs{.axis = 3},
-                                  "ms::IndexError", "argmin: axis 3 is out of range")}};
+  return {
+      .cases = {sample("rows", {m23()}, Attrs{.axis = -1},
+                       {tensor({std::int64_t{0}, std::int64_t{0}})}),
+                sample("axis -1 keepdims", {sample_345(18)}, Attrs{.axis = -1, .keepdims = true}),
+                sample("flat", {sample_345(19)}, Attrs{})},
+      .errors = {error_sample("axis out of range", {zeros({2, 3})}, Attrs{.axis = 3},
+                              "ms::IndexError", "argmin: axis 3 is out of range")}};
 }
 
 Samples Var::samples() {
   return {
       .cases = {sample("rows, ddof 1", {m23()}, Attrs{.axes = {1}, .ddof = 1},
                        {tensor({1.0, 1.0})}),
-                sample("axes {1} ddof 1", {r3(20)}, Attrs{.axes = {1}, .ddof = 1}),
-                sample("all, f64", {r3(21, float64)}, Attrs{}),
+                sample("axes {1} ddof 1", {sample_345(20)}, Attrs{.axes = {1}, .ddof = 1}),
+                sample("all, f64", {sample_345(21, float64)}, Attrs{}),
                 sample("gradient, axis 1, ddof 1", {r34(12)}, Attrs{.axes = {1}, .ddof = 1}, {},
                        {0})},
       .errors = {error_sample("negative ddof", {zeros({3})}, Attrs{.ddof = -1}, "ms::ValueError",
@@ -492,24 +492,26 @@ Samples Var::samples() {
 }
 
 Samples Std::samples() {
-  return {.cases = {
-              sample("rows, ddof 1", {m23()}, Attrs{.axes = {1}, .ddof = 1}, {tensor({1.0, 1.0})}),
-              sample("axes {0, 2} keepdims", {r3(22)}, Attrs{.axes = {0, 2}, .keepdims = true}),
-              sample("gradient, axis 0", {r34(12)}, Attrs{.axes = {0}}, {}, {0})}};
+  return {
+      .cases = {
+          sample("rows, ddof 1", {m23()}, Attrs{.axes = {1}, .ddof = 1}, {tensor({1.0, 1.0})}),
+          sample("axes {0, 2} keepdims", {sample_345(22)}, Attrs{.axes = {0, 2}, .keepdims = true}),
+          sample("gradient, axis 0", {r34(12)}, Attrs{.axes = {0}}, {}, {0})}};
 }
 
 Samples Logsumexp::samples() {
-  return {.cases = {sample("axes {2}", {r3(23)}, Attrs{.axes = {2}}),
-                    sample("i32 -> f32", {r3(24, int32)}, Attrs{.axes = {0}, .keepdims = true}),
-                    sample("empty is -inf", {zeros({0})}, Attrs{},
-                           {tensor(-std::numeric_limits<double>::infinity()).to(float32)}),
-                    sample("gradient, axis 1", {r34(12)}, Attrs{.axes = {1}}, {}, {0})}};
+  return {
+      .cases = {sample("axes {2}", {sample_345(23)}, Attrs{.axes = {2}}),
+                sample("i32 -> f32", {sample_345(24, int32)}, Attrs{.axes = {0}, .keepdims = true}),
+                sample("empty is -inf", {zeros({0})}, Attrs{},
+                       {tensor(-std::numeric_limits<double>::infinity()).to(float32)}),
+                sample("gradient, axis 1", {r34(12)}, Attrs{.axes = {1}}, {}, {0})}};
 }
 
 Samples Softmax::samples() {
   return {.cases = {sample("uniform row", {tensor({{0.0, 0.0}})}, Attrs{}, {tensor({{0.5, 0.5}})}),
-                    sample("axis -1", {r3(25)}, Attrs{}),
-                    sample("axis 0, f64", {r3(26, float64)}, Attrs{.axis = 0}),
+                    sample("axis -1", {sample_345(25)}, Attrs{}),
+                    sample("axis 0, f64", {sample_345(26, float64)}, Attrs{.axis = 0}),
                     sample("bf16", {sample_tensor({2, 5}, 27, -2, 2, bfloat16)}, Attrs{.axis = 1}),
                     sample("empty rows", {zeros({0, 5})}, Attrs{}),
                     sample("gradient, axis -1", {r34(12)}, Attrs{}, {}, {0})},
@@ -518,7 +520,7 @@ Samples Softmax::samples() {
 }
 
 Samples LogSoftmax::samples() {
-  return {.cases = {sample("axis 1", {r3(28)}, Attrs{.axis = 1}),
+  return {.cases = {sample("axis 1", {sample_345(28)}, Attrs{.axis = 1}),
                     sample("f16", {sample_tensor({4, 6}, 29, -2, 2, float16)}, Attrs{}),
                     sample("gradient, axis 0", {r34(12)}, Attrs{.axis = 0}, {}, {0})}};
 }

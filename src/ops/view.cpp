@@ -23,7 +23,7 @@ using TensorList = std::vector<Tensor>;
 using Types = std::span<const TensorType>;
 using Inputs = std::span<const Tensor>;
 
-std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
+using detail::u;
 
 // Pads for ms::pad (PyTorch order: last axis first) that put a [start, start+len)
 // window of an axis back in place, with `after` zeros behind it.

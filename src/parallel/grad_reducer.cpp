@@ -14,7 +14,7 @@
 namespace ms::parallel {
 namespace {
 
-std::string describe(const Parameter& p) {
+std::string describe_param(const Parameter& p) {
   std::ostringstream os;
   os << "'" << p.name() << "' " << p.dtype() << p.shape();
   return os.str();
@@ -38,7 +38,7 @@ std::vector<std::string> split_lines(const char* s, std::size_t n) {
 // first rank and parameter that differ (the same message on every rank).
 void check_same_parameters(const ParameterList& params, int root, std::string_view api) {
   std::string mine;
-  for (const Parameter& p : params) mine += describe(p) + "\n";
+  for (const Parameter& p : params) mine += describe_param(p) + "\n";
   const int n = world_size();
   const MPI_Comm comm = detail::world_comm();
   std::vector<int> lengths(static_cast<std::size_t>(n));
@@ -92,7 +92,7 @@ void broadcast_parameters(const ParameterList& params, int root) {
   for (const Parameter& p : params) {
     if (p.numel() == 0) continue;
     Tensor buf = p.is_contiguous() ? Tensor(p) : p.clone();
-    MS_CHECK(buf.nbytes() <= detail::kMaxCount, ValueError, api, ": parameter ", describe(p),
+    MS_CHECK(buf.nbytes() <= detail::kMaxCount, ValueError, api, ": parameter ", describe_param(p),
              " has more than 2^31 - 1 bytes (one MPI call)");
     reqs.push_back(MPI_REQUEST_NULL);
     detail::check_mpi(MPI_Ibcast(buf.raw_data(), static_cast<int>(buf.nbytes()), MPI_BYTE, root,
@@ -163,7 +163,7 @@ struct ReducerState {
   void mark(std::size_t i, const Tensor& g) {
     constexpr std::string_view api = "DistributedGradReducer";
     check_usable(api);
-    MS_CHECK(!marked[i], ValueError, api, ": the gradient of ", describe(params[i]),
+    MS_CHECK(!marked[i], ValueError, api, ": the gradient of ", describe_param(params[i]),
              " arrived twice before the reduced gradients were taken");
     marked[i] = true;
     Bucket& b = buckets[bucket_of[i]];
@@ -256,7 +256,8 @@ DistributedGradReducer::DistributedGradReducer(const ParameterList& params,
     MS_CHECK(params[i].defined() && !params[i].is_symbolic(), ValueError, api, ": parameter ", i,
              " is undefined or symbolic");
     MS_CHECK(dtype_is_float(params[i].dtype()), TypeError, api, ": parameter ", i, " ",
-             describe(params[i]), " is not floating; gradients exist only for floating tensors");
+             describe_param(params[i]),
+             " is not floating; gradients exist only for floating tensors");
   }
   detail::ReducerState& s = *state_;
   s.options = options;
@@ -309,12 +310,12 @@ std::vector<Tensor> DistributedGradReducer::operator()(const std::vector<Tensor>
   MS_CHECK(grads.size() == s.params.size(), ValueError, api, ": got ", grads.size(),
            " gradients for ", s.params.size(), " parameters");
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    MS_CHECK(grads[i].defined(), ValueError, api, ": the gradient of ", describe(s.params[i]),
+    MS_CHECK(grads[i].defined(), ValueError, api, ": the gradient of ", describe_param(s.params[i]),
              " is undefined");
     MS_CHECK(grads[i].shape() == s.params[i].shape(), ShapeError, api, ": the gradient of ",
-             describe(s.params[i]), " has shape ", grads[i].shape());
+             describe_param(s.params[i]), " has shape ", grads[i].shape());
     MS_CHECK(dtype_is_float(grads[i].dtype()), TypeError, api, ": the gradient of ",
-             describe(s.params[i]), " has dtype ", grads[i].dtype());
+             describe_param(s.params[i]), " has dtype ", grads[i].dtype());
   }
   if (!mpi_active() || s.params.empty()) return grads;
   const std::shared_ptr<detail::ReducerState> st = state_;

@@ -76,6 +76,9 @@ std::string str_cat(const Args&... args) {
   return os.str();
 }
 
+/// `s` in single quotes, for a name in a message.
+inline std::string squote(std::string_view s) { return str_cat("'", s, "'"); }
+
 template <class E, class... Args>
 [[noreturn]] void raise(const Args&... args) {
   throw E(str_cat(args...));

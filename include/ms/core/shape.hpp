@@ -24,6 +24,8 @@ namespace ms {
 inline constexpr std::int64_t kAnyDim = -1;
 /// The single dim of a shape spec of unknown rank: `Shape{kAnyRank}`.
 inline constexpr std::int64_t kAnyRank = -2;
+/// Whether a dim of a shape spec is a known size (not kAnyDim or kAnyRank).
+constexpr bool is_known_dim(std::int64_t d) noexcept { return d >= 0; }
 
 /// An ordered list of dims. `Shape{2, 3}` is a 2x3 matrix; `Shape{}` a scalar.
 class Shape {

@@ -9,7 +9,9 @@
 #endif
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +21,23 @@
 #include "ms/ops/samples.hpp"
 
 namespace ms::ops::detail {
+
+/// An index or size known to be >= 0, as std::size_t (for std::vector's operator[]).
+inline std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+/// A dense, uninitialised output of type `t`; an allocation over the cap is a
+/// MemoryError naming `op`.
+inline Tensor alloc_output(const TensorType& t, const char* op) {
+  const std::int64_t bytes = shape_nbytes(shape_numel(t.shape, op), dtype_itemsize(t.dtype), op);
+  return Tensor(Storage::allocate(bytes, op), t.dtype, t.shape,
+                shape_contiguous_strides(t.shape, op), 0);
+}
+
+/// `t` itself when dense, else a dense copy (the fused kernels read dense inputs).
+inline Tensor dense(const Tensor& t) { return ::ms::detail::to_dense(t, t.dtype()); }
+
+/// a + b, or b when a is undefined (a gradient not yet accumulated).
+Tensor add_defined(const Tensor& a, const Tensor& b);
 
 /// `g` summed over the axes that broadcasting added or stretched, to `shape`:
 /// a gradient always has its input's shape.
@@ -91,6 +110,21 @@ inline Tensor sample_tensor(const Shape& s, unsigned seed, double lo = -2, doubl
     if (dtype_is_int(dt)) x = std::round(x);
   }
   return from_vector(v, s).to(dt);
+}
+
+/// A float64 sample matrix written out.
+inline Tensor f64(std::initializer_list<std::initializer_list<Scalar>> v) {
+  return tensor(v, float64);
+}
+
+/// Sample values in [-1.5, 1.5] (sample_tensor).
+inline Tensor rnd(const Shape& s, unsigned seed, DType dt = float64) {
+  return sample_tensor(s, seed, -1.5, 1.5, dt);
+}
+
+/// A [3, 4, 5] sample input: sample_tensor of that shape.
+inline Tensor sample_345(unsigned seed, DType dtype = float32, double lo = -2, double hi = 2) {
+  return sample_tensor({3, 4, 5}, seed, lo, hi, dtype);
 }
 
 }  // namespace ms::ops::detail
