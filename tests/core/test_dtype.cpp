@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-using namespace ms;
-
 TEST_SUITE("core") {
+  using namespace ms;
+
   TEST_CASE("dtype names and sizes follow MindSpore") {
     CHECK(dtype_name(float32) == "Float32");
     CHECK(dtype_name(bool_) == "Bool");

@@ -11,9 +11,9 @@
 
 #include <ms/core/dtype.hpp>
 
-using namespace ms;
-
 TEST_SUITE("core.half") {
+  using namespace ms;
+
   TEST_CASE("float16: rounds to nearest even, overflows to inf, keeps subnormals") {
     CHECK(static_cast<float>(float16_t(1.0f / 3.0f)) == 0.333251953125f);
     CHECK(float16_t(2049.0f).x == float16_t(2048.0f).x);  // tie: to the even mantissa

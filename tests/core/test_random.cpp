@@ -16,15 +16,13 @@
 #include <numbers>
 #include <vector>
 
-using namespace ms;
-
 namespace {
 
 struct Moments {
   double mean = 0, var = 0, kurtosis = 0, min = 0, max = 0;
 };
 
-Moments moments(const Tensor& t) {
+Moments moments(const ms::Tensor& t) {
   const std::vector<double> v = t.to_vector<double>();
   const double n = static_cast<double>(v.size());
   Moments m;
@@ -63,7 +61,7 @@ void check_mean_var(const Moments& m, double mu, double var, double n) {
 }
 
 std::array<std::uint32_t, 4> block(std::uint64_t seed, std::uint64_t index) {
-  return philox4x32_10(
+  return ms::philox4x32_10(
       {static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32), 0, 0},
       {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)});
 }
@@ -73,6 +71,8 @@ using ms::test::check_thread_invariant;
 }  // namespace
 
 TEST_SUITE("core") {
+  using namespace ms;
+
   TEST_CASE("Philox4x32-10 reproduces the Random123 known-answer vectors") {
     using W = std::array<std::uint32_t, 4>;
     CHECK(philox4x32_10({0, 0, 0, 0}, {0, 0}) == W{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});

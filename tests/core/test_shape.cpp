@@ -3,9 +3,9 @@
 #include <limits>
 #include <ms/core/shape.hpp>
 
-using namespace ms;
-
 TEST_SUITE("core.shape") {
+  using namespace ms;
+
   TEST_CASE("numel and strides") {
     CHECK(shape_numel(Shape{2, 3, 4}) == 24);
     CHECK(shape_numel(Shape{}) == 1);

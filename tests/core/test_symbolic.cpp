@@ -3,9 +3,9 @@
 
 #include <ms/core/symbolic.hpp>
 
-using namespace ms;
-
 TEST_SUITE("core.symbolic") {
+  using namespace ms;
+
   TEST_CASE("Dim: sizes, any, any rank, named symbols; bad sizes are ValueErrors") {
     CHECK(Dim(3).is_static());
     CHECK(Dim().is_any());

@@ -6,9 +6,9 @@
 #include <ms/core/tensor.hpp>
 #include <vector>
 
-using namespace ms;
-
 TEST_SUITE("core") {
+  using namespace ms;
+
   TEST_CASE("creation") {
     const Tensor z = zeros({2, 3});
     CHECK(z.dtype() == float32);
