@@ -80,7 +80,7 @@ void check_row_product(std::int64_t n, std::int64_t k, bool ta, bool tb, std::ui
 
 // A stored matrix: op(X) is rows x cols; stored transposed when `trans`, each
 // stored row padded by 3 elements (ld > stored columns).
-struct Operand {
+struct StoredMatrix {
   std::int64_t rows, cols;
   bool trans;
   std::int64_t ld() const { return (trans ? rows : cols) + 3; }
@@ -94,8 +94,8 @@ struct Operand {
 struct Product {
   std::int64_t m, n, k;
   bool ta, tb;
-  Operand a() const { return {m, k, ta}; }
-  Operand b() const { return {k, n, tb}; }
+  StoredMatrix a() const { return {m, k, ta}; }
+  StoredMatrix b() const { return {k, n, tb}; }
   std::int64_t ldc() const { return n + 5; }
   std::size_t c_size() const { return static_cast<std::size_t>(m * ldc()); }
 };
@@ -119,7 +119,7 @@ std::vector<float> uniform(std::size_t size, std::mt19937& gen) {
 std::vector<double> reference(const Product& p, const std::vector<float>& a,
                               const std::vector<float>& b) {
   std::vector<double> r(static_cast<std::size_t>(p.m * p.n));
-  const Operand oa = p.a(), ob = p.b();
+  const StoredMatrix oa = p.a(), ob = p.b();
   for (std::int64_t i = 0; i < p.m; ++i)
     for (std::int64_t j = 0; j < p.n; ++j) {
       double s = 0;
@@ -733,7 +733,7 @@ TEST_SUITE("kernels") {
       for (const auto& [alpha, beta] :
            {std::pair{2.f, 0.f}, std::pair{2.f, 1.f}, std::pair{1.f, 0.f}, std::pair{1.f, 1.f},
             std::pair{1.f, 0.5f}}) {
-        const Operand oa = p.a(), ob = p.b();
+        const StoredMatrix oa = p.a(), ob = p.b();
         std::vector<double> xa(oa.size()), xb(ob.size());
         for (double& e : xa) e = val(gen);
         for (double& e : xb) e = val(gen);
@@ -802,7 +802,7 @@ TEST_SUITE("kernels") {
           Product{255, 33, 127, true, true},
           Product{300, 1100, 1000, false, false}})  // two slabs of columns (kPackBudget)
       for (const float alpha : {1.f, -0.5f}) {
-        const Operand oa = p.a(), ob = p.b();
+        const StoredMatrix oa = p.a(), ob = p.b();
         std::vector<ms::bfloat16_t> a(oa.size()), b(ob.size());
         for (auto& e : a) e = ms::bfloat16_t(val(gen));
         for (auto& e : b) e = ms::bfloat16_t(val(gen));

@@ -45,11 +45,11 @@ namespace {
 // Restores ms's thread count at the end of a test, and keeps the workers
 // taking part while the test runs: the suite's other processes share the
 // cores, which would otherwise make the caller run every chunk alone.
-struct ThreadGuard : ms::test::ThreadGuard {
-  ThreadGuard() { ms::kernels::detail::yield_to_load(false); }
-  ~ThreadGuard() { ms::kernels::detail::yield_to_load(true); }
-  ThreadGuard(const ThreadGuard&) = delete;
-  ThreadGuard& operator=(const ThreadGuard&) = delete;
+struct NoYieldThreadGuard : ms::test::ThreadGuard {
+  NoYieldThreadGuard() { ms::kernels::detail::yield_to_load(false); }
+  ~NoYieldThreadGuard() { ms::kernels::detail::yield_to_load(true); }
+  NoYieldThreadGuard(const NoYieldThreadGuard&) = delete;
+  NoYieldThreadGuard& operator=(const NoYieldThreadGuard&) = delete;
 };
 using Chunks = std::set<std::pair<std::int64_t, std::int64_t>>;
 
@@ -122,7 +122,7 @@ int check_cover(std::int64_t n, std::int64_t grain, int nt, int meet = 1) {
 }  // namespace
 
 TEST_CASE("parallel_for: documented chunks, each item once, for 1 to 4 threads") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   for (int nt = 1; nt <= 4; ++nt) {
     ms::set_num_threads(nt);
     for (std::int64_t n : {0, 1, 2, 3, 7, 100, 1000, 1001, 4099})
@@ -139,7 +139,7 @@ TEST_CASE("parallel_for: documented chunks, each item once, for 1 to 4 threads")
 }
 
 TEST_CASE("parallel_for: chunks run on the pool's workers, nested calls inline") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   std::atomic<int> outer_calls{0}, nested_calls{0}, flagged{0};
   std::mutex m;
@@ -171,7 +171,7 @@ TEST_CASE("parallel_for: chunks run on the pool's workers, nested calls inline")
 }
 
 TEST_CASE("parallel_for: many calls in a row, and calls after the workers went to sleep") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   std::vector<std::int64_t> v(4096);
   for (int round = 0; round < 2000; ++round) {
@@ -190,7 +190,7 @@ TEST_CASE("parallel_for: many calls in a row, and calls after the workers went t
 }
 
 TEST_CASE("parallel_for: two threads of the program calling at once") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   constexpr std::int64_t n = 20000;
   std::atomic<int> failures{0};
@@ -215,7 +215,7 @@ TEST_CASE("parallel_for: two threads of the program calling at once") {
 }
 
 TEST_CASE("parallel_for: more threads set later grow the pool, fewer leave workers idle") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   CHECK(check_cover(64, 1, 2, 2) == 2);
   ms::set_num_threads(4);
@@ -233,7 +233,7 @@ TEST_CASE("parallel_for: a child process made by fork() has its own pool") {
   // (With the openblas backend parallel_for runs on OpenMP, which makes no
   // such promise after fork().)
   if (ms::kernels::detail::runs_on_openmp()) return;
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   CHECK(check_cover(1000, 1, 2, 2) == 2);  // the parent's workers exist
   const pid_t pid = fork();
@@ -311,7 +311,7 @@ ms::kernels::EwProgram transcendental_program(std::int64_t n) {
 TEST_CASE("parallel_for: the caller runs the chunks of a worker that cannot run, same bits") {
   // (OpenMP's regions, the openblas backend, give each thread its chunks.)
   if (ms::kernels::detail::runs_on_openmp()) return;
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   constexpr std::int64_t n = 3 * (1 << 16) + 1234;  // several chunks of tiles on 2 threads
   const ms::Tensor x = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 1),
                    y = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 2);
@@ -424,7 +424,7 @@ std::pair<std::vector<Ran>, std::chrono::steady_clock::duration> parked_call(
 TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut finer") {
   // (OpenMP's regions, the openblas backend, give each thread its chunks.)
   if (ms::kernels::detail::runs_on_openmp()) return;
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   REQUIRE(settle(2));
   REQUIRE(stall());
@@ -469,7 +469,7 @@ TEST_CASE("parallel_for: after a chunk waited for a parked thread, calls are cut
 
 TEST_CASE("parallel_for: the same bits for 1 thread and for 2 threads in finer chunks") {
   if (ms::kernels::detail::runs_on_openmp()) return;
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   constexpr std::int64_t n = 8 * (1 << 16) + 1234;  // 9 chunks of tiles by the grain
   const ms::Tensor x = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 3),
                    y = ms::test::random_tensor(ms::float32, {n}, {.lo = -3, .hi = 3}, 4);
@@ -502,7 +502,7 @@ TEST_CASE("parallel_for: the same bits for 1 thread and for 2 threads in finer c
 TEST_CASE("parallel_for: on a crowded machine the caller runs the chunks alone, same chunks") {
   // (OpenMP's regions, the openblas backend, give each thread its chunks.)
   if (ms::kernels::detail::runs_on_openmp()) return;
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   ms::set_num_threads(2);
   REQUIRE(settle(2));
   const ms::test::TempDir dir("ms_loadavg");
@@ -548,7 +548,7 @@ TEST_CASE("parallel_for: on a crowded machine the caller runs the chunks alone, 
 }
 
 TEST_CASE("set_num_threads: fewer than one thread is a ValueError naming the API and the value") {
-  const ThreadGuard guard;
+  const NoYieldThreadGuard guard;
   for (int bad : {0, -3}) {
     CAPTURE(bad);
     try {
