@@ -20,6 +20,7 @@
 #include <ms/kernels/attention.hpp>
 #include <ms/ms.hpp>
 
+#include "ops_test_util.hpp"
 #include "random.hpp"
 #include "thread_guard.hpp"
 
@@ -28,7 +29,7 @@ using ms::test::random_tensor;
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using ms_test::kInf;
 
 // The naive composition: scores [..., Tq, Tk] materialized, softmax, weights
 // times v; a row that keeps no key gives 0. In the inputs' dtype.
@@ -44,13 +45,14 @@ Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   return matmul(p, v);
 }
 
-struct Case {
+struct AttentionCase {
   std::int64_t b, h, tq, tk, e, ev;
 };
 
 double tol(DType dt) { return dt == float64 ? 1e-12 : 3e-5; }
 
-void check_against_reference(const Case& c, DType dt, const AttentionOptions& o, unsigned seed) {
+void check_against_reference(const AttentionCase& c, DType dt, const AttentionOptions& o,
+                             unsigned seed) {
   CAPTURE(c.b);
   CAPTURE(c.h);
   CAPTURE(c.tq);
@@ -72,8 +74,8 @@ Tensor bool_mask(const Shape& s, unsigned seed) {
   return random_tensor(float64, s, {0, 1}, seed) < 0.7;  // about 70% kept
 }
 
-const std::vector<Case>& cases() {
-  static const std::vector<Case> cs = {
+const std::vector<AttentionCase>& cases() {
+  static const std::vector<AttentionCase> cs = {
       {1, 1, 1, 1, 4, 4},  {2, 3, 7, 7, 8, 5},     {1, 2, 33, 33, 16, 16}, {2, 2, 129, 129, 8, 12},
       {1, 1, 7, 33, 5, 3}, {2, 1, 33, 129, 16, 8}, {1, 2, 1, 129, 8, 8}};
   return cs;
@@ -87,14 +89,14 @@ Tensor weighted(const Tensor& y, const Tensor& w) { return sum(y * w); }
 TEST_SUITE("ops") {
   TEST_CASE("attention: against the naive composition, no mask, float32 and float64") {
     for (const DType dt : {float32, float64})
-      for (const Case& c : cases()) check_against_reference(c, dt, {}, 1);
-    const Case c{2, 2, 33, 33, 8, 8};
+      for (const AttentionCase& c : cases()) check_against_reference(c, dt, {}, 1);
+    const AttentionCase c{2, 2, 33, 33, 8, 8};
     check_against_reference(c, float64, {.scale = 0.3}, 2);
   }
 
   TEST_CASE("attention: Bool mask, float mask broadcast over heads, causal") {
     for (const DType dt : {float32, float64})
-      for (const Case& c : cases()) {
+      for (const AttentionCase& c : cases()) {
         const Tensor bm = bool_mask({c.tq, c.tk}, 3);
         check_against_reference(c, dt, {.mask = bm}, 4);
         const Tensor fm = random_tensor(dt, {c.b, 1, c.tq, c.tk}, {-3, 3}, 5);

@@ -20,6 +20,7 @@
 #include <ms/ops/nn.hpp>
 
 #include <ms/ops/op.hpp>
+#include "ops_test_util.hpp"
 #include "pool_calls.hpp"
 #include "pool_cases.hpp"
 
@@ -30,10 +31,10 @@ namespace {
 
 using Values = std::vector<double>;
 using Ints = std::vector<std::int64_t>;
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using ms_test::kI64Max;
+using ms_test::kInf;
+using ms_test::kTwo40;
 constexpr std::int64_t kTwo31 = std::int64_t{1} << 31;
-constexpr std::int64_t kTwo40 = std::int64_t{1} << 40;
-constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
 
 double tolerance(DType dt) {
   switch (dt) {
@@ -55,10 +56,8 @@ void check_close(const Tensor& got, const Values& want, const Shape& shape) {
   CHECK(allclose(got, from_vector(want, shape), tol, tol, true));
 }
 
-struct Hw {
-  std::int64_t h, w;
-};
-Hw hw(const Ints& v) { return {v[0], v.size() > 1 ? v[1] : v[0]}; }
+using ms_test::Hw;
+using ms_test::hw;
 
 // ---------------------------------------------------------------- conv2d
 
@@ -138,17 +137,9 @@ using ms::test::check_thread_invariant;
 // ---------------------------------------------------------------- pooling
 
 using ms_test::kPoolStressCases;
+using ms_test::pool_size;
 using ms_test::pool_stress_tensor;
 using ms_test::PoolCase;
-
-/// Output size as PyTorch computes it (checked against recorded values below).
-std::int64_t pool_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
-                       std::int64_t d, bool ceil_mode) {
-  const double q = static_cast<double>(in + 2 * p - d * (k - 1) - 1) / static_cast<double>(s);
-  std::int64_t out = static_cast<std::int64_t>(ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
-}
 
 /// Max or mean over each window, in double. The mean divides by the window's
 /// positions inside the padded input (count_include_pad) or inside the input.

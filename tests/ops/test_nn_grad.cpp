@@ -21,6 +21,7 @@
 #include <ms/ops/layout.hpp>
 #include <ms/ops/nn.hpp>
 
+#include "ops_test_util.hpp"
 #include "pool_calls.hpp"
 #include "pool_cases.hpp"
 
@@ -31,13 +32,13 @@ namespace {
 
 using Values = std::vector<double>;
 using Ints = std::vector<std::int64_t>;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::int64_t kTwo40 = std::int64_t{1} << 40;
-constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
+using ms_test::kI64Min;
+using ms_test::kInf;
+using ms_test::kTwo40;
 
 std::size_t u(std::int64_t i) { return static_cast<std::size_t>(i); }
 
-double tolerance(DType dt) {
+double grad_tolerance(DType dt) {
   switch (dt) {
     case DType::Float64: return 1e-12;
     case DType::Float32: return 1e-5;
@@ -54,16 +55,14 @@ double tolerance(DType dt) {
 void check_close(const Tensor& got, const Values& want, const Shape& shape, DType dt) {
   REQUIRE(got.shape() == shape);
   CHECK(got.dtype() == dt);
-  const double tol = tolerance(dt);
+  const double tol = grad_tolerance(dt);
   double largest = 1;
   for (const double v : want) largest = std::max(largest, std::abs(v));
   CHECK(allclose(got.to(float64), from_vector(want, shape), tol, tol * largest, true));
 }
 
-struct Hw {
-  std::int64_t h, w;
-};
-Hw hw(const Ints& v) { return {v[0], v.size() > 1 ? v[1] : v[0]}; }
+using ms_test::Hw;
+using ms_test::hw;
 
 using ms::test::check_thread_invariant;
 using Tensors = std::vector<Tensor>;
@@ -77,7 +76,7 @@ Tensor strided(const Tensor& t) {
 
 // ---------------------------------------------------------------- conv2d
 
-struct ConvCase {
+struct ConvGradCase {
   Shape x, w;
   Conv2dOptions o;
 };
@@ -139,7 +138,7 @@ Values conv_grad_weight_ref(const Tensor& x, const Tensor& g, const Shape& ws,
   return dw;
 }
 
-const std::vector<ConvCase> kConvCases = {
+const std::vector<ConvGradCase> kConvGradCases = {
     {{2, 3, 7, 7}, {4, 3, 3, 3}, {}},
     {{2, 3, 7, 8}, {4, 3, 3, 2}, {.stride = {2, 1}, .padding = {1, 0}}},
     {{1, 4, 9, 9}, {6, 2, 3, 3}, {.stride = {2}, .padding = {1}, .dilation = {2}, .groups = 2}},
@@ -159,7 +158,7 @@ const std::vector<ConvCase> kConvCases = {
     {{2, 4, 5, 5}, {0, 4, 3, 3}, {}},  // no output channels
 };
 
-void check_conv_grads(const ConvCase& c, DType dt, bool non_contiguous) {
+void check_conv_grads(const ConvGradCase& c, DType dt, bool non_contiguous) {
   CAPTURE(c.x);
   CAPTURE(c.w);
   CAPTURE(dt);
@@ -174,16 +173,9 @@ void check_conv_grads(const ConvCase& c, DType dt, bool non_contiguous) {
 // ---------------------------------------------------------------- pooling
 
 using ms_test::kPoolStressCases;
+using ms_test::pool_size;
 using ms_test::pool_stress_tensor;
 using ms_test::PoolCase;
-
-std::int64_t pool_size(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t p,
-                       std::int64_t d, bool ceil_mode) {
-  const double q = static_cast<double>(in + 2 * p - d * (k - 1) - 1) / static_cast<double>(s);
-  std::int64_t out = static_cast<std::int64_t>(ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
-  if (ceil_mode && (out - 1) * s >= in + p) --out;
-  return out;
-}
 
 Shape pool_out_shape(const PoolCase& c, bool is_max) {
   const std::size_t r = c.x.size();
@@ -238,7 +230,7 @@ Values pool_grad_ref(const Tensor& x, const Tensor& g, const PoolCase& c, bool i
   return dx;
 }
 
-const std::vector<PoolCase> kPoolCases = {
+const std::vector<PoolCase> kPoolGradCases = {
     {{2, 3, 6, 6}, {2}, {}, {0}, {1}, false, true},
     {{2, 3, 7, 7}, {3}, {2}, {1}, {1}, false, true},
     {{1, 2, 7, 7}, {3}, {2}, {1}, {1}, true, true},
@@ -320,19 +312,19 @@ TEST_SUITE("ops") {
 
   TEST_CASE_TEMPLATE("conv2d_grad_input and conv2d_grad_weight match naive loops", T, float,
                      double) {
-    for (const ConvCase& c : kConvCases) check_conv_grads(c, dtype_of<T>, false);
+    for (const ConvGradCase& c : kConvGradCases) check_conv_grads(c, dtype_of<T>, false);
   }
 
   TEST_CASE("conv2d gradients of non-contiguous inputs, float16 and bfloat16") {
-    for (const ConvCase& c : kConvCases) check_conv_grads(c, float64, true);
+    for (const ConvGradCase& c : kConvGradCases) check_conv_grads(c, float64, true);
     for (std::size_t i : {0, 2, 4}) {
-      check_conv_grads(kConvCases[i], float16, false);
-      check_conv_grads(kConvCases[i], bfloat16, true);
+      check_conv_grads(kConvGradCases[i], float16, false);
+      check_conv_grads(kConvGradCases[i], bfloat16, true);
     }
   }
 
   TEST_CASE("conv2d gradients: bitwise the same with 1 and 2 threads") {
-    for (const ConvCase& c : std::vector<ConvCase>{
+    for (const ConvGradCase& c : std::vector<ConvGradCase>{
              {{8, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},
              {{3, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},  // odd batch
              {{1, 8, 40, 40}, {16, 8, 3, 3}, {.padding = {1}}},    // one image, several tiles
@@ -429,7 +421,7 @@ TEST_SUITE("ops") {
   TEST_CASE_TEMPLATE("max_pool2d_grad and avg_pool2d_grad match naive loops", T, float, double,
                      float16_t, bfloat16_t) {
     const DType dt = dtype_of<T>;
-    for (const PoolCase& c : kPoolCases)
+    for (const PoolCase& c : kPoolGradCases)
       for (bool is_max : {true, false}) {
         const Tensor x = random_tensor(dt, c.x, {}, 7);
         const Tensor g = random_tensor(dt, pool_out_shape(c, is_max), {}, 8);
@@ -686,7 +678,7 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("jit: relu(conv2d(...)) fused, bitwise; float16 is left unfused") {
-    for (const ConvCase& c : kConvCases) {
+    for (const ConvGradCase& c : kConvGradCases) {
       CAPTURE(c.x);
       CAPTURE(c.w);
       const Ints bs{c.w[0]};
@@ -713,7 +705,7 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("jit: conv2d -> (relu) -> max_pool2d(2) and its gradient fused, bitwise") {
-    const std::vector<ConvCase> cases = {
+    const std::vector<ConvGradCase> cases = {
         {{2, 3, 7, 7}, {4, 3, 3, 3}, {}},                  // im2col, odd output (5x5)
         {{3, 4, 6, 9}, {5, 4, 3, 3}, {.padding = {1}}},    // im2col, 6x9
         {{1, 2, 40, 41}, {3, 2, 3, 3}, {.padding = {1}}},  // several column tiles
@@ -722,7 +714,7 @@ TEST_SUITE("ops") {
         {{3, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},    // Winograd, odd sizes
     };
     const MaxPool2dOptions two{.kernel = {2}};
-    for (const ConvCase& c : cases)
+    for (const ConvGradCase& c : cases)
       for (bool with_relu : {false, true})
         for (DType dt : {float32, float64, int32}) {
           CAPTURE(c.x);
@@ -780,7 +772,7 @@ TEST_SUITE("ops") {
     // Values against the double loops, with and without bias and relu, on
     // paddings 0..2, odd and even sizes (partial edge tiles), a batch that
     // does not fill its last chunk, a 2x2 output and a one-tile-wide plane.
-    const std::vector<ConvCase> cases = {
+    const std::vector<ConvGradCase> cases = {
         {{3, 16, 14, 14}, {32, 16, 3, 3}, {.padding = {1}}},
         {{9, 16, 14, 14}, {16, 16, 3, 3}, {.padding = {1}}},  // two chunks, the last partial
         {{2, 16, 9, 7}, {16, 16, 3, 3}, {.padding = {1}}},
@@ -790,7 +782,7 @@ TEST_SUITE("ops") {
         {{1, 17, 3, 40}, {18, 17, 3, 3}, {.padding = {1, 0}}},
         {{12, 16, 2, 2}, {16, 16, 3, 3}, {.padding = {1}}},
     };
-    for (const ConvCase& c : cases)
+    for (const ConvGradCase& c : cases)
       for (DType dt : {float32, float64}) {
         CAPTURE(c.x);
         CAPTURE(dt);

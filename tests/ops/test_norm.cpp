@@ -31,7 +31,7 @@ Tensor reference(const Tensor& x, const Tensor& gamma, const Tensor& beta, std::
   return c * rsqrt(mean(c * c, axes, true) + eps) * gamma + beta;
 }
 
-struct Case {
+struct NormCase {
   Shape x;
   std::int64_t axis;
 };
@@ -40,11 +40,11 @@ struct Case {
 
 TEST_SUITE("ops") {
   TEST_CASE("layer_norm: against the composition, odd sizes, one or more axes, four dtypes") {
-    const std::vector<Case> cases{{{1, 1}, -1},    {{3, 7}, -1},       {{2, 5, 17}, -1},
-                                  {{33, 127}, -1}, {{70, 255}, -1},    {{4, 1000}, -1},
-                                  {{2, 3, 5}, -2}, {{2, 4, 6, 16}, -3}};
+    const std::vector<NormCase> cases{{{1, 1}, -1},    {{3, 7}, -1},       {{2, 5, 17}, -1},
+                                      {{33, 127}, -1}, {{70, 255}, -1},    {{4, 1000}, -1},
+                                      {{2, 3, 5}, -2}, {{2, 4, 6, 16}, -3}};
     for (const DType dt : {float32, float64, bfloat16, float16})
-      for (const Case& c : cases) {
+      for (const NormCase& c : cases) {
         CAPTURE(dt);
         CAPTURE(c.x);
         CAPTURE(c.axis);
@@ -66,7 +66,8 @@ TEST_SUITE("ops") {
   }
 
   TEST_CASE("layer_norm: gradients equal the composition's (float64), across blocks of rows") {
-    for (const Case& c : {Case{{3, 7}, -1}, Case{{100, 33}, -1}, Case{{5, 4, 9}, -2}}) {
+    for (const NormCase& c :
+         {NormCase{{3, 7}, -1}, NormCase{{100, 33}, -1}, NormCase{{5, 4, 9}, -2}}) {
       CAPTURE(c.x);
       const Shape ps(std::vector<std::int64_t>(c.x.end() + c.axis, c.x.end()));
       const Tensor x = random_tensor(float64, c.x, {-2, 2}, 4);

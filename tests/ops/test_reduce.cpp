@@ -14,6 +14,7 @@
 #include <ms/ops/op.hpp>
 #include <ms/ops/reduce.hpp>
 
+#include "ops_test_util.hpp"
 #include "random.hpp"
 #include "thread_guard.hpp"
 
@@ -22,9 +23,9 @@ using namespace ms;
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr std::int64_t kI64Min = std::numeric_limits<std::int64_t>::min();
-constexpr std::int64_t kI64Max = std::numeric_limits<std::int64_t>::max();
+using ms_test::kI64Max;
+using ms_test::kI64Min;
+using ms_test::kInf;
 
 using Values = std::vector<double>;
 using Axes = std::vector<std::int64_t>;
