@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <algorithm>
 
+#include "jit/jit_test_util.hpp"
 #include "temp_dir.hpp"
 
 #include <filesystem>
@@ -25,13 +26,7 @@ std::string npy_data(const std::string& f) {
       static_cast<unsigned char>(f[8]) | (static_cast<unsigned char>(f[9]) << 8);
   return f.substr(10 + hlen);
 }
-std::vector<fs::path> files_in(const fs::path& d) {
-  std::vector<fs::path> out;
-  if (fs::exists(d))
-    for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using ms_test::files_in;
 }  // namespace
 
 TEST_SUITE("jit") {
@@ -56,9 +51,9 @@ TEST_SUITE("jit") {
     const auto files = files_in(d);
     // MatMul and Relu, 2 calls: MatMul 2 inputs + 1 output, Relu 1 + 1.
     CHECK(files.size() == 10);
-    fs::path mm_out;
+    std::string mm_out;
     for (const auto& p : files)
-      if (p.string().starts_with("MatMul.") && p.string().ends_with(".0.output.0.npy")) mm_out = p;
+      if (p.starts_with("MatMul.") && p.ends_with(".0.output.0.npy")) mm_out = p;
     REQUIRE(!mm_out.empty());
     const std::string content = read_file(d / mm_out);
     CHECK(content.substr(1, 5) == "NUMPY");

@@ -11,19 +11,14 @@
 
 #include <ms/ms.hpp>
 
+#include "jit/jit_test_util.hpp"
 #include "temp_dir.hpp"
 
 using namespace ms;
 namespace fs = std::filesystem;
 
 namespace {
-std::vector<std::string> files_in(const fs::path& d) {
-  std::vector<std::string> out;
-  if (fs::exists(d))
-    for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using ms_test::files_in;
 bool has(const std::vector<std::string>& files, const std::string& prefix,
          const std::string& suffix) {
   return std::any_of(files.begin(), files.end(), [&](const std::string& f) {

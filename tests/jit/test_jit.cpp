@@ -7,14 +7,15 @@
 #include <random>
 #include <sstream>
 #include <thread>
+#include "jit/jit_test_util.hpp"
 #include "random.hpp"
 #include "thread_guard.hpp"
 
 using namespace ms;
 
 namespace {
+using ms_test::kTest;
 using test::random_tensor;
-const JitConfig kTest{.verify = true};
 }  // namespace
 
 TEST_SUITE("jit") {

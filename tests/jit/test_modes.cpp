@@ -5,18 +5,19 @@
 
 #include <ms/ms.hpp>
 
+#include "jit/jit_test_util.hpp"
 #include "random.hpp"
 
 using namespace ms;
 
 namespace {
+using ms_test::kTest;
 using test::random_tensor;
-const JitConfig kTest{.verify = true};
 
-struct Block : Cell<Block> {
+struct DenseDropout : Cell<DenseDropout> {
   nn::Dense fc{4, 4};
   nn::Dropout drop;
-  explicit Block(Generator* g) : drop(0.5, g) { register_cells("fc", fc, "drop", drop); }
+  explicit DenseDropout(Generator* g) : drop(0.5, g) { register_cells("fc", fc, "drop", drop); }
   Tensor construct(const Tensor& x) { return drop(fc(x)); }
 };
 // Calls its dropout child only on rank-3 inputs: graphs of other ranks read no training flag.
@@ -133,7 +134,7 @@ TEST_SUITE("jit") {
 
   TEST_CASE("a sub-cell's own mode keys the graph of its parent's call") {
     Generator g(1);
-    Block net(&g);
+    DenseDropout net(&g);
     auto f = jit(net, kTest);
     const Tensor x = random_tensor(float32, {3, 4}, {-2, 2}, 3);
     net.set_train(true);

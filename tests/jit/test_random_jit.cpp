@@ -5,13 +5,14 @@
 
 #include <ms/ms.hpp>
 
+#include "jit/jit_test_util.hpp"
 #include "random.hpp"
 
 using namespace ms;
 
 namespace {
+using ms_test::kTest;
 using test::random_tensor;
-const JitConfig kTest{.verify = true};
 
 /// Same dtype, shape and values, bit for bit (as doubles).
 bool same(const Tensor& a, const Tensor& b) {
