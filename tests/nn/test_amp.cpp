@@ -19,12 +19,11 @@
 #include <tuple>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-ms::Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g).to(ms::float32);
-}
+using ms_test::randn;
 
 // Dense -> BatchNorm1d -> relu -> LayerNorm -> Dense; records the dtype of
 // each child's output as construct sees it (concrete or traced).

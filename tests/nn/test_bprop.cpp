@@ -79,7 +79,7 @@ struct WrongDtype : ms::Cell<WrongDtype> {
   }
 };
 
-ms::Tensor input() { return ms::Tensor(ms::arange(0, 6).to(ms::float32) * 0.7f - 1.9f); }
+ms::Tensor input6() { return ms::Tensor(ms::arange(0, 6).to(ms::float32) * 0.7f - 1.9f); }
 
 ms::Tensor weights6() { return ms::Tensor(ms::arange(0, 6).to(ms::float32) + 1.0f); }
 
@@ -90,7 +90,7 @@ TEST_SUITE("nn") {
     static_assert(Ste::has_bprop() && !Round::has_bprop());
     Ste ste;
     Round plain;
-    const ms::Tensor x = input(), c = weights6();
+    const ms::Tensor x = input6(), c = weights6();
     // No trace: construct only, bprop is not called.
     CHECK(ms::allclose(ste(x), ms::round(x), 0, 0));
     CHECK(ste.bprop_calls == 0);
@@ -118,7 +118,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("bprop that scales, with an input it gives no gradient (a std::tuple)") {
     Scale net;
-    const ms::Tensor x = input(), y = weights6();
+    const ms::Tensor x = input6(), y = weights6();
     auto loss = [&](const ms::Tensor& a, const ms::Tensor& b) { return ms::sum(net(a, b)); };
     const auto g = ms::grad(loss, {.position = {0, 1}})(x, y);
     REQUIRE(g.size() == 2);
@@ -132,7 +132,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("bprop's ops are traced: it sees x and out, and is differentiable again") {
     Square net;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input6();
     // d/dx sum(net(x)) = out + x = x^2 + x (not autodiff's 2x).
     auto loss = [&](const ms::Tensor& a) { return ms::sum(net(a)); };
     CHECK(ms::allclose(ms::grad(loss)(x), x * x + x, 1e-6, 1e-6));
@@ -159,7 +159,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("bprop with backward hooks: pre-hooks change dout, hooks see bprop's gradients") {
     Ste ste;
-    const ms::Tensor x = input(), c = weights6();
+    const ms::Tensor x = input6(), c = weights6();
     std::vector<std::string> order;
     ms::Tensor seen_gin, seen_gout;
     auto h1 = ste.register_backward_pre_hook([&](Ste&, const ms::Args& g) {
@@ -189,7 +189,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("a bad bprop is an error naming the cell, bprop and the input") {
-    const ms::Tensor x = input();
+    const ms::Tensor x = input6();
     WrongCount wc;
     auto l1 = [&](const ms::Tensor& a) { return ms::sum(wc(a)); };
     CHECK_THROWS_WITH_AS(ms::grad(l1)(x),

@@ -7,13 +7,11 @@
 #include <thread>
 #include <utility>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-struct MLP : ms::Cell<MLP> {
-  ms::nn::Dense fc1{4, 8}, fc2{8, 3};
-  MLP() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
+using ms_test::MLP;
 
 struct Outer : ms::Cell<Outer> {
   MLP body;
@@ -31,10 +29,7 @@ std::vector<std::string> names_of(const ms::CellBase& c) {
   return out;
 }
 
-ms::Tensor input(std::int64_t n = 2) {
-  ms::Generator g(7);
-  return ms::normal({n, 4}, 0.0, 1.0, g);
-}
+using ms_test::input;
 
 }  // namespace
 
@@ -128,11 +123,11 @@ TEST_SUITE("nn") {
     const ms::StateDict sd = a.state_dict();
     REQUIRE(sd.size() == 4);
     CHECK(sd[0].first == "fc1.weight");
-    CHECK_FALSE(ms::allclose(a(input()), b(input())));
+    CHECK_FALSE(ms::allclose(a(input(2, 7)), b(input(2, 7))));
     auto r = b.load_state_dict(sd);
     CHECK(r.missing_keys.empty());
     CHECK(r.unexpected_keys.empty());
-    CHECK(ms::allclose(a(input()), b(input())));
+    CHECK(ms::allclose(a(input(2, 7)), b(input(2, 7))));
     // A wrong shape anywhere: nothing is written, even the entries before it.
     MLP c;
     const ms::Tensor before = c.fc1.weight.clone();
@@ -184,7 +179,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("forward pre-hooks and hooks, eagerly: order, replacement, removal") {
     MLP net;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 7);
     const ms::Tensor plain = net(x);
     std::vector<std::string> log;
     auto pre = net.register_forward_pre_hook([&](MLP&, const ms::Args& a) {
@@ -233,7 +228,7 @@ TEST_SUITE("nn") {
     MLP net;
     std::vector<double> seen;
     auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 7);
     f(x);
     CHECK(f.compile_count() == 1);
     auto h = net.register_forward_hook([&](MLP&, const ms::Args&, const ms::Tensor& y) {
@@ -258,7 +253,7 @@ TEST_SUITE("nn") {
   TEST_CASE("hook churn under ms::jit: the cache keeps only graphs of the current hooks") {
     MLP net;
     auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 7);
     const ms::Tensor plain = f(x);
     for (int i = 0; i < 80; ++i) {
       auto h =
@@ -276,7 +271,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("registering and removing hooks while other threads call and trace the cell") {
     MLP net;  // no hook list yet: the first registrations race with calls too
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 7);
     const ms::Tensor plain = net(x);
     auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
     std::atomic<int> churning{2}, bad{0}, calls{0};
@@ -321,7 +316,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("backward hooks, eagerly and under jit") {
     MLP net;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 7);
     auto loss = [&](const ms::Tensor& a) { return ms::sum(net(a)); };
     const auto plain =
         ms::grad(loss, {.position = std::nullopt, .weights = net.trainable_params()})(x);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
 using ms::nn::BatchNorm1d;
@@ -38,10 +40,7 @@ struct Net : ms::Cell<Net> {
   }
 };
 
-ms::Tensor input() {
-  ms::Generator g(7);
-  return ms::normal({3, 4}, 0.0, 1.0, g);
-}
+using ms_test::input;
 
 Names keys_of(const std::vector<std::pair<std::string, ms::Parameter>>& v) {
   Names out;
@@ -64,12 +63,12 @@ const Names kParams = {"body.0.fc.weight", "body.0.fc.bias", "body.0.bn.gamma", 
 }  // namespace
 
 // A cell with extra state: a tag and a step count, saved as bytes.
-struct Counter : ms::Cell<Counter> {
+struct Tagged : ms::Cell<Tagged> {
   Dense fc{2, 2};
   std::string tag = "none";
   std::int64_t steps = 0;
   int sets = 0;  // set_extra_state calls
-  Counter() { register_cells("fc", fc); }
+  Tagged() { register_cells("fc", fc); }
   ms::Tensor construct(const ms::Tensor& x) {
     ++steps;
     return fc(x);
@@ -80,7 +79,7 @@ struct Counter : ms::Cell<Counter> {
   void set_extra_state(const ms::Tensor& t) override {
     const std::string s = ms::extra_state_to_string(t);
     const auto colon = s.find(':');
-    MS_CHECK(colon != std::string::npos, ms::ValueError, "Counter: bad extra state '", s, "'");
+    MS_CHECK(colon != std::string::npos, ms::ValueError, "Tagged: bad extra state '", s, "'");
     tag = s.substr(0, colon);
     steps = std::stoll(s.substr(colon + 1));
     ++sets;
@@ -104,7 +103,7 @@ struct HalfDone : ms::Cell<HalfDone> {
 };
 
 struct Pair : ms::Cell<Pair> {
-  Counter a, b;
+  Tagged a, b;
   Pair() { register_cells("a", a, "b", b); }
   ms::Tensor construct(const ms::Tensor& x) { return b(a(x)); }
 };
@@ -300,7 +299,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("ms::jit after unregistering: the graph is traced again, not served stale") {
     Net net;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(3, 7);
     auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
     const ms::Tensor with_aux = f(x);
     CHECK(ms::allclose(with_aux, net(x), 1e-6, 1e-6));
@@ -350,7 +349,7 @@ TEST_SUITE("nn") {
         return y;
       }
     } net;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(3, 7);
     auto f = ms::jit([&](const ms::Tensor& a) { return net(a); });
     CHECK(ms::allclose(f(x), net(x), 1e-6, 1e-6));
     net.heads.insert("b", std::make_shared<Dense>(4, 2));
@@ -392,7 +391,7 @@ TEST_SUITE("nn") {
                         "b.fc.weight", "b.fc.bias"});
     CHECK(ms::extra_state_to_string(p.state_dict()["a._extra_state"]) == "first:0");
     CHECK(ms::extra_state_to_string(p.state_dict()["b._extra_state"]) == "none:7");
-    Counter c;  // the cell itself: `_extra_state`
+    Tagged c;  // the cell itself: `_extra_state`
     CHECK(c.state_dict().keys() == Names{"_extra_state", "fc.weight", "fc.bias"});
     CHECK(c.state_dict("m").keys().front() == "m._extra_state");
     ms::StateDict dst;

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
 using ms::Tensor;
@@ -53,10 +55,7 @@ struct Seqs : ms::Cell<Seqs> {
   }
 };
 
-Tensor input(std::int64_t n = 2, std::uint64_t seed = 3) {
-  ms::Generator g(seed);
-  return ms::normal({n, 4}, 0.0, 1.0, g);
-}
+using ms_test::input;
 
 // construct takes its text as a C string.
 struct CMode : ms::Cell<CMode> {

@@ -5,15 +5,15 @@
 #include <ms/cell.hpp>
 
 namespace {
-struct Net : ms::Cell<Net> {
+struct DenseRelu : ms::Cell<DenseRelu> {
   ms::nn::Dense fc{6, 3};
-  Net() { register_cells("fc", fc); }
+  DenseRelu() { register_cells("fc", fc); }
   ms::Tensor construct(const ms::Tensor& x) { return ms::relu(fc(x)); }
 };
 }  // namespace
 
 TEST_CASE("nn: set_inputs gives ms::jit(cell) one graph for every batch size") {
-  Net net;
+  DenseRelu net;
   net.set_inputs({ms::TensorSpec({ms::Dim("batch"), 6}, ms::float32)});
   auto f = ms::jit(net);
   ms::Generator g(1);
@@ -39,7 +39,7 @@ TEST_CASE("nn: set_inputs gives ms::jit(cell) one graph for every batch size") {
 }
 
 TEST_CASE("nn: enable_dynamic together with set_inputs is a ValueError") {
-  Net net;
+  DenseRelu net;
   net.set_inputs({ms::TensorSpec({-1, 6}, ms::float32)});
   auto f = ms::jit(ms::enable_dynamic(net, {ms::TensorSpec({-1, 6}, ms::float32)}));
   CHECK_THROWS_WITH_AS(

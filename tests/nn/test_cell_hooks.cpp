@@ -14,13 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-struct MLP : ms::Cell<MLP> {
-  ms::nn::Dense fc1{4, 8}, fc2{8, 3};
-  MLP() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
+using ms_test::MLP;
 
 // A user cell keeping its buffers in members, as BatchNorm does.
 struct Counter : ms::Cell<Counter> {
@@ -38,10 +36,7 @@ struct Scaled : ms::Cell<Scaled> {
   }
 };
 
-ms::Tensor input(std::int64_t n = 2) {
-  ms::Generator g(11);
-  return ms::normal({n, 4}, 0.0, 1.0, g);
-}
+using ms_test::input;
 
 using Keys = std::vector<std::string>;
 
@@ -296,7 +291,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("with_kwargs pre-hook replaces a kwarg, eagerly and under ms::jit") {
     Scaled cell;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 11);
     double hook_saw = 0;
     ms::ScopedHook h = cell.register_forward_pre_hook(
         [&](Scaled&, const ms::Args& a, const ms::Kwargs& kw) {
@@ -325,7 +320,7 @@ TEST_SUITE("nn") {
 
   TEST_CASE("with_kwargs forward hook sees args, kwargs, output and replaces it, eager and jit") {
     Scaled cell;
-    const ms::Tensor x = input();
+    const ms::Tensor x = input(2, 11);
     int calls = 0;
     ms::ScopedHook h = cell.register_forward_hook(
         [&](Scaled&, const ms::Args& a, const ms::Kwargs& kw, const ms::Tensor& y) {

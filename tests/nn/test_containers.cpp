@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
 using ms::AnyCell;
@@ -18,10 +20,7 @@ std::shared_ptr<Dense> dense(std::int64_t in, std::int64_t out) {
   return std::make_shared<Dense>(in, out);
 }
 
-ms::Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g);
-}
+using ms_test::randn;
 
 std::vector<std::string> child_names(const ms::CellBase& c) {
   std::vector<std::string> out;

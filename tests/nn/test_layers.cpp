@@ -7,12 +7,11 @@
 #include <ms/autodiff/gradcheck.hpp>
 #include <ms/cell.hpp>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-ms::Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g);
-}
+using ms_test::randn;
 
 std::vector<double> vec(const ms::Tensor& t) { return t.to_vector<double>(); }
 

@@ -10,12 +10,11 @@
 #include <optional>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-ms::Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed, ms::DType dt = ms::float64) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g).to(dt);
-}
+using ms_test::randn;
 
 ms::Tensor labels_of(std::vector<std::int64_t> v, std::vector<std::int64_t> shape,
                      ms::DType dt = ms::int64) {
@@ -53,15 +52,15 @@ ms::Tensor naive_composition(const ms::Tensor& logits, const ms::Tensor& labels,
   return ms::sum(-picked * mask) / ms::sum(mask);
 }
 
-const std::vector<std::int64_t> kLabels{4, -100, 0, 2, 2, -100};  // [2, 3], two ignored
+const std::vector<std::int64_t> kLabelsWithIgnored{4, -100, 0, 2, 2, -100};  // [2, 3], two ignored
 
 }  // namespace
 
 TEST_SUITE("nn") {
   TEST_CASE("cross_entropy: [B, T, V] logits, [B, T] labels, classes on the last axis") {
-    const ms::Tensor logits = randn({2, 3, 5}, 3);
-    const ms::Tensor labels = labels_of(kLabels, {2, 3});
-    const std::vector<double> per = naive_per(logits, kLabels, -100);
+    const ms::Tensor logits = randn({2, 3, 5}, 3, ms::float64);
+    const ms::Tensor labels = labels_of(kLabelsWithIgnored, {2, 3});
+    const std::vector<double> per = naive_per(logits, kLabelsWithIgnored, -100);
     double total = 0;
     for (double p : per) total += p;
     // "mean" divides by the 4 positions not ignored.
@@ -90,15 +89,15 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy: ignore_index with weight and label smoothing (PyTorch's formula)") {
-    const ms::Tensor logits = randn({2, 3, 5}, 5);
-    const ms::Tensor labels = labels_of(kLabels, {2, 3});
+    const ms::Tensor logits = randn({2, 3, 5}, 5, ms::float64);
+    const ms::Tensor labels = labels_of(kLabelsWithIgnored, {2, 3});
     const ms::Tensor w = ms::tensor({0.5, 1.0, 2.0, 1.5, 0.25}).to(ms::float64);
     const double s = 0.2;
     const auto lv = logits.to_vector<double>();
     const auto wv = w.to_vector<double>();
     double num = 0, den = 0;
-    for (std::size_t p = 0; p < kLabels.size(); ++p) {
-      if (kLabels[p] == -100) continue;
+    for (std::size_t p = 0; p < kLabelsWithIgnored.size(); ++p) {
+      if (kLabelsWithIgnored[p] == -100) continue;
       const double* row = lv.data() + p * 5;
       double mx = row[0], z = 0;
       for (int c = 1; c < 5; ++c) mx = std::max(mx, row[c]);
@@ -106,8 +105,8 @@ TEST_SUITE("nn") {
       const double lse = std::log(z) + mx;
       double smooth = 0;
       for (int c = 0; c < 5; ++c) smooth += wv[static_cast<std::size_t>(c)] * (lse - row[c]);
-      const double wy = wv[static_cast<std::size_t>(kLabels[p])];
-      num += (1 - s) * wy * (lse - row[kLabels[p]]) + s / 5 * smooth;
+      const double wy = wv[static_cast<std::size_t>(kLabelsWithIgnored[p])];
+      num += (1 - s) * wy * (lse - row[kLabelsWithIgnored[p]]) + s / 5 * smooth;
       den += wy;
     }
     CHECK(
@@ -122,8 +121,8 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy: gradient by finite differences and against the naive composition") {
-    const ms::Tensor logits = randn({2, 3, 5}, 7);
-    const ms::Tensor labels = labels_of(kLabels, {2, 3});
+    const ms::Tensor logits = randn({2, 3, 5}, 7, ms::float64);
+    const ms::Tensor labels = labels_of(kLabelsWithIgnored, {2, 3});
     for (const char* red : {"mean", "sum", "none"}) {
       auto r = ms::testing::gradcheck(
           [&](const std::vector<ms::Tensor>& x) {
@@ -145,7 +144,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy: every position ignored gives NaN (mean) with a zero gradient") {
-    const ms::Tensor logits = randn({2, 2, 3}, 9);
+    const ms::Tensor logits = randn({2, 2, 3}, 9, ms::float64);
     const ms::Tensor labels = labels_of({-100, -100, -100, -100}, {2, 2});
     auto loss = [&](const ms::Tensor& x) { return ms::nn::cross_entropy(x, labels); };
     const auto [l, g] = ms::value_and_grad(loss)(logits);
@@ -158,7 +157,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy: another ignore_index, and the [N, C] form keeps its behaviour") {
-    const ms::Tensor logits = randn({4, 3}, 11);
+    const ms::Tensor logits = randn({4, 3}, 11, ms::float64);
     const ms::Tensor labels = labels_of({0, 2, 1, 2}, {4});
     const std::vector<double> per = naive_per(logits, {0, 2, 1, 2}, 2);
     CHECK(ms::nn::cross_entropy(logits, labels, {.ignore_index = 2}).item<double>() ==
@@ -182,7 +181,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy without ignore_index: the fused op alone; -100 is out of range") {
-    const ms::Tensor logits = randn({2, 3, 5}, 12);
+    const ms::Tensor logits = randn({2, 3, 5}, 12, ms::float64);
     const std::vector<std::int64_t> y{0, 4, 1, 3, 2, 4};
     const ms::Tensor labels = labels_of(y, {2, 3});
     const std::vector<double> per = naive_per(logits, y, -100);
@@ -213,7 +212,7 @@ TEST_SUITE("nn") {
     auto vg = ms::value_and_grad(loss);
     auto f = ms::jit(vg);
     const ms::Tensor logits = randn({2, 3, 5}, 13, ms::float32);
-    const ms::Tensor labels = labels_of(kLabels, {2, 3});
+    const ms::Tensor labels = labels_of(kLabelsWithIgnored, {2, 3});
     const auto [le, ge] = vg(logits, labels);
     const auto [lj, gj] = f(logits, labels);
     CHECK(ms::allclose(lj, le, 1e-6, 1e-6));
@@ -253,7 +252,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("cross_entropy: bad labels and PyTorch's [N, C, T] layout are errors") {
-    const ms::Tensor logits = randn({2, 3, 5}, 15);
+    const ms::Tensor logits = randn({2, 3, 5}, 15, ms::float64);
     CHECK_THROWS_WITH_AS(
         ms::nn::cross_entropy(logits, labels_of({0, 1, 2, 3, 4, 5}, {2, 3})),
         doctest::Contains("cross_entropy: class labels must be in [0, 5) or equal ignore_index "
@@ -262,9 +261,9 @@ TEST_SUITE("nn") {
     CHECK_THROWS_WITH_AS(ms::nn::cross_entropy(logits, labels_of({0, -1, 2, 3, 4, 0}, {2, 3})),
                          doctest::Contains("got -1 at labels[0, 1]"), ms::IndexError);
     // PyTorch's layout: classes on axis 1.
-    CHECK_THROWS_WITH_AS(
-        ms::nn::cross_entropy(randn({2, 5, 3}, 1), labels_of({0, 1, 2, 3, 4, 0}, {2, 3})),
-        doctest::Contains("classes are on the last axis"), ms::ShapeError);
+    CHECK_THROWS_WITH_AS(ms::nn::cross_entropy(randn({2, 5, 3}, 1, ms::float64),
+                                               labels_of({0, 1, 2, 3, 4, 0}, {2, 3})),
+                         doctest::Contains("classes are on the last axis"), ms::ShapeError);
     CHECK_THROWS_AS(ms::nn::cross_entropy(logits, labels_of({0, 1, 2}, {3})), ms::ShapeError);
     CHECK_THROWS_AS(ms::nn::cross_entropy(logits, labels_of({0, 1, 2, 3, 4, 0}, {2, 3}),
                                           {.weight = ms::ones({4}, ms::float64)}),

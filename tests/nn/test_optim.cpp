@@ -9,12 +9,11 @@
 #include <numbers>
 #include <vector>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-ms::Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed, ms::DType dt = ms::float64) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g).to(dt);
-}
+using ms_test::randn;
 
 // The p-norm of all entries of `ts` in float64 (p = infinity: the largest |x|).
 double naive_norm(const std::vector<ms::Tensor>& ts, double p) {
@@ -29,7 +28,8 @@ double naive_norm(const std::vector<ms::Tensor>& ts, double p) {
 
 TEST_SUITE("nn") {
   TEST_CASE("clip_grad_norm: global norm and clip factor against a naive float64 loop") {
-    const std::vector<ms::Tensor> g{randn({3, 4}, 1), randn({5}, 2), randn({2, 2, 2}, 3)};
+    const std::vector<ms::Tensor> g{randn({3, 4}, 1, ms::float64), randn({5}, 2, ms::float64),
+                                    randn({2, 2, 2}, 3, ms::float64)};
     for (double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
       const double total = naive_norm(g, p);
       for (double max_norm : {total / 3, total * 2}) {

@@ -4,12 +4,11 @@
 
 #include <ms/cell.hpp>
 
+#include "nn/nn_test_util.hpp"
+
 namespace {
 
-ms::Tensor input() {
-  ms::Generator g(3);
-  return ms::normal({2, 4}, 0.0, 1.0, g);
-}
+using ms_test::input;
 
 }  // namespace
 

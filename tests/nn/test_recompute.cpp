@@ -69,14 +69,16 @@ struct DropNet : ms::Cell<DropNet> {
 
 // A marked cell inside a marked cell (the inner one is its own region when
 // only it is marked).
-struct Outer : ms::Cell<Outer> {
+struct LayerPair : ms::Cell<LayerPair> {
   Layer inner1, inner2;
-  Outer() : inner1(5, 7), inner2(7, 4, true) { register_cells("inner1", inner1, "inner2", inner2); }
+  LayerPair() : inner1(5, 7), inner2(7, 4, true) {
+    register_cells("inner1", inner1, "inner2", inner2);
+  }
   ms::Tensor construct(const ms::Tensor& x) { return inner2(inner1(x)) * 2.f; }
 };
 
 struct Nested : ms::Cell<Nested> {
-  Outer outer;
+  LayerPair outer;
   ms::nn::Dense head{4, 2};
   Nested() { register_cells("outer", outer, "head", head); }
   ms::Tensor construct(const ms::Tensor& x) { return head(outer(x)); }

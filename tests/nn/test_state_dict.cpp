@@ -11,10 +11,10 @@
 
 namespace {
 
-struct Block : ms::Cell<Block> {
+struct BlockWithBuffer : ms::Cell<BlockWithBuffer> {
   ms::nn::Dense fc1{4, 3}, fc2{3, 2};
   ms::Parameter scale{ms::ones({2}), "scale"};
-  Block() {
+  BlockWithBuffer() {
     register_parameter("scale", scale);
     register_cells("fc1", fc1, "fc2", fc2);
     register_buffer("steps", ms::zeros({1}));
@@ -26,7 +26,7 @@ struct Block : ms::Cell<Block> {
 
 TEST_SUITE("nn") {
   TEST_CASE("state dict: registration order, lookup by name, size") {
-    Block net;
+    BlockWithBuffer net;
     ms::StateDict sd = net.state_dict();
     CHECK(sd.keys() == std::vector<std::string>{"scale", "steps", "fc1.weight", "fc1.bias",
                                                 "fc2.weight", "fc2.bias"});
@@ -56,7 +56,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("state dict: a missing name is a KeyError naming it and the close names") {
-    Block net;
+    BlockWithBuffer net;
     const ms::StateDict sd = net.state_dict();
     CHECK_THROWS_WITH_AS(sd.at("fc1.weigth"),
                          doctest::Contains("StateDict: no entry 'fc1.weigth'; close names: "
@@ -74,7 +74,7 @@ TEST_SUITE("nn") {
   }
 
   TEST_CASE("state dict: through safetensors and npz, and back into a cell") {
-    Block a, b;
+    BlockWithBuffer a, b;
     for (auto& [name, t] : a.state_dict()) t.copy_(ms::full(t.shape(), 0.25, t.dtype()));
     const auto bytes = ms::io::to_safetensors_bytes(a.state_dict());
     const ms::io::SafetensorsFile f = ms::io::from_safetensors_bytes(bytes);

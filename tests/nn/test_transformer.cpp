@@ -12,6 +12,7 @@
 #include <ms/cell.hpp>
 
 #include "nn/max_diff.hpp"
+#include "nn/nn_test_util.hpp"
 
 namespace {
 
@@ -19,10 +20,7 @@ using ms::Kwargs;
 using ms::Tensor;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor randn(std::vector<std::int64_t> shape, std::uint64_t seed, ms::DType dt = ms::float32) {
-  ms::Generator g(seed);
-  return ms::normal(ms::Shape(shape), 0.0, 1.0, g).to(dt);
-}
+using ms_test::randn;
 
 // An additive mask table [B, H, L, S] (0 or -inf), filled by the rules of
 // the masks' conventions: pad[b][s] true = ignored key, am[l][s] true = not
