@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "data/contains.hpp"
 #include "io/io_test_util.hpp"  // check_fifo_refused
 #include "temp_dir.hpp"
 
@@ -21,8 +22,7 @@ using namespace ms;
 
 namespace {
 
-/// doctest::Contains for a message built at run time (it takes a doctest::String).
-doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
+using ms_test::has;
 
 using ms::test::TempDir;
 

@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include "data/contains.hpp"
 #include "io/io_test_util.hpp"  // check_fifo_refused, run_with_address_limit
 #include "temp_dir.hpp"
 
@@ -28,8 +29,7 @@ using Bytes = std::vector<std::uint8_t>;
 
 namespace {
 
-/// doctest::Contains for a message built at run time (it takes a doctest::String).
-doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
+using ms_test::has;
 
 using ms::test::TempDir;
 

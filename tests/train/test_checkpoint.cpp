@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 #include "temp_dir.hpp"
+#include "train/net.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,11 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Net : ms::Cell<Net> {
-  ms::nn::Dense fc1{5, 12}, fc2{12, 3};
-  Net() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
+using ms_test::Net;
 
 // A model and a Momentum optimizer that has taken steps: every part of the
 // state (weights, step, rate, moment buffers) differs from a fresh one.

@@ -9,14 +9,14 @@
 
 namespace {
 
-struct Net : ms::Cell<Net> {
+struct StepNet : ms::Cell<StepNet> {
   ms::nn::Dense fc1{12, 16}, fc2{16, 5};
-  Net() { register_cells("fc1", fc1, "fc2", fc2); }
+  StepNet() { register_cells("fc1", fc1, "fc2", fc2); }
   ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
 };
 
 struct Trainer {
-  Net net;
+  StepNet net;
   ms::optim::Momentum opt{net.trainable_params(), {.lr = 0.05, .momentum = 0.9}};
   std::function<ms::Tensor(const ms::Tensor&, const ms::Tensor&)> fn() {
     return [this](const ms::Tensor& x, const ms::Tensor& y) {

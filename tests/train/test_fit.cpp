@@ -3,6 +3,7 @@
 
 #include "io/memory_file_system.hpp"
 #include "temp_dir.hpp"
+#include "train/net.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -20,11 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Net : ms::Cell<Net> {
-  ms::nn::Dense fc1{5, 12}, fc2{12, 3};
-  Net() { register_cells("fc1", fc1, "fc2", fc2); }
-  ms::Tensor construct(const ms::Tensor& x) { return fc2(ms::relu(fc1(x))); }
-};
+using ms_test::Net;
 
 // 100 samples of 5 features; the class is the argmax of the first 3.
 ms::data::TensorDataset toy() {
