@@ -1,9 +1,13 @@
 // The models the ONNX tests export and load (export and GraphCell alike),
-// and the python3 the interoperability checks run.
+// their checks on messages, outputs and serialized models, and the python3
+// the interoperability checks run.
 #pragma once
 
 #include <doctest/doctest.h>
+#include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -17,6 +21,26 @@ inline bool has(const std::string& msg, const std::string& part) {
   const bool found = msg.find(part) != std::string::npos;
   if (!found) MESSAGE(msg);
   return found;
+}
+
+/// max |a - b| / max(1, |b|) over the elements (a NaN in a gives NaN).
+inline double max_rel_diff(const ms::Tensor& a, const ms::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const auto x = ms::cast(a, ms::float64).contiguous().to_vector<double>();
+  const auto y = ms::cast(b, ms::float64).contiguous().to_vector<double>();
+  double m = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double d = std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i]));
+    if (!(d <= m)) m = d;  // NaN sticks
+  }
+  return m;
+}
+
+/// The serialized bytes of `m`.
+inline std::string bytes_of(const ::onnx::ModelProto& m) {
+  std::string s;
+  REQUIRE(m.SerializeToString(&s));
+  return s;
 }
 
 /// The message of the error of class E that `f()` raises (a test failure when none).

@@ -38,7 +38,7 @@
 
 namespace {
 
-using MLP = ms_onnx_test::Mlp<128>;
+using MLP128 = ms_onnx_test::Mlp<128>;
 using ms_onnx_test::CNN;
 
 ::onnx::ModelProto load(const std::string& path) {
@@ -87,7 +87,7 @@ std::string read_text(const std::string& path) {
 
 TEST_CASE("onnx: MLP exports with named inputs, outputs, dim_params and initializers") {
   ms::test::TempDir dir("ms_onnx");
-  MLP net;
+  MLP128 net;
   const std::string path = dir.file("mlp.onnx");
   ms::onnx::export_model(net, ms::zeros({2, 784}), path,
                          {.input_names = {"x"},
@@ -229,7 +229,7 @@ TEST_CASE("onnx: triu and tril become Trilu at opset 14+, a masked Where at 13")
 
 TEST_CASE("onnx: export_params and keep_initializers_as_inputs") {
   ms::test::TempDir dir("ms_onnx");
-  MLP net;
+  MLP128 net;
   const std::string path = dir.file("mlp.onnx");
   ms::onnx::export_model(net, ms::zeros({1, 784}), path, {.keep_initializers_as_inputs = true});
   ::onnx::ModelProto m = full_check(path);
@@ -249,7 +249,7 @@ TEST_CASE("onnx: export_params and keep_initializers_as_inputs") {
 
 TEST_CASE("onnx: enable_dynamic and input_signature give named dim_params") {
   ms::test::TempDir dir("ms_onnx");
-  MLP net;
+  MLP128 net;
   const std::string path = dir.file("mlp.onnx");
   ms::onnx::export_model(
       ms::enable_dynamic(net, ms::TensorSpec({ms::Dim("rows"), 784}, ms::float32)),
@@ -286,7 +286,7 @@ TEST_CASE("onnx: an op without a mapping is an error naming it; the old file sta
 
 TEST_CASE("onnx: options are validated") {
   ms::test::TempDir dir("ms_onnx");
-  MLP net;
+  MLP128 net;
   const std::string path = dir.file("m.onnx");
   const ms::Tensor x = ms::zeros({1, 784});
   using O = ms::onnx::ExportOptions;
@@ -467,7 +467,7 @@ TEST_CASE("onnx: python3's onnx accepts the exported models; NumPy evaluates the
     return;
   }
   ms::test::TempDir dir("ms_onnx");
-  MLP mlp;
+  MLP128 mlp;
   CNN cnn;
   cnn.set_train(false);
   ms::onnx::export_model(mlp, ms::zeros({2, 784}), dir.file("mlp.onnx"),
@@ -660,18 +660,7 @@ TEST_CASE("onnx: an argument the function does not read stays a graph input") {
 
 namespace {
 
-// max |a - b| / max(1, |b|) over the elements (a NaN in a gives NaN).
-double max_rel_diff(const ms::Tensor& a, const ms::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = ms::cast(a, ms::float64).contiguous().to_vector<double>();
-  const auto y = ms::cast(b, ms::float64).contiguous().to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double d = std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i]));
-    if (!(d <= m)) m = d;  // NaN sticks
-  }
-  return m;
-}
+using ms_onnx_test::max_rel_diff;
 
 // q [2, 3, tq, 8], k [2, 3, tk, 8], v [2, 3, tk, 6], normal draws from `seed`.
 std::vector<ms::Tensor> qkv(std::int64_t tq, std::int64_t tk, std::uint64_t seed) {

@@ -31,7 +31,7 @@ using ::onnx::TensorProto;
 using MLP = ms_onnx_test::Mlp<32>;
 namespace fs = std::filesystem;
 
-bool same(const ms::Tensor& a, const ms::Tensor& b) {
+bool same_tensor(const ms::Tensor& a, const ms::Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
          ms::cast(a, ms::float64).contiguous().to_vector<double>() ==
              ms::cast(b, ms::float64).contiguous().to_vector<double>();
@@ -50,11 +50,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   REQUIRE(out.good());
 }
 
-std::string bytes_of(const ModelProto& m) {
-  std::string s;
-  REQUIRE(m.SerializeToString(&s));
-  return s;
-}
+using ms_onnx_test::bytes_of;
 
 // y = x + b, x float [2, 3]; b a float [3] initializer with the given external_data entries.
 ModelProto ext_model(const std::vector<std::pair<std::string, std::string>>& entries) {
@@ -112,7 +108,7 @@ struct Fixture {
   void load(const ModelProto& m) const {
     write_bytes(dir + "/m.onnx", bytes_of(m));
     ms::GraphCell g(dir + "/m.onnx");
-    CHECK(same(g(ms::zeros({2, 3})), ms::tensor({{1.f, -2.f, 0.5f}, {1.f, -2.f, 0.5f}})));
+    CHECK(same_tensor(g(ms::zeros({2, 3})), ms::tensor({{1.f, -2.f, 0.5f}, {1.f, -2.f, 0.5f}})));
   }
   // The ValueError loading `m` from model/m.onnx raises; it names GraphCell and b.
   std::string error(const ModelProto& m) const {
@@ -192,10 +188,10 @@ TEST_CASE("external data: export_model writes the large initializers to a data f
   ms::GraphCell g(path);
   for (const auto& [name, p] : net.parameters_and_names()) {
     INFO(name);
-    CHECK(same(g.state_dict().at(name), p));
+    CHECK(same_tensor(g.state_dict().at(name), p));
   }
   const ms::Tensor x = ms::uniform({2, 784});
-  CHECK(same(g(x), net(x)));
+  CHECK(same_tensor(g(x), net(x)));
 }
 
 TEST_CASE("external data: threshold 0 and a named data file; each file is opened once") {
@@ -215,7 +211,7 @@ TEST_CASE("external data: threshold 0 and a named data file; each file is opened
     ScopedFs scope(counting);
     ms::GraphCell g(path);
     const ms::Tensor x = ms::uniform({2, 784});
-    CHECK(same(g(x), net(x)));
+    CHECK(same_tensor(g(x), net(x)));
   }
   CHECK(counting->opens == std::map<std::string, int>{{"mlp.onnx", 1}, {"w.bin", 1}});
 }
@@ -257,7 +253,7 @@ TEST_CASE("external data: python3's onnx loads and checks the model ms wrote") {
   const std::string cmd = py + " " + dir.file("read.py") + " " + path + " " + dir.file("fc1.npy") +
                           " > " + dir.file("log.txt") + " 2>&1";
   REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
-  CHECK(same(ms::io::load_npy(dir.file("fc1.npy")), ms::Tensor(net.fc1.weight)));
+  CHECK(same_tensor(ms::io::load_npy(dir.file("fc1.npy")), ms::Tensor(net.fc1.weight)));
 }
 
 TEST_CASE("external data: offset and length, a length taken as the rest of the file") {
@@ -318,7 +314,7 @@ TEST_CASE("external data: loaded from bytes, a directory is needed") {
     CHECK(has(e.what(), "needs a path"));
   }
   ms::GraphCell g(bytes, "<bytes>", {.external_data_dir = f.dir});
-  CHECK(same(g.state_dict().at("b"), ms::tensor({1.f, -2.f, 0.5f})));
+  CHECK(same_tensor(g.state_dict().at("b"), ms::tensor({1.f, -2.f, 0.5f})));
 }
 
 TEST_CASE("external data errors: an absolute location") {

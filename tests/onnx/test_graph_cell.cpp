@@ -32,11 +32,11 @@ using ms_onnx_test::CNN;
 
 // A transformer encoder's pieces: embedding, layer norm, causal attention
 // scores, softmax, gelu, a residual, slicing, concatenation, reductions.
-struct Block : ms::Cell<Block> {
+struct Encoder : ms::Cell<Encoder> {
   ms::nn::Embedding emb{50, 8};
   ms::nn::LayerNorm ln{{8}};
   ms::nn::Dense q{8, 8}, k{8, 8}, ff{8, 8};
-  Block() { register_cells("emb", emb, "ln", ln, "q", q, "k", k, "ff", ff); }
+  Encoder() { register_cells("emb", emb, "ln", ln, "q", q, "k", k, "ff", ff); }
   ms::Tensor construct(const ms::Tensor& ids) {
     const ms::Tensor x = ln(emb(ids));
     ms::Tensor s = ms::matmul(q(x), k(x).transpose(1, 2)) * (1.0 / std::sqrt(8.0));
@@ -49,15 +49,7 @@ struct Block : ms::Cell<Block> {
   }
 };
 
-double max_rel_diff(const ms::Tensor& a, const ms::Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const auto x = ms::cast(a, ms::float64).contiguous().to_vector<double>();
-  const auto y = ms::cast(b, ms::float64).contiguous().to_vector<double>();
-  double m = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    m = std::max(m, std::abs(x[i] - y[i]) / std::max(1.0, std::abs(y[i])));
-  return m;
-}
+using ms_onnx_test::max_rel_diff;
 
 // Every parameter of `net` is a parameter of `g` with the same name and value.
 template <class Net>
@@ -123,7 +115,7 @@ TEST_CASE("GraphCell: the exported CNN (conv, pool, batch norm) runs as the orig
 
 TEST_CASE("GraphCell: the exported transformer block runs as the original") {
   ms::manual_seed(3);
-  Block net;
+  Encoder net;
   const ms::Tensor a = ms::tensor({{1, 2, 3, 4}, {5, 6, 7, 8}}).to(ms::int64);
   const ms::Tensor b = ms::tensor({{9, 8, 7, 6}, {5, 4, 3, 2}, {0, 1, 0, 1}}).to(ms::int64);
   for (int opset : {13, 17}) {
@@ -238,11 +230,7 @@ ModelProto tiny(int opset = 17) {
   return m;
 }
 
-std::string bytes_of(const ModelProto& m) {
-  std::string s;
-  REQUIRE(m.SerializeToString(&s));
-  return s;
-}
+using ms_onnx_test::bytes_of;
 
 // The message of the error loading `m` raises, which must be of class E.
 template <class E>
