@@ -147,7 +147,8 @@ std::string dump_stem(const ir::Node& n, std::size_t i) {
 struct Executable::Step {
   enum class Kind : std::uint8_t { Op, Fused, Assign } kind = Kind::Op;
   const ops::OpDef* def = nullptr;
-  ops::Attrs attrs;
+  ops::BoundEvalFn eval;      ///< Op: def's eval on the node's attributes
+  ops::BoundUpdateFn update;  ///< Op whose def has an update form: it, on them
   std::shared_ptr<const ir::FusedRegion> region;
   std::vector<ir::ValueId> in, out;
   std::vector<ir::ValueId> release;  ///< values dead after this step
@@ -218,7 +219,8 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
         } else {
           s.dump = dump_stem(n, i);
           s.def = n.def;
-          s.attrs = n.attrs;
+          s.eval = ops::bind_eval(*n.def, n.attrs);
+          if (n.def->update) s.update = ops::bind_update(*n.def, n.attrs);
         }
         // An output nothing reads (conv2d's pre-pool output in a forward-only
         // graph, an unused draw) is released right after its own step.
@@ -512,13 +514,13 @@ void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executa
       f.scratch.clear();
       for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
       if (s.in_place.valid()) {  // the op's update form writes into its first input
-        s.def->update(f.scratch, s.attrs);
+        s.update(f.scratch);
         f.scratch.clear();
         f.vals[s.in_place].storage()->note_write();  // other graphs' kept casts of it are stale
         f.vals[s.out[0]] = f.vals[s.in_place];
         break;
       }
-      std::vector<Tensor> r = s.def->eval(f.scratch, s.attrs);
+      std::vector<Tensor> r = s.eval(f.scratch);
       f.scratch.clear();  // holds no input past its step
       for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(r[k]);
       break;

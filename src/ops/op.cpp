@@ -149,7 +149,10 @@ Tracer* set_active_tracer(Tracer* t) {
   return prev;
 }
 
-std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {
+namespace {
+
+// The checks of every call: the number of inputs, each one defined.
+void check_inputs(const OpDef& def, std::span<const Tensor> inputs) {
   const int n = static_cast<int>(inputs.size());
   MS_CHECK(n >= def.min_inputs && (def.max_inputs < 0 || n <= def.max_inputs), ValueError, def.name,
            ": takes ",
@@ -161,20 +164,51 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
   for (int i = 0; i < n; ++i)
     MS_CHECK(inputs[static_cast<std::size_t>(i)].defined(), ValueError, def.name, ": input ", i,
              " is an undefined tensor");
-  if (const CastPolicy p = cast_policy(); p.mode != CastPolicy::Mode::None) [[unlikely]]
-    return detail::call_with_cast_policy(def, inputs, attrs, p);
-  if (Tracer* t = active_tracer(); t != nullptr) return t->record(def, inputs, attrs);
+}
+
+// Whether a call must go through the attribute map: a cast policy or a tracer
+// is active.
+bool recorded_or_cast() {
+  return cast_policy().mode != CastPolicy::Mode::None || active_tracer() != nullptr;
+}
+
+void check_concrete(const OpDef& def, std::span<const Tensor> inputs) {
   for (const Tensor& t : inputs)
     MS_CHECK(!t.is_symbolic(), ValueError, def.name,
              ": got a symbolic tensor outside its trace (was a traced value kept after ms::jit "
              "returned?)");
+}
+
+}  // namespace
+
+std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {
+  check_inputs(def, inputs);
+  if (const CastPolicy p = cast_policy(); p.mode != CastPolicy::Mode::None) [[unlikely]]
+    return detail::call_with_cast_policy(def, inputs, attrs, p);
+  if (Tracer* t = active_tracer(); t != nullptr) return t->record(def, inputs, attrs);
+  check_concrete(def, inputs);
   return def.eval(inputs, attrs);
 }
 
 std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs,
                                const void* typed) {
   MS_ASSERT(def.attrs_of != nullptr);
-  return call(def, inputs, def.attrs_of(typed));
+  if (def.eval_typed == nullptr || recorded_or_cast())
+    return call(def, inputs, def.attrs_of(typed));
+  check_inputs(def, inputs);
+  check_concrete(def, inputs);
+  return def.eval_typed(typed, inputs);
+}
+
+BoundEvalFn bind_eval(const OpDef& def, const Attrs& attrs) {
+  if (def.bind != nullptr) return def.bind(attrs);
+  return [&def, attrs](std::span<const Tensor> in) { return def.eval(in, attrs); };
+}
+
+BoundUpdateFn bind_update(const OpDef& def, const Attrs& attrs) {
+  MS_ASSERT(def.update);
+  if (def.bind_update != nullptr) return def.bind_update(attrs);
+  return [&def, attrs](std::span<const Tensor> in) { def.update(in, attrs); };
 }
 
 Tensor call1(const OpDef& def, std::span<const Tensor> inputs, const Attrs& attrs) {

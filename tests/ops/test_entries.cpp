@@ -166,6 +166,39 @@ TEST_SUITE("ops") {
     CHECK(&ops::def_of<ops::Cumsum>() == &ops::op("cumsum"));
   }
 
+  TEST_CASE("op entries: the bound and the typed call give the map call's bits") {
+    for (const ops::OpDef* d : sampled_ops()) {
+      if (d->random) continue;
+      const bool bound = d->bind != nullptr, typed = d->eval_typed != nullptr;
+      CHECK_MESSAGE(bound, d->name, ": an entry's row has no bind");
+      CHECK_MESSAGE(typed, d->name, ": an entry's row has no eval_typed");
+      for (const ops::Sample& c : d->samples().cases) {
+        INFO(d->name, " [", c.label, "]");
+        const Tensors want = ops::call(*d, c.inputs, c.attrs);
+        const Tensors got = ops::bind_eval(*d, c.attrs)(c.inputs);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t k = 0; k < want.size(); ++k) CHECK(same_bits(got[k], want[k]));
+      }
+    }
+    // A row without bind (elementwise ops are not entries) binds its map.
+    const ops::OpDef& add = ops::op("add");
+    const bool add_unbound = add.bind == nullptr;
+    CHECK(add_unbound);
+    const Tensor a = arange(0, 6), b = a * 2.0;
+    const Tensors ab{a, b};
+    CHECK(same_bits(ops::bind_eval(add, {})(ab)[0], a + b));
+    // The typed call (what ms::cumsum runs) against the map call.
+    const ops::Cumsum::Attrs at{.axis = 1, .exclusive = true};
+    const Tensor x = a.reshape({2, 3});
+    CHECK(same_bits(ops::invoke1<ops::Cumsum>({x}, at),
+                    ops::call1(ops::op("cumsum"), {x}, ops::attrs_to(at))));
+    // Bad input through the typed call: the op's ms::Error, as through the map.
+    CHECK_THROWS_WITH_AS(ops::invoke1<ops::Cumsum>({x}, ops::Cumsum::Attrs{.axis = 5}),
+                         doctest::Contains("cumsum"), IndexError);
+    CHECK_THROWS_WITH_AS(ops::invoke1<ops::Cumsum>({Tensor()}, at),
+                         doctest::Contains("cumsum: input 0 is an undefined tensor"), ValueError);
+  }
+
   TEST_CASE("cumsum: a long axis against a running double sum, 1 and 2 threads alike") {
     std::vector<double> v(3 * 1000);
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(static_cast<double>(i));

@@ -118,6 +118,11 @@ using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const 
 /// In-place evaluation: writes the single output into the first input (a
 /// contiguous tensor of the output's type) instead of a new tensor.
 using UpdateFn = std::function<void(std::span<const Tensor>, const Attrs&)>;
+/// `eval` with its attributes already read: what the jit's executor runs for a
+/// step, so that a call does not parse the attribute map again.
+using BoundEvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>)>;
+/// `update` with its attributes already read.
+using BoundUpdateFn = std::function<void(std::span<const Tensor>)>;
 
 /// An op's samples for the table-driven tests (ms/ops/samples.hpp).
 struct Samples;
@@ -191,6 +196,15 @@ struct OpDef {
   /// The serialized form of the entry's typed attributes (`const E::Attrs*`),
   /// so that ops::invoke runs in libms and not in every file that calls an op.
   Attrs (*attrs_of)(const void* typed) = nullptr;
+  /// `eval` on the entry's typed attributes (`typed` points to its `E::Attrs`):
+  /// what an eager ops::invoke runs, without serializing them. Null for rows
+  /// not made from an entry.
+  std::vector<Tensor> (*eval_typed)(const void* typed, std::span<const Tensor> inputs) = nullptr;
+  /// `eval` bound to attributes read once (the jit's executor binds each step
+  /// when it plans a graph). Null: callers run `eval` with the map.
+  BoundEvalFn (*bind)(const Attrs& attrs) = nullptr;
+  /// `update` bound likewise; null when `update` is empty or not from an entry.
+  BoundUpdateFn (*bind_update)(const Attrs& attrs) = nullptr;
 };
 
 /// Every registered op, in registration order.
@@ -212,6 +226,12 @@ inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
 /// `call` with the entry's typed attributes (`typed` points to its `E::Attrs`;
 /// `def.attrs_of` serializes them): what ops::invoke runs.
 std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs, const void* typed);
+
+/// `def.eval` bound to `attrs` (through `def.bind` when the row has one): what
+/// the jit's executor runs for a step.
+BoundEvalFn bind_eval(const OpDef& def, const Attrs& attrs);
+/// `def.update` bound to `attrs` likewise (`def.update` must not be empty).
+BoundUpdateFn bind_update(const OpDef& def, const Attrs& attrs);
 
 /// Types of concrete tensors.
 std::vector<TensorType> types_of(std::span<const Tensor> ts);

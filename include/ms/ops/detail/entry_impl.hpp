@@ -62,14 +62,24 @@ OpDef entry_def() {
                      const Attrs& a) { return E::eval(attrs_from<A>(a, E::name), in); }};
   if constexpr (requires(const A& a, const GradContext& c) { E::vjp(a, c); })
     d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
-  if constexpr (requires(const A& a, std::span<const Tensor> in) { E::update(a, in); })
+  if constexpr (requires(const A& a, std::span<const Tensor> in) { E::update(a, in); }) {
     d.update = [](std::span<const Tensor> in, const Attrs& a) {
       E::update(attrs_from<A>(a, E::name), in);
     };
+    d.bind_update = [](const Attrs& a) -> BoundUpdateFn {
+      return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in) { E::update(t, in); };
+    };
+  }
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
   if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
   d.algebra = E::props.algebra;
   d.attrs_of = [](const void* typed) { return attrs_to(*static_cast<const A*>(typed)); };
+  d.eval_typed = [](const void* typed, std::span<const Tensor> in) {
+    return E::eval(*static_cast<const A*>(typed), in);
+  };
+  d.bind = [](const Attrs& a) -> BoundEvalFn {
+    return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in) { return E::eval(t, in); };
+  };
   if constexpr (requires(const A& a) { E::is_identity(a); })
     d.algebra.identity_when = [](const Attrs& a) {
       return E::is_identity(attrs_from<A>(a, E::name));
