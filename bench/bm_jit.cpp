@@ -11,6 +11,9 @@
 //   BM_Mlp_TorchLinear/nt:N     linear(x, w^T, b) then relu_ in place (weights [out, in])
 //   BM_Mlp_TorchAddmv/nt:N      addmv(b, w^T, x) then relu_ in place (x as a vector: gemv)
 //   BM_Mlp_ReadWeights/nt:1     one pass reading the MLP's weights (the floor of batch 1)
+//   BM_EagerShape8_Ms/nt:1      eight eager shape ops (views) on a [4, 6, 32] tensor:
+//                               what calling an op costs beyond its work
+//   BM_EagerShape8_Torch/nt:1   the same eight ops, LibTorch eager (InferenceMode)
 //   BM_JitChain_Ms/nt:N         ms::jit(relu(a * b + c) * 0.5) on 16M floats (GB/s)
 //   BM_JitChain_MsInto/nt:N     the same pass assigned into an existing y (no fresh result)
 //   BM_JitChain_Torch/nt:N      the same, 4 LibTorch eager ops
@@ -136,6 +139,49 @@ def chain20(a, b):
     benchmark::DoNotOptimize(r.data_ptr());
   }
   chain20_items(state);
+}
+#endif
+
+// ---------------------------------------------------------------- eager shape ops
+
+/// Eight shape ops, each a view of its input (`T`: ms::Tensor or torch::Tensor):
+/// no data moves, so the time is the cost of calling them.
+template <class T>
+std::pair<T, T> shape8(const T& x) {
+  const T rows = x.reshape({24, kSmall}).unsqueeze(0).squeeze(0);
+  const T part = rows.transpose(0, 1).slice(1, 0, 12).select(0, 3);
+  const T moved = x.permute({2, 0, 1}).select(0, 5);
+  return {part, moved};
+}
+
+void BM_EagerShape8_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor x = bench::random_tensor({4, 6, kSmall}, 6);
+  for (auto _ : state) {
+    auto [a, b] = shape8(x);
+    benchmark::DoNotOptimize(a.raw_data());
+    benchmark::DoNotOptimize(b.raw_data());
+  }
+  state.SetItemsProcessed(state.iterations() * 8);
+}
+
+#if MS_BENCH_TORCH
+void BM_EagerShape8_Torch(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  c10::InferenceMode guard;
+  const ms::Tensor xm = bench::random_tensor({4, 6, kSmall}, 6);
+  const torch::Tensor x = bench::to_torch(xm);
+  {
+    const auto [a, b] = shape8(xm);
+    const auto [ta, tb] = shape8(x);
+    if (!bench::check_same(state, a, ta, 0) || !bench::check_same(state, b, tb, 0)) return;
+  }
+  for (auto _ : state) {
+    auto [a, b] = shape8(x);
+    benchmark::DoNotOptimize(a.data_ptr());
+    benchmark::DoNotOptimize(b.data_ptr());
+  }
+  state.SetItemsProcessed(state.iterations() * 8);
 }
 #endif
 
@@ -464,6 +510,10 @@ void register_all() {
     reg("BM_Mlp_Ms", BM_Mlp_Ms, nt);
     reg("BM_Mlp_MsEager", BM_Mlp_MsEager, nt);
     if (nt == 1) reg("BM_Mlp_ReadWeights", BM_Mlp_ReadWeights, nt);
+    if (nt == 1) reg("BM_EagerShape8_Ms", BM_EagerShape8_Ms, nt);
+#if MS_BENCH_TORCH
+    if (nt == 1) reg("BM_EagerShape8_Torch", BM_EagerShape8_Torch, nt);
+#endif
 #if MS_BENCH_TORCH
     reg("BM_Mlp_TorchAddmm", BM_Mlp_Torch<TorchMlp::Form::Addmm>, nt);
     reg("BM_Mlp_TorchLinear", BM_Mlp_Torch<TorchMlp::Form::Linear>, nt);

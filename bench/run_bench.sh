@@ -93,6 +93,7 @@ run_all() {
       "^BM_(JitChain_(Ms|MsInto|Torch)|Stream_Triad)/nt:$nt(/real_time)?\$"
   done
   run "fresh_pages" bm_jit "^BM_FreshPages/nt:1(/real_time)?\$"
+  run "eager_shape8" bm_jit "^BM_EagerShape8_(Ms|Torch)/nt:1(/real_time)?\$"
   cut -d' ' -f1 /proc/loadavg >>"$out/load_samples"
 }
 
@@ -213,6 +214,8 @@ for nt in (1, 2):
 for nt in (1, 2):
     small_ratios.append(("add", nt, row("add, 32x32", nt, f"BM_SmallAdd_Ms/nt:{nt}",
                                         f"BM_SmallAdd_Torch/nt:{nt}", "`a + b`")))
+row("8 shape ops (views) on [4, 6, 32]", 1, "BM_EagerShape8_Ms/nt:1", "BM_EagerShape8_Torch/nt:1",
+    "reshape, unsqueeze, squeeze, transpose, slice, select, permute, select: what calling an op costs")
 for nt in (1, 2):
     ms_f = med(f"BM_Conv2d_Ms/nt:{nt}", "items_per_second")
     t_f = med(f"BM_Conv2d_Torch/nt:{nt}", "items_per_second")
