@@ -31,26 +31,32 @@ double ref_apply(const std::vector<double>& a, std::size_t i, const std::vector<
     return Op::ref(a[i], (*b)[i], (*c)[i]);
 }
 
-// Checks `out` against Op::ref over the (broadcast) inputs.
+// Checks `out` against Op::ref over the (broadcast) inputs: every element is
+// compared; one assertion per tensor reports how many differ and the first.
 template <class Op>
 void check_against_ref(const std::vector<Tensor>& in, const Tensor& out, double rtol, double atol) {
   std::vector<std::vector<double>> vals;
   for (const Tensor& t : in) vals.push_back(t.expand(out.shape()).to_vector<double>());
   const auto got = out.to_vector<double>();
+  std::size_t wrong = 0, first = 0;
+  double first_want = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     double want = ref_apply<Op>(vals[0], i, vals.size() > 1 ? &vals[1] : nullptr,
                                 vals.size() > 2 ? &vals[2] : nullptr);
     if (dtype_is_int(out.dtype())) want = std::trunc(want);
     if (out.dtype() == bool_) want = want != 0;
-    INFO(Op::name, " element ", i, " of ", out.shape(), " dtype ", out.dtype());
-    if (std::isnan(want)) {
-      CHECK(std::isnan(got[i]));
-    } else if (std::isinf(want)) {
-      CHECK(got[i] == want);
-    } else {
-      CHECK(std::fabs(got[i] - want) <= atol + rtol * std::fabs(want));
+    const bool ok = std::isnan(want)   ? std::isnan(got[i])
+                    : std::isinf(want) ? got[i] == want
+                                       : std::fabs(got[i] - want) <= atol + rtol * std::fabs(want);
+    if (!ok && wrong++ == 0) {
+      first = i;
+      first_want = want;
     }
   }
+  INFO(Op::name, " of ", out.shape(), " dtype ", out.dtype(), ": ", wrong, " elements differ; the ",
+       "first, element ", first, ", is ", wrong > 0 ? got[first] : 0.0, " where the reference ",
+       "gives ", first_want);
+  CHECK(wrong == 0);
 }
 
 std::vector<DType> dtypes_for(ops::EwRule rule) {

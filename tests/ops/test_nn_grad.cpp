@@ -782,31 +782,36 @@ TEST_SUITE("ops") {
         {{1, 17, 3, 40}, {18, 17, 3, 3}, {.padding = {1, 0}}},
         {{12, 16, 2, 2}, {16, 16, 3, 3}, {.padding = {1}}},
     };
-    for (const ConvGradCase& c : cases)
+    for (const ConvGradCase& c : cases) {
+      CAPTURE(c.x);
+      // float32 values, so that both dtypes hold them exactly and share the references
+      const Shape ys = conv_out_shape(c.x, c.w, c.o);
+      const Tensor x64 = random_tensor(float32, c.x, {}, 11).to(float64),
+                   w64 = random_tensor(float32, c.w, {}, 12).to(float64);
+      const Tensor b64 = random_tensor(float32, Shape{c.w[0]}, {}, 13).to(float64),
+                   g64 = random_tensor(float32, ys, {}, 14).to(float64);
+      // forward: y[n, q, a, b] = sum of x * w under the taps (+ bias)
+      Values want(u(shape_numel(ys)), 0.0);
+      const Values xv = x64.to_vector<double>(), wv = w64.to_vector<double>();
+      conv_taps(
+          c.x, c.w, c.o,
+          [&](auto n, auto q, auto a, auto bb, auto ci, auto, auto i, auto j, auto ih, auto iw) {
+            want[u(((n * ys[1] + q) * ys[2] + a) * ys[3] + bb)] +=
+                xv[u(((n * c.x[1] + ci) * c.x[2] + ih) * c.x[3] + iw)] *
+                wv[u(((q * c.w[1] + ci) * c.w[2] + i) * c.w[3] + j)];
+          });
+      const Values bv = b64.to_vector<double>();
+      Values with_bias = want, relu_bias = want;
+      for (std::size_t e = 0; e < want.size(); ++e) {
+        with_bias[e] += bv[(e / u(ys[2] * ys[3])) % u(ys[1])];
+        relu_bias[e] = with_bias[e] < 0 ? 0.0 : with_bias[e];
+      }
+      const Values grad_input = conv_grad_input_ref(g64, w64, c.x, c.o),
+                   grad_weight = conv_grad_weight_ref(x64, g64, c.w, c.o);
       for (DType dt : {float32, float64}) {
-        CAPTURE(c.x);
         CAPTURE(dt);
-        const Shape ys = conv_out_shape(c.x, c.w, c.o);
-        const Tensor x = random_tensor(dt, c.x, {}, 11), w = random_tensor(dt, c.w, {}, 12);
-        const Tensor b = random_tensor(dt, Shape{c.w[0]}, {}, 13),
-                     g = random_tensor(dt, ys, {}, 14);
-        // forward: y[n, q, a, b] = sum of x * w under the taps (+ bias)
-        Values want(u(shape_numel(ys)), 0.0);
-        const Values xv = x.to_vector<double>(), wv = w.to_vector<double>();
-        conv_taps(
-            c.x, c.w, c.o,
-            [&](auto n, auto q, auto a, auto bb, auto ci, auto, auto i, auto j, auto ih, auto iw) {
-              want[u(((n * ys[1] + q) * ys[2] + a) * ys[3] + bb)] +=
-                  xv[u(((n * c.x[1] + ci) * c.x[2] + ih) * c.x[3] + iw)] *
-                  wv[u(((q * c.w[1] + ci) * c.w[2] + i) * c.w[3] + j)];
-            });
+        const Tensor x = x64.to(dt), w = w64.to(dt), b = b64.to(dt), g = g64.to(dt);
         check_close(conv2d(x, w, std::nullopt, c.o), want, ys, dt);
-        const Values bv = b.to_vector<double>();
-        Values with_bias = want, relu_bias = want;
-        for (std::size_t e = 0; e < want.size(); ++e) {
-          with_bias[e] += bv[(e / u(ys[2] * ys[3])) % u(ys[1])];
-          relu_bias[e] = with_bias[e] < 0 ? 0.0 : with_bias[e];
-        }
         check_close(conv2d(x, w, b, c.o), with_bias, ys, dt);
         // relu fused into the conv by the jit
         auto conv_relu = jit(
@@ -815,10 +820,9 @@ TEST_SUITE("ops") {
             },
             {.jit_level = JitLevel::O1});
         check_close(conv_relu(std::vector<Tensor>{x, w, b})[0], relu_bias, ys, dt);
-        check_close(conv2d_grad_input(g, w, c.x, c.o), conv_grad_input_ref(g, w, c.x, c.o), c.x,
-                    dt);
-        check_close(conv2d_grad_weight(x, g, c.w, c.o), conv_grad_weight_ref(x, g, c.w, c.o), c.w,
-                    dt);
+        check_close(conv2d_grad_input(g, w, c.x, c.o), grad_input, c.x, dt);
+        check_close(conv2d_grad_weight(x, g, c.w, c.o), grad_weight, c.w, dt);
       }
+    }
   }
 }
