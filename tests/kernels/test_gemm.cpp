@@ -116,16 +116,23 @@ std::vector<float> uniform(std::size_t size, std::mt19937& gen) {
 }
 
 // op(A) op(B) in double, m x n dense.
-std::vector<double> reference(const Product& p, const std::vector<float>& a,
-                              const std::vector<float>& b) {
-  std::vector<double> r(static_cast<std::size_t>(p.m * p.n));
+template <class T>
+std::vector<double> reference(const Product& p, const std::vector<T>& a, const std::vector<T>& b) {
+  // Element (i, q) of A at a[i * ai + q * aq]: plain pointer arithmetic, as
+  // the sanitizer build runs this loop unoptimized (-O0).
   const StoredMatrix oa = p.a(), ob = p.b();
+  const std::int64_t ai = p.ta ? 1 : oa.ld(), aq = p.ta ? oa.ld() : 1;
+  const std::int64_t bq = p.tb ? 1 : ob.ld(), bj = p.tb ? ob.ld() : 1;
+  std::vector<double> r(static_cast<std::size_t>(p.m * p.n));
+  double* out = r.data();
   for (std::int64_t i = 0; i < p.m; ++i)
     for (std::int64_t j = 0; j < p.n; ++j) {
+      const T* x = a.data() + i * ai;
+      const T* y = b.data() + j * bj;
       double s = 0;
-      for (std::int64_t q = 0; q < p.k; ++q)
-        s += static_cast<double>(a[oa.at(i, q)]) * static_cast<double>(b[ob.at(q, j)]);
-      r[static_cast<std::size_t>(i * p.n + j)] = s;
+      for (std::int64_t q = 0; q < p.k; ++q, x += aq, y += bq)
+        s += static_cast<double>(*x) * static_cast<double>(*y);
+      out[i * p.n + j] = s;
     }
   return r;
 }
@@ -729,27 +736,29 @@ TEST_SUITE("kernels") {
          {Product{1, 1, 1, false, false}, Product{7, 17, 33, false, true},
           Product{33, 7, 17, true, false}, Product{127, 255, 1000, true, true},
           Product{64, 512, 784, false, true}, Product{255, 33, 127, false, false},
-          Product{300, 130, 255, true, false}, Product{1000, 7, 33, false, false}})
+          Product{300, 130, 255, true, false}, Product{1000, 7, 33, false, false}}) {
+      // The inputs and their references, shared by the five (alpha, beta).
+      const StoredMatrix oa = p.a(), ob = p.b();
+      std::vector<double> xa(oa.size()), xb(ob.size());
+      for (double& e : xa) e = val(gen);
+      for (double& e : xb) e = val(gen);
+      std::vector<ms::bfloat16_t> a(xa.size()), b(xb.size());
+      std::vector<float> ra(xa.size()), rb(xb.size()), aa(xa.size()), ab(xb.size());
+      for (std::size_t i = 0; i < xa.size(); ++i) {
+        a[i] = ms::bfloat16_t(static_cast<float>(xa[i]));
+        ra[i] = static_cast<float>(a[i]);
+        aa[i] = std::abs(ra[i]);
+      }
+      for (std::size_t i = 0; i < xb.size(); ++i) {
+        b[i] = ms::bfloat16_t(static_cast<float>(xb[i]));
+        rb[i] = static_cast<float>(b[i]);
+        ab[i] = std::abs(rb[i]);
+      }
+      const std::vector<double> rounded = reference(p, ra, rb), bound = reference(p, aa, ab),
+                                exact = reference(p, xa, xb);
       for (const auto& [alpha, beta] :
            {std::pair{2.f, 0.f}, std::pair{2.f, 1.f}, std::pair{1.f, 0.f}, std::pair{1.f, 1.f},
             std::pair{1.f, 0.5f}}) {
-        const StoredMatrix oa = p.a(), ob = p.b();
-        std::vector<double> xa(oa.size()), xb(ob.size());
-        for (double& e : xa) e = val(gen);
-        for (double& e : xb) e = val(gen);
-        std::vector<ms::bfloat16_t> a(xa.size()), b(xb.size());
-        std::vector<float> ra(xa.size()), rb(xb.size()), aa(xa.size()), ab(xb.size());
-        for (std::size_t i = 0; i < xa.size(); ++i) {
-          a[i] = ms::bfloat16_t(static_cast<float>(xa[i]));
-          ra[i] = static_cast<float>(a[i]);
-          aa[i] = std::abs(ra[i]);
-        }
-        for (std::size_t i = 0; i < xb.size(); ++i) {
-          b[i] = ms::bfloat16_t(static_cast<float>(xb[i]));
-          rb[i] = static_cast<float>(b[i]);
-          ab[i] = std::abs(rb[i]);
-        }
-        const std::vector<double> rounded = reference(p, ra, rb), bound = reference(p, aa, ab);
         std::vector<float> c0 = uniform(p.c_size(), gen);
         if (beta == 0.f) c0.assign(c0.size(), std::numeric_limits<float>::quiet_NaN());
         std::vector<float> c[2];
@@ -764,8 +773,6 @@ TEST_SUITE("kernels") {
           for (std::int64_t j = 0; j < p.n; ++j) {
             const auto at = static_cast<std::size_t>(i * p.ldc() + j);
             const auto e = static_cast<std::size_t>(i * p.n + j);
-            double exact = 0;
-            for (std::int64_t q = 0; q < p.k; ++q) exact += xa[oa.at(i, q)] * xb[ob.at(q, j)];
             const double old = beta == 0.f ? 0.0 : double(beta) * double(c0[at]);
             const double got = double(c[0][at]);
             // float32 sums of exact bfloat16 products (k + 2 roundings of
@@ -774,7 +781,7 @@ TEST_SUITE("kernels") {
                 (double(p.k) + 2) * eps32 * (double(alpha) * bound[e] + std::abs(old));
             far_rounded += !(std::abs(got - (double(alpha) * rounded[e] + old)) <= tol32);
             // against the unrounded inputs: 2.01 u of each |product| more
-            far_exact += !(std::abs(got - (double(alpha) * exact + old)) <=
+            far_exact += !(std::abs(got - (double(alpha) * exact[e] + old)) <=
                            2.01 * u_bf16 * double(alpha) * bound[e] + tol32);
           }
         CAPTURE(p.m);
@@ -789,6 +796,7 @@ TEST_SUITE("kernels") {
         // bitwise (the NaNs of C's padding compare unequal as floats)
         CHECK(std::memcmp(c[0].data(), c[1].data(), c[0].size() * sizeof(float)) == 0);
       }
+    }
   }
 
   TEST_CASE("gemm_bf16_rounded: bitwise gemm_bf16 (beta 0) rounded to bfloat16; 1 and 2 threads") {
