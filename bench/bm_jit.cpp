@@ -509,11 +509,13 @@ void register_all() {
 #endif
     reg("BM_Mlp_Ms", BM_Mlp_Ms, nt);
     reg("BM_Mlp_MsEager", BM_Mlp_MsEager, nt);
-    if (nt == 1) reg("BM_Mlp_ReadWeights", BM_Mlp_ReadWeights, nt);
-    if (nt == 1) reg("BM_EagerShape8_Ms", BM_EagerShape8_Ms, nt);
+    if (nt == 1) {
+      reg("BM_Mlp_ReadWeights", BM_Mlp_ReadWeights, nt);
+      reg("BM_EagerShape8_Ms", BM_EagerShape8_Ms, nt);
 #if MS_BENCH_TORCH
-    if (nt == 1) reg("BM_EagerShape8_Torch", BM_EagerShape8_Torch, nt);
+      reg("BM_EagerShape8_Torch", BM_EagerShape8_Torch, nt);
 #endif
+    }
 #if MS_BENCH_TORCH
     reg("BM_Mlp_TorchAddmm", BM_Mlp_Torch<TorchMlp::Form::Addmm>, nt);
     reg("BM_Mlp_TorchLinear", BM_Mlp_Torch<TorchMlp::Form::Linear>, nt);

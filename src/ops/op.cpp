@@ -192,9 +192,8 @@ std::vector<Tensor> call(const OpDef& def, std::span<const Tensor> inputs, const
 
 std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs,
                                const void* typed) {
-  MS_ASSERT(def.attrs_of != nullptr);
-  if (def.eval_typed == nullptr || recorded_or_cast())
-    return call(def, inputs, def.attrs_of(typed));
+  MS_ASSERT(def.attrs_of != nullptr && def.eval_typed != nullptr);  // both set by entry_def
+  if (recorded_or_cast()) return call(def, inputs, def.attrs_of(typed));
   check_inputs(def, inputs);
   check_concrete(def, inputs);
   return def.eval_typed(typed, inputs);
