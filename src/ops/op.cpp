@@ -205,7 +205,8 @@ BoundEvalFn bind_eval(const OpDef& def, const Attrs& attrs) {
 }
 
 BoundUpdateFn bind_update(const OpDef& def, const Attrs& attrs) {
-  MS_ASSERT(def.update);
+  MS_CHECK(def.update, ValueError, "ops::bind_update: op '", def.name,
+           "' has no in-place (update) form");
   if (def.bind_update != nullptr) return def.bind_update(attrs);
   return [&def, attrs](std::span<const Tensor> in) { def.update(in, attrs); };
 }

@@ -197,6 +197,13 @@ TEST_SUITE("ops") {
                          doctest::Contains("cumsum"), IndexError);
     CHECK_THROWS_WITH_AS(ops::invoke1<ops::Cumsum>({Tensor()}, at),
                          doctest::Contains("cumsum: input 0 is an undefined tensor"), ValueError);
+    // Bad attributes fail when bound, before any call.
+    CHECK_THROWS_WITH_AS(ops::bind_eval(ops::op("cumsum"), ops::Attrs{{"axis", true}}),
+                         doctest::Contains("cumsum: attribute 'axis' has the wrong type"),
+                         ValueError);
+    CHECK_THROWS_WITH_AS(ops::bind_update(ops::op("cumsum"), {}),
+                         doctest::Contains("ops::bind_update: op 'cumsum' has no in-place"),
+                         ValueError);
   }
 
   TEST_CASE("cumsum: a long axis against a running double sum, 1 and 2 threads alike") {

@@ -228,9 +228,10 @@ inline Tensor call1(const OpDef& def, std::initializer_list<Tensor> inputs,
 std::vector<Tensor> call_typed(const OpDef& def, std::span<const Tensor> inputs, const void* typed);
 
 /// `def.eval` bound to `attrs` (through `def.bind` when the row has one): what
-/// the jit's executor runs for a step.
+/// the jit's executor runs for a step. An attribute of the wrong type is the
+/// op's ValueError, raised here.
 BoundEvalFn bind_eval(const OpDef& def, const Attrs& attrs);
-/// `def.update` bound to `attrs` likewise (`def.update` must not be empty).
+/// `def.update` bound to `attrs` likewise; ValueError when the op has no update form.
 BoundUpdateFn bind_update(const OpDef& def, const Attrs& attrs);
 
 /// Types of concrete tensors.
