@@ -37,6 +37,9 @@ namespace {
 
 constexpr std::int64_t kRows = 32;  // query rows per block
 constexpr std::int64_t kKeys = kAttentionKeyBlock;
+// The forward reads the keys a Bool mask leaves to a block in whole groups of
+// this many (Ctx::kept_keys): at most kKeys / kKeyGroup sizes of products.
+constexpr std::int64_t kKeyGroup = 16;
 static_assert(kKeys >= kRows, "Work::acc holds kKeys rows of dk and kRows rows of out or dq");
 constexpr std::int64_t kGrainFlops = 1 << 18;  // work below which a chunk is not split
 constexpr std::int64_t kAlign = 64;            // bytes: every scratch row starts on this
@@ -211,18 +214,23 @@ struct Ctx {
     return causal ? std::clamp<std::int64_t>(i + shift + 1, 0, tk) : tk;
   }
 
-  // True when a Bool mask hides every key j0 .. j0 + n - 1 from every row
-  // i0 .. i0 + m - 1 of problem b: the block adds nothing to those rows.
-  bool hides_block(std::int64_t b, std::int64_t i0, std::int64_t m, std::int64_t j0,
-                   std::int64_t n) const {
-    if (mask == nullptr || !mask_bool) return false;
-    for (std::int64_t i = i0; i < i0 + m; ++i) {
+  // How many of keys j0 .. j0 + n - 1 rows i0 .. i0 + m - 1 of problem b
+  // need: n less the tail that a Bool mask hides from all of them, rounded up
+  // to whole groups of kKeyGroup keys; 0 when it hides the whole block.
+  std::int64_t kept_keys(std::int64_t b, std::int64_t i0, std::int64_t m, std::int64_t j0,
+                         std::int64_t n) const {
+    if (mask == nullptr || !mask_bool) return n;
+    std::int64_t end = 0;  // one past the last key a row keeps
+    for (std::int64_t i = i0; i < i0 + m && end < n; ++i) {
       const auto* mb = reinterpret_cast<const bool*>(mask) + mask_off[static_cast<std::size_t>(b)] +
                        i * mask_rs + j0 * mask_cs;
-      for (std::int64_t c = 0; c < n; ++c)
-        if (mb[c * mask_cs]) return false;
+      for (std::int64_t c = n; c > end; --c)
+        if (mb[(c - 1) * mask_cs]) {
+          end = c;
+          break;
+        }
     }
-    return true;
+    return std::min(n, (end + kKeyGroup - 1) / kKeyGroup * kKeyGroup);
   }
 
   // -inf where a key is not kept, the float mask added, in the scores s of
@@ -530,13 +538,15 @@ void forward_block(const Ctx<T, S>& c, Work<T>& w, std::int64_t b, std::int64_t 
   const std::int64_t jend = c.key_end(i0 + m - 1);
   for (std::int64_t j0 = 0; j0 < jend; j0 += kKeys) {
     const std::int64_t n = std::min(kKeys, jend - j0);
-    // A hidden block's scores are -inf and their exps 0: with finite values
-    // it would leave mx, l and o as they are (up to the sign of a zero in o),
-    // so it is skipped without reading its keys and values (the unwritten
-    // slots of a decoding cache; non-finite values there do not leak in).
-    if (c.hides_block(b, i0, m, j0, n)) continue;
-    Blk<T> s = block_scores(c, w, b, i0, m, j0, n, false);
-    online_step(w.mm, s, o, value_rows(c, w, b, j0, n), w.mx.data(), w.l.data());
+    // Hidden keys' scores are -inf and their exps 0: with finite values they
+    // would leave mx, l and o as they are (up to the sign of a zero in o), so
+    // a wholly hidden block is skipped and a hidden tail cut (kept_keys)
+    // without reading their keys and values (the unwritten slots of a
+    // decoding cache: non-finite values there do not leak in).
+    const std::int64_t kept = c.kept_keys(b, i0, m, j0, n);
+    if (kept == 0) continue;
+    Blk<T> s = block_scores(c, w, b, i0, m, j0, kept, false);
+    online_step(w.mm, s, o, value_rows(c, w, b, j0, kept), w.mx.data(), w.l.data());
   }
   T* lrow = lse + b * c.tq + i0;
   for (std::int64_t r = 0; r < m; ++r) {

@@ -146,7 +146,7 @@ TEST_SUITE("ops") {
     CHECK(allclose(y.select(1, 1), v.select(1, 0), 1e-12, 1e-12));
   }
 
-  TEST_CASE("attention: keys a Bool mask hides in whole blocks are not read (decoding)") {
+  TEST_CASE("attention: keys a Bool mask hides are not read: whole blocks, a block's tail") {
     // One query against three key blocks of cache slots, the last two
     // hidden, as in a decoding step: bitwise the attention over the first
     // block alone, and NaN in the hidden slots does not reach the output.
@@ -163,6 +163,22 @@ TEST_SUITE("ops") {
     const Tensor kn = concat({k.slice(2, 0, kb), nan}, 2), vn = concat({v.slice(2, 0, kb), nan}, 2);
     CHECK(allclose(scaled_dot_product_attention(q, k, v, {.mask = mask}), first, 0, 0));
     CHECK(allclose(scaled_dot_product_attention(q, kn, vn, {.mask = mask}), first, 0, 0));
+
+    // Keys 0 .. 36 of the first block kept, some of them hidden: the forward
+    // reads the keys up to the next whole group of 16 (48) and no further, so
+    // NaN from slot 48 on does not reach the output, which is bitwise that of
+    // the first 48 slots alone.
+    constexpr std::int64_t used = 37, group = 48;
+    std::vector<std::uint8_t> head(slots, 0);
+    for (std::size_t j = 0; j < std::size_t{used}; ++j) head[j] = j % 5 != 3;
+    const Tensor tail_mask = from_vector(head, Shape{1, 1, 1, slots}).to(bool_);
+    const Tensor tail_nan = full({2, 3, slots - group, 8}, std::nan(""), float32);
+    const Tensor kt = concat({k.slice(2, 0, group), tail_nan}, 2);
+    const Tensor vt = concat({v.slice(2, 0, group), tail_nan}, 2);
+    const Tensor groups = scaled_dot_product_attention(
+        q, k.slice(2, 0, group), v.slice(2, 0, group), {.mask = tail_mask.slice(3, 0, group)});
+    CHECK(allclose(scaled_dot_product_attention(q, kt, vt, {.mask = tail_mask}), groups, 0, 0));
+    CHECK(allclose(groups, reference(q, k, v, {.mask = tail_mask}), 3e-5, 3e-5));
   }
 
   TEST_CASE("attention: gradcheck of q, k, v (float64)") {
