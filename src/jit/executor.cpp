@@ -158,7 +158,8 @@ struct Executable::Step {
   /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
   /// Fused with in_place: also writes kept copy `kept` (cast of the result).
   int kept = -1;
-  std::string dump;  ///< file-name stem when the op is marked by set_dump
+  bool bound = false;  ///< Op: a view of captures made once (plan_bound_views), not run
+  std::string dump;    ///< file-name stem when the op is marked by set_dump
 };
 
 // A cast of a captured tensor kept across runs (see plan_kept_casts).
@@ -237,6 +238,62 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   }
   plan_in_place_updates();
   plan_kept_casts();
+  plan_bound_views();
+}
+
+// A step qualifies when it is a layout op that may return a view (OpKind::Layout
+// and OpDef::may_alias: transpose, reshape, slice, ...; no host callback), it reads
+// only captures, constants and views bound before it (so chains of views
+// fold), nothing else is asked of it (a dump, an in-place write, a kept cast)
+// and its results are not graph outputs (a frame drops those after a run).
+// It runs here once, on the captured tensors; it is bound only when every
+// result shares an input's storage and has the type the graph gives it: a
+// reshape that had to copy keeps running, or its copy would go stale when
+// the capture is written.
+void Executable::plan_bound_views() {
+  const ir::Graph& G = graph_;
+  ir::IdTable<ir::ValueId, Tensor> bound(G.values.size());
+  for (const ir::Node& n : G.nodes)
+    if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
+      bound[n.outputs[0]] = n.tensor;
+  ir::IdTable<ir::ValueId, bool> is_output(G.values.size(), false);
+  for (ir::ValueId v : G.outputs) is_output[v] = true;
+  for (Step& s : steps_) {
+    if (s.kind != Step::Kind::Op || s.def->kind != ops::OpKind::Layout || !s.def->may_alias ||
+        s.in_place.valid() || s.kept >= 0 || !s.dump.empty())
+      continue;
+    if (!std::all_of(s.in.begin(), s.in.end(), [&](ir::ValueId v) { return bound[v].defined(); }) ||
+        std::any_of(s.out.begin(), s.out.end(), [&](ir::ValueId v) { return is_output[v]; }))
+      continue;
+    std::vector<Tensor> in;
+    for (ir::ValueId v : s.in) in.push_back(bound[v]);
+    std::vector<Tensor> r;
+    try {
+      r = s.eval(in);
+    } catch (const Error&) {
+      continue;  // the step raises when it runs
+    }
+    bool views = r.size() == s.out.size();
+    for (std::size_t k = 0; views && k < r.size(); ++k) {
+      const ops::TensorType& t = G.value(s.out[k]).type;
+      views = r[k].defined() && r[k].dtype() == t.dtype && r[k].shape() == t.shape &&
+              std::any_of(in.begin(), in.end(),
+                          [&](const Tensor& x) { return x.storage() == r[k].storage(); });
+    }
+    if (!views) continue;
+    for (std::size_t k = 0; k < r.size(); ++k) {
+      bound[s.out[k]] = r[k];
+      bound_views_.emplace_back(s.out[k], r[k]);
+    }
+    s.bound = true;
+  }
+  if (bound_views_.empty()) return;
+  // Bound views live as long as the frame, as the captures do.
+  for (Step& s : steps_)
+    std::erase_if(s.release, [&](ir::ValueId v) {
+      return std::any_of(bound_views_.begin(), bound_views_.end(),
+                         [&](const auto& b) { return b.first == v; });
+    });
 }
 
 // A parameter update `Assign(p, v)` where v is computed by an elementwise
@@ -431,6 +488,7 @@ std::unique_ptr<Executable::Frame> Executable::take_frame() const {
   for (const ir::Node& n : graph_.nodes)
     if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
       f->vals[n.outputs[0]] = n.tensor;
+  for (const auto& [v, view] : bound_views_) f->vals[v] = view;
   return f;
 }
 
@@ -577,6 +635,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     bool taken = false;
     try {
       for (const Step& s : steps_) {
+        if (s.bound) continue;
         if (s.kind == Step::Kind::Assign && !taken) {
           outs = take_outputs(graph_, leaf_values_, *f);
           taken = true;

@@ -584,6 +584,42 @@ TEST_SUITE("jit") {
     expect_current(e2);
   }
 
+  TEST_CASE("views of captures are made once and read the capture's current values") {
+    Generator gen(7);
+    Tensor w = uniform({8, 6}, -1.0, 1.0, gen, float32);
+    const Tensor x = uniform({3, 6}, -1.0, 1.0, gen, float32);
+    auto body = [&](const Tensor& in) {
+      const Tensor wt = transpose(w, 0, 1);  // a view: made once
+      return std::vector<Tensor>{
+          matmul(in, wt), sum(reshape(w, {2, 24}) * 3.f),  // a view of w: made once
+          Tensor(reshape(wt, {48}) * 2.f),  // wt is not contiguous: a copy, made every run
+      };
+    };
+    ir::Graph g = trace([&](auto& in) { return body(in[0]); }, {{3, 6}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    CHECK(e.bound_views() == 2);
+    auto expect_current = [&] {
+      const std::vector<Tensor> got = e.run(std::vector<Tensor>{x}), want = body(x);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(allclose(got[i], want[i], 0, 0));
+    };
+    expect_current();
+    expect_current();
+    w.copy_(uniform({8, 6}, -2.0, 2.0, gen, float32));  // new values in w's storage
+    expect_current();
+    assign(w, w * 0.5f);
+    expect_current();
+    // A view that is a graph output is made by its step every run (a frame
+    // drops its outputs after a run).
+    ir::Graph g2 = trace([&](auto&) { return std::vector<Tensor>{transpose(w, 0, 1)}; }, {{3, 6}});
+    compiler::optimize(g2, {.verify = true});
+    compiler::Executable e2(g2);
+    CHECK(e2.bound_views() == 0);
+    for (int i = 0; i < 2; ++i)
+      CHECK(allclose(e2.run(std::vector<Tensor>{x})[0], transpose(w, 0, 1), 0, 0));
+  }
+
   TEST_CASE("an in-place op update of a capture recasts another graph's kept cast of it") {
     Generator gen(6);
     Tensor c = uniform({4, 8}, -1.0, 1.0, gen, float32);

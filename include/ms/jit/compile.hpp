@@ -93,6 +93,10 @@ class Executable {
   /// Number of casts of captured tensors (parameters) that runs read from a
   /// kept copy instead of computing (see plan_kept_casts).
   std::size_t kept_casts() const;
+  /// Number of view steps (transpose, reshape, ...) of captured tensors and
+  /// constants made once when the graph is planned instead of on every run
+  /// (see plan_bound_views).
+  std::size_t bound_views() const { return bound_views_.size(); }
 
   struct Step;
   struct Frame;
@@ -120,6 +124,13 @@ class Executable {
   void plan_kept_casts();
   /// Recasts the kept copies whose capture was written since they were made.
   void refresh_kept_casts() const;
+  /// Views of captures (a dense layer's transposed weight) bound to every
+  /// frame like the captures, their steps not run: (value, view).
+  std::vector<std::pair<ir::ValueId, Tensor>> bound_views_;
+  /// Makes the views of captured tensors and constants once: a view's
+  /// elements are the capture's, whatever it holds at a run, so the view
+  /// itself never changes.
+  void plan_bound_views();
 };
 
 }  // namespace ms::compiler
