@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -254,6 +255,37 @@ inline void BM_Peak_Fma(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * nt * 2 * kLanes * kAcc * kSteps);
   state.SetLabel(fma_isa());
 }
+
+// ---------------------------------------------------------------- reading weights
+
+/// Sums of float32 arrays read in 128-lane steps into 8 independent sums of
+/// 16 lanes (GCC vectors: one AVX-512 register each here), so the loads, not
+/// the additions, set the pace: the floor of a batch-1 pass that multiplies by
+/// those arrays, whatever its arithmetic (BM_Mlp_ReadWeights, the read_floor
+/// side of bm_generation).
+class FloatReader {
+ public:
+  /// Reads p[0 .. n) (n rounded down to a multiple of 128), last to first
+  /// with `backward`; returns the bytes read.
+  std::int64_t read(const float* p, std::int64_t n, bool backward) {
+    n = n / 128 * 128;
+    for (std::int64_t s = 0; s < n; s += 128) {
+      const std::int64_t i = backward ? n - 128 - s : s;
+      for (int j = 0; j < 8; ++j) {
+        V v;
+        std::memcpy(&v, p + i + 16 * j, sizeof(V));
+        acc_[j] += v;
+      }
+    }
+    return n * std::int64_t(sizeof(float));
+  }
+  /// Keeps the sums from being optimized away.
+  void keep() { benchmark::DoNotOptimize(acc_); }
+
+ private:
+  using V = float __attribute__((vector_size(64)));
+  V acc_[8] = {};
+};
 
 // ---------------------------------------------------------------- triad
 

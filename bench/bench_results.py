@@ -23,7 +23,7 @@ def meta_and_loads(out):
 
 
 def iterations(paths):
-    """Case name (without "/real_time") -> its iteration runs (JSON dicts), over
+    """Case name (without "/real_time" or "/manual_time") -> its iteration runs (JSON dicts), over
     the JSON files `paths`, and whether a case reported an error (printed)."""
     runs, failed = {}, False
     for path in paths:
@@ -35,7 +35,7 @@ def iterations(paths):
                     print(f"ERROR {b['name']}: {b.get('error_message')}", file=sys.stderr)
                     failed = True
                     continue
-                runs.setdefault(re.sub(r"/real_time$", "", b["run_name"]), []).append(b)
+                runs.setdefault(re.sub(r"/(real|manual)_time$", "", b["run_name"]), []).append(b)
     return runs, failed
 
 

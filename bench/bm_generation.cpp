@@ -32,6 +32,18 @@
 //                                              own per-layer key/value cache,
 //                                              with the generator's restart
 //                                              rule (-Dtorch=enabled builds)
+//   BM_Generate/read_floor/ctx:C/tokens:256/nt:1
+//                                              no generation: each token's
+//                                              unavoidable reads (the
+//                                              weights, the cache slots in
+//                                              use) at one core's bandwidth,
+//                                              the floor of any batch-1
+//                                              generation on 1 thread
+//   BM_Increment/cached/ctx:288/graphs:G/nt:T  the time of 64 increments
+//   BM_Increment/cached_dyn/ctx:288/graphs:G/nt:T
+//                                              (see BM_Increment), static and
+//                                              auto-dynamic, after 1 or 8
+//                                              increment graphs compiled
 //
 // Context 128 is char_lm's: 256 tokens after the prompt restart the window
 // three times (each a prefill of 64 slots), as bench/char_lm_twin.sh's
@@ -58,6 +70,7 @@
 #include "bench_common.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -73,10 +86,11 @@ enum Side : std::int64_t {
   kNoCache = 2,
   kNoCachePos = 3,
   kTorch = 4,
-  kCachedBatch = 5
+  kCachedBatch = 5,
+  kReadFloor = 6
 };
-const char* const kSideNames[] = {"cached",      "cached_dyn", "nocache",
-                                  "nocache_pos", "torch",      "cached_batch8"};
+const char* const kSideNames[] = {"cached", "cached_dyn",    "nocache",   "nocache_pos",
+                                  "torch",  "cached_batch8", "read_floor"};
 constexpr std::int64_t kBatchPrompts = 8;
 
 /// The 16-byte prompt "Q: Why did the c".
@@ -145,6 +159,43 @@ void run_cached(benchmark::State& state, ms::nn::Gpt& gpt, bool dynamic, std::in
   state.counters["increment_compiles"] = gen.increment_compile_count();
 }
 
+/// The read_floor side: for each of `tokens` tokens, one pass with
+/// bench::FloatReader over what an increment cannot help reading: every
+/// parameter it multiplies by or adds (all but the position table, of which
+/// it gathers one row) and the keys and values of the cache slots in use,
+/// whose number follows GptGenerator's schedule (the prompt, one more a
+/// token, back to block_size / 2 when the block_size slots are full). Every
+/// other token reads them last to first (as BM_Mlp_ReadWeights). The counter
+/// bytes_per_token is the mean.
+void run_read_floor(benchmark::State& state, ms::nn::Gpt& gpt, std::int64_t tokens) {
+  const ms::nn::GptConfig& c = gpt.config;
+  std::vector<ms::Tensor> weights;
+  for (const auto& [name, p] : gpt.parameters_and_names())
+    if (name.rfind("wpe.", 0) != 0) weights.push_back(p.contiguous());
+  const std::int64_t head = c.n_embd / c.n_head;
+  // Per layer, the key and value caches [1, n_head, block_size, head_dim].
+  std::vector<ms::Tensor> caches;
+  for (std::int64_t i = 0; i < 2 * c.n_layer; ++i)
+    caches.push_back(ms::ones(ms::Shape{1, c.n_head, c.block_size, head}));
+  std::int64_t bytes = 0;
+  for (auto _ : state) {
+    bytes = 0;
+    std::int64_t slots = static_cast<std::int64_t>(prompt().size());
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      if (slots == c.block_size) slots = std::max<std::int64_t>(c.block_size / 2, 1);
+      const bool back = t % 2 == 1;
+      bench::FloatReader reader;
+      for (const ms::Tensor& w : weights) bytes += reader.read(w.data<float>(), w.numel(), back);
+      for (const ms::Tensor& kv : caches)
+        for (std::int64_t h = 0; h < c.n_head; ++h)
+          bytes += reader.read(kv.data<float>() + h * c.block_size * head, slots * head, back);
+      reader.keep();
+      ++slots;
+    }
+  }
+  state.counters["bytes_per_token"] = double(bytes) / double(tokens);
+}
+
 /// The jitted Gpt of a no-cache side: Gpt::construct (`positions` unused:
 /// it makes them itself), or the positions given as an input through
 /// Gpt::forward_cached without write_at (a prefill; its caches are dropped).
@@ -194,7 +245,10 @@ void BM_Generate(benchmark::State& state, Side side) {
   ms::manual_seed(1);  // the random weights
   ms::nn::Gpt gpt(gpt_config(context));
   gpt.set_train(false);
-  if (side == kNoCache || side == kNoCachePos) run_nocache(state, gpt, side == kNoCachePos, tokens);
+  if (side == kNoCache || side == kNoCachePos)
+    run_nocache(state, gpt, side == kNoCachePos, tokens);
+  else if (side == kReadFloor)
+    run_read_floor(state, gpt, tokens);
 #if MS_BENCH_TORCH
   else if (side == kTorch)
     run_torch(state, gpt, tokens);
@@ -206,15 +260,55 @@ void BM_Generate(benchmark::State& state, Side side) {
       double(state.iterations()) * double(tokens) * rows, benchmark::Counter::kIsRate);
 }
 
+/// BM_Increment/<cached|cached_dyn>/ctx:C/graphs:G/nt:T: the time of 64
+/// increments, each iteration timing a generation of 65 tokens and one of 1
+/// token (the prefill and its pick) back to back: t65 - t1 as the iteration's
+/// manual time. Before timing, generations at batch sizes G .. 1
+/// compile the static generator's G increment graphs (one per batch size; the
+/// auto-dynamic one generalizes them), so graphs:1 against graphs:8 shows
+/// whether more compiled graphs slow the increment down, and cached against
+/// cached_dyn whether a dynamic graph runs as fast as a static one.
+void BM_Increment(benchmark::State& state, bool dynamic) {
+  using Clock = std::chrono::steady_clock;
+  const std::int64_t context = state.range(0), graphs = state.range(1);
+  bench::set_threads(state.range(2));
+  ms::manual_seed(1);
+  ms::nn::Gpt gpt(gpt_config(context));
+  gpt.set_train(false);
+  ms::nn::GptGenerator gen(gpt, ms::JitConfig{.dynamic = dynamic ? 1 : 0});
+  for (std::int64_t b = graphs; b >= 1; --b)
+    (void)gen.generate(
+        std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(b), prompt()),
+        {.tokens = 2, .greedy = true});
+  const ms::nn::GenerateOptions many{.tokens = 65, .greedy = true},
+      one{.tokens = 1, .greedy = true};
+  (void)gen.generate(prompt(), many);
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    auto a = gen.generate(prompt(), many);
+    const auto t1 = Clock::now();
+    auto b = gen.generate(prompt(), one);
+    const auto t2 = Clock::now();
+    benchmark::DoNotOptimize(a.data());
+    benchmark::DoNotOptimize(b.data());
+    state.SetIterationTime(
+        std::max(std::chrono::duration<double>((t1 - t0) - (t2 - t1)).count(), 0.0));
+  }
+  state.counters["prefill_compiles"] = gen.prefill_compile_count();
+  state.counters["increment_compiles"] = gen.increment_compile_count();
+}
+
 void register_all() {
-  for (std::int64_t side : {kCached, kCachedDyn, kNoCache, kNoCachePos, kTorch, kCachedBatch}) {
+  for (std::int64_t side :
+       {kCached, kCachedDyn, kNoCache, kNoCachePos, kTorch, kCachedBatch, kReadFloor}) {
     if (side == kTorch && !MS_BENCH_TORCH) continue;
     const std::string name = std::string("BM_Generate/") + kSideNames[side];
     auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Generate, Side(side));
     b->ArgNames({"ctx", "tokens", "nt"})->UseRealTime()->Unit(benchmark::kMillisecond);
     for (std::int64_t nt : {1, 2}) {
-      if (side == kCached || side == kTorch) b->Args({128, 256, nt});
-      if (side == kTorch || side == kCachedBatch) {
+      if (side == kReadFloor && nt == 2) continue;  // one thread reads
+      if (side == kCached || side == kTorch || side == kReadFloor) b->Args({128, 256, nt});
+      if (side == kTorch || side == kCachedBatch || side == kReadFloor) {
         b->Args({288, 256, nt});
         continue;
       }
@@ -226,6 +320,13 @@ void register_all() {
         for (std::int64_t tokens : {1, 65, 192, 256}) b->Args({ctx, tokens, nt});
       }
     }
+  }
+  for (const bool dynamic : {false, true}) {
+    const std::string name = std::string("BM_Increment/") + (dynamic ? "cached_dyn" : "cached");
+    auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_Increment, dynamic);
+    b->ArgNames({"ctx", "graphs", "nt"})->UseManualTime()->Unit(benchmark::kMillisecond);
+    for (std::int64_t nt : {1, 2})
+      for (std::int64_t graphs : {1, 8}) b->Args({288, graphs, nt});
   }
 }
 

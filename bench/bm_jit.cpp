@@ -298,7 +298,7 @@ void BM_Mlp_Torch(benchmark::State& state) {
 #endif
 
 /// BM_Mlp_ReadWeights: one pass reading the MLP's weights (2.1 MB: a little
-/// more than one core's 2 MB L2), summed in 128 lanes: the floor of any
+/// more than one core's 2 MB L2) with bench::FloatReader: the floor of any
 /// batch-1 forward pass that multiplies by them, whatever its arithmetic.
 /// Every other pass reads them last to first, as ms's batch-1 products do
 /// (src/kernels/gemm.cpp, scan_backward): a scan in the same order every pass
@@ -310,26 +310,12 @@ void BM_Mlp_ReadWeights(benchmark::State& state) {
   std::int64_t bytes = 0;
   bool back = false;
   for (auto _ : state) {
-    // 8 independent sums of 16 lanes (GCC vectors: one AVX-512 register each
-    // here), so the loads, not the additions, set the pace.
-    using V = float __attribute__((vector_size(64)));
-    V acc[8] = {};
+    bench::FloatReader reader;
     bytes = 0;
-    for (const ms::Tensor* w : weights) {
-      const float* p = w->data<float>();
-      const std::int64_t n = w->numel() / 128 * 128;  // all of it: each size is a multiple of 128
-      for (std::int64_t s = 0; s < n; s += 128) {
-        const std::int64_t i = back ? n - 128 - s : s;
-        for (int j = 0; j < 8; ++j) {
-          V v;
-          std::memcpy(&v, p + i + 16 * j, sizeof(V));
-          acc[j] += v;
-        }
-      }
-      bytes += n * std::int64_t(sizeof(float));
-    }
+    for (const ms::Tensor* w : weights)  // each size is a multiple of 128: all of it is read
+      bytes += reader.read(w->data<float>(), w->numel(), back);
     back = !back;
-    benchmark::DoNotOptimize(acc);
+    reader.keep();
   }
   state.SetBytesProcessed(state.iterations() * bytes);
 }

@@ -54,7 +54,7 @@ run_all() {
   for bin in bm_attention bm_generation; do
     for nt in 1 2; do
       bench_run_json "$build/bench/$bin" "$out/${bin}_nt$nt.json" \
-        --benchmark_filter="/nt:$nt(/real_time)?\$"
+        --benchmark_filter="/nt:$nt(/real_time|/manual_time)?\$"
     done
   done
   cut -d' ' -f1 /proc/loadavg >>"$out/load_samples"
@@ -164,6 +164,33 @@ for nt in (1, 2):
         checks.append((f"KV cache >= 5x the faster no-cache side at 256 tokens, context {ctx}, {nt} thread(s)",
                        r is not None and r >= 5, fx(r, 1)))
 print()
+print("The increment alone (`BM_Increment`, context 288): each iteration times a generation of 65 "
+      "tokens and one of 1 token back to back, (t65 - t1) / 64, in microseconds per token; "
+      "before timing, generations at batch sizes 1 .. `graphs` compile that many increment graphs "
+      "for the static generator (the dynamic one generalizes them).")
+print()
+print("| threads | static, 1 graph | static, 8 graphs | dynamic, 1 graph | dynamic, 8 graphs | "
+      "8 graphs / 1 (static) | dynamic / static (1 graph) | increment compiles static / dynamic "
+      "(8) |")
+print("|---|---|---|---|---|---|---|---|")
+for nt in (1, 2):
+    inc = {(d, g): f"BM_Increment/{d}/ctx:288/graphs:{g}/nt:{nt}"
+           for d in ("cached", "cached_dyn") for g in (1, 8)}
+    t = {k: med(n, "time") for k, n in inc.items()}
+    us = lambda v: "n/a" if v is None else f"{v / 64 * 1e6:.0f}"  # 64 increments
+    grow = ratio(t[("cached", 8)], t[("cached", 1)])
+    dyn = ratio(t[("cached_dyn", 1)], t[("cached", 1)])
+    print(f"| {nt} | {us(t[('cached', 1)])} | {us(t[('cached', 8)])} | {us(t[('cached_dyn', 1)])} | "
+          f"{us(t[('cached_dyn', 8)])} | {fx(grow)} | {fx(dyn)} | "
+          f"{num(med(inc[('cached', 8)], 'increment_compiles'), 0)} / "
+          f"{num(med(inc[('cached_dyn', 8)], 'increment_compiles'), 0)} |")
+    if grow is not None:
+        checks.append((f"increment with 8 graphs compiled <= 1.05x with 1, {nt} thread(s)",
+                       grow <= 1.05, fx(grow)))
+    if dyn is not None:
+        checks.append((f"dynamic increment <= 1.05x the static one, {nt} thread(s)", dyn <= 1.05,
+                       fx(dyn)))
+print()
 print("Generation against the LibTorch twin (`BM_Generate/torch`: bench/gpt_torch.hpp with the "
       "same weights, eager, over its own key/value cache, the same restart rule), 256 greedy "
       "tokens after the 16-token prompt; both sides' graphs and caches warm (one untimed "
@@ -171,15 +198,24 @@ print("Generation against the LibTorch twin (`BM_Generate/torch`: bench/gpt_torc
       "char_lm's (three window restarts). bench/char_lm_twin.sh times one generation per "
       "process instead, ms's two compiles included.")
 print()
-print("| context | threads | ms tok/s | LibTorch tok/s | ms / LibTorch | same tokens |")
-print("|---|---|---|---|---|---|")
+print("`floor`: `BM_Generate/read_floor` (1 thread), no generation, only the reads no batch-1 "
+      "generation can skip, each token: the weights (all parameters but the position table) and "
+      "the keys and values of the cache slots in use; `x floor`: a side's time over the floor's. "
+      "2x LibTorch is within reach only where LibTorch's time is more than 2x the floor.")
+print()
+print("| context | threads | ms tok/s | LibTorch tok/s | ms / LibTorch | floor tok/s | ms x floor | "
+      "LibTorch x floor | same tokens |")
+print("|---|---|---|---|---|---|---|---|---|")
 for nt in (1, 2):
     for ctx in (128, 288):
         c = f"BM_Generate/cached/ctx:{ctx}/tokens:256/nt:{nt}"
         t = f"BM_Generate/torch/ctx:{ctx}/tokens:256/nt:{nt}"
         tc, tt = med(c, "tokens_per_s"), med(t, "tokens_per_s")
+        fl = med(f"BM_Generate/read_floor/ctx:{ctx}/tokens:256/nt:1", "tokens_per_s")
         r = ratio(tc, tt)
+        at_floor = lambda side: fx(ratio(fl, side)) if nt == 1 else "n/a"
         print(f"| {ctx} | {nt} | {num(tc, 0)} | {num(tt, 0)} | {fx(r)} | "
+              f"{num(fl, 0) if nt == 1 else 'n/a'} | {at_floor(tc)} | {at_floor(tt)} | "
               f"{num(med(t, 'same_tokens'), 0)} / 256 |")
         if tt is not None:
             checks.append((f"KV cache >= 2x the LibTorch twin with its KV cache, context {ctx}, "
