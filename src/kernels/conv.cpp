@@ -18,9 +18,6 @@
 #include <cstdint>
 #include <type_traits>
 #include <vector>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
 
 #include "ceil_div.hpp"
 #include "conv_libxsmm.hpp"
@@ -907,23 +904,6 @@ void conv2d_grad_weight(const T* x, const T* gy, T* dw, const Conv2dGeometry& g)
     });
 }
 
-bool avx512_half_width() noexcept {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool half = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (__get_cpuid(0, &a, &b, &c, &d) == 0) return false;
-    // "AuthenticAMD" in ebx, edx, ecx
-    const bool amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
-    if (!amd || __get_cpuid(1, &a, &b, &c, &d) == 0) return false;
-    const unsigned family = ((a >> 8) & 0xfu) + ((a >> 20) & 0xffu);
-    return family == 0x19 && __builtin_cpu_supports("avx512f");
-  }();
-  return half;
-#else
-  return false;
-#endif
-}
-
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   const bool narrow_direct = detail::conv_narrow_fits(g);
   const bool direct = narrow_direct || detail::conv_direct_fits(g, pass);
@@ -939,23 +919,13 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
     case ConvAlgo::Auto: break;
   }
   // By bench/conv_table.sh (bm_conv's BM_Conv<Pass>_<Algo> rows, the CNN's two
-  // layers; quiet Intel Xeon VM, 1 and 2 threads, commit f1d7a2c), fractions of
-  // the FMA peak:
-  //   - conv2 (32 input channels), forward: Winograd 0.63 / 0.56 against
-  //     Direct's 0.55 / 0.49 (1 / 2 threads); both gradients: Direct leads on
-  //     1 thread (input 0.54 against Winograd's 0.49, weight 0.60 against
-  //     0.56); Winograd's lead on 2 threads in the weight gradient (0.52
-  //     against 0.47) is not taken: a thread-dependent choice would change
-  //     the bits with the thread count;
-  //   - conv1 (1 input channel): Im2col on every pass (forward 0.31 / 0.29
-  //     against Direct's 0.19 / 0.14: Direct's kernels are as wide as the
-  //     input's channels).
-  // On the Zen 4 VM (AVX-512 on 256-bit units, avx512_half_width), two runs
-  // (at 6d3ffe6, and at a0a2495 with this rule): conv2's gradients on
-  // Winograd beat Direct, input 0.90 / 0.76 and 0.90 / 0.67 against 0.71 /
-  // 0.57 and 0.69 / 0.53, weight 0.91 / 0.80 and 0.83 / 0.79 against 0.75 /
-  // 0.66 and 0.76 / 0.75 (1 / 2 threads); so Auto takes Winograd for every
-  // pass there.
+  // layers), fractions of the FMA peak, 1 / 2 threads: conv2 (32 input
+  // channels) on Winograd against Direct, Intel Xeon VM (model 207, full-width
+  // AVX-512) at 5f5bfb7: forward 0.92 / 0.67 against 0.67 / 0.51, input
+  // gradient 0.92 / 0.70 against 0.66 / 0.45, weight gradient 0.93 / 0.76
+  // against 0.73 / 0.45; Zen 4 VM (AVX-512 on 256-bit units) at e570bf0:
+  // 1.33 / 1.25, 1.34 / 1.22, 1.45 / 1.43 against 0.78 / 0.63, 0.78 / 0.68,
+  // 0.85 / 0.83. So Winograd for every pass where it applies.
   // Below 16 channels per group (16: the smallest width of a full AVX-512
   // vector; between the measured 1 and 32) libxsmm's kernels are too narrow:
   // every pass takes the narrow kernels where they apply
@@ -965,9 +935,8 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   // against 0.34 / 0.36), everything else Im2col.
   const bool narrow = g.c / std::max<std::int64_t>(g.groups, 1) < 16;
   if (narrow) return narrow_direct ? ConvAlgo::Direct : ConvAlgo::Im2col;
-  if (wino && (pass == ConvPass::Forward || avx512_half_width())) return ConvAlgo::Winograd;
-  if (direct) return ConvAlgo::Direct;
-  return wino ? ConvAlgo::Winograd : ConvAlgo::Im2col;
+  if (wino) return ConvAlgo::Winograd;
+  return direct ? ConvAlgo::Direct : ConvAlgo::Im2col;
 }
 
 namespace {
@@ -979,8 +948,8 @@ namespace {
 // (bench/conv_table.sh times the kernels only). The gradients take Direct
 // where float32's takes libxsmm's kernels (asked for Direct, or Auto's
 // choice other than the narrow kernels, which are float32 only), and where
-// float32's takes Winograd only for avx512_half_width (Winograd has no
-// bfloat16 path; Im2col's is the other).
+// float32's takes Winograd (Winograd has no bfloat16 path; Im2col's is the
+// other).
 bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
   const ConvAlgo f32 = conv2d_algorithm(g, pass);
   if (f32 == ConvAlgo::Direct && (g.algo == ConvAlgo::Direct || !detail::conv_narrow_fits(g)))

@@ -238,12 +238,14 @@ TEST_SUITE("kernels") {
     // Direct where libxsmm runs, else Winograd (both apply to this shape).
     CHECK((fwd == ConvAlgo::Direct || fwd == ConvAlgo::Winograd));
     g.algo = ConvAlgo::Auto;
-    // The forward takes Winograd; the gradients Direct where libxsmm runs,
-    // Winograd on a CPU with AVX-512 on 256-bit units.
-    CHECK(ms::kernels::conv2d_algorithm(g, ConvPass::Forward) == ConvAlgo::Winograd);
-    const ConvAlgo grads = ms::kernels::avx512_half_width() ? ConvAlgo::Winograd : fwd;
-    for (ConvPass pass : {ConvPass::GradInput, ConvPass::GradWeight})
-      CHECK(ms::kernels::conv2d_algorithm(g, pass) == grads);
+    // Every pass takes Winograd.
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::GradInput, ConvPass::GradWeight})
+      CHECK(ms::kernels::conv2d_algorithm(g, pass) == ConvAlgo::Winograd);
+    // Padding 3: the input gradient's convolution would pad by -1, which
+    // neither Winograd nor Direct runs: Im2col; the forward keeps Winograd.
+    Conv2dGeometry p3 = geometry({64, 32, 14, 14, 64, 3, 1, 3, 1, 1});
+    CHECK(ms::kernels::conv2d_algorithm(p3, ConvPass::Forward) == ConvAlgo::Winograd);
+    CHECK(ms::kernels::conv2d_algorithm(p3, ConvPass::GradInput) == ConvAlgo::Im2col);
     // One input channel: every pass takes Direct's narrow kernels where the
     // build has AVX-512, else Im2col.
     Conv2dGeometry c1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
@@ -263,11 +265,6 @@ TEST_SUITE("kernels") {
     CHECK(ms::kernels::conv2d_algorithm(s, ConvPass::Forward) == ConvAlgo::Im2col);
     g.algo = ConvAlgo::Im2col;
     CHECK(ms::kernels::conv2d_algorithm(g, ConvPass::GradWeight) == ConvAlgo::Im2col);
-  }
-
-  TEST_CASE("avx512_half_width: AMD family 19h with AVX-512F, by the compiler's CPU detection") {
-    CHECK(ms::kernels::avx512_half_width() ==
-          (__builtin_cpu_is("amdfam19h") && __builtin_cpu_supports("avx512f")));
   }
 
   TEST_CASE("conv2d with bias, relu and 2x2 pooling: every algorithm, against its own output") {

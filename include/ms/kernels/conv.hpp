@@ -67,12 +67,11 @@ struct Conv2dGeometry {
 /// 16 input channels per group, Direct's narrow kernels for 3x3 kernels with
 /// padding 1 at stride 1 without dilation or groups over at most 4 channels
 /// (builds with AVX-512), Im2col for everything else; otherwise Winograd for
-/// the forward where it applies (3x3, stride 1, no dilation or groups, at
-/// least 16 output channels, output planes of at most 32 x 32), and for the
-/// gradients too on a CPU whose AVX-512 runs on 256-bit units
-/// (avx512_half_width); then Direct where it applies (libxsmm usable on this
-/// CPU, stride 1 along the width; for the input gradient stride 1 and padding
-/// <= (k - 1) * dilation), else Winograd, else Im2col. double takes Winograd
+/// every pass where it applies (3x3, stride 1, no dilation or groups, at
+/// least 16 output channels, output planes of at most 32 x 32; for the input
+/// gradient padding <= 2), then Direct where it applies (libxsmm usable on
+/// this CPU, stride 1 along the width; for the input gradient stride 1 and
+/// padding <= (k - 1) * dilation), else Im2col. double takes Winograd
 /// or Im2col, integers Im2col. The forward of bfloat16 inputs (conv2d_bf16)
 /// takes Direct wherever it applies. The choice depends on the shape and the
 /// CPU, never on the thread count.
@@ -80,14 +79,6 @@ struct Conv2dGeometry {
 ///   if (ms::kernels::conv2d_algorithm(g, ms::kernels::ConvPass::Forward) ==
 ///       ms::kernels::ConvAlgo::Direct) { /* libxsmm's or the narrow kernels run it */ }
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
-
-/// True on a CPU that runs 512-bit instructions on 256-bit units: AMD's
-/// family 19h (Zen 4; Zen 3, the same family, has no AVX-512) with AVX-512F.
-/// Its FMA peak per cycle is half of a full-width core's, which moves the
-/// balance from Direct's multiply-adds to Winograd's 2.25x fewer ones.
-///
-///   const bool half = ms::kernels::avx512_half_width();
-bool avx512_half_width() noexcept;
 
 /// y = conv2d(x, w) + bias on dense NCHW bfloat16 buffers (bias in float32,
 /// may be null) on libxsmm's bf16 kernels: pairs of bfloat16 products summed
@@ -102,7 +93,7 @@ bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bf
 /// and w, products of bfloat16 values summed in float32, each element of dx
 /// rounded to bfloat16 once. Where conv2d_algorithm(g, GradInput) is Direct
 /// on libxsmm's kernels (with g.algo Auto, not the float32 narrow kernels; or
-/// Winograd only for avx512_half_width while Direct applies) it runs on
+/// Winograd while Direct applies) it runs on
 /// libxsmm's bf16 batch-reduce kernels (as conv2d_bf16),
 /// elsewhere on im2col's path with gemm_bf16 (col2im adding in float32).
 /// Bitwise the same for any thread count.
