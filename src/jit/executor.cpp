@@ -287,13 +287,9 @@ void Executable::plan_bound_views() {
     }
     s.bound = true;
   }
-  if (bound_views_.empty()) return;
   // Bound views live as long as the frame, as the captures do.
   for (Step& s : steps_)
-    std::erase_if(s.release, [&](ir::ValueId v) {
-      return std::any_of(bound_views_.begin(), bound_views_.end(),
-                         [&](const auto& b) { return b.first == v; });
-    });
+    std::erase_if(s.release, [&](ir::ValueId v) { return bound[v].defined(); });
 }
 
 // A parameter update `Assign(p, v)` where v is computed by an elementwise
