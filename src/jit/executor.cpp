@@ -158,8 +158,7 @@ struct Executable::Step {
   /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
   /// Fused with in_place: also writes kept copy `kept` (cast of the result).
   int kept = -1;
-  bool bound = false;  ///< Op: a view of captures made once (plan_bound_views), not run
-  std::string dump;    ///< file-name stem when the op is marked by set_dump
+  std::string dump;  ///< file-name stem when the op is marked by set_dump
 };
 
 // A cast of a captured tensor kept across runs (see plan_kept_casts).
@@ -285,9 +284,10 @@ void Executable::plan_bound_views() {
       bound[s.out[k]] = r[k];
       bound_views_.emplace_back(s.out[k], r[k]);
     }
-    s.bound = true;
   }
-  // Bound views live as long as the frame, as the captures do.
+  // A bound step's outputs are bound: the step goes. Bound views live as long
+  // as the frame, as the captures do.
+  std::erase_if(steps_, [&](const Step& s) { return !s.out.empty() && bound[s.out[0]].defined(); });
   for (Step& s : steps_)
     std::erase_if(s.release, [&](ir::ValueId v) { return bound[v].defined(); });
 }
@@ -631,7 +631,6 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     bool taken = false;
     try {
       for (const Step& s : steps_) {
-        if (s.bound) continue;
         if (s.kind == Step::Kind::Assign && !taken) {
           outs = take_outputs(graph_, leaf_values_, *f);
           taken = true;

@@ -125,7 +125,7 @@ class Executable {
   /// Recasts the kept copies whose capture was written since they were made.
   void refresh_kept_casts() const;
   /// Views of captures (a dense layer's transposed weight) bound to every
-  /// frame like the captures, their steps not run: (value, view).
+  /// frame like the captures, their steps dropped: (value, view).
   std::vector<std::pair<ir::ValueId, Tensor>> bound_views_;
   /// Makes the views of captured tensors and constants once: a view's
   /// elements are the capture's, whatever it holds at a run, so the view
