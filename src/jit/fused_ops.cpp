@@ -3,6 +3,7 @@
 // with the fused steps switched on.
 #include "ms/jit/detail/fused_ops.hpp"
 
+#include <array>
 #include <string>
 #include <type_traits>
 
@@ -10,6 +11,7 @@
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/pool.hpp"
 #include "ms/ops/detail/entry_impl.hpp"
+#include "ms/ops/detail/linalg_impl.hpp"
 #include "ms/ops/detail/nn_impl.hpp"
 #include "ms/ops/linalg.hpp"
 
@@ -182,27 +184,58 @@ std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const Tensor
 std::vector<Tensor> MatmulBias::eval(const Attrs& a, std::span<const Tensor> in) {
   const TensorType t = infer(a, ops::types_of(in))[0];
   const Tensor x = in[0].contiguous(), bias = in[2].contiguous();
-  Tensor w = in[1];
-  const auto& ws = w.strides();
-  bool tb = false;
-  std::int64_t ldb = ws[0];
-  if (!(w.dim(1) == 1 || ws[1] == 1) || ldb < w.dim(1)) {
-    tb = (w.dim(0) == 1 || ws[0] == 1) && ws[1] >= w.dim(0);
-    if (tb) {
-      ldb = ws[1];
-    } else {
-      w = w.contiguous();
-      ldb = w.dim(1);
-    }
-  }
+  const ops::detail::GemmOperand w = ops::detail::gemm_operand(in[1]);
   Tensor out = empty(t.shape, DType::Float32);
-  const std::int64_t k = w.dim(0), n = w.dim(1),
+  const std::int64_t k = w.t.dim(0), n = w.t.dim(1),
                      m = k > 0 ? x.numel() / k : out.numel() / std::max<std::int64_t>(n, 1);
   if (out.numel() == 0) return {out};
-  kernels::gemm_bias(false, tb, m, n, k, x.data<float>(), std::max<std::int64_t>(k, 1),
-                     w.data<float>(), std::max<std::int64_t>(ldb, 1), bias.data<float>(),
-                     out.data<float>(), n);
+  kernels::gemm_bias(false, w.trans, m, n, k, x.data<float>(), std::max<std::int64_t>(k, 1),
+                     w.t.data<float>(), w.ld, bias.data<float>(), out.data<float>(), n);
   return {out};
+}
+
+// ---------------------------------------------------------------- matmul_scale_add
+
+std::vector<TensorType> MatmulScaleAdd::infer(const Attrs&, std::span<const TensorType> in) {
+  std::vector<TensorType> out = ops::Matmul::infer({}, in.subspan(1, 2));
+  MS_CHECK(in[1].dtype == DType::Float32, TypeError, name, ": a's dtype ", in[1].dtype,
+           " must be float32");
+  MS_CHECK(in[1].shape.rank() == 2 && in[2].shape.rank() == 2, ShapeError, name, ": a ",
+           in[1].shape, " and b ", in[2].shape, " must be 2-D");
+  MS_CHECK(in[0] == out[0], ShapeError, name, ": c ", in[0].dtype, in[0].shape,
+           " must have the product's type ", out[0].dtype, out[0].shape);
+  return out;
+}
+
+namespace {
+// c = c * scale + a b on c (dense float32 [m, n]).
+void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, const Tensor& a_in,
+                       const Tensor& b_in) {
+  const std::int64_t m = c.dim(0), n = c.dim(1);
+  if (m == 0 || n == 0) return;
+  const auto scale = static_cast<float>(attrs.scale);
+  const ops::detail::GemmOperand a = ops::detail::gemm_operand(a_in);
+  const ops::detail::GemmOperand b = ops::detail::gemm_operand(b_in);
+  if (kernels::gemm_scale_add(a.trans, b.trans, m, n, a_in.dim(1), a.t.data<float>(), a.ld,
+                              b.t.data<float>(), b.ld, scale, c.data<float>(), n))
+    return;
+  const Tensor p = ops::Matmul::eval({}, std::array<Tensor, 2>{a_in, b_in})[0];
+  kernels::scale_add(m, n, scale, p.data<float>(), n, c.data<float>(), n);
+}
+}  // namespace
+
+std::vector<Tensor> MatmulScaleAdd::eval(const Attrs& a, std::span<const Tensor> in) {
+  infer(a, ops::types_of(in));
+  Tensor c = in[0].clone();
+  scale_add_product(a, c, in[1], in[2]);
+  return {c};
+}
+
+void MatmulScaleAdd::update(const Attrs& a, std::span<const Tensor> in) {
+  infer(a, ops::types_of(in));
+  MS_CHECK(in[0].is_contiguous(), ValueError, name,
+           ": c must be contiguous to be written in place");
+  scale_add_product(a, in[0], in[1], in[2]);
 }
 
 // ---------------------------------------------------------------- rows
@@ -217,5 +250,6 @@ template const ops::OpDef& def<Conv2dFused>();
 template const ops::OpDef& def<MaxPool2dGradRelu>();
 template const ops::OpDef& def<MaxPool2x2GradIndex>();
 template const ops::OpDef& def<MatmulBias>();
+template const ops::OpDef& def<MatmulScaleAdd>();
 
 }  // namespace ms::compiler::fused

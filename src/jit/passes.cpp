@@ -549,6 +549,49 @@ bool fuse_matmul_bias(Node& n, FusionSite& s) {
   return false;
 }
 
+// add(mul(c, s), matmul(a, b)) -> matmul_scale_add(c, a, b){s} (float32, a
+// and b 2-D, c of the product's type, s a number; the product and c * s read
+// by the add alone): c * s + the product with each tile of c combined while in
+// cache, and in place when the add's result is assigned to c (a Momentum
+// update). The same conditions as matmul_bias on split points and recompute
+// regions.
+bool fuse_matmul_scale_add(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::Add>()) || n.inputs.size() != 2 || n.attrs.has("split_op"))
+    return false;
+  const ops::TensorType& out = s.g.value(n.outputs[0]).type;
+  if (out.dtype != DType::Float32 || out.shape.is_any_rank() || out.shape.rank() != 2) return false;
+  const auto same_region = [&](const Node& p) {
+    return !p.attrs.has("split_op") && p.recompute_region == n.recompute_region &&
+           p.recomputed == n.recomputed;
+  };
+  for (std::size_t side = 0; side < 2; ++side) {
+    const ValueId mv = n.inputs[side], sv = n.inputs[1 - side];
+    const Node& mm = s.g.producer(mv);
+    const Node& mul = s.g.producer(sv);
+    if (!is_single(mm, ops::def_of<ops::Matmul>()) || !s.only_reader(mv) || !same_region(mm) ||
+        !is_single(mul, ops::def_of<ops::Mul>()) || mul.inputs.size() != 2 || !s.only_reader(sv) ||
+        !same_region(mul) || s.g.value(mv).type != out || s.g.value(sv).type != out)
+      continue;
+    const ops::TensorType &at = s.g.value(mm.inputs[0]).type, &bt = s.g.value(mm.inputs[1]).type;
+    if (at.shape.is_any_rank() || at.shape.rank() != 2 || bt.shape.is_any_rank() ||
+        bt.shape.rank() != 2)
+      continue;
+    for (std::size_t k = 0; k < 2; ++k) {
+      const ValueId c = mul.inputs[k];
+      const Node& sc = s.g.producer(mul.inputs[1 - k]);
+      if (sc.kind != NodeKind::Scalar || s.g.value(c).type != out) continue;
+      const ScalarKind kind = sc.scalar.kind();
+      if (kind != ScalarKind::Int && kind != ScalarKind::Float) continue;
+      n.def = &fused::def<fused::MatmulScaleAdd>();
+      n.ew_id = -1;
+      n.attrs = ops::attrs_to(fused::MatmulScaleAdd::Attrs{.scale = sc.scalar.to<double>()});
+      n.inputs = {c, mm.inputs[0], mm.inputs[1]};
+      return true;
+    }
+  }
+  return false;
+}
+
 // relu(conv2d(...)) -> conv2d_fused{relu}(...): each output tile relu'd while
 // in cache.
 bool fuse_conv_relu(Node& n, FusionSite& s) {
@@ -633,6 +676,7 @@ constexpr FusionRule kFusionRules[] = {
     {"relu_grad(max_pool2d_grad(relu(y), gy), y)", fuse_pool_grad_relu},
     {"relu(conv2d(x, w))", fuse_conv_relu},
     {"add(matmul(a, b), bias)", fuse_matmul_bias},
+    {"add(mul(c, s), matmul(a, b))", fuse_matmul_scale_add},
     {"max_pool2d(conv2d(x, w), 2)", fuse_conv_pool},
     {"max_pool2d_grad(conv2d_fused{max_pool2x2}(x, w), gy)", fuse_pool_grad_index},
 };

@@ -788,7 +788,8 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) && k > 0 &&
       default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
       outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
-      detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc, bias))
+      detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
+                            {.bias = bias}))
     return;
   gemm_impl(default_route(), trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
   const double flops = outputs;
@@ -802,6 +803,28 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                    for (std::int64_t j = 0; j < n; ++j) row[j] += bias[j];
                  }
                });
+}
+
+bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                    const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float scale,
+                    float* c, std::int64_t ldc) noexcept {
+  // Only the products gemm_impl gives libxsmm, as gemm_bias.
+  const double outputs = static_cast<double>(m) * static_cast<double>(n);
+  return m > 0 && n > 0 && k > 0 && !on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
+         default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
+         outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
+         detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
+                               {.scale_add = true, .scale = scale});
+}
+
+void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
+               float* c, std::int64_t ldc) noexcept {
+  if (rows <= 0 || cols <= 0) return;
+  const auto grain =
+      static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / static_cast<double>(cols)));
+  parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
+    detail::scale_add(c + r0 * ldc, ldc, r1 - r0, cols, scale, p + r0 * ldp, ldp);
+  });
 }
 
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,

@@ -239,8 +239,8 @@ struct Problem {
   bool b_in_place = false;
   // A read where it is (libxsmm's B with ldb = lda) instead of packed.
   bool a_in_place = false;
-  // When not null: bias[j] added to C's column j after the product (beta 0).
-  const float* bias = nullptr;
+  // After each tile's product (beta 0); its bias is offset to the slab's columns.
+  SgemmEpilogue epilogue = {};
   // A (read in place) copied first, slab by slab of rows, to rows of padded_ld(k).
   bool a_padded = false;
 };
@@ -325,12 +325,15 @@ struct Kernels {
 };
 
 bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
-                  bool a_transposed, std::int64_t ld_c, float beta_c) {
+                  bool a_transposed, std::int64_t ld_c, float beta_c, bool scale_add) {
   // Only the kernels run_task calls: into the block only past the first
-  // group; into C overwriting only when beta is 0, accumulating when beta is
-  // not 0 or the first group has more than one chunk.
-  const bool need[2][2] = {{pl.chunks > kGroupChunks, pl.chunks > kGroupChunks},
-                           {beta_c == 0.f, beta_c != 0.f || pl.chunks > 1}};
+  // group (every group with scale_add); into C overwriting only when beta is
+  // 0, accumulating when beta is not 0 or the first group has more than one
+  // chunk (never with scale_add).
+  const bool deep = pl.chunks > kGroupChunks;
+  const bool need[2][2] = {
+      {deep || scale_add, deep || (scale_add && pl.chunks > 1)},
+      {!scale_add && beta_c == 0.f, !scale_add && (beta_c != 0.f || pl.chunks > 1)}};
   const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
   const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
@@ -412,6 +415,8 @@ void pack_b_rows(const Plan& pl, const Problem& pr, std::int64_t p0, std::int64_
 // grows with the group's depth plus the number of groups rather than with k
 // (test "gemm: a deep product is a sum of group sums"). The bias is added
 // after the last group, while the block of C is still in cache.
+// (The block holds a product of one group only: libxsmm_sgemm declines
+// scale_add for deeper ones.)
 void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float* pa,
               const float* pb, std::int64_t i0, std::int64_t rows, std::int64_t j0,
               std::int64_t cols, std::int64_t first_chunk, std::int64_t end_chunk) {
@@ -421,8 +426,9 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
       block_scratch().get(static_cast<std::size_t>(kTaskRows * kPanel) * sizeof(float)));
   for (std::int64_t g0 = first_chunk; g0 < end_chunk; g0 += kGroupChunks) {
     const std::int64_t g1 = std::min(pl.chunks, g0 + kGroupChunks);
-    const bool into_c = g0 == 0;
-    const float* bias = g1 == pl.chunks ? pr.bias : nullptr;
+    // C * scale + product: the product goes to the block, then onto C.
+    const bool into_c = g0 == 0 && !pr.epilogue.scale_add;
+    const float* bias = g1 == pl.chunks ? pr.epilogue.bias : nullptr;
     for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
       const std::int64_t w = pl.width(jp);
       float* out = into_c ? pr.c + i0 * pr.ldc + jp : sum;
@@ -433,7 +439,9 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
                               : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
         ks.get(pl, w, rows, pl.depth(q), into_c, q > g0 || (into_c && pr.beta != 0.f))(ka, kb, out);
       }
-      if (!into_c)
+      if (pr.epilogue.scale_add)
+        scale_add(pr.c + i0 * pr.ldc + jp, pr.ldc, rows, w, pr.epilogue.scale, sum, kPanel);
+      else if (!into_c)
         for (std::int64_t i = 0; i < rows; ++i) {
           float* crow = pr.c + (i0 + i) * pr.ldc + jp;
           const float* srow = sum + i * kPanel;
@@ -578,7 +586,7 @@ bool sgemm_slab(const Problem& whole_pr, std::int64_t m, std::int64_t n, std::in
   }
   Kernels ks;
   if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
-                    pr.a_in_place && pr.ta, pr.ldc, pr.beta))
+                    pr.a_in_place && pr.ta, pr.ldc, pr.beta, pr.epilogue.scale_add))
     return false;
   const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
@@ -624,7 +632,7 @@ void sgemm_slabs(const Problem& pr, std::int64_t m, std::int64_t n, std::int64_t
 bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                    float beta, float* c, std::int64_t ldc, bool may_swap,
-                   const float* bias = nullptr);
+                   const SgemmEpilogue& epilogue = {});
 
 Scratch& swap_scratch() {
   thread_local Scratch s;
@@ -663,13 +671,15 @@ bool sgemm_swapped(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_
 
 bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc, bool may_swap, const float* bias) {
-  if (may_swap && swap_pays(trans_a, trans_b, m, n, k, alpha)) {
+                   float beta, float* c, std::int64_t ldc, bool may_swap,
+                   const SgemmEpilogue& epilogue) {
+  // (Swapped, C goes through a scratch block: a scale_add would read C there.)
+  if (may_swap && !epilogue.scale_add && swap_pays(trans_a, trans_b, m, n, k, alpha)) {
     if (!sgemm_swapped(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc)) return false;
-    if (bias != nullptr) add_bias(c, ldc, m, n, bias);
+    if (epilogue.bias != nullptr) add_bias(c, ldc, m, n, epilogue.bias);
     return true;
   }
-  Problem whole{trans_a, trans_b, alpha, a, lda, b, ldb, beta, c, ldc, false, false, bias};
+  Problem whole{trans_a, trans_b, alpha, a, lda, b, ldb, beta, c, ldc, false, false, epilogue};
   whole.a_in_place = read_a_in_place(whole);
   whole.a_padded = pad_a_rows(whole, m, n);
   whole.b_in_place = read_b_in_place(trans_b, m);
@@ -684,7 +694,7 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                   pr.a = trans_a ? a + i0 : a + i0 * lda;
                   pr.b = trans_b ? b + j0 * ldb : b + j0;
                   pr.c = c + i0 * ldc + j0;
-                  pr.bias = bias == nullptr ? nullptr : bias + j0;
+                  if (epilogue.bias != nullptr) pr.epilogue.bias = epilogue.bias + j0;
                   ok = ok && sgemm_slab(pr, rows, cols, k, dry, pack_a_now, pack_b_now);
                 });
   return ok;
@@ -694,12 +704,15 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
 
 bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc, const float* bias) noexcept {
-  if (m <= 0 || n <= 0 || k <= 0 || (bias != nullptr && beta != 0.f)) return false;
+                   float beta, float* c, std::int64_t ldc, const SgemmEpilogue& epilogue) noexcept {
+  const bool has_epilogue = epilogue.bias != nullptr || epilogue.scale_add;
+  if (m <= 0 || n <= 0 || k <= 0 || (has_epilogue && beta != 0.f)) return false;
+  if (epilogue.scale_add && Plan(m, n, k, false).chunks > kGroupChunks) return false;
   normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX) return false;
-  return sgemm_checked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, true, bias);
+  return sgemm_checked(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, true,
+                       epilogue);
 }
 
 // ---------------------------------------------------------------- bfloat16
@@ -1178,7 +1191,7 @@ bool libxsmm_bgemm_rounded(bool, bool, std::int64_t, std::int64_t, std::int64_t,
 
 bool libxsmm_sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*,
                    std::int64_t, const float*, std::int64_t, float, float*, std::int64_t,
-                   const float*) noexcept {
+                   const SgemmEpilogue&) noexcept {
   return false;
 }
 

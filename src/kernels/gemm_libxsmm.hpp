@@ -42,18 +42,43 @@ BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, 
                                  std::int64_t k, std::int64_t lda, std::int64_t ldb,
                                  std::int64_t ldc) noexcept;
 
+/// rows x cols of C = C * scale + P (P's rows ldp apart): a row multiplied,
+/// then P's row added, in two passes, so each element rounds twice, as the
+/// elementwise ops mul and add round it.
+inline void scale_add(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, float scale,
+                      const float* p, std::int64_t ldp) {
+  for (std::int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    const float* prow = p + i * ldp;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] *= scale;
+    for (std::int64_t j = 0; j < cols; ++j) row[j] += prow[j];
+  }
+}
+
+/// What libxsmm_sgemm does to each tile of C right after the tile's product,
+/// while it is in cache (beta must be 0 with either, else it returns false).
+/// Each element is rounded as separate elementwise ops after the product would
+/// round it.
+struct SgemmEpilogue {
+  /// When not null, n floats: C = op(A) op(B) + bias[j] in column j.
+  const float* bias = nullptr;
+  /// When set: C = C * scale + op(A) op(B) (C multiplied, then the product
+  /// added). Only for products whose k is summed in one group of chunks (see
+  /// kGroupChunks), else libxsmm_sgemm returns false.
+  bool scale_add = false;
+  float scale = 0.f;
+};
+
 /// C = alpha * op(A) * op(B) + beta * C on row-major float32 matrices, with the
 /// contract of `ms::kernels::gemm` (beta == 0 never reads C). Returns false,
 /// with C untouched, when libxsmm is absent, a size or leading dimension does
 /// not fit libxsmm's int, or a kernel cannot be generated. Tiles of C are fixed
 /// by the shape and each is computed by one thread in one order, so the result
-/// is bitwise the same for any thread count. With `bias` (n floats; beta must
-/// be 0, else false), each tile of C gets bias[j] added to its column j right
-/// after its product, while in cache: C = op(A) op(B) + bias, each element
-/// rounded as a separate add after the product would round it.
+/// is bitwise the same for any thread count. `epilogue`: see SgemmEpilogue.
 bool libxsmm_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                    float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-                   float beta, float* c, std::int64_t ldc, const float* bias = nullptr) noexcept;
+                   float beta, float* c, std::int64_t ldc,
+                   const SgemmEpilogue& epilogue = {}) noexcept;
 
 /// C = alpha * op(A) * op(B) + beta * C with A and B in bfloat16 (raw bits,
 /// row-major) and C in float32, on libxsmm's bf16 kernels (pairs of products

@@ -13,6 +13,7 @@
 #include "ms/expr/expr.hpp"
 #include "ms/kernels/gemm.hpp"
 #include "ms/ops/detail/entry_impl.hpp"
+#include "ms/ops/detail/linalg_impl.hpp"
 #include "ms/ops/layout.hpp"
 #include "ms/ops/op.hpp"
 
@@ -362,6 +363,12 @@ Samples Matmul::samples() {
 namespace ops::detail {
 
 void register_linalg_ops() { register_entries<Matmul>(); }
+
+GemmOperand gemm_operand(const Tensor& m) {
+  MS_ASSERT(m.rank() == 2);
+  MatOperand op = make_operand(m, true);
+  return {std::move(op.t), op.trans, op.ld};
+}
 
 }  // namespace ops::detail
 }  // namespace ms

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <functional>
+#include <string>
 
 #include <ms/ms.hpp>
 #include "pool_calls.hpp"
@@ -480,6 +482,101 @@ TEST_SUITE("jit") {
         shapes);
     compiler::fuse_activations(g);
     CHECK(g.count_op("matmul_bias") == 0);
+  }
+
+  TEST_CASE("matmul fusion: a scaled addend joins the product, bitwise") {
+    // c * s + a b in either order of the add and of the mul: weight gradients
+    // (A^T B, libxsmm's sizes with k in one group), a deeper product and
+    // Eigen's sizes (the product made, then added).
+    const std::vector<std::vector<Shape>> cases{
+        {{96, 80}, {32, 96}, {32, 80}}, {{40, 30}, {700, 40}, {700, 30}}, {{6, 5}, {4, 6}, {4, 5}}};
+    for (const auto& shapes : cases) {
+      CAPTURE(shapes[0]);
+      ir::Graph g = trace(
+          [](auto& in) {
+            const Tensor at = in[1].transpose(0, 1);
+            return std::vector<Tensor>{in[0] * 0.9f + matmul(at, in[2]),
+                                       matmul(at, in[2]) + 3 * in[0]};
+          },
+          shapes);
+      std::vector<Tensor> x;
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        x.push_back(
+            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 80 + static_cast<unsigned>(i)));
+      const auto want = run(g, x);
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      CHECK(g.count_op("matmul") == 0);
+      CHECK(g.count_op("matmul_scale_add") == 2);
+      CHECK(ir::to_string(g).find("MatMulScaleAdd(") != std::string::npos);
+      const auto got = run(g, x);
+      REQUIRE(got.size() == 2);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
+    }
+  }
+
+  TEST_CASE("matmul fusion leaves an addend scaled by a tensor, read elsewhere or broadcast") {
+    const std::vector<Shape> shapes{{16, 12}, {16, 8}, {8, 12}, {12}, {}};
+    ir::Graph g = trace(
+        [](auto& in) {
+          const Tensor cs = in[0] * 2.f;
+          return std::vector<Tensor>{
+              in[0] * in[4] + matmul(in[1], in[2]),  // a tensor scale
+              cs + matmul(in[1], in[2]), cs,         // c * s read twice
+              in[3] * 2.f + matmul(in[1], in[2]),    // c broadcast
+              in[0].to(float64) * 2.f + matmul(in[1].to(float64), in[2].to(float64))};  // float64
+        },
+        shapes);
+    compiler::fuse_activations(g);
+    CHECK(g.count_op("matmul_scale_add") == 0);
+  }
+
+  TEST_CASE(
+      "a jitted Momentum step updates its moments by fused products, bitwise the eager step") {
+    // fc1's weight gradient [64, 48] (k = the batch, 32) is libxsmm's size,
+    // fc2's [10, 64] Eigen's.
+    struct Net : Cell<Net> {
+      nn::Dense fc1{48, 64}, fc2{64, 10};
+      Net() { register_cells("fc1", fc1, "fc2", fc2); }
+      Tensor construct(const Tensor& x) { return fc2(relu(fc1(x))); }
+    };
+    struct Side {
+      Net net;
+      optim::Momentum opt{net.trainable_params(), {.lr = 0.05, .momentum = 0.9}};
+      explicit Side(std::uint64_t seed) {
+        Generator g(seed);
+        for (auto& p : net.parameters()) p.set_data(normal(p.shape(), 0.0, 0.3, g));
+      }
+      std::function<Tensor(const Tensor&, const Tensor&)> fn() {
+        return [this](const Tensor& x, const Tensor& y) {
+          auto loss_fn = [this](const Tensor& a, const Tensor& b) {
+            return nn::cross_entropy(net(a), b);
+          };
+          auto [loss, grads] = value_and_grad(
+              loss_fn, {.position = std::nullopt, .weights = opt.parameters()})(x, y);
+          opt.apply(grads);
+          return loss;
+        };
+      }
+    };
+    Side jitted(4), eager(4);
+    auto step = jit(jitted.fn());
+    auto eager_step = eager.fn();
+    Generator g(6);
+    for (int i = 0; i < 3; ++i) {
+      const Tensor x = normal({32, 48}, 0.0, 1.0, g);
+      const Tensor y = randint(0, 10, {32}, g).to(int32);
+      CHECK(bits(step(x, y)) == bits(eager_step(x, y)));
+    }
+    const std::string dump = step.dump();
+    int fused = 0;
+    for (auto at = dump.find("MatMulScaleAdd("); at != std::string::npos;
+         at = dump.find("MatMulScaleAdd(", at + 1))
+      ++fused;
+    CHECK(fused == 2);  // fc1's and fc2's weight gradients
+    const auto pj = jitted.net.parameters(), pe = eager.net.parameters();
+    REQUIRE(pj.size() == pe.size());
+    for (std::size_t i = 0; i < pj.size(); ++i) CHECK(bits(pj[i]) == bits(pe[i]));
   }
 
   TEST_CASE("matmul fusion leaves split points and products of another recompute region") {

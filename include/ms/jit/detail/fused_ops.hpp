@@ -17,6 +17,8 @@
 //     never reads the conv output back.
 //   matmul_bias(a, b, bias): add(matmul(a, b), bias), the bias added to each
 //     tile of the product while in cache.
+//   matmul_scale_add(c, a, b){scale}: add(mul(c, scale), matmul(a, b)), each
+//     tile of c combined with its product while in cache, in place in c.
 #pragma once
 
 #ifndef MS_BUILDING_LIBRARY
@@ -108,6 +110,28 @@ struct MatmulBias {
   using Attrs = ops::NoAttrs;
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+};
+
+/// add(mul(c, s), matmul(a, b)) as matmul_scale_add(c, a, b){scale}: float32,
+/// a and b 2-D, c of the product's type, s a number (c * s + a b). Where
+/// kernels::gemm_scale_add takes the product, each tile of c is scaled and
+/// gets its product added while in cache, else the product is made and added
+/// (bitwise the two ops either way). Its update form writes into c, so a
+/// compiled Momentum step's `v = v * momentum + x^T dy` never makes the
+/// gradient.
+struct MatmulScaleAdd {
+  static constexpr std::string_view name = "matmul_scale_add";
+  static constexpr std::string_view ir_name = "MatMulScaleAdd";
+  static constexpr ops::OpKind kind = ops::OpKind::Linalg;
+  static constexpr ops::Arity arity{3, 3};
+  static constexpr ops::Props props = kFusedProps;
+  struct Attrs {
+    double scale = 0.0;
+    static void fields(auto&& visit) { visit("scale", &Attrs::scale); }
+  };
+  static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
+  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void update(const Attrs& a, std::span<const Tensor> in);
 };
 
 /// The row of fused op E (not in the op table).
