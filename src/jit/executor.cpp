@@ -152,9 +152,10 @@ struct Executable::Step {
   std::shared_ptr<const ir::FusedRegion> region;
   std::vector<ir::ValueId> in, out;
   std::vector<ir::ValueId> release;  ///< values dead after this step
-  ir::ValueId in_place;  ///< Fused, or an Op with an update form: a capture to write the
-                         ///< result into (its Assign is skipped)
-  bool skip = false;     ///< Assign: done in place by the step that computes its value
+  ir::ValueId in_place;              ///< Fused: a capture to write the result into (its Assign is
+                                     ///< skipped); an Op with an update form: its first input, each
+                                     ///< output k written into input k (their Assigns skipped)
+  bool skip = false;                 ///< Assign: done in place by the step that computes its value
   /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
   /// Fused with in_place: also writes kept copy `kept` (cast of the result).
   int kept = -1;
@@ -292,12 +293,54 @@ void Executable::plan_bound_views() {
     std::erase_if(s.release, [&](ir::ValueId v) { return bound[v].defined(); });
 }
 
+namespace {
+// Whether step si may write capture c in place of Assign step a: no view of c
+// is a graph output, nothing reads c's old value after si (directly or
+// through a view of it), and si reads c only directly. `users`: the steps
+// reading each value.
+bool writable_in_place(const std::vector<Executable::Step>& steps,
+                       const ir::IdTable<ir::ValueId, std::vector<std::size_t>>& users,
+                       const ir::IdTable<ir::ValueId, bool>& is_output, ir::ValueId c,
+                       std::size_t si, std::size_t a) {
+  // Steps whose outputs may share memory with an input (the op's may_alias).
+  auto may_alias = [](const Executable::Step& s) {
+    return s.kind == Executable::Step::Kind::Op && s.def->may_alias;
+  };
+  std::vector<ir::ValueId> todo{c};
+  ir::IdTable<ir::ValueId, bool> seen(is_output.size(), false);
+  seen[c] = true;
+  while (!todo.empty()) {
+    const ir::ValueId x = todo.back();
+    todo.pop_back();
+    if (x != c && is_output[x]) return false;
+    for (std::size_t u : users[x]) {
+      if (u == a) continue;
+      if (u == si) {
+        if (x != c) return false;  // S reads the parameter itself, not a view of it
+        continue;
+      }
+      const Executable::Step& us = steps[u];
+      if (u > si || us.kind == Executable::Step::Kind::Assign) return false;  // read after S
+      if (may_alias(us))
+        for (ir::ValueId o : us.out)
+          if (!seen[o]) {
+            seen[o] = true;
+            todo.push_back(o);
+          }
+    }
+  }
+  return true;
+}
+}  // namespace
+
 // A parameter update `Assign(p, v)` where v is computed by an elementwise
-// (fused) step S, or by an op with an in-place form (OpDef::update) reading p
-// as its first input, copies v into p after the whole graph ran. When nothing reads
-// p's old value after S (directly or through a view of it), and S reads p only
-// directly (same index as it writes), S can write into p itself: one pass over
-// the parameter instead of three (write v, read v, write p).
+// (fused) step S, or is output k of an op with an in-place form (OpDef::update)
+// reading p as its input k, copies v into p after the whole graph ran. When
+// nothing reads p's old value after S (directly or through a view of it), and
+// S reads p only directly (same index as it writes), S can write into p
+// itself: one pass over the parameter instead of three (write v, read v,
+// write p). An op's update form writes all its outputs, so it runs in place
+// only when every output qualifies (matmul_scale_add's moment and parameter).
 void Executable::plan_in_place_updates() {
   const ir::Graph& G = graph_;
   const std::size_t nv = G.values.size();
@@ -312,8 +355,8 @@ void Executable::plan_in_place_updates() {
   }
   ir::IdTable<ir::ValueId, bool> is_output(nv, false);
   for (ir::ValueId v : G.outputs) is_output[v] = true;
-  // Steps whose outputs may share memory with an input (the op's may_alias).
-  auto may_alias = [](const Step& s) { return s.kind == Step::Kind::Op && s.def->may_alias; };
+  // Per op step with an update form, the Assigns it can do in place (one per output).
+  std::vector<std::vector<std::size_t>> op_assigns(steps_.size());
   for (std::size_t a = 0; a < steps_.size(); ++a) {
     Step& as = steps_[a];
     if (as.kind != Step::Kind::Assign) continue;
@@ -321,44 +364,37 @@ void Executable::plan_in_place_updates() {
     const std::size_t si = producer[v];
     if (assigns[c] != 1 || si == kNoStep) continue;
     Step& s = steps_[si];
-    if (s.out.size() != 1 || s.in_place.valid()) continue;
+    if (s.in_place.valid()) continue;
     if (!(G.value(c).type == G.value(v).type)) continue;
-    // An op with an in-place form qualifies when c is its first input only
-    // and c is contiguous (captures are bound when the graph is planned).
-    const bool op_update = s.kind == Step::Kind::Op && s.def->update && s.in[0] == c &&
-                           std::count(s.in.begin(), s.in.end(), c) == 1 &&
+    // A fused region (one output) qualifies; an op's update form writes each
+    // output k into its input k: output k qualifies when c is that input, read
+    // once by the step and contiguous (captures are bound when the graph is
+    // planned), and the step when all its outputs do.
+    const auto k =
+        static_cast<std::size_t>(std::find(s.out.begin(), s.out.end(), v) - s.out.begin());
+    const bool op_update = s.kind == Step::Kind::Op && s.def->update && k < s.in.size() &&
+                           s.in[k] == c && std::count(s.in.begin(), s.in.end(), c) == 1 &&
                            G.producer(c).tensor.is_contiguous();
-    if (s.kind != Step::Kind::Fused && !op_update) continue;
-    bool ok = true;
-    std::vector<ir::ValueId> todo{c};
-    ir::IdTable<ir::ValueId, bool> seen(nv, false);
-    seen[c] = true;
-    while (!todo.empty() && ok) {
-      const ir::ValueId x = todo.back();
-      todo.pop_back();
-      if (x != c && is_output[x]) ok = false;
-      for (std::size_t u : users[x]) {
-        if (u == a) continue;
-        if (u == si) {
-          ok &= x == c;  // S reads the parameter itself, not a view of it
-          continue;
-        }
-        const Step& us = steps_[u];
-        if (u > si || us.kind == Step::Kind::Assign) {
-          ok = false;  // the old value is read after S
-          break;
-        }
-        if (may_alias(us))
-          for (ir::ValueId o : us.out)
-            if (!seen[o]) {
-              seen[o] = true;
-              todo.push_back(o);
-            }
-      }
+    if (!(s.kind == Step::Kind::Fused && s.out.size() == 1) && !op_update) continue;
+    if (!writable_in_place(steps_, users, is_output, c, si, a)) continue;
+    if (s.kind == Step::Kind::Fused) {
+      s.in_place = c;
+      as.skip = true;
+    } else {
+      op_assigns[si].push_back(a);
     }
-    if (!ok) continue;
-    s.in_place = c;
-    as.skip = true;
+  }
+  for (std::size_t si = 0; si < steps_.size(); ++si) {
+    Step& s = steps_[si];
+    if (op_assigns[si].empty() || op_assigns[si].size() != s.out.size()) continue;
+    // The captures written must not share memory with each other.
+    bool distinct = true;
+    for (std::size_t i = 0; i < s.out.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        distinct &= G.producer(s.in[i]).tensor.storage() != G.producer(s.in[j]).tensor.storage();
+    if (!distinct) continue;
+    s.in_place = s.in[0];
+    for (std::size_t a : op_assigns[si]) steps_[a].skip = true;
   }
 }
 
@@ -567,11 +603,13 @@ void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executa
       }
       f.scratch.clear();
       for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
-      if (s.in_place.valid()) {  // the op's update form writes into its first input
+      if (s.in_place.valid()) {  // the op's update form writes output k into input k
         s.update(f.scratch);
         f.scratch.clear();
-        f.vals[s.in_place].storage()->note_write();  // other graphs' kept casts of it are stale
-        f.vals[s.out[0]] = f.vals[s.in_place];
+        for (std::size_t k = 0; k < s.out.size(); ++k) {
+          f.vals[s.in[k]].storage()->note_write();  // other graphs' kept casts of it are stale
+          f.vals[s.out[k]] = f.vals[s.in[k]];
+        }
         break;
       }
       std::vector<Tensor> r = s.eval(f.scratch);

@@ -196,46 +196,65 @@ std::vector<Tensor> MatmulBias::eval(const Attrs& a, std::span<const Tensor> in)
 
 // ---------------------------------------------------------------- matmul_scale_add
 
+// Inputs (c, a, b) or (c, d, a, b, t).
 std::vector<TensorType> MatmulScaleAdd::infer(const Attrs&, std::span<const TensorType> in) {
-  std::vector<TensorType> out = ops::Matmul::infer({}, in.subspan(1, 2));
-  MS_CHECK(in[1].dtype == DType::Float32, TypeError, name, ": a's dtype ", in[1].dtype,
+  MS_CHECK(in.size() == 3 || in.size() == 5, ValueError, name,
+           ": takes (c, a, b) or (c, d, a, b, t), got ", in.size(), " inputs");
+  const bool with_d = in.size() == 5;
+  const std::span<const TensorType> ab = in.subspan(with_d ? 2 : 1, 2);
+  std::vector<TensorType> out = ops::Matmul::infer({}, ab);
+  MS_CHECK(ab[0].dtype == DType::Float32, TypeError, name, ": a's dtype ", ab[0].dtype,
            " must be float32");
-  MS_CHECK(in[1].shape.rank() == 2 && in[2].shape.rank() == 2, ShapeError, name, ": a ",
-           in[1].shape, " and b ", in[2].shape, " must be 2-D");
+  MS_CHECK(ab[0].shape.rank() == 2 && ab[1].shape.rank() == 2, ShapeError, name, ": a ",
+           ab[0].shape, " and b ", ab[1].shape, " must be 2-D");
   MS_CHECK(in[0] == out[0], ShapeError, name, ": c ", in[0].dtype, in[0].shape,
            " must have the product's type ", out[0].dtype, out[0].shape);
+  if (!with_d) return out;
+  MS_CHECK(in[1] == out[0], ShapeError, name, ": d ", in[1].dtype, in[1].shape,
+           " must have the product's type ", out[0].dtype, out[0].shape);
+  MS_CHECK(in[4].dtype == DType::Float32 && in[4].shape.rank() == 0, TypeError, name, ": t ",
+           in[4].dtype, in[4].shape, " must be a 0-d float32 tensor");
+  out.push_back(out[0]);
   return out;
 }
 
 namespace {
-// c = c * scale + a b on c (dense float32 [m, n]).
-void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, const Tensor& a_in,
-                       const Tensor& b_in) {
+// c = c * scale + a b, then d = d - t * c when there is a d, on c and d
+// (dense float32 [m, n]); `in` as the op's.
+void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, const Tensor& d,
+                       std::span<const Tensor> in) {
   const std::int64_t m = c.dim(0), n = c.dim(1);
   if (m == 0 || n == 0) return;
+  const bool with_d = in.size() == 5;
+  const Tensor& a_in = in[with_d ? 2 : 1];
+  const Tensor& b_in = in[with_d ? 3 : 2];
   const auto scale = static_cast<float>(attrs.scale);
+  const float t = with_d ? in[4].item<float>() : 0.f;
+  float* dp = with_d ? d.data<float>() : nullptr;
   const ops::detail::GemmOperand a = ops::detail::gemm_operand(a_in);
   const ops::detail::GemmOperand b = ops::detail::gemm_operand(b_in);
   if (kernels::gemm_scale_add(a.trans, b.trans, m, n, a_in.dim(1), a.t.data<float>(), a.ld,
-                              b.t.data<float>(), b.ld, scale, c.data<float>(), n))
+                              b.t.data<float>(), b.ld, scale, c.data<float>(), n, dp, n, t))
     return;
   const Tensor p = ops::Matmul::eval({}, std::array<Tensor, 2>{a_in, b_in})[0];
-  kernels::scale_add(m, n, scale, p.data<float>(), n, c.data<float>(), n);
+  kernels::scale_add(m, n, scale, p.data<float>(), n, c.data<float>(), n, dp, n, t);
 }
 }  // namespace
 
 std::vector<Tensor> MatmulScaleAdd::eval(const Attrs& a, std::span<const Tensor> in) {
   infer(a, ops::types_of(in));
-  Tensor c = in[0].clone();
-  scale_add_product(a, c, in[1], in[2]);
-  return {c};
+  std::vector<Tensor> out{in[0].clone()};
+  if (in.size() == 5) out.push_back(in[1].clone());
+  scale_add_product(a, out[0], out.back(), in);
+  return out;
 }
 
 void MatmulScaleAdd::update(const Attrs& a, std::span<const Tensor> in) {
-  infer(a, ops::types_of(in));
-  MS_CHECK(in[0].is_contiguous(), ValueError, name,
-           ": c must be contiguous to be written in place");
-  scale_add_product(a, in[0], in[1], in[2]);
+  const std::size_t outs = infer(a, ops::types_of(in)).size();
+  for (std::size_t i = 0; i < outs; ++i)
+    MS_CHECK(in[i].is_contiguous(), ValueError, name, ": ", i == 0 ? "c" : "d",
+             " must be contiguous to be written in place");
+  scale_add_product(a, in[0], in[outs - 1], in);
 }
 
 // ---------------------------------------------------------------- rows

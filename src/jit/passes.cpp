@@ -6,6 +6,7 @@
 #include <functional>
 #include <numeric>
 #include <ostream>
+#include <queue>
 #include <unordered_map>
 
 #include "ms/expr/expr.hpp"
@@ -98,6 +99,33 @@ std::vector<NodeId> identity_order(const Graph& g) {
   std::vector<NodeId> o;
   for (std::size_t i = 0; i < g.nodes.size(); ++i) o.push_back(NodeId{i});
   return o;
+}
+
+// The nodes in their order where it is valid once read through `repl`: a
+// node that reads a value made by a later node moves after it (Kahn's
+// algorithm taking the first ready node in the old order).
+std::vector<NodeId> stable_order(const Graph& g, const Replacements& repl) {
+  const std::size_t n = g.nodes.size();
+  IdTable<NodeId, int> pending(n, 0);
+  IdTable<NodeId, std::vector<NodeId>> readers(n);
+  for (std::size_t i = 0; i < n; ++i)
+    for (ValueId v : g.nodes[i].inputs) {
+      ++pending[NodeId{i}];
+      readers[g.value(follow(repl, v)).node].push_back(NodeId{i});
+    }
+  std::priority_queue<std::size_t, std::vector<std::size_t>, std::greater<>> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (pending[NodeId{i}] == 0) ready.push(i);
+  std::vector<NodeId> order;
+  while (!ready.empty()) {
+    const NodeId id{ready.top()};
+    ready.pop();
+    order.push_back(id);
+    for (NodeId r : readers[id])
+      if (--pending[r] == 0) ready.push(r.index());
+  }
+  MS_ASSERT(order.size() == n);
+  return order;
 }
 
 // consumers[v] = nodes reading value v.
@@ -592,6 +620,58 @@ bool fuse_matmul_scale_add(Node& n, FusionSite& s) {
   return false;
 }
 
+// sub(d, mul(t, matmul_scale_add(c, a, b))) -> matmul_scale_add(c, d, a, b, t)
+// in the sub's place, the sum its first output and the sub's result its
+// second (t a 0-d float32 value, the mul read by the sub alone, the sum read
+// elsewhere only after the sub): d's tiles are taken while the sum's are in
+// cache (a Momentum step's parameter update with its learning rate, in place
+// when assigned to d). The sub's place, since an optimizer's learning rate is
+// a capture first read after the gradients are made; an update of the sum
+// traced before the sub (Assign) moves after it (fuse_activations' order).
+bool fuse_matmul_scale_sub(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::Sub>()) || n.inputs.size() != 2 || n.attrs.has("split_op"))
+    return false;
+  const ValueId d = n.inputs[0], mv = n.inputs[1];
+  const ir::Value sub_out = s.g.value(n.outputs[0]);
+  const NodeId mul_id = s.g.value(mv).node;
+  const Node& mul = s.g.node(mul_id);
+  if (!is_single(mul, ops::def_of<ops::Mul>()) || mul.inputs.size() != 2 || !s.only_reader(mv) ||
+      mul.attrs.has("split_op") || mul.recompute_region != n.recompute_region ||
+      mul.recomputed != n.recomputed || s.g.value(mv).type != sub_out.type ||
+      s.g.value(d).type != sub_out.type)
+    return false;
+  const ops::TensorType scalar{DType::Float32, Shape{}};
+  for (std::size_t k = 0; k < 2; ++k) {
+    const ValueId sum = mul.inputs[k], t = mul.inputs[1 - k];
+    const ir::Value cv = s.g.value(sum);
+    const Node& q = s.g.node(cv.node);
+    if (s.g.producer(t).kind == NodeKind::Scalar || s.g.value(t).type != scalar ||
+        !is_single(q, fused::def<fused::MatmulScaleAdd>()) || q.inputs.size() != 3 ||
+        cv.type != sub_out.type || q.recompute_region != n.recompute_region ||
+        q.recomputed != n.recomputed)
+      continue;
+    bool later = true;  // the sum's other readers run after the sub (updates run last)
+    for (NodeId r : s.consumers[sum])
+      later &=
+          r == mul_id || r.index() > sub_out.node.index() || s.g.node(r).kind == NodeKind::Assign;
+    if (!later) continue;
+    const ValueId first = s.g.next_value();
+    s.g.values.push_back(ir::Value{cv.type, sub_out.node, 0, false});
+    s.repl.resize(s.g.values.size());  // the site's tables cover the new value
+    s.is_output.resize(s.g.values.size(), false);
+    s.consumers.resize(s.g.values.size());
+    s.g.value(n.outputs[0]).index = 1;
+    n.def = &fused::def<fused::MatmulScaleAdd>();
+    n.ew_id = -1;
+    n.attrs = q.attrs;
+    n.inputs = {q.inputs[0], d, q.inputs[1], q.inputs[2], t};
+    n.outputs = {first, n.outputs[0]};
+    s.repl[sum] = first;
+    return true;
+  }
+  return false;
+}
+
 // relu(conv2d(...)) -> conv2d_fused{relu}(...): each output tile relu'd while
 // in cache.
 bool fuse_conv_relu(Node& n, FusionSite& s) {
@@ -677,6 +757,7 @@ constexpr FusionRule kFusionRules[] = {
     {"relu(conv2d(x, w))", fuse_conv_relu},
     {"add(matmul(a, b), bias)", fuse_matmul_bias},
     {"add(mul(c, s), matmul(a, b))", fuse_matmul_scale_add},
+    {"sub(d, mul(t, matmul_scale_add(c, a, b)))", fuse_matmul_scale_sub},
     {"max_pool2d(conv2d(x, w), 2)", fuse_conv_pool},
     {"max_pool2d_grad(conv2d_fused{max_pool2x2}(x, w), gy)", fuse_pool_grad_index},
 };
@@ -690,7 +771,7 @@ void fuse_activations(Graph& g) {
     for (std::size_t i = 0; i < g.nodes.size(); ++i) changed |= rule.rewrite(g.nodes[i], s);
     if (!changed) continue;
     if (std::any_of(s.repl.begin(), s.repl.end(), [](ValueId v) { return v.valid(); }))
-      g = rebuild(g, identity_order(g), s.repl);
+      g = rebuild(g, stable_order(g, s.repl), s.repl);
     eliminate_dead_code(g);
   }
 }

@@ -807,23 +807,27 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                     const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float scale,
-                    float* c, std::int64_t ldc) noexcept {
+                    float* c, std::int64_t ldc, float* d, std::int64_t ldd,
+                    float sub_scale) noexcept {
   // Only the products gemm_impl gives libxsmm, as gemm_bias.
   const double outputs = static_cast<double>(m) * static_cast<double>(n);
   return m > 0 && n > 0 && k > 0 && !on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
          default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
          outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
-         detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
-                               {.scale_add = true, .scale = scale});
+         detail::libxsmm_sgemm(
+             trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
+             {.scale_add = true, .scale = scale, .d = d, .ldd = ldd, .sub_scale = sub_scale});
 }
 
 void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
-               float* c, std::int64_t ldc) noexcept {
+               float* c, std::int64_t ldc, float* d, std::int64_t ldd, float sub_scale) noexcept {
   if (rows <= 0 || cols <= 0) return;
   const auto grain =
       static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / static_cast<double>(cols)));
   parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
     detail::scale_add(c + r0 * ldc, ldc, r1 - r0, cols, scale, p + r0 * ldp, ldp);
+    if (d != nullptr)
+      detail::sub_scaled(d + r0 * ldd, ldd, r1 - r0, cols, sub_scale, c + r0 * ldc, ldc);
   });
 }
 

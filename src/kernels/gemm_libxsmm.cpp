@@ -439,9 +439,13 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
                               : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
         ks.get(pl, w, rows, pl.depth(q), into_c, q > g0 || (into_c && pr.beta != 0.f))(ka, kb, out);
       }
-      if (pr.epilogue.scale_add)
-        scale_add(pr.c + i0 * pr.ldc + jp, pr.ldc, rows, w, pr.epilogue.scale, sum, kPanel);
-      else if (!into_c)
+      if (pr.epilogue.scale_add) {
+        float* c_tile = pr.c + i0 * pr.ldc + jp;
+        scale_add(c_tile, pr.ldc, rows, w, pr.epilogue.scale, sum, kPanel);
+        if (pr.epilogue.d != nullptr)
+          sub_scaled(pr.epilogue.d + i0 * pr.epilogue.ldd + jp, pr.epilogue.ldd, rows, w,
+                     pr.epilogue.sub_scale, c_tile, pr.ldc);
+      } else if (!into_c)
         for (std::int64_t i = 0; i < rows; ++i) {
           float* crow = pr.c + (i0 + i) * pr.ldc + jp;
           const float* srow = sum + i * kPanel;
@@ -695,6 +699,7 @@ bool sgemm_checked(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, s
                   pr.b = trans_b ? b + j0 * ldb : b + j0;
                   pr.c = c + i0 * ldc + j0;
                   if (epilogue.bias != nullptr) pr.epilogue.bias = epilogue.bias + j0;
+                  if (epilogue.d != nullptr) pr.epilogue.d = epilogue.d + i0 * epilogue.ldd + j0;
                   ok = ok && sgemm_slab(pr, rows, cols, k, dry, pack_a_now, pack_b_now);
                 });
   return ok;

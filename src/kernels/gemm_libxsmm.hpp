@@ -3,6 +3,7 @@
 // called by gemm() in src/kernels/gemm.cpp when the "libxsmm" backend runs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -55,6 +56,22 @@ inline void scale_add(float* c, std::int64_t ldc, std::int64_t rows, std::int64_
   }
 }
 
+/// rows x cols of D = D - C * scale (rows ldd and ldc apart): C's elements
+/// multiplied, then subtracted, two roundings as the ops mul and sub make.
+inline void sub_scaled(float* d, std::int64_t ldd, std::int64_t rows, std::int64_t cols,
+                       float scale, const float* c, std::int64_t ldc) {
+  constexpr std::int64_t kPiece = 64;
+  float t[kPiece];
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j0 = 0; j0 < cols; j0 += kPiece) {
+      const std::int64_t w = std::min(kPiece, cols - j0);
+      const float* crow = c + i * ldc + j0;
+      float* drow = d + i * ldd + j0;
+      for (std::int64_t j = 0; j < w; ++j) t[j] = crow[j] * scale;
+      for (std::int64_t j = 0; j < w; ++j) drow[j] -= t[j];
+    }
+}
+
 /// What libxsmm_sgemm does to each tile of C right after the tile's product,
 /// while it is in cache (beta must be 0 with either, else it returns false).
 /// Each element is rounded as separate elementwise ops after the product would
@@ -67,6 +84,11 @@ struct SgemmEpilogue {
   /// kGroupChunks), else libxsmm_sgemm returns false.
   bool scale_add = false;
   float scale = 0.f;
+  /// With scale_add, when not null: then D = D - C * sub_scale with C's new
+  /// values (D [m, n], rows ldd apart; sub_scaled).
+  float* d = nullptr;
+  std::int64_t ldd = 0;
+  float sub_scale = 0.f;
 };
 
 /// C = alpha * op(A) * op(B) + beta * C on row-major float32 matrices, with the

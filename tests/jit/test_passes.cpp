@@ -531,10 +531,84 @@ TEST_SUITE("jit") {
     CHECK(g.count_op("matmul_scale_add") == 0);
   }
 
-  TEST_CASE(
-      "a jitted Momentum step updates its moments by fused products, bitwise the eager step") {
+  TEST_CASE("matmul fusion: a learning-rate step from the scaled sum joins it, bitwise") {
+    // d - t * (c * 0.9 + a^T b), the sum also returned; t a 0-d tensor.
+    for (const auto& shapes : std::vector<std::vector<Shape>>{
+             {{96, 80}, {96, 80}, {32, 96}, {32, 80}, {}}, {{6, 5}, {6, 5}, {4, 6}, {4, 5}, {}}}) {
+      CAPTURE(shapes[0]);
+      ir::Graph g = trace(
+          [](auto& in) {
+            const Tensor sum = in[0] * 0.9f + matmul(in[2].transpose(0, 1), in[3]);
+            return std::vector<Tensor>{in[1] - in[4] * sum, sum};
+          },
+          shapes);
+      std::vector<Tensor> x;
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        x.push_back(
+            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 90 + static_cast<unsigned>(i)));
+      const auto want = run(g, x);
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      CHECK(g.count_op("matmul_scale_add") == 1);
+      CHECK(g.count_op("sub") == 0);
+      const auto got = run(g, x);
+      REQUIRE(got.size() == 2);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(bits(got[i]) == bits(want[i]));
+    }
+  }
+
+  TEST_CASE("matmul fusion leaves a step by a number, or from a sum read before it") {
+    const std::vector<Shape> shapes{{16, 12}, {16, 12}, {8, 16}, {8, 12}, {}};
+    ir::Graph g = trace(
+        [](auto& in) {
+          const Tensor at = in[2].transpose(0, 1);
+          const Tensor s1 = in[0] * 0.9f + matmul(at, in[3]);
+          const Tensor s2 = in[0] * 0.5f + matmul(at, in[3]);
+          const Tensor early = ms::exp(s2);  // read before the sub
+          return std::vector<Tensor>{in[1] - 0.1f * s1, early, in[1] - in[4] * s2};
+        },
+        shapes);
+    compiler::fuse_activations(g);
+    ir::verify(g);
+    CHECK(g.count_op("matmul_scale_add") == 2);
+    CHECK(g.count_op("sub") == 2);
+  }
+
+  TEST_CASE("an update form with two outputs runs in place only when both can") {
+    // v = v * 0.9 + a^T b; w = w - lr * v, both assigned. With the old w read
+    // after the update (its sum), w cannot be written in place, so neither is
+    // (the update form writes both); the results equal the eager ones either way.
+    Generator g(8);
+    const Tensor a = normal({32, 96}, 0.0, 1.0, g), b = normal({32, 80}, 0.0, 1.0, g);
+    const Tensor lr = full({}, 0.05);
+    for (const bool read_old_w : {false, true}) {
+      CAPTURE(read_old_w);
+      Tensor v = normal({96, 80}, 0.0, 1.0, g), w = normal({96, 80}, 0.0, 1.0, g);
+      Tensor ve = v.clone(), we = w.clone();
+      auto step = [read_old_w](Tensor& vv, Tensor& ww, const Tensor& x, const Tensor& y,
+                               const Tensor& rate) {
+        const Tensor nv = vv * 0.9f + matmul(x.transpose(0, 1), y);
+        const Tensor nw = ww - rate * nv;
+        vv.copy_(nv);
+        const Tensor out = ms::sum(read_old_w ? ww : nv);
+        ww.copy_(nw);
+        return out;
+      };
+      auto jitted = jit([&](const Tensor& x, const Tensor& y) { return step(v, w, x, y, lr); });
+      for (int i = 0; i < 2; ++i) {
+        const Tensor got = jitted(a, b), want = step(ve, we, a, b, lr);
+        CHECK(bits(got) == bits(want));
+        CHECK(bits(v) == bits(ve));
+        CHECK(bits(w) == bits(we));
+      }
+      CHECK(jitted.dump().find("MatMulScaleAdd(") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("a jitted Momentum step updates moments and weights in its products, bitwise eager") {
     // fc1's weight gradient [64, 48] (k = the batch, 32) is libxsmm's size,
-    // fc2's [10, 64] Eigen's.
+    // fc2's [10, 64] Eigen's; each product updates its moment and its weight
+    // in place (matmul_scale_add's two outputs).
     struct Net : Cell<Net> {
       nn::Dense fc1{48, 64}, fc2{64, 10};
       Net() { register_cells("fc1", fc1, "fc2", fc2); }
@@ -573,7 +647,8 @@ TEST_SUITE("jit") {
     for (auto at = dump.find("MatMulScaleAdd("); at != std::string::npos;
          at = dump.find("MatMulScaleAdd(", at + 1))
       ++fused;
-    CHECK(fused == 2);  // fc1's and fc2's weight gradients
+    CHECK(fused == 2);  // fc1's and fc2's moments and weights
+    CHECK(dump.find("Fused[Mul, Sub]") != std::string::npos);  // the biases' updates stay
     const auto pj = jitted.net.parameters(), pe = eager.net.parameters();
     REQUIRE(pj.size() == pe.size());
     for (std::size_t i = 0; i < pj.size(); ++i) CHECK(bits(pj[i]) == bits(pe[i]));

@@ -556,49 +556,63 @@ TEST_SUITE("kernels") {
     // libxsmm's sizes with k in one group (edge panels and tasks, several
     // chunks, slabs of B), A stored transposed (a weight gradient) or not, B
     // stored transposed or not; a k of two groups and Eigen's sizes, which it
-    // declines; one row (the row kernels).
+    // declines; one row (the row kernels). Each with and without D.
     for (const Shape3 p :
          {Shape3{512, 784, 64}, Shape3{300, 770, 200}, Shape3{100, 90, 512}, Shape3{70, 2000, 96},
           Shape3{64, 64, 1000}, Shape3{5, 6, 4}, Shape3{1, 40, 48}})
       for (const bool ta : {false, true})
-        for (const bool tb : {false, true}) {
-          CAPTURE(p.m);
-          CAPTURE(p.n);
-          CAPTURE(p.k);
-          CAPTURE(ta);
-          CAPTURE(tb);
-          const std::vector<float> a = uniform(static_cast<std::size_t>(p.m * p.k), gen);
-          const std::vector<float> b = uniform(static_cast<std::size_t>(p.k * p.n), gen);
-          const std::vector<float> c0 = uniform(static_cast<std::size_t>(p.m * p.n), gen);
-          const std::int64_t lda = ta ? p.m : p.k, ldb = tb ? p.k : p.n;
-          const float scale = 0.9f;
-          std::vector<float> prod(c0.size());
-          ms::kernels::gemm<float>(ta, tb, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
-                                   prod.data(), p.n);
-          std::vector<float> want = c0;
-          for (std::size_t i = 0; i < want.size(); ++i) {
-            const volatile float scaled = want[i] * scale;  // rounded, as the mul op rounds it
-            want[i] = scaled + prod[i];
-          }
-          bool fused[2] = {};
-          for (const int threads : {1, 2}) {
-            ms::set_num_threads(threads);
-            std::vector<float> got = c0;
-            fused[threads - 1] = ms::kernels::gemm_scale_add(ta, tb, p.m, p.n, p.k, a.data(), lda,
-                                                             b.data(), ldb, scale, got.data(), p.n);
-            if (!fused[threads - 1]) {
-              CHECK(got == c0);  // declined: C untouched
-              ms::kernels::scale_add(p.m, p.n, scale, prod.data(), p.n, got.data(), p.n);
+        for (const bool tb : {false, true})
+          for (const bool with_d : {false, true}) {
+            CAPTURE(p.m);
+            CAPTURE(p.n);
+            CAPTURE(p.k);
+            CAPTURE(ta);
+            CAPTURE(tb);
+            CAPTURE(with_d);
+            const std::vector<float> a = uniform(static_cast<std::size_t>(p.m * p.k), gen);
+            const std::vector<float> b = uniform(static_cast<std::size_t>(p.k * p.n), gen);
+            const std::vector<float> c0 = uniform(static_cast<std::size_t>(p.m * p.n), gen);
+            const std::vector<float> d0 = uniform(c0.size(), gen);
+            const std::int64_t lda = ta ? p.m : p.k, ldb = tb ? p.k : p.n;
+            const float scale = 0.9f, t = 0.05f;
+            std::vector<float> prod(c0.size());
+            ms::kernels::gemm<float>(ta, tb, p.m, p.n, p.k, 1.f, a.data(), lda, b.data(), ldb, 0.f,
+                                     prod.data(), p.n);
+            // Each op rounded on its own (volatile: no multiply-add contraction).
+            std::vector<float> want_c = c0, want_d = d0;
+            for (std::size_t i = 0; i < want_c.size(); ++i) {
+              const volatile float scaled = want_c[i] * scale;
+              want_c[i] = scaled + prod[i];
+              const volatile float step = want_c[i] * t;
+              want_d[i] -= step;
             }
-            CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+            bool fused[2] = {};
+            for (const int threads : {1, 2}) {
+              ms::set_num_threads(threads);
+              std::vector<float> c = c0, d = d0;
+              float* dp = with_d ? d.data() : nullptr;
+              fused[threads - 1] =
+                  ms::kernels::gemm_scale_add(ta, tb, p.m, p.n, p.k, a.data(), lda, b.data(), ldb,
+                                              scale, c.data(), p.n, dp, p.n, t);
+              if (!fused[threads - 1]) {
+                CHECK(c == c0);  // declined: C and D untouched
+                CHECK(d == d0);
+                ms::kernels::scale_add(p.m, p.n, scale, prod.data(), p.n, c.data(), p.n, dp, p.n,
+                                       t);
+              }
+              CHECK(std::memcmp(c.data(), want_c.data(), c.size() * sizeof(float)) == 0);
+              if (with_d)
+                CHECK(std::memcmp(d.data(), want_d.data(), d.size() * sizeof(float)) == 0);
+              else
+                CHECK(d == d0);
+            }
+            CHECK(fused[0] == fused[1]);
+            const bool libxsmm_size = p.m * p.n >= 1024 && p.m > 1;
+            if (has_libxsmm() && std::string_view(ms::kernels::gemm_backend().name) == "libxsmm")
+              CHECK(fused[0] == (libxsmm_size && p.k <= 512));
+            else
+              CHECK(!fused[0]);
           }
-          CHECK(fused[0] == fused[1]);
-          const bool libxsmm_size = p.m * p.n >= 1024 && p.m > 1;
-          if (has_libxsmm() && std::string_view(ms::kernels::gemm_backend().name) == "libxsmm")
-            CHECK(fused[0] == (libxsmm_size && p.k <= 512));
-          else
-            CHECK(!fused[0]);
-        }
   }
 
   TEST_CASE("gemm on libxsmm: a product that packs nothing gives the same bits on a fresh thread") {

@@ -58,19 +58,24 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 /// 0) into a temporary P followed by `scale_add` of P: where gemm would run
 /// libxsmm's kernels and k is summed in one group of chunks (k up to 512),
 /// each tile of C is multiplied and gets its product added while in cache, so
-/// neither P nor a second pass over C exists (a Momentum update's
-/// `v * momentum + dW`, in a compiled training step). Returns false, with C
-/// untouched, for every other product: the caller computes P and calls
-/// `scale_add`. Same requirements as gemm.
+/// neither P nor a second pass over C exists. With `d` (m x n, rows ldd
+/// apart), then D = D - C * sub_scale with C's new values, tile by tile too:
+/// a compiled Momentum step's `v = v * momentum + dW; w = w - lr * v` in the
+/// pass that makes dW. Returns false, with C and D untouched, for every other
+/// product: the caller computes P and calls `scale_add`. Same requirements as
+/// gemm.
 bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                     const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float scale,
-                    float* c, std::int64_t ldc) noexcept;
+                    float* c, std::int64_t ldc, float* d = nullptr, std::int64_t ldd = 0,
+                    float sub_scale = 0.f) noexcept;
 
 /// C = C * scale + P on rows x cols (float32; rows ldp and ldc apart): each
 /// element multiplied, then P's added, two roundings as the elementwise ops
-/// mul and add make. Rows are shared by the threads.
+/// mul and add make; with `d`, then D = D - C * sub_scale (multiplied, then
+/// subtracted). Rows are shared by the threads.
 void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
-               float* c, std::int64_t ldc) noexcept;
+               float* c, std::int64_t ldc, float* d = nullptr, std::int64_t ldd = 0,
+               float sub_scale = 0.f) noexcept;
 
 /// The backend of float and double GEMM in this process, for reports and
 /// benchmarks: `name` is "libxsmm", "eigen" or "openblas"; `detail` says which

@@ -17,8 +17,9 @@
 //     never reads the conv output back.
 //   matmul_bias(a, b, bias): add(matmul(a, b), bias), the bias added to each
 //     tile of the product while in cache.
-//   matmul_scale_add(c, a, b){scale}: add(mul(c, scale), matmul(a, b)), each
-//     tile of c combined with its product while in cache, in place in c.
+//   matmul_scale_add(c, [d,] a, b[, t]){scale}: add(mul(c, scale),
+//     matmul(a, b)) [and sub(d, mul(t, that))], each tile of c (and d)
+//     combined with its product while in cache, in place in c (and d).
 #pragma once
 
 #ifndef MS_BUILDING_LIBRARY
@@ -113,17 +114,21 @@ struct MatmulBias {
 };
 
 /// add(mul(c, s), matmul(a, b)) as matmul_scale_add(c, a, b){scale}: float32,
-/// a and b 2-D, c of the product's type, s a number (c * s + a b). Where
-/// kernels::gemm_scale_add takes the product, each tile of c is scaled and
-/// gets its product added while in cache, else the product is made and added
-/// (bitwise the two ops either way). Its update form writes into c, so a
-/// compiled Momentum step's `v = v * momentum + x^T dy` never makes the
-/// gradient.
+/// a and b 2-D, c of the product's type, s a number (c * s + a b); and
+/// sub(d, mul(t, that)) as a second output, matmul_scale_add(c, d, a, b, t)
+/// (d - t * (c * s + a b), d of c's type, t a 0-d float32 tensor: an
+/// optimizer's learning rate). Where kernels::gemm_scale_add takes the
+/// product, each tile of c is scaled, gets its product added and is taken
+/// from d's tile while in cache, else the product is made and combined
+/// (bitwise the ops either way). Its update form writes output k into input
+/// k, so a compiled Momentum step's `v = v * momentum + x^T dy; w = w - lr * v`
+/// is one pass over v and w inside the product, and the gradient is never
+/// made.
 struct MatmulScaleAdd {
   static constexpr std::string_view name = "matmul_scale_add";
   static constexpr std::string_view ir_name = "MatMulScaleAdd";
   static constexpr ops::OpKind kind = ops::OpKind::Linalg;
-  static constexpr ops::Arity arity{3, 3};
+  static constexpr ops::Arity arity{3, 5};
   static constexpr ops::Props props = kFusedProps;
   struct Attrs {
     double scale = 0.0;
