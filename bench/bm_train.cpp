@@ -13,6 +13,8 @@
 //                                   context 128; AdamW, clip_grad_norm 1, one jitted step)
 //   BM_TrainGpt_Torch/batch:32/nt:N the same step on its LibTorch twin (bench/gpt_torch.hpp,
 //                                   char_lm_torch's step: torch::optim::AdamW, ms's clip rule)
+//   BM_Peak_Fma/nt:N                the FMA peak of the same process (the MLP step's
+//                                   flop_per_step counter over it: its fraction of the peak)
 //   BM_CellCall_Dense/nt:1          net(x): Dense 784->512 at batch 1 through Cell::operator()
 //   BM_CellConstruct_Dense/nt:1     net.construct(x): the same without the cell call
 //   BM_CellCallHooked_Dense/nt:1    net(x) with one no-op forward hook (what a hook costs)
@@ -75,6 +77,12 @@ void BM_Train_Ms(benchmark::State& state) {
     state.SkipWithError(
         ("expected 1 compile, got " + std::to_string(t.step.compile_count())).c_str());
   set_counters(state, batch, loss.item<float>());
+  if constexpr (std::is_same_v<Net, bench::MsMLP>) {
+    // Multiply-adds x 2: the forward products, the weight gradients (as many)
+    // and the input gradients of fc2 and fc3 (fc1's input needs none).
+    const double fwd = 784.0 * 512 + 512.0 * 256 + 256.0 * 10, grad_in = 512.0 * 256 + 256.0 * 10;
+    state.counters["flop_per_step"] = 2.0 * static_cast<double>(batch) * (2 * fwd + grad_in);
+  }
 }
 
 #if MS_BENCH_TORCH
@@ -280,6 +288,7 @@ BENCHMARK(BM_Train_Torch<bench::MsCNN>)
     ->Name("BM_TrainCnn_Torch")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
 #endif
+BENCHMARK(bench::BM_Peak_Fma)->Name("BM_Peak_Fma")->ArgName("nt")->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_CellCall_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
 BENCHMARK(BM_CellConstruct_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
 BENCHMARK(BM_CellCallHooked_Dense)->ArgName("nt")->Arg(1)->UseRealTime();
