@@ -294,24 +294,50 @@ void Executable::plan_bound_views() {
 }
 
 namespace {
+using StepUsers = ir::IdTable<ir::ValueId, std::vector<std::size_t>>;  // steps reading a value
+
+// Value v and the values that may share its memory (the outputs of may_alias
+// ops on it, transitively).
+std::vector<ir::ValueId> aliases_of(const StepUsers& users,
+                                    const std::vector<Executable::Step>& steps, ir::ValueId v,
+                                    std::size_t nv) {
+  std::vector<ir::ValueId> all{v};
+  ir::IdTable<ir::ValueId, bool> seen(nv, false);
+  seen[v] = true;
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t u : users[all[i]]) {
+      const Executable::Step& us = steps[u];
+      if (us.kind == Executable::Step::Kind::Op && us.def->may_alias)
+        for (ir::ValueId o : us.out)
+          if (!seen[o]) {
+            seen[o] = true;
+            all.push_back(o);
+          }
+    }
+  return all;
+}
+
+// Steps (indices) that read value v or a value that may share its memory.
+// `reaches_output` is set when one of those values is a graph output.
+std::vector<std::size_t> readers_of(const StepUsers& users,
+                                    const std::vector<Executable::Step>& steps, ir::ValueId v,
+                                    std::size_t nv, bool& reaches_output,
+                                    const ir::IdTable<ir::ValueId, bool>& is_output) {
+  std::vector<std::size_t> out;
+  for (ir::ValueId x : aliases_of(users, steps, v, nv)) {
+    reaches_output |= is_output[x];
+    out.insert(out.end(), users[x].begin(), users[x].end());
+  }
+  return out;
+}
+
 // Whether step si may write capture c in place of Assign step a: no view of c
 // is a graph output, nothing reads c's old value after si (directly or
-// through a view of it), and si reads c only directly. `users`: the steps
-// reading each value.
-bool writable_in_place(const std::vector<Executable::Step>& steps,
-                       const ir::IdTable<ir::ValueId, std::vector<std::size_t>>& users,
+// through a view of it), and si reads c only directly.
+bool writable_in_place(const StepUsers& users, const std::vector<Executable::Step>& steps,
                        const ir::IdTable<ir::ValueId, bool>& is_output, ir::ValueId c,
                        std::size_t si, std::size_t a) {
-  // Steps whose outputs may share memory with an input (the op's may_alias).
-  auto may_alias = [](const Executable::Step& s) {
-    return s.kind == Executable::Step::Kind::Op && s.def->may_alias;
-  };
-  std::vector<ir::ValueId> todo{c};
-  ir::IdTable<ir::ValueId, bool> seen(is_output.size(), false);
-  seen[c] = true;
-  while (!todo.empty()) {
-    const ir::ValueId x = todo.back();
-    todo.pop_back();
+  for (ir::ValueId x : aliases_of(users, steps, c, is_output.size())) {
     if (x != c && is_output[x]) return false;
     for (std::size_t u : users[x]) {
       if (u == a) continue;
@@ -319,14 +345,7 @@ bool writable_in_place(const std::vector<Executable::Step>& steps,
         if (x != c) return false;  // S reads the parameter itself, not a view of it
         continue;
       }
-      const Executable::Step& us = steps[u];
-      if (u > si || us.kind == Executable::Step::Kind::Assign) return false;  // read after S
-      if (may_alias(us))
-        for (ir::ValueId o : us.out)
-          if (!seen[o]) {
-            seen[o] = true;
-            todo.push_back(o);
-          }
+      if (u > si || steps[u].kind == Executable::Step::Kind::Assign) return false;  // after S
     }
   }
   return true;
@@ -376,7 +395,7 @@ void Executable::plan_in_place_updates() {
                            s.in[k] == c && std::count(s.in.begin(), s.in.end(), c) == 1 &&
                            G.producer(c).tensor.is_contiguous();
     if (!(s.kind == Step::Kind::Fused && s.out.size() == 1) && !op_update) continue;
-    if (!writable_in_place(steps_, users, is_output, c, si, a)) continue;
+    if (!writable_in_place(users, steps_, is_output, c, si, a)) continue;
     if (s.kind == Step::Kind::Fused) {
       s.in_place = c;
       as.skip = true;
@@ -397,39 +416,6 @@ void Executable::plan_in_place_updates() {
     for (std::size_t a : op_assigns[si]) steps_[a].skip = true;
   }
 }
-
-namespace {
-
-// Steps (indices) that read value v or a value that may share its memory
-// (the outputs of may_alias ops on it, transitively); `users` per value.
-// `reaches_output` is set when one of those values is a graph output.
-std::vector<std::size_t> readers_of(const ir::IdTable<ir::ValueId, std::vector<std::size_t>>& users,
-                                    const std::vector<Executable::Step>& steps, ir::ValueId v,
-                                    std::size_t nv, bool& reaches_output,
-                                    const ir::IdTable<ir::ValueId, bool>& is_output) {
-  std::vector<std::size_t> out;
-  std::vector<ir::ValueId> todo{v};
-  ir::IdTable<ir::ValueId, bool> seen(nv, false);
-  seen[v] = true;
-  while (!todo.empty()) {
-    const ir::ValueId x = todo.back();
-    todo.pop_back();
-    reaches_output |= is_output[x];
-    for (std::size_t u : users[x]) {
-      out.push_back(u);
-      const Executable::Step& us = steps[u];
-      if (us.kind == Executable::Step::Kind::Op && us.def->may_alias)
-        for (ir::ValueId o : us.out)
-          if (!seen[o]) {
-            seen[o] = true;
-            todo.push_back(o);
-          }
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 // A step `X = Cast(c)` of a captured tensor c to another floating dtype reads
 // a copy kept across runs instead of casting each run, when either
