@@ -22,7 +22,6 @@ std::int64_t Shape::at(std::int64_t axis) const {
 }
 
 std::int64_t shape_numel(const Shape& s, std::string_view what) {
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
   std::int64_t nonzero_product = 1;
   bool has_zero = false;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -33,9 +32,10 @@ std::int64_t shape_numel(const Shape& s, std::string_view what) {
       has_zero = true;
       continue;
     }
-    MS_CHECK(nonzero_product <= kMax / d, ValueError, what, ": shape ", s,
+    // (A checked multiply, not a division: every tensor made counts its elements.)
+    const bool overflow = __builtin_mul_overflow(nonzero_product, d, &nonzero_product);
+    MS_CHECK(!overflow, ValueError, what, ": shape ", s,
              " has more than 2^63-1 elements (size overflow at axis ", i, ")");
-    nonzero_product *= d;
   }
   return has_zero ? 0 : nonzero_product;
 }

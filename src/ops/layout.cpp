@@ -159,9 +159,9 @@ TypeList infer_reshape(Types in, const ops::Reshape::Attrs& a) {
 // old_strides) in the same order, or nothing when no view is possible (the
 // algorithm of NumPy's _attempt_nocopy_reshape).
 bool view_strides(const Shape& old_shape, std::span<const std::int64_t> old_strides,
-                  const Shape& shape, std::vector<std::int64_t>& out) {
-  out.assign(shape.size(), 0);
-  std::vector<std::int64_t> od, os;
+                  const Shape& shape, DimVector& out) {
+  out = DimVector(shape.size(), 0);
+  DimVector od, os;  // (inline storage: a reshape allocates nothing here)
   for (std::size_t i = 0; i < old_shape.size(); ++i)
     if (old_shape[i] != 1) od.push_back(old_shape[i]), os.push_back(old_strides[i]);
   const std::size_t on = od.size(), nn = shape.size();
@@ -194,7 +194,7 @@ Tensor reshape_to(const Tensor& x, const Shape& shape) {
   if (x.numel() == 0 || (x.dtype() == DType::Int4 && x.is_contiguous()))
     return Tensor(x.storage(), x.dtype(), shape, shape_contiguous_strides(shape, "reshape"),
                   x.offset());
-  std::vector<std::int64_t> st;
+  DimVector st;
   if (x.dtype() != DType::Int4 && view_strides(x.shape(), x.strides(), shape, st))
     return Tensor(x.storage(), x.dtype(), shape, std::move(st), x.offset());
   const Tensor dense = ::ms::detail::to_dense(x, x.dtype());
