@@ -686,6 +686,15 @@ constexpr double kLibxsmmMinFlops = 1 << 16;
 // few of them itself, and a batch splits more evenly above it).
 constexpr double kBatchParallelFlops = 128.0 * 128.0 * 128.0;
 
+// Whether gemm_impl gives a float product of these sizes to libxsmm on
+// `route` (unless the row kernels take it): gemm_bias and gemm_scale_add put
+// their epilogues into the same products.
+bool libxsmm_sizes(Route route, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const double outputs = static_cast<double>(m) * static_cast<double>(n);
+  return route == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
+         outputs * static_cast<double>(k) >= kLibxsmmMinFlops;
+}
+
 template <class T>
 void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,
                std::int64_t k, T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb,
@@ -718,9 +727,7 @@ void gemm_impl(Route route, bool trans_a, bool trans_b, std::int64_t m, std::int
     // with Eigen: packing costs libxsmm its lead there (1 thread, CPU time:
     // 16x16x245 A^T 1.88 vs 1.82 us, 64x10x256 B^T 6.44 vs 6.11 us, 8x16x16
     // 0.30 vs 0.15 us; 441x16x16 3.1 vs 4.5 us, 64^3 4.1 vs 4.6 us).
-    const double outputs = static_cast<double>(m) * static_cast<double>(n);
-    if (route == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
-        outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
+    if (libxsmm_sizes(route, m, n, k) &&
         detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc))
       return;
   }
@@ -784,15 +791,13 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   if (m <= 0 || n <= 0) return;
   // The products gemm_impl gives libxsmm take the bias inside (those on the
   // row kernels there stay on them here too).
-  const double outputs = static_cast<double>(m) * static_cast<double>(n);
-  if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) && k > 0 &&
-      default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
-      outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
+  if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
+      libxsmm_sizes(default_route(), m, n, k) &&
       detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
                             {.bias = bias}))
     return;
   gemm_impl(default_route(), trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
-  const double flops = outputs;
+  const double flops = static_cast<double>(m) * static_cast<double>(n);
   parallel_for(m,
                std::max<std::int64_t>(
                    1, static_cast<std::int64_t>(kFlopsPerThread /
@@ -809,11 +814,8 @@ bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
                     const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float scale,
                     float* c, std::int64_t ldc, float* d, std::int64_t ldd,
                     float sub_scale) noexcept {
-  // Only the products gemm_impl gives libxsmm, as gemm_bias.
-  const double outputs = static_cast<double>(m) * static_cast<double>(n);
-  return m > 0 && n > 0 && k > 0 && !on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
-         default_route() == Route::libxsmm && outputs >= kLibxsmmMinOutputs &&
-         outputs * static_cast<double>(k) >= kLibxsmmMinFlops &&
+  return m > 0 && n > 0 && !on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
+         libxsmm_sizes(default_route(), m, n, k) &&
          detail::libxsmm_sgemm(
              trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
              {.scale_add = true, .scale = scale, .d = d, .ldd = ldd, .sub_scale = sub_scale});
