@@ -11,13 +11,22 @@
 //       apply) or chosen (Auto), and LibTorch's (Torch: conv2d, or
 //       at::convolution_backward for one gradient);
 //   BM_ConvFwd_Bf16/layer:L/nt:N  conv2d_bf16 (bfloat16 x and w, float32 sums).
+//   BM_Conv<Pass>_Floor/layer:L/nt:N  no arithmetic: only the memory traffic no
+//       algorithm of the pass can skip, each input read once and the output
+//       written once (forward: x, w -> y; input gradient: gy, w -> dx; weight
+//       gradient: x, gy -> dw), split over N threads. Its rate, counted in the
+//       pass's flops like the others, is the most any kernel of the pass can
+//       reach on this machine: conv1's passes move 6.4 MB of gy or y for 29
+//       MFLOP.
 //   BM_Peak_Fma/nt:N  the FMA peak of the same process.
 //
 // items_per_second is flop/s counted as direct convolution (2 * N * O * OH *
 // OW * C * KH * KW per pass, also for Winograd), `of_peak` that over the FMA
 // peak of N threads measured in this process (best of 20 runs at start).
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <utility>
 
 #include "bench_common.hpp"
 #include "ms/kernels/conv.hpp"
@@ -95,6 +104,19 @@ void set_rate(benchmark::State& state, double per, int nt) {
                                                  benchmark::Counter::kIsRate);
 }
 
+// A pass's operands (random x, w and gy, fixed seeds) and its output: y for
+// the forward, dx for the input gradient, dw for the weight gradient.
+struct PassTensors {
+  ms::Tensor x, w, gy, out;
+  PassTensors(const ms::kernels::Conv2dGeometry& g, ConvPass pass)
+      : x(bench::random_tensor({g.n, g.c, g.h, g.w}, 1)),
+        w(bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2)),
+        gy(bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3)),
+        out(ms::empty(pass == ConvPass::Forward     ? gy.shape()
+                      : pass == ConvPass::GradInput ? x.shape()
+                                                    : w.shape())) {}
+};
+
 // One pass of layer `layer` on ms's kernels with algorithm `algo`.
 void BM_Conv_Ms(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
   const int nt = static_cast<int>(state.range(1));
@@ -107,12 +129,8 @@ void BM_Conv_Ms(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
   }
   fma_peak(nt);
   bench::set_threads(nt);
-  const ms::Tensor x = bench::random_tensor({g.n, g.c, g.h, g.w}, 1),
-                   w = bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2),
-                   gy = bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3);
-  ms::Tensor out = ms::empty(pass == ConvPass::Forward     ? gy.shape()
-                             : pass == ConvPass::GradInput ? x.shape()
-                                                           : w.shape());
+  const PassTensors t(g, pass);
+  const ms::Tensor &x = t.x, &w = t.w, &gy = t.gy, &out = t.out;
   for (auto _ : state) {
     if (pass == ConvPass::Forward)
       ms::kernels::conv2d<float>(x.data<float>(), w.data<float>(), nullptr, out.data<float>(), g);
@@ -154,6 +172,42 @@ void BM_ConvFwd_Bf16(benchmark::State& state) {
   set_rate(state, conv_flops(g), nt);
 }
 
+// The memory floor of one pass of layer `layer` (see the file comment): the
+// inputs read with bench::FloatReader and the output filled, each thread
+// taking its share of every buffer.
+void BM_Conv_Floor(benchmark::State& state, ConvPass pass) {
+  const int nt = static_cast<int>(state.range(1));
+  const ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const PassTensors t(g, pass);
+  const std::array<ms::Tensor, 2> in = pass == ConvPass::Forward     ? std::array{t.x, t.w}
+                                       : pass == ConvPass::GradInput ? std::array{t.gy, t.w}
+                                                                     : std::array{t.x, t.gy};
+  float* const out = t.out.data<float>();
+  for (auto _ : state) {
+#pragma omp parallel num_threads(nt)
+    {
+      const std::int64_t th = omp_get_thread_num();
+      const auto share = [&](const ms::Tensor& b) {
+        const std::int64_t n = b.numel();
+        return std::pair(n * th / nt, n * (th + 1) / nt);
+      };
+      bench::FloatReader reader;
+      for (const ms::Tensor& b : in) {
+        const auto [i0, i1] = share(b);
+        reader.read(b.data<float>() + i0, i1 - i0, false);
+      }
+      reader.keep();
+      const auto [o0, o1] = share(t.out);
+      std::fill(out + o0, out + o1, 1.0f);
+    }
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  set_rate(state, conv_flops(g), nt);
+}
+
 #if MS_BENCH_TORCH
 // The same pass in LibTorch (its own choice of algorithm).
 void BM_Conv_Torch(benchmark::State& state, ConvPass pass) {
@@ -162,9 +216,9 @@ void BM_Conv_Torch(benchmark::State& state, ConvPass pass) {
   fma_peak(nt);
   bench::set_threads(nt);
   c10::InferenceMode guard;
-  const torch::Tensor x = bench::to_torch(bench::random_tensor({g.n, g.c, g.h, g.w}, 1)),
-                      w = bench::to_torch(bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2)),
-                      gy = bench::to_torch(bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3));
+  const PassTensors t(g, pass);
+  const torch::Tensor x = bench::to_torch(t.x), w = bench::to_torch(t.w),
+                      gy = bench::to_torch(t.gy);
   const std::array<bool, 3> mask = {pass == ConvPass::GradInput, pass == ConvPass::GradWeight,
                                     false};
   for (auto _ : state) {
@@ -200,6 +254,11 @@ void register_layers() {
               ->ArgNames({"layer", "nt"})
               ->Args({layer, nt})
               ->UseRealTime();
+        benchmark::RegisterBenchmark((std::string("BM_Conv") + pname + "_Floor").c_str(),
+                                     [pass](benchmark::State& s) { BM_Conv_Floor(s, pass); })
+            ->ArgNames({"layer", "nt"})
+            ->Args({layer, nt})
+            ->UseRealTime();
 #if MS_BENCH_TORCH
         benchmark::RegisterBenchmark((std::string("BM_Conv") + pname + "_Torch").c_str(),
                                      [pass](benchmark::State& s) { BM_Conv_Torch(s, pass); })
