@@ -99,7 +99,7 @@ void im2col_cols(const T* x, const Conv2dGeometry& g, std::int64_t rows, std::in
           // copy; the columns outside [lo, hi), which read the neighbouring input
           // row, are zeroed after.
           std::fill(dst, dst + (r.q0 - p0), T(0));
-          for (std::int64_t q = r.q0; q < r.q1; ++q) dst[q - p0] = xc[q + r.shift];
+          std::copy(xc + r.q0 + r.shift, xc + r.q1 + r.shift, dst + (r.q0 - p0));
           std::fill(dst + (r.q1 - p0), dst + width, T(0));
           zero_border_columns(dst, g, r, p0);
           continue;
@@ -243,6 +243,36 @@ ConvPlan conv_plan(const Conv2dGeometry& g) {
   pl.tiles = ceil_div(pl.p, pl.tile);
   pl.items = units * pl.tiles;
   return pl;
+}
+
+// Item `item` of an Im2col pass over conv_plan's items: its (image, group),
+// its output positions [p0, p0 + width), and the right-hand side of its
+// product, b [k, width] (row stride ldb): columns p0.. of the image viewed as
+// [cg, h * w] when pl.direct, else its im2col columns written into `col`;
+// null when k is 0.
+template <class T>
+struct ImItem {
+  std::int64_t img, grp, p0, width;
+  const T* b;
+  std::int64_t ldb;
+};
+
+template <class T>
+ImItem<T> im2col_item(const T* x, const Conv2dGeometry& g, const ConvPlan& pl, std::int64_t item,
+                      T* col) {
+  const std::int64_t u = item / pl.tiles, t = item % pl.tiles;
+  ImItem<T> it{u / g.groups, u % g.groups, t * pl.tile, 0, nullptr, 0};
+  it.width = std::min(pl.p, it.p0 + pl.tile) - it.p0;
+  it.ldb = std::max<std::int64_t>(it.width, 1);
+  const T* xin = x + (it.img * g.c + it.grp * pl.cg) * g.h * g.w;
+  if (pl.k > 0 && pl.direct) {
+    it.b = xin + it.p0;
+    it.ldb = pl.p;
+  } else if (pl.k > 0) {
+    im2col_cols(xin, g, pl.k, it.p0, it.p0 + it.width, col);
+    it.b = col;
+  }
+  return it;
 }
 
 // max_pool2d with 2x2 windows at stride 2 (no padding, floor) of the
@@ -640,20 +670,8 @@ void conv2d(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g
   T* const ws = col_numel > 0 ? work.data<T>() : nullptr;
 
   const auto run_item = [&](std::int64_t item, T* col) {
-    const std::int64_t u = item / pl.tiles, t = item % pl.tiles;
-    const std::int64_t img = u / g.groups, grp = u % g.groups;
-    const std::int64_t p0 = t * pl.tile, p1 = std::min(pl.p, p0 + pl.tile), width = p1 - p0;
-    const T* xin = x + (img * g.c + grp * pl.cg) * g.h * g.w;
+    const auto [img, grp, p0, width, b, ldb] = im2col_item(x, g, pl, item, col);
     T* out = y + (img * g.o + grp * pl.og) * pl.p + p0;  // [og, width], row stride p
-    const T* b = nullptr;  // the [k, width] right-hand side (unread when k == 0)
-    std::int64_t ldb = std::max<std::int64_t>(width, 1);
-    if (pl.k > 0 && pl.direct) {  // columns p0.. of x viewed as [cg, h * w]
-      b = xin + p0;
-      ldb = pl.p;
-    } else if (pl.k > 0) {
-      im2col_cols(xin, g, pl.k, p0, p1, col);
-      b = col;
-    }
     T beta = T(0);
     if (bias != nullptr) {
       for (std::int64_t r = 0; r < pl.og; ++r)
@@ -939,30 +957,63 @@ ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
   return direct ? ConvAlgo::Direct : ConvAlgo::Im2col;
 }
 
-namespace {
-// The forward of bfloat16 inputs takes Direct wherever it applies unless
-// another algorithm is asked for (float32's Auto takes Winograd or Im2col for
-// some shapes): its BF16 kernels are the forward's only path that computes on
-// the bfloat16 values without float32 copies of x, w and y. Whether that
-// path or the float32 one is faster end to end was not measured
-// (bench/conv_table.sh times the kernels only). The gradients take Direct
-// where float32's takes libxsmm's kernels (asked for Direct, or Auto's
-// choice other than the narrow kernels, which are float32 only), and where
-// float32's takes Winograd (Winograd has no bfloat16 path; Im2col's is the
-// other).
-bool conv_bf16_direct(const Conv2dGeometry& g, ConvPass pass) {
+ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept {
+  if (pass == ConvPass::GradWeight) return ConvAlgo::Im2col;
+  const bool forward = pass == ConvPass::Forward;
+  const ConvAlgo none = forward ? ConvAlgo::Auto : ConvAlgo::Im2col;  // no bf16 kernel of its own
+  const bool direct = detail::conv_direct_fits(g, pass);
+  switch (g.algo) {
+    case ConvAlgo::Direct: return direct ? ConvAlgo::Direct : none;
+    case ConvAlgo::Im2col: return ConvAlgo::Im2col;
+    case ConvAlgo::Winograd: return none;
+    case ConvAlgo::Auto: break;
+  }
   const ConvAlgo f32 = conv2d_algorithm(g, pass);
-  if (f32 == ConvAlgo::Direct && (g.algo == ConvAlgo::Direct || !detail::conv_narrow_fits(g)))
-    return true;
-  if (g.algo != ConvAlgo::Auto || !detail::conv_direct_fits(g, pass)) return false;
-  return pass == ConvPass::Forward || f32 == ConvAlgo::Winograd;
+  if (f32 == ConvAlgo::Direct && detail::conv_narrow_fits(g)) return none;
+  if (gemm_bf16_on_amx()) return ConvAlgo::Im2col;
+  if (direct && (forward || f32 != ConvAlgo::Im2col)) return ConvAlgo::Direct;
+  return none;
 }
+
+namespace {
+
+// The bfloat16 forward on gemm_bf16, cut as conv2d's Im2col path: per (image,
+// group, tile of output positions), the tile's im2col columns times the
+// group's weights in float32 sums, plus the bias, each rounded to
+// bfloat16 once as the tile is stored.
+void conv2d_bf16_im2col(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
+                        const Conv2dGeometry& g) {
+  const ConvPlan pl = conv_plan(g);
+  if (pl.items == 0 || pl.og == 0) return;
+  const std::int64_t parts = detail::in_parallel() ? 1 : get_num_threads();
+  const std::int64_t col_numel = pl.direct ? 0 : pl.k * pl.tile, sum_numel = pl.og * pl.tile;
+  Tensor cols_t = empty(Shape{std::max<std::int64_t>(parts * col_numel, 1)}, DType::BFloat16);
+  Tensor sums_t = empty(Shape{parts * sum_numel}, DType::Float32);
+  bfloat16_t* const cols = cols_t.data<bfloat16_t>();
+  float* const sums = sums_t.data<float>();
+  detail::for_items(pl.items, parts, [&](std::int64_t item, std::int64_t part) {
+    const auto [img, grp, p0, width, b, ldb] = im2col_item(x, g, pl, item, cols + part * col_numel);
+    float* sum = sums + part * sum_numel;  // [og, width]
+    for (std::int64_t r = 0; r < pl.og; ++r)
+      std::fill(sum + r * width, sum + (r + 1) * width,
+                bias != nullptr ? bias[grp * pl.og + r] : 0.f);
+    gemm_bf16(false, false, pl.og, width, pl.k, 1.f, w + grp * pl.og * pl.k,
+              std::max<std::int64_t>(pl.k, 1), b, ldb, 1.f, sum, width);
+    bfloat16_t* out = y + (img * g.o + grp * pl.og) * pl.p + p0;  // [og, width], row stride p
+    for (std::int64_t r = 0; r < pl.og; ++r)
+      for (std::int64_t q = 0; q < width; ++q) out[r * pl.p + q] = bfloat16_t(sum[r * width + q]);
+  });
+}
+
 }  // namespace
 
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g) {
-  if (!conv_bf16_direct(g, ConvPass::Forward)) return false;
-  return detail::conv_direct_forward_bf16(x, w, bias, y, g);
+  switch (conv2d_bf16_algorithm(g, ConvPass::Forward)) {
+    case ConvAlgo::Direct: return detail::conv_direct_forward_bf16(x, w, bias, y, g);
+    case ConvAlgo::Im2col: conv2d_bf16_im2col(x, w, bias, y, g); return true;
+    default: return false;
+  }
 }
 
 void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
@@ -974,7 +1025,8 @@ void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_
     std::fill(dx, dx + g.n * g.c * g.h * g.w, bfloat16_t{});
     return;
   }
-  if (conv_bf16_direct(g, ConvPass::GradInput) && detail::conv_direct_grad_input_bf16(gy, w, dx, g))
+  if (conv2d_bf16_algorithm(g, ConvPass::GradInput) == ConvAlgo::Direct &&
+      detail::conv_direct_grad_input_bf16(gy, w, dx, g))
     return;
   // Per (image, group): col [k, width] = W_g^T G_g[:, p0:p1] in float32 sums
   // (gemm_bf16), col2im into a float32 image, rounded to bfloat16 once.

@@ -846,6 +846,10 @@ bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t 
   return true;
 }
 
+bool gemm_bf16_on_amx() noexcept {
+  return default_route() == Route::libxsmm && detail::libxsmm_bf16_amx();
+}
+
 void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept {

@@ -559,6 +559,11 @@ bool libxsmm_bf16_native() noexcept {
          (libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CPX || amx_usable());
 }
 
+bool libxsmm_bf16_amx() noexcept {
+  std::string why;
+  return libxsmm_usable(why) && amx_usable();
+}
+
 namespace {
 
 Scratch& pack_b_scratch() {
@@ -1183,6 +1188,8 @@ bool libxsmm_usable(std::string& why) noexcept {
 bool libxsmm_avx512() noexcept { return false; }
 
 bool libxsmm_bf16_native() noexcept { return false; }
+
+bool libxsmm_bf16_amx() noexcept { return false; }
 
 BlockKernel libxsmm_block_kernel(bool, bool, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                                  std::int64_t, std::int64_t) noexcept {

@@ -23,6 +23,10 @@ bool libxsmm_avx512() noexcept;
 /// (libxsmm's "cpx" target and later: libxsmm's bf16 kernels).
 bool libxsmm_bf16_native() noexcept;
 
+/// True when libxsmm is usable and bfloat16 products run on ms's AMX tile
+/// loop (the CPU has AMX and Linux grants its tile state).
+bool libxsmm_bf16_amx() noexcept;
+
 /// A libxsmm kernel for one small float32 product inside a caller's own
 /// blocking (the fused attention kernels): C = op(A) B, or C += op(A) B with
 /// `accumulate`, on row-major blocks, op(A) [m, k] being A or, with `trans_a`,

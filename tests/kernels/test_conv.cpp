@@ -25,6 +25,7 @@
 
 #include <ms/core/half.hpp>
 #include <ms/kernels/conv.hpp>
+#include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
 
 namespace {
@@ -267,6 +268,46 @@ TEST_SUITE("kernels") {
     CHECK(ms::kernels::conv2d_algorithm(g, ConvPass::GradWeight) == ConvAlgo::Im2col);
   }
 
+  TEST_CASE("conv2d_bf16_algorithm: the bfloat16 kernels' choice on the CNN's shapes") {
+    using ms::kernels::conv2d_bf16_algorithm;
+    Conv2dGeometry conv2 = geometry({64, 32, 14, 14, 64, 3, 1, 1, 1, 1});
+    Conv2dGeometry direct = conv2;
+    direct.algo = ConvAlgo::Direct;
+    // libxsmm's bf16 kernels apply where its float32 kernels do.
+    const bool xsmm = ms::kernels::conv2d_algorithm(direct, ConvPass::Forward) == ConvAlgo::Direct;
+    CHECK(conv2d_bf16_algorithm(direct, ConvPass::Forward) ==
+          (xsmm ? ConvAlgo::Direct : ConvAlgo::Auto));
+    CHECK(conv2d_bf16_algorithm(direct, ConvPass::GradInput) ==
+          (xsmm ? ConvAlgo::Direct : ConvAlgo::Im2col));
+    // Im2col is always honoured; Winograd has no bfloat16 path (the forward
+    // converts to float32); the weight gradient is always Im2col.
+    for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Winograd, ConvAlgo::Im2col}) {
+      Conv2dGeometry g = conv2;
+      g.algo = algo;
+      CHECK(conv2d_bf16_algorithm(g, ConvPass::GradWeight) == ConvAlgo::Im2col);
+      if (algo == ConvAlgo::Im2col)
+        for (ConvPass pass : {ConvPass::Forward, ConvPass::GradInput})
+          CHECK(conv2d_bf16_algorithm(g, pass) == ConvAlgo::Im2col);
+      if (algo == ConvAlgo::Winograd) {
+        CHECK(conv2d_bf16_algorithm(g, ConvPass::Forward) == ConvAlgo::Auto);
+        CHECK(conv2d_bf16_algorithm(g, ConvPass::GradInput) == ConvAlgo::Im2col);
+      }
+    }
+    // Auto: gemm_bf16 where it runs on AMX, else libxsmm's kernels where they apply.
+    const ConvAlgo auto_conv2 = ms::kernels::gemm_bf16_on_amx() ? ConvAlgo::Im2col
+                                : xsmm                          ? ConvAlgo::Direct
+                                                                : ConvAlgo::Auto;
+    CHECK(conv2d_bf16_algorithm(conv2, ConvPass::Forward) == auto_conv2);
+    CHECK(conv2d_bf16_algorithm(conv2, ConvPass::GradInput) ==
+          (auto_conv2 == ConvAlgo::Auto ? ConvAlgo::Im2col : auto_conv2));
+#if defined(__AVX512F__)
+    // One input channel: float32's narrow kernels; the forward converts.
+    const Conv2dGeometry conv1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
+    CHECK(conv2d_bf16_algorithm(conv1, ConvPass::Forward) == ConvAlgo::Auto);
+    CHECK(conv2d_bf16_algorithm(conv1, ConvPass::GradInput) == ConvAlgo::Im2col);
+#endif
+  }
+
   TEST_CASE("conv2d with bias, relu and 2x2 pooling: every algorithm, against its own output") {
     for (const Case& t :
          {Case{2, 32, 14, 14, 64, 3, 1, 1, 1, 1}, Case{2, 3, 17, 17, 17, 3, 1, 1, 1, 1},
@@ -343,58 +384,64 @@ TEST_SUITE("kernels") {
     }
   }
 
-  TEST_CASE("conv2d_bf16 against float64 sums, within one bfloat16 rounding; 1 and 2 threads") {
-    for (const Case& t : cases()) {
-      Conv2dGeometry g = geometry(t);
-      const auto xf = random_values(g.n * g.c * g.h * g.w, 8);
-      const auto wf = random_values(g.o * (g.c / g.groups) * g.kh * g.kw, 9);
-      const auto bias = random_values(g.o, 10);
-      std::vector<ms::bfloat16_t> x(xf.size()), w(wf.size());
-      std::vector<float> xr(xf.size()), wr(wf.size());  // the bfloat16 values, as floats
-      for (std::size_t e = 0; e < xf.size(); ++e) x[e] = ms::bfloat16_t(xf[e]), xr[e] = float(x[e]);
-      for (std::size_t e = 0; e < wf.size(); ++e) w[e] = ms::bfloat16_t(wf[e]), wr[e] = float(w[e]);
-      std::vector<float> gy(static_cast<std::size_t>(g.n * g.o * g.oh * g.ow), 0.f);
-      const Reference rounded = reference(g, xr, wr, gy), exact = reference(g, xf, wf, gy);
-      const std::string shape = describe(t);
-      CAPTURE(shape);
-      std::vector<ms::bfloat16_t> y1(gy.size()), y2(gy.size());
-      bool ran1 = false, ran2 = false;
-      {
-        ThreadGuard guard;
-        ms::set_num_threads(1);
-        ran1 = ms::kernels::conv2d_bf16(x.data(), w.data(), bias.data(), y1.data(), g);
-        ms::set_num_threads(2);
-        ran2 = ms::kernels::conv2d_bf16(x.data(), w.data(), bias.data(), y2.data(), g);
+  TEST_CASE(
+      "conv2d_bf16 against float64 sums, within one bfloat16 rounding; Auto, Direct and Im2col; 1 "
+      "and 2 threads") {
+    for (const Case& t : cases())
+      for (ConvAlgo algo : {ConvAlgo::Auto, ConvAlgo::Direct, ConvAlgo::Im2col}) {
+        Conv2dGeometry g = geometry(t);
+        g.algo = algo;
+        const auto xf = random_values(g.n * g.c * g.h * g.w, 8);
+        const auto wf = random_values(g.o * (g.c / g.groups) * g.kh * g.kw, 9);
+        const auto bias = random_values(g.o, 10);
+        std::vector<ms::bfloat16_t> x(xf.size()), w(wf.size());
+        std::vector<float> xr(xf.size()), wr(wf.size());  // the bfloat16 values, as floats
+        for (std::size_t e = 0; e < xf.size(); ++e)
+          x[e] = ms::bfloat16_t(xf[e]), xr[e] = float(x[e]);
+        for (std::size_t e = 0; e < wf.size(); ++e)
+          w[e] = ms::bfloat16_t(wf[e]), wr[e] = float(w[e]);
+        std::vector<float> gy(static_cast<std::size_t>(g.n * g.o * g.oh * g.ow), 0.f);
+        const Reference rounded = reference(g, xr, wr, gy), exact = reference(g, xf, wf, gy);
+        const std::string shape = describe(t);
+        const ConvAlgo chosen = ms::kernels::conv2d_bf16_algorithm(g, ConvPass::Forward);
+        CAPTURE(shape);
+        CAPTURE(algo_name(algo));
+        CAPTURE(algo_name(chosen));
+        std::vector<ms::bfloat16_t> y1(gy.size()), y2(gy.size());
+        bool ran1 = false, ran2 = false;
+        {
+          ThreadGuard guard;
+          ms::set_num_threads(1);
+          ran1 = ms::kernels::conv2d_bf16(x.data(), w.data(), bias.data(), y1.data(), g);
+          ms::set_num_threads(2);
+          ran2 = ms::kernels::conv2d_bf16(x.data(), w.data(), bias.data(), y2.data(), g);
+        }
+        // It runs what conv2d_bf16_algorithm names (Auto: the op converts to
+        // float32); Im2col asked for always runs.
+        CHECK(ran1 == ran2);
+        CHECK(ran1 == (chosen != ConvAlgo::Auto));
+        if (algo == ConvAlgo::Im2col) CHECK(chosen == ConvAlgo::Im2col);
+        if (!ran1) continue;
+        CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(ms::bfloat16_t)) == 0);
+        std::int64_t bad_rounded = 0, bad_exact = 0;
+        for (std::size_t e = 0; e < y1.size(); ++e) {
+          const double b =
+              bias[e / static_cast<std::size_t>(g.oh * g.ow) % static_cast<std::size_t>(g.o)];
+          const double got = double(float(y1[e]));
+          // float32 sum of exact products, then one rounding to 8 bits (half an ulp: 2^-8
+          // relative).
+          const double want = rounded.y[e] + b, abs = rounded.y_abs[e] + std::abs(b);
+          const double sum_err = (double(rounded.y_terms) + 5) * 0x1p-24 * abs;
+          bad_rounded += !(std::abs(got - want) <= 0x1p-8 * (std::abs(want) + sum_err) + sum_err);
+          // Against the unrounded inputs: each of x and w off by up to 2^-8
+          // relative (8 significant bits), so each product by 2^-7 + 2^-16.
+          const double want_exact = exact.y[e] + b;
+          const double in_err = (0x1p-7 + 0x1p-16) * exact.y_abs[e];
+          bad_exact += !(std::abs(got - want_exact) <=
+                         0x1p-8 * (std::abs(want_exact) + in_err + sum_err) + in_err + 2 * sum_err);
+        }
+        CHECK(bad_rounded == 0);
+        CHECK(bad_exact == 0);
       }
-      CHECK(ran1 == ran2);
-      // Direct wherever libxsmm's kernels apply (float32's Auto may take
-      // another algorithm; the narrow kernels are float32's only). conv2's
-      // shape asked for Direct gets it from libxsmm alone.
-      Conv2dGeometry direct = g, conv2 = geometry({64, 32, 14, 14, 64, 3, 1, 1, 1, 1});
-      direct.algo = conv2.algo = ConvAlgo::Direct;
-      const bool xsmm = ms::kernels::conv2d_algorithm(conv2, ConvPass::Forward) == ConvAlgo::Direct;
-      CHECK(ran1 ==
-            (xsmm && ms::kernels::conv2d_algorithm(direct, ConvPass::Forward) == ConvAlgo::Direct));
-      if (!ran1) continue;  // not on the bf16 kernels: the op converts to float32
-      CHECK(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(ms::bfloat16_t)) == 0);
-      std::int64_t bad_rounded = 0, bad_exact = 0;
-      for (std::size_t e = 0; e < y1.size(); ++e) {
-        const double b =
-            bias[e / static_cast<std::size_t>(g.oh * g.ow) % static_cast<std::size_t>(g.o)];
-        const double got = double(float(y1[e]));
-        // float32 sum of exact products, then one rounding to 8 bits (half an ulp: 2^-8 relative).
-        const double want = rounded.y[e] + b, abs = rounded.y_abs[e] + std::abs(b);
-        const double sum_err = (double(rounded.y_terms) + 5) * 0x1p-24 * abs;
-        bad_rounded += !(std::abs(got - want) <= 0x1p-8 * (std::abs(want) + sum_err) + sum_err);
-        // Against the unrounded inputs: each of x and w off by up to 2^-8
-        // relative (8 significant bits), so each product by 2^-7 + 2^-16.
-        const double want_exact = exact.y[e] + b;
-        const double in_err = (0x1p-7 + 0x1p-16) * exact.y_abs[e];
-        bad_exact += !(std::abs(got - want_exact) <=
-                       0x1p-8 * (std::abs(want_exact) + in_err + sum_err) + in_err + 2 * sum_err);
-      }
-      CHECK(bad_rounded == 0);
-      CHECK(bad_exact == 0);
-    }
   }
 }

@@ -72,30 +72,45 @@ struct Conv2dGeometry {
 /// gradient padding <= 2), then Direct where it applies (libxsmm usable on
 /// this CPU, stride 1 along the width; for the input gradient stride 1 and
 /// padding <= (k - 1) * dilation), else Im2col. double takes Winograd
-/// or Im2col, integers Im2col. The forward of bfloat16 inputs (conv2d_bf16)
-/// takes Direct wherever it applies. The choice depends on the shape and the
-/// CPU, never on the thread count.
+/// or Im2col, integers Im2col. bfloat16 passes: `conv2d_bf16_algorithm`. The
+/// choice depends on the shape and the CPU, never on the thread count.
 ///
 ///   if (ms::kernels::conv2d_algorithm(g, ms::kernels::ConvPass::Forward) ==
 ///       ms::kernels::ConvAlgo::Direct) { /* libxsmm's or the narrow kernels run it */ }
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
 
+/// The algorithm the bfloat16 kernels run for pass `pass` of g: Direct
+/// (libxsmm's bf16 batch-reduce kernels), Im2col (gemm_bf16 on im2col's
+/// columns), or Auto where none of them takes the pass (the forward only: the
+/// op converts to float32 and runs conv2d_algorithm's). By g.algo: Direct
+/// where libxsmm's kernels apply (else Auto for the forward, Im2col for the
+/// input gradient), Im2col always, Winograd never (no bfloat16 Winograd).
+/// Auto, as measured by bench/conv_table.sh on the CNN's layers: where
+/// float32 takes the narrow kernels (conv1: 0.49 of the float32 peak against
+/// 0.06 on libxsmm's bf16 kernels, Intel Xeon with AMX; 0.91 against 0.21 on
+/// the AMD EPYC Zen 4 VM), none; where gemm_bf16 runs on AMX
+/// (`gemm_bf16_on_amx`; libxsmm 1.17 has no AMX code and its bf16 kernels ran
+/// conv2's forward at 0.33 of the float32 peak there), Im2col; else Direct
+/// where it applies (the forward; a gradient where float32 takes Direct or
+/// Winograd), else none. The weight gradient is always Im2col.
+///
+///   ms::kernels::conv2d_bf16_algorithm(g, ms::kernels::ConvPass::Forward)
+ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
+
 /// y = conv2d(x, w) + bias on dense NCHW bfloat16 buffers (bias in float32,
-/// may be null) on libxsmm's bf16 kernels: pairs of bfloat16 products summed
-/// in float32 (the CPU's BF16 dot-product instructions where it has them),
-/// each sum rounded to bfloat16 once. Returns false, computing nothing, when
-/// Direct does not apply to g or another algorithm is asked for (g.algo; the
-/// caller then converts to float32). Bitwise the same for any thread count.
+/// may be null) by `conv2d_bf16_algorithm(g, Forward)`: products of bfloat16
+/// values summed in float32 (the CPU's BF16 dot-product instructions where it
+/// has them), plus the bias, each sum rounded to bfloat16 once. Returns false,
+/// computing nothing, where that is Auto (the caller then converts to
+/// float32). Bitwise the same for any thread count.
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g);
 
 /// conv2d_grad_input on dense NCHW bfloat16 buffers: dx [n, c, h, w] from gy
 /// and w, products of bfloat16 values summed in float32, each element of dx
-/// rounded to bfloat16 once. Where conv2d_algorithm(g, GradInput) is Direct
-/// on libxsmm's kernels (with g.algo Auto, not the float32 narrow kernels; or
-/// Winograd while Direct applies) it runs on
-/// libxsmm's bf16 batch-reduce kernels (as conv2d_bf16),
-/// elsewhere on im2col's path with gemm_bf16 (col2im adding in float32).
+/// rounded to bfloat16 once, by `conv2d_bf16_algorithm(g, GradInput)`: Direct
+/// on libxsmm's bf16 batch-reduce kernels (as conv2d_bf16), Im2col with
+/// gemm_bf16 (col2im adding in float32).
 /// Bitwise the same for any thread count.
 ///
 ///   ms::kernels::conv2d_grad_input_bf16(gy, w, dx, g);

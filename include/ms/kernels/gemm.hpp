@@ -136,6 +136,12 @@ void gemm_bf16(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                float alpha, const bfloat16_t* a, std::int64_t lda, const bfloat16_t* b,
                std::int64_t ldb, float beta, float* c, std::int64_t ldc) noexcept;
 
+/// True when gemm_bf16 runs on the CPU's AMX tiles (the "libxsmm" backend, a
+/// CPU with AMX, Linux granting its tile state): there bfloat16 products are
+/// several times faster than float32 ones (bench/gemm_table.sh), and
+/// bfloat16 convolutions route their passes through them (`conv2d_bf16_algorithm`).
+bool gemm_bf16_on_amx() noexcept;
+
 /// C = alpha * op(A) * op(B) with C in bfloat16: gemm_bf16's float32 sums,
 /// each rounded to bfloat16 once, bitwise the same as gemm_bf16 (beta 0) into
 /// a float32 C converted afterwards. On libxsmm's bfloat16 kernels (and on
