@@ -10,7 +10,14 @@
 //       algorithm forced (Direct, Winograd, Im2col; skipped where it does not
 //       apply) or chosen (Auto), and LibTorch's (Torch: conv2d, or
 //       at::convolution_backward for one gradient);
-//   BM_ConvFwd_Bf16/layer:L/nt:N  conv2d_bf16 (bfloat16 x and w, float32 sums).
+//   BM_Conv<Pass>_Bf16<Algo>/layer:L/nt:N  the same pass on bfloat16 x, w and gy
+//       (conv2d_bf16, conv2d_grad_input_bf16, conv2d_grad_weight_bf16: float32
+//       sums, bfloat16 results) with the algorithm forced (Direct: libxsmm's
+//       bf16 kernels; Im2col: gemm_bf16) or chosen (Auto, labelled with the
+//       choice; skipped where the bfloat16 kernels do not take the pass);
+//   BM_ConvFwd_Bf16Op/layer:L/nt:N  ms::conv2d on bfloat16 tensors: what a
+//       user gets, the conversions to and from float32 included where the
+//       bfloat16 kernels do not take the shape.
 //   BM_Conv<Pass>_Floor/layer:L/nt:N  no arithmetic: only the memory traffic no
 //       algorithm of the pass can skip, each input read once and the output
 //       written once (forward: x, w -> y; input gradient: gy, w -> dx; weight
@@ -147,29 +154,53 @@ void BM_Conv_Ms(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
   state.SetLabel(algo_name(ran));
 }
 
-// The bfloat16 forward of layer `layer` (conv2d_bf16; skipped where it does not run).
-void BM_ConvFwd_Bf16(benchmark::State& state) {
+// One pass of layer `layer` on bfloat16 operands with algorithm `algo`
+// (skipped where the bfloat16 kernels do not run it).
+void BM_Conv_Bf16(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
+  const int nt = static_cast<int>(state.range(1));
+  ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
+  g.algo = algo;
+  const ConvAlgo ran = ms::kernels::conv2d_bf16_algorithm(g, pass);
+  if (ran == ConvAlgo::Auto || (algo != ConvAlgo::Auto && ran != algo)) {
+    state.SkipWithError("the bfloat16 kernels do not run this pass with this algorithm here");
+    return;
+  }
+  fma_peak(nt);
+  bench::set_threads(nt);
+  const PassTensors t(g, pass);
+  const ms::Tensor x = t.x.to(ms::bfloat16), w = t.w.to(ms::bfloat16), gy = t.gy.to(ms::bfloat16),
+                   bias = ms::zeros({g.o});
+  const ms::Tensor out = t.out.to(ms::bfloat16);
+  using B = ms::bfloat16_t;
+  for (auto _ : state) {
+    if (pass == ConvPass::Forward)
+      ms::kernels::conv2d_bf16(x.data<B>(), w.data<B>(), bias.data<float>(), out.data<B>(), g);
+    else if (pass == ConvPass::GradInput)
+      ms::kernels::conv2d_grad_input_bf16(gy.data<B>(), w.data<B>(), out.data<B>(), g);
+    else
+      ms::kernels::conv2d_grad_weight_bf16(x.data<B>(), gy.data<B>(), out.data<B>(), g);
+    benchmark::DoNotOptimize(out.raw_data());
+    benchmark::ClobberMemory();
+  }
+  set_rate(state, conv_flops(g), nt);
+  state.SetLabel(algo_name(ran));
+}
+
+// ms::conv2d on bfloat16 tensors (layer `layer`'s forward, padding 1).
+void BM_ConvFwd_Bf16Op(benchmark::State& state) {
   const int nt = static_cast<int>(state.range(1));
   const ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
   fma_peak(nt);
   bench::set_threads(nt);
-  const ms::Tensor x = bench::random_tensor({g.n, g.c, g.h, g.w}, 1).to(ms::bfloat16),
-                   w = bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2).to(ms::bfloat16);
-  ms::Tensor y = ms::empty({g.n, g.o, g.oh, g.ow}, ms::bfloat16);
-  const auto run = [&] {
-    return ms::kernels::conv2d_bf16(x.data<ms::bfloat16_t>(), w.data<ms::bfloat16_t>(), nullptr,
-                                    y.data<ms::bfloat16_t>(), g);
-  };
-  if (!run()) {
-    state.SkipWithError("conv2d_bf16 does not run on this shape in this build");
-    return;
-  }
+  const PassTensors t(g, ConvPass::Forward);
+  const ms::Tensor x = t.x.to(ms::bfloat16), w = t.w.to(ms::bfloat16);
   for (auto _ : state) {
-    run();
+    ms::Tensor y = ms::conv2d(x, w, std::nullopt, {.padding = {1, 1}});
     benchmark::DoNotOptimize(y.raw_data());
-    benchmark::ClobberMemory();
   }
   set_rate(state, conv_flops(g), nt);
+  const ConvAlgo ran = ms::kernels::conv2d_bf16_algorithm(g, ConvPass::Forward);
+  state.SetLabel(ran == ConvAlgo::Auto ? "float32" : algo_name(ran));
 }
 
 // The memory floor of one pass of layer `layer` (see the file comment): the
@@ -243,6 +274,8 @@ void register_layers() {
                                                     {"Direct", ConvAlgo::Direct},
                                                     {"Winograd", ConvAlgo::Winograd},
                                                     {"Im2col", ConvAlgo::Im2col}};
+  const std::pair<const char*, ConvAlgo> bf16_algos[] = {
+      {"Auto", ConvAlgo::Auto}, {"Direct", ConvAlgo::Direct}, {"Im2col", ConvAlgo::Im2col}};
   for (std::int64_t nt : {1, 2}) {
     benchmark::RegisterBenchmark("BM_Peak_Fma", bench::BM_Peak_Fma)->ArgName("nt")->Arg(nt);
     for (std::int64_t layer : {1, 2}) {
@@ -267,7 +300,15 @@ void register_layers() {
             ->UseRealTime();
 #endif
       }
-      benchmark::RegisterBenchmark("BM_ConvFwd_Bf16", BM_ConvFwd_Bf16)
+      for (const auto& [pname, pass] : passes)
+        for (const auto& [aname, algo] : bf16_algos)
+          benchmark::RegisterBenchmark(
+              (std::string("BM_Conv") + pname + "_Bf16" + aname).c_str(),
+              [pass, algo](benchmark::State& s) { BM_Conv_Bf16(s, pass, algo); })
+              ->ArgNames({"layer", "nt"})
+              ->Args({layer, nt})
+              ->UseRealTime();
+      benchmark::RegisterBenchmark("BM_ConvFwd_Bf16Op", BM_ConvFwd_Bf16Op)
           ->ArgNames({"layer", "nt"})
           ->Args({layer, nt})
           ->UseRealTime();

@@ -4,8 +4,8 @@
 # as fractions of the FMA peak measured in the same process; owns the table
 # of the section "bench/conv_table.sh" of docs/benchmarks.md.
 #
-# Runs bench/bm_conv's BM_Conv<Pass>_<Algo> (the algorithms, LibTorch and the
-# memory floor) and BM_ConvFwd_Bf16 rows (see bench/bm_conv.cpp) with 1 and 2
+# Runs bench/bm_conv's BM_Conv<Pass>_<Algo> rows (float32's algorithms,
+# bfloat16's, LibTorch, the memory floor; see bench/bm_conv.cpp) with 1 and 2
 # threads, one process per thread count, the repetitions of ms and LibTorch
 # interleaved (--benchmark_enable_random_interleaving) so that a change of load
 # hits both alike; the FMA peak is the best of bm_conv's own (20 runs at the start of
@@ -60,21 +60,25 @@ def cell(name, peak):
     if f is None:
         return "—"
     label = runs[name][0].get("label", "")
-    auto = f" ({label})" if name.split("/")[0].endswith("_Auto") and label else ""
+    chosen = name.split("/")[0].endswith(("_Auto", "_Bf16Auto", "_Bf16Op"))  # labelled with the choice
+    auto = f" ({label})" if chosen and label else ""
     return f"{f / 1e9:.0f} = {f / peak:.2f}{auto}"
 
 meta = open(os.path.join(out, "meta")).read().strip()
 loads = [l.strip() for l in open(os.path.join(out, "load_samples"))]
 print(f"Measured: {meta}; load average (1 min) before/after each thread count: "
       f"{', '.join(loads)}.\n")
-print("GFLOP/s (direct-convolution flops) = fraction of the in-process FMA peak; "
+print("GFLOP/s (direct-convolution flops) = fraction of the in-process float32 FMA peak; "
       "Auto names the algorithm it chose; — where an algorithm does not apply. "
+      "bf16: the pass on bfloat16 operands (float32 sums), Auto, libxsmm's bf16 kernels "
+      "(Direct) and gemm_bf16 (Im2col); bf16 op: ms::conv2d on bfloat16 tensors, "
+      "conversions included where it runs float32's kernels. "
       "Memory floor: the pass's flops over the time of its compulsory memory traffic alone "
       "(BM_Conv<Pass>_Floor: inputs read once, output written once), the most any kernel "
       "of the pass can reach here; Auto / floor: Auto's rate over it.\n")
-print("| layer | pass | threads | FMA peak | Auto | Direct | Winograd | Im2col | bf16 Direct | LibTorch "
-      "| memory floor | Auto / floor |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| layer | pass | threads | FMA peak | Auto | Direct | Winograd | Im2col | LibTorch "
+      "| memory floor | Auto / floor | bf16 Auto | bf16 Direct | bf16 Im2col | bf16 op |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 layers = {1: "conv1 [64,1,28,28]x[32,1,3,3]", 2: "conv2 [64,32,14,14]x[64,32,3,3]"}
 passes = [("Fwd", "forward"), ("GradIn", "input grad"), ("GradW", "weight grad")]
 for nt in (1, 2):
@@ -90,11 +94,12 @@ for nt in (1, 2):
     for layer in (1, 2):
         for p, pname in passes:
             c = lambda algo: cell(f"BM_Conv{p}_{algo}/layer:{layer}/nt:{nt}", peak)
-            bf16 = c("Bf16") if p == "Fwd" else "—"
+            op = c("Bf16Op") if p == "Fwd" else "—"
             rate = lambda algo: med(f"BM_Conv{p}_{algo}/layer:{layer}/nt:{nt}", "items_per_second")
             auto, floor = rate("Auto"), rate("Floor")
             of_floor = f"{auto / floor:.2f}" if auto and floor else "—"
             print(f"| {layers[layer]} | {pname} | {nt} | {peak / 1e9:.0f} | {c('Auto')} | "
-                  f"{c('Direct')} | {c('Winograd')} | {c('Im2col')} | {bf16} | {c('Torch')} | "
-                  f"{c('Floor')} | {of_floor} |")
+                  f"{c('Direct')} | {c('Winograd')} | {c('Im2col')} | {c('Torch')} | "
+                  f"{c('Floor')} | {of_floor} | {c('Bf16Auto')} | {c('Bf16Direct')} | "
+                  f"{c('Bf16Im2col')} | {op} |")
 EOF
