@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bf16_convert.hpp"
 #include "ceil_div.hpp"
 #include "conv_libxsmm.hpp"
 #include "conv_narrow.hpp"
@@ -961,7 +962,9 @@ ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept 
   if (pass == ConvPass::GradWeight) return ConvAlgo::Im2col;
   const bool forward = pass == ConvPass::Forward;
   const ConvAlgo none = forward ? ConvAlgo::Auto : ConvAlgo::Im2col;  // no bf16 kernel of its own
-  const bool direct = detail::conv_direct_fits(g, pass);
+  // The forward's Direct: the narrow kernels (rounding as they store), else libxsmm's.
+  const bool narrow = forward && detail::conv_narrow_fits(g);
+  const bool direct = narrow || detail::conv_direct_fits(g, pass);
   switch (g.algo) {
     case ConvAlgo::Direct: return direct ? ConvAlgo::Direct : none;
     case ConvAlgo::Im2col: return ConvAlgo::Im2col;
@@ -969,7 +972,8 @@ ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept 
     case ConvAlgo::Auto: break;
   }
   const ConvAlgo f32 = conv2d_algorithm(g, pass);
-  if (f32 == ConvAlgo::Direct && detail::conv_narrow_fits(g)) return none;
+  if (f32 == ConvAlgo::Direct && detail::conv_narrow_fits(g))
+    return narrow ? ConvAlgo::Direct : none;
   if (gemm_bf16_on_amx()) return ConvAlgo::Im2col;
   if (direct && (forward || f32 != ConvAlgo::Im2col)) return ConvAlgo::Direct;
   return none;
@@ -1001,8 +1005,20 @@ void conv2d_bf16_im2col(const bfloat16_t* x, const bfloat16_t* w, const float* b
               std::max<std::int64_t>(pl.k, 1), b, ldb, 1.f, sum, width);
     bfloat16_t* out = y + (img * g.o + grp * pl.og) * pl.p + p0;  // [og, width], row stride p
     for (std::int64_t r = 0; r < pl.og; ++r)
-      for (std::int64_t q = 0; q < width; ++q) out[r * pl.p + q] = bfloat16_t(sum[r * width + q]);
+      detail::float_to_bfloat16_n(sum + r * width, out + r * pl.p, width);
   });
+}
+
+// The narrow kernels' bfloat16 forward, on float32 copies of x and w (each
+// bfloat16 value exactly; x is small where they apply: at most 4 channels).
+bool narrow_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
+                         const Conv2dGeometry& g) {
+  Tensor xf = empty(Shape{g.n * g.c * g.h * g.w}, DType::Float32);
+  Tensor wf = empty(Shape{g.o * g.c * g.kh * g.kw}, DType::Float32);
+  const auto widen = [](bfloat16_t v) { return static_cast<float>(v); };
+  std::transform(x, x + xf.numel(), xf.data<float>(), widen);
+  std::transform(w, w + wf.numel(), wf.data<float>(), widen);
+  return detail::conv_narrow_forward(xf.data<float>(), wf.data<float>(), bias, y, g);
 }
 
 }  // namespace
@@ -1010,7 +1026,9 @@ void conv2d_bf16_im2col(const bfloat16_t* x, const bfloat16_t* w, const float* b
 bool conv2d_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias, bfloat16_t* y,
                  const Conv2dGeometry& g) {
   switch (conv2d_bf16_algorithm(g, ConvPass::Forward)) {
-    case ConvAlgo::Direct: return detail::conv_direct_forward_bf16(x, w, bias, y, g);
+    case ConvAlgo::Direct:
+      if (detail::conv_narrow_fits(g)) return narrow_forward_bf16(x, w, bias, y, g);
+      return detail::conv_direct_forward_bf16(x, w, bias, y, g);
     case ConvAlgo::Im2col: conv2d_bf16_im2col(x, w, bias, y, g); return true;
     default: return false;
   }
@@ -1050,7 +1068,7 @@ void conv2d_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_
       }
     }
     bfloat16_t* dxi = dx + (img * g.c + grp * pl.cg) * g.h * g.w;
-    for (std::int64_t e = 0; e < image_group; ++e) dxi[e] = bfloat16_t(acc[e]);
+    detail::float_to_bfloat16_n(acc, dxi, image_group);
   });
 }
 

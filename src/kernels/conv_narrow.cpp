@@ -91,10 +91,41 @@ void in_blocks(std::int64_t first, std::int64_t count, F&& fn) {
     if (first < count) in_blocks<B - 1>(first, count, fn);
 }
 
+// Stores the `lanes` of v at dst: as they are, or each rounded to bfloat16
+// as ms::bfloat16_t(float) does (to nearest even; a NaN to the quiet NaN of
+// its sign), the same bits as detail::float_to_bfloat16_n.
+inline void store_lanes(float* dst, __mmask16 lanes, __m512 v) {
+  _mm512_mask_storeu_ps(dst, lanes, v);
+}
+inline void store_lanes(bfloat16_t* dst, __mmask16 lanes, __m512 v) {
+#if defined(__AVX512BF16__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  // The CPU's conversion rounds alike; a NaN keeps its payload's top bits
+  // there, so NaN lanes take the quiet NaN of their sign instead.
+  __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v));
+  const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  if (is_nan != 0) [[unlikely]] {
+    const __m256i qnan = _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi16(-0x8000)),
+                                         _mm256_set1_epi16(0x7fc0));
+    bits = _mm256_mask_blend_epi16(is_nan, bits, qnan);
+  }
+  _mm256_mask_storeu_epi16(dst, lanes, bits);
+#else
+  const __m512i f = _mm512_castps_si512(v), high = _mm512_srli_epi32(f, 16);
+  const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(f, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __m512i nan =
+      _mm512_or_si512(_mm512_and_si512(high, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7fc0));
+  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(f, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  _mm512_mask_cvtepi32_storeu_epi16(dst, lanes, _mm512_mask_blend_epi32(is_nan, rounded, nan));
+#endif
+}
+
 // Output channels [o, o + OB) at one vector of positions p of an image, from
 // its shifted input vectors xs [C, 9]: y is the image's output [o, plane].
-template <int C, int OB>
-inline void forward_block(const __m512 (&xs)[C][kTaps], const float* w, const float* bias, float* y,
+template <int C, int OB, class Y>
+inline void forward_block(const __m512 (&xs)[C][kTaps], const float* w, const float* bias, Y* y,
                           std::int64_t plane, std::int64_t p, __mmask16 store, std::int64_t o,
                           bool relu) {
   __m512 acc[OB];
@@ -110,14 +141,14 @@ inline void forward_block(const __m512 (&xs)[C][kTaps], const float* w, const fl
     if (relu)  // the relu op's rule, x < 0 ? 0 : x: NaN and -0 kept
       r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_LT_OQ), r,
                                _mm512_setzero_ps());
-    _mm512_mask_storeu_ps(y + (o + b) * plane + p, store, r);
+    store_lanes(y + (o + b) * plane + p, store, r);
   }
 }
 
 // One image: x [C, plane] into y [o, plane]; the input vectors of a position
 // vector are loaded once for all output channels.
-template <int C>
-void forward_image(const float* x, const float* w, const float* bias, float* y, std::int64_t outs,
+template <int C, class Y>
+void forward_image(const float* x, const float* w, const float* bias, Y* y, std::int64_t outs,
                    const Plane& pl, bool relu) {
   for (std::int64_t v = 0; v < pl.vecs; ++v) {
     const std::int64_t p = v * 16;
@@ -128,7 +159,7 @@ void forward_image(const float* x, const float* w, const float* bias, float* y, 
         xs[c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + pl.offset(t));
     const __mmask16 store = pl.lanes(v);
     in_blocks<4>(0, outs, [&]<int OB>(std::int64_t o) {
-      forward_block<C, OB>(xs, w, bias, y, pl.size, p, store, o, relu);
+      forward_block<C, OB, Y>(xs, w, bias, y, pl.size, p, store, o, relu);
     });
   }
 }
@@ -270,21 +301,43 @@ void with_channels(std::int64_t c, F&& fn) {
 }  // namespace
 #endif
 
-bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
-                         const Conv2dGeometry& g, bool relu, const PlanesDone* done) {
-  if (!conv_narrow_fits(g)) return false;
 #if defined(__AVX512F__)
+namespace {
+template <class Y>
+void forward_all(const float* x, const float* w, const float* bias, Y* y, const Conv2dGeometry& g,
+                 bool relu, const PlanesDone* done) {
   const Plane pl(g);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
   for_items(g.n, parts, [&](std::int64_t img, std::int64_t) {
     const float* xi = x + img * g.c * pl.size;
-    float* yi = y + img * g.o * pl.size;
+    Y* yi = y + img * g.o * pl.size;
     with_channels(g.c, [&]<int C>() { forward_image<C>(xi, w, bias, yi, g.o, pl, relu); });
     if (done != nullptr) done->fn(done->ctx, img * g.o, g.o);
   });
+}
+}  // namespace
+#endif
+
+bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
+                         const Conv2dGeometry& g, bool relu, const PlanesDone* done) {
+  if (!conv_narrow_fits(g)) return false;
+#if defined(__AVX512F__)
+  forward_all(x, w, bias, y, g, relu, done);
   return true;
 #else
   (void)x, (void)w, (void)bias, (void)y, (void)relu, (void)done;
+  return false;
+#endif
+}
+
+bool conv_narrow_forward(const float* x, const float* w, const float* bias, bfloat16_t* y,
+                         const Conv2dGeometry& g) {
+  if (!conv_narrow_fits(g)) return false;
+#if defined(__AVX512F__)
+  forward_all(x, w, bias, y, g, false, nullptr);
+  return true;
+#else
+  (void)x, (void)w, (void)bias, (void)y;
   return false;
 #endif
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "conv_libxsmm.hpp"
+#include "ms/core/half.hpp"
 #include "ms/kernels/conv.hpp"
 
 namespace ms::kernels::detail {
@@ -28,6 +29,13 @@ bool conv_narrow_fits(const Conv2dGeometry& g) noexcept;
 /// conv_narrow_fits(g) is false.
 bool conv_narrow_forward(const float* x, const float* w, const float* bias, float* y,
                          const Conv2dGeometry& g, bool relu, const PlanesDone* done);
+
+/// The same forward (without relu) with each element of y rounded to
+/// bfloat16 once as it is stored: the bits of the float32 forward's output
+/// converted by ms::bfloat16_t. The bfloat16 forward of such shapes
+/// (conv2d_bf16) runs here on float32 copies of its bfloat16 x and w (exact).
+bool conv_narrow_forward(const float* x, const float* w, const float* bias, bfloat16_t* y,
+                         const Conv2dGeometry& g);
 
 /// dx = conv2d_grad_input(gy, w) on dense buffers: per image and input channel,
 /// each tap's column sum over the output channels of w * gy (in order), then

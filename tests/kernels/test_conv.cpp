@@ -16,9 +16,11 @@
 #include "thread_guard.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -301,10 +303,46 @@ TEST_SUITE("kernels") {
     CHECK(conv2d_bf16_algorithm(conv2, ConvPass::GradInput) ==
           (auto_conv2 == ConvAlgo::Auto ? ConvAlgo::Im2col : auto_conv2));
 #if defined(__AVX512F__)
-    // One input channel: float32's narrow kernels; the forward converts.
+    // One input channel: the forward on the narrow kernels (Direct), the input
+    // gradient on gemm_bf16.
     const Conv2dGeometry conv1 = geometry({64, 1, 28, 28, 32, 3, 1, 1, 1, 1});
-    CHECK(conv2d_bf16_algorithm(conv1, ConvPass::Forward) == ConvAlgo::Auto);
+    CHECK(conv2d_bf16_algorithm(conv1, ConvPass::Forward) == ConvAlgo::Direct);
     CHECK(conv2d_bf16_algorithm(conv1, ConvPass::GradInput) == ConvAlgo::Im2col);
+#endif
+  }
+
+  TEST_CASE("conv2d_bf16 on the narrow kernels: float32's output rounded once, NaN and inf too") {
+#if defined(__AVX512F__)
+    for (std::int64_t c : {1, 3}) {
+      Conv2dGeometry g = geometry({2, c, 7, 9, 5, 3, 1, 1, 1, 1});
+      REQUIRE(ms::kernels::conv2d_bf16_algorithm(g, ConvPass::Forward) == ConvAlgo::Direct);
+      auto xf = random_values(g.n * g.c * g.h * g.w, 21);
+      const auto wf = random_values(g.o * g.c * 9, 22), bias = random_values(g.o, 23);
+      // Sums that round up and to +-inf, and NaN inputs of both signs with
+      // payloads: they reach the outputs around them with the payload, which
+      // the rounding must drop.
+      xf[3] = 3e38f, xf[4] = 3e38f, xf[20] = -std::numeric_limits<float>::infinity();
+      std::vector<float> xr, wr;
+      auto x = to_bf16(xf, xr);
+      const auto w = to_bf16(wf, wr);
+      for (const auto& [at, bits] : {std::pair<std::size_t, std::uint16_t>{40, 0x7fd1},
+                                     std::pair<std::size_t, std::uint16_t>{70, 0xffa3}}) {
+        x[at] = std::bit_cast<ms::bfloat16_t>(bits);
+        xr[at] = float(x[at]);
+      }
+      std::vector<float> want(static_cast<std::size_t>(g.n * g.o * g.oh * g.ow));
+      ms::kernels::conv2d<float>(xr.data(), wr.data(), bias.data(), want.data(), g);
+      std::vector<ms::bfloat16_t> got(want.size());
+      REQUIRE(ms::kernels::conv2d_bf16(x.data(), w.data(), bias.data(), got.data(), g));
+      std::int64_t differ = 0, nans = 0;
+      for (std::size_t e = 0; e < want.size(); ++e) {
+        const ms::bfloat16_t r(want[e]);
+        differ += std::memcmp(&r, &got[e], sizeof(r)) != 0;
+        nans += std::isnan(want[e]);
+      }
+      CHECK(nans > 0);
+      CHECK(differ == 0);
+    }
 #endif
   }
 

@@ -80,19 +80,22 @@ struct Conv2dGeometry {
 ConvAlgo conv2d_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
 
 /// The algorithm the bfloat16 kernels run for pass `pass` of g: Direct
-/// (libxsmm's bf16 batch-reduce kernels), Im2col (gemm_bf16 on im2col's
-/// columns), or Auto where none of them takes the pass (the forward only: the
-/// op converts to float32 and runs conv2d_algorithm's). By g.algo: Direct
-/// where libxsmm's kernels apply (else Auto for the forward, Im2col for the
-/// input gradient), Im2col always, Winograd never (no bfloat16 Winograd).
-/// Auto, as measured by bench/conv_table.sh on the CNN's layers: where
-/// float32 takes the narrow kernels (conv1: 0.49 of the float32 peak against
-/// 0.06 on libxsmm's bf16 kernels, Intel Xeon with AMX; 0.91 against 0.21 on
-/// the AMD EPYC Zen 4 VM), none; where gemm_bf16 runs on AMX
+/// (for the forward of the narrow kernels' shapes, those kernels on float32
+/// copies of x and w, rounding each output as they store it; else libxsmm's
+/// bf16 batch-reduce kernels), Im2col (gemm_bf16 on im2col's columns), or
+/// Auto where none of them takes the pass (the forward only: the op converts
+/// to float32 and runs conv2d_algorithm's). By g.algo: Direct where it
+/// applies (else Auto for the forward, Im2col for the input gradient), Im2col
+/// always, Winograd never (no bfloat16 Winograd). Auto, as measured by
+/// bench/conv_table.sh on the CNN's layers: where float32 takes the narrow
+/// kernels, Direct for the forward (conv1: libxsmm's bf16 kernels ran it at
+/// 0.06 of the float32 peak on the Intel Xeon VM, the narrow kernels 0.49)
+/// and Im2col for the input gradient; where gemm_bf16 runs on AMX
 /// (`gemm_bf16_on_amx`; libxsmm 1.17 has no AMX code and its bf16 kernels ran
-/// conv2's forward at 0.33 of the float32 peak there), Im2col; else Direct
-/// where it applies (the forward; a gradient where float32 takes Direct or
-/// Winograd), else none. The weight gradient is always Im2col.
+/// conv2's forward at 0.32 of the float32 peak there, Im2col 0.88), Im2col;
+/// else Direct where libxsmm's kernels apply (the forward; a gradient where
+/// float32 takes Direct or Winograd), else none. The weight gradient is
+/// always Im2col.
 ///
 ///   ms::kernels::conv2d_bf16_algorithm(g, ms::kernels::ConvPass::Forward)
 ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept;
