@@ -7,6 +7,7 @@
 //   BM_TrainMlpO2_Ms/batch:64/nt:N  the ms MLP step under amp O2 in bfloat16 (float32
 //                                   master weights), beside BM_TrainMlp_Ms
 //   BM_TrainCnn_Ms/batch:64/nt:N    CNN (train_models.hpp), ms::jit step
+//   BM_TrainCnnO2_Ms/batch:64/nt:N  the ms CNN step under amp O2 in bfloat16
 //   BM_TrainCnn_Torch/batch:64/nt:N the same step in LibTorch
 //   BM_TrainGpt_Ms/batch:32/nt:N    examples/char_lm's model and step at its defaults
 //                                   (ms::nn::Gpt, 4 layers, d_model 192, 6 heads,
@@ -278,6 +279,12 @@ BENCHMARK(BM_Train_Ms<bench::MsMLP, true>)
 BENCHMARK(BM_Train_Ms<bench::MsCNN>)
     ->Name("BM_TrainCnn_Ms")
     ->Apply([](benchmark::internal::Benchmark* b) { bench::model_step_args(b, true); });
+BENCHMARK(BM_Train_Ms<bench::MsCNN, true>)
+    ->Name("BM_TrainCnnO2_Ms")
+    ->ArgNames({"batch", "nt"})
+    ->Args({64, 1})
+    ->Args({64, 2})
+    ->UseRealTime();
 BENCHMARK(BM_TrainGpt_Ms)->Apply(gpt_step_args);
 #if MS_BENCH_TORCH
 BENCHMARK(BM_TrainGpt_Torch)->Apply(gpt_step_args);
