@@ -13,7 +13,8 @@
 //   - forward: per vector, the 9 shifted input vectors of each channel are
 //     multiplied into 4 output channels' accumulators at a time (weights
 //     broadcast), each element a chain of multiply-adds from the bias over
-//     (channel, tap) in order; relu and the image's pooling follow;
+//     (channel, tap) in order; relu and the image's pooling follow (or, for
+//     the bfloat16 forward, each output is rounded to bfloat16 as it is stored);
 //   - input gradient: per image and input channel, each tap's column (the
 //     sum over output channels of the tap's weight times gy, 3 position
 //     vectors x 9 taps of accumulators at a time), then each vector of dx

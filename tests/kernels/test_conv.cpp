@@ -4,9 +4,12 @@
 // against naive float64 loops over odd shapes (sizes 1, 7, 17, 33; channels
 // 1 to 4, 17; strides, paddings, dilations, groups), within the error bound of a
 // float32 sum of that many terms; 1 and 2 threads bitwise; the fused relu and
-// 2x2 pooling of the forward; and the bfloat16 forward (conv2d_bf16) against
-// float64 sums of the bfloat16 values (within one bfloat16 rounding) and of
-// the unrounded values (within what an 8-bit mantissa allows), and the same
+// 2x2 pooling of the forward; the bfloat16 algorithms' choice
+// (conv2d_bf16_algorithm); and the bfloat16 forward (conv2d_bf16, on Auto,
+// Direct and Im2col) against float64 sums of the bfloat16 values (within one
+// bfloat16 rounding) and of the unrounded values (within what an 8-bit
+// mantissa allows), the narrow kernels' bitwise against float32's rounded
+// once (NaN payloads and overflow included), and the same
 // for the bfloat16 gradients (conv2d_grad_input_bf16 on the Direct and Im2col
 // paths, conv2d_grad_weight_bf16), 1 and 2 threads bitwise. Where an
 // algorithm does not apply (or libxsmm is absent) the call falls back, and the
