@@ -111,17 +111,18 @@ void set_rate(benchmark::State& state, double per, int nt) {
                                                  benchmark::Counter::kIsRate);
 }
 
-// A pass's operands (random x, w and gy, fixed seeds) and its output: y for
-// the forward, dx for the input gradient, dw for the weight gradient.
+// A pass's operands (random x, w and gy, fixed seeds, in `dtype`) and its
+// output: y for the forward, dx for the input gradient, dw for the weight gradient.
 struct PassTensors {
   ms::Tensor x, w, gy, out;
-  PassTensors(const ms::kernels::Conv2dGeometry& g, ConvPass pass)
-      : x(bench::random_tensor({g.n, g.c, g.h, g.w}, 1)),
-        w(bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2)),
-        gy(bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3)),
+  PassTensors(const ms::kernels::Conv2dGeometry& g, ConvPass pass, ms::DType dtype = ms::float32)
+      : x(bench::random_tensor({g.n, g.c, g.h, g.w}, 1).to(dtype)),
+        w(bench::random_tensor({g.o, g.c, g.kh, g.kw}, 2).to(dtype)),
+        gy(bench::random_tensor({g.n, g.o, g.oh, g.ow}, 3).to(dtype)),
         out(ms::empty(pass == ConvPass::Forward     ? gy.shape()
                       : pass == ConvPass::GradInput ? x.shape()
-                                                    : w.shape())) {}
+                                                    : w.shape(),
+                      dtype)) {}
 };
 
 // One pass of layer `layer` on ms's kernels with algorithm `algo`.
@@ -136,8 +137,7 @@ void BM_Conv_Ms(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
   }
   fma_peak(nt);
   bench::set_threads(nt);
-  const PassTensors t(g, pass);
-  const ms::Tensor &x = t.x, &w = t.w, &gy = t.gy, &out = t.out;
+  const auto [x, w, gy, out] = PassTensors(g, pass);
   for (auto _ : state) {
     if (pass == ConvPass::Forward)
       ms::kernels::conv2d<float>(x.data<float>(), w.data<float>(), nullptr, out.data<float>(), g);
@@ -167,10 +167,8 @@ void BM_Conv_Bf16(benchmark::State& state, ConvPass pass, ConvAlgo algo) {
   }
   fma_peak(nt);
   bench::set_threads(nt);
-  const PassTensors t(g, pass);
-  const ms::Tensor x = t.x.to(ms::bfloat16), w = t.w.to(ms::bfloat16), gy = t.gy.to(ms::bfloat16),
-                   bias = ms::zeros({g.o});
-  const ms::Tensor out = t.out.to(ms::bfloat16);
+  const auto [x, w, gy, out] = PassTensors(g, pass, ms::bfloat16);
+  const ms::Tensor bias = ms::zeros({g.o});
   using B = ms::bfloat16_t;
   for (auto _ : state) {
     if (pass == ConvPass::Forward)
@@ -192,10 +190,9 @@ void BM_ConvFwd_Bf16Op(benchmark::State& state) {
   const ms::kernels::Conv2dGeometry g = cnn_layer(state.range(0));
   fma_peak(nt);
   bench::set_threads(nt);
-  const PassTensors t(g, ConvPass::Forward);
-  const ms::Tensor x = t.x.to(ms::bfloat16), w = t.w.to(ms::bfloat16);
+  const PassTensors t(g, ConvPass::Forward, ms::bfloat16);
   for (auto _ : state) {
-    ms::Tensor y = ms::conv2d(x, w, std::nullopt, {.padding = {1, 1}});
+    ms::Tensor y = ms::conv2d(t.x, t.w, std::nullopt, {.padding = {1, 1}});
     benchmark::DoNotOptimize(y.raw_data());
   }
   set_rate(state, conv_flops(g), nt);

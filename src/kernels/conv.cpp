@@ -963,8 +963,8 @@ ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept 
   const bool forward = pass == ConvPass::Forward;
   const ConvAlgo none = forward ? ConvAlgo::Auto : ConvAlgo::Im2col;  // no bf16 kernel of its own
   // The forward's Direct: the narrow kernels (rounding as they store), else libxsmm's.
-  const bool narrow = forward && detail::conv_narrow_fits(g);
-  const bool direct = narrow || detail::conv_direct_fits(g, pass);
+  const bool narrow = detail::conv_narrow_fits(g);
+  const bool direct = (forward && narrow) || detail::conv_direct_fits(g, pass);
   switch (g.algo) {
     case ConvAlgo::Direct: return direct ? ConvAlgo::Direct : none;
     case ConvAlgo::Im2col: return ConvAlgo::Im2col;
@@ -972,8 +972,7 @@ ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept 
     case ConvAlgo::Auto: break;
   }
   const ConvAlgo f32 = conv2d_algorithm(g, pass);
-  if (f32 == ConvAlgo::Direct && detail::conv_narrow_fits(g))
-    return narrow ? ConvAlgo::Direct : none;
+  if (f32 == ConvAlgo::Direct && narrow) return forward ? ConvAlgo::Direct : none;
   if (gemm_bf16_on_amx()) return ConvAlgo::Im2col;
   if (direct && (forward || f32 != ConvAlgo::Im2col)) return ConvAlgo::Direct;
   return none;
