@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -94,7 +95,11 @@ class DimVector {
 
   /// The same elements in the same order.
   friend bool operator==(const DimVector& a, const DimVector& b) {
-    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+    if (a.size_ != b.size_) return false;
+    const std::int64_t *p = a.data(), *q = b.data();
+    for (std::size_t i = 0; i < a.size_; ++i)  // a loop: std::equal calls memcmp
+      if (p[i] != q[i]) return false;
+    return true;
   }
 
  private:
@@ -122,8 +127,9 @@ class DimVector {
     }
     size_ = n;
   }
-  // o's elements (an inline o is copied whole: a fixed-size copy, which
-  // GCC's -Warray-bounds can follow).
+  // o's elements (an inline o is copied whole: a fixed-size memcpy, which
+  // GCC's -Warray-bounds can follow and inlines as a few vector moves, where
+  // std::copy over the arrays became a call to memmove).
   void copy_from(const DimVector& o) {
     if (o.heap_) {
       assign(o.heap_.get(), o.size_);
@@ -131,7 +137,7 @@ class DimVector {
     }
     heap_.reset();
     cap_ = kInline;
-    std::copy(o.inline_, o.inline_ + kInline, inline_);
+    std::memcpy(inline_, o.inline_, sizeof inline_);
     size_ = o.size_;
   }
   // Takes o's elements (this holds none on the heap); o is left empty.
@@ -140,7 +146,7 @@ class DimVector {
       heap_ = std::move(o.heap_);
       cap_ = o.cap_;
     } else {
-      std::copy(o.inline_, o.inline_ + kInline, inline_);
+      std::memcpy(inline_, o.inline_, sizeof inline_);
     }
     size_ = o.size_;
     o.size_ = 0;
