@@ -160,7 +160,73 @@ struct Executable::Step {
   /// Fused with in_place: also writes kept copy `kept` (cast of the result).
   int kept = -1;
   std::string dump;  ///< file-name stem when the op is marked by set_dump
+  /// Op: a layout op that may return views (OpKind::Layout, may_alias): a
+  /// frame replays the views it returned when its inputs' layouts repeat.
+  bool replay_views = false;
+  /// Op: bit k set when input k dies at this step and is read once by it: the
+  /// step moves it out of the frame instead of copying it.
+  std::uint64_t take_in = 0;
 };
+
+namespace {
+// What a layout step returned in one frame's last run of it, when every
+// result was a view of an input: the inputs' layouts, and per result the
+// input it views, its offset from that input's and its own layout. Layout
+// ops decide their results from the inputs' dtypes, shapes and strides and
+// their attributes only, so equal layouts give equal views. (An Executable's
+// shapes are fixed by its input check; its inputs' strides and offsets are
+// not: a graph input may be any strided view.)
+struct ViewReplay {
+  struct Layout {
+    DType dtype;
+    Shape shape;
+    DimVector strides;
+  };
+  struct Result {
+    std::size_t input;
+    std::int64_t delta;
+    Layout layout;
+  };
+  enum class State : std::uint8_t { Unknown, Views, Never } state = State::Unknown;
+  std::vector<Layout> in;
+  std::vector<Result> out;
+
+  static Layout layout_of(const Tensor& t) { return {t.dtype(), t.shape(), t.strides()}; }
+
+  // Whether `in` (the step's inputs, in order) has the recorded layouts.
+  template <class Get>
+  bool matches(std::size_t n, Get get) const {
+    if (state != State::Views || n != in.size()) return false;
+    for (std::size_t k = 0; k < n; ++k) {
+      const Tensor& t = get(k);
+      if (!t.defined() || t.is_symbolic() || t.dtype() != in[k].dtype ||
+          !(t.shape() == in[k].shape) || !(t.strides() == in[k].strides))
+        return false;
+    }
+    return true;
+  }
+
+  // Records the results `r` of a run on `args`; Never when one is not a view.
+  void record(std::span<const Tensor> args, std::span<const Tensor> r) {
+    in.clear();
+    out.clear();
+    state = State::Never;
+    for (const Tensor& t : args) {
+      if (!t.defined() || t.is_symbolic()) return;
+      in.push_back(layout_of(t));
+    }
+    for (const Tensor& y : r) {
+      const auto j = static_cast<std::size_t>(
+          std::find_if(args.begin(), args.end(),
+                       [&](const Tensor& x) { return x.storage() == y.storage(); }) -
+          args.begin());
+      if (!y.defined() || j == args.size()) return;
+      out.push_back({j, y.offset() - args[j].offset(), layout_of(y)});
+    }
+    state = State::Views;
+  }
+};
+}  // namespace
 
 // A cast of a captured tensor kept across runs (see plan_kept_casts).
 struct Executable::Kept {
@@ -175,6 +241,7 @@ struct Executable::Frame {
   ir::IdTable<ir::ValueId, Tensor> vals;
   std::vector<Tensor> scratch;
   std::vector<const Tensor*> ptrs;
+  std::vector<ViewReplay> views;  ///< per step (used by replay_views steps)
   std::shared_ptr<PlannedSource> source = std::make_shared<PlannedSource>();
 };
 
@@ -220,6 +287,7 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
         } else {
           s.dump = dump_stem(n, i);
           s.def = n.def;
+          s.replay_views = n.def->kind == ops::OpKind::Layout && n.def->may_alias && s.dump.empty();
           s.eval = ops::bind_eval(*n.def, n.attrs);
           if (n.def->update) s.update = ops::bind_update(*n.def, n.attrs);
         }
@@ -239,6 +307,13 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   plan_in_place_updates();
   plan_kept_casts();
   plan_bound_views();
+  for (Step& s : steps_) {
+    if (s.kind != Step::Kind::Op || s.in_place.valid() || s.kept >= 0 || !s.dump.empty()) continue;
+    for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
+      if (std::count(s.in.begin(), s.in.end(), s.in[k]) == 1 &&
+          std::find(s.release.begin(), s.release.end(), s.in[k]) != s.release.end())
+        s.take_in |= std::uint64_t{1} << k;
+  }
 }
 
 // A step qualifies when it is a layout op that may return a view (OpKind::Layout
@@ -507,6 +582,7 @@ std::unique_ptr<Executable::Frame> Executable::take_frame() const {
     if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
       f->vals[n.outputs[0]] = n.tensor;
   for (const auto& [v, view] : bound_views_) f->vals[v] = view;
+  f->views.resize(steps_.size());
   return f;
 }
 
@@ -560,7 +636,23 @@ std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const ir::ValueId
   return outs;
 }
 
-void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executable::Kept> kept) {
+// Step `i`'s views again, from its last run's record, when its inputs' layouts
+// are the recorded ones; false (nothing done) otherwise.
+bool replay_views(const Executable::Step& s, std::size_t i, Executable::Frame& f) {
+  const ViewReplay& vr = f.views[i];
+  if (!vr.matches(s.in.size(), [&](std::size_t k) -> const Tensor& { return f.vals[s.in[k]]; }))
+    return false;
+  for (std::size_t k = 0; k < s.out.size(); ++k) {
+    const ViewReplay::Result& o = vr.out[k];
+    const Tensor& x = f.vals[s.in[o.input]];
+    f.vals[s.out[k]] =
+        Tensor(x.storage(), o.layout.dtype, o.layout.shape, o.layout.strides, x.offset() + o.delta);
+  }
+  return true;
+}
+
+void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
+              std::span<Executable::Kept> kept) {
   switch (s.kind) {
     case Executable::Step::Kind::Fused: {
       f.ptrs.clear();
@@ -587,8 +679,15 @@ void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executa
         f.vals[s.out[0]] = kept[static_cast<std::size_t>(s.kept)].copy;
         break;
       }
+      if (s.replay_views && replay_views(s, i, f)) break;
       f.scratch.clear();
-      for (ir::ValueId v : s.in) f.scratch.push_back(f.vals[v]);
+      for (std::size_t k = 0; k < s.in.size(); ++k) {
+        Tensor& x = f.vals[s.in[k]];
+        if (k < 64 && (s.take_in >> k & 1) != 0)
+          f.scratch.push_back(std::move(x));
+        else
+          f.scratch.push_back(x);
+      }
       if (s.in_place.valid()) {  // the op's update form writes output k into input k
         s.update(f.scratch);
         f.scratch.clear();
@@ -599,6 +698,8 @@ void run_step(const Executable::Step& s, Executable::Frame& f, std::span<Executa
         break;
       }
       std::vector<Tensor> r = s.eval(f.scratch);
+      if (s.replay_views && f.views[i].state != ViewReplay::State::Never)
+        f.views[i].record(f.scratch, r);
       f.scratch.clear();  // holds no input past its step
       for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(r[k]);
       break;
@@ -654,12 +755,13 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
     for (std::size_t i = 0; i < inputs.size(); ++i) f->vals[input_values_[i]] = inputs[i];
     bool taken = false;
     try {
-      for (const Step& s : steps_) {
+      for (std::size_t i = 0; i < steps_.size(); ++i) {
+        const Step& s = steps_[i];
         if (s.kind == Step::Kind::Assign && !taken) {
           outs = take_outputs(graph_, leaf_values_, *f);
           taken = true;
         }
-        run_step(s, *f, kept_);
+        run_step(s, i, *f, kept_);
         if (!s.dump.empty()) dump_step(s, *f, call);
         for (ir::ValueId v : s.release) f->vals[v] = Tensor();
       }

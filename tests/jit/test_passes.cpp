@@ -792,6 +792,55 @@ TEST_SUITE("jit") {
       CHECK(allclose(e2.run(std::vector<Tensor>{x})[0], transpose(w, 0, 1), 0, 0));
   }
 
+  TEST_CASE("layout steps' views are replayed only for the input layouts they were made for") {
+    // Views of the graph's input: a frame replays them when the next input has
+    // the same dtype, shape and strides, at the new input's storage and offset.
+    auto body = [](const Tensor& x) {
+      const std::vector<Tensor> parts = split(x, 2, 1);
+      return std::vector<Tensor>{Tensor(reshape(x, {24}) * 2.f), Tensor(transpose(x, 0, 1) + 1.f),
+                                 Tensor(parts[1] * 3.f), Tensor(unsqueeze(parts[2], 0) - 1.f)};
+    };
+    ir::Graph g = trace([&](auto& in) { return body(in[0]); }, {{4, 6}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    Generator gen(11);
+    const Tensor big = uniform({8, 6}, -1.0, 1.0, gen, float32);
+    const Tensor wide = uniform({6, 4}, -1.0, 1.0, gen, float32);
+    const std::vector<Tensor> xs{
+        big.slice(0, 2, 6),                        // strides [6, 1] at offset 12
+        uniform({4, 6}, -1.0, 1.0, gen, float32),  // the same strides at offset 0
+        big.slice(0, 4, 8),                        // again, at offset 24
+        transpose(wide, 0, 1),                     // strides [1, 4]: reshape copies
+        big.slice(0, 1, 5),                        // back to [6, 1]
+        uniform({4, 6}, -1.0, 1.0, gen, float32),
+    };
+    for (int round = 0; round < 2; ++round)
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        CAPTURE(round);
+        CAPTURE(i);
+        const std::vector<Tensor> got = e.run(std::vector<Tensor>{xs[i]}), want = body(xs[i]);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t k = 0; k < got.size(); ++k) {
+          CHECK(got[k].shape() == want[k].shape());
+          CHECK(allclose(got[k], want[k], 0, 0));
+        }
+      }
+  }
+
+  TEST_CASE("each instantiation of a dynamic graph replays the views of its own shapes") {
+    auto fn = [](const Tensor& x) {
+      const Tensor t = transpose(reshape(x, {-1, 2, 3}), 0, 1);  // [2, n, 3]
+      return Tensor(t.select(1, 0) * 2.f + sum(t));
+    };
+    auto f = jit(fn, JitConfig{.dynamic = 1, .verify = true});
+    Generator gen(12);
+    for (std::int64_t n : {2, 3, 5, 3, 2, 7, 7}) {
+      CAPTURE(n);
+      const Tensor x = uniform({n, 6}, -1.0, 1.0, gen, float32);
+      CHECK(allclose(f(x), fn(x), 1e-6, 1e-6));
+    }
+  }
+
   TEST_CASE("an in-place op update of a capture recasts another graph's kept cast of it") {
     Generator gen(6);
     Tensor c = uniform({4, 8}, -1.0, 1.0, gen, float32);
