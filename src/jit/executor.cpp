@@ -31,18 +31,20 @@ class PlannedSource final : public StorageSource {
     }
     const auto i = static_cast<std::size_t>(token);
     if (i >= blocks_.size() || blocks_[i].offset < 0 || blocks_[i].nbytes != nbytes) return nullptr;
+    const Block& b = blocks_[i];
     std::lock_guard<std::mutex> lock(mu_);
-    if (live_[i]) return nullptr;
-    for (std::size_t j : blocks_[i].conflicts)
-      if (live_[j]) return nullptr;
-    live_[i] = 1;
-    return arena_->data() + blocks_[i].offset;
+    // The blocks served now are few (those alive at one point of the graph):
+    // block i is free when none of them is i or shares bytes with it.
+    for (std::size_t j : live_)
+      if (j == i || (blocks_[j].offset < b.end && b.offset < blocks_[j].end)) return nullptr;
+    live_.push_back(i);
+    return arena_->data() + b.offset;
   }
 
   void release(std::int64_t token, bool from_source) noexcept override {
     std::lock_guard<std::mutex> lock(mu_);
     if (from_source) {
-      live_[static_cast<std::size_t>(token)] = 0;
+      std::erase(live_, static_cast<std::size_t>(token));
     } else if (recording_ && static_cast<std::size_t>(token) < events_.size()) {
       events_[static_cast<std::size_t>(token)].freed = clock_++;
     }
@@ -83,15 +85,11 @@ class PlannedSource final : public StorageSource {
         off = std::max(off, hi);
       }
       blocks_[i].offset = off;
-      total = std::max(total, off + rounded(ev[i].nbytes));
+      blocks_[i].end = off + rounded(ev[i].nbytes);
+      total = std::max(total, blocks_[i].end);
       placed.push_back(i);
     }
-    for (std::size_t i : placed)
-      for (std::size_t j : placed)
-        if (i != j && blocks_[i].offset < blocks_[j].offset + rounded(ev[j].nbytes) &&
-            blocks_[j].offset < blocks_[i].offset + rounded(ev[i].nbytes))
-          blocks_[i].conflicts.push_back(j);
-    live_.assign(blocks_.size(), 0);
+    live_.clear();
     planned_ = static_cast<std::int64_t>(placed.size());
     if (total > 0) arena_ = Storage::allocate(total, "jit memory plan");
     return total;
@@ -109,7 +107,7 @@ class PlannedSource final : public StorageSource {
   struct Block {
     std::int64_t nbytes = 0;
     std::int64_t offset = -1;  ///< -1: served by the system
-    std::vector<std::size_t> conflicts;
+    std::int64_t end = -1;     ///< offset + its rounded size
   };
   std::mutex mu_;
   bool recording_ = true;
@@ -118,7 +116,7 @@ class PlannedSource final : public StorageSource {
   std::int64_t planned_ = 0;
   std::vector<Event> events_;
   std::vector<Block> blocks_;
-  std::vector<char> live_;
+  std::vector<std::size_t> live_;  ///< the planned blocks served and not yet released
   std::shared_ptr<Storage> arena_;
 };
 

@@ -346,6 +346,43 @@ TEST_SUITE("jit") {
     CHECK(b[0].to_vector<float>()[0] == doctest::Approx(std::exp(1.f) + 1));
   }
 
+  TEST_CASE("an intermediate a callback keeps past the run is not overwritten by the next") {
+    // The first run (the recording) drops the intermediate, so the plan puts
+    // it in the arena; later runs stash it: each must then serve neither that
+    // block nor one sharing its bytes while the stash holds it.
+    std::vector<Tensor> kept;
+    bool keep = false;
+    auto body = [&](const Tensor& x) {
+      Tensor h = ms::exp(x) * 2.f;
+      h = ops::host_call(
+          [&](std::vector<Tensor> v) {
+            if (keep) kept.push_back(v[0]);
+            return v;
+          },
+          {h}, "keep")[0];
+      // h dies here: the product's block may share its bytes (the plan's view).
+      const Tensor z = reshape(h + 1.f, {8, 8});
+      const Tensor p = matmul(z, z);
+      return std::vector<Tensor>{sum(matmul(p, z))};
+    };
+    ir::Graph g = trace([&](auto& in) { return body(in[0]); }, {{64}});
+    compiler::optimize(g, {.verify = true});
+    compiler::Executable e(g);
+    e.run(std::vector<Tensor>{zeros({64})});
+    REQUIRE(e.planned_allocations() > 0);
+    keep = true;
+    std::vector<Tensor> xs;
+    for (int r = 0; r < 5; ++r) {
+      xs.push_back(full({64}, 0.1f * static_cast<float>(r)));
+      e.run(std::vector<Tensor>{xs.back()});
+    }
+    REQUIRE(kept.size() == 5);
+    for (std::size_t r = 0; r < kept.size(); ++r) {
+      CAPTURE(r);
+      CHECK(allclose(kept[r], ms::exp(xs[r]) * 2.f, 0, 0));
+    }
+  }
+
   TEST_CASE("the executor checks its inputs") {
     ir::Graph g = trace([](auto& in) { return std::vector<Tensor>{in[0] + 1.f}; }, {{4}});
     compiler::Executable e(g);
