@@ -178,30 +178,14 @@ std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const Tensor
   return out;
 }
 
-namespace {
-// matmul_bias's output shape: lhs's with its last dim rhs's columns. Checked
-// here without infer's allocations (every call of the op in a compiled graph
-// passes); infer raises the error when a check fails.
-Shape matmul_bias_shape(const MatmulBias::Attrs& a, std::span<const Tensor> in) {
-  const Shape &x = in[0].shape(), &w = in[1].shape(), &b = in[2].shape();
-  const std::size_t r = x.size();
-  const bool ok = in[0].dtype() == DType::Float32 && in[1].dtype() == DType::Float32 &&
-                  in[2].dtype() == DType::Float32 && r >= 2 && w.size() == 2 && b.size() == 1 &&
-                  x[r - 1] == w[0] && b[0] == w[1];
-  if (!ok) return MatmulBias::infer(a, ops::types_of(in))[0].shape;
-  Shape out = x;
-  out[r - 1] = w[1];
-  return out;
-}
-}  // namespace
-
 // As matmul: lhs rows one after another (a copy otherwise), so its batch is
 // one product of all its rows with the shared rhs, read as stored or
 // transposed (a copy when neither).
 std::vector<Tensor> MatmulBias::eval(const Attrs& a, std::span<const Tensor> in) {
-  Tensor out = empty(matmul_bias_shape(a, in), DType::Float32);
+  const TensorType t = infer(a, ops::types_of(in))[0];
   const Tensor x = in[0].contiguous(), bias = in[2].contiguous();
   const ops::detail::GemmOperand w = ops::detail::gemm_operand(in[1]);
+  Tensor out = empty(t.shape, DType::Float32);
   const std::int64_t k = w.t.dim(0), n = w.t.dim(1),
                      m = k > 0 ? x.numel() / k : out.numel() / std::max<std::int64_t>(n, 1);
   if (out.numel() == 0) return {out};
