@@ -191,14 +191,14 @@ struct ViewReplay {
 
   static Layout layout_of(const Tensor& t) { return {t.dtype(), t.shape(), t.strides()}; }
 
-  // Whether `in` (the step's inputs, in order) has the recorded layouts.
-  template <class Get>
-  bool matches(std::size_t n, Get get) const {
-    if (state != State::Views || n != in.size()) return false;
-    for (std::size_t k = 0; k < n; ++k) {
-      const Tensor& t = get(k);
-      if (!t.defined() || t.is_symbolic() || t.dtype() != in[k].dtype ||
-          !(t.shape() == in[k].shape) || !(t.strides() == in[k].strides))
+  // Whether the values `ids` (a step's inputs, in order) have the recorded layouts.
+  bool matches(std::span<const ir::ValueId> ids,
+               const ir::IdTable<ir::ValueId, Tensor>& vals) const {
+    if (state != State::Views || ids.size() != in.size()) return false;
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      const Tensor& t = vals[ids[k]];
+      if (t.dtype() != in[k].dtype || !(t.shape() == in[k].shape) ||
+          !(t.strides() == in[k].strides))
         return false;
     }
     return true;
@@ -209,16 +209,13 @@ struct ViewReplay {
     in.clear();
     out.clear();
     state = State::Never;
-    for (const Tensor& t : args) {
-      if (!t.defined() || t.is_symbolic()) return;
-      in.push_back(layout_of(t));
-    }
+    for (const Tensor& t : args) in.push_back(layout_of(t));
     for (const Tensor& y : r) {
       const auto j = static_cast<std::size_t>(
           std::find_if(args.begin(), args.end(),
                        [&](const Tensor& x) { return x.storage() == y.storage(); }) -
           args.begin());
-      if (!y.defined() || j == args.size()) return;
+      if (j == args.size()) return;  // not a view of an input (undefined: no storage)
       out.push_back({j, y.offset() - args[j].offset(), layout_of(y)});
     }
     state = State::Views;
@@ -638,8 +635,7 @@ std::vector<Tensor> take_outputs(const ir::Graph& g, std::span<const ir::ValueId
 // are the recorded ones; false (nothing done) otherwise.
 bool replay_views(const Executable::Step& s, std::size_t i, Executable::Frame& f) {
   const ViewReplay& vr = f.views[i];
-  if (!vr.matches(s.in.size(), [&](std::size_t k) -> const Tensor& { return f.vals[s.in[k]]; }))
-    return false;
+  if (!vr.matches(s.in, f.vals)) return false;
   for (std::size_t k = 0; k < s.out.size(); ++k) {
     const ViewReplay::Result& o = vr.out[k];
     const Tensor& x = f.vals[s.in[o.input]];
