@@ -164,9 +164,37 @@ struct Executable::Step {
   /// Op: bit k set when input k dies at this step and is read once by it: the
   /// step moves it out of the frame instead of copying it.
   std::uint64_t take_in = 0;
+  /// Op whose entry has a run form and whose outputs' shapes are all known:
+  /// the run form, called on outputs allocated as `outs` says (the graph's
+  /// types: the op is not asked to infer them again).
+  ops::BoundRunFn run;
+  struct Out {
+    DType dtype;
+    Shape shape;
+    DimVector strides;
+    std::int64_t nbytes;
+  };
+  std::vector<Out> outs;
 };
 
 namespace {
+// Gives op step `s` the run form of `def` when it has one and the graph knows
+// every output's shape (an Executable's inputs fix its values' types).
+void bind_run(Executable::Step& s, const ir::Graph& g, const ops::OpDef& def,
+              const ops::Attrs& attrs) {
+  if (def.bind_run == nullptr) return;
+  const char* name = def.name.data();  // an entry's name: a string literal
+  std::vector<Executable::Step::Out> outs;
+  for (ir::ValueId v : s.out) {
+    const ops::TensorType& t = g.value(v).type;
+    if (!t.shape.is_static()) return;
+    outs.push_back({t.dtype, t.shape, shape_contiguous_strides(t.shape, name),
+                    shape_nbytes(shape_numel(t.shape, name), dtype_itemsize(t.dtype), name)});
+  }
+  s.run = def.bind_run(attrs);
+  s.outs = std::move(outs);
+}
+
 // What a layout step returned in one frame's last run of it, when every
 // result was a view of an input: the inputs' layouts, and per result the
 // input it views, its offset from that input's and its own layout. Layout
@@ -235,6 +263,7 @@ struct Executable::Kept {
 struct Executable::Frame {
   ir::IdTable<ir::ValueId, Tensor> vals;
   std::vector<Tensor> scratch;
+  std::vector<Tensor> results;  ///< a run-form step's outputs while it runs
   std::vector<const Tensor*> ptrs;
   std::vector<ViewReplay> views;  ///< per step (used by replay_views steps)
   std::shared_ptr<PlannedSource> source = std::make_shared<PlannedSource>();
@@ -285,6 +314,7 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
           s.replay_views = n.def->kind == ops::OpKind::Layout && n.def->may_alias && s.dump.empty();
           s.eval = ops::bind_eval(*n.def, n.attrs);
           if (n.def->update) s.update = ops::bind_update(*n.def, n.attrs);
+          bind_run(s, G, *n.def, n.attrs);
         }
         // An output nothing reads (conv2d's pre-pool output in a forward-only
         // graph, an unused draw) is released right after its own step.
@@ -691,6 +721,16 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
         }
         break;
       }
+      if (s.run) {
+        for (const Executable::Step::Out& o : s.outs)
+          f.results.emplace_back(Storage::allocate(o.nbytes, s.def->name.data()), o.dtype, o.shape,
+                                 o.strides, 0);
+        s.run(f.scratch, f.results);
+        f.scratch.clear();
+        for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(f.results[k]);
+        f.results.clear();
+        break;
+      }
       std::vector<Tensor> r = s.eval(f.scratch);
       if (s.replay_views && f.views[i].state != ViewReplay::State::Never)
         f.views[i].record(f.scratch, r);
@@ -725,9 +765,11 @@ void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
     const ir::NodeKind k = g.producer(v).kind;
     return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
   };
-  if (all) {
+  if (all) {  // after a step raised: also what it was given and made
     for (std::size_t i = 0; i < g.values.size(); ++i)
       if (!bound(ir::ValueId{i})) f.vals[ir::ValueId{i}] = Tensor();
+    f.scratch.clear();
+    f.results.clear();
     return;
   }
   for (ir::ValueId v : input_values) f.vals[v] = Tensor();

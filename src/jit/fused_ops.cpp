@@ -181,17 +181,14 @@ std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const Tensor
 // As matmul: lhs rows one after another (a copy otherwise), so its batch is
 // one product of all its rows with the shared rhs, read as stored or
 // transposed (a copy when neither).
-std::vector<Tensor> MatmulBias::eval(const Attrs& a, std::span<const Tensor> in) {
-  const TensorType t = infer(a, ops::types_of(in))[0];
+void MatmulBias::run(const Attrs&, std::span<const Tensor> in, std::span<const Tensor> outs) {
+  const Tensor& out = outs[0];
+  if (out.numel() == 0) return;
   const Tensor x = in[0].contiguous(), bias = in[2].contiguous();
   const ops::detail::GemmOperand w = ops::detail::gemm_operand(in[1]);
-  Tensor out = empty(t.shape, DType::Float32);
-  const std::int64_t k = w.t.dim(0), n = w.t.dim(1),
-                     m = k > 0 ? x.numel() / k : out.numel() / std::max<std::int64_t>(n, 1);
-  if (out.numel() == 0) return {out};
+  const std::int64_t k = w.t.dim(0), n = w.t.dim(1), m = out.numel() / n;
   kernels::gemm_bias(false, w.trans, m, n, k, x.data<float>(), std::max<std::int64_t>(k, 1),
                      w.t.data<float>(), w.ld, bias.data<float>(), out.data<float>(), n);
-  return {out};
 }
 
 // ---------------------------------------------------------------- matmul_scale_add

@@ -839,16 +839,13 @@ TypeList Gather::infer(const Attrs& a, Types in) {
   return {t};
 }
 
-TensorList Gather::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "gather");  // first: over the cap fails before any scan
+void Gather::run(const Attrs& a, Inputs in, Inputs out) {
   const Tensor &x = in[0], index = in[1].contiguous();
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "gather");
   const std::int64_t limit = r == 0 ? 1 : x.shape()[u(ax)];
   check_index_values(index, limit, "gather", "index", axis_of_x(ax, x.shape()));
-  kernels::gather(x, ax, index, out);
-  return {out};
+  kernels::gather(x, ax, index, out[0]);
 }
 
 TypeList IndexSelect::infer(const Attrs& a, Types in) {
@@ -867,14 +864,11 @@ TypeList IndexSelect::infer(const Attrs& a, Types in) {
   return {t};
 }
 
-TensorList IndexSelect::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "index_select");  // first: over the cap fails before any scan
+void IndexSelect::run(const Attrs& a, Inputs in, Inputs out) {
   const Tensor &x = in[0], index = in[1].contiguous();
   const std::int64_t ax = axis_normalize(a.axis, x.rank(), "index_select");
   check_index_values(index, x.shape()[u(ax)], "index_select", "index", axis_of_x(ax, x.shape()));
-  kernels::index_select(x, ax, index, out);
-  return {out};
+  kernels::index_select(x, ax, index, out[0]);
 }
 
 TypeList IndexCopy::infer(const Attrs& a, Types in) {
@@ -949,12 +943,7 @@ void index_copy_into(Tensor out, const IndexCopy::Attrs& a, Inputs in) {
 
 }  // namespace
 
-TensorList IndexCopy::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "index_copy");
-  index_copy_into(out, a, in);
-  return {out};
-}
+void IndexCopy::run(const Attrs& a, Inputs in, Inputs out) { index_copy_into(out[0], a, in); }
 
 void IndexCopy::update(const Attrs& a, Inputs in) {
   const TypeList t = infer(a, types_of(in));
@@ -979,21 +968,19 @@ TypeList Scatter::infer(const Attrs& a, Types in) {
   return {t};
 }
 
-TensorList Scatter::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "scatter");
+void Scatter::run(const Attrs& a, Inputs in, Inputs out) {
   const Tensor &x = in[0], index = in[1].contiguous(), src = in[2].contiguous();
   const std::int64_t r = x.rank();
   const std::int64_t ax = axis_normalize(a.axis, r, "scatter");
   check_index_values(index, r == 0 ? 1 : x.shape()[u(ax)], "scatter", "index",
                      axis_of_x(ax, x.shape()));
-  out.copy_(x);
-  const std::int64_t repeated = kernels::scatter(out, ax, index, src);
+  Tensor y = out[0];
+  y.copy_(x);
+  const std::int64_t repeated = kernels::scatter(y, ax, index, src);
   MS_CHECK(repeated < 0, ValueError, "scatter: index", position(repeated, index.shape()), " = ",
            index_value(index, repeated),
            " sends a second element of src to a position already written (positions must be "
            "distinct)");
-  return {out};
 }
 
 TypeList GatherGrad::infer(const Attrs& a, Types in) {
@@ -1322,12 +1309,9 @@ TypeList Cumsum::infer(const Attrs& a, Types in) {
   return {x};
 }
 
-TensorList Cumsum::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "cumsum");
+void Cumsum::run(const Attrs& a, Inputs in, Inputs out) {
   const std::int64_t ax = axis_normalize(a.axis, in[0].rank(), "cumsum");
-  kernels::cumsum(in[0].contiguous(), ax, a.exclusive, a.reverse, out);
-  return {out};
+  kernels::cumsum(in[0].contiguous(), ax, a.exclusive, a.reverse, out[0]);
 }
 
 // Each input element adds to the outputs after it (before it, reversed):
@@ -1528,12 +1512,9 @@ TypeList MaskedFill::infer(const Attrs& a, Types in) {
   return {x};
 }
 
-TensorList MaskedFill::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor out = alloc_output(t[0], "masked_fill");
-  const Tensor fill = full({}, Scalar(a.value), t[0].dtype);
-  kernels::masked_fill(in[0], ::ms::detail::expand_view(in[1], t[0].shape), fill, out);
-  return {out};
+void MaskedFill::run(const Attrs& a, Inputs in, Inputs out) {
+  const Tensor fill = full({}, Scalar(a.value), out[0].dtype());
+  kernels::masked_fill(in[0], ::ms::detail::expand_view(in[1], out[0].shape()), fill, out[0]);
 }
 
 // Where mask is true the output does not depend on x.

@@ -79,11 +79,8 @@ TypeList LayerNorm::infer(const Attrs& a, Types in) {
   return {in[0]};
 }
 
-TensorList LayerNorm::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor y = detail::alloc_output(t[0], "layer_norm");
-  kernels::layer_norm_forward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, y);
-  return {y};
+void LayerNorm::run(const Attrs& a, Inputs in, Inputs out) {
+  kernels::layer_norm_forward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, out[0]);
 }
 
 TensorList LayerNorm::vjp(const Attrs& a, const GradContext& c) {
@@ -97,13 +94,9 @@ TypeList LayerNormGrad::infer(const Attrs& a, Types in) {
   return {in[0], in[1], in[1]};
 }
 
-TensorList LayerNormGrad::eval(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
-  Tensor dx = detail::alloc_output(t[0], "layer_norm"),
-         dgamma = detail::alloc_output(t[1], "layer_norm"),
-         dbeta = detail::alloc_output(t[2], "layer_norm");
-  kernels::layer_norm_backward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, dx, dgamma, dbeta);
-  return {dx, dgamma, dbeta};
+void LayerNormGrad::run(const Attrs& a, Inputs in, Inputs out) {
+  kernels::layer_norm_backward(dense(in[0]), dense(in[1]), dense(in[2]), a.eps, out[0], out[1],
+                               out[2]);
 }
 
 // Second derivatives, by hand, with ops. Per row, with xh = (x - mean) r,

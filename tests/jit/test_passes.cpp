@@ -878,6 +878,28 @@ TEST_SUITE("jit") {
     }
   }
 
+  TEST_CASE("steps of ops with a run form write outputs of their own instantiation's types") {
+    Generator gen(13);
+    const Tensor table = uniform({9, 4}, -1.0, 1.0, gen, float32);
+    const Tensor gamma = uniform({4}, 0.5, 1.5, gen, float32), beta = uniform({4}, -1.0, 1.0, gen);
+    auto fn = [&](const Tensor& ids, const Tensor& x) {
+      const Tensor rows = index_select(table, 0, ids);  // [n, 4]
+      const Tensor y = layer_norm(x + rows, gamma, beta);
+      return Tensor(cumsum(y, {.axis = 0}) * 2.f);
+    };
+    auto f = jit(fn, JitConfig{.dynamic = 1, .verify = true});
+    for (std::int64_t n : {2, 3, 5, 3, 2, 7, 7}) {
+      CAPTURE(n);
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = (i * 5 + n) % 9;
+      const Tensor idx = from_vector(ids, Shape{n});
+      const Tensor x = uniform({n, 4}, -1.0, 1.0, gen, float32);
+      const Tensor got = f(idx, x), want = fn(idx, x);
+      CHECK(got.shape() == want.shape());
+      CHECK(allclose(got, want, 0, 0));
+    }
+  }
+
   TEST_CASE("an in-place op update of a capture recasts another graph's kept cast of it") {
     Generator gen(6);
     Tensor c = uniform({4, 8}, -1.0, 1.0, gen, float32);

@@ -180,6 +180,28 @@ TEST_SUITE("ops") {
         for (std::size_t k = 0; k < want.size(); ++k) CHECK(same_bits(got[k], want[k]));
       }
     }
+    // The run form (what a compiled step calls) on outputs allocated as infer
+    // types them, against the map call.
+    int runs = 0;
+    for (const ops::OpDef* d : sampled_ops()) {
+      if (d->bind_run == nullptr) continue;
+      ++runs;
+      for (const ops::Sample& c : d->samples().cases) {
+        INFO(d->name, " [", c.label, "]");
+        const Tensors want = ops::call(*d, c.inputs, c.attrs);
+        Tensors got;
+        for (const ops::TensorType& t : d->infer(ops::types_of(c.inputs), c.attrs))
+          got.push_back(empty(t.shape, t.dtype));
+        d->bind_run(c.attrs)(c.inputs, got);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t k = 0; k < want.size(); ++k) CHECK(same_bits(got[k], want[k]));
+      }
+    }
+    CHECK(runs >= 8);  // layer_norm and its gradient, index_select, gather, scatter, cumsum, ...
+    const bool layer_norm_runs = ops::op("layer_norm").bind_run != nullptr;
+    const bool transpose_runs = ops::op("transpose").bind_run != nullptr;  // a view
+    CHECK(layer_norm_runs);
+    CHECK_FALSE(transpose_runs);
     // A row without bind (elementwise ops are not entries) binds its map.
     const ops::OpDef& add = ops::op("add");
     const bool add_unbound = add.bind == nullptr;

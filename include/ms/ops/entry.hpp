@@ -4,9 +4,11 @@
 // struct whose member initializers are the defaults (written only there) and
 // whose `fields(visit)` calls `visit(name, &Attrs::member)` for each member, so that attributes
 // serialize as (name, value) pairs for dumps and export; shape and dtype inference; evaluation (a
-// call into kernels/); its vector-Jacobian product beside the evaluation, written with ops so that
-// gradients are graphs and differentiable again; its properties; and its samples for the
-// table-driven tests. The registry row (OpDef), tracing, printing, autodiff and the tests are
+// call into kernels/: `run` writes outputs its caller allocated with the inferred types, or
+// `eval` returns them when they are not always fresh dense tensors: a view, an input, a
+// layout that follows an input's); its vector-Jacobian product beside the evaluation, written with
+// ops so that gradients are graphs and differentiable again; its properties; and its samples for
+// the table-driven tests. The registry row (OpDef), tracing, printing, autodiff and the tests are
 // derived from it; the public function beside it is one `invoke` line that states the signature
 // users call. Entries are listed once per family in src/ops/
 // (`register_entries<...>`).
@@ -21,7 +23,7 @@
 //       static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
 //     };
 //     static std::vector<TensorType> infer(const Attrs&, std::span<const TensorType>);
-//     static std::vector<Tensor> eval(const Attrs&, std::span<const Tensor>);
+//     static void run(const Attrs&, std::span<const Tensor> in, std::span<const Tensor> out);
 //     static std::vector<Tensor> vjp(const Attrs&, const GradContext&);
 //     static Samples samples();
 //   };

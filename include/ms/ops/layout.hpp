@@ -564,7 +564,7 @@ struct Gather {
     static void fields(auto&& visit) { visit("axis", &Attrs::axis); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
@@ -582,7 +582,7 @@ struct IndexSelect {
   static constexpr Props props{};
   using Attrs = Gather::Attrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
@@ -662,7 +662,7 @@ struct IndexCopy {
   static constexpr Props props{};
   using Attrs = Gather::Attrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static void update(const Attrs& a, std::span<const Tensor> in);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
@@ -689,7 +689,7 @@ struct Scatter {
   static constexpr Props props{};
   using Attrs = Gather::Attrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
@@ -725,7 +725,7 @@ struct Cumsum {
     }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
@@ -837,7 +837,7 @@ struct MaskedFill {
     static void fields(auto&& visit) { visit("value", &Attrs::value); }
   };
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}

@@ -46,7 +46,7 @@ struct LayerNorm {
   static constexpr Props props{};
   using Attrs = LayerNormAttrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}
@@ -64,7 +64,7 @@ struct LayerNormGrad {
   static constexpr Props props{};
   using Attrs = LayerNormAttrs;
   static std::vector<TensorType> infer(const Attrs& a, std::span<const TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
   static std::vector<Tensor> vjp(const Attrs& a, const GradContext& c);
   static Samples samples();
   ///@}

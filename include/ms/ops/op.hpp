@@ -123,6 +123,10 @@ using UpdateFn = std::function<void(std::span<const Tensor>, const Attrs&)>;
 using BoundEvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>)>;
 /// `update` with its attributes already read.
 using BoundUpdateFn = std::function<void(std::span<const Tensor>)>;
+/// An entry's `run` with its attributes already read: writes the outputs
+/// (`out`, dense tensors of the types `infer` gives, allocated by the caller)
+/// from the inputs (`in`).
+using BoundRunFn = std::function<void(std::span<const Tensor> in, std::span<const Tensor> out)>;
 
 /// An op's samples for the table-driven tests (ms/ops/samples.hpp).
 struct Samples;
@@ -205,6 +209,11 @@ struct OpDef {
   BoundEvalFn (*bind)(const Attrs& attrs) = nullptr;
   /// `update` bound likewise; null when `update` is empty or not from an entry.
   BoundUpdateFn (*bind_update)(const Attrs& attrs) = nullptr;
+  /// The entry's `run` bound likewise; null when the entry has none (its
+  /// outputs are not always fresh dense tensors of the inferred types). The
+  /// jit's executor calls it on outputs allocated from the graph's types, so a
+  /// compiled step does not infer again.
+  BoundRunFn (*bind_run)(const Attrs& attrs) = nullptr;
 };
 
 /// Every registered op, in registration order.

@@ -110,7 +110,7 @@ struct MatmulBias {
   static constexpr ops::Props props = kFusedProps;
   using Attrs = ops::NoAttrs;
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
-  static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
+  static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
 };
 
 /// add(mul(c, s), matmul(a, b)) as matmul_scale_add(c, a, b){scale}: float32,

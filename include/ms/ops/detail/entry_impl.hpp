@@ -43,6 +43,32 @@ Tensor add_defined(const Tensor& a, const Tensor& b);
 /// a gradient always has its input's shape.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 
+/// Whether entry E writes its outputs into tensors its caller allocates
+/// (`static void run(const Attrs&, std::span<const Tensor> in,
+/// std::span<const Tensor> out)`) instead of returning them from `eval`.
+template <class E>
+concept RunsInto = requires(const typename E::Attrs& a, std::span<const Tensor> in) {
+  E::run(a, in, in);
+};
+
+/// E's evaluation: its `eval`; for an entry with `run`, its outputs allocated
+/// dense with the types `infer` gives (all of them before `run` reads an
+/// input: an allocation over the cap fails first), then written by `run`.
+template <OpEntry E>
+std::vector<Tensor> eval_entry(const typename E::Attrs& a, std::span<const Tensor> in) {
+  if constexpr (RunsInto<E>) {
+    static_assert(
+        !requires { &E::eval; }, "an entry defines run or eval, not both");
+    std::vector<Tensor> out;
+    for (const TensorType& t : E::infer(a, types_of(in)))
+      out.push_back(alloc_output(t, E::name.data()));
+    E::run(a, in, out);
+    return out;
+  } else {
+    return E::eval(a, in);
+  }
+}
+
 /// The registry row of entry E: every function reads E's typed attributes.
 template <OpEntry E>
 OpDef entry_def() {
@@ -59,7 +85,7 @@ OpDef entry_def() {
           .infer = [](std::span<const TensorType> in,
                       const Attrs& a) { return E::infer(attrs_from<A>(a, E::name), in); },
           .eval = [](std::span<const Tensor> in,
-                     const Attrs& a) { return E::eval(attrs_from<A>(a, E::name), in); }};
+                     const Attrs& a) { return eval_entry<E>(attrs_from<A>(a, E::name), in); }};
   if constexpr (requires(const A& a, const GradContext& c) { E::vjp(a, c); })
     d.grad = [](const GradContext& c) { return E::vjp(attrs_from<A>(c.attrs, E::name), c); };
   if constexpr (requires(const A& a, std::span<const Tensor> in) { E::update(a, in); }) {
@@ -75,11 +101,18 @@ OpDef entry_def() {
   d.algebra = E::props.algebra;
   d.attrs_of = [](const void* typed) { return attrs_to(*static_cast<const A*>(typed)); };
   d.eval_typed = [](const void* typed, std::span<const Tensor> in) {
-    return E::eval(*static_cast<const A*>(typed), in);
+    return eval_entry<E>(*static_cast<const A*>(typed), in);
   };
   d.bind = [](const Attrs& a) -> BoundEvalFn {
-    return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in) { return E::eval(t, in); };
+    return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in) {
+      return eval_entry<E>(t, in);
+    };
   };
+  if constexpr (RunsInto<E>)
+    d.bind_run = [](const Attrs& a) -> BoundRunFn {
+      return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in,
+                                             std::span<const Tensor> out) { E::run(t, in, out); };
+    };
   if constexpr (requires(const A& a) { E::is_identity(a); })
     d.algebra.identity_when = [](const Attrs& a) {
       return E::is_identity(attrs_from<A>(a, E::name));
