@@ -164,6 +164,10 @@ struct Executable::Step {
   /// Op: bit k set when input k dies at this step and is read once by it: the
   /// step moves it out of the frame instead of copying it.
   std::uint64_t take_in = 0;
+  /// Op: bit k set when input k is a capture, a constant or a bound view (the
+  /// same tensor for a frame's life): the frame's argument list for the step
+  /// holds it from the start, so a run does not copy it.
+  std::uint64_t fixed_in = 0;
   /// Op whose entry has a run form and whose outputs' shapes are all known:
   /// the run form, called on outputs allocated as `outs` says (the graph's
   /// types: the op is not asked to infer them again).
@@ -262,7 +266,8 @@ struct Executable::Kept {
 
 struct Executable::Frame {
   ir::IdTable<ir::ValueId, Tensor> vals;
-  std::vector<Tensor> scratch;
+  /// Per op step, its arguments: the fixed inputs always, the others while it runs.
+  std::vector<std::vector<Tensor>> args;
   std::vector<Tensor> results;  ///< a run-form step's outputs while it runs
   std::vector<const Tensor*> ptrs;
   std::vector<ViewReplay> views;  ///< per step (used by replay_views steps)
@@ -332,8 +337,16 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   plan_in_place_updates();
   plan_kept_casts();
   plan_bound_views();
+  ir::IdTable<ir::ValueId, bool> fixed(G.values.size(), false);
+  for (const ir::Node& n : G.nodes)
+    if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
+      fixed[n.outputs[0]] = true;
+  for (const auto& bv : bound_views_) fixed[bv.first] = true;
   for (Step& s : steps_) {
-    if (s.kind != Step::Kind::Op || s.in_place.valid() || s.kept >= 0 || !s.dump.empty()) continue;
+    if (s.kind != Step::Kind::Op) continue;
+    for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
+      if (fixed[s.in[k]]) s.fixed_in |= std::uint64_t{1} << k;
+    if (s.in_place.valid() || s.kept >= 0 || !s.dump.empty()) continue;
     for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
       if (std::count(s.in.begin(), s.in.end(), s.in[k]) == 1 &&
           std::find(s.release.begin(), s.release.end(), s.in[k]) != s.release.end())
@@ -608,6 +621,14 @@ std::unique_ptr<Executable::Frame> Executable::take_frame() const {
       f->vals[n.outputs[0]] = n.tensor;
   for (const auto& [v, view] : bound_views_) f->vals[v] = view;
   f->views.resize(steps_.size());
+  f->args.resize(steps_.size());
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    if (s.kind != Step::Kind::Op) continue;
+    f->args[i].resize(s.in.size());
+    for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
+      if ((s.fixed_in >> k & 1) != 0) f->args[i][k] = f->vals[s.in[k]];
+  }
   return f;
 }
 
@@ -675,6 +696,13 @@ bool replay_views(const Executable::Step& s, std::size_t i, Executable::Frame& f
   return true;
 }
 
+// Drops the arguments of op step `s` that are not fixed: a frame holds no
+// input past its step.
+void release_args(const Executable::Step& s, std::vector<Tensor>& args) {
+  for (std::size_t k = 0; k < args.size(); ++k)
+    if (k >= 64 || (s.fixed_in >> k & 1) == 0) args[k] = Tensor();
+}
+
 void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
               std::span<Executable::Kept> kept) {
   switch (s.kind) {
@@ -704,17 +732,18 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
         break;
       }
       if (s.replay_views && replay_views(s, i, f)) break;
-      f.scratch.clear();
+      std::vector<Tensor>& args = f.args[i];
       for (std::size_t k = 0; k < s.in.size(); ++k) {
+        if (k < 64 && (s.fixed_in >> k & 1) != 0) continue;
         Tensor& x = f.vals[s.in[k]];
         if (k < 64 && (s.take_in >> k & 1) != 0)
-          f.scratch.push_back(std::move(x));
+          args[k] = std::move(x);
         else
-          f.scratch.push_back(x);
+          args[k] = x;
       }
       if (s.in_place.valid()) {  // the op's update form writes output k into input k
-        s.update(f.scratch);
-        f.scratch.clear();
+        s.update(args);
+        release_args(s, args);
         for (std::size_t k = 0; k < s.out.size(); ++k) {
           f.vals[s.in[k]].storage()->note_write();  // other graphs' kept casts of it are stale
           f.vals[s.out[k]] = f.vals[s.in[k]];
@@ -725,16 +754,16 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
         for (const Executable::Step::Out& o : s.outs)
           f.results.emplace_back(Storage::allocate(o.nbytes, s.def->name.data()), o.dtype, o.shape,
                                  o.strides, 0);
-        s.run(f.scratch, f.results);
-        f.scratch.clear();
+        s.run(args, f.results);
+        release_args(s, args);
         for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(f.results[k]);
         f.results.clear();
         break;
       }
-      std::vector<Tensor> r = s.eval(f.scratch);
+      std::vector<Tensor> r = s.eval(args);
       if (s.replay_views && f.views[i].state != ViewReplay::State::Never)
-        f.views[i].record(f.scratch, r);
-      f.scratch.clear();  // holds no input past its step
+        f.views[i].record(args, r);
+      release_args(s, args);
       for (std::size_t k = 0; k < s.out.size(); ++k) f.vals[s.out[k]] = std::move(r[k]);
       break;
     }
@@ -760,7 +789,7 @@ void dump_step(const Executable::Step& s, const Executable::Frame& f, std::int64
 // its inputs and outputs (after a run: the other values were released by
 // their steps), so that a frame keeps nothing alive.
 void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
-                 Executable::Frame& f, bool all) {
+                 std::span<const Executable::Step> steps, Executable::Frame& f, bool all) {
   auto bound = [&](ir::ValueId v) {
     const ir::NodeKind k = g.producer(v).kind;
     return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
@@ -768,7 +797,8 @@ void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
   if (all) {  // after a step raised: also what it was given and made
     for (std::size_t i = 0; i < g.values.size(); ++i)
       if (!bound(ir::ValueId{i})) f.vals[ir::ValueId{i}] = Tensor();
-    f.scratch.clear();
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      if (steps[i].kind == Executable::Step::Kind::Op) release_args(steps[i], f.args[i]);
     f.results.clear();
     return;
   }
@@ -803,10 +833,10 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
       }
       if (!taken) outs = take_outputs(graph_, leaf_values_, *f);
     } catch (...) {
-      clear_frame(graph_, input_values_, *f, true);
+      clear_frame(graph_, input_values_, steps_, *f, true);
       throw;
     }
-    clear_frame(graph_, input_values_, *f, false);
+    clear_frame(graph_, input_values_, steps_, *f, false);
   }
   if (f->source->recording()) {
     const std::int64_t bytes = f->source->plan();
