@@ -946,7 +946,6 @@ void index_copy_into(Tensor out, const IndexCopy::Attrs& a, Inputs in) {
 void IndexCopy::run(const Attrs& a, Inputs in, Inputs out) { index_copy_into(out[0], a, in); }
 
 void IndexCopy::update(const Attrs& a, Inputs in) {
-  const TypeList t = infer(a, types_of(in));
   MS_CHECK(in[0].is_contiguous(), ValueError,
            "index_copy: an in-place update needs a contiguous x, got a strided view of shape ",
            in[0].shape());

@@ -115,8 +115,10 @@ struct GradContext {
 using GradFn = std::function<std::vector<Tensor>(const GradContext&)>;
 /// Evaluation: the concrete outputs for concrete inputs and attributes.
 using EvalFn = std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)>;
-/// In-place evaluation: writes the single output into the first input (a
-/// contiguous tensor of the output's type) instead of a new tensor.
+/// In-place evaluation: writes output k into input k (a contiguous tensor of
+/// the output's type) instead of a new tensor. Called on inputs whose types
+/// `infer` accepted (a compiled graph's step): it checks only what values
+/// and layouts can tell.
 using UpdateFn = std::function<void(std::span<const Tensor>, const Attrs&)>;
 /// `eval` with its attributes already read: what the jit's executor runs for a
 /// step, so that a call does not parse the attribute map again.
