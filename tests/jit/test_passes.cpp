@@ -900,6 +900,20 @@ TEST_SUITE("jit") {
     }
   }
 
+  TEST_CASE("a run-form step that raises leaves the next call of its graph whole") {
+    const Tensor table = arange(0, 12).to(float32).reshape({6, 2});
+    auto f = jit([&](const Tensor& ids) { return Tensor(index_select(table, 0, ids) * 2.f); });
+    const Tensor good = tensor({5, 0, 3}), bad = tensor({1, 6, 2});
+    const Tensor want = index_select(table, 0, good) * 2.f;
+    CHECK(allclose(f(good), want, 0, 0));
+    CHECK(allclose(f(good), want, 0, 0));  // the planned arena
+    CHECK_THROWS_WITH_AS(f(bad), doctest::Contains("index_select: index[1] = 6 is out of range"),
+                         IndexError);
+    CHECK(allclose(f(good), want, 0, 0));
+    CHECK(allclose(f(tensor({4, 4, 1})), index_select(table, 0, tensor({4, 4, 1})) * 2.f, 0, 0));
+    CHECK(f.compile_count() == 1);
+  }
+
   TEST_CASE("an in-place op update of a capture recasts another graph's kept cast of it") {
     Generator gen(6);
     Tensor c = uniform({4, 8}, -1.0, 1.0, gen, float32);
