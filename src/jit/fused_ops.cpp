@@ -163,8 +163,8 @@ std::vector<Tensor> MaxPool2x2GradIndex::eval(const Attrs& a, std::span<const Te
 
 // ---------------------------------------------------------------- matmul_bias
 
-std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const TensorType> in) {
-  std::vector<TensorType> out = ops::Matmul::infer(a, in.first(2));
+std::vector<TensorType> MatmulBias::infer(const Attrs&, std::span<const TensorType> in) {
+  std::vector<TensorType> out = ops::Matmul::infer({}, in.first(2));
   MS_CHECK(in[0].dtype == DType::Float32, TypeError, name, ": lhs dtype ", in[0].dtype,
            " must be float32");
   MS_CHECK(in[1].shape.rank() == 2 && in[0].shape.rank() >= 2, ShapeError, name, ": lhs ",
@@ -181,14 +181,14 @@ std::vector<TensorType> MatmulBias::infer(const Attrs& a, std::span<const Tensor
 // As matmul: lhs rows one after another (a copy otherwise), so its batch is
 // one product of all its rows with the shared rhs, read as stored or
 // transposed (a copy when neither).
-void MatmulBias::run(const Attrs&, std::span<const Tensor> in, std::span<const Tensor> outs) {
+void MatmulBias::run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> outs) {
   const Tensor& out = outs[0];
   if (out.numel() == 0) return;
   const Tensor x = in[0].contiguous(), bias = in[2].contiguous();
   const ops::detail::GemmOperand w = ops::detail::gemm_operand(in[1]);
   const std::int64_t k = w.t.dim(0), n = w.t.dim(1), m = out.numel() / n;
   kernels::gemm_bias(false, w.trans, m, n, k, x.data<float>(), std::max<std::int64_t>(k, 1),
-                     w.t.data<float>(), w.ld, bias.data<float>(), out.data<float>(), n);
+                     w.t.data<float>(), w.ld, bias.data<float>(), out.data<float>(), n, a.relu);
 }
 
 // ---------------------------------------------------------------- matmul_scale_add

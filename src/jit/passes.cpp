@@ -570,11 +570,48 @@ bool fuse_matmul_bias(Node& n, FusionSite& s) {
       continue;
     n.def = &fused::def<fused::MatmulBias>();
     n.ew_id = -1;
-    n.attrs = {};  // matmul_bias has none; the add's (func_id, ...) are not its
+    n.attrs = {};  // relu off; the add's (func_id, ...) are not matmul_bias's
     n.inputs = {mm.inputs[0], mm.inputs[1], bv};
     return true;
   }
   return false;
+}
+
+// relu(matmul_bias(a, b, bias)) -> matmul_bias{relu}(a, b, bias): relu
+// applied to each tile with its bias. Besides the relu, the sum may be read
+// only as the second input of relu_grad nodes after it (a training graph's
+// backward), which then read the relu's result instead: relu(x) > 0 exactly
+// where x > 0. The same conditions as matmul_bias on split points and
+// recompute regions.
+bool fuse_matmul_bias_relu(Node& n, FusionSite& s) {
+  if (!is_single(n, ops::def_of<ops::Relu>()) || n.inputs.size() != 1 || n.attrs.has("split_op"))
+    return false;
+  const ValueId mv = n.inputs[0], y = n.outputs[0];
+  const Node& mm = s.g.producer(mv);
+  if (!is_single(mm, fused::def<fused::MatmulBias>()) || s.is_output[mv] ||
+      attrs_of<fused::MatmulBias>(mm).relu || mm.recompute_region != n.recompute_region ||
+      mm.recomputed != n.recomputed || s.g.value(mv).type != s.g.value(y).type)
+    return false;
+  const auto at = static_cast<std::size_t>(&n - s.g.nodes.data());
+  std::vector<NodeId> grads;
+  for (NodeId r : s.consumers[mv]) {
+    if (r.index() == at) continue;
+    const Node& rg = s.g.node(r);
+    if (r.index() < at || !is_single(rg, ops::def_of<ops::ReluGrad>()) || rg.inputs.size() != 2 ||
+        rg.inputs[0] == mv || rg.inputs[1] != mv)
+      return false;
+    grads.push_back(r);
+  }
+  for (NodeId r : grads) {
+    s.g.nodes[r.index()].inputs[1] = y;
+    s.consumers[y].push_back(r);
+  }
+  s.consumers[mv].clear();
+  n.def = &fused::def<fused::MatmulBias>();
+  n.ew_id = -1;
+  n.attrs = ops::attrs_to(fused::MatmulBias::Attrs{.relu = true});
+  n.inputs = mm.inputs;
+  return true;
 }
 
 // add(mul(c, s), matmul(a, b)) -> matmul_scale_add(c, a, b){s} (float32, a
@@ -756,6 +793,7 @@ constexpr FusionRule kFusionRules[] = {
     {"relu_grad(max_pool2d_grad(relu(y), gy), y)", fuse_pool_grad_relu},
     {"relu(conv2d(x, w))", fuse_conv_relu},
     {"add(matmul(a, b), bias)", fuse_matmul_bias},
+    {"relu(matmul_bias(a, b, bias))", fuse_matmul_bias_relu},
     {"add(mul(c, s), matmul(a, b))", fuse_matmul_scale_add},
     {"sub(d, mul(t, matmul_scale_add(c, a, b)))", fuse_matmul_scale_sub},
     {"max_pool2d(conv2d(x, w), 2)", fuse_conv_pool},

@@ -787,14 +787,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 
 void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-               const float* bias, float* c, std::int64_t ldc) noexcept {
+               const float* bias, float* c, std::int64_t ldc, bool relu) noexcept {
   if (m <= 0 || n <= 0) return;
   // The products gemm_impl gives libxsmm take the bias inside (those on the
   // row kernels there stay on them here too).
   if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
       libxsmm_sizes(default_route(), m, n, k) &&
       detail::libxsmm_sgemm(trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc,
-                            {.bias = bias}))
+                            {.bias = bias, .relu = relu}))
     return;
   gemm_impl(default_route(), trans_a, trans_b, m, n, k, 1.f, a, lda, b, ldb, 0.f, c, ldc);
   const double flops = static_cast<double>(m) * static_cast<double>(n);
@@ -803,10 +803,7 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                    1, static_cast<std::int64_t>(kFlopsPerThread /
                                                 std::max(1.0, flops / static_cast<double>(m)))),
                [&](std::int64_t r0, std::int64_t r1) {
-                 for (std::int64_t i = r0; i < r1; ++i) {
-                   float* row = c + i * ldc;
-                   for (std::int64_t j = 0; j < n; ++j) row[j] += bias[j];
-                 }
+                 detail::add_bias(c + r0 * ldc, ldc, r1 - r0, n, bias, relu);
                });
 }
 

@@ -50,6 +50,23 @@ BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, 
 /// rows x cols of C = C * scale + P (P's rows ldp apart): a row multiplied,
 /// then P's row added, in two passes, so each element rounds twice, as the
 /// elementwise ops mul and add round it.
+/// rows x cols of C += bias (one value per column), then with `relu` each
+/// value v of C becomes v < 0 ? 0 : v (ms::relu's rule: NaN and -0 kept).
+inline void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols,
+                     const float* bias, bool relu) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = c + r * ldc;
+    if (relu) {
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float v = row[j] + bias[j];
+        row[j] = v < 0.f ? 0.f : v;
+      }
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    }
+  }
+}
+
 inline void scale_add(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, float scale,
                       const float* p, std::int64_t ldp) {
   for (std::int64_t i = 0; i < rows; ++i) {
@@ -83,6 +100,8 @@ inline void sub_scaled(float* d, std::int64_t ldd, std::int64_t rows, std::int64
 struct SgemmEpilogue {
   /// When not null, n floats: C = op(A) op(B) + bias[j] in column j.
   const float* bias = nullptr;
+  /// With bias: then relu of that (add_bias).
+  bool relu = false;
   /// When set: C = C * scale + op(A) op(B) (C multiplied, then the product
   /// added). Only for products whose k is summed in one group of chunks (see
   /// kGroupChunks), else libxsmm_sgemm returns false.

@@ -505,6 +505,41 @@ TEST_SUITE("jit") {
     }
   }
 
+  TEST_CASE("matmul fusion: relu of a product with its bias joins it, with relu_grad, bitwise") {
+    // Dense layers with relu as a training step traces them: value_and_grad
+    // of relu(x W + b) . c, whose backward reads the sum in relu_grad.
+    const std::vector<std::vector<Shape>> cases{{{64, 48}, {48, 40}, {40}, {64, 40}},
+                                                {{1, 48}, {48, 40}, {40}, {1, 40}},
+                                                {{3, 5}, {5, 6}, {6}, {3, 6}}};
+    for (const auto& shapes : cases) {
+      CAPTURE(shapes[0]);
+      auto loss = [](const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& c) {
+        return sum(relu(matmul(x, w) + b) * c);
+      };
+      ir::Graph g = trace(
+          [&](auto& in) {
+            auto [l, grads] = value_and_grad(loss, {.position = std::vector<int>{0, 1, 2}})(
+                in[0], in[1], in[2], in[3]);
+            std::vector<Tensor> out{l, relu(matmul(in[0], in[1]) + in[2])};
+            out.insert(out.end(), grads.begin(), grads.end());
+            return out;
+          },
+          shapes);
+      std::vector<Tensor> x;
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        x.push_back(
+            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 90 + static_cast<unsigned>(i)));
+      const auto want = run(g, x);
+      compiler::fuse_activations(g);
+      ir::verify(g);
+      CHECK(g.count_op("relu") == 0);
+      CHECK(ir::to_string(g).find("{relu=true}") != std::string::npos);
+      const auto got = run(g, x);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(bits(got[i]) == bits(want[i]));
+    }
+  }
+
   TEST_CASE("matmul fusion leaves a product read elsewhere, other biases and other dtypes") {
     const std::vector<Shape> shapes{{2, 8, 16}, {16, 12}, {8, 12}, {12}};
     ir::Graph g = trace(

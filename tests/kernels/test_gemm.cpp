@@ -511,7 +511,7 @@ TEST_SUITE("kernels") {
       }
   }
 
-  TEST_CASE("gemm_bias: bitwise gemm then the bias added to each row, on 1 and 2 threads") {
+  TEST_CASE("gemm_bias: bitwise gemm then the bias added to each row (and relu), 1 and 2 threads") {
     ThreadGuard guard;
     std::mt19937 gen(9);
     // libxsmm's sizes (several chunks and groups of k, edge panels and tasks,
@@ -537,12 +537,20 @@ TEST_SUITE("kernels") {
         for (std::int64_t i = 0; i < p.m; ++i)
           for (std::int64_t j = 0; j < p.n; ++j)
             want[static_cast<std::size_t>(i * p.n + j)] += bias[static_cast<std::size_t>(j)];
+        // With relu: ms::relu's rule (v < 0 ? 0 : v) on each sum.
+        std::vector<float> want_relu = want;
+        for (float& v : want_relu) v = v < 0.f ? 0.f : v;
+        CHECK(std::count(want_relu.begin(), want_relu.end(), 0.f) > 0);
         for (const int threads : {1, 2}) {
           ms::set_num_threads(threads);
-          std::vector<float> got(want.size(), std::nanf(""));
-          ms::kernels::gemm_bias(false, tb, p.m, p.n, p.k, a.data(), p.k, b.data(), ldb,
-                                 bias.data(), got.data(), p.n);
-          CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          for (const bool relu : {false, true}) {
+            CAPTURE(relu);
+            std::vector<float> got(want.size(), std::nanf(""));
+            ms::kernels::gemm_bias(false, tb, p.m, p.n, p.k, a.data(), p.k, b.data(), ldb,
+                                   bias.data(), got.data(), p.n, relu);
+            const std::vector<float>& w = relu ? want_relu : want;
+            CHECK(std::memcmp(got.data(), w.data(), got.size() * sizeof(float)) == 0);
+          }
         }
       }
   }

@@ -14,27 +14,34 @@
 
 namespace {
 
-// Dense then relu (or tanh): the pre-activation is kept for relu's gradient
+// Dense then relu, tanh or gelu. Relu's gradient reads the pre-activation as
+// traced (the passes then fuse the relu into the product and let its
+// gradient read the relu's result); gelu's always reads it, so it is kept
 // unless the layer is recomputed.
+enum class Act { Relu, Tanh, Gelu };
 struct Layer : ms::Cell<Layer> {
   ms::nn::Dense fc;
-  bool use_tanh;
-  Layer(std::int64_t in, std::int64_t out, bool tanh_act = false)
-      : fc(in, out), use_tanh(tanh_act) {
+  Act act;
+  Layer(std::int64_t in, std::int64_t out, Act a = Act::Relu) : fc(in, out), act(a) {
     register_cells("fc", fc);
   }
   ms::Tensor construct(const ms::Tensor& x) {
     const ms::Tensor h = fc(x);
-    return use_tanh ? ms::Tensor(ms::tanh(h)) : ms::Tensor(ms::relu(h));
+    switch (act) {
+      case Act::Tanh: return ms::tanh(h);
+      case Act::Gelu: return ms::gelu(h);
+      case Act::Relu: break;
+    }
+    return ms::relu(h);
   }
 };
 
-// `depth` layers of `width`.
+// `depth` layers of `width`, the odd ones with tanh, the even ones with `even`.
 struct Deep : ms::Cell<Deep> {
   std::vector<std::unique_ptr<Layer>> layers;
-  Deep(int depth, std::int64_t width) {
+  Deep(int depth, std::int64_t width, Act even = Act::Gelu) {
     for (int i = 0; i < depth; ++i) {
-      layers.push_back(std::make_unique<Layer>(width, width, i % 2 == 1));
+      layers.push_back(std::make_unique<Layer>(width, width, i % 2 == 1 ? Act::Tanh : even));
       register_cells(std::to_string(i), *layers.back());
     }
   }
@@ -71,7 +78,7 @@ struct DropNet : ms::Cell<DropNet> {
 // only it is marked).
 struct LayerPair : ms::Cell<LayerPair> {
   Layer inner1, inner2;
-  LayerPair() : inner1(5, 7), inner2(7, 4, true) {
+  LayerPair() : inner1(5, 7), inner2(7, 4, Act::Tanh) {
     register_cells("inner1", inner1, "inner2", inner2);
   }
   ms::Tensor construct(const ms::Tensor& x) { return inner2(inner1(x)) * 2.f; }
@@ -173,7 +180,7 @@ TEST_SUITE("nn.recompute") {
 
   TEST_CASE("grad(grad(f)) through a recomputed cell: equal to rounding") {
     ms::manual_seed(17);
-    Layer layer(4, 4, true);  // tanh: its second derivative is not zero
+    Layer layer(4, 4, Act::Tanh);  // its second derivative is not zero
     const ms::Tensor x = ms::normal({3, 4});
     auto loss = [&](const ms::Tensor& in) -> ms::Tensor {
       const ms::Tensor y = layer(in);
@@ -238,10 +245,9 @@ TEST_SUITE("nn.recompute") {
     CHECK(dump() == plain);
   }
 
-  TEST_CASE("a deep MLP: peak memory strictly lower with recompute (eager and jit)") {
-    ms::manual_seed(13);
-    Deep net(12, 512);
-    const ms::Tensor x = ms::normal({64, 512});
+  // The peak bytes of one training step of `net` on x: eager (mode 0), or a
+  // first jitted run in Bfs (1) or Dfs (2) order.
+  std::int64_t step_peak(Deep & net, const ms::Tensor& x, int mode) {
     auto step = [&](const ms::Tensor& in) {
       auto [loss, grads] = ms::value_and_grad(
           [&](const ms::Tensor& v) -> ms::Tensor {
@@ -252,24 +258,28 @@ TEST_SUITE("nn.recompute") {
       grads.push_back(loss);
       return grads;
     };
-    // The peak of one step. A jitted function's first run allocates each value
-    // as it runs (and frees it after its last reader); the memory plan it
-    // records sizes the arena of later runs. Eager grad runs its graph so too.
-    auto peak = [&](int mode) {
-      ms::memory_stats_reset_peak();
-      const std::int64_t before = ms::memory_stats().live_bytes;
-      if (mode == 0)
-        step(x);
-      else
-        ms::jit(step, {.exec_order = mode == 1 ? ms::ExecOrder::Bfs : ms::ExecOrder::Dfs})(x);
-      return ms::memory_stats().peak_bytes - before;
-    };
+    // A jitted function's first run allocates each value as it runs (and
+    // frees it after its last reader); the memory plan it records sizes the
+    // arena of later runs. Eager grad runs its graph so too.
+    ms::memory_stats_reset_peak();
+    const std::int64_t before = ms::memory_stats().live_bytes;
+    if (mode == 0)
+      step(x);
+    else
+      ms::jit(step, {.exec_order = mode == 1 ? ms::ExecOrder::Bfs : ms::ExecOrder::Dfs})(x);
+    return ms::memory_stats().peak_bytes - before;
+  }
+
+  TEST_CASE("a deep MLP: peak memory strictly lower with recompute (eager and jit)") {
+    ms::manual_seed(13);
+    Deep net(12, 512);
+    const ms::Tensor x = ms::normal({64, 512});
     for (int mode : {0, 1, 2}) {
       CAPTURE(mode);
       net.recompute_layers(false);
-      const std::int64_t plain = peak(mode);
+      const std::int64_t plain = step_peak(net, x, mode);
       net.recompute_layers(true);
-      const std::int64_t rc = peak(mode);
+      const std::int64_t rc = step_peak(net, x, mode);
       MESSAGE("mode ", mode, " peak bytes: plain ", plain, ", recompute ", rc);
       // Dfs computes every weight's gradient at the end, after the whole
       // input-gradient chain, so each layer's pre-activation gradient is kept
@@ -278,6 +288,26 @@ TEST_SUITE("nn.recompute") {
         CHECK(rc <= plain);
       else
         CHECK(rc < plain);
+    }
+  }
+
+  TEST_CASE("a deep MLP with relu keeps no pre-activation: its step peaks as the recomputed one") {
+    // relu's gradient reads the relu's result once the relu joins its
+    // product (matmul_bias{relu}), so nothing is left for recompute to free.
+    ms::manual_seed(13);
+    Deep gelu_net(12, 512), relu_net(12, 512, Act::Relu);
+    const ms::Tensor x = ms::normal({64, 512});
+    for (int mode : {0, 1}) {
+      CAPTURE(mode);
+      const std::int64_t gelu_plain = step_peak(gelu_net, x, mode);
+      gelu_net.recompute_layers(true);
+      const std::int64_t gelu_rc = step_peak(gelu_net, x, mode);
+      gelu_net.recompute_layers(false);
+      const std::int64_t relu_plain = step_peak(relu_net, x, mode);
+      MESSAGE("mode ", mode, " peak bytes: gelu ", gelu_plain, ", gelu recomputed ", gelu_rc,
+              ", relu ", relu_plain);
+      CHECK(relu_plain < gelu_plain);
+      CHECK(relu_plain <= gelu_rc);
     }
   }
 }

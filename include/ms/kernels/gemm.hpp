@@ -48,11 +48,12 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 
 /// C = op(A) * op(B) + bias (float32; `bias` holds n values, one per column
 /// of C), bitwise as `gemm` (alpha 1, beta 0) followed by adding the bias to
-/// each row: where gemm would run libxsmm's kernels, each tile of C gets its
-/// bias while still in cache (no second pass over C). Same requirements as gemm.
+/// each row, and with `relu` then relu (v < 0 ? 0 : v, as ms::relu): where
+/// gemm would run libxsmm's kernels, each tile of C gets its bias (and relu)
+/// while still in cache (no second pass over C). Same requirements as gemm.
 void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
-               const float* bias, float* c, std::int64_t ldc) noexcept;
+               const float* bias, float* c, std::int64_t ldc, bool relu = false) noexcept;
 
 /// C = C * scale + op(A) * op(B) (float32), bitwise as `gemm` (alpha 1, beta
 /// 0) into a temporary P followed by `scale_add` of P: where gemm would run

@@ -101,14 +101,20 @@ struct MaxPool2x2GradIndex {
 
 /// add(matmul(a, b), bias) as matmul_bias(a, b, bias): float32, b 2-D, bias
 /// [n] (b's columns); the bias is added to each tile of the product while it
-/// is in cache (kernels::gemm_bias), bitwise as the two ops.
+/// is in cache (kernels::gemm_bias), bitwise as the two ops. With `relu`,
+/// relu(add(matmul(a, b), bias)), relu applied in the same pass.
 struct MatmulBias {
   static constexpr std::string_view name = "matmul_bias";
   static constexpr std::string_view ir_name = "MatMulBias";
   static constexpr ops::OpKind kind = ops::OpKind::Linalg;
   static constexpr ops::Arity arity{3, 3};
   static constexpr ops::Props props = kFusedProps;
-  using Attrs = ops::NoAttrs;
+  struct Attrs {
+    /// relu of the result.
+    bool relu = false;
+    /// Each attribute by name, for dumps.
+    static void fields(auto&& visit) { visit("relu", &Attrs::relu); }
+  };
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
   static void run(const Attrs& a, std::span<const Tensor> in, std::span<const Tensor> out);
 };
