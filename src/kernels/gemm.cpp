@@ -789,7 +789,7 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
                const float* bias, float* c, std::int64_t ldc, bool relu) noexcept {
   if (m <= 0 || n <= 0) return;
-  // The products gemm_impl gives libxsmm take the bias inside (those on the
+  // The products gemm_impl gives libxsmm take the bias (and relu) inside (those on the
   // row kernels there stay on them here too).
   if (!on_row_kernels<float>(trans_a, trans_b, m, n, k, lda) &&
       libxsmm_sizes(default_route(), m, n, k) &&

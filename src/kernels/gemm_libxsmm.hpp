@@ -47,9 +47,6 @@ BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, 
                                  std::int64_t k, std::int64_t lda, std::int64_t ldb,
                                  std::int64_t ldc) noexcept;
 
-/// rows x cols of C = C * scale + P (P's rows ldp apart): a row multiplied,
-/// then P's row added, in two passes, so each element rounds twice, as the
-/// elementwise ops mul and add round it.
 /// rows x cols of C += bias (one value per column), then with `relu` each
 /// value v of C becomes v < 0 ? 0 : v (ms::relu's rule: NaN and -0 kept).
 inline void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols,
@@ -67,6 +64,9 @@ inline void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t
   }
 }
 
+/// rows x cols of C = C * scale + P (P's rows ldp apart): a row multiplied,
+/// then P's row added, in two passes, so each element rounds twice, as the
+/// elementwise ops mul and add round it.
 inline void scale_add(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, float scale,
                       const float* p, std::int64_t ldp) {
   for (std::int64_t i = 0; i < rows; ++i) {
