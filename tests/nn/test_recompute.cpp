@@ -18,19 +18,19 @@ namespace {
 // traced (the passes then fuse the relu into the product and let its
 // gradient read the relu's result); gelu's always reads it, so it is kept
 // unless the layer is recomputed.
-enum class Act { Relu, Tanh, Gelu };
+enum class LayerAct { Relu, Tanh, Gelu };
 struct Layer : ms::Cell<Layer> {
   ms::nn::Dense fc;
-  Act act;
-  Layer(std::int64_t in, std::int64_t out, Act a = Act::Relu) : fc(in, out), act(a) {
+  LayerAct act;
+  Layer(std::int64_t in, std::int64_t out, LayerAct a = LayerAct::Relu) : fc(in, out), act(a) {
     register_cells("fc", fc);
   }
   ms::Tensor construct(const ms::Tensor& x) {
     const ms::Tensor h = fc(x);
     switch (act) {
-      case Act::Tanh: return ms::tanh(h);
-      case Act::Gelu: return ms::gelu(h);
-      case Act::Relu: break;
+      case LayerAct::Tanh: return ms::tanh(h);
+      case LayerAct::Gelu: return ms::gelu(h);
+      case LayerAct::Relu: break;
     }
     return ms::relu(h);
   }
@@ -39,9 +39,9 @@ struct Layer : ms::Cell<Layer> {
 // `depth` layers of `width`, the odd ones with tanh, the even ones with `even`.
 struct Deep : ms::Cell<Deep> {
   std::vector<std::unique_ptr<Layer>> layers;
-  Deep(int depth, std::int64_t width, Act even = Act::Gelu) {
+  Deep(int depth, std::int64_t width, LayerAct even = LayerAct::Gelu) {
     for (int i = 0; i < depth; ++i) {
-      layers.push_back(std::make_unique<Layer>(width, width, i % 2 == 1 ? Act::Tanh : even));
+      layers.push_back(std::make_unique<Layer>(width, width, i % 2 == 1 ? LayerAct::Tanh : even));
       register_cells(std::to_string(i), *layers.back());
     }
   }
@@ -78,7 +78,7 @@ struct DropNet : ms::Cell<DropNet> {
 // only it is marked).
 struct LayerPair : ms::Cell<LayerPair> {
   Layer inner1, inner2;
-  LayerPair() : inner1(5, 7), inner2(7, 4, Act::Tanh) {
+  LayerPair() : inner1(5, 7), inner2(7, 4, LayerAct::Tanh) {
     register_cells("inner1", inner1, "inner2", inner2);
   }
   ms::Tensor construct(const ms::Tensor& x) { return inner2(inner1(x)) * 2.f; }
@@ -180,7 +180,7 @@ TEST_SUITE("nn.recompute") {
 
   TEST_CASE("grad(grad(f)) through a recomputed cell: equal to rounding") {
     ms::manual_seed(17);
-    Layer layer(4, 4, Act::Tanh);  // its second derivative is not zero
+    Layer layer(4, 4, LayerAct::Tanh);  // its second derivative is not zero
     const ms::Tensor x = ms::normal({3, 4});
     auto loss = [&](const ms::Tensor& in) -> ms::Tensor {
       const ms::Tensor y = layer(in);
@@ -295,7 +295,7 @@ TEST_SUITE("nn.recompute") {
     // relu's gradient reads the relu's result once the relu joins its
     // product (matmul_bias{relu}), so nothing is left for recompute to free.
     ms::manual_seed(13);
-    Deep gelu_net(12, 512), relu_net(12, 512, Act::Relu);
+    Deep gelu_net(12, 512), relu_net(12, 512, LayerAct::Relu);
     const ms::Tensor x = ms::normal({64, 512});
     for (int mode : {0, 1}) {
       CAPTURE(mode);
