@@ -31,6 +31,15 @@ std::vector<Tensor> run(const ir::Graph& g, const std::vector<Tensor>& in) {
   return compiler::Executable(g).run(in);
 }
 
+// float32 inputs of `shapes`, uniform in [-2, 2], input i drawn with seed + i.
+std::vector<Tensor> random_inputs(const std::vector<Shape>& shapes, unsigned seed) {
+  std::vector<Tensor> x;
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    x.push_back(
+        ms::test::random_tensor(float32, shapes[i], {-2, 2}, seed + static_cast<unsigned>(i)));
+  return x;
+}
+
 bool same(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (std::size_t i = 0; i < a.size(); ++i)
@@ -489,10 +498,7 @@ TEST_SUITE("jit") {
                                        in[3] + matmul(in[0], in[2])};
           },
           shapes);
-      std::vector<Tensor> x;
-      for (std::size_t i = 0; i < shapes.size(); ++i)
-        x.push_back(
-            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 70 + static_cast<unsigned>(i)));
+      const std::vector<Tensor> x = random_inputs(shapes, 70);
       const auto want = run(g, x);
       compiler::fuse_activations(g);
       ir::verify(g);
@@ -525,10 +531,7 @@ TEST_SUITE("jit") {
             return out;
           },
           shapes);
-      std::vector<Tensor> x;
-      for (std::size_t i = 0; i < shapes.size(); ++i)
-        x.push_back(
-            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 90 + static_cast<unsigned>(i)));
+      const std::vector<Tensor> x = random_inputs(shapes, 90);
       const auto want = run(g, x);
       compiler::fuse_activations(g);
       ir::verify(g);
@@ -571,10 +574,7 @@ TEST_SUITE("jit") {
                                        matmul(at, in[2]) + 3 * in[0]};
           },
           shapes);
-      std::vector<Tensor> x;
-      for (std::size_t i = 0; i < shapes.size(); ++i)
-        x.push_back(
-            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 80 + static_cast<unsigned>(i)));
+      const std::vector<Tensor> x = random_inputs(shapes, 80);
       const auto want = run(g, x);
       compiler::fuse_activations(g);
       ir::verify(g);
@@ -614,10 +614,7 @@ TEST_SUITE("jit") {
             return std::vector<Tensor>{in[1] - in[4] * sum, sum};
           },
           shapes);
-      std::vector<Tensor> x;
-      for (std::size_t i = 0; i < shapes.size(); ++i)
-        x.push_back(
-            ms::test::random_tensor(float32, shapes[i], {-2, 2}, 90 + static_cast<unsigned>(i)));
+      const std::vector<Tensor> x = random_inputs(shapes, 90);
       const auto want = run(g, x);
       compiler::fuse_activations(g);
       ir::verify(g);
