@@ -132,6 +132,16 @@ struct SourceScope {
 }  // namespace
 
 namespace {
+// Whether value v is a capture or a constant: bound once per frame, never
+// released by a step.
+bool capture_or_const(const ir::Graph& g, ir::ValueId v) {
+  const ir::NodeKind k = g.producer(v).kind;
+  return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
+}
+
+// Bit k of a step's input mask (take_in, fixed_in; inputs past the 64th have none).
+bool step_bit(std::uint64_t mask, std::size_t k) { return k < 64 && (mask >> k & 1) != 0; }
+
 // The file-name stem of node `i` when it is dumped ("MatMul.3", or with the
 // marked cells it was traced in, "Block-Dense.MatMul.3"); "" when it is not.
 std::string dump_stem(const ir::Node& n, std::size_t i) {
@@ -337,15 +347,12 @@ Executable::Executable(ir::Graph g) : graph_(std::move(g)) {
   plan_in_place_updates();
   plan_kept_casts();
   plan_bound_views();
-  ir::IdTable<ir::ValueId, bool> fixed(G.values.size(), false);
-  for (const ir::Node& n : G.nodes)
-    if (n.kind == ir::NodeKind::Capture || n.kind == ir::NodeKind::Const)
-      fixed[n.outputs[0]] = true;
-  for (const auto& bv : bound_views_) fixed[bv.first] = true;
+  ir::IdTable<ir::ValueId, bool> bound_view(G.values.size(), false);
+  for (const auto& bv : bound_views_) bound_view[bv.first] = true;
   for (Step& s : steps_) {
     if (s.kind != Step::Kind::Op) continue;
     for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
-      if (fixed[s.in[k]]) s.fixed_in |= std::uint64_t{1} << k;
+      if (capture_or_const(G, s.in[k]) || bound_view[s.in[k]]) s.fixed_in |= std::uint64_t{1} << k;
     if (s.in_place.valid() || s.kept >= 0 || !s.dump.empty()) continue;
     for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
       if (std::count(s.in.begin(), s.in.end(), s.in[k]) == 1 &&
@@ -626,8 +633,8 @@ std::unique_ptr<Executable::Frame> Executable::take_frame() const {
     const Step& s = steps_[i];
     if (s.kind != Step::Kind::Op) continue;
     f->args[i].resize(s.in.size());
-    for (std::size_t k = 0; k < s.in.size() && k < 64; ++k)
-      if ((s.fixed_in >> k & 1) != 0) f->args[i][k] = f->vals[s.in[k]];
+    for (std::size_t k = 0; k < s.in.size(); ++k)
+      if (step_bit(s.fixed_in, k)) f->args[i][k] = f->vals[s.in[k]];
   }
   return f;
 }
@@ -700,7 +707,7 @@ bool replay_views(const Executable::Step& s, std::size_t i, Executable::Frame& f
 // input past its step.
 void release_args(const Executable::Step& s, std::vector<Tensor>& args) {
   for (std::size_t k = 0; k < args.size(); ++k)
-    if (k >= 64 || (s.fixed_in >> k & 1) == 0) args[k] = Tensor();
+    if (!step_bit(s.fixed_in, k)) args[k] = Tensor();
 }
 
 void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
@@ -734,9 +741,9 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
       if (s.replay_views && replay_views(s, i, f)) break;
       std::vector<Tensor>& args = f.args[i];
       for (std::size_t k = 0; k < s.in.size(); ++k) {
-        if (k < 64 && (s.fixed_in >> k & 1) != 0) continue;
+        if (step_bit(s.fixed_in, k)) continue;
         Tensor& x = f.vals[s.in[k]];
-        if (k < 64 && (s.take_in >> k & 1) != 0)
+        if (step_bit(s.take_in, k))
           args[k] = std::move(x);
         else
           args[k] = x;
@@ -790,13 +797,9 @@ void dump_step(const Executable::Step& s, const Executable::Frame& f, std::int64
 // their steps), so that a frame keeps nothing alive.
 void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
                  std::span<const Executable::Step> steps, Executable::Frame& f, bool all) {
-  auto bound = [&](ir::ValueId v) {
-    const ir::NodeKind k = g.producer(v).kind;
-    return k == ir::NodeKind::Capture || k == ir::NodeKind::Const;
-  };
   if (all) {  // after a step raised: also what it was given and made
     for (std::size_t i = 0; i < g.values.size(); ++i)
-      if (!bound(ir::ValueId{i})) f.vals[ir::ValueId{i}] = Tensor();
+      if (!capture_or_const(g, ir::ValueId{i})) f.vals[ir::ValueId{i}] = Tensor();
     for (std::size_t i = 0; i < steps.size(); ++i)
       if (steps[i].kind == Executable::Step::Kind::Op) release_args(steps[i], f.args[i]);
     f.results.clear();
@@ -804,7 +807,7 @@ void clear_frame(const ir::Graph& g, std::span<const ir::ValueId> input_values,
   }
   for (ir::ValueId v : input_values) f.vals[v] = Tensor();
   for (ir::ValueId v : g.outputs)
-    if (!bound(v)) f.vals[v] = Tensor();
+    if (!capture_or_const(g, v)) f.vals[v] = Tensor();
 }
 
 }  // namespace
