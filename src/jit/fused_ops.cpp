@@ -200,8 +200,11 @@ std::vector<TensorType> MatmulScaleAdd::infer(const Attrs&, std::span<const Tens
   const bool with_d = in.size() == 5;
   const std::span<const TensorType> ab = in.subspan(with_d ? 2 : 1, 2);
   std::vector<TensorType> out = ops::Matmul::infer({}, ab);
-  MS_CHECK(ab[0].dtype == DType::Float32, TypeError, name, ": a's dtype ", ab[0].dtype,
-           " must be float32");
+  MS_CHECK(ab[0].dtype == DType::Float32 || ab[0].dtype == DType::BFloat16, TypeError, name,
+           ": a's dtype ", ab[0].dtype, " must be float32 or bfloat16");
+  // A bfloat16 product (rounded to bfloat16, as matmul rounds it) is added
+  // to a float32 c.
+  out[0].dtype = DType::Float32;
   MS_CHECK(ab[0].shape.rank() == 2 && ab[1].shape.rank() == 2, ShapeError, name, ": a ",
            ab[0].shape, " and b ", ab[1].shape, " must be 2-D");
   MS_CHECK(in[0] == out[0], ShapeError, name, ": c ", in[0].dtype, in[0].shape,
@@ -217,7 +220,8 @@ std::vector<TensorType> MatmulScaleAdd::infer(const Attrs&, std::span<const Tens
 
 namespace {
 // c = c * scale + a b, then d = d - t * c when there is a d, on c and d
-// (dense float32 [m, n]); `in` as the op's.
+// (dense float32 [m, n]); `in` as the op's. A bfloat16 product is made
+// (rounded to bfloat16) and then combined in one pass over c and d.
 void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, const Tensor& d,
                        std::span<const Tensor> in) {
   const std::int64_t m = c.dim(0), n = c.dim(1);
@@ -228,6 +232,11 @@ void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, cons
   const auto scale = static_cast<float>(attrs.scale);
   const float t = with_d ? in[4].item<float>() : 0.f;
   float* dp = with_d ? d.data<float>() : nullptr;
+  if (a_in.dtype() == DType::BFloat16) {
+    const Tensor p = ops::Matmul::eval({}, std::array<Tensor, 2>{a_in, b_in})[0];
+    kernels::scale_add(m, n, scale, p.data<bfloat16_t>(), n, c.data<float>(), n, dp, n, t);
+    return;
+  }
   const ops::detail::GemmOperand a = ops::detail::gemm_operand(a_in);
   const ops::detail::GemmOperand b = ops::detail::gemm_operand(b_in);
   if (kernels::gemm_scale_add(a.trans, b.trans, m, n, a_in.dim(1), a.t.data<float>(), a.ld,

@@ -618,8 +618,10 @@ bool fuse_matmul_bias_relu(Node& n, FusionSite& s) {
 // and b 2-D, c of the product's type, s a number; the product and c * s read
 // by the add alone): c * s + the product with each tile of c combined while in
 // cache, and in place when the add's result is assigned to c (a Momentum
-// update). The same conditions as matmul_bias on split points and recompute
-// regions.
+// update). Also add(mul(c, s), cast(matmul(a, b))) with a bfloat16 product
+// cast to float32 (read by the cast alone): amp O2's Momentum update of a
+// float32 master weight. The same conditions as matmul_bias on split points
+// and recompute regions.
 bool fuse_matmul_scale_add(Node& n, FusionSite& s) {
   if (!is_single(n, ops::def_of<ops::Add>()) || n.inputs.size() != 2 || n.attrs.has("split_op"))
     return false;
@@ -629,9 +631,22 @@ bool fuse_matmul_scale_add(Node& n, FusionSite& s) {
     return !p.attrs.has("split_op") && p.recompute_region == n.recompute_region &&
            p.recomputed == n.recomputed;
   };
+  // The matmul making mv, or the bfloat16 one a cast of mv reads.
+  const auto product = [&](ValueId mv) -> const Node& {
+    const Node& p = s.g.producer(mv);
+    if (!is_single(p, ops::def_of<ops::Cast>()) || p.inputs.size() != 1 || !same_region(p))
+      return p;
+    const ValueId pv = p.inputs[0];
+    const Node& mm = s.g.producer(pv);
+    const ops::TensorType& pt = s.g.value(pv).type;
+    return pt.dtype == DType::BFloat16 && pt.shape == out.shape && s.only_reader(pv) &&
+                   is_single(mm, ops::def_of<ops::Matmul>())
+               ? mm
+               : p;
+  };
   for (std::size_t side = 0; side < 2; ++side) {
     const ValueId mv = n.inputs[side], sv = n.inputs[1 - side];
-    const Node& mm = s.g.producer(mv);
+    const Node& mm = product(mv);
     const Node& mul = s.g.producer(sv);
     if (!is_single(mm, ops::def_of<ops::Matmul>()) || !s.only_reader(mv) || !same_region(mm) ||
         !is_single(mul, ops::def_of<ops::Mul>()) || mul.inputs.size() != 2 || !s.only_reader(sv) ||

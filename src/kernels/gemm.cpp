@@ -818,8 +818,11 @@ bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
              {.scale_add = true, .scale = scale, .d = d, .ldd = ldd, .sub_scale = sub_scale});
 }
 
-void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
-               float* c, std::int64_t ldc, float* d, std::int64_t ldd, float sub_scale) noexcept {
+namespace {
+template <class P>
+void scale_add_rows(std::int64_t rows, std::int64_t cols, float scale, const P* p, std::int64_t ldp,
+                    float* c, std::int64_t ldc, float* d, std::int64_t ldd,
+                    float sub_scale) noexcept {
   if (rows <= 0 || cols <= 0) return;
   const auto grain =
       static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / static_cast<double>(cols)));
@@ -828,6 +831,18 @@ void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p
     if (d != nullptr)
       detail::sub_scaled(d + r0 * ldd, ldd, r1 - r0, cols, sub_scale, c + r0 * ldc, ldc);
   });
+}
+}  // namespace
+
+void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
+               float* c, std::int64_t ldc, float* d, std::int64_t ldd, float sub_scale) noexcept {
+  scale_add_rows(rows, cols, scale, p, ldp, c, ldc, d, ldd, sub_scale);
+}
+
+void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16_t* p,
+               std::int64_t ldp, float* c, std::int64_t ldc, float* d, std::int64_t ldd,
+               float sub_scale) noexcept {
+  scale_add_rows(rows, cols, scale, p, ldp, c, ldc, d, ldd, sub_scale);
 }
 
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,

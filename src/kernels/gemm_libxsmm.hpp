@@ -64,16 +64,18 @@ inline void add_bias(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t
   }
 }
 
-/// rows x cols of C = C * scale + P (P's rows ldp apart): a row multiplied,
-/// then P's row added, in two passes, so each element rounds twice, as the
-/// elementwise ops mul and add round it.
+/// rows x cols of C = C * scale + P (P's rows ldp apart; float32, or
+/// bfloat16 widened exactly): a row multiplied, then P's row added, in two
+/// passes, so each element rounds twice, as the elementwise ops mul and add
+/// (after a cast of P to float32) round it.
+template <class P>
 inline void scale_add(float* c, std::int64_t ldc, std::int64_t rows, std::int64_t cols, float scale,
-                      const float* p, std::int64_t ldp) {
+                      const P* p, std::int64_t ldp) {
   for (std::int64_t i = 0; i < rows; ++i) {
     float* row = c + i * ldc;
-    const float* prow = p + i * ldp;
+    const P* prow = p + i * ldp;
     for (std::int64_t j = 0; j < cols; ++j) row[j] *= scale;
-    for (std::int64_t j = 0; j < cols; ++j) row[j] += prow[j];
+    for (std::int64_t j = 0; j < cols; ++j) row[j] += static_cast<float>(prow[j]);
   }
 }
 

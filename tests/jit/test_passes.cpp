@@ -674,6 +674,41 @@ TEST_SUITE("jit") {
     }
   }
 
+  TEST_CASE(
+      "a bfloat16 product cast to float32 joins matmul_scale_add (amp O2's update), bitwise") {
+    // v = v * 0.9 + float(a^T b) with a, b bfloat16 (the product rounded to
+    // bfloat16, as matmul rounds it); w = w - lr * v; both assigned. With the
+    // bfloat16 product also read by a sum (a second reader), nothing fuses.
+    Generator g(9);
+    const Tensor a = cast(normal({32, 96}, 0.0, 1.0, g), bfloat16);
+    const Tensor b = cast(normal({32, 80}, 0.0, 1.0, g), bfloat16);
+    const Tensor lr = full({}, 0.05);
+    for (const bool product_read : {false, true}) {
+      CAPTURE(product_read);
+      Tensor v = normal({96, 80}, 0.0, 1.0, g), w = normal({96, 80}, 0.0, 1.0, g);
+      Tensor ve = v.clone(), we = w.clone();
+      auto step = [product_read](Tensor& vv, Tensor& ww, const Tensor& x, const Tensor& y,
+                                 const Tensor& rate) {
+        const Tensor p = matmul(x.transpose(0, 1), y);
+        const Tensor nv = vv * 0.9f + cast(p, float32);
+        const Tensor nw = ww - rate * nv;
+        vv.copy_(nv);
+        ww.copy_(nw);
+        return product_read ? cast(ms::sum(p), float32) : ms::sum(nw);
+      };
+      auto jitted = jit([&](const Tensor& x, const Tensor& y) { return step(v, w, x, y, lr); });
+      for (int i = 0; i < 2; ++i) {
+        const Tensor got = jitted(a, b), want = step(ve, we, a, b, lr);
+        CHECK(bits(got) == bits(want));
+        CHECK(bits(v) == bits(ve));
+        CHECK(bits(w) == bits(we));
+      }
+      const std::string dump = jitted.dump();
+      CHECK((dump.find("MatMulScaleAdd(") != std::string::npos) == !product_read);
+      if (!product_read) CHECK(dump.find("bf16[96,32], bf16[32,80]") != std::string::npos);
+    }
+  }
+
   TEST_CASE("a jitted Momentum step updates moments and weights in its products, bitwise eager") {
     // fc1's weight gradient [64, 48] (k = the batch, 32) is libxsmm's size,
     // fc2's [10, 64] Eigen's; each product updates its moment and its weight

@@ -510,6 +510,14 @@ TEST_SUITE("nn") {
       CHECK(std::abs(le - lj) <= 1e-3 * std::max(1.0, std::abs(le)));
     }
     CHECK(jitted.step.compile_count() == 1);
+    // Each weight's moment and master are updated in one pass after its
+    // bfloat16 gradient (matmul_scale_add); the biases' updates stay elementwise.
+    const std::string dump = jitted.step.dump();
+    int fused = 0;
+    for (auto at = dump.find("MatMulScaleAdd("); at != std::string::npos;
+         at = dump.find("MatMulScaleAdd(", at + 1))
+      ++fused;
+    CHECK(fused == 3);
     const auto pe = eager.net.parameters_and_names(), pj = jitted.net.parameters_and_names();
     REQUIRE(pe.size() == pj.size());
     for (std::size_t k = 0; k < pe.size(); ++k) {

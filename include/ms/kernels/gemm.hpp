@@ -77,6 +77,11 @@ bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
 void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p, std::int64_t ldp,
                float* c, std::int64_t ldc, float* d = nullptr, std::int64_t ldd = 0,
                float sub_scale = 0.f) noexcept;
+/// The same with P in bfloat16 (each element widened to float32 exactly, as a
+/// cast does): C = C * scale + float(P), then D = D - C * sub_scale.
+void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16_t* p,
+               std::int64_t ldp, float* c, std::int64_t ldc, float* d = nullptr,
+               std::int64_t ldd = 0, float sub_scale = 0.f) noexcept;
 
 /// The backend of float and double GEMM in this process, for reports and
 /// benchmarks: `name` is "libxsmm", "eigen" or "openblas"; `detail` says which

@@ -120,7 +120,9 @@ struct MatmulBias {
 };
 
 /// add(mul(c, s), matmul(a, b)) as matmul_scale_add(c, a, b){scale}: float32,
-/// a and b 2-D, c of the product's type, s a number (c * s + a b); and
+/// a and b 2-D, c of the product's type, s a number (c * s + a b), or a and b
+/// bfloat16 with the product cast to a float32 c (c * s + float(a b), amp
+/// O2's weight gradient); and
 /// sub(d, mul(t, that)) as a second output, matmul_scale_add(c, d, a, b, t)
 /// (d - t * (c * s + a b), d of c's type, t a 0-d float32 tensor: an
 /// optimizer's learning rate). Where kernels::gemm_scale_add takes the
@@ -129,7 +131,7 @@ struct MatmulBias {
 /// (bitwise the ops either way). Its update form writes output k into input
 /// k, so a compiled Momentum step's `v = v * momentum + x^T dy; w = w - lr * v`
 /// is one pass over v and w inside the product, and the gradient is never
-/// made.
+/// made (a bfloat16 gradient is made, then one pass takes v and w).
 struct MatmulScaleAdd {
   static constexpr std::string_view name = "matmul_scale_add";
   static constexpr std::string_view ir_name = "MatMulScaleAdd";
