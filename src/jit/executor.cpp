@@ -165,7 +165,9 @@ struct Executable::Step {
                                      ///< output k written into input k (their Assigns skipped)
   bool skip = false;                 ///< Assign: done in place by the step that computes its value
   /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
-  /// Fused with in_place: also writes kept copy `kept` (cast of the result).
+  /// Fused with in_place: also writes kept copy `kept` (cast of the result);
+  /// Op with in_place (matmul_scale_add of a bfloat16 product): also writes
+  /// kept copy `kept` (cast of its second output, d).
   int kept = -1;
   std::string dump;  ///< file-name stem when the op is marked by set_dump
   /// Op: a layout op that may return views (OpKind::Layout, may_alias): a
@@ -542,12 +544,23 @@ void Executable::plan_in_place_updates() {
 //  - the graph never writes c (the copy stays valid until c is written
 //    elsewhere), or
 //  - c is contiguous, its only write is the in-place fused update S
-//    (plan_in_place_updates) and every reader of X (or of a view of it) runs
-//    before S: S then also writes cast(result) into the copy in the same
-//    pass.
+//    (plan_in_place_updates), or the in-place matmul_scale_add S of a
+//    bfloat16 product writing c as its d with X bfloat16 (amp O2's Momentum
+//    update), and every reader of X (or of a view of it) runs before S: S
+//    then also writes cast(result) into the copy in the same pass.
 // X must not be a graph output (the caller would hold the copy). Before each
 // run a copy whose capture was written since (Storage::write_count: by
 // copy_, assign, set_data, a checkpoint load, another graph) is recast.
+namespace {
+// Whether step `s` is the in-place matmul_scale_add (c, d, a, b, t) of a
+// bfloat16 product, which can write a bfloat16 copy of d in its pass.
+bool writes_bf16_copy(const ir::Graph& G, const Executable::Step& s) {
+  return s.kind == Executable::Step::Kind::Op && s.in_place.valid() &&
+         s.def->name == "matmul_scale_add" && s.in.size() == 5 &&
+         G.value(s.in[2]).type.dtype == DType::BFloat16;
+}
+}  // namespace
+
 void Executable::plan_kept_casts() {
   const ir::Graph& G = graph_;
   const std::size_t nv = G.values.size();
@@ -560,6 +573,7 @@ void Executable::plan_kept_casts() {
     for (ir::ValueId v : s.in) users[v].push_back(i);
     if (s.kind == Step::Kind::Assign) ++assigns[s.in[0]];
     if (s.kind == Step::Kind::Fused && s.in_place.valid()) writer[s.in_place] = i;
+    if (writes_bf16_copy(G, s)) writer[s.in[1]] = i;
   }
   ir::IdTable<ir::ValueId, bool> is_output(nv, false);
   for (ir::ValueId v : G.outputs) is_output[v] = true;
@@ -581,7 +595,8 @@ void Executable::plan_kept_casts() {
       // ew_run_also converts from the update's output: a register type (float32, float64),
       // written densely (a strided capture is recast each run instead).
       if (assigns[c] != 1 || w == kNoStep || steps_[w].kept >= 0 ||
-          kernels::ew_register_type(from, "cast") != from || !cn.tensor.is_contiguous())
+          kernels::ew_register_type(from, "cast") != from || !cn.tensor.is_contiguous() ||
+          (steps_[w].kind == Step::Kind::Op && to != DType::BFloat16))
         continue;
       if (std::any_of(readers.begin(), readers.end(), [&](std::size_t u) { return u >= w; }))
         continue;
@@ -734,7 +749,7 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
       break;
     }
     case Executable::Step::Kind::Op: {
-      if (s.kept >= 0) {  // a cast of a capture: its kept copy
+      if (s.kept >= 0 && !s.in_place.valid()) {  // a cast of a capture: its kept copy
         f.vals[s.out[0]] = kept[static_cast<std::size_t>(s.kept)].copy;
         break;
       }
@@ -749,12 +764,16 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
           args[k] = x;
       }
       if (s.in_place.valid()) {  // the op's update form writes output k into input k
+        Executable::Kept* copy = s.kept >= 0 ? &kept[static_cast<std::size_t>(s.kept)] : nullptr;
+        if (copy != nullptr) args.push_back(copy->copy);  // see writes_bf16_copy
         s.update(args);
+        if (copy != nullptr) args.pop_back();
         release_args(s, args);
         for (std::size_t k = 0; k < s.out.size(); ++k) {
           f.vals[s.in[k]].storage()->note_write();  // other graphs' kept casts of it are stale
           f.vals[s.out[k]] = f.vals[s.in[k]];
         }
+        if (copy != nullptr) copy->synced = copy->master.storage()->write_count();
         break;
       }
       if (s.run) {

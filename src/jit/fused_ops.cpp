@@ -223,7 +223,7 @@ namespace {
 // (dense float32 [m, n]); `in` as the op's. A bfloat16 product is made
 // (rounded to bfloat16) and then combined in one pass over c and d.
 void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, const Tensor& d,
-                       std::span<const Tensor> in) {
+                       std::span<const Tensor> in, bfloat16_t* d16 = nullptr) {
   const std::int64_t m = c.dim(0), n = c.dim(1);
   if (m == 0 || n == 0) return;
   const bool with_d = in.size() == 5;
@@ -234,7 +234,7 @@ void scale_add_product(const MatmulScaleAdd::Attrs& attrs, const Tensor& c, cons
   float* dp = with_d ? d.data<float>() : nullptr;
   if (a_in.dtype() == DType::BFloat16) {
     const Tensor p = ops::Matmul::eval({}, std::array<Tensor, 2>{a_in, b_in})[0];
-    kernels::scale_add(m, n, scale, p.data<bfloat16_t>(), n, c.data<float>(), n, dp, n, t);
+    kernels::scale_add(m, n, scale, p.data<bfloat16_t>(), n, c.data<float>(), n, dp, n, t, d16);
     return;
   }
   const ops::detail::GemmOperand a = ops::detail::gemm_operand(a_in);
@@ -256,11 +256,20 @@ std::vector<Tensor> MatmulScaleAdd::eval(const Attrs& a, std::span<const Tensor>
 }
 
 void MatmulScaleAdd::update(const Attrs& a, std::span<const Tensor> in) {
-  const std::size_t outs = in.size() == 5 ? 2 : 1;  // with d: c and d
+  // A sixth input after (c, d, a, b, t) of a bfloat16 product: d's bfloat16
+  // copy, written in the same pass.
+  const bool copy = in.size() == 6;
+  const std::span<const Tensor> op_in = in.first(copy ? 5 : in.size());
+  const std::size_t outs = op_in.size() == 5 ? 2 : 1;  // with d: c and d
   for (std::size_t i = 0; i < outs; ++i)
     MS_CHECK(in[i].is_contiguous(), ValueError, name, ": ", i == 0 ? "c" : "d",
              " must be contiguous to be written in place");
-  scale_add_product(a, in[0], in[outs - 1], in);
+  MS_CHECK(!copy || (in[2].dtype() == DType::BFloat16 && in[5].dtype() == DType::BFloat16 &&
+                     in[5].shape() == in[1].shape() && in[5].is_contiguous()),
+           ValueError, name, ": d's copy must be a contiguous bfloat16 tensor of d's shape ",
+           in[1].shape(), " beside a bfloat16 product, got ", in[copy ? 5 : 0].dtype(),
+           in[copy ? 5 : 0].shape());
+  scale_add_product(a, in[0], in[outs - 1], op_in, copy ? in[5].data<bfloat16_t>() : nullptr);
 }
 
 // ---------------------------------------------------------------- rows

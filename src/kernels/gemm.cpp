@@ -821,15 +821,18 @@ bool gemm_scale_add(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
 namespace {
 template <class P>
 void scale_add_rows(std::int64_t rows, std::int64_t cols, float scale, const P* p, std::int64_t ldp,
-                    float* c, std::int64_t ldc, float* d, std::int64_t ldd,
-                    float sub_scale) noexcept {
+                    float* c, std::int64_t ldc, float* d, std::int64_t ldd, float sub_scale,
+                    bfloat16_t* d16 = nullptr) noexcept {
   if (rows <= 0 || cols <= 0) return;
   const auto grain =
       static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / static_cast<double>(cols)));
   parallel_for(rows, grain, [&](std::int64_t r0, std::int64_t r1) {
     detail::scale_add(c + r0 * ldc, ldc, r1 - r0, cols, scale, p + r0 * ldp, ldp);
-    if (d != nullptr)
-      detail::sub_scaled(d + r0 * ldd, ldd, r1 - r0, cols, sub_scale, c + r0 * ldc, ldc);
+    if (d == nullptr) return;
+    detail::sub_scaled(d + r0 * ldd, ldd, r1 - r0, cols, sub_scale, c + r0 * ldc, ldc);
+    if (d16 != nullptr)
+      for (std::int64_t r = r0; r < r1; ++r)
+        detail::float_to_bfloat16_n(d + r * ldd, d16 + r * ldd, cols);
   });
 }
 }  // namespace
@@ -841,8 +844,8 @@ void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p
 
 void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16_t* p,
                std::int64_t ldp, float* c, std::int64_t ldc, float* d, std::int64_t ldd,
-               float sub_scale) noexcept {
-  scale_add_rows(rows, cols, scale, p, ldp, c, ldc, d, ldd, sub_scale);
+               float sub_scale, bfloat16_t* d16) noexcept {
+  scale_add_rows(rows, cols, scale, p, ldp, c, ldc, d, ldd, sub_scale, d16);
 }
 
 bool gemm_on(std::string_view backend, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n,

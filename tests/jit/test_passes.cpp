@@ -860,6 +860,44 @@ TEST_SUITE("jit") {
     expect_current(e2);
   }
 
+  TEST_CASE("matmul_scale_add of a bfloat16 product rewrites the kept bfloat16 copy of its d") {
+    // amp O2's Momentum step on one weight: y = cast(x) cast(w); v = v * 0.9
+    // + float(cast(x)^T y); w = w - lr * v (v and w assigned). The cast of w is kept
+    // and written by the update's pass; every run equals the eager ops.
+    Generator gen(12);
+    Tensor w = uniform({16, 8}, -1.0, 1.0, gen, float32), v = zeros({16, 8});
+    Tensor we = w.clone(), ve = v.clone();
+    const Tensor lr = full({}, 0.25);
+    const Tensor x = uniform({4, 16}, -1.0, 1.0, gen, float32);
+    auto step = [&lr](const Tensor& x32, Tensor& ww, Tensor& vv) {
+      const Tensor xx = cast(x32, bfloat16);
+      const Tensor y = matmul(xx, cast(ww, bfloat16));
+      const Tensor nv = vv * 0.9f + cast(matmul(transpose(xx, 0, 1), y), float32);
+      const Tensor nw = ww - lr * nv;
+      assign(vv, nv);
+      assign(ww, nw);
+      return y;
+    };
+    ir::Graph g =
+        trace([&](auto& in) { return std::vector<Tensor>{step(in[0], w, v)}; }, {{4, 16}});
+    compiler::optimize(g, {.verify = true});
+    CHECK(g.count_op("matmul_scale_add") == 1);
+    compiler::Executable e(g);
+    CHECK(e.kept_casts() == 1);
+    const std::vector<Tensor> in{x};
+    auto expect_eager = [&] {
+      const Tensor got = e.run(in)[0], want = step(x, we, ve);
+      CHECK(bits(got) == bits(want));
+      CHECK(bits(w) == bits(we));
+      CHECK(bits(v) == bits(ve));
+    };
+    for (int i = 0; i < 3; ++i) expect_eager();
+    w.copy_(full({16, 8}, 0.5f));  // a write elsewhere: the copy is recast
+    we.copy_(w);
+    expect_eager();
+    expect_eager();
+  }
+
   TEST_CASE("views of captures are made once and read the capture's current values") {
     Generator gen(7);
     Tensor w = uniform({8, 6}, -1.0, 1.0, gen, float32);

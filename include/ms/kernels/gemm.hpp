@@ -78,10 +78,12 @@ void scale_add(std::int64_t rows, std::int64_t cols, float scale, const float* p
                float* c, std::int64_t ldc, float* d = nullptr, std::int64_t ldd = 0,
                float sub_scale = 0.f) noexcept;
 /// The same with P in bfloat16 (each element widened to float32 exactly, as a
-/// cast does): C = C * scale + float(P), then D = D - C * sub_scale.
+/// cast does): C = C * scale + float(P), then D = D - C * sub_scale; with
+/// `d16` (rows x cols, rows ldd apart), D's new values rounded to bfloat16
+/// (as a cast rounds them) in the same pass.
 void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16_t* p,
                std::int64_t ldp, float* c, std::int64_t ldc, float* d = nullptr,
-               std::int64_t ldd = 0, float sub_scale = 0.f) noexcept;
+               std::int64_t ldd = 0, float sub_scale = 0.f, bfloat16_t* d16 = nullptr) noexcept;
 
 /// The backend of float and double GEMM in this process, for reports and
 /// benchmarks: `name` is "libxsmm", "eigen" or "openblas"; `detail` says which

@@ -131,7 +131,9 @@ struct MatmulBias {
 /// (bitwise the ops either way). Its update form writes output k into input
 /// k, so a compiled Momentum step's `v = v * momentum + x^T dy; w = w - lr * v`
 /// is one pass over v and w inside the product, and the gradient is never
-/// made (a bfloat16 gradient is made, then one pass takes v and w).
+/// made (a bfloat16 gradient is made, then one pass takes v and w; the update
+/// form given a sixth input, a bfloat16 tensor of w's shape, also writes
+/// cast(w) there in that pass: the executor's kept bfloat16 copy of w).
 struct MatmulScaleAdd {
   static constexpr std::string_view name = "matmul_scale_add";
   static constexpr std::string_view ir_name = "MatMulScaleAdd";
