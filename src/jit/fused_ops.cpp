@@ -267,8 +267,7 @@ void MatmulScaleAdd::update(const Attrs& a, std::span<const Tensor> in) {
   MS_CHECK(!copy || (in[2].dtype() == DType::BFloat16 && in[5].dtype() == DType::BFloat16 &&
                      in[5].shape() == in[1].shape() && in[5].is_contiguous()),
            ValueError, name, ": d's copy must be a contiguous bfloat16 tensor of d's shape ",
-           in[1].shape(), " beside a bfloat16 product, got ", in[copy ? 5 : 0].dtype(),
-           in[copy ? 5 : 0].shape());
+           in[1].shape(), " beside a bfloat16 product, got ", in[5].dtype(), in[5].shape());
   scale_add_product(a, in[0], in[outs - 1], op_in, copy ? in[5].data<bfloat16_t>() : nullptr);
 }
 
