@@ -10,11 +10,12 @@
 // consecutive positions; per vector and tap a 16-bit mask (computed once per
 // call) marks the positions whose input lies inside, and masked loads read
 // zeros for the others, exactly the zeros im2col would have placed there.
-//   - forward: per vector, the 9 shifted input vectors of each channel are
-//     multiplied into 4 output channels' accumulators at a time (weights
-//     broadcast), each element a chain of multiply-adds from the bias over
-//     (channel, tap) in order; relu and the image's pooling follow (or, for
-//     the bfloat16 forward, each output is rounded to bfloat16 as it is stored);
+//   - forward: per vector (per two vectors with one input channel), the 9
+//     shifted input vectors of each channel are multiplied into 8 (6) output
+//     channels' accumulators at a time (weights broadcast), each element a
+//     chain of multiply-adds from the bias over (channel, tap) in order; relu
+//     and the image's pooling follow (or, for the bfloat16 forward, each
+//     output is rounded to bfloat16 as it is stored);
 //   - input gradient: per image and input channel, each tap's column (the
 //     sum over output channels of the tap's weight times gy, 3 position
 //     vectors x 9 taps of accumulators at a time), then each vector of dx
@@ -59,24 +60,37 @@ constexpr int kTaps = 9;
 
 // The plane's vectors of 16 positions and, per (vector, tap), the lanes whose
 // input lies inside the plane; `last` masks the positions of the last vector.
+// The vectors [inner_begin, inner_end) are the plane's inner ones: every tap
+// of every lane reads inside the plane's buffer (rows 1 to h - 2), so only the
+// row's first and last column leave taps out, the lanes `columns` [vecs, 2]
+// marks (the left and right neighbour in the row).
 struct Plane {
-  std::int64_t size = 0, vecs = 0, width = 0;
-  std::vector<__mmask16> inside;  // [vecs, kTaps]
+  std::int64_t size = 0, vecs = 0, width = 0, inner_begin = 0, inner_end = 0;
+  std::vector<__mmask16> inside;   // [vecs, kTaps]
+  std::vector<__mmask16> columns;  // [vecs, 2]
   __mmask16 last = 0;
 
   explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16), width(g.w) {
     inside.assign(static_cast<std::size_t>(vecs * kTaps), 0);
-    for (std::int64_t p = 0; p < size; ++p) {
-      const std::int64_t r = p / g.w, c = p % g.w;
-      for (int t = 0; t < kTaps; ++t) {
-        const std::int64_t rr = r + t / 3 - 1, cc = c + t % 3 - 1;
-        if (rr >= 0 && rr < g.h && cc >= 0 && cc < g.w)
-          inside[static_cast<std::size_t>((p / 16) * kTaps + t)] |=
-              static_cast<__mmask16>(1u << (p % 16));
+    columns.assign(static_cast<std::size_t>(vecs * 2), 0);
+    std::int64_t p = 0;  // r * w + c (divisions per position were 3 % of conv1's input gradient)
+    for (std::int64_t r = 0; r < g.h; ++r)
+      for (std::int64_t c = 0; c < g.w; ++c, ++p) {
+        const auto lane = static_cast<__mmask16>(1u << (p % 16));
+        __mmask16* in = inside.data() + (p / 16) * kTaps;
+        for (int t = 0; t < kTaps; ++t) {
+          const std::int64_t rr = r + t / 3 - 1, cc = c + t % 3 - 1;
+          if (rr >= 0 && rr < g.h && cc >= 0 && cc < g.w) in[t] |= lane;
+        }
+        if (c > 0) columns[static_cast<std::size_t>((p / 16) * 2)] |= lane;
+        if (c + 1 < g.w) columns[static_cast<std::size_t>((p / 16) * 2 + 1)] |= lane;
       }
-    }
     const std::int64_t rest = size - (vecs - 1) * 16;
     last = static_cast<__mmask16>((1u << rest) - 1);
+    // Vector v reads positions 16 v - width - 1 to 16 v + 15 + width + 1.
+    inner_begin = std::min((width + 1 + 15) / 16, vecs);
+    const std::int64_t room = size - width - 17;  // the largest 16 v of an inner vector
+    inner_end = room < 0 ? inner_begin : std::max(inner_begin, room / 16 + 1);
   }
   __mmask16 lanes(std::int64_t v) const { return v + 1 == vecs ? last : __mmask16(0xffff); }
   // From a position to the input tap t = (i, j) reads: (i - 1) rows, j - 1 columns.
@@ -123,80 +137,158 @@ inline void store_lanes(bfloat16_t* dst, __mmask16 lanes, __m512 v) {
 #endif
 }
 
-// Output channels [o, o + OB) at one vector of positions p of an image, from
-// its shifted input vectors xs [C, 9]: y is the image's output [o, plane].
-template <int C, int OB, class Y>
-inline void forward_block(const __m512 (&xs)[C][kTaps], const float* w, const float* bias, Y* y,
+// Output channels [o, o + OB) at NV consecutive vectors of positions from p
+// of an image, from their shifted input vectors xs [NV, C, 9]: y is the
+// image's output [o, plane]; `store` masks the last vector's lanes. Each
+// broadcast weight feeds NV multiply-adds: with one vector, the broadcasts
+// held conv1's forward at 0.63 of the peak with y in cache on the Zen 5 VM
+// (an ad-hoc loop; two vectors of 6 channels: 0.80).
+template <int C, int NV, int OB, class Y>
+inline void forward_block(const __m512 (&xs)[NV][C][kTaps], const float* w, const float* bias, Y* y,
                           std::int64_t plane, std::int64_t p, __mmask16 store, std::int64_t o,
                           bool relu) {
-  __m512 acc[OB];
-  for (int b = 0; b < OB; ++b)
-    acc[b] = bias != nullptr ? _mm512_set1_ps(bias[o + b]) : _mm512_setzero_ps();
-  const float* wo = w + o * C * kTaps;
-  for (int c = 0; c < C; ++c)
-    for (int t = 0; t < kTaps; ++t)
-      for (int b = 0; b < OB; ++b)
-        acc[b] = _mm512_fmadd_ps(_mm512_set1_ps(wo[(b * C + c) * kTaps + t]), xs[c][t], acc[b]);
+  // Unrolled completely (the pragmas), or GCC 12 keeps the sums in memory.
+  __m512 acc[NV][OB];
+#pragma GCC unroll 16
   for (int b = 0; b < OB; ++b) {
-    __m512 r = acc[b];
-    if (relu)  // the relu op's rule, x < 0 ? 0 : x: NaN and -0 kept
-      r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_LT_OQ), r,
-                               _mm512_setzero_ps());
-    store_lanes(y + (o + b) * plane + p, store, r);
+    const __m512 start = bias != nullptr ? _mm512_set1_ps(bias[o + b]) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int n = 0; n < NV; ++n) acc[n][b] = start;
   }
+  const float* wo = w + o * C * kTaps;
+#pragma GCC unroll 16
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
+    for (int t = 0; t < kTaps; ++t)
+#pragma GCC unroll 16
+      for (int b = 0; b < OB; ++b) {
+        const __m512 wt = _mm512_set1_ps(wo[(b * C + c) * kTaps + t]);
+#pragma GCC unroll 16
+        for (int n = 0; n < NV; ++n) acc[n][b] = _mm512_fmadd_ps(wt, xs[n][c][t], acc[n][b]);
+      }
+#pragma GCC unroll 16
+  for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 16
+    for (int n = 0; n < NV; ++n) {
+      __m512 r = acc[n][b];
+      if (relu)  // the relu op's rule, x < 0 ? 0 : x: NaN and -0 kept
+        r = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(r, _mm512_setzero_ps(), _CMP_LT_OQ), r,
+                                 _mm512_setzero_ps());
+      store_lanes(y + (o + b) * plane + p + n * 16, n + 1 == NV ? store : __mmask16(0xffff), r);
+    }
 }
 
-// One image: x [C, plane] into y [o, plane]; the input vectors of a position
-// vector are loaded once for all output channels.
+// Position vectors [v, v + NV) of one image: x [C, plane] into y [o, plane];
+// their input vectors are loaded once for all output channels.
+template <int C, int NV, class Y>
+inline void forward_vectors(const float* x, const float* w, const float* bias, Y* y,
+                            std::int64_t outs, const Plane& pl, bool relu, std::int64_t v) {
+  const std::int64_t p = v * 16;
+  __m512 xs[NV][C][kTaps];
+#pragma GCC unroll 16
+  for (int n = 0; n < NV; ++n) {
+    const __mmask16* inside = pl.inside.data() + (v + n) * kTaps;
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
+      for (int t = 0; t < kTaps; ++t)
+        xs[n][c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + n * 16 + pl.offset(t));
+  }
+  const __mmask16 store = pl.lanes(v + NV - 1);
+  // Two vectors of 6 channels take 30 of the 32 registers.
+  in_blocks<NV == 1 ? 8 : 6>(0, outs, [&]<int OB>(std::int64_t o) {
+    forward_block<C, NV, OB, Y>(xs, w, bias, y, pl.size, p, store, o, relu);
+  });
+}
+
+// One image: x [C, plane] into y [o, plane]; with one input channel, two
+// position vectors at a time.
 template <int C, class Y>
 void forward_image(const float* x, const float* w, const float* bias, Y* y, std::int64_t outs,
                    const Plane& pl, bool relu) {
-  for (std::int64_t v = 0; v < pl.vecs; ++v) {
-    const std::int64_t p = v * 16;
-    const __mmask16* inside = pl.inside.data() + v * kTaps;
-    __m512 xs[C][kTaps];
-    for (int c = 0; c < C; ++c)
-      for (int t = 0; t < kTaps; ++t)
-        xs[c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + pl.offset(t));
-    const __mmask16 store = pl.lanes(v);
-    in_blocks<4>(0, outs, [&]<int OB>(std::int64_t o) {
-      forward_block<C, OB, Y>(xs, w, bias, y, pl.size, p, store, o, relu);
-    });
-  }
+  constexpr int kPair = C == 1 ? 2 : 1;
+  std::int64_t v = 0;
+  for (; v + kPair <= pl.vecs; v += kPair)
+    forward_vectors<C, kPair, Y>(x, w, bias, y, outs, pl, relu, v);
+  for (; v < pl.vecs; ++v) forward_vectors<C, 1, Y>(x, w, bias, y, outs, pl, relu, v);
 }
 
 // acc [OB, C, 9] (vectors) += the image's gy channels [o, o + OB) times its
-// shifted input x [C, plane], over the plane.
-template <int C, int OB>
+// shifted input x [C, plane], over the plane's vectors [v0, v1). A lane whose
+// tap lies outside the plane adds nothing (the masked multiply-add keeps the
+// sum): the bits of adding gy times im2col's zero, as the sums start from
+// +0, unless gy is inf or NaN there (then im2col's product is NaN). The inner
+// vectors (INNER) read x unmasked and leave out only the first and last
+// columns' lanes: the nine mask loads per vector of the others held conv1's
+// weight gradient at 0.48 of the peak on the Zen 5 VM (bm_conv's
+// BM_ConvGradW_Direct).
+template <int C, int OB, bool INNER>
 inline void grad_weight_block(const float* x, const float* gy, __m512* acc, const Plane& pl,
-                              std::int64_t o) {
+                              std::int64_t o, std::int64_t v0, std::int64_t v1) {
   // The plane's sizes and gy's rows in locals: read through `pl` in the loop,
-  // g++ reloaded them (and multiplied again) for every vector.
-  const std::int64_t size = pl.size, width = pl.width, vecs = pl.vecs;
+  // g++ reloaded them (and multiplied again) for every vector. The loops over
+  // registers are unrolled completely (the pragmas): otherwise GCC 12 keeps
+  // the accumulators of the inner form in memory.
+  const std::int64_t size = pl.size, width = pl.width;
   const __mmask16* const masks = pl.inside.data();
+  const __mmask16* const columns = pl.columns.data();
   const float* g[OB];
+#pragma GCC unroll 16
   for (int b = 0; b < OB; ++b) g[b] = gy + (o + b) * size;
   for (int c = 0; c < C; ++c) {
     __m512 a[OB][kTaps];
+#pragma GCC unroll 16
     for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 16
       for (int t = 0; t < kTaps; ++t) a[b][t] = acc[(b * C + c) * kTaps + t];
     const float* xc = x + c * size;
-    for (std::int64_t v = 0; v < vecs; ++v) {
+    for (std::int64_t v = v0; v < v1; ++v) {
       const std::int64_t p = v * 16;
-      const __mmask16* inside = masks + v * kTaps;
-      const __mmask16 lanes = pl.lanes(v);
+      __mmask16 keep[kTaps];  // per tap, the lanes whose product counts
       __m512 gv[OB];
-      for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
+      if constexpr (INNER) {
+        const __mmask16 left = columns[v * 2], right = columns[v * 2 + 1];
+#pragma GCC unroll 16
+        for (int t = 0; t < kTaps; ++t)
+          keep[t] = t % 3 == 0 ? left : t % 3 == 2 ? right : __mmask16(0xffff);
+#pragma GCC unroll 16
+        for (int b = 0; b < OB; ++b) gv[b] = _mm512_loadu_ps(g[b] + p);
+#pragma GCC unroll 16
+        // The next block's planes (gy is [image, o, plane], so past the last
+        // block the next image's first): an ad-hoc loop of conv1's weight
+        // gradient with gy out of cache, 150-171 -> 159-194 GFLOP/s.
+        for (int b = 0; b < OB; ++b)
+          _mm_prefetch(reinterpret_cast<const char*>(g[b] + p + OB * size), _MM_HINT_T0);
+      } else {
+        const __mmask16 lanes = pl.lanes(v);
+#pragma GCC unroll 16
+        for (int t = 0; t < kTaps; ++t) keep[t] = masks[v * kTaps + t];
+#pragma GCC unroll 16
+        for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
+      }
       // Tap (i, j) reads row i's base at column offset j - 1: three base
       // pointers and constant displacements (9 offsets held apart spilled
       // to the stack here: 0.72 of the peak against 0.73).
       const float* rows[3] = {xc + p - width, xc + p, xc + p + width};
+#pragma GCC unroll 16
       for (int t = 0; t < kTaps; ++t) {
-        const __m512 xv = _mm512_maskz_loadu_ps(inside[t], rows[t / 3] + (t % 3 - 1));
-        for (int b = 0; b < OB; ++b) a[b][t] = _mm512_fmadd_ps(gv[b], xv, a[b][t]);
+        __m512 xv;
+        if constexpr (INNER) {
+          xv = _mm512_loadu_ps(rows[t / 3] + (t % 3 - 1));
+          // One load for the OB multiply-adds: g++ would fold it into each.
+          asm("" : "+v"(xv));
+        } else {
+          xv = _mm512_maskz_loadu_ps(keep[t], rows[t / 3] + (t % 3 - 1));
+        }
+#pragma GCC unroll 16
+        for (int b = 0; b < OB; ++b)
+          a[b][t] = t % 3 == 1 && INNER ? _mm512_fmadd_ps(gv[b], xv, a[b][t])
+                                        : _mm512_mask3_fmadd_ps(gv[b], xv, a[b][t], keep[t]);
       }
     }
+#pragma GCC unroll 16
     for (int b = 0; b < OB; ++b)
+#pragma GCC unroll 16
       for (int t = 0; t < kTaps; ++t) acc[(b * C + c) * kTaps + t] = a[b][t];
   }
 }
@@ -206,7 +298,10 @@ template <int C>
 void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_t outs,
                        const Plane& pl) {
   in_blocks<3>(0, outs, [&]<int OB>(std::int64_t o) {
-    grad_weight_block<C, OB>(x, gy, acc + o * C * kTaps, pl, o);
+    __m512* const a = acc + o * C * kTaps;
+    grad_weight_block<C, OB, false>(x, gy, a, pl, o, 0, pl.inner_begin);
+    grad_weight_block<C, OB, true>(x, gy, a, pl, o, pl.inner_begin, pl.inner_end);
+    grad_weight_block<C, OB, false>(x, gy, a, pl, o, pl.inner_end, pl.vecs);
   });
 }
 
@@ -257,6 +352,38 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
     for (int t = 0; t < kTaps; ++t) _mm512_store_ps(out + t * stride + b * 16, acc[b][t]);
 }
 
+// Vectors [v0, v1) of one channel of dx, d, from its columns (see
+// grad_input_image). The inner vectors (INNER) read the columns unmasked and
+// leave out only the first and last columns' lanes, whose mirrored tap lies
+// outside the row: a masked add keeps the sum, the bits of adding the zero a
+// masked load reads (the sums start from +0), with 3 mask loads instead of 9.
+template <bool INNER>
+inline void grad_input_gather(const float* cols, float* d, const Plane& pl, std::int64_t v0,
+                              std::int64_t v1) {
+  const std::int64_t stride = pl.vecs * 16;
+  for (std::int64_t v = v0; v < v1; ++v) {
+    __m512 sum = _mm512_setzero_ps();
+    if constexpr (INNER) {
+      const __mmask16 left = pl.columns[static_cast<std::size_t>(v * 2)],
+                      right = pl.columns[static_cast<std::size_t>(v * 2 + 1)];
+#pragma GCC unroll 16
+      for (int t = 0; t < kTaps; ++t) {
+        // Tap t's mirror 8 - t reads column 2 - t % 3 of the row.
+        const __mmask16 keep = t % 3 == 2 ? left : t % 3 == 0 ? right : __mmask16(0xffff);
+        sum = _mm512_mask_add_ps(sum, keep, sum,
+                                 _mm512_loadu_ps(cols + t * stride + v * 16 - pl.offset(t)));
+      }
+    } else {
+      const __mmask16* inside = pl.inside.data() + v * kTaps;
+#pragma GCC unroll 16
+      for (int t = 0; t < kTaps; ++t)
+        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(inside[kTaps - 1 - t],
+                                                       cols + t * stride + v * 16 - pl.offset(t)));
+    }
+    _mm512_mask_storeu_ps(d + v * 16, pl.lanes(v), sum);
+  }
+}
+
 // One image: dx [C, plane] from gy [outs, plane]; per input channel, the
 // columns of all positions (cols, 9 x vecs vectors), then each vector of dx
 // gathered from them: tap t's column at the positions whose tap t input it
@@ -269,20 +396,14 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
 template <int C>
 void grad_input_image(const float* gy, const float* w, float* dx, float* cols, std::int64_t outs,
                       const Plane& pl) {
-  const std::int64_t stride = pl.vecs * 16;
   for (int c = 0; c < C; ++c) {
     in_blocks<3>(0, pl.vecs, [&]<int VB>(std::int64_t v) {
       grad_input_cols<C, VB>(gy, w, cols, outs, pl, c, v);
     });
     float* d = dx + c * pl.size;
-    for (std::int64_t v = 0; v < pl.vecs; ++v) {
-      const __mmask16* inside = pl.inside.data() + v * kTaps;
-      __m512 sum = _mm512_setzero_ps();
-      for (int t = 0; t < kTaps; ++t)
-        sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(inside[kTaps - 1 - t],
-                                                       cols + t * stride + v * 16 - pl.offset(t)));
-      _mm512_mask_storeu_ps(d + v * 16, pl.lanes(v), sum);
-    }
+    grad_input_gather<false>(cols, d, pl, 0, pl.inner_begin);
+    grad_input_gather<true>(cols, d, pl, pl.inner_begin, pl.inner_end);
+    grad_input_gather<false>(cols, d, pl, pl.inner_end, pl.vecs);
   }
 }
 
