@@ -552,12 +552,16 @@ void Executable::plan_in_place_updates() {
 // run a copy whose capture was written since (Storage::write_count: by
 // copy_, assign, set_data, a checkpoint load, another graph) is recast.
 namespace {
-// Whether step `s` is the in-place matmul_scale_add (c, d, a, b, t) of a
-// bfloat16 product, which can write a bfloat16 copy of d in its pass.
-bool writes_bf16_copy(const ir::Graph& G, const Executable::Step& s) {
-  return s.kind == Executable::Step::Kind::Op && s.in_place.valid() &&
-         s.def->name == "matmul_scale_add" && s.in.size() == 5 &&
-         G.value(s.in[2]).type.dtype == DType::BFloat16;
+// The input of in-place step `s` whose bfloat16 copy its update pass can
+// write (OpDef::update_bf16_copy), or -1.
+int bf16_copy_input(const ir::Graph& G, const Executable::Step& s) {
+  if (s.kind != Executable::Step::Kind::Op || !s.in_place.valid() ||
+      s.def->update_bf16_copy == nullptr)
+    return -1;
+  std::vector<ops::TensorType> types;
+  types.reserve(s.in.size());
+  for (ir::ValueId v : s.in) types.push_back(G.value(v).type);
+  return s.def->update_bf16_copy(types);
 }
 }  // namespace
 
@@ -573,7 +577,7 @@ void Executable::plan_kept_casts() {
     for (ir::ValueId v : s.in) users[v].push_back(i);
     if (s.kind == Step::Kind::Assign) ++assigns[s.in[0]];
     if (s.kind == Step::Kind::Fused && s.in_place.valid()) writer[s.in_place] = i;
-    if (writes_bf16_copy(G, s)) writer[s.in[1]] = i;
+    if (const int k = bf16_copy_input(G, s); k >= 0) writer[s.in[static_cast<std::size_t>(k)]] = i;
   }
   ir::IdTable<ir::ValueId, bool> is_output(nv, false);
   for (ir::ValueId v : G.outputs) is_output[v] = true;
@@ -765,7 +769,7 @@ void run_step(const Executable::Step& s, std::size_t i, Executable::Frame& f,
       }
       if (s.in_place.valid()) {  // the op's update form writes output k into input k
         Executable::Kept* copy = s.kept >= 0 ? &kept[static_cast<std::size_t>(s.kept)] : nullptr;
-        if (copy != nullptr) args.push_back(copy->copy);  // see writes_bf16_copy
+        if (copy != nullptr) args.push_back(copy->copy);  // see bf16_copy_input
         s.update(args);
         if (copy != nullptr) args.pop_back();
         release_args(s, args);

@@ -271,6 +271,10 @@ void MatmulScaleAdd::update(const Attrs& a, std::span<const Tensor> in) {
   scale_add_product(a, in[0], in[outs - 1], op_in, copy ? in[5].data<bfloat16_t>() : nullptr);
 }
 
+int MatmulScaleAdd::update_bf16_copy(std::span<const ops::TensorType> in) {
+  return in.size() == 5 && in[2].dtype == DType::BFloat16 ? 1 : -1;
+}
+
 // ---------------------------------------------------------------- rows
 
 template <class E>

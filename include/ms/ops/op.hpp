@@ -195,6 +195,13 @@ struct OpDef {
   /// nothing reads c's old value afterwards: the output is written into c
   /// instead of a new tensor that the Assign would then copy into c.
   UpdateFn update = {};
+  /// For an op whose update form can also write a bfloat16 copy of an input
+  /// it updates in place, in the same pass (the copy passed as one more input
+  /// after the op's own): for inputs of these types, the index of the input
+  /// it copies, else -1 (an entry's `update_bf16_copy`). The jit's executor
+  /// keeps its bfloat16 copy of such an input (a kept cast) through it. Null:
+  /// no such form.
+  int (*update_bf16_copy)(std::span<const TensorType> in) = nullptr;
   /// The op's samples (an entry's `samples`); null where the test tables hold them.
   Samples (*samples)() = nullptr;
   /// What the jit's simplification may assume.

@@ -147,6 +147,8 @@ struct MatmulScaleAdd {
   static std::vector<ops::TensorType> infer(const Attrs& a, std::span<const ops::TensorType> in);
   static std::vector<Tensor> eval(const Attrs& a, std::span<const Tensor> in);
   static void update(const Attrs& a, std::span<const Tensor> in);
+  /// d (input 1) beside a bfloat16 product, else -1 (OpDef::update_bf16_copy).
+  static int update_bf16_copy(std::span<const ops::TensorType> in);
 };
 
 /// The row of fused op E (not in the op table).

@@ -9,6 +9,7 @@
 #endif
 
 #include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -96,6 +97,10 @@ OpDef entry_def() {
       return [t = attrs_from<A>(a, E::name)](std::span<const Tensor> in) { E::update(t, in); };
     };
   }
+  if constexpr (requires(std::span<const TensorType> in) {
+                  { E::update_bf16_copy(in) } -> std::same_as<int>;
+                })
+    d.update_bf16_copy = &E::update_bf16_copy;
   if constexpr (requires { E::samples(); }) d.samples = &E::samples;
   if constexpr (requires { E::ir_name; }) d.ir_name = E::ir_name;
   d.algebra = E::props.algebra;
