@@ -93,6 +93,10 @@ struct Plane {
     inner_end = room < 0 ? inner_begin : std::max(inner_begin, room / 16 + 1);
   }
   __mmask16 lanes(std::int64_t v) const { return v + 1 == vecs ? last : __mmask16(0xffff); }
+  // The lanes of inner vector v whose tap in column j (0 to 2) lies in the row.
+  __mmask16 in_row(std::int64_t v, int j) const {
+    return j == 1 ? __mmask16(0xffff) : columns[static_cast<std::size_t>(v * 2 + j / 2)];
+  }
   // From a position to the input tap t = (i, j) reads: (i - 1) rows, j - 1 columns.
   std::int64_t offset(int t) const { return (t / 3 - 1) * width + (t % 3 - 1); }
 };
@@ -231,7 +235,6 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
   // the accumulators of the inner form in memory.
   const std::int64_t size = pl.size, width = pl.width;
   const __mmask16* const masks = pl.inside.data();
-  const __mmask16* const columns = pl.columns.data();
   const float* g[OB];
 #pragma GCC unroll 16
   for (int b = 0; b < OB; ++b) g[b] = gy + (o + b) * size;
@@ -247,10 +250,8 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
       __mmask16 keep[kTaps];  // per tap, the lanes whose product counts
       __m512 gv[OB];
       if constexpr (INNER) {
-        const __mmask16 left = columns[v * 2], right = columns[v * 2 + 1];
 #pragma GCC unroll 16
-        for (int t = 0; t < kTaps; ++t)
-          keep[t] = t % 3 == 0 ? left : t % 3 == 2 ? right : __mmask16(0xffff);
+        for (int t = 0; t < kTaps; ++t) keep[t] = pl.in_row(v, t % 3);
 #pragma GCC unroll 16
         for (int b = 0; b < OB; ++b) gv[b] = _mm512_loadu_ps(g[b] + p);
 #pragma GCC unroll 16
@@ -364,15 +365,10 @@ inline void grad_input_gather(const float* cols, float* d, const Plane& pl, std:
   for (std::int64_t v = v0; v < v1; ++v) {
     __m512 sum = _mm512_setzero_ps();
     if constexpr (INNER) {
-      const __mmask16 left = pl.columns[static_cast<std::size_t>(v * 2)],
-                      right = pl.columns[static_cast<std::size_t>(v * 2 + 1)];
 #pragma GCC unroll 16
-      for (int t = 0; t < kTaps; ++t) {
-        // Tap t's mirror 8 - t reads column 2 - t % 3 of the row.
-        const __mmask16 keep = t % 3 == 2 ? left : t % 3 == 0 ? right : __mmask16(0xffff);
-        sum = _mm512_mask_add_ps(sum, keep, sum,
+      for (int t = 0; t < kTaps; ++t)  // tap t's mirror 8 - t is in column 2 - t % 3
+        sum = _mm512_mask_add_ps(sum, pl.in_row(v, 2 - t % 3), sum,
                                  _mm512_loadu_ps(cols + t * stride + v * 16 - pl.offset(t)));
-      }
     } else {
       const __mmask16* inside = pl.inside.data() + v * kTaps;
 #pragma GCC unroll 16
