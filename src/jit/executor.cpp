@@ -166,8 +166,8 @@ struct Executable::Step {
   bool skip = false;                 ///< Assign: done in place by the step that computes its value
   /// Op (a cast of a capture): its value is kept copy `kept` (not computed);
   /// Fused with in_place: also writes kept copy `kept` (cast of the result);
-  /// Op with in_place (matmul_scale_add of a bfloat16 product): also writes
-  /// kept copy `kept` (cast of its second output, d).
+  /// Op with in_place (an update whose row names an input it can copy,
+  /// OpDef::update_bf16_copy): also writes kept copy `kept` (cast of that input).
   int kept = -1;
   std::string dump;  ///< file-name stem when the op is marked by set_dump
   /// Op: a layout op that may return views (OpKind::Layout, may_alias): a
@@ -544,10 +544,11 @@ void Executable::plan_in_place_updates() {
 //  - the graph never writes c (the copy stays valid until c is written
 //    elsewhere), or
 //  - c is contiguous, its only write is the in-place fused update S
-//    (plan_in_place_updates), or the in-place matmul_scale_add S of a
-//    bfloat16 product writing c as its d with X bfloat16 (amp O2's Momentum
-//    update), and every reader of X (or of a view of it) runs before S: S
-//    then also writes cast(result) into the copy in the same pass.
+//    (plan_in_place_updates), or an in-place op S whose update can copy c
+//    to bfloat16 (OpDef::update_bf16_copy: matmul_scale_add of a bfloat16
+//    product, amp O2's Momentum update) with X bfloat16, and every reader of
+//    X (or of a view of it) runs before S: S then also writes cast(result)
+//    into the copy in the same pass.
 // X must not be a graph output (the caller would hold the copy). Before each
 // run a copy whose capture was written since (Storage::write_count: by
 // copy_, assign, set_data, a checkpoint load, another graph) is recast.

@@ -282,9 +282,7 @@ inline void grad_weight_block(const float* x, const float* gy, __m512* acc, cons
           xv = _mm512_maskz_loadu_ps(keep[t], rows[t / 3] + (t % 3 - 1));
         }
 #pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b)
-          a[b][t] = t % 3 == 1 && INNER ? _mm512_fmadd_ps(gv[b], xv, a[b][t])
-                                        : _mm512_mask3_fmadd_ps(gv[b], xv, a[b][t], keep[t]);
+        for (int b = 0; b < OB; ++b) a[b][t] = _mm512_mask3_fmadd_ps(gv[b], xv, a[b][t], keep[t]);
       }
     }
 #pragma GCC unroll 16
