@@ -678,15 +678,18 @@ TEST_SUITE("kernels") {
 
   TEST_CASE("gemm: a deep product is a sum of group sums") {
     // Positive terms: one chain of 65,536 float32 multiply-adds drifts by
-    // about 1.5e-5 relative here; libxsmm sums chains of at most 512 and adds
-    // up the group sums (6e-7). Eigen, which also cuts k into blocks, is held
-    // to the same bound.
+    // about 1.5e-5 relative here; libxsmm sums chains of at most 512 (1024
+    // when C is one vector wide) and adds up the group sums (6e-7). Eigen,
+    // which also cuts k into blocks, is held to the same bound.
     ThreadGuard guard;
     ms::set_num_threads(2);
     std::mt19937 gen(12);
     std::uniform_real_distribution<float> val(0.5f, 1.f);
-    for (const bool ta : {false, true}) {
-      const Product p{32, 40, 1 << 16, ta, false};  // m n >= 1024: libxsmm takes it
+    // m n >= 1024: libxsmm takes them
+    for (const Product& p : {Product{32, 40, 1 << 16, false, false},
+                             {32, 40, 1 << 16, true, false},
+                             {64, 16, 1 << 16, false, false},
+                             {64, 16, 1 << 16, true, false}}) {
       std::vector<float> a(p.a().size()), b(p.b().size());
       for (auto* v : {&a, &b})
         for (float& e : *v) e = val(gen);
@@ -703,7 +706,8 @@ TEST_SUITE("kernels") {
                 worst, std::abs(double(x[static_cast<std::size_t>(i * p.ldc() + j)]) - r) / r);
           }
         CAPTURE(std::string(backend));
-        CAPTURE(ta);
+        CAPTURE(p.ta);
+        CAPTURE(p.n);
         CHECK(worst < 2e-6);
       }
     }
