@@ -77,8 +77,9 @@ GemmBackend choose_backend() {
   const std::string eigen = std::string("Eigen's product kernels (") + simd + ")";
   std::string xsmm_why;
   const bool xsmm = detail::libxsmm_usable(xsmm_why);
-  const std::string xsmm_desc = "libxsmm's JIT kernels for float (target " + xsmm_why + "), " +
-                                eigen + " for double and integers";
+  const std::string xsmm_desc = "libxsmm's JIT kernels for float (target " + xsmm_why +
+                                ", panels of " + std::to_string(detail::libxsmm_panel_width()) +
+                                " columns), " + eigen + " for double and integers";
   const char* env = std::getenv("MS_GEMM");
   const std::string_view choice = env != nullptr ? env : "";
   if (choice == "libxsmm") {

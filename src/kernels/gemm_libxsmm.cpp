@@ -9,9 +9,10 @@
 //
 // Packing (once per slab of C, see kPackBudget; a slab's packed operand is
 // kept while only the other operand's slab changes; shared by the threads):
-//   - op(B) into panels of kPanel columns: panel j is k x kPanel row-major
-//     (libxsmm's A, lda = kPanel; the last panel may be narrower). A stored
-//     [n, k] B is transposed while packed (libxsmm's transpose);
+//   - op(B) into panels of panel_width() columns: panel j is k rows of its
+//     width, row-major (libxsmm's A; the last panel may be narrower, its rows
+//     then closer: Plan::packed_ld). A stored [n, k] B is transposed while
+//     packed (libxsmm's transpose);
 //   - op(A), times alpha, into chunks of the inner dimension: chunk q holds
 //     every row of op(A) restricted to the chunk, m x chunk row-major
 //     (libxsmm's B, ldb = chunk). A stored [k, m] A is transposed while packed.
@@ -24,17 +25,17 @@
 //   transposed.
 //
 // Blocking (fixed by the shape only, never by the thread count):
-//   - C is cut into tasks of at most kTaskRows rows x kTaskCols columns; one
+//   - C is cut into tasks of at most kTaskRows rows x task_cols() columns; one
 //     thread computes a whole task in one fixed order, so the thread count
 //     never changes a sum's order;
 //   - within a task, group after group of kGroupChunks chunks of k (a chunk
-//     at most kChunk deep: a panel's chunk, kPanel x kChunk floats, stays in
-//     L1 while the kernel walks the task's rows; a float32 C of one vector's
-//     width has groups of one chunk up to kNarrowChunk deep), panel after
-//     panel: the kernel sums the group's chunks in one chain, the first
-//     group's straight into C, a later group's from zero into a block that is
-//     then added to C. Each element of C is a sum of group sums, each a chain
-//     of multiply-adds in order;
+//     at most kChunk deep: a panel's chunk, panel_width() x kChunk floats,
+//     stays in L1 while the kernel walks the task's rows; a float32 C of one
+//     vector's width takes each group as one chunk), panel after panel: the
+//     kernel sums the group's chunks in one chain, the first group's straight
+//     into C, a later group's from zero into a block that is then added to C.
+//     Each element of C is a sum of group sums, each a chain of multiply-adds
+//     in order;
 //   - a product larger than kPackBudget per operand is cut into slabs, and a
 //     deep one (more than one group) runs group by group over bands of tasks;
 //     neither changes any element's order of sums.
@@ -81,43 +82,76 @@ namespace ms::kernels::detail {
 #if MS_HAVE_LIBXSMM
 namespace {
 
-// libxsmm's kernel: kPanel columns of C (its M: three AVX-512 vectors, so
-// libxsmm keeps 3 x 9 accumulators) by the rows of a task (its N) by one chunk
-// of k (at most kChunk: a 48 x 128 float panel chunk is 24 KiB, in L1).
-// Measured here (bm_gemm, CPU time, 1 thread): 48-wide panels reach 0.78 of
-// the FMA peak at 512^3 where 64-wide ones (4 x 6 accumulators) reach 0.72.
-constexpr std::int64_t kPanel = 48;
+// libxsmm's kernel: panel_width() columns of C (its M) by the rows of a task
+// (its N) by one chunk of k (at most kChunk: a 64 x 128 float panel chunk is
+// 32 KiB, in L1). The width is the CPU's:
+//   - 48 (three AVX-512 vectors, libxsmm keeps 3 x 9 accumulators) where it
+//     was first measured (bm_gemm, CPU time, 1 thread; the CPU was not
+//     recorded): 0.78 of the FMA peak at 512^3 where 64-wide panels reached
+//     0.72;
+//   - 64 (four vectors, 4 x 6 accumulators) on AMD Zen 5 (family 26): bm_gemm's
+//     BM_Sgemm_libxsmm rows, one process per width, alternating, two rounds, 1
+//     thread: 1024^3 0.82-0.84 -> 0.86-0.89 of the peak, 512^3 0.87-0.91 ->
+//     0.87-0.93, 64 x 512 x 784 B^T 0.81-0.82 -> 0.86-0.87, none lower
+//     beyond the rounds' spread; BM_Bgemm's bfloat16 rows alike. (A C 1024
+//     wide has no 16-wide last panel then, whose kernel and padded copy of A
+//     cost 1024^3 4 % against 1040 or 1056 columns.)
+// The width changes no sum (it cuts C's columns, never k): results are the
+// same bits on every CPU's width (test "gemm: C cut into columns anywhere
+// gives the same bits").
+std::int64_t choose_panel_width() noexcept {
+#if defined(__x86_64__) && defined(__GNUC__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x68747541u) {  // "AuthenticAMD"
+    __get_cpuid(1, &a, &b, &c, &d);
+    const unsigned family = ((a >> 8) & 0xfu) + ((a >> 8 & 0xfu) == 0xfu ? (a >> 20) & 0xffu : 0u);
+    if (family >= 0x1a) return 64;
+  }
+#endif
+  return 48;
+}
+
+std::int64_t panel_width() noexcept {
+  static const std::int64_t w = choose_panel_width();
+  return w;
+}
 constexpr std::int64_t kChunk = 128;
 // A task, the unit of work of one thread: its rows of packed A (per chunk) and
 // its block of C stay in L2 while the kernel runs over its panels.
-constexpr std::int64_t kTaskCols = 2 * kPanel;
+std::int64_t task_cols() noexcept { return 2 * panel_width(); }
 constexpr std::int64_t kTaskRows = 128;
-// Chunks of k summed in one chain (4 x 128 deep) before a group's sum is
-// added to C. Against adding every chunk's sum to C through a block of 32
-// rows (with the slab and band changes below; alternating processes, best of
-// four, Intel Xeon VM, 1 thread): 1024^3 185 -> 191 GFLOP/s, the MLP's and
-// char_lm's training shapes 0-5 % faster, their deep weight gradients (k =
-// 4096) 8-45 %, none slower beyond 1 % (fewer passes over C, kernel calls a
-// task high).
-constexpr std::int64_t kGroupChunks = 4;
+// Chunks of k summed in one chain (8 x 128 deep) before a group's sum is
+// added to C. Four chunks against adding every chunk's sum to C through a
+// block of 32 rows (with the slab and band changes below; alternating
+// processes, best of four, Intel Xeon VM, 1 thread): 1024^3 185 -> 191
+// GFLOP/s, the MLP's and char_lm's training shapes 0-5 % faster, their deep
+// weight gradients (k = 4096) 8-45 %, none slower beyond 1 % (fewer passes
+// over C, kernel calls a task high). Eight against four (Zen 5 VM, an ad-hoc
+// program on libms alternating them in one process, medians of 30, 1 thread,
+// GFLOP/s): 1024^3 230.9 -> 233.3 (A^T B 202.3 -> 199.1), the weight
+// gradients 768 x 192 x 4096 224.8 -> 226.8, 576 x 192 x 4096 226.1 -> 228.0,
+// 192 x 768 x 4096 213.9 -> 214.4: the same within the spread, but it lets a
+// product one vector wide take a whole group as one chunk (below) while every
+// product's groups keep the same bounds.
+constexpr std::int64_t kGroupChunks = 8;
 // A float32 product whose C is at most one vector wide (16 columns: the
 // forward x W^T of a batch of 16, computed swapped as W x^T with W's rows read
-// in place) sums chunks up to kNarrowChunk deep, one chunk per group: a
-// panel's step of k is one cache line (not three), and each row of A is read
-// in runs of up to 1024 floats instead of 128, which the hardware prefetcher
-// follows better when A streams from L3. Zen 5 VM, an ad-hoc program on libms
-// alternating the cuts block by block in one process, medians of 40, GFLOP/s
-// (1 thread unless said): 16 x 512 x 784 B^T 191.6 -> 207.8 (2 threads 283.6
-// -> 320.1), 16 x 512 x 1000 207.1 -> 210.7, 16 x 256 x 512 183.5 -> 191.0,
-// 16 x 512 x 2048 130.9 -> 133.6; chunks of 512 at most did less at 784
-// (195.6 one per group, 202.7 two per group: a second group's block costs an
-// extra pass over C).
-constexpr std::int64_t kNarrowChunk = 1024;
+// in place) runs each group as one chunk: a panel's step of k is one cache
+// line (not three), so a group's depth of it stays in L1, and each row of A
+// is read in runs of up to 1024 floats instead of 128, which the hardware
+// prefetcher follows better when A streams from L3. The groups are the same
+// as in any other product of that depth, so the sums are too (test "gemm: the
+// same bits whichever operand is stored transposed", 16 x 512 x 784). Zen 5
+// VM, an ad-hoc program on libms alternating chunks of 128 and whole groups
+// block by block in one process, medians of 40, GFLOP/s (1 thread unless
+// said): 16 x 512 x 784 B^T 191.6 -> 207.8 (2 threads 283.6 -> 320.1), 16 x
+// 512 x 1000 207.1 -> 210.7, 16 x 256 x 512 183.5 -> 191.0, 16 x 512 x 2048
+// 130.9 -> 133.6.
 constexpr std::int64_t kNarrowCols = 16;
 // Tasks per band of a deep product (1 MiB of C): see run_sgemm. The weight
 // gradient of a 192 -> 576 dense layer at 4096 tokens (192 x 576 x 4096, A
 // transposed): 144 -> 158 GFLOP/s on 1 thread.
-constexpr std::int64_t kBandTasks = (1 << 20) / (kTaskRows * kTaskCols * 4);
+std::int64_t band_tasks() noexcept { return (1 << 20) / (kTaskRows * task_cols() * 4); }
 // Below this many multiply-adds per thread the tasks of a product are grouped
 // (a thread's share should be a few microseconds at least).
 constexpr double kFlopsPerThread = 1 << 17;
@@ -133,25 +167,34 @@ struct Plan {
   std::int64_t panels = 0;
   std::int64_t row_tasks = 0, col_tasks = 0;
   // even: chunks of even depth (bfloat16 pairs); otherwise float32, whose
-  // narrow products take deeper chunks (kNarrowChunk)
+  // products of at most kNarrowCols columns take a group per chunk
   Plan(std::int64_t m_, std::int64_t n_, std::int64_t k_, bool even) : m(m_), n(n_), k(k_) {
-    const bool narrow = !even && n <= kNarrowCols;
-    if (narrow) group = 1;
-    const std::int64_t limit = narrow ? kNarrowChunk : kChunk;
-    const std::int64_t count = (k + limit - 1) / limit;
+    const std::int64_t count = (k + kChunk - 1) / kChunk;
     chunk = (k + count - 1) / count;
     if (even) chunk += chunk & 1;
+    if (!even && n <= kNarrowCols) {
+      chunk = std::min(k, chunk * kGroupChunks);
+      group = 1;
+    }
     chunks = (k + chunk - 1) / chunk;
-    panels = (n + kPanel - 1) / kPanel;
+    panels = (n + panel_width() - 1) / panel_width();
     row_tasks = (m + kTaskRows - 1) / kTaskRows;
-    col_tasks = (n + kTaskCols - 1) / kTaskCols;
+    col_tasks = (n + task_cols() - 1) / task_cols();
   }
   std::int64_t depth(std::int64_t q) const { return std::min(chunk, k - q * chunk); }
-  std::int64_t width(std::int64_t j0) const { return std::min(kPanel, n - j0); }
+  std::int64_t width(std::int64_t j0) const { return std::min(panel_width(), n - j0); }
+  // The row stride of op(B)'s packed panel at column j0 (float32): a last,
+  // narrower panel's width rounded up to 16 floats. (Its rows 64 floats apart,
+  // a one-vector panel's chunk of k sat in a quarter of L1's sets: with a
+  // group per chunk, 16 x 512 x 784 B^T ran at half speed.)
+  std::int64_t packed_ld(std::int64_t j0) const {
+    const std::int64_t w = width(j0);
+    return w == panel_width() ? w : (w + 15) / 16 * 16;
+  }
   // Groups of tasks per parallel_for chunk so each thread gets enough work.
   std::int64_t task_grain() const {
     const double per = static_cast<double>(std::min(m, kTaskRows)) *
-                       static_cast<double>(std::min(n, kTaskCols)) * static_cast<double>(k);
+                       static_cast<double>(std::min(n, task_cols())) * static_cast<double>(k);
     return static_cast<std::int64_t>(std::max(1.0, kFlopsPerThread / per));
   }
 };
@@ -191,7 +234,7 @@ Scratch& block_scratch() {
 }
 
 // Packed copies of A and B hold about this many elements each, and at least
-// one task's (kTaskRows or kTaskCols by k): a larger product is cut into slabs
+// one task's (kTaskRows or task_cols() by k): a larger product is cut into slabs
 // of C (fixed by the shape), each packed and computed in turn.
 constexpr std::int64_t kPackBudget = 1 << 20;
 
@@ -200,7 +243,7 @@ std::int64_t slab_rows(std::int64_t k) {
   return std::max<std::int64_t>(1, kPackBudget / k / kTaskRows) * kTaskRows;
 }
 std::int64_t slab_cols(std::int64_t k) {
-  return std::max<std::int64_t>(1, kPackBudget / k / kTaskCols) * kTaskCols;
+  return std::max<std::int64_t>(1, kPackBudget / k / task_cols()) * task_cols();
 }
 
 // Calls fn(i0, rows, j0, cols) for each slab of C, column slabs outer.
@@ -291,7 +334,7 @@ bool read_a_in_place(const Problem& pr) { return pr.alpha == 1.f; }
 
 // A stored [m, k] read in place whose rows are a multiple of 4 KiB apart is
 // copied (slab by slab of rows) to rows of padded_ld(k) first when C has a
-// panel of one vector or less (n modulo kPanel in 1..16): libxsmm's kernel for
+// panel of one vector or less (n modulo panel_width() in 1..16): libxsmm's kernel for
 // such a panel keeps many rows of C in registers (more than 8 here) and
 // broadcasts from as many rows of A at each step of k, and rows 4 KiB apart
 // all fall in one set of the L1 cache (8 ways here). A full panel (9 rows at
@@ -304,7 +347,7 @@ bool read_a_in_place(const Problem& pr) { return pr.alpha == 1.f; }
 // with whole panels too (1024 x 48 x 1024 97-99 / 112-113). The copy changes
 // no sum: the same bits.
 bool pad_a_rows(const Problem& pr, std::int64_t m, std::int64_t n) {
-  const std::int64_t edge = n % kPanel;
+  const std::int64_t edge = n % panel_width();
   return pr.a_in_place && !pr.ta && pr.lda % 1024 == 0 && m > 8 && edge > 0 && edge <= 16;
 }
 
@@ -331,12 +374,14 @@ struct Kernels {
   Kernel k[2][2][2][2][2] = {};
   Kernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth, bool into_c,
              bool accumulate) const {
-    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == std::min(pl.m, kTaskRows) ? 0 : 1]
-            [depth == pl.chunk ? 0 : 1][into_c ? 1 : 0][accumulate ? 1 : 0];
+    return k[cols == std::min(pl.n, panel_width()) ? 0 : 1]
+            [rows == std::min(pl.m, kTaskRows) ? 0 : 1][depth == pl.chunk ? 0 : 1][into_c ? 1 : 0]
+            [accumulate ? 1 : 0];
   }
 };
 
-bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t ld_a,
+// ld_b: op(B)'s row stride for the full panels' kernels and the last panel's.
+bool make_kernels(Kernels& ks, const Plan& pl, const std::int64_t (&ld_b)[2], std::int64_t ld_a,
                   bool a_transposed, std::int64_t ld_c, float beta_c, bool scale_add) {
   // Only the kernels run_task calls: into the block only past the first
   // group (every group with scale_add); into C overwriting only when beta is
@@ -346,15 +391,14 @@ bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t l
   const bool need[2][2] = {
       {deep || scale_add, deep || (scale_add && pl.chunks > 1)},
       {!scale_add && beta_c == 0.f, !scale_add && (beta_c != 0.f || pl.chunks > 1)}};
-  const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
+  const std::int64_t cols[2] = {std::min(pl.n, panel_width()), pl.n % panel_width()};
   const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
-  const auto lda = static_cast<libxsmm_blasint>(ld_b);
   const auto ldb = static_cast<libxsmm_blasint>(ld_a);
   const float alpha = 1.f;
   const int prefetch = LIBXSMM_PREFETCH_NONE;
   for (int ic = 0; ic < 2; ++ic) {
-    const auto ldc = static_cast<libxsmm_blasint>(ic ? ld_c : kPanel);
+    const auto ldc = static_cast<libxsmm_blasint>(ic ? ld_c : panel_width());
     for (int acc = 0; acc < 2; ++acc)
       for (int ci = 0; ci < 2; ++ci)
         for (int ri = 0; ri < 2; ++ri)
@@ -364,6 +408,7 @@ bool make_kernels(Kernels& ks, const Plan& pl, std::int64_t ld_b, std::int64_t l
                 (di == 1 && depths[1] == depths[0]))
               continue;
             const float beta = acc ? 1.f : 0.f;
+            const auto lda = static_cast<libxsmm_blasint>(ld_b[ci]);
             const int flags = (acc ? LIBXSMM_GEMM_FLAG_NONE : LIBXSMM_GEMM_FLAG_BETA_0) |
                               (a_transposed ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE);
             Kernel f = libxsmm_smmdispatch(static_cast<libxsmm_blasint>(cols[ci]),
@@ -395,27 +440,29 @@ void pack_a(const Plan& pl, const Problem& pr, std::int64_t r0, std::int64_t r1,
 }
 
 // Panel `panel` of a B stored [n, k] into `pb`, transposed: k rows of
-// width(j0) floats, row stride kPanel.
+// width(j0) floats, row stride packed_ld(j0).
 void pack_b_transposed(const Plan& pl, const Problem& pr, std::int64_t panel, float* pb) {
-  const std::int64_t j0 = panel * kPanel;
-  transpose32(pr.b + j0 * pr.ldb, pr.ldb, pl.width(j0), pl.k, pb + panel * pl.k * kPanel, kPanel);
+  const std::int64_t j0 = panel * panel_width();
+  transpose32(pr.b + j0 * pr.ldb, pr.ldb, pl.width(j0), pl.k, pb + panel * pl.k * panel_width(),
+              pl.packed_ld(j0));
 }
 
 // Rows [p0, p1) of a B stored [k, n] into every panel of `pb`: each row of B
 // is read once, in order. Packing panel by panel instead reads a strip of
-// kPanel floats from every row, one row stride apart, which the hardware
+// panel_width() floats from every row, one row stride apart, which the hardware
 // prefetcher follows poorly: 512^3 on one thread spent 8 % of its time there
 // (TSC cycles in the packing loop, Zen 4 VM), at about 4 GB/s.
 void pack_b_rows(const Plan& pl, const Problem& pr, std::int64_t p0, std::int64_t p1, float* pb) {
-  const std::int64_t full = pl.n / kPanel, edge = pl.n - full * kPanel;
+  const std::int64_t full = pl.n / panel_width(), edge = pl.n - full * panel_width();
   for (std::int64_t p = p0; p < p1; ++p) {
     const float* src = pr.b + p * pr.ldb;
-    float* dst = pb + p * kPanel;
+    float* dst = pb + p * panel_width();
     for (std::int64_t j = 0; j < full; ++j)
-      std::memcpy(dst + j * pl.k * kPanel, src + j * kPanel, kPanel * sizeof(float));
+      std::memcpy(dst + j * pl.k * panel_width(), src + j * panel_width(),
+                  panel_width() * sizeof(float));
     if (edge != 0)
-      std::memcpy(dst + full * pl.k * kPanel, src + full * kPanel,
-                  static_cast<std::size_t>(edge) * sizeof(float));
+      std::memcpy(pb + full * pl.k * panel_width() + p * pl.packed_ld(full * panel_width()),
+                  src + full * panel_width(), static_cast<std::size_t>(edge) * sizeof(float));
   }
 }
 
@@ -435,32 +482,32 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
   if (first_chunk == 0 && pr.beta != 0.f && pr.beta != 1.f)
     scale_block(pr.c + i0 * pr.ldc + j0, pr.ldc, rows, cols, pr.beta);
   float* sum = static_cast<float*>(
-      block_scratch().get(static_cast<std::size_t>(kTaskRows * kPanel) * sizeof(float)));
+      block_scratch().get(static_cast<std::size_t>(kTaskRows * panel_width()) * sizeof(float)));
   for (std::int64_t g0 = first_chunk; g0 < end_chunk; g0 += pl.group) {
     const std::int64_t g1 = std::min(pl.chunks, g0 + pl.group);
     // C * scale + product: the product goes to the block, then onto C.
     const bool into_c = g0 == 0 && !pr.epilogue.scale_add;
     const float* bias = g1 == pl.chunks ? pr.epilogue.bias : nullptr;
-    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
+    for (std::int64_t jp = j0; jp < j0 + cols; jp += panel_width()) {
       const std::int64_t w = pl.width(jp);
       float* out = into_c ? pr.c + i0 * pr.ldc + jp : sum;
       for (std::int64_t q = g0; q < g1; ++q) {
         const float* kb = a_rows(pl, pr, pa, q, i0);
-        const float* ka = pr.b_in_place
-                              ? pr.b + q * pl.chunk * pr.ldb + jp
-                              : pb + (jp / kPanel) * pl.k * kPanel + q * pl.chunk * kPanel;
+        const float* ka = pr.b_in_place ? pr.b + q * pl.chunk * pr.ldb + jp
+                                        : pb + (jp / panel_width()) * pl.k * panel_width() +
+                                              q * pl.chunk * pl.packed_ld(jp);
         ks.get(pl, w, rows, pl.depth(q), into_c, q > g0 || (into_c && pr.beta != 0.f))(ka, kb, out);
       }
       if (pr.epilogue.scale_add) {
         float* c_tile = pr.c + i0 * pr.ldc + jp;
-        scale_add(c_tile, pr.ldc, rows, w, pr.epilogue.scale, sum, kPanel);
+        scale_add(c_tile, pr.ldc, rows, w, pr.epilogue.scale, sum, panel_width());
         if (pr.epilogue.d != nullptr)
           sub_scaled(pr.epilogue.d + i0 * pr.epilogue.ldd + jp, pr.epilogue.ldd, rows, w,
                      pr.epilogue.sub_scale, c_tile, pr.ldc);
       } else if (!into_c)
         for (std::int64_t i = 0; i < rows; ++i) {
           float* crow = pr.c + (i0 + i) * pr.ldc + jp;
-          const float* srow = sum + i * kPanel;
+          const float* srow = sum + i * panel_width();
           for (std::int64_t j = 0; j < w; ++j) crow[j] += srow[j];
         }
       if (bias != nullptr)
@@ -480,7 +527,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
   const std::int64_t a_units = pack_a_now ? pl.row_tasks : 0;
   const std::int64_t strip = (pl.k + pl.panels - 1) / pl.panels;
   const std::int64_t b_units = !pack_b_now ? 0 : pr.tb ? pl.panels : (pl.k + strip - 1) / strip;
-  parallel_units(pl, a_units + b_units, static_cast<double>(kPanel * pl.k),
+  parallel_units(pl, a_units + b_units, static_cast<double>(panel_width() * pl.k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
                      const std::int64_t b = u - a_units;
@@ -493,15 +540,15 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
                    }
                  });
   // A thread's tasks of a deep product (more than one group) run group by
-  // group over bands of kBandTasks tasks, so that a group's packed rows of A
+  // group over bands of band_tasks() tasks, so that a group's packed rows of A
   // are read from L2 by every task of the band that shares them; each element
   // of C still sums its groups in the same order.
-  const std::int64_t band = pl.chunks > pl.group ? kBandTasks : 0;
+  const std::int64_t band = pl.chunks > pl.group ? band_tasks() : 0;
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
     const auto task = [&](std::int64_t t, std::int64_t c0, std::int64_t c1) {
-      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * kTaskCols;
+      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
       run_task(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, pl.m - i0), j0,
-               std::min(kTaskCols, pl.n - j0), c0, c1);
+               std::min(task_cols(), pl.n - j0), c0, c1);
     };
     if (band == 0) {
       for (std::int64_t t = t0; t < t1; ++t) task(t, 0, pl.chunks);
@@ -541,6 +588,8 @@ bool libxsmm_avx512() noexcept {
   std::string why;
   return libxsmm_usable(why) && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
 }
+
+std::int64_t libxsmm_panel_width() noexcept { return panel_width(); }
 
 BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, std::int64_t n,
                                  std::int64_t k, std::int64_t lda, std::int64_t ldb,
@@ -607,11 +656,14 @@ bool sgemm_slab(const Problem& whole_pr, std::int64_t m, std::int64_t n, std::in
     pr.lda = ld;
   }
   Kernels ks;
-  if (!make_kernels(ks, pl, pr.b_in_place ? pr.ldb : kPanel, pr.a_in_place ? pr.lda : pl.chunk,
-                    pr.a_in_place && pr.ta, pr.ldc, pr.beta, pr.epilogue.scale_add))
+  const std::int64_t edge_j0 = pl.n - pl.n % panel_width();
+  const std::int64_t ld_b[2] = {pr.b_in_place ? pr.ldb : pl.packed_ld(0),
+                                pr.b_in_place || edge_j0 >= pl.n ? pr.ldb : pl.packed_ld(edge_j0)};
+  if (!make_kernels(ks, pl, ld_b, pr.a_in_place ? pr.lda : pl.chunk, pr.a_in_place && pr.ta, pr.ldc,
+                    pr.beta, pr.epilogue.scale_add))
     return false;
   const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
-  const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * kPanel * k);
+  const auto b_size = pr.b_in_place ? 0 : static_cast<std::size_t>(pl.panels * panel_width() * k);
   auto* pa = static_cast<float*>(pack_scratch().get(a_size * sizeof(float)));
   auto* pb = static_cast<float*>(pack_b_scratch().get(b_size * sizeof(float)));
   if (pa == nullptr || pb == nullptr) return false;
@@ -789,16 +841,17 @@ struct BKernels {
   BKernel k[2][2][2][2] = {};
   BKernel get(const Plan& pl, std::int64_t cols, std::int64_t rows, std::int64_t depth,
               bool overwrite) const {
-    return k[cols == std::min(pl.n, kPanel) ? 0 : 1][rows == std::min(pl.m, kTaskRows) ? 0 : 1]
-            [depth == pl.chunk ? 0 : 1][overwrite ? 1 : 0];
+    return k[cols == std::min(pl.n, panel_width()) ? 0 : 1]
+            [rows == std::min(pl.m, kTaskRows) ? 0 : 1][depth == pl.chunk ? 0 : 1]
+            [overwrite ? 1 : 0];
   }
 };
 
 bool make_bkernels(BKernels& ks, const Plan& pl, std::int64_t ldc, bool need_overwrite) {
-  const std::int64_t cols[2] = {std::min(pl.n, kPanel), pl.n % kPanel};
+  const std::int64_t cols[2] = {std::min(pl.n, panel_width()), pl.n % panel_width()};
   const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
-  const libxsmm_blasint lda = kPanel, ldb = static_cast<libxsmm_blasint>(pl.chunk),
+  const libxsmm_blasint lda = panel_width(), ldb = static_cast<libxsmm_blasint>(pl.chunk),
                         ldcx = static_cast<libxsmm_blasint>(ldc);
   const float alpha = 1.f;
   const int prefetch = LIBXSMM_PREFETCH_NONE;
@@ -843,33 +896,33 @@ void pack_a_bf16(const Plan& pl, const BProblem& pr, std::int64_t r0, std::int64
 }
 
 // Panel `panel` of op(B) in VNNI pairs: the pair (p, p + 1) of column j is
-// one 32-bit word at (p / 2) * kPanel + j, the element of row p in its low
+// one 32-bit word at (p / 2) * panel_width() + j, the element of row p in its low
 // half; an odd k is padded with a zero. A stored [n, k] B already holds each
 // pair side by side in its rows, so its panel is a 32-bit transpose.
 void pack_b_bf16(const Plan& pl, const BProblem& pr, std::int64_t panel, std::uint16_t* pb) {
-  const std::int64_t j0 = panel * kPanel, w = pl.width(j0), pairs = pl.k / 2;
-  auto* dst = reinterpret_cast<std::uint32_t*>(pb + panel * round_even(pl.k) * kPanel);
+  const std::int64_t j0 = panel * panel_width(), w = pl.width(j0), pairs = pl.k / 2;
+  auto* dst = reinterpret_cast<std::uint32_t*>(pb + panel * round_even(pl.k) * panel_width());
   const auto at = [&](std::int64_t p, std::int64_t j) -> std::uint32_t {
     return pr.tb ? pr.b[(j0 + j) * pr.ldb + p] : pr.b[p * pr.ldb + j0 + j];
   };
   if (pr.tb && pr.ldb % 2 == 0) {
     transpose32(reinterpret_cast<const float*>(pr.b + j0 * pr.ldb), pr.ldb / 2, w, pairs,
-                reinterpret_cast<float*>(dst), kPanel);
+                reinterpret_cast<float*>(dst), panel_width());
   } else if (!pr.tb) {
     for (std::int64_t q = 0; q < pairs; ++q) {
       const std::uint16_t* lo = pr.b + 2 * q * pr.ldb + j0;
       const std::uint16_t* hi = lo + pr.ldb;
-      std::uint32_t* out = dst + q * kPanel;
+      std::uint32_t* out = dst + q * panel_width();
       for (std::int64_t j = 0; j < w; ++j)
         out[j] = std::uint32_t{lo[j]} | (std::uint32_t{hi[j]} << 16);
     }
   } else {
     for (std::int64_t q = 0; q < pairs; ++q)
       for (std::int64_t j = 0; j < w; ++j)
-        dst[q * kPanel + j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
+        dst[q * panel_width() + j] = at(2 * q, j) | (at(2 * q + 1, j) << 16);
   }
   if (pl.k % 2 != 0)
-    for (std::int64_t j = 0; j < w; ++j) dst[pairs * kPanel + j] = at(pl.k - 1, j);
+    for (std::int64_t j = 0; j < w; ++j) dst[pairs * panel_width() + j] = at(pl.k - 1, j);
 }
 
 void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std::uint16_t* pa,
@@ -880,8 +933,8 @@ void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std
   std::int64_t ldo = pr.ldc;
   if (!direct) {
     out = static_cast<float*>(
-        block_scratch().get(static_cast<std::size_t>(kTaskRows * kTaskCols) * sizeof(float)));
-    ldo = kTaskCols;
+        block_scratch().get(static_cast<std::size_t>(kTaskRows * task_cols()) * sizeof(float)));
+    ldo = task_cols();
   } else if (pr.beta != 0.f && pr.beta != 1.f) {
     scale_block(out, pr.ldc, rows, cols, pr.beta);
   }
@@ -889,8 +942,9 @@ void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std
   for (std::int64_t q = 0; q < pl.chunks; ++q) {
     const std::uint16_t* kb = pa + q * pl.m * pl.chunk + i0 * pl.chunk;
     const bool overwrite = q == 0 && (!direct || pr.beta == 0.f);
-    for (std::int64_t jp = j0; jp < j0 + cols; jp += kPanel) {
-      const std::uint16_t* ka = pb + (jp / kPanel) * kp * kPanel + q * pl.chunk * kPanel;
+    for (std::int64_t jp = j0; jp < j0 + cols; jp += panel_width()) {
+      const std::uint16_t* ka =
+          pb + (jp / panel_width()) * kp * panel_width() + q * pl.chunk * panel_width();
       ks.get(pl, pl.width(jp), rows, pl.depth(q), overwrite)(
           reinterpret_cast<const libxsmm_bfloat16*>(ka),
           reinterpret_cast<const libxsmm_bfloat16*>(kb), out + (jp - j0));
@@ -908,9 +962,10 @@ bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t
   const Plan pl(m, n, k, true);
   const bool direct = sums_into_c(pr);
   BKernels ks;
-  if (!make_bkernels(ks, pl, direct ? pr.ldc : kTaskCols, !direct || pr.beta == 0.f)) return false;
+  if (!make_bkernels(ks, pl, direct ? pr.ldc : task_cols(), !direct || pr.beta == 0.f))
+    return false;
   const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
-  const auto b_size = static_cast<std::size_t>(pl.panels * kPanel * round_even(k));
+  const auto b_size = static_cast<std::size_t>(pl.panels * panel_width() * round_even(k));
   auto* buf =
       static_cast<std::uint16_t*>(pack_scratch().get((a_size + b_size) * sizeof(std::uint16_t)));
   if (buf == nullptr) return false;
@@ -918,7 +973,7 @@ bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t
   std::uint16_t* pa = buf;
   std::uint16_t* pb = buf + a_size;
   const std::int64_t a_units = pl.row_tasks;
-  parallel_units(pl, a_units + pl.panels, static_cast<double>(kPanel * k),
+  parallel_units(pl, a_units + pl.panels, static_cast<double>(panel_width() * k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
                      if (u < a_units)
@@ -929,9 +984,9 @@ bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t
                  });
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
     for (std::int64_t t = t0; t < t1; ++t) {
-      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * kTaskCols;
+      const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
       run_btask(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, m - i0), j0,
-                std::min(kTaskCols, n - j0));
+                std::min(task_cols(), n - j0));
     }
   });
   return true;
@@ -1128,9 +1183,9 @@ bool amx_bgemm(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t 
                [&](std::int64_t t0, std::int64_t t1) {
                  for (std::int64_t t = t0; t < t1; ++t) {
                    const std::int64_t i0 = t / tasks.col_tasks * kTaskRows,
-                                      j0 = t % tasks.col_tasks * kTaskCols;
+                                      j0 = t % tasks.col_tasks * task_cols();
                    amx_task(pl, pr, pa, pb, i0, std::min(m, i0 + kTaskRows), j0,
-                            std::min(n, j0 + kTaskCols));
+                            std::min(n, j0 + task_cols()));
                  }
                });
   return true;
@@ -1202,6 +1257,7 @@ bool libxsmm_usable(std::string& why) noexcept {
 }
 
 bool libxsmm_avx512() noexcept { return false; }
+std::int64_t libxsmm_panel_width() noexcept { return 0; }
 
 bool libxsmm_bf16_native() noexcept { return false; }
 

@@ -14,6 +14,10 @@ namespace ms::kernels::detail {
 /// ("cpx", "hsw", ...), else says why not. Initializes libxsmm on first call.
 bool libxsmm_usable(std::string& why) noexcept;
 
+/// The columns of C per libxsmm kernel call (48 or 64: the CPU's, see
+/// gemm_libxsmm.cpp), for gemm_backend()'s description.
+std::int64_t libxsmm_panel_width() noexcept;
+
 /// True when libxsmm is usable and targets an AVX-512 CPU ("skx" and later),
 /// where its float32 kernels beat Eigen's (bench/bm_gemm.cpp).
 bool libxsmm_avx512() noexcept;

@@ -57,7 +57,7 @@ void gemm_bias(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 
 /// C = C * scale + op(A) * op(B) (float32), bitwise as `gemm` (alpha 1, beta
 /// 0) into a temporary P followed by `scale_add` of P: where gemm would run
-/// libxsmm's kernels and k is summed in one group of chunks (k up to 512),
+/// libxsmm's kernels and k is summed in one group of chunks (k up to 1024),
 /// each tile of C is multiplied and gets its product added while in cache, so
 /// neither P nor a second pass over C exists. With `d` (m x n, rows ldd
 /// apart), then D = D - C * sub_scale with C's new values, tile by tile too:
