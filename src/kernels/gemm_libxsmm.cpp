@@ -713,6 +713,11 @@ Scratch& swap_scratch() {
   return s;
 }
 
+Scratch& swap_rows_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 // The product may be computed as C^T = op(B)^T op(A)^T instead, C going
 // through a scratch block (m n moves each way; one when beta is 0). A B stored
 // [n, k] must be transposed to be packed (n k moves); swapped, B is read as it
@@ -810,6 +815,9 @@ struct BProblem {
   float* c;
   std::int64_t ldc;
   std::uint16_t* c16;  // when not null (beta 0): C in bfloat16 instead of c
+  // A stored [m, k] read where it is (libxsmm's B, ldb = lda) instead of
+  // packed: see bgemm_slab.
+  bool a_in_place = false;
 };
 
 std::int64_t round_even(std::int64_t v) { return v + (v & 1); }
@@ -847,11 +855,12 @@ struct BKernels {
   }
 };
 
-bool make_bkernels(BKernels& ks, const Plan& pl, std::int64_t ldc, bool need_overwrite) {
+bool make_bkernels(BKernels& ks, const Plan& pl, std::int64_t ld_a, std::int64_t ldc,
+                   bool need_overwrite) {
   const std::int64_t cols[2] = {std::min(pl.n, panel_width()), pl.n % panel_width()};
   const std::int64_t rows[2] = {std::min(pl.m, kTaskRows), pl.m % kTaskRows};
   const std::int64_t depths[2] = {pl.chunk, pl.depth(pl.chunks - 1)};
-  const libxsmm_blasint lda = panel_width(), ldb = static_cast<libxsmm_blasint>(pl.chunk),
+  const libxsmm_blasint lda = panel_width(), ldb = static_cast<libxsmm_blasint>(ld_a),
                         ldcx = static_cast<libxsmm_blasint>(ldc);
   const float alpha = 1.f;
   const int prefetch = LIBXSMM_PREFETCH_NONE;
@@ -940,7 +949,8 @@ void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std
   }
   const std::int64_t kp = round_even(pl.k);
   for (std::int64_t q = 0; q < pl.chunks; ++q) {
-    const std::uint16_t* kb = pa + q * pl.m * pl.chunk + i0 * pl.chunk;
+    const std::uint16_t* kb = pr.a_in_place ? pr.a + i0 * pr.lda + q * pl.chunk
+                                            : pa + q * pl.m * pl.chunk + i0 * pl.chunk;
     const bool overwrite = q == 0 && (!direct || pr.beta == 0.f);
     for (std::int64_t jp = j0; jp < j0 + cols; jp += panel_width()) {
       const std::uint16_t* ka =
@@ -958,13 +968,23 @@ void run_btask(const Plan& pl, const BProblem& pr, const BKernels& ks, const std
 
 namespace {
 
-bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t k, bool dry) {
+// An A stored [m, k] (the weight W of x W^T, swapped by bgemm_run) is read
+// in place when k and its row stride are even: every chunk's depth is then
+// even, as the VNNI pairs of B need, without the zero packing pads an odd one
+// with. (With an odd stride libxsmm's kernel summed wrong products: test
+// "gemm_bf16: bfloat16 inputs, float32 sums, against float64 references",
+// whose operands have odd strides, failed.)
+bool bgemm_slab(const BProblem& whole_pr, std::int64_t m, std::int64_t n, std::int64_t k,
+                bool dry) {
   const Plan pl(m, n, k, true);
+  BProblem pr = whole_pr;
+  pr.a_in_place = !pr.ta && k % 2 == 0 && pr.lda % 2 == 0;
   const bool direct = sums_into_c(pr);
   BKernels ks;
-  if (!make_bkernels(ks, pl, direct ? pr.ldc : task_cols(), !direct || pr.beta == 0.f))
+  if (!make_bkernels(ks, pl, pr.a_in_place ? pr.lda : pl.chunk, direct ? pr.ldc : task_cols(),
+                     !direct || pr.beta == 0.f))
     return false;
-  const auto a_size = static_cast<std::size_t>(pl.chunks * pl.chunk * m);
+  const auto a_size = pr.a_in_place ? 0 : static_cast<std::size_t>(pl.chunks * pl.chunk * m);
   const auto b_size = static_cast<std::size_t>(pl.panels * panel_width() * round_even(k));
   auto* buf =
       static_cast<std::uint16_t*>(pack_scratch().get((a_size + b_size) * sizeof(std::uint16_t)));
@@ -972,7 +992,7 @@ bool bgemm_slab(const BProblem& pr, std::int64_t m, std::int64_t n, std::int64_t
   if (dry) return true;
   std::uint16_t* pa = buf;
   std::uint16_t* pb = buf + a_size;
-  const std::int64_t a_units = pl.row_tasks;
+  const std::int64_t a_units = pr.a_in_place ? 0 : pl.row_tasks;
   parallel_units(pl, a_units + pl.panels, static_cast<double>(panel_width() * k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
@@ -1199,16 +1219,61 @@ bool amx_bgemm(const BProblem&, std::int64_t, std::int64_t, std::int64_t) { retu
 
 namespace {
 
+bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+               float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
+               float beta, float* c, std::uint16_t* c16, std::int64_t ldc,
+               bool may_swap = true) noexcept;
+
+// C = alpha d^T for d [n, m] (rows m apart): into c, or rounded once into c16.
+void store_transposed(const float* d, std::int64_t m, std::int64_t n, float alpha, float* c,
+                      std::uint16_t* c16, std::int64_t ldc) {
+  float* t = c;
+  std::int64_t ldt = ldc;
+  if (c16 != nullptr) {
+    t = static_cast<float*>(
+        swap_rows_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
+    ldt = n;
+  }
+  transpose32(d, m, n, m, t, ldt);
+  for (std::int64_t i = 0; i < m; ++i) {
+    float* row = t + i * ldt;
+    if (alpha != 1.f)
+      for (std::int64_t j = 0; j < n; ++j) row[j] *= alpha;
+    if (c16 != nullptr) float_to_bfloat16_n(row, reinterpret_cast<bfloat16_t*>(c16 + i * ldc), n);
+  }
+}
+
+// x W^T of few rows (a B stored [n, k] with k even, beta 0) is computed as
+// C^T = W x^T into a float32 block (the factors of each product swap places,
+// every sum is the same): W is then read in place (bgemm_slab) instead of
+// transposed into VNNI pairs, and only x is.
+bool bgemm_swapped(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* a,
+                   std::int64_t lda, const void* b, std::int64_t ldb, float* c, std::uint16_t* c16,
+                   std::int64_t ldc) {
+  auto* d =
+      static_cast<float*>(swap_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
+  if (d == nullptr || (c16 != nullptr && swap_rows_scratch().get(static_cast<std::size_t>(m * n) *
+                                                                 sizeof(float)) == nullptr))
+    return false;
+  if (!bgemm_run(false, true, n, m, k, 1.f, b, ldb, a, lda, 0.f, d, nullptr, m, false))
+    return false;
+  store_transposed(d, m, n, alpha, c, c16, ldc);
+  return true;
+}
+
 // libxsmm_bgemm, or with c16 (c null, beta 0) C rounded to bfloat16.
 bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                float alpha, const void* a, std::int64_t lda, const void* b, std::int64_t ldb,
-               float beta, float* c, std::uint16_t* c16, std::int64_t ldc) noexcept {
+               float beta, float* c, std::uint16_t* c16, std::int64_t ldc, bool may_swap) noexcept {
   std::string why;
   if (m <= 0 || n <= 0 || k <= 0 || !libxsmm_usable(why)) return false;
   if (c16 != nullptr && beta != 0.f) return false;
   normalize_lds(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   for (const std::int64_t v : {m, n, k, lda, ldb, ldc})
     if (v > INT_MAX - 1) return false;
+  if (may_swap && !amx_usable() && beta == 0.f && !trans_a && trans_b && k % 2 == 0 &&
+      lda % 2 == 0 && swap_pays(false, true, m, n, k, 1.f))
+    return bgemm_swapped(m, n, k, alpha, a, lda, b, ldb, c, c16, ldc);
   const auto* a16 = static_cast<const std::uint16_t*>(a);
   const auto* b16 = static_cast<const std::uint16_t*>(b);
   bool ok = true;

@@ -914,6 +914,62 @@ TEST_SUITE("kernels") {
     }
   }
 
+  TEST_CASE("gemm_bf16: x W^T with even strides gives the bits of x times W transposed") {
+    // Unpadded rows (even strides): libxsmm computes few rows times a B
+    // stored [n, k] as C^T = W x^T with W read in place, and A stored [m, k]
+    // in place; the same sums as packing both, which a B stored [k, n] (its
+    // transpose) and an A stored [k, m] (ta) get. Against float64 too.
+    ThreadGuard guard;
+    std::mt19937 gen(29);
+    std::uniform_real_distribution<float> val(-1, 1);
+    for (const auto& [m, n, k] :
+         {std::array<std::int64_t, 3>{64, 512, 784}, std::array<std::int64_t, 3>{16, 300, 130},
+          std::array<std::int64_t, 3>{200, 96, 64}})
+      for (const float alpha : {1.f, 2.f}) {
+        std::vector<ms::bfloat16_t> x(static_cast<std::size_t>(m * k)),
+            w(static_cast<std::size_t>(n * k)), xt(x.size()), wt(w.size());
+        for (auto& e : x) e = ms::bfloat16_t(val(gen));
+        for (auto& e : w) e = ms::bfloat16_t(val(gen));
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t p = 0; p < k; ++p)
+            xt[static_cast<std::size_t>(p * m + i)] = x[static_cast<std::size_t>(i * k + p)];
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t p = 0; p < k; ++p)
+            wt[static_cast<std::size_t>(p * n + j)] = w[static_cast<std::size_t>(j * k + p)];
+        CAPTURE(m);
+        CAPTURE(alpha);
+        for (int nt : {1, 2}) {
+          ms::set_num_threads(nt);
+          std::vector<float> c(static_cast<std::size_t>(m * n)), ct(c.size());
+          ms::kernels::gemm_bf16(false, true, m, n, k, alpha, x.data(), k, w.data(), k, 0.f,
+                                 c.data(), n);
+          ms::kernels::gemm_bf16(true, false, m, n, k, alpha, xt.data(), m, wt.data(), n, 0.f,
+                                 ct.data(), n);
+          CHECK(std::memcmp(c.data(), ct.data(), c.size() * sizeof(float)) == 0);
+          std::vector<ms::bfloat16_t> r(c.size()), rt(c.size());
+          ms::kernels::gemm_bf16_rounded(false, true, m, n, k, alpha, x.data(), k, w.data(), k,
+                                         r.data(), n);
+          ms::kernels::gemm_bf16_rounded(true, false, m, n, k, alpha, xt.data(), m, wt.data(), n,
+                                         rt.data(), n);
+          CHECK(std::memcmp(r.data(), rt.data(), r.size() * sizeof(ms::bfloat16_t)) == 0);
+          std::int64_t far = 0;
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              double s = 0, bound = 0;
+              for (std::int64_t p = 0; p < k; ++p) {
+                const double e = double(float(x[static_cast<std::size_t>(i * k + p)])) *
+                                 double(float(w[static_cast<std::size_t>(j * k + p)]));
+                s += e;
+                bound += std::abs(e);
+              }
+              const double tol = (double(k) + 2) * std::ldexp(1.0, -24) * double(alpha) * bound;
+              far += !(std::abs(double(c[static_cast<std::size_t>(i * n + j)]) - alpha * s) <= tol);
+            }
+          CHECK(far == 0);
+        }
+      }
+  }
+
   TEST_CASE("gemm_bf16_rounded: bitwise gemm_bf16 (beta 0) rounded to bfloat16; 1 and 2 threads") {
     ThreadGuard guard;
     std::mt19937 gen(23);
