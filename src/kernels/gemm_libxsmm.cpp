@@ -728,12 +728,19 @@ Scratch& swap_rows_scratch() {
 // read in place or packed, C through the scratch) it ran 0.96x (768 x 192 x
 // 4096) and 0.98x (576 x 192 x 4096) against unswapped (an ad-hoc program
 // alternating both, Zen 4 VM, 1 thread, medians of 15 pairs).
+// The rule swaps when B's moves exceed 3/4 of A's and C's (C's counted 4
+// times). Against twice them (Zen 5 VM, an ad-hoc program on libms
+// alternating both in one process, medians of 30, x W^T, GFLOP/s): 64 x 256
+// x 512 (the MLP's second forward) 201-207 -> 235-241 (2 threads 200 -> 225),
+// 64 x 512 x 256 182-209 -> 220-221, 64 x 128 x 1024 179 -> 209, 96 x 384 x
+// 384 216 -> 233; 128 x 512 x 512 and 200 x 1024 x 512 the same (237 / 236,
+// 227 / 227); at half of them 256 x 512 x 784 swapped lost (236 -> 231).
 // Each element of C is the same sum in the same order either way (the two
 // factors of each multiply-add swap places), so the result keeps its bits.
 bool swap_pays(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha) {
   if (alpha != 1.f || !tb) return false;
   const auto dm = static_cast<double>(m), dn = static_cast<double>(n), dk = static_cast<double>(k);
-  return dn * dk > 2 * ((ta ? 0 : dm) * dk + 4 * dm * dn);
+  return dn * dk > 0.75 * ((ta ? 0 : dm) * dk + 4 * dm * dn);
 }
 
 bool sgemm_swapped(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
