@@ -217,74 +217,83 @@ void forward_image(const float* x, const float* w, const float* bias, Y* y, std:
   for (; v < pl.vecs; ++v) forward_vectors<C, 1, Y>(x, w, bias, y, outs, pl, relu, v);
 }
 
+// One position vector v of grad_weight_block (INNER: an inner vector).
+template <int OB, bool INNER>
+inline void grad_weight_vector(const float* xc, const float* const (&g)[OB], __m512 (&a)[OB][kTaps],
+                               const Plane& pl, std::int64_t v) {
+  const std::int64_t size = pl.size, width = pl.width, p = v * 16;
+  __mmask16 keep[kTaps];  // per tap, the lanes whose product counts
+  __m512 gv[OB];
+  if constexpr (INNER) {
+#pragma GCC unroll 16
+    for (int t = 0; t < kTaps; ++t) keep[t] = pl.in_row(v, t % 3);
+#pragma GCC unroll 16
+    for (int b = 0; b < OB; ++b) gv[b] = _mm512_loadu_ps(g[b] + p);
+#pragma GCC unroll 16
+    // The next block's planes (gy is [image, o, plane], so past the last
+    // block the next image's first): an ad-hoc loop of conv1's weight
+    // gradient with gy out of cache, 150-171 -> 159-194 GFLOP/s.
+    for (int b = 0; b < OB; ++b)
+      _mm_prefetch(reinterpret_cast<const char*>(g[b] + p + OB * size), _MM_HINT_T0);
+  } else {
+    const __mmask16 lanes = pl.lanes(v);
+#pragma GCC unroll 16
+    for (int t = 0; t < kTaps; ++t) keep[t] = pl.inside[static_cast<std::size_t>(v * kTaps + t)];
+#pragma GCC unroll 16
+    for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
+  }
+  // Tap (i, j) reads row i's base at column offset j - 1: three base
+  // pointers and constant displacements (9 offsets held apart spilled
+  // to the stack here: 0.72 of the peak against 0.73).
+  const float* rows[3] = {xc + p - width, xc + p, xc + p + width};
+#pragma GCC unroll 16
+  for (int t = 0; t < kTaps; ++t) {
+    __m512 xv;
+    if constexpr (INNER) {
+      xv = _mm512_loadu_ps(rows[t / 3] + (t % 3 - 1));
+      // One load for the OB multiply-adds: g++ would fold it into each.
+      asm("" : "+v"(xv));
+    } else {
+      xv = _mm512_maskz_loadu_ps(keep[t], rows[t / 3] + (t % 3 - 1));
+    }
+#pragma GCC unroll 16
+    for (int b = 0; b < OB; ++b) a[b][t] = _mm512_mask3_fmadd_ps(gv[b], xv, a[b][t], keep[t]);
+  }
+}
+
 // acc [OB, C, 9] (vectors) += the image's gy channels [o, o + OB) times its
-// shifted input x [C, plane], over the plane's vectors [v0, v1). A lane whose
-// tap lies outside the plane adds nothing (the masked multiply-add keeps the
-// sum): the bits of adding gy times im2col's zero, as the sums start from
-// +0, unless gy is inf or NaN there (then im2col's product is NaN). The inner
-// vectors (INNER) read x unmasked and leave out only the first and last
-// columns' lanes: the nine mask loads per vector of the others held conv1's
-// weight gradient at 0.48 of the peak on the Zen 5 VM (bm_conv's
-// BM_ConvGradW_Direct).
-template <int C, int OB, bool INNER>
+// shifted input x [C, plane]. A lane whose tap lies outside the plane adds
+// nothing (the masked multiply-add keeps the sum): the bits of adding gy
+// times im2col's zero, as the sums start from +0, unless gy is inf or NaN
+// there (then im2col's product is NaN). The inner vectors (rows 1 to h - 2,
+// Plane::inner_begin to inner_end) read x unmasked and leave out only the
+// first and last columns' lanes: the nine mask loads per vector of the
+// others held conv1's weight gradient at 0.48 of the peak on the Zen 5 VM
+// (bm_conv's BM_ConvGradW_Direct). The accumulators stay in registers over
+// all of a channel's vectors: loaded and stored around each of the three
+// ranges (edge, inner, edge) instead, the edge ranges (4 of conv1's 49
+// vectors) took 18 % of the pass.
+template <int C, int OB>
 inline void grad_weight_block(const float* x, const float* gy, __m512* acc, const Plane& pl,
-                              std::int64_t o, std::int64_t v0, std::int64_t v1) {
-  // The plane's sizes and gy's rows in locals: read through `pl` in the loop,
-  // g++ reloaded them (and multiplied again) for every vector. The loops over
-  // registers are unrolled completely (the pragmas): otherwise GCC 12 keeps
-  // the accumulators of the inner form in memory.
-  const std::int64_t size = pl.size, width = pl.width;
-  const __mmask16* const masks = pl.inside.data();
+                              std::int64_t o) {
+  // gy's rows in locals; the loops over registers are unrolled completely
+  // (the pragmas): otherwise GCC 12 keeps the accumulators in memory.
   const float* g[OB];
 #pragma GCC unroll 16
-  for (int b = 0; b < OB; ++b) g[b] = gy + (o + b) * size;
+  for (int b = 0; b < OB; ++b) g[b] = gy + (o + b) * pl.size;
   for (int c = 0; c < C; ++c) {
     __m512 a[OB][kTaps];
 #pragma GCC unroll 16
     for (int b = 0; b < OB; ++b)
 #pragma GCC unroll 16
       for (int t = 0; t < kTaps; ++t) a[b][t] = acc[(b * C + c) * kTaps + t];
-    const float* xc = x + c * size;
-    for (std::int64_t v = v0; v < v1; ++v) {
-      const std::int64_t p = v * 16;
-      __mmask16 keep[kTaps];  // per tap, the lanes whose product counts
-      __m512 gv[OB];
-      if constexpr (INNER) {
-#pragma GCC unroll 16
-        for (int t = 0; t < kTaps; ++t) keep[t] = pl.in_row(v, t % 3);
-#pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b) gv[b] = _mm512_loadu_ps(g[b] + p);
-#pragma GCC unroll 16
-        // The next block's planes (gy is [image, o, plane], so past the last
-        // block the next image's first): an ad-hoc loop of conv1's weight
-        // gradient with gy out of cache, 150-171 -> 159-194 GFLOP/s.
-        for (int b = 0; b < OB; ++b)
-          _mm_prefetch(reinterpret_cast<const char*>(g[b] + p + OB * size), _MM_HINT_T0);
-      } else {
-        const __mmask16 lanes = pl.lanes(v);
-#pragma GCC unroll 16
-        for (int t = 0; t < kTaps; ++t) keep[t] = masks[v * kTaps + t];
-#pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes, g[b] + p);
-      }
-      // Tap (i, j) reads row i's base at column offset j - 1: three base
-      // pointers and constant displacements (9 offsets held apart spilled
-      // to the stack here: 0.72 of the peak against 0.73).
-      const float* rows[3] = {xc + p - width, xc + p, xc + p + width};
-#pragma GCC unroll 16
-      for (int t = 0; t < kTaps; ++t) {
-        __m512 xv;
-        if constexpr (INNER) {
-          xv = _mm512_loadu_ps(rows[t / 3] + (t % 3 - 1));
-          // One load for the OB multiply-adds: g++ would fold it into each.
-          asm("" : "+v"(xv));
-        } else {
-          xv = _mm512_maskz_loadu_ps(keep[t], rows[t / 3] + (t % 3 - 1));
-        }
-#pragma GCC unroll 16
-        for (int b = 0; b < OB; ++b) a[b][t] = _mm512_mask3_fmadd_ps(gv[b], xv, a[b][t], keep[t]);
-      }
-    }
+    const float* xc = x + c * pl.size;
+    for (std::int64_t v = 0; v < pl.inner_begin; ++v)
+      grad_weight_vector<OB, false>(xc, g, a, pl, v);
+    for (std::int64_t v = pl.inner_begin; v < pl.inner_end; ++v)
+      grad_weight_vector<OB, true>(xc, g, a, pl, v);
+    for (std::int64_t v = pl.inner_end; v < pl.vecs; ++v)
+      grad_weight_vector<OB, false>(xc, g, a, pl, v);
 #pragma GCC unroll 16
     for (int b = 0; b < OB; ++b)
 #pragma GCC unroll 16
@@ -297,10 +306,7 @@ template <int C>
 void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_t outs,
                        const Plane& pl) {
   in_blocks<3>(0, outs, [&]<int OB>(std::int64_t o) {
-    __m512* const a = acc + o * C * kTaps;
-    grad_weight_block<C, OB, false>(x, gy, a, pl, o, 0, pl.inner_begin);
-    grad_weight_block<C, OB, true>(x, gy, a, pl, o, pl.inner_begin, pl.inner_end);
-    grad_weight_block<C, OB, false>(x, gy, a, pl, o, pl.inner_end, pl.vecs);
+    grad_weight_block<C, OB>(x, gy, acc + o * C * kTaps, pl, o);
   });
 }
 
