@@ -108,6 +108,16 @@ std::vector<float> small_ints(std::size_t size, std::mt19937& gen) {
   return v;
 }
 
+// v, [rows, cols] row-major, as [cols, rows].
+template <class T>
+std::vector<T> transposed(const std::vector<T>& v, std::int64_t rows, std::int64_t cols) {
+  std::vector<T> t(v.size());
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      t[static_cast<std::size_t>(j * rows + i)] = v[static_cast<std::size_t>(i * cols + j)];
+  return t;
+}
+
 std::vector<float> uniform(std::size_t size, std::mt19937& gen) {
   std::uniform_real_distribution<float> val(-1.f, 1.f);
   std::vector<float> v(size);
@@ -769,13 +779,7 @@ TEST_SUITE("kernels") {
           std::array<std::int64_t, 3>{16, 512, 784}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
-      std::vector<float> at(a.size()), bt(b.size());
-      for (std::int64_t i = 0; i < m; ++i)
-        for (std::int64_t p = 0; p < k; ++p)
-          at[static_cast<std::size_t>(p * m + i)] = a[static_cast<std::size_t>(i * k + p)];
-      for (std::int64_t p = 0; p < k; ++p)
-        for (std::int64_t j = 0; j < n; ++j)
-          bt[static_cast<std::size_t>(j * k + p)] = b[static_cast<std::size_t>(p * n + j)];
+      const std::vector<float> at = transposed(a, m, k), bt = transposed(b, k, n);
       for (const std::string& backend : available_backends())
         for (int nt : {1, 2}) {
           ms::set_num_threads(nt);
@@ -927,15 +931,10 @@ TEST_SUITE("kernels") {
           std::array<std::int64_t, 3>{200, 96, 64}})
       for (const float alpha : {1.f, 2.f}) {
         std::vector<ms::bfloat16_t> x(static_cast<std::size_t>(m * k)),
-            w(static_cast<std::size_t>(n * k)), xt(x.size()), wt(w.size());
+            w(static_cast<std::size_t>(n * k));
         for (auto& e : x) e = ms::bfloat16_t(val(gen));
         for (auto& e : w) e = ms::bfloat16_t(val(gen));
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t p = 0; p < k; ++p)
-            xt[static_cast<std::size_t>(p * m + i)] = x[static_cast<std::size_t>(i * k + p)];
-        for (std::int64_t j = 0; j < n; ++j)
-          for (std::int64_t p = 0; p < k; ++p)
-            wt[static_cast<std::size_t>(p * n + j)] = w[static_cast<std::size_t>(j * k + p)];
+        const std::vector<ms::bfloat16_t> xt = transposed(x, m, k), wt = transposed(w, n, k);
         CAPTURE(m);
         CAPTURE(alpha);
         for (int nt : {1, 2}) {
