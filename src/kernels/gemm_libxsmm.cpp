@@ -137,16 +137,16 @@ constexpr std::int64_t kGroupChunks = 8;
 // A float32 product whose C is at most one vector wide (16 columns: the
 // forward x W^T of a batch of 16, computed swapped as W x^T with W's rows read
 // in place) runs each group as one chunk: a panel's step of k is one cache
-// line (not three), so a group's depth of it stays in L1, and each row of A
-// is read in runs of up to 1024 floats instead of 128, which the hardware
-// prefetcher follows better when A streams from L3. The groups are the same
-// as in any other product of that depth, so the sums are too (test "gemm: the
-// same bits whichever operand is stored transposed", 16 x 512 x 784). Zen 5
-// VM, an ad-hoc program on libms alternating chunks of 128 and whole groups
-// block by block in one process, medians of 40, GFLOP/s (1 thread unless
-// said): 16 x 512 x 784 B^T 191.6 -> 207.8 (2 threads 283.6 -> 320.1), 16 x
-// 512 x 1000 207.1 -> 210.7, 16 x 256 x 512 183.5 -> 191.0, 16 x 512 x 2048
-// 130.9 -> 133.6.
+// line (not three or four, Plan::packed_ld), so a group's depth of it stays
+// in L1, and each row of A is read in runs of up to 1024 floats instead of
+// 128, which the hardware prefetcher follows better when A streams from L3.
+// The groups are the same as in any other product of that depth, so the sums
+// are too (test "gemm: the same bits whichever operand is stored transposed",
+// 16 x 512 x 784). Zen 5 VM, an ad-hoc program on libms alternating chunks of
+// 128 and whole groups block by block in one process, medians of 40, GFLOP/s
+// (1 thread unless said): 16 x 512 x 784 B^T 191.6 -> 207.8 (2 threads 283.6
+// -> 320.1), 16 x 512 x 1000 207.1 -> 210.7, 16 x 256 x 512 183.5 -> 191.0,
+// 16 x 512 x 2048 130.9 -> 133.6.
 constexpr std::int64_t kNarrowCols = 16;
 // Tasks per band of a deep product (1 MiB of C): see run_sgemm. The weight
 // gradient of a 192 -> 576 dense layer at 4096 tokens (192 x 576 x 4096, A
@@ -1253,9 +1253,10 @@ void store_transposed(const float* d, std::int64_t m, std::int64_t n, float alph
   }
 }
 
-// x W^T of few rows (a B stored [n, k] with k even, beta 0) is computed as
-// C^T = W x^T into a float32 block (the factors of each product swap places,
-// every sum is the same): W is then read in place (bgemm_slab) instead of
+// x W^T of few rows (a B stored [n, k], k and x's row stride even, beta 0;
+// the rule of swap_pays) is computed as C^T = W x^T into a float32 block (the
+// factors of each product swap places, every sum is the same): W is then read
+// in place (bgemm_slab, when its row stride is even too) instead of
 // transposed into VNNI pairs, and only x is.
 bool bgemm_swapped(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* a,
                    std::int64_t lda, const void* b, std::int64_t ldb, float* c, std::uint16_t* c16,
