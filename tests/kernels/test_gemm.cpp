@@ -814,12 +814,12 @@ TEST_SUITE("kernels") {
     // one vector wide runs a group of k as one chunk: neither may change a
     // sum. Each column block computed as a product of its own (its own panels,
     // narrow or not) must give the whole product's bits; k spans two groups.
+    if (!has_libxsmm()) return;  // (Eigen's and OpenBLAS's blocking follow n)
     ThreadGuard guard;
     std::mt19937 gen(21);
     const std::int64_t m = 200, n = 400, k = 1300;
     const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                              b = uniform(static_cast<std::size_t>(k * n), gen);
-    if (!has_libxsmm()) return;  // (Eigen's and OpenBLAS's blocking follow n)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
         // a stored [m, k] or [k, m], b [k, n] or [n, k] (the same values read
