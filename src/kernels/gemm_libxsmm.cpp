@@ -1234,16 +1234,12 @@ bool bgemm_run(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                float beta, float* c, std::uint16_t* c16, std::int64_t ldc,
                bool may_swap = true) noexcept;
 
-// C = alpha d^T for d [n, m] (rows m apart): into c, or rounded once into c16.
+// C = alpha d^T for d [n, m] (rows m apart): into c, or with c16 through
+// `rows` (m x n floats) rounded once into c16.
 void store_transposed(const float* d, std::int64_t m, std::int64_t n, float alpha, float* c,
-                      std::uint16_t* c16, std::int64_t ldc) {
-  float* t = c;
-  std::int64_t ldt = ldc;
-  if (c16 != nullptr) {
-    t = static_cast<float*>(
-        swap_rows_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
-    ldt = n;
-  }
+                      std::uint16_t* c16, float* rows, std::int64_t ldc) {
+  float* t = c16 != nullptr ? rows : c;
+  const std::int64_t ldt = c16 != nullptr ? n : ldc;
   transpose32(d, m, n, m, t, ldt);
   for (std::int64_t i = 0; i < m; ++i) {
     float* row = t + i * ldt;
@@ -1257,18 +1253,18 @@ void store_transposed(const float* d, std::int64_t m, std::int64_t n, float alph
 // the rule of swap_pays) is computed as C^T = W x^T into a float32 block (the
 // factors of each product swap places, every sum is the same): W is then read
 // in place (bgemm_slab, when its row stride is even too) instead of
-// transposed into VNNI pairs, and only x is.
+// transposed into VNNI pairs, and only x is. Both blocks are taken before C is
+// written: a failure leaves C untouched.
 bool bgemm_swapped(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* a,
                    std::int64_t lda, const void* b, std::int64_t ldb, float* c, std::uint16_t* c16,
                    std::int64_t ldc) {
-  auto* d =
-      static_cast<float*>(swap_scratch().get(static_cast<std::size_t>(m * n) * sizeof(float)));
-  if (d == nullptr || (c16 != nullptr && swap_rows_scratch().get(static_cast<std::size_t>(m * n) *
-                                                                 sizeof(float)) == nullptr))
+  const auto bytes = static_cast<std::size_t>(m * n) * sizeof(float);
+  auto* d = static_cast<float*>(swap_scratch().get(bytes));
+  auto* rows = c16 != nullptr ? static_cast<float*>(swap_rows_scratch().get(bytes)) : nullptr;
+  if (d == nullptr || (c16 != nullptr && rows == nullptr) ||
+      !bgemm_run(false, true, n, m, k, 1.f, b, ldb, a, lda, 0.f, d, nullptr, m, false))
     return false;
-  if (!bgemm_run(false, true, n, m, k, 1.f, b, ldb, a, lda, 0.f, d, nullptr, m, false))
-    return false;
-  store_transposed(d, m, n, alpha, c, c16, ldc);
+  store_transposed(d, m, n, alpha, c, c16, rows, ldc);
   return true;
 }
 

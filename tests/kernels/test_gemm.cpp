@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include "thread_guard.hpp"
+#include "transposed.hpp"
 
 #include <algorithm>
 #include <array>
@@ -106,16 +107,6 @@ std::vector<float> small_ints(std::size_t size, std::mt19937& gen) {
   std::vector<float> v(size);
   for (float& e : v) e = static_cast<float>(val(gen));
   return v;
-}
-
-// v, [rows, cols] row-major, as [cols, rows].
-template <class T>
-std::vector<T> transposed(const std::vector<T>& v, std::int64_t rows, std::int64_t cols) {
-  std::vector<T> t(v.size());
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j)
-      t[static_cast<std::size_t>(j * rows + i)] = v[static_cast<std::size_t>(i * cols + j)];
-  return t;
 }
 
 std::vector<float> uniform(std::size_t size, std::mt19937& gen) {
@@ -779,7 +770,8 @@ TEST_SUITE("kernels") {
           std::array<std::int64_t, 3>{16, 512, 784}}) {
       const std::vector<float> a = uniform(static_cast<std::size_t>(m * k), gen),
                                b = uniform(static_cast<std::size_t>(k * n), gen);
-      const std::vector<float> at = transposed(a, m, k), bt = transposed(b, k, n);
+      const std::vector<float> at = ms::test::transposed(a, m, k),
+                               bt = ms::test::transposed(b, k, n);
       for (const std::string& backend : available_backends())
         for (int nt : {1, 2}) {
           ms::set_num_threads(nt);
@@ -934,7 +926,8 @@ TEST_SUITE("kernels") {
             w(static_cast<std::size_t>(n * k));
         for (auto& e : x) e = ms::bfloat16_t(val(gen));
         for (auto& e : w) e = ms::bfloat16_t(val(gen));
-        const std::vector<ms::bfloat16_t> xt = transposed(x, m, k), wt = transposed(w, n, k);
+        const std::vector<ms::bfloat16_t> xt = ms::test::transposed(x, m, k),
+                                          wt = ms::test::transposed(w, n, k);
         CAPTURE(m);
         CAPTURE(alpha);
         for (int nt : {1, 2}) {

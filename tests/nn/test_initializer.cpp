@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "thread_guard.hpp"
+#include "transposed.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -68,14 +69,6 @@ std::vector<double> scaled_eye(std::int64_t n, double s) {
   std::vector<double> e(static_cast<std::size_t>(n * n), 0.0);
   for (std::int64_t i = 0; i < n; ++i) e[static_cast<std::size_t>(i * n + i)] = s;
   return e;
-}
-
-std::vector<double> transpose(const std::vector<double>& m, std::int64_t rows, std::int64_t cols) {
-  std::vector<double> t(m.size());
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < cols; ++j)
-      t[static_cast<std::size_t>(j * rows + i)] = m[static_cast<std::size_t>(i * cols + j)];
-  return t;
 }
 
 }  // namespace
@@ -229,7 +222,7 @@ TEST_SUITE("nn") {
     Generator g(5);
     {
       const Tensor q = init::Orthogonal()({50, 20}, float64, g);  // tall: orthonormal columns
-      const std::vector<double> v = transpose(q.to_vector<double>(), 50, 20);
+      const std::vector<double> v = ms::test::transposed(q.to_vector<double>(), 50, 20);
       CHECK(max_abs_diff(gram_rows(v, 20, 50), scaled_eye(20, 1.0)) < 1e-12);
     }
     {
@@ -241,7 +234,8 @@ TEST_SUITE("nn") {
       CHECK(q.dtype() == float32);
       const std::vector<double> v = q.to_vector<double>();
       CHECK(max_abs_diff(gram_rows(v, 30, 30), scaled_eye(30, 4.0)) < 1e-5);
-      CHECK(max_abs_diff(gram_rows(transpose(v, 30, 30), 30, 30), scaled_eye(30, 4.0)) < 1e-5);
+      CHECK(max_abs_diff(gram_rows(ms::test::transposed(v, 30, 30), 30, 30), scaled_eye(30, 4.0)) <
+            1e-5);
     }
     {
       const Tensor q = init::Orthogonal()({8, 2, 3, 3}, float64, g);  // rows of 18
