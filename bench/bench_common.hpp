@@ -313,6 +313,66 @@ inline void BM_Stream_Triad(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * n * 3 * std::int64_t(sizeof(float)));
 }
 
+/// The triad y[i] = a[i] + s * b[i] over [lo, hi): one vectorized loop,
+/// whichever thread calls it (restrict pointers; through a lambda's captured
+/// references GCC reloaded the pointers and ran 20 % slower on one thread).
+inline void triad_range(float* __restrict y, const float* __restrict a, const float* __restrict b,
+                        float s, std::int64_t lo, std::int64_t hi) {
+  for (std::int64_t i = lo; i < hi; ++i) y[i] = a[i] + s * b[i];
+}
+
+/// A pass over 16M-float tensors against the triad over the same memory,
+/// measured in pairs: each iteration times `pass()` (which returns the
+/// float32 result it wrote, fresh or not) and then the triad
+/// y = a + 0.5 * b into that result, on ms's pool in equal parts per
+/// thread. Counters: `vs_triad`, the median over the iterations of (pass
+/// GB/s) / (triad GB/s), the pass counting `pass_bytes` and the triad 3
+/// arrays; `pass_GiBps` and `triad_GiBps` over the whole run.
+///
+/// Why pairs over one memory: on the shared VMs this is measured on, the
+/// bandwidth of a process moves by up to 2x from second to second, and
+/// tensors of one process differ persistently (the host's placement of their
+/// pages), so separate benchmarks of the pass and of BM_Stream_Triad gave
+/// ratios from 0.4 to 1.3 for the same code; a pair takes both within ~10 ms
+/// on the same buffers. Why not OpenMP: libgomp's worker spins after a region
+/// and holds the second core while the next ms pass runs (an OpenMP triad in
+/// the pair made a 2-thread chain 0.56-0.62x; with OMP_WAIT_POLICY=passive
+/// 1.18x).
+template <class Pass>
+void versus_triad(benchmark::State& state, const ms::Tensor& a, const ms::Tensor& b, Pass&& pass,
+                  std::int64_t pass_bytes) {
+  using clock = std::chrono::steady_clock;
+  const std::int64_t n = a.numel();
+  const float* pa = a.data<float>();
+  const float* pb = b.data<float>();
+  std::vector<double> ratios;
+  double pass_s = 0, triad_s = 0;
+  for (auto _ : state) {
+    const auto t0 = clock::now();
+    ms::Tensor y = pass();
+    const auto t1 = clock::now();
+    float* py = y.data<float>();
+    ms::kernels::parallel_for(
+        n, std::int64_t{1} << 16,
+        [py, pa, pb](std::int64_t lo, std::int64_t hi) { triad_range(py, pa, pb, 0.5f, lo, hi); });
+    benchmark::DoNotOptimize(py);
+    benchmark::ClobberMemory();
+    const auto t2 = clock::now();
+    const double tp = std::chrono::duration<double>(t1 - t0).count();
+    const double tt = std::chrono::duration<double>(t2 - t1).count();
+    pass_s += tp;
+    triad_s += tt;
+    ratios.push_back((double(pass_bytes) / tp) / (double(n) * 12 / tt));
+  }
+  if (ratios.empty()) return;
+  std::nth_element(ratios.begin(), ratios.begin() + std::ptrdiff_t(ratios.size() / 2),
+                   ratios.end());
+  const double iters = double(ratios.size());
+  state.counters["vs_triad"] = ratios[ratios.size() / 2];
+  state.counters["pass_GiBps"] = double(pass_bytes) * iters / pass_s / double(1 << 30);
+  state.counters["triad_GiBps"] = double(n) * 12 * iters / triad_s / double(1 << 30);
+}
+
 // ---------------------------------------------------------------- training inputs
 
 /// Inputs of the step benchmarks (bm_train, bm_grad): kBatchPool synthetic

@@ -10,6 +10,9 @@
 //                           rounded to bfloat16 on store), fresh result
 //   BM_ChainBf16_MsInto/nt:N the same into an existing bfloat16 y
 //   BM_Stream_Triad/nt:N    a[i] = b[i] + s * c[i], a plain loop (the bandwidth reference)
+//   BM_ChainVsTriad_Ms/nt:N, BM_ChainVsTriad_MsInto/nt:N  the chain (fresh, into) timed in pairs
+//                           with the triad over its own buffers: counter vs_triad
+//                           (bench::versus_triad; bench/chain_vs_triad.sh)
 //   BM_SmallChain20_*/nt:N  20 elementwise ops on 32x32 (one ms expression vs 20 eager ops)
 //   BM_SmallAdd_*/nt:N      one 32x32 add
 //   BM_ColumnSum_*/nt:N     sum over the rows of [4096, 768] (a bias gradient of char_lm's
@@ -93,6 +96,31 @@ void BM_Chain_MsInto(benchmark::State& state) {
   }
   chain_bytes(state);
 }
+
+// The chain and the triad over the same buffers, pass by pass
+// (bench::versus_triad): the ratio bench/chain_vs_triad.sh reports.
+void chain_vs_triad(benchmark::State& state, bool into) {
+  bench::set_threads(state.range(0));
+  const ms::Tensor a = bench::random_tensor({kBig}, 1), b = bench::random_tensor({kBig}, 2),
+                   c = bench::random_tensor({kBig}, 3);
+  ms::Tensor y = ms::zeros({kBig});
+  fresh_result_warmup([&] { return ms::relu(a * b + c) * 0.5f; });
+  const std::int64_t bytes = kBig * 4 * std::int64_t(sizeof(float));
+  if (into) {
+    bench::versus_triad(
+        state, a, b,
+        [&] {
+          ms::assign(y, ms::relu(a * b + c) * 0.5f);
+          return y;
+        },
+        bytes);
+  } else {
+    bench::versus_triad(
+        state, a, b, [&] { return ms::Tensor(ms::relu(a * b + c) * 0.5f); }, bytes);
+  }
+}
+void BM_ChainVsTriad_Ms(benchmark::State& state) { chain_vs_triad(state, false); }
+void BM_ChainVsTriad_MsInto(benchmark::State& state) { chain_vs_triad(state, true); }
 
 // ---------------------------------------------------------------- the chain on bfloat16
 
@@ -465,6 +493,8 @@ void register_all() {
     reg("BM_Stream_Triad", bench::BM_Stream_Triad, nt);
     reg("BM_Chain_Ms", BM_Chain_Ms, nt);
     reg("BM_Chain_MsInto", BM_Chain_MsInto, nt);
+    reg("BM_ChainVsTriad_Ms", BM_ChainVsTriad_Ms, nt);
+    reg("BM_ChainVsTriad_MsInto", BM_ChainVsTriad_MsInto, nt);
     reg("BM_ChainBf16_Ms", BM_ChainBf16_Ms, nt);
     reg("BM_ChainBf16_MsInto", BM_ChainBf16_MsInto, nt);
 #if MS_BENCH_TORCH

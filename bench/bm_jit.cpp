@@ -17,6 +17,9 @@
 //   BM_JitChain_Ms/nt:N         ms::jit(relu(a * b + c) * 0.5) on 16M floats (GB/s)
 //   BM_JitChain_MsInto/nt:N     the same pass assigned into an existing y (no fresh result)
 //   BM_JitChain_Torch/nt:N      the same, 4 LibTorch eager ops
+//   BM_JitChainVsTriad_Ms/nt:N, BM_JitChainVsTriad_MsInto/nt:N  the two jitted chains timed
+//                               in pairs with the triad over their own buffers: counter
+//                               vs_triad (bench::versus_triad; bench/chain_vs_triad.sh)
 //   BM_FreshPages/nt:1          aligned_alloc + first touch + free of 64 MiB (page-fault cost)
 //   BM_Stream_Triad/nt:N        the bandwidth reference (bench_common.hpp)
 //   BM_JitCompile_Mlp/nt:N      the first call of a fresh ms::jit of the MLP:
@@ -403,6 +406,42 @@ void BM_JitChain_MsInto(benchmark::State& state) {
   chain_bytes(state);
 }
 
+// The jitted chains and the triad over the same buffers, pass by pass
+// (bench::versus_triad): the ratio bench/chain_vs_triad.sh reports.
+void BM_JitChainVsTriad_Ms(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const BigInputs in;
+  auto f = make_jit_chain();
+  if (!bench::check_same(state, f(in.a, in.b, in.c), ms::relu(in.a * in.b + in.c) * 0.5f, 0,
+                         "jit vs eager ms"))
+    return;
+  bench::versus_triad(
+      state, in.a, in.b, [&] { return f(in.a, in.b, in.c); },
+      kBig * 4 * std::int64_t(sizeof(float)));
+  check_cache_hits(state, f);
+}
+
+void BM_JitChainVsTriad_MsInto(benchmark::State& state) {
+  bench::set_threads(state.range(0));
+  const BigInputs in;
+  ms::Tensor y = ms::zeros({kBig});
+  auto f = ms::jit([&y](const auto& a, const auto& b, const auto& c) {
+    ms::assign(y, ms::relu(a * b + c) * 0.5f);
+    return a.slice(0, 0, 1);
+  });
+  f(in.a, in.b, in.c);
+  if (!bench::check_same(state, y, ms::relu(in.a * in.b + in.c) * 0.5f, 0, "jit into y vs eager"))
+    return;
+  bench::versus_triad(
+      state, in.a, in.b,
+      [&] {
+        f(in.a, in.b, in.c);
+        return y;
+      },
+      kBig * 4 * std::int64_t(sizeof(float)));
+  check_cache_hits(state, f);
+}
+
 /// BM_FreshPages: what a fresh 64 MiB result costs before any arithmetic on
 /// this machine: aligned_alloc (glibc mmaps blocks this large), one write
 /// per 4 KiB page (the first-touch page faults), free (munmap).
@@ -511,6 +550,8 @@ void register_all() {
     reg("BM_Stream_Triad", bench::BM_Stream_Triad, nt);
     reg("BM_JitChain_Ms", BM_JitChain_Ms, nt);
     reg("BM_JitChain_MsInto", BM_JitChain_MsInto, nt);
+    reg("BM_JitChainVsTriad_Ms", BM_JitChainVsTriad_Ms, nt);
+    reg("BM_JitChainVsTriad_MsInto", BM_JitChainVsTriad_MsInto, nt);
 #if MS_BENCH_TORCH
     reg("BM_JitChain_Torch", BM_JitChain_Torch, nt);
 #endif

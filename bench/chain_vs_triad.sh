@@ -4,12 +4,15 @@
 # "bench/chain_vs_triad.sh" of docs/benchmarks.md.
 #
 # On the shared VMs this project is measured on, memory bandwidth moves by up
-# to 2x between processes minutes apart, so one process's GB/s says little:
-# this runs bm_elementwise (eager expression) and bm_jit (ms::jit) RUNS times
-# each, every process with the chain and the triad interleaved, and takes the
-# ratio chain / triad of each process (medians of REPS repetitions), then the
-# median ratio over the processes. "into" assigns into an existing result,
-# "fresh" makes a new 64 MiB result per call.
+# to 2x from second to second and between processes, so one process's GB/s
+# says little: each case (BM_ChainVsTriad_* in bm_elementwise for the eager
+# expression, BM_JitChainVsTriad_* in bm_jit for ms::jit) times the chain and
+# the triad over the chain's own buffers in pairs, pass after pass, and reports
+# the median ratio chain / triad of its pairs (counter vs_triad; see
+# bench::versus_triad). This runs each binary RUNS times, takes each
+# process's median over REPS repetitions, then the median over the processes.
+# "into" assigns into an existing result, "fresh" makes a new 64 MiB result
+# per call.
 #
 # Prints the Markdown table of docs/benchmarks.md on stdout (the median ratio
 # over the processes, and their range); each process's ratios go to stderr.
@@ -48,25 +51,24 @@ if ! [[ "$runs" =~ ^[0-9]+$ && "$reps" =~ ^[0-9]+$ ]] || ((runs < 1 || reps < 2)
 fi
 
 # ratios <binary> <into case> <fresh case>: one line per thread count,
-# "nt:N into R fresh R triad GiB/s".
+# "nt:N into R fresh R triad GiB/s" (the cases' vs_triad counters, medians of
+# the repetitions; the triad's GiB/s of the "into" case).
 ratios() {
-  "$build/bench/$1" --benchmark_filter="^BM_($2|$3|Stream_Triad)/nt:[12]/real_time\$" \
+  "$build/bench/$1" --benchmark_filter="^BM_($2|$3)/nt:[12]/real_time\$" \
     --benchmark_repetitions="$reps" --benchmark_enable_random_interleaving=true \
     --benchmark_report_aggregates_only=true 2>/dev/null |
     awk -v into="$2" -v fresh="$3" '
       / *_median / {
         split($1, p, "/"); name = p[1]; nt = p[2]; sub("BM_", "", name)
-        for (i = 1; i <= NF; ++i) if ($i ~ /^bytes_per_second=/) {
-          v = $i; sub("bytes_per_second=", "", v)
-          scale = v ~ /M\/s$/ ? 1 / 1024 : v ~ /k\/s$/ ? 1 / 1048576 : 1  # in Gi/s
-          sub("[kMG]/s$", "", v); bw[name, nt] = v * scale
+        for (i = 1; i <= NF; ++i) {
+          if ($i ~ /^vs_triad=/) { v = $i; sub("vs_triad=", "", v); r[name, nt] = v }
+          if ($i ~ /^triad_GiBps=/) { v = $i; sub("triad_GiBps=", "", v); bw[name, nt] = v }
         }
       }
       END {
         for (t = 1; t <= 2; ++t) {
           nt = "nt:" t
-          printf "%s into %.2f fresh %.2f triad %.1f\n", nt, bw[into, nt] / bw["Stream_Triad", nt],
-                 bw[fresh, nt] / bw["Stream_Triad", nt], bw["Stream_Triad", nt]
+          printf "%s into %.2f fresh %.2f triad %.1f\n", nt, r[into, nt], r[fresh, nt], bw[into, nt]
         }
       }'
 }
@@ -90,7 +92,11 @@ load0=$(cut -d' ' -f1 /proc/loadavg)
 
 declare -A lines
 for bin in bm_elementwise bm_jit; do
-  if [ "$bin" = bm_elementwise ]; then into=Chain_MsInto fresh=Chain_Ms; else into=JitChain_MsInto fresh=JitChain_Ms; fi
+  if [ "$bin" = bm_elementwise ]; then
+    into=ChainVsTriad_MsInto fresh=ChainVsTriad_Ms
+  else
+    into=JitChainVsTriad_MsInto fresh=JitChainVsTriad_Ms
+  fi
   lines[$bin]=""
   echo "## $bin: chain / triad per process (GiB/s of the triad alongside)" >&2
   for ((r = 1; r <= runs; ++r)); do
@@ -105,9 +111,10 @@ cell() { printf '%s' "${lines[$1]}" | awk -v nt="$2" -v c="$3" '$1 == nt { print
 triad() { printf '%s%s' "${lines[bm_elementwise]}" "${lines[bm_jit]}" |
   awk -v nt="$1" '$1 == nt { print $7 }' | sort -g | awk '{ v[NR] = $1 } END { printf "%.0f-%.0f", v[1], v[NR] }'; }
 
-echo "Measured at $meta; $runs processes per binary, each the median of $reps repetitions of"
-echo "the chain and the triad interleaved; ratio = chain GB/s / triad GB/s of the same process,"
-echo "median over the processes (their range in brackets). 1-minute load at the start: $load0."
+echo "Measured at $meta; $runs processes per binary, each the median of $reps repetitions;"
+echo "ratio = chain GB/s / triad GB/s, the median of pairs (one chain pass, then one triad pass"
+echo "over the chain's a, b and y) in a repetition; median over the processes (their range in"
+echo "brackets). 1-minute load at the start: $load0."
 echo
 echo "| case | 1 thread | 2 threads |"
 echo "|---|---|---|"
