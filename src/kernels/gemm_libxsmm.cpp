@@ -8,7 +8,8 @@
 // operand is a panel of op(B), its "B" operand a group of rows of op(A).
 //
 // Packing (once per slab of C, see kPackBudget; a slab's packed operand is
-// kept while only the other operand's slab changes; shared by the threads):
+// kept while only the other operand's slab changes; shared by the threads, but
+// a B of one panel, which each thread packs for itself: PrivatePanel):
 //   - op(B) into panels of panel_width() columns: panel j is k rows of its
 //     width, row-major (libxsmm's A; the last panel may be narrower, its rows
 //     then closer: Plan::packed_ld). A stored [n, k] B is transposed while
@@ -55,11 +56,13 @@
 #include "transpose.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "ms/core/detail/eigen.hpp"
@@ -232,6 +235,11 @@ Scratch& pack_scratch() {
 }
 
 Scratch& block_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+Scratch& pack_b_scratch() {
   thread_local Scratch s;
   return s;
 }
@@ -519,6 +527,64 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
   }
 }
 
+// A B of a single panel (a product of few columns: the swapped batch-64
+// forward C^T = W x^T packs x^T), which every task reads, packed by each
+// thread into its own buffer as its first chunk of tasks starts, when the
+// tasks run on more than one thread. Packed once for all, the other threads
+// waited for it and then read it from the packing thread's cache: on the
+// 2-vCPU Zen 5 VM, in the host's slow phases, a core reads lines the other
+// core has just written at 36-40 GB/s against 121-130 for its own (an ad-hoc
+// loop). There, 2 threads, alternating processes of an ad-hoc loop: x W^T
+// 64 x 256 x 512 58-60 -> 43-46 us, 64 x 512 x 784 149-150 -> 125-126,
+// 16 x 512 x 784 39-41 -> 34-36; the MLP's training step 1,490-1,520 ->
+// 1,570-1,600 steps/s. The calling thread's copy is `pb`; a thread whose
+// buffer cannot be allocated reads `pb` too. Every copy holds the same
+// values: the results do not change (test "gemm on libxsmm: a B of one
+// panel packed by each thread, exactly, on 1 and 2 threads").
+class PrivatePanel {
+ public:
+  PrivatePanel(const Plan& pl, const Problem& pr, float* pb)
+      : pl_(pl), pr_(pr), pb_(pb), call_(next_call_.fetch_add(1, std::memory_order_relaxed) + 1) {}
+
+  // `pb` packed, if no chunk on the calling thread packed it: a later slab
+  // of rows reads it.
+  void pack_shared() {
+    std::call_once(shared_, [this] { pack(pb_); });
+  }
+
+  // This thread's packed panel.
+  const float* get() {
+    const auto bytes = static_cast<std::size_t>(pl_.k * panel_width()) * sizeof(float);
+    auto* own = static_cast<float*>(pack_b_scratch().get(bytes));
+    if (own == nullptr || own == pb_) {
+      pack_shared();
+      return pb_;
+    }
+    if (t_packed_call_ != call_) {
+      pack(own);
+      t_packed_call_ = call_;
+    }
+    return own;
+  }
+
+ private:
+  void pack(float* to) const {
+    if (pr_.tb)
+      pack_b_transposed(pl_, pr_, 0, to);
+    else
+      pack_b_rows(pl_, pr_, 0, pl_.k, to);
+  }
+
+  const Plan& pl_;
+  const Problem& pr_;
+  float* pb_;
+  std::uint64_t call_;
+  std::once_flag shared_;
+  static inline std::atomic<std::uint64_t> next_call_{0};
+  // The call whose panel this thread's buffer holds.
+  static inline thread_local std::uint64_t t_packed_call_ = 0;
+};
+
 // Packs the operands `pack_a_now` / `pack_b_now` ask for (an operand not
 // packed now is still current from the previous slab, or read in place),
 // then runs the tasks.
@@ -526,10 +592,15 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
                bool pack_a_now, bool pack_b_now) {
   // Packing: rows of A in groups of kTaskRows, then B: a panel per unit when
   // B is stored [n, k] (transposed panel by panel), else as many strips of
-  // its rows (each copied into every panel).
+  // its rows (each copied into every panel). A B of one panel, which every
+  // task reads, is packed by each thread instead (private_b below).
+  const bool private_b = pack_b_now && pl.panels == 1 &&
+                         detail::threads_for(pl.row_tasks * pl.col_tasks, pl.task_grain()) > 1;
   const std::int64_t a_units = pack_a_now ? pl.row_tasks : 0;
   const std::int64_t strip = (pl.k + pl.panels - 1) / pl.panels;
-  const std::int64_t b_units = !pack_b_now ? 0 : pr.tb ? pl.panels : (pl.k + strip - 1) / strip;
+  const std::int64_t b_units = !pack_b_now || private_b ? 0
+                               : pr.tb                  ? pl.panels
+                                                        : (pl.k + strip - 1) / strip;
   parallel_units(pl, a_units + b_units, static_cast<double>(panel_width() * pl.k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
@@ -547,10 +618,12 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
   // are read from L2 by every task of the band that shares them; each element
   // of C still sums its groups in the same order.
   const std::int64_t band = pl.chunks > pl.group ? band_tasks() : 0;
+  PrivatePanel panel(pl, pr, pb);
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
+    const float* b = private_b ? panel.get() : pb;
     const auto task = [&](std::int64_t t, std::int64_t c0, std::int64_t c1) {
       const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
-      run_task(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, pl.m - i0), j0,
+      run_task(pl, pr, ks, pa, b, i0, std::min(kTaskRows, pl.m - i0), j0,
                std::min(task_cols(), pl.n - j0), c0, c1);
     };
     if (band == 0) {
@@ -562,6 +635,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
         for (std::int64_t t = b0; t < std::min(t1, b0 + band); ++t)
           task(t, g0, std::min(pl.chunks, g0 + pl.group));
   });
+  if (private_b) panel.pack_shared();
 }
 
 }  // namespace
@@ -630,11 +704,6 @@ bool libxsmm_bf16_amx() noexcept {
 }
 
 namespace {
-
-Scratch& pack_b_scratch() {
-  thread_local Scratch s;
-  return s;
-}
 
 // One slab of C (see sgemm_slabs): false when a kernel or a packing buffer is
 // missing (then nothing was written). `dry`: only generate the kernels and the

@@ -478,6 +478,53 @@ TEST_SUITE("kernels") {
     }
   }
 
+  TEST_CASE(
+      "gemm on libxsmm: a B of one panel packed by each thread, exactly, on 1 and 2 threads") {
+    // Products whose packed B is one panel read by every task (each thread
+    // packs its own copy): the batch-64 and batch-16 forwards x W^T (computed
+    // as W x^T), a narrow B^T of 300 rows, and 1100 x 40 x 1024 with alpha 2,
+    // whose A is packed in two slabs of rows: the second slab reads the
+    // calling thread's copy of B. Small integers: every sum is exact. Before
+    // each checked product, the same shape with another B on 2 threads, then
+    // on 1, leaves other values in every thread's packed copy, so a copy not
+    // packed again shows.
+    if (!has_libxsmm()) return;
+    ThreadGuard guard;
+    std::mt19937 gen(41);
+    for (const Product& p :
+         {Product{64, 256, 512, false, true}, Product{16, 512, 784, false, true},
+          Product{300, 40, 100, false, true}, Product{1100, 40, 1024, false, true}}) {
+      const std::vector<float> a = small_ints(p.a().size(), gen), b = small_ints(p.b().size(), gen),
+                               c0 = small_ints(p.c_size(), gen),
+                               other_b = small_ints(p.b().size(), gen);
+      const std::vector<double> ab = reference(p, a, b);
+      for (const float alpha : {1.f, 2.f})
+        for (const float beta : {0.f, 1.f})
+          for (int nt : {1, 2}) {
+            for (int scrub_nt : {2, 1}) {
+              ms::set_num_threads(scrub_nt);
+              run_on("libxsmm", p, alpha, a, other_b, beta, c0);
+            }
+            ms::set_num_threads(nt);
+            const std::vector<float> c = run_on("libxsmm", p, alpha, a, b, beta, c0);
+            std::int64_t wrong = 0;
+            for (std::int64_t i = 0; i < p.m; ++i)
+              for (std::int64_t j = 0; j < p.n; ++j) {
+                const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+                const double want = alpha * ab[static_cast<std::size_t>(i * p.n + j)] +
+                                    (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
+                wrong += static_cast<double>(c[at]) != want;
+              }
+            CAPTURE(p.m);
+            CAPTURE(p.n);
+            CAPTURE(alpha);
+            CAPTURE(beta);
+            CAPTURE(nt);
+            CHECK(wrong == 0);
+          }
+    }
+  }
+
   TEST_CASE("gemm on libxsmm: the same bits for 1 and 2 threads on training shapes") {
     if (!has_libxsmm()) return;  // a build without libxsmm or a CPU below AVX2
     ThreadGuard guard;
