@@ -537,53 +537,60 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
 // loop). There, 2 threads, alternating processes of an ad-hoc loop: x W^T
 // 64 x 256 x 512 58-60 -> 43-46 us, 64 x 512 x 784 149-150 -> 125-126,
 // 16 x 512 x 784 39-41 -> 34-36; the MLP's training step 1,490-1,520 ->
-// 1,570-1,600 steps/s. The calling thread's copy is `pb`; a thread whose
-// buffer cannot be allocated reads `pb` too. Every copy holds the same
-// values: the results do not change (test "gemm on libxsmm: a B of one
-// panel packed by each thread, exactly, on 1 and 2 threads").
+// 1,570-1,600 steps/s. A thread packs into its pack_b_scratch(); one whose
+// buffer cannot be allocated reads the shared `pb`, packed once. Every copy
+// holds the same values: the results do not change (tests "gemm on libxsmm:
+// a B of one panel packed by each thread, exactly, on 1 and 2 threads" and
+// "gemm_bf16: ... 1 and 2 threads").
+//
+// `pack(to)` packs the panel into `to`; `bytes` is its size.
+std::atomic<std::uint64_t> g_panel_calls{0};
+thread_local std::uint64_t t_panel_call = 0;  // the call whose panel pack_b_scratch() holds
+
+template <class T, class Pack>
 class PrivatePanel {
  public:
-  PrivatePanel(const Plan& pl, const Problem& pr, float* pb)
-      : pl_(pl), pr_(pr), pb_(pb), call_(next_call_.fetch_add(1, std::memory_order_relaxed) + 1) {}
+  PrivatePanel(std::size_t bytes, T* pb, Pack pack)
+      : bytes_(bytes),
+        pb_(pb),
+        pack_(pack),
+        call_(g_panel_calls.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
-  // `pb` packed, if no chunk on the calling thread packed it: a later slab
-  // of rows reads it.
+  // `pb` packed, if no chunk packed it yet (the float32 path's calling
+  // thread packs into `pb` itself: its pack_b_scratch()); a later slab of
+  // rows reads it.
   void pack_shared() {
-    std::call_once(shared_, [this] { pack(pb_); });
+    std::call_once(shared_, [this] { pack_(pb_); });
   }
 
   // This thread's packed panel.
-  const float* get() {
-    const auto bytes = static_cast<std::size_t>(pl_.k * panel_width()) * sizeof(float);
-    auto* own = static_cast<float*>(pack_b_scratch().get(bytes));
+  const T* get() {
+    auto* own = static_cast<T*>(pack_b_scratch().get(bytes_));
     if (own == nullptr || own == pb_) {
       pack_shared();
       return pb_;
     }
-    if (t_packed_call_ != call_) {
-      pack(own);
-      t_packed_call_ = call_;
+    if (t_panel_call != call_) {
+      pack_(own);
+      t_panel_call = call_;
     }
     return own;
   }
 
  private:
-  void pack(float* to) const {
-    if (pr_.tb)
-      pack_b_transposed(pl_, pr_, 0, to);
-    else
-      pack_b_rows(pl_, pr_, 0, pl_.k, to);
-  }
-
-  const Plan& pl_;
-  const Problem& pr_;
-  float* pb_;
+  std::size_t bytes_;
+  T* pb_;
+  Pack pack_;
   std::uint64_t call_;
   std::once_flag shared_;
-  static inline std::atomic<std::uint64_t> next_call_{0};
-  // The call whose panel this thread's buffer holds.
-  static inline thread_local std::uint64_t t_packed_call_ = 0;
 };
+
+// Whether each thread packs its own copy of B (PrivatePanel): B is packed,
+// it is one panel and the tasks run on more than one thread.
+bool private_panel(const Plan& pl, bool pack_b) {
+  return pack_b && pl.panels == 1 &&
+         detail::threads_for(pl.row_tasks * pl.col_tasks, pl.task_grain()) > 1;
+}
 
 // Packs the operands `pack_a_now` / `pack_b_now` ask for (an operand not
 // packed now is still current from the previous slab, or read in place),
@@ -594,8 +601,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
   // B is stored [n, k] (transposed panel by panel), else as many strips of
   // its rows (each copied into every panel). A B of one panel, which every
   // task reads, is packed by each thread instead (private_b below).
-  const bool private_b = pack_b_now && pl.panels == 1 &&
-                         detail::threads_for(pl.row_tasks * pl.col_tasks, pl.task_grain()) > 1;
+  const bool private_b = private_panel(pl, pack_b_now);
   const std::int64_t a_units = pack_a_now ? pl.row_tasks : 0;
   const std::int64_t strip = (pl.k + pl.panels - 1) / pl.panels;
   const std::int64_t b_units = !pack_b_now || private_b ? 0
@@ -618,7 +624,13 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
   // are read from L2 by every task of the band that shares them; each element
   // of C still sums its groups in the same order.
   const std::int64_t band = pl.chunks > pl.group ? band_tasks() : 0;
-  PrivatePanel panel(pl, pr, pb);
+  PrivatePanel panel(static_cast<std::size_t>(pl.k * panel_width()) * sizeof(float), pb,
+                     [&](float* to) {
+                       if (pr.tb)
+                         pack_b_transposed(pl, pr, 0, to);
+                       else
+                         pack_b_rows(pl, pr, 0, pl.k, to);
+                     });
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
     const float* b = private_b ? panel.get() : pb;
     const auto task = [&](std::int64_t t, std::int64_t c0, std::int64_t c1) {
@@ -1071,8 +1083,9 @@ bool bgemm_slab(const BProblem& whole_pr, std::int64_t m, std::int64_t n, std::i
   if (dry) return true;
   std::uint16_t* pa = buf;
   std::uint16_t* pb = buf + a_size;
+  const bool private_b = private_panel(pl, true);
   const std::int64_t a_units = pr.a_in_place ? 0 : pl.row_tasks;
-  parallel_units(pl, a_units + pl.panels, static_cast<double>(panel_width() * k),
+  parallel_units(pl, a_units + (private_b ? 0 : pl.panels), static_cast<double>(panel_width() * k),
                  [&](std::int64_t u0, std::int64_t u1) {
                    for (std::int64_t u = u0; u < u1; ++u) {
                      if (u < a_units)
@@ -1081,10 +1094,13 @@ bool bgemm_slab(const BProblem& whole_pr, std::int64_t m, std::int64_t n, std::i
                        pack_b_bf16(pl, pr, u - a_units, pb);
                    }
                  });
+  PrivatePanel panel(b_size * sizeof(std::uint16_t), pb,
+                     [&](std::uint16_t* to) { pack_b_bf16(pl, pr, 0, to); });
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
+    const std::uint16_t* b = private_b ? panel.get() : pb;
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
-      run_btask(pl, pr, ks, pa, pb, i0, std::min(kTaskRows, m - i0), j0,
+      run_btask(pl, pr, ks, pa, b, i0, std::min(kTaskRows, m - i0), j0,
                 std::min(task_cols(), n - j0));
     }
   });

@@ -1009,6 +1009,50 @@ TEST_SUITE("kernels") {
       }
   }
 
+  TEST_CASE(
+      "gemm_bf16: x W^T with x one panel, packed by each thread, exactly, on 1 and 2 threads") {
+    // Dense rows, beta 0: computed as W x^T with x^T packed as one panel of
+    // VNNI pairs, which each thread packs for itself on 2 threads. Small
+    // integers: every product and sum is exact. Before each checked product,
+    // the same shape with another x on 2 threads, then on 1, leaves other
+    // values in every thread's packed copy.
+    ThreadGuard guard;
+    std::mt19937 gen(43);
+    std::uniform_int_distribution<int> val(-3, 3);
+    const auto ints = [&](std::int64_t size) {
+      std::vector<ms::bfloat16_t> v(static_cast<std::size_t>(size));
+      for (auto& e : v) e = ms::bfloat16_t(static_cast<float>(val(gen)));
+      return v;
+    };
+    for (const auto& [m, n, k] :
+         {std::array<std::int64_t, 3>{64, 256, 512}, std::array<std::int64_t, 3>{16, 512, 784}}) {
+      const std::vector<ms::bfloat16_t> x = ints(m * k), other_x = ints(m * k), w = ints(n * k);
+      for (int nt : {1, 2}) {
+        std::vector<float> c(static_cast<std::size_t>(m * n));
+        for (int scrub_nt : {2, 1}) {
+          ms::set_num_threads(scrub_nt);
+          ms::kernels::gemm_bf16(false, true, m, n, k, 1.f, other_x.data(), k, w.data(), k, 0.f,
+                                 c.data(), n);
+        }
+        ms::set_num_threads(nt);
+        ms::kernels::gemm_bf16(false, true, m, n, k, 1.f, x.data(), k, w.data(), k, 0.f, c.data(),
+                               n);
+        std::int64_t wrong = 0;
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::int64_t q = 0; q < k; ++q)
+              s += double(float(x[static_cast<std::size_t>(i * k + q)])) *
+                   double(float(w[static_cast<std::size_t>(j * k + q)]));
+            wrong += double(c[static_cast<std::size_t>(i * n + j)]) != s;
+          }
+        CAPTURE(m);
+        CAPTURE(nt);
+        CHECK(wrong == 0);
+      }
+    }
+  }
+
   TEST_CASE("gemm_bf16_rounded: bitwise gemm_bf16 (beta 0) rounded to bfloat16; 1 and 2 threads") {
     ThreadGuard guard;
     std::mt19937 gen(23);
