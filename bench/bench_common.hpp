@@ -330,14 +330,14 @@ inline void triad_range(float* __restrict y, const float* __restrict a, const fl
 /// arrays; `pass_GiBps` and `triad_GiBps` over the whole run.
 ///
 /// Why pairs over one memory: on the shared VMs this is measured on, the
-/// bandwidth of a process moves by up to 2x from second to second, and
-/// tensors of one process differ persistently (the host's placement of their
-/// pages), so separate benchmarks of the pass and of BM_Stream_Triad gave
-/// ratios from 0.4 to 1.3 for the same code; a pair takes both within ~10 ms
-/// on the same buffers. Why not OpenMP: libgomp's worker spins after a region
-/// and holds the second core while the next ms pass runs (an OpenMP triad in
-/// the pair made a 2-thread chain 0.56-0.62x; with OMP_WAIT_POLICY=passive
-/// 1.18x).
+/// bandwidth of a process moves by up to 2x from second to second, so
+/// separate benchmarks of the pass and of BM_Stream_Triad gave ratios from
+/// 0.4 to 1.3 for the same code, and an ad-hoc program alternating passes
+/// over separate arrays 0.66 in one process and 1.06-1.13 in others; a pair
+/// takes both within ~10 ms on the same buffers. Why not OpenMP: libgomp's
+/// worker spins after a region and holds the second core while the next ms
+/// pass runs (in that program, a 2-thread chain after an OpenMP triad ran at
+/// 0.56-0.62x it; with OMP_WAIT_POLICY=passive at 1.18x).
 template <class Pass>
 void versus_triad(benchmark::State& state, const ms::Tensor& a, const ms::Tensor& b, Pass&& pass,
                   std::int64_t pass_bytes) {

@@ -537,11 +537,13 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
 // loop). There, 2 threads, alternating processes of an ad-hoc loop: x W^T
 // 64 x 256 x 512 58-60 -> 43-46 us, 64 x 512 x 784 149-150 -> 125-126,
 // 16 x 512 x 784 39-41 -> 34-36; the MLP's training step 1,490-1,520 ->
-// 1,570-1,600 steps/s. A thread packs into its pack_b_scratch(); one whose
-// buffer cannot be allocated reads the shared `pb`, packed once. Every copy
-// holds the same values: the results do not change (tests "gemm on libxsmm:
-// a B of one panel packed by each thread, exactly, on 1 and 2 threads" and
-// "gemm_bf16: ... 1 and 2 threads").
+// 1,570-1,600 steps/s, its amp O2 step (bfloat16 x W^T) 1,994-2,080 ->
+// 2,062-2,156. A thread packs into its pack_b_scratch(); one whose buffer
+// cannot be allocated reads the shared `pb`, packed once. Every copy holds
+// the same values: the results do not change (tests "gemm on libxsmm: a B of
+// one panel packed by each thread, exactly, on 1 and 2 threads" and
+// "gemm_bf16: x W^T with x one panel, packed by each thread, exactly, on 1
+// and 2 threads").
 //
 // `pack(to)` packs the panel into `to`; `bytes` is its size.
 std::atomic<std::uint64_t> g_panel_calls{0};
