@@ -354,6 +354,15 @@ auto make_jit_chain() {
       [](const auto& a, const auto& b, const auto& c) { return ms::relu(a * b + c) * 0.5f; });
 }
 
+// The same pass assigned into `y` (a side effect of the graph; the function
+// returns a 1-element slice).
+auto make_jit_chain_into(ms::Tensor& y) {
+  return ms::jit([&y](const auto& a, const auto& b, const auto& c) {
+    ms::assign(y, ms::relu(a * b + c) * 0.5f);
+    return a.slice(0, 0, 1);
+  });
+}
+
 void chain_bytes(benchmark::State& state) {
   // 3 reads + 1 write of 4 bytes per element: what one fused pass must move.
   state.SetBytesProcessed(state.iterations() * kBig * 4 * std::int64_t(sizeof(float)));
@@ -378,17 +387,13 @@ void BM_JitChain_Ms(benchmark::State& state) {
   chain_bytes(state);
 }
 
-// The same fused pass assigned into an existing y (a side effect of the
-// graph; the function returns a 1-element slice): no fresh 64 MiB result per
-// call, so no page faults.
+// The same fused pass assigned into an existing y (make_jit_chain_into): no
+// fresh 64 MiB result per call, so no page faults.
 void BM_JitChain_MsInto(benchmark::State& state) {
   bench::set_threads(state.range(0));
   const BigInputs in;
   ms::Tensor y = ms::zeros({kBig});
-  auto f = ms::jit([&y](const auto& a, const auto& b, const auto& c) {
-    ms::assign(y, ms::relu(a * b + c) * 0.5f);
-    return a.slice(0, 0, 1);
-  });
+  auto f = make_jit_chain_into(y);
   {
     const ms::Tensor want = ms::relu(in.a * in.b + in.c) * 0.5f;
     f(in.a, in.b, in.c);
@@ -425,10 +430,7 @@ void BM_JitChainVsTriad_MsInto(benchmark::State& state) {
   bench::set_threads(state.range(0));
   const BigInputs in;
   ms::Tensor y = ms::zeros({kBig});
-  auto f = ms::jit([&y](const auto& a, const auto& b, const auto& c) {
-    ms::assign(y, ms::relu(a * b + c) * 0.5f);
-    return a.slice(0, 0, 1);
-  });
+  auto f = make_jit_chain_into(y);
   f(in.a, in.b, in.c);
   if (!bench::check_same(state, y, ms::relu(in.a * in.b + in.c) * 0.5f, 0, "jit into y vs eager"))
     return;

@@ -138,6 +138,21 @@ std::vector<double> reference(const Product& p, const std::vector<T>& a, const s
   return r;
 }
 
+// Elements of c (alpha op(A) op(B) + beta c0, rows ldc() apart) that differ
+// from the exact value, op(A) op(B) being `ab` (m x n dense).
+std::int64_t inexact(const Product& p, float alpha, const std::vector<double>& ab, float beta,
+                     const std::vector<float>& c0, const std::vector<float>& c) {
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < p.m; ++i)
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      const auto at = static_cast<std::size_t>(i * p.ldc() + j);
+      const double want = alpha * ab[static_cast<std::size_t>(i * p.n + j)] +
+                          (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
+      wrong += static_cast<double>(c[at]) != want;
+    }
+  return wrong;
+}
+
 std::vector<std::string> available_backends() {
   std::vector<std::string> out;
   const float one = 1.f;
@@ -460,14 +475,7 @@ TEST_SUITE("kernels") {
           for (int nt : {1, 2}) {
             ms::set_num_threads(nt);
             const std::vector<float> c = run_on("libxsmm", p, alpha, a, b, beta, c0);
-            std::int64_t wrong = 0;
-            for (std::int64_t i = 0; i < p.m; ++i)
-              for (std::int64_t j = 0; j < p.n; ++j) {
-                const auto at = static_cast<std::size_t>(i * p.ldc() + j);
-                const double want = alpha * ab[static_cast<std::size_t>(i * p.n + j)] +
-                                    (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
-                wrong += static_cast<double>(c[at]) != want;
-              }
+            const std::int64_t wrong = inexact(p, alpha, ab, beta, c0, c);
             CAPTURE(p.m);
             CAPTURE(p.tb);
             CAPTURE(alpha);
@@ -507,14 +515,7 @@ TEST_SUITE("kernels") {
             }
             ms::set_num_threads(nt);
             const std::vector<float> c = run_on("libxsmm", p, alpha, a, b, beta, c0);
-            std::int64_t wrong = 0;
-            for (std::int64_t i = 0; i < p.m; ++i)
-              for (std::int64_t j = 0; j < p.n; ++j) {
-                const auto at = static_cast<std::size_t>(i * p.ldc() + j);
-                const double want = alpha * ab[static_cast<std::size_t>(i * p.n + j)] +
-                                    (beta == 0.f ? 0.0 : double(beta) * double(c0[at]));
-                wrong += static_cast<double>(c[at]) != want;
-              }
+            const std::int64_t wrong = inexact(p, alpha, ab, beta, c0, c);
             CAPTURE(p.m);
             CAPTURE(p.n);
             CAPTURE(alpha);
