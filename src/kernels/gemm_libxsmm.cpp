@@ -545,28 +545,31 @@ void run_task(const Plan& pl, const Problem& pr, const Kernels& ks, const float*
 // "gemm_bf16: x W^T with x one panel, packed by each thread, exactly, on 1
 // and 2 threads").
 //
-// `pack(to)` packs the panel into `to`; `bytes` is its size.
+// Off (`on` false), every thread reads `pb`, packed with the rest of B before
+// the tasks. `pack(to)` packs the panel into `to`; `bytes` is its size.
 std::atomic<std::uint64_t> g_panel_calls{0};
 thread_local std::uint64_t t_panel_call = 0;  // the call whose panel pack_b_scratch() holds
 
 template <class T, class Pack>
 class PrivatePanel {
  public:
-  PrivatePanel(std::size_t bytes, T* pb, Pack pack)
-      : bytes_(bytes),
+  PrivatePanel(bool on, std::size_t bytes, T* pb, Pack pack)
+      : on_(on),
+        bytes_(bytes),
         pb_(pb),
         pack_(pack),
-        call_(g_panel_calls.fetch_add(1, std::memory_order_relaxed) + 1) {}
+        call_(on ? g_panel_calls.fetch_add(1, std::memory_order_relaxed) + 1 : 0) {}
 
-  // `pb` packed, if no chunk packed it yet (the float32 path's calling
-  // thread packs into `pb` itself: its pack_b_scratch()); a later slab of
-  // rows reads it.
+  // When on, `pb` packed if no chunk packed it yet (the float32 path's
+  // calling thread packs into `pb` itself: its pack_b_scratch()); a later
+  // slab of rows reads it.
   void pack_shared() {
-    std::call_once(shared_, [this] { pack_(pb_); });
+    if (on_) std::call_once(shared_, [this] { pack_(pb_); });
   }
 
   // This thread's packed panel.
   const T* get() {
+    if (!on_) return pb_;
     auto* own = static_cast<T*>(pack_b_scratch().get(bytes_));
     if (own == nullptr || own == pb_) {
       pack_shared();
@@ -580,6 +583,7 @@ class PrivatePanel {
   }
 
  private:
+  bool on_;
   std::size_t bytes_;
   T* pb_;
   Pack pack_;
@@ -626,7 +630,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
   // are read from L2 by every task of the band that shares them; each element
   // of C still sums its groups in the same order.
   const std::int64_t band = pl.chunks > pl.group ? band_tasks() : 0;
-  PrivatePanel panel(static_cast<std::size_t>(pl.k * panel_width()) * sizeof(float), pb,
+  PrivatePanel panel(private_b, static_cast<std::size_t>(pl.k * panel_width()) * sizeof(float), pb,
                      [&](float* to) {
                        if (pr.tb)
                          pack_b_transposed(pl, pr, 0, to);
@@ -634,7 +638,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
                          pack_b_rows(pl, pr, 0, pl.k, to);
                      });
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
-    const float* b = private_b ? panel.get() : pb;
+    const float* b = panel.get();
     const auto task = [&](std::int64_t t, std::int64_t c0, std::int64_t c1) {
       const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
       run_task(pl, pr, ks, pa, b, i0, std::min(kTaskRows, pl.m - i0), j0,
@@ -649,7 +653,7 @@ void run_sgemm(const Plan& pl, const Problem& pr, const Kernels& ks, float* pa, 
         for (std::int64_t t = b0; t < std::min(t1, b0 + band); ++t)
           task(t, g0, std::min(pl.chunks, g0 + pl.group));
   });
-  if (private_b) panel.pack_shared();
+  panel.pack_shared();
 }
 
 }  // namespace
@@ -1096,10 +1100,10 @@ bool bgemm_slab(const BProblem& whole_pr, std::int64_t m, std::int64_t n, std::i
                        pack_b_bf16(pl, pr, u - a_units, pb);
                    }
                  });
-  PrivatePanel panel(b_size * sizeof(std::uint16_t), pb,
+  PrivatePanel panel(private_b, b_size * sizeof(std::uint16_t), pb,
                      [&](std::uint16_t* to) { pack_b_bf16(pl, pr, 0, to); });
   parallel_for(pl.row_tasks * pl.col_tasks, pl.task_grain(), [&](std::int64_t t0, std::int64_t t1) {
-    const std::uint16_t* b = private_b ? panel.get() : pb;
+    const std::uint16_t* b = panel.get();
     for (std::int64_t t = t0; t < t1; ++t) {
       const std::int64_t i0 = t / pl.col_tasks * kTaskRows, j0 = t % pl.col_tasks * task_cols();
       run_btask(pl, pr, ks, pa, b, i0, std::min(kTaskRows, m - i0), j0,
