@@ -53,6 +53,7 @@ done
 required=(
   meson ninja-build g++ pkg-config
   libeigen3-dev libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev libxsmm-dev
+  libxbyak-dev
   xtensor-dev librange-v3-dev doctest-dev libbenchmark-dev
   zlib1g-dev nlohmann-json3-dev libcli11-dev clang-format doxygen
   libopenmpi-dev openmpi-bin

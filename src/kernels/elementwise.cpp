@@ -16,6 +16,7 @@
 #include <unsupported/Eigen/SpecialFunctions>  // erf for gelu
 
 #include "bf16_convert.hpp"
+#include "ew_codegen.hpp"
 #include "ms/kernels/parallel.hpp"
 
 namespace ms {
@@ -461,6 +462,59 @@ void bind_calls(const StraightPlan& plan, std::byte* regs,
   }
 }
 
+// Fewest output elements for which a program runs as generated code (below,
+// looking the kernel up costs more than the tile loop saves).
+constexpr std::int64_t kCodegenMinElems = 4096;
+
+// A straight program (see run_straight) of float32 loads (dense or one
+// element broadcast), constants and exact ops, on its generated kernel
+// (ew_codegen.cpp), threads taking the same chunks of tiles as the tile loop.
+// Returns false, having done nothing, when the program has no kernel.
+bool run_generated(const EwProgram& prog, std::span<const Step> steps, const Tensor& out) {
+  const std::int64_t numel = out.numel();
+  if (numel < kCodegenMinElems || out.dtype() != DType::Float32 || !detail::ew_jit_enabled() ||
+      steps.size() > kMaxStraightCalls)
+    return false;
+  std::array<detail::EwJitLoad, kMaxStraightCalls> loads{};
+  std::array<const float*, detail::kMaxJitStreams> streams{};
+  std::array<float, kMaxStraightCalls> broadcasts{};
+  std::size_t nstreams = 0, nbroadcasts = 0;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const EwInstr& i = prog.instrs[k];
+    if (i.type != DType::Float32) return false;
+    if (i.kind == EwInstr::Kind::Const) {
+      broadcasts[nbroadcasts++] = i.value.to<float>();
+    } else if (i.kind == EwInstr::Kind::Load) {
+      const GatherPlan& g = steps[k].plan;
+      if (g.direct && g.src == DType::Float32 && nstreams < streams.size()) {
+        loads[k] = detail::EwJitLoad::Stream;
+        streams[nstreams++] = reinterpret_cast<const float*>(g.base) + g.offset;
+      } else if (splat_load(g)) {
+        loads[k] = detail::EwJitLoad::Broadcast;
+        steps[k].gather(g, 0, 1, &broadcasts[nbroadcasts++]);
+      } else {
+        return false;
+      }
+    }
+  }
+  float* dst = reinterpret_cast<float*>(out.raw_data());
+  const bool nt_out =
+      numel * 4 >= kStreamOutBytes && reinterpret_cast<std::uintptr_t>(dst) % 64 == 0;
+  const detail::EwJitFn fn = detail::ew_jit_kernel(prog, {loads.data(), steps.size()}, nt_out);
+  if (fn == nullptr) return false;
+  detail::ew_jit_count_run();
+  const std::int64_t tile = run_tile(numel, 4 * (static_cast<std::int64_t>(nstreams) + 1));
+  kernels::parallel_for(
+      tiles_of(numel, tile), tile_grain(tile), [&](std::int64_t tb, std::int64_t te) {
+        const std::int64_t b = tb * tile, e = std::min(te * tile, numel);
+        std::array<const float*, detail::kMaxJitStreams> at{};
+        for (std::size_t j = 0; j < nstreams; ++j) at[j] = streams[j] + b;
+        const detail::EwJitCall call{at.data(), dst + b, e - b, broadcasts.data()};
+        fn(&call);
+      });
+  return true;
+}
+
 // A straight program: every load a dense input of its register type, every
 // other instruction a constant or an op, the last op writing the output (the
 // caller checked that). It runs as a flat list of calls whose operands sit at
@@ -468,6 +522,7 @@ void bind_calls(const StraightPlan& plan, std::byte* regs,
 // nothing, for any other program.
 bool run_straight(const EwProgram& prog, std::span<const Step> steps, const Tensor& out,
                   const AlsoOut* also) {
+  if (also == nullptr && run_generated(prog, steps, out)) return true;
   StraightPlan plan;
   if (!plan_straight(prog, steps, out, plan)) return false;
   if (also != nullptr) plan.bytes_per_elem += also->item;

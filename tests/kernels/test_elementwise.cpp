@@ -1,5 +1,6 @@
 // kernels/elementwise.hpp: the interpreter's straight path (dense inputs of
-// the register type, constants and ops, the last op writing the output) at
+// the register type, constants and ops, the last op writing the output) and
+// its generated code (float32, see test_ew_codegen.cpp) at
 // the sizes where it changes how it moves memory: tiles of kTile in cache,
 // tiles of kStreamTile past kStreamBytes, non-temporal stores from
 // kStreamOutBytes of output. Every value against a scalar loop, bit for bit,
@@ -8,6 +9,7 @@
 // the general path (a broadcast input) at the same sizes.
 #include <doctest/doctest.h>
 
+#include "codegen_guard.hpp"
 #include "random.hpp"
 #include "thread_guard.hpp"
 
@@ -85,9 +87,12 @@ std::vector<std::int64_t> sizes() {
 
 using ms::test::ThreadGuard;
 
+// float32 programs run on generated code where it is available, and on
+// the tile loop with it off: both are checked.
 template <class T>
 void check_chain(DType dt) {
   ThreadGuard guard;
+  test::CodegenGuard codegen;
   for (std::int64_t n : sizes<T>()) {
     const Tensor a = test::random_tensor(dt, {n}, kNonzero, 1),
                  b = test::random_tensor(dt, {n}, kNonzero, 2),
@@ -95,10 +100,12 @@ void check_chain(DType dt) {
     const std::vector<T> want = chain_reference<T>(a, b, c, n);
     const EwProgram prog = chain_program(n, dt);
     const Tensor* in[3] = {&a, &b, &c};
-    for (int nt : {1, 2}) {
+    for (const auto& [nt, generated] : {std::pair{1, true}, {2, true}, {1, false}, {2, false}}) {
       CAPTURE(n);
       CAPTURE(nt);
+      CAPTURE(generated);
       set_num_threads(nt);
+      kernels::set_ew_codegen(generated);
       const Tensor out = kernels::ew_eval(prog, in);
       CHECK(first_difference(out.data<T>(), want) == -1);
 

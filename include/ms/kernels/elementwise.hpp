@@ -137,6 +137,23 @@ void ew_run(const EwProgram& prog, std::span<const Tensor* const> inputs, const 
 void ew_run_also(const EwProgram& prog, std::span<const Tensor* const> inputs, const Tensor& out,
                  const Tensor& also);
 
+/// True when this build and CPU can run straight float32 programs of exact
+/// instructions (EwExact) as generated code: AVX-512 machine code per program,
+/// each value in a vector register from load to store, instead of the tile
+/// loop (a build with xbyak, compiled for and running on an AVX-512 CPU).
+bool ew_codegen_available() noexcept;
+/// Turns that code generation on or off for the process (on by default where
+/// available; the environment variable MS_EW_CODEGEN=0 starts it off);
+/// returns the previous setting. Results are the same either way.
+bool set_ew_codegen(bool on) noexcept;
+/// What code generation has done in this process so far.
+struct EwCodegenStats {
+  std::int64_t compiled = 0;  ///< programs compiled to machine code
+  std::int64_t runs = 0;      ///< programs run (ew_run calls) on generated code
+};
+/// The counts above.
+EwCodegenStats ew_codegen_stats() noexcept;
+
 /// Allocates the output (the only allocation) and runs the program.
 Tensor ew_eval(const EwProgram& prog, std::span<const Tensor* const> inputs);
 

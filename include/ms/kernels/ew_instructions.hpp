@@ -15,6 +15,13 @@
 //     static constexpr EwRule rule = EwRule::Float;      // ints compute as float32
 //     static auto eval(const auto& x) { return x.exp(); }
 //   };
+//
+// An instruction whose `eval` uses only exactly rounded arithmetic (+, -, *,
+// / of values, comparisons, selects, abs) says so with `exact = true`
+// (EwExact): Eigen's packets and its scalar remainder then agree bit for bit,
+// and kernels/elementwise may run it as generated machine code instead of
+// Eigen's kernels (the same `eval`, instantiated on a code-emitting vector
+// type), with the same results.
 #pragma once
 
 #include <array>
@@ -132,6 +139,8 @@ struct Abs {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
@@ -213,6 +222,8 @@ struct Square {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.square(); }
 };
@@ -225,6 +236,8 @@ struct Reciprocal {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) { return x.inverse(); }
 };
@@ -237,6 +250,8 @@ struct Sign {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   // NaN stays NaN (x * 0), as NumPy.
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
@@ -352,6 +367,8 @@ struct Relu {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
@@ -368,6 +385,8 @@ struct ReluGrad {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& g, const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
@@ -490,6 +509,8 @@ struct Hardswish {
   static constexpr int arity = 1;
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x) {
     using T = detail::scalar_of<decltype(x)>;
@@ -520,6 +541,8 @@ struct Add {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a + b; }
 };
@@ -532,6 +555,8 @@ struct Sub {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a - b; }
 };
@@ -544,6 +569,8 @@ struct Mul {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a * b; }
 };
@@ -556,6 +583,8 @@ struct Div {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Float.
   static constexpr EwRule rule = EwRule::Float;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return a / b; }
 };
@@ -595,6 +624,8 @@ struct Maximum {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return (a < b || b != b).select(b, a); }
 };
@@ -607,6 +638,8 @@ struct Minimum {
   static constexpr int arity = 2;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& a, const auto& b) { return (a > b || b != b).select(b, a); }
 };
@@ -729,6 +762,8 @@ struct Clamp {
   static constexpr int arity = 3;
   /// Dtype rule: EwRule::Same.
   static constexpr EwRule rule = EwRule::Same;
+  /// Exact: a packet and a scalar compute the same bits (see EwExact).
+  static constexpr bool exact = true;
   /// The instruction on Eigen array expressions (vectorized).
   static auto eval(const auto& x, const auto& lo, const auto& hi) {
     const auto m = (x < lo).select(lo, x);
@@ -761,6 +796,12 @@ struct instr_index<Op, OpList<Instrs...>> {
   }();
 };
 }  // namespace detail
+
+/// True for an instruction marked `exact` (see the file's comment).
+template <class Op>
+concept EwExact = requires {
+  requires Op::exact;
+};
 
 /// The id of the instruction `Op` is (or derives from, as an op entry does).
 template <class Op>
