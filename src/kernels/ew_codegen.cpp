@@ -10,7 +10,10 @@
 // the result one store. The ops' arithmetic stays in one place, their `eval`;
 // an exact op computes the same bits as Eigen's packets and scalar remainder
 // (every lane rounds alone), so a program gives the same results on either
-// path. A last partial vector runs the same code under a lane mask.
+// path (but for which NaN's payload and sign a commutative op keeps when two
+// NaN meet: x86 keeps the first operand's, here in the `eval`'s order, in the
+// tile loop in the order the compiler chose). A last partial vector runs the
+// same code under a lane mask.
 #include "ew_codegen.hpp"
 
 #include <algorithm>

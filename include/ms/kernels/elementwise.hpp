@@ -7,7 +7,10 @@
 // whole program while its intermediates stay in L1, with Eigen packets (SIMD)
 // inside every instruction. One pass over memory: read the inputs, write the
 // output. Tiles are split over the thread pool in fixed chunks, so results are
-// bitwise identical for any thread count.
+// bitwise identical for any thread count. A float32 program of exact
+// instructions (EwExact) runs instead as AVX-512 code generated for it, every
+// value in a vector register from load to store, over the same chunks and
+// with the same results (ew_codegen_available).
 #pragma once
 
 #include <cstdint>
