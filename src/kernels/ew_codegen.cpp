@@ -44,13 +44,20 @@ namespace ms::kernels {
 
 namespace {
 
-bool codegen_from_env() {
-  const char* v = std::getenv("MS_EW_CODEGEN");
-  return v == nullptr || std::string_view(v) != "0";
-}
-
-std::atomic<bool> g_codegen_on{codegen_from_env()};
+// -1: not decided yet (MS_EW_CODEGEN is read at first use, as MS_JIT); 0: off; 1: on.
+std::atomic<int> g_codegen{-1};
 std::atomic<std::int64_t> g_compiled{0}, g_runs{0};
+
+bool codegen_setting() {
+  int v = g_codegen.load(std::memory_order_acquire);
+  if (v < 0) [[unlikely]] {
+    const char* e = std::getenv("MS_EW_CODEGEN");
+    const int from_env = e != nullptr && std::string_view(e) == "0" ? 0 : 1;
+    g_codegen.compare_exchange_strong(v, from_env, std::memory_order_acq_rel);
+    v = g_codegen.load(std::memory_order_acquire);
+  }
+  return v != 0;
+}
 
 }  // namespace
 
@@ -121,7 +128,9 @@ class M {
 
 class Gen : public Xbyak::CodeGenerator {
  public:
-  Gen() : Xbyak::CodeGenerator(16384) {}
+  // Written while not executable; setProtectModeRE() then makes it
+  // executable and no longer writable.
+  Gen() : Xbyak::CodeGenerator(16384, Xbyak::DontSetProtectRWE) {}
 
   V fresh() {
     for (int i = 0; i < 32; ++i)
@@ -469,6 +478,7 @@ EwJitFn ew_jit_kernel(const EwProgram& prog, std::span<const EwJitLoad> loads, b
     auto gen = std::make_unique<Gen>();
     emit_kernel(*gen, prog, loads, stream_out);
     gen->ready();
+    gen->setProtectModeRE();
     entry.fn = gen->getCode<EwJitFn>();
     entry.code = std::move(gen);
     g_compiled.fetch_add(1, std::memory_order_relaxed);
@@ -478,9 +488,7 @@ EwJitFn ew_jit_kernel(const EwProgram& prog, std::span<const EwJitLoad> loads, b
   return kernels.emplace(std::move(key), std::move(entry)).first->second.fn;
 }
 
-bool ew_jit_enabled() noexcept {
-  return cpu_has_avx512() && g_codegen_on.load(std::memory_order_relaxed);
-}
+bool ew_jit_enabled() noexcept { return cpu_has_avx512() && codegen_setting(); }
 
 }  // namespace detail
 
@@ -497,7 +505,11 @@ bool ew_codegen_available() noexcept { return false; }
 
 #endif
 
-bool set_ew_codegen(bool on) noexcept { return g_codegen_on.exchange(on); }
+bool set_ew_codegen(bool on) noexcept {
+  const bool was = codegen_setting();
+  g_codegen.store(on ? 1 : 0, std::memory_order_release);
+  return was;
+}
 
 EwCodegenStats ew_codegen_stats() noexcept {
   return {g_compiled.load(std::memory_order_relaxed), g_runs.load(std::memory_order_relaxed)};
