@@ -404,18 +404,21 @@ void emit_kernel(Gen& g, const EwProgram& prog, std::span<const EwJitLoad> loads
 // (not the constants' values, which are arguments).
 std::string kernel_key(const EwProgram& prog, std::span<const EwJitLoad> loads, bool stream_out) {
   std::string key;
-  key.reserve(16 + prog.instrs.size() * 9);
-  key.push_back(stream_out ? 1 : 0);
-  key.push_back(static_cast<char>(prog.num_regs));
-  key.push_back(static_cast<char>(prog.result));
+  key.reserve(4 * (3 + 7 * prog.instrs.size()));
+  const auto put = [&](int v) {
+    char bytes[sizeof v];
+    std::memcpy(bytes, &v, sizeof v);
+    key.append(bytes, sizeof v);
+  };
+  put(stream_out ? 1 : 0);
+  put(prog.num_regs);
+  put(prog.result);
   for (std::size_t k = 0; k < prog.instrs.size(); ++k) {
     const EwInstr& i = prog.instrs[k];
     for (const int v : {static_cast<int>(i.kind), static_cast<int>(i.op), static_cast<int>(i.dst),
                         static_cast<int>(i.a), static_cast<int>(i.b), static_cast<int>(i.c),
-                        i.kind == EwInstr::Kind::Load ? static_cast<int>(loads[k]) : 0}) {
-      key.push_back(static_cast<char>(v & 0xff));
-      key.push_back(static_cast<char>(v >> 8 & 0xff));
-    }
+                        i.kind == EwInstr::Kind::Load ? static_cast<int>(loads[k]) : 0})
+      put(v);
   }
   return key;
 }
