@@ -77,21 +77,14 @@ class Gen;
 // Thrown when a program's values do not fit the registers: no kernel.
 struct OutOfRegisters {};
 
-// A vector register, returned to its generator when the last V holding it goes.
-struct ZmmReg {
-  ZmmReg(Gen* gen, int i) : g(gen), idx(i) {}
-  ZmmReg(const ZmmReg&) = delete;
-  ZmmReg& operator=(const ZmmReg&) = delete;
-  ~ZmmReg();
-  Gen* g;
-  int idx;
-};
-struct MaskReg {
-  MaskReg(Gen* gen, int i) : g(gen), idx(i) {}
-  MaskReg(const MaskReg&) = delete;
-  MaskReg& operator=(const MaskReg&) = delete;
-  ~MaskReg();
-  Gen* g;
+// A vector or mask register of a generator, marked free in its set (`used`)
+// again when the last V or M holding it goes.
+struct Reg {
+  Reg(std::uint32_t* in_set, int i) : used(in_set), idx(i) {}
+  Reg(const Reg&) = delete;
+  Reg& operator=(const Reg&) = delete;
+  ~Reg() { *used &= ~(1u << idx); }
+  std::uint32_t* used;
   int idx;
 };
 
@@ -101,29 +94,31 @@ struct MaskReg {
 class V {
  public:
   using Scalar = float;
-  explicit V(std::shared_ptr<ZmmReg> r) : r_(std::move(r)) {}
-  Gen& gen() const { return *r_->g; }
+  V(Gen* g, std::shared_ptr<Reg> r) : g_(g), r_(std::move(r)) {}
+  Gen& gen() const { return *g_; }
   Xbyak::Zmm z() const { return Xbyak::Zmm(r_->idx); }
   V abs() const;
   V square() const;
   V inverse() const;
 
  private:
-  std::shared_ptr<ZmmReg> r_;
+  Gen* g_;
+  std::shared_ptr<Reg> r_;
 };
 
 // A lane mask (a k register), as the Eigen comparison arrays an op selects with.
 class M {
  public:
-  explicit M(std::shared_ptr<MaskReg> k) : k_(std::move(k)) {}
-  Gen& gen() const { return *k_->g; }
+  M(Gen* g, std::shared_ptr<Reg> k) : g_(g), k_(std::move(k)) {}
+  Gen& gen() const { return *g_; }
   Xbyak::Opmask k() const { return Xbyak::Opmask(k_->idx); }
   V select(const V& then, const V& otherwise) const;
   V select(float then, const V& otherwise) const;
   V select(const V& then, float otherwise) const;
 
  private:
-  std::shared_ptr<MaskReg> k_;
+  Gen* g_;
+  std::shared_ptr<Reg> k_;
 };
 
 class Gen : public Xbyak::CodeGenerator {
@@ -132,24 +127,9 @@ class Gen : public Xbyak::CodeGenerator {
   // executable and no longer writable.
   Gen() : Xbyak::CodeGenerator(16384, Xbyak::DontSetProtectRWE) {}
 
-  V fresh() {
-    for (int i = 0; i < 32; ++i)
-      if ((used_zmm_ >> i & 1u) == 0) {
-        used_zmm_ |= 1u << i;
-        return V(std::make_shared<ZmmReg>(this, i));
-      }
-    throw OutOfRegisters{};
-  }
-  M fresh_mask() {
-    for (int i = 1; i < kTailMask; ++i)  // k0 masks nothing; kTailMask is the tail's
-      if ((used_k_ >> i & 1u) == 0) {
-        used_k_ |= 1u << i;
-        return M(std::make_shared<MaskReg>(this, i));
-      }
-    throw OutOfRegisters{};
-  }
-  void release_zmm(int i) { used_zmm_ &= ~(1u << i); }
-  void release_mask(int i) { used_k_ &= ~(1u << i); }
+  V fresh() { return V(this, take(used_zmm_, 0, 32)); }
+  // k0 masks nothing; kTailMask is the tail's.
+  M fresh_mask() { return M(this, take(used_k_, 1, kTailMask)); }
 
   // A vector of 16 copies of the float whose bits are `bits` (from the pool).
   V splat_bits(std::uint32_t bits) {
@@ -173,12 +153,19 @@ class Gen : public Xbyak::CodeGenerator {
   static constexpr int kTailMask = 7;
 
  private:
+  // The first free register of `set` in [first, end), marked used.
+  std::shared_ptr<Reg> take(std::uint32_t& set, int first, int end) {
+    for (int i = first; i < end; ++i)
+      if ((set >> i & 1u) == 0) {
+        set |= 1u << i;
+        return std::make_shared<Reg>(&set, i);
+      }
+    throw OutOfRegisters{};
+  }
+
   std::uint32_t used_zmm_ = 0, used_k_ = 0;
   std::map<std::uint32_t, Xbyak::Label> pool_;
 };
-
-ZmmReg::~ZmmReg() { g->release_zmm(idx); }
-MaskReg::~MaskReg() { g->release_mask(idx); }
 
 // d = op(a, b) for a vector instruction `op` of Gen (a member function
 // called through the lambda, as xbyak overloads each mnemonic).
