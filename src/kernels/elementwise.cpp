@@ -462,8 +462,11 @@ void bind_calls(const StraightPlan& plan, std::byte* regs,
   }
 }
 
-// Fewest output elements for which a program runs as generated code (below,
-// looking the kernel up costs more than the tile loop saves).
+// Fewest output elements for which a program runs as generated code: the
+// chain relu(a * b + c) * 0.5 into an existing y on 1 thread took 1.02 us
+// there against the tile loop's 1.21 (8192: 1.36 against 1.89; an ad-hoc
+// loop of ms::assign calls); smaller runs were not measured and keep the
+// tile loop.
 constexpr std::int64_t kCodegenMinElems = 4096;
 
 // A straight program (see run_straight) of float32 loads (dense or one
