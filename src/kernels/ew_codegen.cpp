@@ -381,17 +381,18 @@ void emit_kernel(Gen& g, const EwProgram& prog, std::span<const EwJitLoad> loads
   g.L(done);
   if (stream_out) g.sfence();
   g.vzeroupper();
-  for (int j = 4; j >= 0; --j) g.pop(saved[j]);
+  for (auto r = std::rbegin(saved); r != std::rend(saved); ++r) g.pop(*r);
   g.ret();
   held.clear();
   g.emit_pool();
 }
 
-// The program's shape as the cache's key: everything the code depends on
-// (not the constants' values, which are arguments).
-std::string kernel_key(const EwProgram& prog, std::span<const EwJitLoad> loads, bool stream_out) {
-  std::string key;
-  key.reserve(4 * (3 + 7 * prog.instrs.size()));
+// The program's shape as the cache's key, written into `key` (cleared first,
+// so that a caller can reuse its buffer): everything the code depends on (not
+// the constants' values, which are arguments).
+void kernel_key(const EwProgram& prog, std::span<const EwJitLoad> loads, bool stream_out,
+                std::string& key) {
+  key.clear();
   const auto put = [&](int v) {
     char bytes[sizeof v];
     std::memcpy(bytes, &v, sizeof v);
@@ -407,7 +408,6 @@ std::string kernel_key(const EwProgram& prog, std::span<const EwJitLoad> loads, 
                         i.kind == EwInstr::Kind::Load ? static_cast<int>(loads[k]) : 0})
       put(v);
   }
-  return key;
 }
 
 // True when every instruction is a float32 load, constant or EwExact op,
@@ -458,7 +458,10 @@ namespace detail {
 
 EwJitFn ew_jit_kernel(const EwProgram& prog, std::span<const EwJitLoad> loads, bool stream_out) {
   if (!ew_jit_enabled() || !generable(prog, loads)) return nullptr;
-  std::string key = kernel_key(prog, loads, stream_out);
+  // The key of every call on this thread in one buffer: no allocation per
+  // call once it has grown to the programs' size.
+  thread_local std::string key;
+  kernel_key(prog, loads, stream_out, key);
   const std::lock_guard<std::mutex> lock(g_cache_mu);
   auto& kernels = cache();
   if (auto it = kernels.find(key); it != kernels.end()) return it->second.fn;
@@ -475,7 +478,7 @@ EwJitFn ew_jit_kernel(const EwProgram& prog, std::span<const EwJitLoad> loads, b
   } catch (const OutOfRegisters&) {
   } catch (const Xbyak::Error&) {
   }
-  return kernels.emplace(std::move(key), std::move(entry)).first->second.fn;
+  return kernels.emplace(key, std::move(entry)).first->second.fn;
 }
 
 bool ew_jit_enabled() noexcept { return cpu_has_avx512() && codegen_setting(); }
@@ -510,3 +513,5 @@ void ew_jit_count_run() noexcept { g_runs.fetch_add(1, std::memory_order_relaxed
 }  // namespace detail
 
 }  // namespace ms::kernels
+
+#undef MS_EW_CODEGEN  // a unity build's next file must not see it
