@@ -30,7 +30,9 @@
 #include "conv_narrow.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ms/core/tensor.hpp"
@@ -65,12 +67,13 @@ constexpr int kTaps = 9;
 // row's first and last column leave taps out, the lanes `columns` [vecs, 2]
 // marks (the left and right neighbour in the row).
 struct Plane {
-  std::int64_t size = 0, vecs = 0, width = 0, inner_begin = 0, inner_end = 0;
+  std::int64_t size = 0, vecs = 0, height = 0, width = 0, inner_begin = 0, inner_end = 0;
   std::vector<__mmask16> inside;   // [vecs, kTaps]
   std::vector<__mmask16> columns;  // [vecs, 2]
   __mmask16 last = 0;
 
-  explicit Plane(const Conv2dGeometry& g) : size(g.h * g.w), vecs((size + 15) / 16), width(g.w) {
+  explicit Plane(const Conv2dGeometry& g)
+      : size(g.h * g.w), vecs((size + 15) / 16), height(g.h), width(g.w) {
     inside.assign(static_cast<std::size_t>(vecs * kTaps), 0);
     columns.assign(static_cast<std::size_t>(vecs * 2), 0);
     std::int64_t p = 0;  // r * w + c (divisions per position were 3 % of conv1's input gradient)
@@ -100,6 +103,22 @@ struct Plane {
   // From a position to the input tap t = (i, j) reads: (i - 1) rows, j - 1 columns.
   std::int64_t offset(int t) const { return (t / 3 - 1) * width + (t % 3 - 1); }
 };
+
+// The plane of g's shape, built on this thread's first call with the shape
+// and kept for its next ones (the last kPlanes shapes): building it took
+// 10 us for conv1's 28 x 28 (an ad-hoc loop), 6 % of its forward on 1
+// thread and 12 % on 2, where it runs before the threads start.
+const Plane& plane_of(const Conv2dGeometry& g) {
+  constexpr std::size_t kPlanes = 4;
+  thread_local std::array<std::unique_ptr<const Plane>, kPlanes> planes;
+  thread_local std::size_t next = 0;
+  for (const auto& p : planes)
+    if (p != nullptr && p->height == g.h && p->width == g.w) return *p;
+  auto& slot = planes[next];
+  next = (next + 1) % kPlanes;
+  slot = std::make_unique<const Plane>(g);
+  return *slot;
+}
 
 // fn.template operator()<B>(first) over [0, count) in blocks of B, then the
 // rest (fewer than B) as one block of its own size.
@@ -428,7 +447,7 @@ namespace {
 template <class Y>
 void forward_all(const float* x, const float* w, const float* bias, Y* y, const Conv2dGeometry& g,
                  bool relu, const PlanesDone* done) {
-  const Plane pl(g);
+  const Plane& pl = plane_of(g);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
   for_items(g.n, parts, [&](std::int64_t img, std::int64_t) {
     const float* xi = x + img * g.c * pl.size;
@@ -467,7 +486,7 @@ bool conv_narrow_forward(const float* x, const float* w, const float* bias, bflo
 bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Conv2dGeometry& g) {
   if (!conv_narrow_fits(g)) return false;
 #if defined(__AVX512F__)
-  const Plane pl(g);
+  const Plane& pl = plane_of(g);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
   const std::int64_t per_part = kTaps * pl.vecs * 16;
   Tensor work = empty(Shape{parts * per_part}, DType::Float32);  // 64-byte aligned
@@ -488,7 +507,7 @@ bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const C
                              std::int64_t chunks) {
   if (!conv_narrow_fits(g)) return false;
 #if defined(__AVX512F__)
-  const Plane pl(g);
+  const Plane& pl = plane_of(g);
   const std::int64_t wnumel = g.o * g.c * kTaps;
   chunks = std::clamp<std::int64_t>(chunks, 1, g.n);
   // The chunks' vector accumulators [chunks, o, c, 9] of 16 lanes (64-byte
