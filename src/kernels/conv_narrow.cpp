@@ -221,12 +221,26 @@ inline void forward_vectors(const float* x, const float* w, const float* bias, Y
   __m512 xs[NV][C][kTaps];
 #pragma GCC unroll 16
   for (int n = 0; n < NV; ++n) {
-    const __mmask16* inside = pl.inside.data() + (v + n) * kTaps;
+    const float* xn = x + p + n * 16;
+    if (const std::int64_t vn = v + n; vn >= pl.inner_begin && vn < pl.inner_end) {
+      // An inner vector: only the first and last columns' lanes leave taps out.
+      const __mmask16 left = pl.in_row(vn, 0), right = pl.in_row(vn, 2);
 #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c)
+      for (int c = 0; c < C; ++c)
 #pragma GCC unroll 16
-      for (int t = 0; t < kTaps; ++t)
-        xs[n][c][t] = _mm512_maskz_loadu_ps(inside[t], x + c * pl.size + p + n * 16 + pl.offset(t));
+        for (int t = 0; t < kTaps; ++t) {
+          const float* at = xn + c * pl.size + pl.offset(t);
+          xs[n][c][t] = t % 3 == 1 ? _mm512_loadu_ps(at)
+                                   : _mm512_maskz_loadu_ps(t % 3 == 0 ? left : right, at);
+        }
+    } else {
+      const __mmask16* inside = pl.inside.data() + vn * kTaps;
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c)
+#pragma GCC unroll 16
+        for (int t = 0; t < kTaps; ++t)
+          xs[n][c][t] = _mm512_maskz_loadu_ps(inside[t], xn + c * pl.size + pl.offset(t));
+    }
   }
   const __mmask16 store = pl.lanes(v + NV - 1);
   // Two vectors of 6 channels take 30 of the 32 registers.
