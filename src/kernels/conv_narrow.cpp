@@ -356,7 +356,7 @@ void grad_weight_image(const float* x, const float* gy, __m512* acc, std::int64_
 
 // cols [9, vecs * 16] (vector aligned) for position vectors [v, v + VB):
 // cols_t = sum over output channels o of w[o, c, t] gy_o, in order of o.
-template <int C, int VB>
+template <int C, int VB, bool WHOLE>
 inline void grad_input_cols(const float* gy, const float* w, float* cols, std::int64_t outs,
                             const Plane& pl, int c, std::int64_t v) {
   // The loops over the block's registers are unrolled completely (the
@@ -372,7 +372,8 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
   __m512 acc[VB][kTaps];
   __m512 gv[VB];
 #pragma GCC unroll 16
-  for (int b = 0; b < VB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
+  for (int b = 0; b < VB; ++b)
+    gv[b] = WHOLE ? _mm512_loadu_ps(g + b * 16) : _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
 #pragma GCC unroll 16
   for (int t = 0; t < kTaps; ++t)
 #pragma GCC unroll 16
@@ -380,7 +381,8 @@ inline void grad_input_cols(const float* gy, const float* w, float* cols, std::i
   for (std::int64_t o = 1; o < outs; ++o) {
     g += size, wc += C * kTaps;
 #pragma GCC unroll 16
-    for (int b = 0; b < VB; ++b) gv[b] = _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
+    for (int b = 0; b < VB; ++b)
+      gv[b] = WHOLE ? _mm512_loadu_ps(g + b * 16) : _mm512_maskz_loadu_ps(lanes[b], g + b * 16);
       // The next block's vectors of this plane: the loop reads 32-odd planes a
       // few lines at a time, a pattern the hardware prefetcher does not follow
       // (conv1's input gradient, 64 images, gy not in cache: 38 -> 82 GFLOP/s).
@@ -442,7 +444,10 @@ void grad_input_image(const float* gy, const float* w, float* dx, float* cols, s
                       const Plane& pl) {
   for (int c = 0; c < C; ++c) {
     in_blocks<3>(0, pl.vecs, [&]<int VB>(std::int64_t v) {
-      grad_input_cols<C, VB>(gy, w, cols, outs, pl, c, v);
+      if (v + VB < pl.vecs || pl.last == 0xffff)
+        grad_input_cols<C, VB, true>(gy, w, cols, outs, pl, c, v);
+      else
+        grad_input_cols<C, VB, false>(gy, w, cols, outs, pl, c, v);
     });
     float* d = dx + c * pl.size;
     grad_input_gather<false>(cols, d, pl, 0, pl.inner_begin);
