@@ -8,8 +8,9 @@
 // the plane) reads input p + (i - 1) w + (j - 1) for tap (i, j), where the
 // tap's row and column fall inside the plane. Each AVX-512 vector holds 16
 // consecutive positions; per vector and tap a 16-bit mask (computed once per
-// call) marks the positions whose input lies inside, and masked loads read
-// zeros for the others, exactly the zeros im2col would have placed there.
+// thread and plane shape) marks the positions whose input lies inside, and
+// masked loads read zeros for the others, exactly the zeros im2col would
+// have placed there.
 //   - forward: per vector (per two vectors with one input channel), the 9
 //     shifted input vectors of each channel are multiplied into 8 (6) output
 //     channels' accumulators at a time (weights broadcast), each element a
