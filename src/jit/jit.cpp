@@ -1,5 +1,6 @@
 #include "ms/jit/jit.hpp"
 
+#include "ms/core/detail/env_switch.hpp"
 #include "ms/dyn/detail/manager.hpp"
 #include "ms/jit/detail/cache.hpp"
 
@@ -62,24 +63,12 @@ void note_mode_read(const std::shared_ptr<std::atomic<bool>>& flag, bool value) 
 
 namespace ms {
 namespace {
-// -1: not decided yet (MS_JIT is read at first use); 0: off; 1: on.
-std::atomic<int> g_jit_enabled{-1};
+constinit detail::EnvSwitch g_jit_enabled{"MS_JIT"};
 }  // namespace
 
-bool jit_enabled() {
-  int v = g_jit_enabled.load(std::memory_order_acquire);
-  if (v < 0) [[unlikely]] {
-    const char* e = std::getenv("MS_JIT");
-    const int from_env = e != nullptr && std::string_view(e) == "0" ? 0 : 1;
-    g_jit_enabled.compare_exchange_strong(v, from_env, std::memory_order_acq_rel);
-    v = g_jit_enabled.load(std::memory_order_acquire);
-  }
-  return v != 0;
-}
+bool jit_enabled() { return g_jit_enabled.on(); }
 
-void set_jit_enabled(bool enabled) {
-  g_jit_enabled.store(enabled ? 1 : 0, std::memory_order_release);
-}
+void set_jit_enabled(bool enabled) { g_jit_enabled.set(enabled); }
 }  // namespace ms
 
 namespace ms::compiler {

@@ -20,17 +20,16 @@
 #include <array>
 #include <atomic>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "ms/core/detail/env_switch.hpp"
 #include "ms_xbyak_config.h"
 
 #if MS_HAVE_XBYAK && defined(__AVX512F__) && defined(__x86_64__)
@@ -44,20 +43,8 @@ namespace ms::kernels {
 
 namespace {
 
-// -1: not decided yet (MS_EW_CODEGEN is read at first use, as MS_JIT); 0: off; 1: on.
-std::atomic<int> g_codegen{-1};
+constinit ms::detail::EnvSwitch g_codegen{"MS_EW_CODEGEN"};
 std::atomic<std::int64_t> g_compiled{0}, g_runs{0};
-
-bool codegen_setting() {
-  int v = g_codegen.load(std::memory_order_acquire);
-  if (v < 0) [[unlikely]] {
-    const char* e = std::getenv("MS_EW_CODEGEN");
-    const int from_env = e != nullptr && std::string_view(e) == "0" ? 0 : 1;
-    g_codegen.compare_exchange_strong(v, from_env, std::memory_order_acq_rel);
-    v = g_codegen.load(std::memory_order_acquire);
-  }
-  return v != 0;
-}
 
 }  // namespace
 
@@ -481,7 +468,7 @@ EwJitFn ew_jit_kernel(const EwProgram& prog, std::span<const EwJitLoad> loads, b
   return kernels.emplace(key, std::move(entry)).first->second.fn;
 }
 
-bool ew_jit_enabled() noexcept { return cpu_has_avx512() && codegen_setting(); }
+bool ew_jit_enabled() noexcept { return cpu_has_avx512() && g_codegen.on(); }
 
 }  // namespace detail
 
@@ -498,11 +485,7 @@ bool ew_codegen_available() noexcept { return false; }
 
 #endif
 
-bool set_ew_codegen(bool on) noexcept {
-  const bool was = codegen_setting();
-  g_codegen.store(on ? 1 : 0, std::memory_order_release);
-  return was;
-}
+bool set_ew_codegen(bool on) noexcept { return g_codegen.set(on); }
 
 EwCodegenStats ew_codegen_stats() noexcept {
   return {g_compiled.load(std::memory_order_relaxed), g_runs.load(std::memory_order_relaxed)};
