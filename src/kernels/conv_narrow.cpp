@@ -29,6 +29,7 @@
 // bench/conv_table.sh compares them with the other algorithms on the CNN's
 // first layer.
 #include "conv_narrow.hpp"
+#include "scratch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -36,7 +37,6 @@
 #include <memory>
 #include <vector>
 
-#include "ms/core/tensor.hpp"
 #include "ms/kernels/parallel.hpp"
 
 #if defined(__AVX512F__)
@@ -521,12 +521,15 @@ bool conv_narrow_grad_input(const float* gy, const float* w, float* dx, const Co
 #if defined(__AVX512F__)
   const Plane& pl = plane_of(g);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
-  const std::int64_t per_part = kTaps * pl.vecs * 16;
-  Tensor work = empty(Shape{parts * per_part}, DType::Float32);  // 64-byte aligned
+  const std::int64_t per_part = kTaps * pl.vecs * 16;  // a multiple of 16 floats
+  // Each part's columns, kept by the calling thread for its next calls.
+  thread_local Scratch work;
+  auto* const all_cols = static_cast<float*>(
+      work.need(static_cast<std::size_t>(parts * per_part) * sizeof(float), "conv2d_grad_input"));
   for_items(g.n, parts, [&](std::int64_t img, std::int64_t part) {
     const float* gi = gy + img * g.o * pl.size;
     float* di = dx + img * g.c * pl.size;
-    float* cols = work.data<float>() + part * per_part;
+    float* cols = all_cols + part * per_part;
     with_channels(g.c, [&]<int C>() { grad_input_image<C>(gi, w, di, cols, g.o, pl); });
   });
   return true;
@@ -543,11 +546,12 @@ bool conv_narrow_grad_weight(const float* x, const float* gy, float* dw, const C
   const Plane& pl = plane_of(g);
   const std::int64_t wnumel = g.o * g.c * kTaps;
   chunks = std::clamp<std::int64_t>(chunks, 1, g.n);
-  // The chunks' vector accumulators [chunks, o, c, 9] of 16 lanes (64-byte
-  // aligned, as every storage), then their sums [chunks, o, c, 9].
-  Tensor work = empty(Shape{chunks * wnumel * 17}, DType::Float32);
-  auto* const vectors = reinterpret_cast<__m512*>(work.data<float>());
-  float* const sums = work.data<float>() + chunks * wnumel * 16;
+  // The chunks' vector accumulators [chunks, o, c, 9] of 16 lanes, then their
+  // sums [chunks, o, c, 9], kept by the calling thread for its next calls.
+  thread_local Scratch work;
+  auto* const vectors = static_cast<__m512*>(work.need(
+      static_cast<std::size_t>(chunks * wnumel * 17) * sizeof(float), "conv2d_grad_weight"));
+  float* const sums = reinterpret_cast<float*>(vectors + chunks * wnumel);
   const std::int64_t parts = in_parallel() ? 1 : get_num_threads();
   for_items(chunks, parts, [&](std::int64_t chunk, std::int64_t) {
     __m512* const acc = vectors + chunk * wnumel;

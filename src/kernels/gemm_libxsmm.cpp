@@ -53,6 +53,7 @@
 // libxsmmext is not linked): packing and tasks run on ms's pool (parallel_for).
 #include "gemm_libxsmm.hpp"
 #include "bf16_convert.hpp"
+#include "scratch.hpp"
 #include "transpose.hpp"
 
 #include <algorithm>
@@ -205,30 +206,9 @@ struct Plan {
   }
 };
 
-// A 64-byte aligned buffer of the calling thread, grown on demand and kept
-// for the thread's next products (contents not kept). Never null for a
-// request of 0 bytes (a product that packs nothing), so whether libxsmm takes
-// a product cannot depend on what the thread ran before.
-class Scratch {
- public:
-  void* get(std::size_t bytes) noexcept {
-    bytes = std::max<std::size_t>(bytes, 64);
-    if (bytes > size_) {
-      const std::size_t rounded = (bytes + 63) / 64 * 64;
-      data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
-      size_ = data_ ? rounded : 0;
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(unsigned char* p) const noexcept { std::free(p); }
-  };
-  std::unique_ptr<unsigned char, Free> data_;
-  std::size_t size_ = 0;
-};
-
+// The thread's packing buffers (Scratch: kept for its next products, never
+// null for 0 bytes, so that whether libxsmm takes a product that packs
+// nothing cannot depend on what the thread ran before).
 Scratch& pack_scratch() {
   thread_local Scratch s;
   return s;
