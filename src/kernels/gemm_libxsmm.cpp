@@ -157,8 +157,12 @@ constexpr std::int64_t kNarrowCols = 16;
 // transposed): 144 -> 158 GFLOP/s on 1 thread.
 std::int64_t band_tasks() noexcept { return (1 << 20) / (kTaskRows * task_cols() * 4); }
 // Below this many multiply-adds per thread the tasks of a product are grouped
-// (a thread's share should be a few microseconds at least).
-constexpr double kFlopsPerThread = 1 << 17;
+// (a thread's share should be 5 us or so: a job on the pool costs a few, and
+// the other thread reads the operands into a cold cache). Zen 5 VM, an ad-hoc
+// loop, 1 thread / 2 threads at 2^17: 64 x 256 x 10 1.8 / 4.5 us, 10 x 256 x
+// 64 (A^T) 1.8 / 4.4, 64 x 256 x 64 (x W^T) 11.2 / 15.3; 64 x 512 x 64
+// (x W^T) 22.4 / 17.9 and 128 x 256 x 64 19.7 / 14.1, still shared at 2^20.
+constexpr double kFlopsPerThread = 1 << 20;
 // Packing units (rows of A, panels of B) per thread: at least this many
 // elements copied.
 constexpr double kCopiesPerThread = 1 << 14;
