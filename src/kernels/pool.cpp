@@ -382,6 +382,23 @@ template <class T>
   }
 }
 
+// The lines of plane p + kPrefetchPlanes of `base` (planes of `size`
+// elements; for writing when WRITE), asked for as plane p starts: each thread
+// runs its planes in order. In the CNN's training step on 2 threads the
+// pooling gradient's first pass over its planes ran 3-4x slower than a second
+// pass right after it (its lines elsewhere: in memory or the other core's
+// cache); with the planes two ahead prefetched, the step ran 7-8 % faster,
+// and 3.5 % more with the forward's planes prefetched too (an ad-hoc program
+// alternating both libraries in one process, Zen 5 VM).
+constexpr std::int64_t kPrefetchPlanes = 2;
+template <bool WRITE, class T>
+void prefetch_plane(const T* base, std::int64_t size, std::int64_t p, std::int64_t planes) {
+  if (p + kPrefetchPlanes >= planes) return;
+  const auto* first = reinterpret_cast<const char*>(base + (p + kPrefetchPlanes) * size);
+  const auto bytes = static_cast<std::size_t>(size) * sizeof(T);
+  for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(first + b, WRITE ? 1 : 0, 3);
+}
+
 template <class F>
 void for_planes(const Pool2dGeometry& g, F&& fn) {
   // Work per plane, saturating: kernels near 2^40 would overflow the product.
@@ -548,6 +565,9 @@ template <class T>
 void max_pool2x2_index(const T* x, T* y, std::uint8_t* index, const Pool2dGeometry& g) noexcept {
   for_planes(g, [&](std::int64_t p) {
     const T* xp = x + p * g.h * g.w;
+    prefetch_plane<false>(x, g.h * g.w, p, g.planes);
+    prefetch_plane<true>(y, g.oh * g.ow, p, g.planes);
+    prefetch_plane<true>(index, g.oh * g.ow, p, g.planes);
     for (std::int64_t oh = 0; oh < g.oh; ++oh) {
       const std::int64_t o = (p * g.oh + oh) * g.ow;
       max_pool2x2_index_row(xp + 2 * oh * g.w, xp + (2 * oh + 1) * g.w, y + o, index + o, g.ow);
@@ -560,6 +580,9 @@ void max_pool2x2_grad_index(const std::uint8_t* index, const T* gy, T* dx, const
                             bool positive_only) noexcept {
   for_planes(g, [&](std::int64_t p) {
     T* dp = dx + p * g.h * g.w;
+    prefetch_plane<false>(index, g.oh * g.ow, p, g.planes);
+    prefetch_plane<false>(gy, g.oh * g.ow, p, g.planes);
+    prefetch_plane<true>(dx, g.h * g.w, p, g.planes);
     for (std::int64_t oh = 0; oh < g.oh; ++oh) {
       const std::int64_t r = 2 * oh * g.w, o = (p * g.oh + oh) * g.ow;
       max_pool2x2_grad_index_row(index + o, gy + o, dp + r, dp + r + g.w, g.ow, positive_only);
