@@ -7,22 +7,26 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 
 #include "ms/core/error.hpp"
+#include "ms/core/storage.hpp"
 
 namespace ms::kernels::detail {
 
 // A 64-byte aligned buffer, grown on demand and kept for the next calls
 // (contents not kept); meant as a thread_local. get() returns null when the
-// system refuses the memory, never for a request of 0 bytes (64 are kept
-// then), so that whether a kernel runs cannot depend on what the thread ran
-// before.
+// system refuses the memory (or the size cannot be rounded to 64 bytes),
+// never for a request of 0 bytes (64 are kept then), so that whether a
+// kernel runs cannot depend on what the thread ran before.
 class Scratch {
  public:
   void* get(std::size_t bytes) noexcept {
     bytes = std::max<std::size_t>(bytes, 64);
+    if (bytes > std::numeric_limits<std::size_t>::max() - 63) return nullptr;
     if (bytes > size_) {
       const std::size_t rounded = (bytes + 63) / 64 * 64;
       data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
@@ -31,8 +35,13 @@ class Scratch {
     return data_.get();
   }
 
-  // get(bytes), or an ms::MemoryError naming `what` when the system refuses.
+  // get(bytes), or an ms::MemoryError naming `what` when the request is over
+  // the cap on a single allocation (ms::set_max_alloc_bytes, checked on every
+  // call, kept block or not) or the system refuses it.
   void* need(std::size_t bytes, const char* what) {
+    const auto cap = static_cast<std::uint64_t>(max_alloc_bytes());
+    MS_CHECK(bytes <= cap, MemoryError, what, ": a scratch block of ", bytes,
+             " bytes is over the limit of ", cap, " bytes (ms::set_max_alloc_bytes)");
     void* p = get(bytes);
     MS_CHECK(p != nullptr, MemoryError, what, ": the system refused a scratch block of ", bytes,
              " bytes");

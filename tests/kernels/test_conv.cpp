@@ -11,7 +11,8 @@
 // mantissa allows), the narrow kernels' bitwise against float32's rounded
 // once (NaN payloads and overflow included), and the same
 // for the bfloat16 gradients (conv2d_grad_input_bf16 on the Direct and Im2col
-// paths, conv2d_grad_weight_bf16), 1 and 2 threads bitwise. Where an
+// paths, conv2d_grad_weight_bf16), 1 and 2 threads bitwise; conv1's narrow
+// gradients over the allocation cap (ms::MemoryError, nothing written). Where an
 // algorithm does not apply (or libxsmm is absent) the call falls back, and the
 // checks hold for the fallback.
 #include <doctest/doctest.h>
@@ -28,7 +29,9 @@
 #include <string>
 #include <vector>
 
+#include <ms/core/error.hpp>
 #include <ms/core/half.hpp>
+#include <ms/core/storage.hpp>
 #include <ms/kernels/conv.hpp>
 #include <ms/kernels/gemm.hpp>
 #include <ms/kernels/parallel.hpp>
@@ -236,6 +239,52 @@ TEST_SUITE("kernels") {
       }
     }
   }
+
+#if defined(__AVX512F__)
+  TEST_CASE(
+      "conv1's narrow gradients over the allocation cap: MemoryError naming the op, nothing "
+      "written") {
+    // Their work blocks (Scratch, kept by the calling thread) obey
+    // ms::set_max_alloc_bytes on every call, a block already kept or not.
+    struct CapGuard {
+      ~CapGuard() { ms::set_max_alloc_bytes(0); }
+    } cap_guard;
+    const ms::test::ThreadGuard guard;
+    Conv2dGeometry g{.n = 4,
+                     .c = 1,
+                     .h = 28,
+                     .w = 28,
+                     .o = 32,
+                     .kh = 3,
+                     .kw = 3,
+                     .oh = 28,
+                     .ow = 28,
+                     .ph = 1,
+                     .pw = 1};
+    g.algo = ConvAlgo::Direct;
+    const auto x = random_values(g.n * g.h * g.w, 1), w = random_values(g.o * 9, 2),
+               gy = random_values(g.n * g.o * g.oh * g.ow, 3);
+    for (const int threads : {1, 2}) {
+      CAPTURE(threads);
+      ms::set_num_threads(threads);
+      std::vector<float> dx(x.size()), dw(w.size());
+      ms::kernels::conv2d_grad_input<float>(gy.data(), w.data(), dx.data(), g);  // keeps a block
+      ms::kernels::conv2d_grad_weight<float>(x.data(), gy.data(), dw.data(), g);
+      ms::set_max_alloc_bytes(1024);
+      std::fill(dx.begin(), dx.end(), -7.f);
+      std::fill(dw.begin(), dw.end(), -7.f);
+      CHECK_THROWS_WITH_AS(ms::kernels::conv2d_grad_input<float>(gy.data(), w.data(), dx.data(), g),
+                           doctest::Contains("conv2d_grad_input: a scratch block of"),
+                           ms::MemoryError);
+      CHECK_THROWS_WITH_AS(
+          ms::kernels::conv2d_grad_weight<float>(x.data(), gy.data(), dw.data(), g),
+          doctest::Contains("conv2d_grad_weight: a scratch block of"), ms::MemoryError);
+      CHECK(std::all_of(dx.begin(), dx.end(), [](float v) { return v == -7.f; }));
+      CHECK(std::all_of(dw.begin(), dw.end(), [](float v) { return v == -7.f; }));
+      ms::set_max_alloc_bytes(0);
+    }
+  }
+#endif
 
   TEST_CASE("conv algorithms: Auto's choice on the CNN's shapes") {
     Conv2dGeometry g = geometry({64, 32, 14, 14, 64, 3, 1, 1, 1, 1});
