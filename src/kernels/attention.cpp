@@ -30,6 +30,7 @@
 #include "ms/kernels/gemm.hpp"
 #include "ms/kernels/parallel.hpp"
 #include "predux.hpp"
+#include "prefetch.hpp"
 #include "transpose.hpp"
 
 namespace ms::kernels {
@@ -116,12 +117,8 @@ struct Rows {
 // of 100 pairs): 1.06x on 1 thread, 1.07x on 2.
 template <class S>
 void prefetch_rows(const Rows<const S>& r, std::int64_t b, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t bytes = cols * static_cast<std::int64_t>(sizeof(S));
-  for (std::int64_t i = 0; i < rows; ++i) {
-    const char* p = reinterpret_cast<const char*>(r.at(b, i));
-    for (std::int64_t o = 0; o < bytes; o += kAlign) __builtin_prefetch(p + o, 0, 2);
-    __builtin_prefetch(p + bytes - 1, 0, 2);
-  }
+  const auto bytes = static_cast<std::size_t>(cols) * sizeof(S);
+  for (std::int64_t i = 0; i < rows; ++i) detail::prefetch_bytes<false, 2>(r.at(b, i), bytes);
 }
 
 // A block of `rows` rows of a chunk's scratch, kAlign-aligned rows `ld`

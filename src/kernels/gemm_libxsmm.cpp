@@ -210,9 +210,7 @@ struct Plan {
   }
 };
 
-// The thread's packing buffers (Scratch: kept for its next products, never
-// null for 0 bytes, so that whether libxsmm takes a product that packs
-// nothing cannot depend on what the thread ran before).
+// The thread's packing buffers (scratch.hpp).
 Scratch& pack_scratch() {
   thread_local Scratch s;
   return s;

@@ -15,6 +15,7 @@
 
 #include "ceil_div.hpp"
 #include "ms/kernels/parallel.hpp"
+#include "prefetch.hpp"
 
 namespace ms::kernels {
 namespace {
@@ -25,6 +26,7 @@ struct TapRange {
   std::int64_t lo, hi;
 };
 using detail::ceil_div;
+using detail::prefetch_bytes;
 
 TapRange tap_range(std::int64_t start, std::int64_t step, std::int64_t taps, std::int64_t size) {
   std::int64_t lo = start >= 0 ? 0 : ceil_div(-start, step);
@@ -393,10 +395,9 @@ template <class T>
 constexpr std::int64_t kPrefetchPlanes = 2;
 template <bool WRITE, class T>
 void prefetch_plane(const T* base, std::int64_t size, std::int64_t p, std::int64_t planes) {
-  if (p + kPrefetchPlanes >= planes) return;
-  const auto* first = reinterpret_cast<const char*>(base + (p + kPrefetchPlanes) * size);
-  const auto bytes = static_cast<std::size_t>(size) * sizeof(T);
-  for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(first + b, WRITE ? 1 : 0, 3);
+  if (p + kPrefetchPlanes < planes)
+    prefetch_bytes<WRITE, 3>(base + (p + kPrefetchPlanes) * size,
+                             static_cast<std::size_t>(size) * sizeof(T));
 }
 
 template <class F>
