@@ -964,7 +964,7 @@ ConvAlgo conv2d_bf16_algorithm(const Conv2dGeometry& g, ConvPass pass) noexcept 
   const ConvAlgo none = forward ? ConvAlgo::Auto : ConvAlgo::Im2col;  // no bf16 kernel of its own
   // The forward's Direct: the narrow kernels (rounding as they store), else libxsmm's.
   const bool narrow = detail::conv_narrow_fits(g);
-  const bool direct = (forward && narrow) || detail::conv_direct_fits(g, pass);
+  const bool direct = (forward && narrow) || detail::conv_direct_bf16_fits(g, pass);
   switch (g.algo) {
     case ConvAlgo::Direct: return direct ? ConvAlgo::Direct : none;
     case ConvAlgo::Im2col: return ConvAlgo::Im2col;

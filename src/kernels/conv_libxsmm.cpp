@@ -403,6 +403,27 @@ bool conv_libxsmm_usable() noexcept {
   return usable;
 }
 
+namespace {
+// libxsmm 1.17 generates bfloat16 kernels only for AVX-512 targets (none on
+// AMD Zen 3, target 'hsw').
+bool conv_libxsmm_bf16_usable() noexcept {
+  static const bool usable = [] {
+    if (!conv_libxsmm_usable()) return false;
+    const libxsmm_blasint ld = 16;
+    const float alpha = 1.f, beta = 0.f;
+    const int flags = LIBXSMM_GEMM_FLAG_BETA_0 | LIBXSMM_GEMM_FLAG_VNNI_A,
+              prefetch = LIBXSMM_PREFETCH_NONE;
+    return libxsmm_bsmmdispatch_reducebatch_addr(16, 16, 16, &ld, &ld, &ld, &alpha, &beta, &flags,
+                                                 &prefetch) != nullptr;
+  }();
+  return usable;
+}
+}  // namespace
+
+bool conv_direct_bf16_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
+  return conv_libxsmm_bf16_usable() && conv_direct_fits(g, pass);
+}
+
 bool conv_direct_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
   if (!conv_libxsmm_usable() || g.n <= 0 || g.oh <= 0 || g.ow <= 0 || g.o <= 0 || g.c <= 0)
     return false;
@@ -422,7 +443,7 @@ bool conv_direct_forward(const float* x, const float* w, const float* bias, floa
 
 bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias,
                               bfloat16_t* y, const Conv2dGeometry& g) {
-  if (!conv_direct_fits(g, ConvPass::Forward)) return false;
+  if (!conv_direct_bf16_fits(g, ConvPass::Forward)) return false;
   const FwdPlan p = fwd_plan(g, 2);
   Tensor wt = empty(Shape{g.groups * p.taps * p.og * p.cgp}, DType::BFloat16);
   weights_for_forward(w, g, p, false, wt.data<bfloat16_t>());
@@ -442,7 +463,7 @@ bool conv_direct_grad_input(const float* gy, const float* w, float* dx, const Co
 
 bool conv_direct_grad_input_bf16(const bfloat16_t* gy, const bfloat16_t* w, bfloat16_t* dx,
                                  const Conv2dGeometry& g) {
-  if (!conv_direct_fits(g, ConvPass::GradInput)) return false;
+  if (!conv_direct_bf16_fits(g, ConvPass::GradInput)) return false;
   const Conv2dGeometry a = adjoint_geometry(g);
   const FwdPlan p = fwd_plan(a, 2);
   Tensor wt = empty(Shape{a.groups * p.taps * p.og * p.cgp}, DType::BFloat16);
@@ -491,6 +512,7 @@ bool conv_direct_grad_weight(const float* x, const float* gy, float* dw, const C
 
 bool conv_libxsmm_usable() noexcept { return false; }
 bool conv_direct_fits(const Conv2dGeometry&, ConvPass) noexcept { return false; }
+bool conv_direct_bf16_fits(const Conv2dGeometry&, ConvPass) noexcept { return false; }
 bool conv_direct_forward(const float*, const float*, const float*, float*, const Conv2dGeometry&,
                          bool, const PlanesDone*) {
   return false;

@@ -76,6 +76,10 @@ bool conv_libxsmm_usable() noexcept;
 /// padding (k - 1) * d - p must be >= 0), sizes within libxsmm's int.
 bool conv_direct_fits(const Conv2dGeometry& g, ConvPass pass) noexcept;
 
+/// conv_direct_fits for the bfloat16 kernels, which libxsmm must also be able
+/// to generate for this CPU (decided once).
+bool conv_direct_bf16_fits(const Conv2dGeometry& g, ConvPass pass) noexcept;
+
 /// What to run on output planes [first, first + count) of y (planes of
 /// [oh, ow], counted over images and channels) as soon as they are written,
 /// while they are in cache: fn(ctx, first, count), on the thread that wrote
@@ -95,7 +99,8 @@ bool conv_direct_forward(const float* x, const float* w, const float* bias, floa
 
 /// The same with bfloat16 x, w and y (bias in float32, may be null): pairs of
 /// bfloat16 products summed in float32 by libxsmm's bf16 kernels, the sum
-/// rounded to bfloat16 once, on store.
+/// rounded to bfloat16 once, on store; false, computing nothing, where
+/// conv_direct_bf16_fits(g, Forward) is false.
 bool conv_direct_forward_bf16(const bfloat16_t* x, const bfloat16_t* w, const float* bias,
                               bfloat16_t* y, const Conv2dGeometry& g);
 
