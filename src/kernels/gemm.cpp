@@ -101,14 +101,17 @@ GemmBackend choose_backend() {
     blas += std::string(" (core ") + openblas_get_corename() + ")";
   if (choice == "openblas") return {"openblas", blas + ", MS_GEMM=openblas"};
 #endif
-  // libxsmm by default where its JIT targets AVX-512: there its kernels beat
-  // Eigen's on the square and training shapes of bm_gemm (BM_Sgemm_libxsmm
-  // against BM_Sgemm_eigen, 1.07-1.76x on one thread, bench/gemm_table.sh).
-  // On AVX2-only CPUs that is not measured, so the kernels below stay the
-  // default there.
-  if (xsmm && detail::libxsmm_avx512())
-    return {"libxsmm", xsmm_desc + " (default: libxsmm targets AVX-512 here)"};
-  if (xsmm) xsmm_why = "libxsmm available (MS_GEMM=libxsmm), not the default below AVX-512";
+  // libxsmm by default wherever its JIT runs (AVX2 and later). Where it
+  // targets AVX-512 its kernels beat Eigen's on the square and training
+  // shapes of bm_gemm (BM_Sgemm_libxsmm against BM_Sgemm_eigen, 1.07-1.76x on
+  // one thread, bench/gemm_table.sh). On AMD Zen 3 (AVX2, target 'hsw'),
+  // against OpenBLAS (core Zen), bm_train's steps/s in alternating processes
+  // (MS_GEMM): the GPT, batch 32, 2 threads 1.06-1.08 -> 1.34-1.49 (1 thread
+  // alike); the CNN, batch 64, 28-31 -> 32-36 on 1 thread and 46-55 -> 57-64
+  // on 2; the MLP, batch 64, 1 thread 242-290 -> 273-319 in one set of rounds
+  // and 341-366 -> 254-333 in another, 2 threads alike; the MLP at batch 256
+  // alone lost, 95-106 -> 70-94 on 1 thread.
+  if (xsmm) return {"libxsmm", xsmm_desc + " (default: libxsmm's JIT runs on this CPU)"};
 #if MS_HAVE_BLAS
   if (eigen_first)
     return {"eigen", eigen + ": faster than OpenBLAS here (default with AVX-512); " + xsmm_why};

@@ -661,11 +661,6 @@ bool libxsmm_usable(std::string& why) noexcept {
   return verdict.usable;
 }
 
-bool libxsmm_avx512() noexcept {
-  std::string why;
-  return libxsmm_usable(why) && libxsmm_get_target_archid() >= LIBXSMM_X86_AVX512_CORE;
-}
-
 std::int64_t libxsmm_panel_width() noexcept { return panel_width(); }
 
 BlockKernel libxsmm_block_kernel(bool trans_a, bool accumulate, std::int64_t m, std::int64_t n,
@@ -1401,7 +1396,6 @@ bool libxsmm_usable(std::string& why) noexcept {
   return false;
 }
 
-bool libxsmm_avx512() noexcept { return false; }
 std::int64_t libxsmm_panel_width() noexcept { return 0; }
 
 bool libxsmm_bf16_native() noexcept { return false; }

@@ -18,10 +18,6 @@ bool libxsmm_usable(std::string& why) noexcept;
 /// gemm_libxsmm.cpp), for gemm_backend()'s description.
 std::int64_t libxsmm_panel_width() noexcept;
 
-/// True when libxsmm is usable and targets an AVX-512 CPU ("skx" and later),
-/// where its float32 kernels beat Eigen's (bench/bm_gemm.cpp).
-bool libxsmm_avx512() noexcept;
-
 /// True when libxsmm is usable and the CPU has BF16 dot-product instructions:
 /// AMX (then bfloat16 products run on ms's AMX tile loop) or AVX512_BF16
 /// (libxsmm's "cpx" target and later: libxsmm's bf16 kernels).

@@ -776,15 +776,17 @@ TEST_SUITE("kernels") {
   }
 
   TEST_CASE(
-      "gemm_backend: libxsmm by default on AVX-512 CPUs, MS_GEMM overrides, gemm_on knows "
-      "the names") {
+      "gemm_backend: libxsmm by default on AVX2 CPUs and later, MS_GEMM overrides, gemm_on "
+      "knows the names") {
     const std::string name = ms::kernels::gemm_backend().name;
     const std::string env = std::getenv("MS_GEMM") != nullptr ? std::getenv("MS_GEMM") : "";
     if (env == "eigen") CHECK(name == "eigen");
     if (has_libxsmm()) {
       if (env == "libxsmm") CHECK(name == "libxsmm");
       // libxsmm reads the CPU's features at run time, as this check does.
-      if (env.empty()) CHECK((name == "libxsmm") == (__builtin_cpu_supports("avx512f") != 0));
+      if (env.empty())
+        CHECK((name == "libxsmm") ==
+              (__builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0));
       if (name == "libxsmm")
         CHECK(std::string(ms::kernels::gemm_backend().detail).find("libxsmm") != std::string::npos);
     } else {

@@ -4,7 +4,7 @@
 // matmul, conv2d's im2col path and the JIT executor. float and double run on
 // one of three backends, chosen once per process (see `gemm_backend()`):
 // libxsmm's JIT micro-kernels (float and bfloat16; double on Eigen; the
-// default on AVX-512 CPUs), Eigen's own product kernels (AVX-512 when built
+// default on AVX2 and AVX-512 CPUs), Eigen's own product kernels (AVX-512 when built
 // with -march=native on such a CPU) or OpenBLAS called directly (cblas). int32 and int64 always run
 // on Eigen's product. The instantiations live in src/kernels/gemm.cpp, so including this header
 // costs nothing.
@@ -91,15 +91,16 @@ void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16
 /// why they were chosen.
 ///
 /// "libxsmm" when libms was built with libxsmm (meson option `libxsmm`,
-/// Debian's libxsmm-dev) and libxsmm's JIT targets this CPU with AVX-512
-/// (decided at run time, so a portable build uses it too): float products
+/// Debian's libxsmm-dev) and libxsmm's JIT targets this CPU (AVX2 and later;
+/// decided at run time, so a portable build uses it too): float products
 /// then run on its kernels (packed operands, blocks of C fixed by the shape),
 /// double ones on Eigen's; there it beats Eigen on the square and training
-/// shapes of bench/bm_gemm.cpp on one thread. Otherwise "eigen" when libms was
+/// shapes of bench/bm_gemm.cpp on one thread, and OpenBLAS in the GPT's and
+/// the CNN's training steps on AMD Zen 3 (AVX2). Otherwise "eigen" when libms was
 /// compiled with AVX-512 (Eigen's AVX-512 kernels beat OpenBLAS 0.3.21 pinned
 /// to its "Haswell" kernels by the environment's OPENBLAS_CORETYPE), else
-/// "openblas" when it was found at build time, else "eigen". `MS_GEMM=libxsmm`
-/// (also on AVX2 CPUs), `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
+/// "openblas" when it was found at build time, else "eigen". `MS_GEMM=libxsmm`,
+/// `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
 /// environment overrides the default (read once, at the first product; an
 /// unavailable choice warns and keeps the default). With "libxsmm" and
 /// "eigen", a large product outside a parallel region is shared by the threads
