@@ -96,11 +96,11 @@ void scale_add(std::int64_t rows, std::int64_t cols, float scale, const bfloat16
 /// then run on its kernels (packed operands, blocks of C fixed by the shape),
 /// double ones on Eigen's; there it beats Eigen on the square and training
 /// shapes of bench/bm_gemm.cpp on one thread, and OpenBLAS in the GPT's and
-/// the CNN's training steps on AMD Zen 3 (AVX2). Otherwise "eigen" when libms was
-/// compiled with AVX-512 (Eigen's AVX-512 kernels beat OpenBLAS 0.3.21 pinned
-/// to its "Haswell" kernels by the environment's OPENBLAS_CORETYPE), else
-/// "openblas" when it was found at build time, else "eigen". `MS_GEMM=libxsmm`,
-/// `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
+/// the CNN's training steps on AMD Zen 3 (AVX2). Otherwise "eigen" when libms
+/// was compiled with AVX-512 (Eigen's AVX-512 kernels beat OpenBLAS 0.3.21
+/// pinned to its "Haswell" kernels by the environment's OPENBLAS_CORETYPE),
+/// else "openblas" when it was found at build time, else "eigen".
+/// `MS_GEMM=libxsmm`, `MS_GEMM=eigen` or `MS_GEMM=openblas` in the
 /// environment overrides the default (read once, at the first product; an
 /// unavailable choice warns and keeps the default). With "libxsmm" and
 /// "eigen", a large product outside a parallel region is shared by the threads
