@@ -388,37 +388,31 @@ Conv2dGeometry adjoint_geometry(const Conv2dGeometry& g) {
   return a;
 }
 
+// Whether libxsmm generates a 16 x 16 x 16 batch-reduce kernel of type Fn
+// (the direct kernels' test of the CPU; KernelSet::add dispatches it).
+template <class Fn>
+bool generates_kernels(int flags) {
+  KernelSet<Fn> ks;
+  return ks.add(16, 16, 16, 16, 16, 16, false, flags);
+}
+
+// libxsmm 1.17 generates bfloat16 kernels only for AVX-512 targets (none on
+// AMD Zen 3, target 'hsw').
+bool conv_libxsmm_bf16_usable() noexcept {
+  static const bool usable =
+      conv_libxsmm_usable() && generates_kernels<BatchBKernel>(LIBXSMM_GEMM_FLAG_VNNI_A);
+  return usable;
+}
+
 }  // namespace
 
 bool conv_libxsmm_usable() noexcept {
   static const bool usable = [] {
     libxsmm_init();
-    if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX2) return false;
-    const libxsmm_blasint ld = 16;
-    const float alpha = 1.f, beta = 0.f;
-    const int flags = LIBXSMM_GEMM_FLAG_BETA_0, prefetch = LIBXSMM_PREFETCH_NONE;
-    return libxsmm_smmdispatch_reducebatch_addr(16, 16, 16, &ld, &ld, &ld, &alpha, &beta, &flags,
-                                                &prefetch) != nullptr;
+    return libxsmm_get_target_archid() >= LIBXSMM_X86_AVX2 && generates_kernels<BatchSKernel>(0);
   }();
   return usable;
 }
-
-namespace {
-// libxsmm 1.17 generates bfloat16 kernels only for AVX-512 targets (none on
-// AMD Zen 3, target 'hsw').
-bool conv_libxsmm_bf16_usable() noexcept {
-  static const bool usable = [] {
-    if (!conv_libxsmm_usable()) return false;
-    const libxsmm_blasint ld = 16;
-    const float alpha = 1.f, beta = 0.f;
-    const int flags = LIBXSMM_GEMM_FLAG_BETA_0 | LIBXSMM_GEMM_FLAG_VNNI_A,
-              prefetch = LIBXSMM_PREFETCH_NONE;
-    return libxsmm_bsmmdispatch_reducebatch_addr(16, 16, 16, &ld, &ld, &ld, &alpha, &beta, &flags,
-                                                 &prefetch) != nullptr;
-  }();
-  return usable;
-}
-}  // namespace
 
 bool conv_direct_bf16_fits(const Conv2dGeometry& g, ConvPass pass) noexcept {
   return conv_libxsmm_bf16_usable() && conv_direct_fits(g, pass);
