@@ -274,6 +274,39 @@ TEST_SUITE("kernels") {
         }
   }
 
+  TEST_CASE_TEMPLATE(
+      "gemm of one row: a column of B gives the same bits in a narrow product as in "
+      "a wide one",
+      T, float, double) {
+    // Each column of x B is summed row after row, whether its part of y is
+    // summed in whole rows of B (up to 4 KiB wide without AVX-512) or in
+    // blocks of columns (wider parts, and AVX-512): the first 8 and 512
+    // columns alone give the bits they have in the 2048-wide product.
+    ThreadGuard guard;
+    std::mt19937 gen(11);
+    std::normal_distribution<double> val(0, 1);
+    constexpr std::int64_t kWide = 2048;
+    for (int nt : {1, 2})
+      for (std::int64_t k : {1, 3, 4, 5, 37, 255}) {
+        ms::set_num_threads(nt);
+        std::vector<T> x(static_cast<std::size_t>(k)), b(static_cast<std::size_t>(k * kWide));
+        for (T& e : x) e = static_cast<T>(val(gen));
+        for (T& e : b) e = static_cast<T>(val(gen));
+        std::vector<T> wide(static_cast<std::size_t>(kWide));
+        ms::kernels::gemm<T>(false, false, 1, kWide, k, T(1), x.data(), k, b.data(), kWide, T(0),
+                             wide.data(), kWide);
+        for (std::int64_t n : {8, 512}) {
+          std::vector<T> narrow(static_cast<std::size_t>(n));
+          ms::kernels::gemm<T>(false, false, 1, n, k, T(1), x.data(), k, b.data(), kWide, T(0),
+                               narrow.data(), n);
+          CAPTURE(nt);
+          CAPTURE(k);
+          CAPTURE(n);
+          CHECK(std::memcmp(narrow.data(), wide.data(), narrow.size() * sizeof(T)) == 0);
+        }
+      }
+  }
+
   TEST_CASE_TEMPLATE("gemm of one row: a row of B^T gives the same bits in a group as alone", T,
                      float, double) {
     // With B stored transposed, rows of B are summed four at a time (their
