@@ -423,7 +423,7 @@ void vecmat_rows(std::int64_t w, std::int64_t k, T alpha, const T* x, std::int64
   using P = Packet<T>;
   constexpr std::int64_t PS = kPacketSize<T>;
   constexpr int R = kVecMatRowsPerPass;
-  alignas(64) T sums[std::max<std::size_t>(kVecMatRowBytes / sizeof(T), 1)];
+  alignas(64) T sums[kVecMatRowBytes / sizeof(T)];
   std::fill(sums, sums + w, T(0));
   // Rows [i, i + NR) onto the sums.
   const auto pass = [&]<int NR>(std::int64_t i) {
